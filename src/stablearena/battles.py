@@ -1,0 +1,641 @@
+"""Battles and their sufficient statistic, the pair counts (SPEC §2).
+
+A :class:`Battles` holds a validated battle log as integer-coded NumPy arrays plus name
+tables. :meth:`Battles.counts` aggregates it into :class:`PairCounts` — for every unordered
+pair ``i < j`` (and optionally every annotator) the weighted number of wins of ``i``, wins of
+``j``, ties and both-bad ties. Every likelihood in the package depends on the data only through
+these counts, so every fit reads a :class:`PairCounts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+__all__ = [
+    "Outcome",
+    "OUTCOME_LABELS",
+    "parse_outcomes",
+    "Battles",
+    "PairCounts",
+    "BothBad",
+    "as_counts",
+]
+
+BothBad = Literal["tie", "drop"]
+
+
+class Outcome(IntEnum):
+    """Outcome of one battle, coded as the small integers stored in :attr:`Battles.outcome`."""
+
+    A = 0  #: model_a better
+    B = 1  #: model_b better
+    TIE = 2
+    TIE_BOTH_BAD = 3
+
+
+#: Accepted text labels (case-insensitive, surrounding blanks ignored), SPEC §2.
+OUTCOME_LABELS: dict[str, Outcome] = {
+    "model_a": Outcome.A,
+    "a": Outcome.A,
+    "left": Outcome.A,
+    "model_b": Outcome.B,
+    "b": Outcome.B,
+    "right": Outcome.B,
+    "tie": Outcome.TIE,
+    "draw": Outcome.TIE,
+    "tie (bothbad)": Outcome.TIE_BOTH_BAD,
+    "both_bad": Outcome.TIE_BOTH_BAD,
+    "bothbad": Outcome.TIE_BOTH_BAD,
+}
+
+#: Score W of model_a for each outcome code (ties are half a win).
+_SCORE_A = np.array([1.0, 0.0, 0.5, 0.5])
+
+
+def _row_hint(rows: np.ndarray, source: str) -> str:
+    shown = ", ".join(str(int(r) + 1) for r in rows[:5])
+    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    return f"{source}: data row {shown}{more} (1-based, header not counted)"
+
+
+def parse_outcomes(values: Sequence | np.ndarray | pd.Series, source: str = "input") -> np.ndarray:
+    """Map outcome labels to :class:`Outcome` codes (``int8``).
+
+    Text labels follow :data:`OUTCOME_LABELS`; a numeric column is read as the score of
+    model_a: 1 → A, 0 → B, 0.5 → TIE. Anything else raises :class:`InputError` naming the first
+    offending row and label — an unknown label is never silently a tie.
+    """
+    series = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values))
+    if len(series) == 0:
+        return np.zeros(0, dtype=np.int8)
+    if pd.api.types.is_bool_dtype(series.dtype):
+        raise InputError(
+            f"{source}: the outcome column is boolean; use labels model_a/model_b/tie "
+            "or the numeric score of model_a (1, 0, 0.5)."
+        )
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        x = series.to_numpy(dtype=float)
+        codes = np.full(len(x), -1, dtype=np.int8)
+        codes[x == 1.0] = Outcome.A
+        codes[x == 0.0] = Outcome.B
+        codes[x == 0.5] = Outcome.TIE
+        bad = np.flatnonzero(codes < 0)
+        if len(bad):
+            raise InputError(
+                f"{_row_hint(bad, source)}: outcome {x[bad[0]]!r} is not 1 (model_a won), "
+                "0 (model_b won) or 0.5 (tie)."
+            )
+        return codes
+    if series.isna().any():
+        bad = np.flatnonzero(series.isna().to_numpy())
+        raise InputError(f"{_row_hint(bad, source)}: the outcome is empty.")
+    labels = series.astype(str)
+    uniques, inverse = np.unique(labels.to_numpy(dtype=object).astype(str), return_inverse=True)
+    table = np.full(len(uniques), -1, dtype=np.int8)
+    for k, label in enumerate(uniques):
+        code = OUTCOME_LABELS.get(label.strip().lower())
+        if code is None:
+            try:
+                code = {1.0: Outcome.A, 0.0: Outcome.B, 0.5: Outcome.TIE}.get(float(label))
+            except ValueError:
+                code = None
+        if code is not None:
+            table[k] = code
+    codes = table[inverse]
+    bad = np.flatnonzero(codes < 0)
+    if len(bad):
+        known = ", ".join(sorted(OUTCOME_LABELS))
+        raise InputError(
+            f"{_row_hint(bad, source)}: unknown outcome label {labels.iloc[bad[0]]!r}. "
+            f"Accepted (case-insensitive): {known}; or numeric 1/0/0.5. "
+            "Fix or remove the row, or map the label yourself before loading."
+        )
+    return codes
+
+
+def _encode_names(values: np.ndarray | Sequence, what: str, source: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Integer-code a column of names; empty or missing names are an error."""
+    series = pd.Series(np.asarray(values, dtype=object))
+    missing = series.isna().to_numpy()
+    as_str = series.astype(str).str.strip()
+    missing |= (as_str == "").to_numpy()
+    if missing.any():
+        bad = np.flatnonzero(missing)
+        raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
+    codes, names = pd.factorize(as_str, sort=True)
+    return codes.astype(np.int32), tuple(str(n) for n in names)
+
+
+@dataclass(frozen=True, eq=False)
+class Battles:
+    """A validated battle log: integer-coded arrays plus name tables.
+
+    Attributes:
+        models: model names; ``model_a``/``model_b`` index into it.
+        model_a, model_b: ``int32`` codes of the two models (``model_a`` shown first).
+        outcome: ``int8`` :class:`Outcome` codes.
+        annotator, annotators: optional ``int32`` codes and names of the judge.
+        prompt, prompts: optional ``int32`` codes and names of the prompt.
+        timestamp: optional ``float64`` (seconds, or whatever unit the log used).
+        weight: optional non-negative ``float64`` weight of each battle.
+        source: where the log came from, used in messages.
+    """
+
+    models: tuple[str, ...]
+    model_a: np.ndarray
+    model_b: np.ndarray
+    outcome: np.ndarray
+    annotator: np.ndarray | None = None
+    annotators: tuple[str, ...] | None = None
+    prompt: np.ndarray | None = None
+    prompts: tuple[str, ...] | None = None
+    timestamp: np.ndarray | None = None
+    weight: np.ndarray | None = None
+    source: str = field(default="<memory>", compare=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.model_a)
+        m = len(self.models)
+        if len(set(self.models)) != m:
+            raise InputError(f"{self.source}: model names must be unique.")
+        for name in ("model_b", "outcome", "annotator", "prompt", "timestamp", "weight"):
+            arr = getattr(self, name)
+            if arr is not None and len(arr) != n:
+                raise InputError(f"{self.source}: column {name} has {len(arr)} rows, model_a has {n}.")
+        a, b = self.model_a, self.model_b
+        if n and (a.min() < 0 or b.min() < 0 or a.max() >= m or b.max() >= m):
+            raise InputError(f"{self.source}: model codes must lie in 0..{m - 1}.")
+        same = np.flatnonzero(a == b)
+        if len(same):
+            raise InputError(
+                f"{_row_hint(same, self.source)}: model {self.models[a[same[0]]]!r} battles itself. "
+                "Remove self-battles from the log."
+            )
+        if n and (self.outcome.min() < 0 or self.outcome.max() > 3):
+            raise InputError(f"{self.source}: outcome codes must be 0..3 (see stablearena.Outcome).")
+        for codes, names, what in (
+            (self.annotator, self.annotators, "annotator"),
+            (self.prompt, self.prompts, "prompt"),
+        ):
+            if (codes is None) != (names is None):
+                raise InputError(f"{self.source}: {what} codes and {what} names go together.")
+            if codes is not None and n and (codes.min() < 0 or codes.max() >= len(names)):
+                raise InputError(f"{self.source}: {what} codes must index the {what} names.")
+        if self.weight is not None:
+            bad = np.flatnonzero(~np.isfinite(self.weight) | (self.weight < 0))
+            if len(bad):
+                raise InputError(
+                    f"{_row_hint(bad, self.source)}: weight {self.weight[bad[0]]!r} is not a finite "
+                    "non-negative number."
+                )
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(
+        cls,
+        model_a: Sequence | np.ndarray,
+        model_b: Sequence | np.ndarray,
+        outcome: Sequence | np.ndarray,
+        *,
+        models: Sequence[str] | None = None,
+        annotator: Sequence | np.ndarray | None = None,
+        prompt: Sequence | np.ndarray | None = None,
+        timestamp: Sequence | np.ndarray | None = None,
+        weight: Sequence | np.ndarray | None = None,
+        source: str = "<memory>",
+    ) -> Battles:
+        """Build battles from columns.
+
+        ``model_a``/``model_b`` are either integer codes into ``models`` or model names (then
+        ``models`` is derived, sorted). ``outcome`` is integer :class:`Outcome` codes when it is an
+        integer array, otherwise labels or numeric scores as in :func:`parse_outcomes`.
+        """
+        a = np.asarray(model_a)
+        b = np.asarray(model_b)
+        if len(a) != len(b):
+            raise InputError(f"{source}: model_a has {len(a)} rows, model_b has {len(b)}.")
+        if models is None:
+            codes, names = _encode_names(np.concatenate([a, b]), "model", source)
+            a_codes, b_codes = codes[: len(a)], codes[len(a) :]
+        else:
+            names = tuple(str(x) for x in models)
+            if not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
+                raise InputError(f"{source}: with models= given, model_a/model_b must be integer codes.")
+            a_codes, b_codes = a.astype(np.int32), b.astype(np.int32)
+        oc = np.asarray(outcome)
+        if np.issubdtype(oc.dtype, np.integer) and oc.dtype != np.bool_ and (len(oc) == 0 or oc.max() <= 3):
+            if len(oc) and oc.min() < 0:
+                raise InputError(f"{source}: outcome codes must be 0..3 (see stablearena.Outcome).")
+            out_codes = oc.astype(np.int8)
+        else:
+            out_codes = parse_outcomes(oc, source)
+        ann_codes = ann_names = pr_codes = pr_names = None
+        if annotator is not None:
+            ann_codes, ann_names = _encode_names(annotator, "annotator", source)
+        if prompt is not None:
+            pr_codes, pr_names = _encode_names(prompt, "prompt", source)
+        return cls(
+            models=names,
+            model_a=a_codes,
+            model_b=b_codes,
+            outcome=out_codes,
+            annotator=ann_codes,
+            annotators=ann_names,
+            prompt=pr_codes,
+            prompts=pr_names,
+            timestamp=None if timestamp is None else np.asarray(timestamp, dtype=float),
+            weight=None if weight is None else np.asarray(weight, dtype=float),
+            source=source,
+        )
+
+    # ------------------------------------------------------------------ basic views
+    def __len__(self) -> int:
+        return len(self.model_a)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @property
+    def scores(self) -> np.ndarray:
+        """W of model_a for each battle: 1 won, 0 lost, 0.5 tie (either kind)."""
+        return _SCORE_A[self.outcome]
+
+    def weights(self) -> np.ndarray:
+        """Per-battle weights (ones when the log has none)."""
+        return np.ones(len(self)) if self.weight is None else self.weight
+
+    def battles_per_model(self) -> np.ndarray:
+        """Number of battles (weighted) each model took part in."""
+        w = self.weights()
+        m = self.n_models
+        return np.bincount(self.model_a, w, m) + np.bincount(self.model_b, w, m)
+
+    def take(self, index: np.ndarray) -> Battles:
+        """A new log with the battles at ``index`` (integer positions or a boolean mask), in that order."""
+        idx = np.asarray(index)
+
+        def sub(x: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None else x[idx]
+
+        return replace(
+            self,
+            model_a=self.model_a[idx],
+            model_b=self.model_b[idx],
+            outcome=self.outcome[idx],
+            annotator=sub(self.annotator),
+            prompt=sub(self.prompt),
+            timestamp=sub(self.timestamp),
+            weight=sub(self.weight),
+        )
+
+    def with_outcome(self, outcome: np.ndarray) -> Battles:
+        """The same battles with other outcome codes (used by perturbations)."""
+        return replace(self, outcome=np.asarray(outcome, dtype=np.int8))
+
+    def compact(self) -> Battles:
+        """Drop models (and annotators, prompts) that no longer occur, re-coding the rest."""
+        used = np.zeros(self.n_models, dtype=bool)
+        used[self.model_a] = True
+        used[self.model_b] = True
+        new = np.cumsum(used) - 1
+        out = replace(
+            self,
+            models=tuple(n for n, u in zip(self.models, used, strict=True) if u),
+            model_a=new[self.model_a].astype(np.int32),
+            model_b=new[self.model_b].astype(np.int32),
+        )
+        for codes_name, names_name in (("annotator", "annotators"), ("prompt", "prompts")):
+            codes = getattr(out, codes_name)
+            if codes is None:
+                continue
+            names = getattr(out, names_name)
+            u = np.zeros(len(names), dtype=bool)
+            u[codes] = True
+            remap = np.cumsum(u) - 1
+            out = replace(
+                out,
+                **{
+                    codes_name: remap[codes].astype(np.int32),
+                    names_name: tuple(n for n, k in zip(names, u, strict=True) if k),
+                },
+            )
+        return out
+
+    # ------------------------------------------------------------------ filters
+    def drop_both_bad(self) -> Battles:
+        """Remove TIE_BOTH_BAD battles (``--both-bad drop``)."""
+        return self.take(self.outcome != Outcome.TIE_BOTH_BAD).compact()
+
+    def filter(
+        self,
+        *,
+        exclude_models: Sequence[str] = (),
+        min_battles: int = 0,
+        both_bad: BothBad = "tie",
+    ) -> Battles:
+        """Apply the standard filters and drop models left with no battles.
+
+        ``exclude_models`` removes every battle of those models (unknown names are an error);
+        ``min_battles`` removes models with fewer battles, repeatedly until every remaining model
+        has at least that many (removing a model lowers its opponents' counts);
+        ``both_bad="drop"`` removes both-bad ties.
+        """
+        out = self
+        if both_bad == "drop":
+            out = out.drop_both_bad()
+        elif both_bad != "tie":
+            raise InputError(f"both_bad must be 'tie' or 'drop', not {both_bad!r}.")
+        if exclude_models:
+            unknown = sorted(set(exclude_models) - set(out.models))
+            if unknown:
+                raise InputError(f"{self.source}: cannot exclude unknown model(s) {unknown}.")
+            bad = np.array([n in set(exclude_models) for n in out.models])
+            keep = ~(bad[out.model_a] | bad[out.model_b])
+            out = out.take(keep).compact()
+        if min_battles > 0:
+            while len(out):
+                per = out.battles_per_model()
+                small = per < min_battles
+                if not small.any():
+                    break
+                out = out.take(~(small[out.model_a] | small[out.model_b])).compact()
+        if len(out) == 0:
+            raise InputError(f"{self.source}: no battles are left after filtering.")
+        return out
+
+    # ------------------------------------------------------------------ aggregation
+    def counts(self, *, by_annotator: bool = False) -> PairCounts:
+        """Aggregate into :class:`PairCounts` (per annotator too when ``by_annotator``)."""
+        if by_annotator and self.annotator is None:
+            raise InputError(f"{self.source}: the log has no annotator column.")
+        a = self.model_a.astype(np.int64)
+        b = self.model_b.astype(np.int64)
+        oc = self.outcome.astype(np.int64)
+        swap = a > b
+        i = np.where(swap, b, a)
+        j = np.where(swap, a, b)
+        # outcome from i's point of view: A<->B swap when model_a is the larger index
+        oc = np.where(swap & (oc < 2), 1 - oc, oc)
+        m = self.n_models
+        key = i * m + j
+        n_ann = 1
+        if by_annotator:
+            n_ann = len(self.annotators)  # type: ignore[arg-type]
+            key = key * n_ann + self.annotator
+        w = self.weights()
+        space = m * m * n_ann
+        if space * 4 <= max(8 * len(key), 1 << 20):
+            flat = np.bincount(key * 4 + oc, w, space * 4).reshape(space, 4)
+            present = np.flatnonzero(np.bincount(key, minlength=space))
+            table = flat[present]
+            ukey = present
+        else:
+            ukey, inv = np.unique(key, return_inverse=True)
+            table = np.bincount(inv * 4 + oc, w, len(ukey) * 4).reshape(len(ukey), 4)
+        ann = None
+        if by_annotator:
+            ann = (ukey % n_ann).astype(np.int32)
+            ukey = ukey // n_ann
+        return PairCounts(
+            models=self.models,
+            i=(ukey // m).astype(np.int32),
+            j=(ukey % m).astype(np.int32),
+            wins=table[:, 0].copy(),
+            losses=table[:, 1].copy(),
+            ties=table[:, 2].copy(),
+            ties_both_bad=table[:, 3].copy(),
+            annotator=ann,
+            annotators=self.annotators if by_annotator else None,
+            source=self.source,
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """The log as a DataFrame with model names and outcome labels."""
+        names = np.array(self.models, dtype=object)
+        labels = np.array(["model_a", "model_b", "tie", "tie (bothbad)"], dtype=object)
+        df = pd.DataFrame(
+            {"model_a": names[self.model_a], "model_b": names[self.model_b], "winner": labels[self.outcome]}
+        )
+        if self.annotator is not None:
+            df["judge"] = np.array(self.annotators, dtype=object)[self.annotator]
+        if self.prompt is not None:
+            df["prompt"] = np.array(self.prompts, dtype=object)[self.prompt]
+        if self.timestamp is not None:
+            df["tstamp"] = self.timestamp
+        if self.weight is not None:
+            df["weight"] = self.weight
+        return df
+
+
+@dataclass(frozen=True, eq=False)
+class PairCounts:
+    """The sufficient statistic: weighted outcome counts per unordered pair ``i < j``.
+
+    Rows are unique ``(i, j)`` pairs, or ``(i, j, annotator)`` triples when ``annotator`` is set.
+    ``wins`` counts battles won by ``i``, ``losses`` battles won by ``j``; ``ties`` and
+    ``ties_both_bad`` the two kinds of tie. Counts are floats so that weighted logs and
+    bootstrap resamples use the same type.
+    """
+
+    models: tuple[str, ...]
+    i: np.ndarray
+    j: np.ndarray
+    wins: np.ndarray
+    losses: np.ndarray
+    ties: np.ndarray
+    ties_both_bad: np.ndarray
+    annotator: np.ndarray | None = None
+    annotators: tuple[str, ...] | None = None
+    source: str = field(default="<memory>", compare=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.i)
+        for name in ("j", "wins", "losses", "ties", "ties_both_bad"):
+            if len(getattr(self, name)) != n:
+                raise InputError(f"{self.source}: pair-count column {name} has the wrong length.")
+        if n:
+            m = len(self.models)
+            if self.i.min() < 0 or self.j.max() >= m or np.any(self.i >= self.j):
+                raise InputError(f"{self.source}: pair counts need 0 <= i < j < {m} in every row.")
+            for name in ("wins", "losses", "ties", "ties_both_bad"):
+                x = getattr(self, name)
+                if not np.all(np.isfinite(x)) or x.min() < 0:
+                    raise InputError(f"{self.source}: {name} counts must be finite and non-negative.")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(
+        cls,
+        models: Sequence[str],
+        pairs: np.ndarray,
+        outcomes: np.ndarray,
+        source: str = "<memory>",
+    ) -> PairCounts:
+        """From leaderbot's layout: ``pairs`` (n, 2) model indices, ``outcomes`` (n, 3 or 4) as
+        ``[wins of first, wins of second, ties, (both-bad ties)]``. Rows may be in either order
+        and repeat; they are oriented to ``i < j`` and summed."""
+        names = tuple(str(x) for x in models)
+        p = np.asarray(pairs)
+        y = np.asarray(outcomes, dtype=float)
+        if p.ndim != 2 or p.shape[1] != 2 or y.ndim != 2 or y.shape[0] != p.shape[0] or y.shape[1] not in (3, 4):
+            raise InputError(
+                f"{source}: expected X as n×2 model indices and Y as n×3 or n×4 counts, got "
+                f"{p.shape} and {y.shape}."
+            )
+        if y.shape[1] == 3:
+            y = np.column_stack([y, np.zeros(len(y))])
+        m = len(names)
+        if len(p) and (p.min() < 0 or p.max() >= m):
+            raise InputError(f"{source}: a model index in X lies outside 0..{m - 1}.")
+        same = np.flatnonzero(p[:, 0] == p[:, 1])
+        if len(same):
+            raise InputError(f"{source}: pair row {same[0]} has model {names[p[same[0], 0]]!r} against itself.")
+        if not np.all(np.isfinite(y)) or (len(y) and y.min() < 0):
+            raise InputError(f"{source}: Y must hold finite non-negative counts.")
+        swap = p[:, 0] > p[:, 1]
+        i = np.where(swap, p[:, 1], p[:, 0]).astype(np.int64)
+        j = np.where(swap, p[:, 0], p[:, 1]).astype(np.int64)
+        w = np.where(swap, y[:, 1], y[:, 0])
+        lo = np.where(swap, y[:, 0], y[:, 1])
+        key, inv = np.unique(i * m + j, return_inverse=True)
+        k = len(key)
+        return cls(
+            models=names,
+            i=(key // m).astype(np.int32),
+            j=(key % m).astype(np.int32),
+            wins=np.bincount(inv, w, k),
+            losses=np.bincount(inv, lo, k),
+            ties=np.bincount(inv, y[:, 2], k),
+            ties_both_bad=np.bincount(inv, y[:, 3], k),
+            source=source,
+        )
+
+    # ------------------------------------------------------------------ views
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    def __len__(self) -> int:
+        return len(self.i)
+
+    @property
+    def totals(self) -> np.ndarray:
+        """Comparisons per row (wins + losses + both kinds of tie)."""
+        return self.wins + self.losses + self.ties + self.ties_both_bad
+
+    @property
+    def all_ties(self) -> np.ndarray:
+        """Ties of either kind per row."""
+        return self.ties + self.ties_both_bad
+
+    @property
+    def score(self) -> np.ndarray:
+        """Σ W of model i per row: wins + ½ ties (SPEC §2)."""
+        return self.wins + 0.5 * self.all_ties
+
+    @property
+    def n_comparisons(self) -> float:
+        return float(self.totals.sum())
+
+    def battles_per_model(self) -> np.ndarray:
+        t = self.totals
+        m = self.n_models
+        return np.bincount(self.i, t, m) + np.bincount(self.j, t, m)
+
+    def collapse(self) -> PairCounts:
+        """Sum over annotators: one row per pair."""
+        if self.annotator is None:
+            return self
+        m = self.n_models
+        key, inv = np.unique(self.i.astype(np.int64) * m + self.j, return_inverse=True)
+        k = len(key)
+        return PairCounts(
+            models=self.models,
+            i=(key // m).astype(np.int32),
+            j=(key % m).astype(np.int32),
+            wins=np.bincount(inv, self.wins, k),
+            losses=np.bincount(inv, self.losses, k),
+            ties=np.bincount(inv, self.ties, k),
+            ties_both_bad=np.bincount(inv, self.ties_both_bad, k),
+            source=self.source,
+        )
+
+    def take(self, index: np.ndarray) -> PairCounts:
+        """Rows at ``index`` (positions or mask)."""
+        idx = np.asarray(index)
+        return replace(
+            self,
+            i=self.i[idx],
+            j=self.j[idx],
+            wins=self.wins[idx],
+            losses=self.losses[idx],
+            ties=self.ties[idx],
+            ties_both_bad=self.ties_both_bad[idx],
+            annotator=None if self.annotator is None else self.annotator[idx],
+        )
+
+    def with_counts(
+        self, wins: np.ndarray, losses: np.ndarray, ties: np.ndarray, ties_both_bad: np.ndarray | None = None
+    ) -> PairCounts:
+        """Same rows, other counts (bootstrap resamples, simulations)."""
+        return replace(
+            self,
+            wins=np.asarray(wins, dtype=float),
+            losses=np.asarray(losses, dtype=float),
+            ties=np.asarray(ties, dtype=float),
+            ties_both_bad=np.zeros(len(self.i)) if ties_both_bad is None else np.asarray(ties_both_bad, dtype=float),
+        )
+
+    def drop_both_bad(self) -> PairCounts:
+        """Both-bad ties removed (``--both-bad drop``); rows left empty are removed."""
+        out = replace(self, ties_both_bad=np.zeros(len(self.i)))
+        return out.take(out.totals > 0)
+
+    def nonempty(self) -> PairCounts:
+        """Rows with at least one comparison."""
+        return self.take(self.totals > 0)
+
+    def matrix(self) -> np.ndarray:
+        """Dense m×m matrix of Σ W: entry (a, b) = wins of a over b + ½ ties."""
+        m = self.n_models
+        c = self.collapse()
+        out = np.zeros((m, m))
+        np.add.at(out, (c.i, c.j), c.score)
+        np.add.at(out, (c.j, c.i), c.losses + 0.5 * c.all_ties)
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        names = np.array(self.models, dtype=object)
+        df = pd.DataFrame(
+            {
+                "model_i": names[self.i],
+                "model_j": names[self.j],
+                "wins": self.wins,
+                "losses": self.losses,
+                "ties": self.ties,
+                "ties_both_bad": self.ties_both_bad,
+            }
+        )
+        if self.annotator is not None:
+            df["annotator"] = np.array(self.annotators, dtype=object)[self.annotator]
+        return df
+
+
+def as_counts(data: Battles | PairCounts, *, by_annotator: bool = False) -> PairCounts:
+    """The pair counts of ``data`` (itself when it already is counts)."""
+    if isinstance(data, PairCounts):
+        return data if by_annotator else data.collapse()
+    if isinstance(data, Battles):
+        if len(data) == 0:
+            raise InputError(f"{data.source}: the battle log is empty.")
+        return data.counts(by_annotator=by_annotator)
+    raise InputError(f"expected Battles or PairCounts, got {type(data).__name__}.")

@@ -1,0 +1,112 @@
+"""The comparison graph and when a maximum-likelihood rating exists (SPEC §3.2).
+
+The Bradley–Terry MLE is finite iff the comparison graph is connected and the *win graph*
+(an edge i→j when i beat or tied j; ties count both ways) is strongly connected
+(Zermelo 1929; Ford 1957). A disconnected comparison graph makes ratings of different
+components incomparable: that is an error. A win graph that is connected but not strongly
+connected (a model that never lost, never won, or a group that beat every outsider) makes some
+ratings run to ±∞: the raters then add a small documented prior and warn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .battles import PairCounts
+from .errors import DisconnectedGraphError
+
+__all__ = ["GraphCheck", "check_comparison_graph", "components"]
+
+
+def components(m: int, i: np.ndarray, j: np.ndarray, *, directed: bool = False) -> np.ndarray:
+    """Component label of each of ``m`` nodes for edges i→j (strong components when directed)."""
+    g = coo_matrix((np.ones(len(i)), (i, j)), shape=(m, m)).tocsr()
+    _, labels = connected_components(g, directed=directed, connection="strong")
+    return labels
+
+
+@dataclass(frozen=True)
+class GraphCheck:
+    """Outcome of :func:`check_comparison_graph`.
+
+    ``needs_prior``: boolean mask of models whose MLE is infinite without a prior.
+    ``message``: the warning text (empty when the MLE exists).
+    """
+
+    needs_prior: np.ndarray
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return not bool(self.needs_prior.any())
+
+
+def check_comparison_graph(counts: PairCounts, *, ties_count: bool = True) -> GraphCheck:
+    """Raise :class:`DisconnectedGraphError` if the comparison graph is disconnected; otherwise
+    report which models have no finite MLE.
+
+    With ``ties_count`` a tie is an edge both ways (ties-as-half and the tie models); without it
+    (Bradley–Terry with ties dropped) only decisive results count.
+    """
+    m = counts.n_models
+    c = counts.collapse()
+    ties = c.all_ties if ties_count else np.zeros(len(c))
+    played = (c.wins + c.losses + ties) > 0
+    labels = components(m, c.i[played], c.j[played])
+    seen = np.zeros(m, dtype=bool)
+    seen[c.i[played]] = True
+    seen[c.j[played]] = True
+    if not seen.all():
+        absent = [counts.models[k] for k in np.flatnonzero(~seen)]
+        raise DisconnectedGraphError(
+            f"{counts.source}: {len(absent)} model(s) have no comparisons that count "
+            f"({', '.join(absent[:8])}{' …' if len(absent) > 8 else ''}); remove them (e.g. --min-battles) "
+            "or add battles.",
+            [absent],
+        )
+    n_comp = labels.max() + 1
+    if n_comp > 1:
+        groups = [[counts.models[k] for k in np.flatnonzero(labels == g)] for g in range(n_comp)]
+        groups.sort(key=len, reverse=True)
+        shown = "; ".join(
+            f"{{{', '.join(g[:5])}{' …' if len(g) > 5 else ''}}} ({len(g)} models)" for g in groups[:5]
+        )
+        raise DisconnectedGraphError(
+            f"{counts.source}: the comparison graph has {n_comp} disconnected components, so their "
+            f"ratings cannot be compared: {shown}. Fit each component separately, or add battles "
+            "between them.",
+            groups,
+        )
+    # win graph: i -> j when i beat or tied j
+    fwd = (c.wins + ties) > 0
+    bwd = (c.losses + ties) > 0
+    src = np.concatenate([c.i[fwd], c.j[bwd]])
+    dst = np.concatenate([c.j[fwd], c.i[bwd]])
+    strong = components(m, src, dst, directed=True)
+    if strong.max() == 0:
+        return GraphCheck(np.zeros(m, dtype=bool), "")
+    never_lost = np.bincount(dst, minlength=m) == 0
+    never_won = np.bincount(src, minlength=m) == 0
+    parts = []
+    if never_lost.any():
+        names = [counts.models[k] for k in np.flatnonzero(never_lost)]
+        parts.append(f"never lost: {', '.join(names[:8])}{' …' if len(names) > 8 else ''}")
+    if never_won.any():
+        names = [counts.models[k] for k in np.flatnonzero(never_won)]
+        parts.append(f"never won: {', '.join(names[:8])}{' …' if len(names) > 8 else ''}")
+    if parts:
+        needs = never_lost | never_won
+        detail = "; ".join(parts)
+    else:
+        needs = np.ones(m, dtype=bool)
+        detail = f"the models split into {strong.max() + 1} groups that only beat (or only lost to) each other"
+    message = (
+        f"{counts.source}: the maximum-likelihood rating is infinite for some models ({detail}). "
+        "Their ratings are finite only through a weak prior (a virtual half-battle tie against the "
+        "average model); read them as lower/upper bounds."
+    )
+    return GraphCheck(needs, message)

@@ -1,0 +1,17 @@
+"""Rating models. Importing this package registers every rater with :func:`get_rater`."""
+
+from .base import ELO_SCALE, Convergence, Fitted, Rater, get_rater, rater_names, register_rater
+from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
+
+__all__ = [
+    "ELO_SCALE",
+    "Convergence",
+    "Fitted",
+    "Rater",
+    "get_rater",
+    "rater_names",
+    "register_rater",
+    "MElo",
+    "BradleyTerry",
+    "solve_bradley_terry",
+]

@@ -1,0 +1,253 @@
+"""The rater interface shared by every rating model (SPEC §8).
+
+A *rater* is constructed with its options (stored unchanged, nothing computed) and
+``fit(battles_or_counts)`` returns an immutable :class:`Fitted` result. Every result carries
+its scores on the natural log-odds scale (``scores``, mean zero), the Elo-scale ``ratings``,
+the log-likelihood, a :class:`Convergence` report and the pair counts it was fitted on, so
+bootstrap, metrics, selection and the CLI work with any rater.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from ..battles import Battles, PairCounts
+from ..errors import InputError
+
+__all__ = [
+    "ELO_SCALE",
+    "DEFAULT_OFFSET",
+    "Convergence",
+    "Fitted",
+    "Rater",
+    "register_rater",
+    "get_rater",
+    "rater_names",
+    "parse_anchor",
+]
+
+#: C = ln(10)/400: natural log-odds per Elo point (400 points = 10:1 odds), SPEC §3.
+ELO_SCALE: float = math.log(10.0) / 400.0
+#: Elo-scale ratings are mean-zero scores / C plus this offset unless a model is anchored.
+DEFAULT_OFFSET: float = 1000.0
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """How a solver ended.
+
+    ``grad_norm`` is the Euclidean norm of the log-likelihood gradient (natural units) divided
+    by the number of comparisons — the "per battle" figure the tolerances refer to.
+    """
+
+    converged: bool
+    iterations: int
+    grad_norm: float
+    solver: str
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "converged": self.converged,
+            "iterations": self.iterations,
+            "grad_norm": self.grad_norm,
+            "solver": self.solver,
+            "message": self.message,
+        }
+
+
+def parse_anchor(anchor: str | tuple[str, float] | None) -> tuple[str, float] | None:
+    """``"MODEL=RATING"`` or ``(model, rating)`` → ``(model, rating)``."""
+    if anchor is None or isinstance(anchor, tuple):
+        return anchor
+    name, sep, value = str(anchor).rpartition("=")
+    try:
+        rating = float(value)
+    except ValueError:
+        rating = math.nan
+    if not sep or not name or not math.isfinite(rating):
+        raise InputError(f"anchor {anchor!r} must look like MODEL=RATING, e.g. gpt-4o=1200.")
+    return name, rating
+
+
+def _freeze(x: np.ndarray) -> np.ndarray:
+    x = np.array(x, dtype=float, copy=True)
+    x.flags.writeable = False
+    return x
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Fitted:
+    """An immutable fitted rating model.
+
+    Attributes:
+        method: the rater's name (``"m-elo"``, ``"elo"``, …).
+        models: model names, in the order of ``scores``.
+        scores: log-strengths x on the natural log-odds scale, mean zero; for Bradley–Terry
+            P(i beats j) = σ(x_i − x_j).
+        loglik: total log-likelihood of the fitted model on ``counts``.
+        n_comparisons: number of (weighted) comparisons the fit used.
+        battles: comparisons per model.
+        convergence: solver report.
+        params: the rater's options.
+        anchor: ``(model, rating)`` fixing the Elo scale, or ``None`` for mean = 1000.
+        notes: warnings raised during the fit (e.g. a prior was needed).
+        counts: the pair counts the model was fitted on.
+    """
+
+    method: str
+    models: tuple[str, ...]
+    scores: np.ndarray
+    loglik: float
+    n_comparisons: float
+    battles: np.ndarray
+    convergence: Convergence
+    params: Mapping[str, Any] = field(default_factory=dict)
+    anchor: tuple[str, float] | None = None
+    notes: tuple[str, ...] = ()
+    counts: PairCounts | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scores", _freeze(self.scores))
+        object.__setattr__(self, "battles", _freeze(self.battles))
+        if not np.all(np.isfinite(self.scores)):
+            raise AssertionError("internal error: non-finite scores in a fitted result")  # noqa: TRY003
+        if self.anchor is not None and self.anchor[0] not in self.models:
+            raise InputError(
+                f"anchor model {self.anchor[0]!r} is not among the fitted models; "
+                f"choose one of: {', '.join(self.models[:10])}{' …' if len(self.models) > 10 else ''}."
+            )
+
+    # ------------------------------------------------------------------ scales
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @property
+    def elo_scale(self) -> float:
+        """Natural units per Elo point for this model's ``ratings``."""
+        return ELO_SCALE
+
+    @property
+    def ratings(self) -> np.ndarray:
+        """Elo-scale ratings: x / C, shifted to mean 1000 or so that the anchor model reads its value."""
+        r = self.scores / self.elo_scale
+        if self.anchor is None:
+            return r - r.mean() + DEFAULT_OFFSET
+        k = self.models.index(self.anchor[0])
+        return r - r[k] + self.anchor[1]
+
+    @property
+    def nll(self) -> float:
+        """Negative log-likelihood per comparison (SPEC §6)."""
+        return -self.loglik / self.n_comparisons if self.n_comparisons > 0 else 0.0
+
+    def index(self, model: str | int) -> int:
+        if isinstance(model, (int, np.integer)):
+            return int(model)
+        try:
+            return self.models.index(model)
+        except ValueError:
+            raise InputError(f"unknown model {model!r}.") from None
+
+    # ------------------------------------------------------------------ prediction
+    def predict(self, i: Any, j: Any) -> np.ndarray | float:
+        """Expected score of i against j, E[W_ij] = P(i wins) + ½ P(tie).
+
+        For Bradley–Terry models this is σ(x_i − x_j). ``i``/``j`` are indices (arrays allowed)
+        or model names.
+        """
+        ii = np.vectorize(self.index)(i) if not isinstance(i, np.ndarray) else i
+        jj = np.vectorize(self.index)(j) if not isinstance(j, np.ndarray) else j
+        out = expit(self.scores[ii] - self.scores[jj])
+        return float(out) if np.ndim(out) == 0 else out
+
+    def win_matrix(self) -> np.ndarray:
+        """m×m matrix of :meth:`predict` for every ordered pair (diagonal ½)."""
+        m = self.n_models
+        ii, jj = np.meshgrid(np.arange(m), np.arange(m), indexing="ij")
+        return np.asarray(self.predict(ii, jj))
+
+    # ------------------------------------------------------------------ presentation
+    def order(self) -> np.ndarray:
+        """Model indices from best to worst (ties in rating broken by name)."""
+        return np.lexsort((np.array(self.models), -self.ratings))
+
+    def leaderboard(self) -> pd.DataFrame:
+        """Columns ``rank, model, rating, battles``, best first."""
+        order = self.order()
+        return pd.DataFrame(
+            {
+                "rank": np.arange(1, self.n_models + 1),
+                "model": [self.models[k] for k in order],
+                "rating": self.ratings[order],
+                "battles": self.battles[order].round().astype(np.int64),
+            }
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of ``stablearena rank --format json`` (SPEC §8, foundation issue)."""
+        lb = self.leaderboard()
+        return {
+            "method": self.method,
+            "n_battles": int(round(self.n_comparisons)),
+            "n_models": self.n_models,
+            "nll": float(self.nll),
+            "models": [
+                {"rank": int(r.rank), "model": str(r.model), "rating": float(r.rating), "battles": int(r.battles)}
+                for r in lb.itertuples(index=False)
+            ],
+            "convergence": self.convergence.to_dict(),
+            "notes": list(self.notes),
+        }
+
+
+class Rater(ABC):
+    """A rating method. Subclasses are dataclasses whose fields are the options."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def fit(self, data: Battles | PairCounts) -> Fitted:
+        """Fit on a battle log or its pair counts and return an immutable result."""
+
+    def get_params(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+_REGISTRY: dict[str, Callable[..., Rater]] = {}
+
+
+def register_rater(name: str) -> Callable[[type], type]:
+    """Class decorator adding a rater to the registry used by :func:`get_rater` and the CLI."""
+
+    def deco(cls: type) -> type:
+        cls.name = name  # type: ignore[attr-defined]
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def rater_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_rater(name: str, **options: Any) -> Rater:
+    """Construct the rater registered as ``name`` with ``options``."""
+    try:
+        cls = _REGISTRY[name]
+    except KeyError:
+        raise InputError(f"unknown method {name!r}; choose one of {', '.join(rater_names())}.") from None
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise InputError(f"method {name!r} does not take these options: {exc}") from None

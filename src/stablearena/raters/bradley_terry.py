@@ -1,0 +1,303 @@
+"""Maximum-likelihood Bradley–Terry: m-ELO (ties as half) and BT (ties dropped), SPEC §3.2.
+
+ln L(x) = Σ_rows [s_r ln σ(c_r (x_i − x_j)) + (n_r − s_r) ln σ(c_r (x_j − x_i))]
+
+with n_r comparisons and s_r = wins + ½ ties of i in row r and a per-row coefficient c_r (1 for
+plain BT; an annotator's ability for am-ELO). With c_r = 1 and x = C·R this is m-ELO's
+likelihood (am-ELO paper, eq. 3). Gradient ∂lnL/∂x_n = Σ_rows of n ± c_r (s_r − n_r p_r);
+Hessian −Σ c_r² n_r p_r (1 − p_r)(e_i − e_j)(e_i − e_j)ᵀ, a weighted graph Laplacian, so lnL is
+concave and Newton's method with a backtracking line search converges in a few iterations
+(am-ELO paper, Thm 4.1 and §4.2). The shift is fixed by mean zero.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.special import expit, log_expit
+
+from ..battles import Battles, PairCounts, as_counts
+from ..errors import ConvergenceError, InputError, StableArenaWarning
+from ..graph import check_comparison_graph
+from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
+
+__all__ = ["BTSolution", "solve_bradley_terry", "bradley_terry_loglik", "MElo", "BradleyTerry"]
+
+#: Strength of the existence prior: α virtual comparisons, each a tie against the average model.
+PRIOR_STRENGTH: float = 0.5
+
+
+@dataclass(frozen=True)
+class BTSolution:
+    x: np.ndarray
+    loglik: float
+    convergence: Convergence
+
+
+def bradley_terry_loglik(
+    x: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    n: np.ndarray,
+    s: np.ndarray,
+    coef: np.ndarray | float = 1.0,
+) -> float:
+    """Σ s ln σ(z) + (n − s) ln σ(−z), z = coef·(x_i − x_j)."""
+    z = coef * (x[i] - x[j])
+    return float(np.sum(s * log_expit(z) + (n - s) * log_expit(-z)))
+
+
+def _prior_terms(x: np.ndarray, mask: np.ndarray, alpha: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """α[½ ln σ(d_m) + ½ ln σ(−d_m)], d_m = x_m − mean(x), for the models in ``mask``.
+
+    Returns (value, gradient, Hessian) — the Hessian dense m×m. Shift-invariant by construction.
+    """
+    m = len(x)
+    d = x - x.mean()
+    q = expit(d)
+    val = float(alpha * np.sum(mask * 0.5 * (log_expit(d) + log_expit(-d))))
+    gm = mask * alpha * (0.5 - q)
+    grad = gm - gm.sum() / m
+    h = mask * alpha * q * (1 - q)
+    hess = np.diag(h) - (h[:, None] + h[None, :]) / m + h.sum() / m**2
+    return val, grad, -hess
+
+
+def solve_bradley_terry(
+    m: int,
+    i: np.ndarray,
+    j: np.ndarray,
+    n: np.ndarray,
+    s: np.ndarray,
+    *,
+    coef: np.ndarray | float = 1.0,
+    x0: np.ndarray | None = None,
+    prior_mask: np.ndarray | None = None,
+    prior_strength: float = PRIOR_STRENGTH,
+    tol: float = 1e-9,
+    max_iter: int = 100,
+    raise_on_failure: bool = False,
+) -> BTSolution:
+    """Newton's method with backtracking for the (row-weighted) Bradley–Terry likelihood.
+
+    Works on aggregated rows (pairs, or pair × annotator); ``n`` comparisons and score ``s`` of
+    ``i`` per row. Converged when ‖∇ lnL‖₂ / Σn ≤ ``tol``. The returned x has mean zero.
+    The caller must have checked that the comparison graph is connected
+    (:func:`stablearena.graph.check_comparison_graph`) and pass ``prior_mask`` where the MLE is
+    infinite.
+    """
+    total = float(np.sum(n))
+    if total <= 0:
+        raise InputError("no comparisons to fit.")
+    x = np.zeros(m) if x0 is None else np.asarray(x0, dtype=float) - np.mean(x0)
+    use_prior = prior_mask is not None and bool(np.any(prior_mask))
+    mask = np.asarray(prior_mask, dtype=float) if use_prior else None
+    c = np.broadcast_to(np.asarray(coef, dtype=float), np.shape(n))
+    ij = i.astype(np.int64) * m + j
+    ji = j.astype(np.int64) * m + i
+
+    def objective(x: np.ndarray) -> float:
+        val = bradley_terry_loglik(x, i, j, n, s, c)
+        if use_prior:
+            val += _prior_terms(x, mask, prior_strength)[0]  # type: ignore[arg-type]
+        return val
+
+    f = objective(x)
+    it = 0
+    gnorm = np.inf
+    message = ""
+    converged = False
+    while True:
+        z = c * (x[i] - x[j])
+        p = expit(z)
+        r = c * (s - n * p)
+        g = np.bincount(i, r, m) - np.bincount(j, r, m)
+        w = c * c * n * p * (1 - p)
+        hw = np.bincount(ij, w, m * m) + np.bincount(ji, w, m * m)
+        lap = np.diag(np.bincount(i, w, m) + np.bincount(j, w, m)) - hw.reshape(m, m)
+        if use_prior:
+            _, pg, ph = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
+            g = g + pg
+            lap = lap - ph
+        gnorm = float(np.linalg.norm(g)) / total
+        if gnorm <= tol:
+            converged = True
+            break
+        if it >= max_iter:
+            message = f"stopped after {max_iter} Newton iterations"
+            break
+        it += 1
+        # the Laplacian is singular along 1; adding a multiple of 11ᵀ leaves the step ⊥ 1
+        shift = max(float(np.mean(np.diag(lap))), 1e-12)
+        a = lap + shift / m
+        try:
+            step = cho_solve(cho_factor(a, check_finite=False), g, check_finite=False)
+        except LinAlgError:
+            step = np.linalg.lstsq(a, g, rcond=None)[0]
+        step -= step.mean()
+        slope = float(g @ step)
+        t = 1.0
+        while True:
+            xn = x + t * step
+            fn = objective(xn)
+            if fn >= f + 1e-4 * t * slope or t < 1e-10:
+                break
+            t *= 0.5
+        if t < 1e-10 or not np.isfinite(fn) or fn < f:
+            # no further progress possible in floating point
+            message = "line search made no progress (gradient at floating-point noise level)"
+            converged = gnorm <= max(tol, 1e-12)
+            break
+        x, f = xn, fn
+    conv = Convergence(converged, it, gnorm, "newton", message)
+    if not converged and raise_on_failure:
+        raise ConvergenceError(f"Bradley–Terry Newton solver did not converge: {message}, |g|/n = {gnorm:.3g}")
+    return BTSolution(x - x.mean(), float(bradley_terry_loglik(x, i, j, n, s, c)), conv)
+
+
+def _adam_bradley_terry(
+    m: int, i: np.ndarray, j: np.ndarray, n: np.ndarray, s: np.ndarray, *, lr: float, steps: int
+) -> BTSolution:
+    """The am-ELO reference code's m-ELO: Adam (β = 0.9, 0.999, ε = 1e-8) on the mean
+    binary cross-entropy, ratings in Elo points starting at 0, ``steps`` full-batch steps.
+
+    A reproduction mode: it stops short of the optimum (SPEC §3.2)."""
+    total = float(np.sum(n))
+    r = np.zeros(m)
+    mom = np.zeros(m)
+    vel = np.zeros(m)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for t in range(1, steps + 1):
+        p = expit(ELO_SCALE * (r[i] - r[j]))
+        res = s - n * p
+        # gradient of the mean BCE loss with respect to Elo-point ratings
+        g = -ELO_SCALE * (np.bincount(i, res, m) - np.bincount(j, res, m)) / total
+        mom = b1 * mom + (1 - b1) * g
+        vel = b2 * vel + (1 - b2) * g * g
+        r -= lr * (mom / (1 - b1**t)) / (np.sqrt(vel / (1 - b2**t)) + eps)
+    x = ELO_SCALE * (r - r.mean())
+    p = expit(x[i] - x[j])
+    res = s - n * p
+    g = np.bincount(i, res, m) - np.bincount(j, res, m)
+    conv = Convergence(
+        False, steps, float(np.linalg.norm(g)) / total, "adam", f"reproduction mode: Adam lr={lr}, {steps} steps"
+    )
+    return BTSolution(x, bradley_terry_loglik(x, i, j, n, s), conv)
+
+
+def fit_bradley_terry_counts(
+    counts: PairCounts,
+    *,
+    method: str,
+    ties: Literal["half", "drop"],
+    solver: str,
+    tol: float,
+    max_iter: int,
+    lr: float,
+    steps: int,
+    anchor: tuple[str, float] | None,
+    params: dict,
+) -> Fitted:
+    """Shared body of :class:`MElo` and :class:`BradleyTerry`."""
+    c = counts.collapse()
+    if ties == "half":
+        n, s = c.totals, c.score
+    else:
+        n, s = c.wins + c.losses, c.wins
+    keep = n > 0
+    i, j, n, s = c.i[keep], c.j[keep], n[keep], s[keep]
+    check = check_comparison_graph(c, ties_count=(ties == "half"))
+    notes: tuple[str, ...] = ()
+    if not check.ok:
+        warnings.warn(check.message, StableArenaWarning, stacklevel=3)
+        notes = (check.message,)
+    m = c.n_models
+    if solver == "newton":
+        sol = solve_bradley_terry(
+            m, i, j, n, s, prior_mask=None if check.ok else check.needs_prior, tol=tol, max_iter=max_iter
+        )
+    elif solver == "adam":
+        sol = _adam_bradley_terry(m, i, j, n, s, lr=lr, steps=steps)
+    else:
+        raise InputError(f"solver must be 'newton' or 'adam', not {solver!r}.")
+    battles = np.bincount(i, n, m) + np.bincount(j, n, m)
+    return Fitted(
+        method=method,
+        models=c.models,
+        scores=sol.x,
+        loglik=sol.loglik,
+        n_comparisons=float(n.sum()),
+        battles=battles,
+        convergence=sol.convergence,
+        params=params,
+        anchor=anchor,
+        notes=notes,
+        counts=c,
+    )
+
+
+@register_rater("m-elo")
+@dataclass(frozen=True)
+class MElo(Rater):
+    """m-ELO: maximum-likelihood Bradley–Terry with ties as half a win (am-ELO paper §4.1, eq. 3).
+
+    P(i beats j) = σ(C (R_i − R_j)), C = ln10/400; ln L = Σ W ln P + (1 − W) ln(1 − P).
+    ``solver="newton"`` (default) solves exactly to ``tol`` (gradient norm per comparison);
+    ``solver="adam"`` reproduces the am-ELO reference code (Adam, ``lr`` 0.1, ``steps`` 2,000).
+    ``anchor``: ``"MODEL=RATING"`` fixes one model's rating; default mean 1000.
+    """
+
+    solver: str = "newton"
+    tol: float = 1e-9
+    max_iter: int = 100
+    lr: float = 0.1
+    steps: int = 2000
+    anchor: str | tuple[str, float] | None = None
+
+    def fit(self, data: Battles | PairCounts) -> Fitted:
+        return fit_bradley_terry_counts(
+            as_counts(data),
+            method=self.name,
+            ties="half",
+            solver=self.solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            lr=self.lr,
+            steps=self.steps,
+            anchor=parse_anchor(self.anchor),
+            params=self.get_params(),
+        )
+
+
+@register_rater("bt")
+@dataclass(frozen=True)
+class BradleyTerry(Rater):
+    """Bradley–Terry maximum likelihood with ties dropped (only decisive battles count).
+
+    Same solver and options as :class:`MElo`; ``n_comparisons`` counts decisive battles only.
+    """
+
+    solver: str = "newton"
+    tol: float = 1e-9
+    max_iter: int = 100
+    lr: float = 0.1
+    steps: int = 2000
+    anchor: str | tuple[str, float] | None = None
+
+    def fit(self, data: Battles | PairCounts) -> Fitted:
+        return fit_bradley_terry_counts(
+            as_counts(data),
+            method=self.name,
+            ties="drop",
+            solver=self.solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            lr=self.lr,
+            steps=self.steps,
+            anchor=parse_anchor(self.anchor),
+            params=self.get_params(),
+        )
