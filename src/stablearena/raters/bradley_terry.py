@@ -23,6 +23,7 @@ from scipy.special import expit, log_expit
 from ..battles import Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
+from ..information import laplacian
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 
 __all__ = ["BTSolution", "solve_bradley_terry", "bradley_terry_loglik", "MElo", "BradleyTerry"]
@@ -97,8 +98,6 @@ def solve_bradley_terry(
     use_prior = prior_mask is not None and bool(np.any(prior_mask))
     mask = np.asarray(prior_mask, dtype=float) if use_prior else None
     c = np.broadcast_to(np.asarray(coef, dtype=float), np.shape(n))
-    ij = i.astype(np.int64) * m + j
-    ji = j.astype(np.int64) * m + i
 
     def objective(x: np.ndarray) -> float:
         val = bradley_terry_loglik(x, i, j, n, s, c)
@@ -117,8 +116,7 @@ def solve_bradley_terry(
         r = c * (s - n * p)
         g = np.bincount(i, r, m) - np.bincount(j, r, m)
         w = c * c * n * p * (1 - p)
-        hw = np.bincount(ij, w, m * m) + np.bincount(ji, w, m * m)
-        lap = np.diag(np.bincount(i, w, m) + np.bincount(j, w, m)) - hw.reshape(m, m)
+        lap = laplacian(m, i, j, w)
         if use_prior:
             _, pg, ph = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
             g = g + pg
