@@ -1,0 +1,1 @@
+"""Paper protocols, each runnable from ``stablearena experiment ...``."""
