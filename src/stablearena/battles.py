@@ -124,9 +124,8 @@ def parse_outcomes(values: Sequence | np.ndarray | pd.Series, source: str = "inp
 def _encode_names(values: np.ndarray | Sequence, what: str, source: str) -> tuple[np.ndarray, tuple[str, ...]]:
     """Integer-code a column of names; empty or missing names are an error."""
     series = pd.Series(np.asarray(values, dtype=object))
-    missing = series.isna().to_numpy()
     as_str = series.astype(str).str.strip()
-    missing |= (as_str == "").to_numpy()
+    missing = series.isna().to_numpy() | (as_str == "").to_numpy()
     if missing.any():
         bad = np.flatnonzero(missing)
         raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
@@ -377,30 +376,30 @@ class Battles:
         """Aggregate into :class:`PairCounts` (per annotator too when ``by_annotator``)."""
         if by_annotator and self.annotator is None:
             raise InputError(f"{self.source}: the log has no annotator column.")
-        a = self.model_a.astype(np.int64)
-        b = self.model_b.astype(np.int64)
-        oc = self.outcome.astype(np.int64)
-        swap = a > b
-        i = np.where(swap, b, a)
-        j = np.where(swap, a, b)
-        # outcome from i's point of view: A<->B swap when model_a is the larger index
-        oc = np.where(swap & (oc < 2), 1 - oc, oc)
         m = self.n_models
-        key = i * m + j
-        n_ann = 1
-        if by_annotator:
-            n_ann = len(self.annotators)  # type: ignore[arg-type]
-            key = key * n_ann + self.annotator
-        w = self.weights()
+        n_ann = len(self.annotators) if by_annotator else 1  # type: ignore[arg-type]
         space = m * m * n_ann
+        # int32 arithmetic when the key space allows (it halves memory traffic on big logs)
+        itype = np.int32 if space * 4 < 2**31 else np.int64
+        a = self.model_a.astype(itype, copy=False)
+        b = self.model_b.astype(itype, copy=False)
+        i = np.minimum(a, b)
+        j = np.maximum(a, b)
+        oc = self.outcome.astype(itype)
+        # outcome from i's point of view: A <-> B when model_a is the larger index
+        oc ^= (a > b) & (oc < 2)
+        key = i * m + j
+        if by_annotator:
+            key = key * n_ann + self.annotator.astype(itype, copy=False)  # type: ignore[union-attr]
+        w = self.weight
         if space * 4 <= max(8 * len(key), 1 << 20):
             flat = np.bincount(key * 4 + oc, w, space * 4).reshape(space, 4)
-            present = np.flatnonzero(np.bincount(key, minlength=space))
-            table = flat[present]
+            present = np.flatnonzero(np.bincount(key, minlength=space)) if w is not None else np.flatnonzero(flat.any(axis=1))
+            table = flat[present].astype(float)
             ukey = present
         else:
             ukey, inv = np.unique(key, return_inverse=True)
-            table = np.bincount(inv * 4 + oc, w, len(ukey) * 4).reshape(len(ukey), 4)
+            table = np.bincount(inv * 4 + oc, w, len(ukey) * 4).reshape(len(ukey), 4).astype(float)
         ann = None
         if by_annotator:
             ann = (ukey % n_ann).astype(np.int32)
