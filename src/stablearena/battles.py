@@ -599,6 +599,59 @@ class PairCounts:
         out = replace(self, ties_both_bad=np.zeros(len(self.i)))
         return out.take(out.totals > 0)
 
+    def compact(self) -> PairCounts:
+        """Drop models (and annotators) that occur in no row, re-coding the rest."""
+        used = np.zeros(self.n_models, dtype=bool)
+        used[self.i] = True
+        used[self.j] = True
+        new = np.cumsum(used) - 1
+        out = replace(
+            self,
+            models=tuple(n for n, u in zip(self.models, used, strict=True) if u),
+            i=new[self.i].astype(np.int32),
+            j=new[self.j].astype(np.int32),
+        )
+        if out.annotator is not None and out.annotators is not None:
+            u = np.zeros(len(out.annotators), dtype=bool)
+            u[out.annotator] = True
+            remap = np.cumsum(u) - 1
+            out = replace(
+                out,
+                annotator=remap[out.annotator].astype(np.int32),
+                annotators=tuple(n for n, k in zip(out.annotators, u, strict=True) if k),
+            )
+        return out
+
+    def filter(
+        self,
+        *,
+        exclude_models: Sequence[str] = (),
+        min_battles: int = 0,
+        both_bad: BothBad = "tie",
+    ) -> PairCounts:
+        """The filters of :meth:`Battles.filter`, applied to counts."""
+        out = self
+        if both_bad == "drop":
+            out = out.drop_both_bad()
+        elif both_bad != "tie":
+            raise InputError(f"both_bad must be 'tie' or 'drop', not {both_bad!r}.")
+        if exclude_models:
+            unknown = sorted(set(exclude_models) - set(out.models))
+            if unknown:
+                raise InputError(f"{self.source}: cannot exclude unknown model(s) {unknown}.")
+            bad = np.array([n in set(exclude_models) for n in out.models])
+            out = out.take(~(bad[out.i] | bad[out.j]))
+        if min_battles > 0:
+            while len(out):
+                small = out.battles_per_model() < min_battles
+                if not small[np.unique(np.concatenate([out.i, out.j]))].any():
+                    break
+                out = out.take(~(small[out.i] | small[out.j]))
+        out = out.nonempty()
+        if len(out) == 0:
+            raise InputError(f"{self.source}: no comparisons are left after filtering.")
+        return out.compact()
+
     def nonempty(self) -> PairCounts:
         """Rows with at least one comparison."""
         return self.take(self.totals > 0)
