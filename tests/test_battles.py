@@ -1,0 +1,160 @@
+"""Battles, outcome labels and the pair-count sufficient statistic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stablearena import Battles, InputError, Outcome, PairCounts, parse_outcomes
+
+
+def reference_counts(b: Battles) -> dict[tuple[int, int], list[float]]:
+    """Per-battle Python loop: the obviously-correct aggregation the fast one must match."""
+    out: dict[tuple[int, int], list[float]] = {}
+    w = b.weights()
+    for a, c, o, wt in zip(b.model_a, b.model_b, b.outcome, w, strict=True):
+        i, j = (int(a), int(c)) if a < c else (int(c), int(a))
+        code = int(o)
+        if a > c and code < 2:
+            code = 1 - code
+        out.setdefault((i, j), [0.0, 0.0, 0.0, 0.0])[code] += float(wt)
+    return out
+
+
+def as_dict(c: PairCounts) -> dict[tuple[int, int], list[float]]:
+    return {
+        (int(i), int(j)): [float(a), float(b), float(t), float(u)]
+        for i, j, a, b, t, u in zip(c.i, c.j, c.wins, c.losses, c.ties, c.ties_both_bad, strict=True)
+    }
+
+
+battle_logs = st.integers(2, 7).flatmap(
+    lambda m: st.lists(
+        st.tuples(st.integers(0, m - 1), st.integers(0, m - 2), st.integers(0, 3), st.floats(0.1, 3.0)),
+        min_size=1,
+        max_size=60,
+    ).map(lambda rows: (m, rows))
+)
+
+
+def make(m: int, rows: list[tuple[int, int, int, float]], weighted: bool) -> Battles:
+    a = np.array([r[0] for r in rows])
+    b = np.array([r[1] for r in rows])
+    b = b + (b >= a)
+    return Battles(
+        models=tuple(f"m{k}" for k in range(m)),
+        model_a=a.astype(np.int32),
+        model_b=b.astype(np.int32),
+        outcome=np.array([r[2] for r in rows], dtype=np.int8),
+        weight=np.array([r[3] for r in rows]) if weighted else None,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(battle_logs, st.booleans())
+def test_counts_equal_per_battle_reference(log, weighted):
+    b = make(*log, weighted)
+    got = as_dict(b.counts())
+    ref = reference_counts(b)
+    assert got.keys() == ref.keys()
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(battle_logs)
+def test_counts_by_annotator_collapse_to_pair_counts(log):
+    m, rows = log
+    b = make(m, rows, False)
+    rng = np.random.default_rng(len(rows))
+    ann = rng.integers(0, 3, len(b)).astype(np.int32)
+    from dataclasses import replace
+
+    b = replace(b, annotator=ann, annotators=("x", "y", "z"))
+    assert as_dict(b.counts(by_annotator=True).collapse()) == as_dict(b.counts())
+
+
+@pytest.mark.parametrize(
+    ("label", "code"),
+    [
+        ("model_a", Outcome.A),
+        ("A", Outcome.A),
+        (" Left ", Outcome.A),
+        ("model_b", Outcome.B),
+        ("right", Outcome.B),
+        ("TIE", Outcome.TIE),
+        ("draw", Outcome.TIE),
+        ("tie (bothbad)", Outcome.TIE_BOTH_BAD),
+        ("both_bad", Outcome.TIE_BOTH_BAD),
+        ("bothbad", Outcome.TIE_BOTH_BAD),
+    ],
+)
+def test_outcome_labels(label, code):
+    assert parse_outcomes([label])[0] == code
+
+
+def test_numeric_outcomes():
+    np.testing.assert_array_equal(parse_outcomes(np.array([1.0, 0.0, 0.5])), [0, 1, 2])
+
+
+def test_unknown_label_names_row_and_label():
+    with pytest.raises(InputError, match=r"row 3 .*'banana'"):
+        parse_outcomes(["model_a", "tie", "banana"], "votes.csv")
+
+
+def test_numeric_outcome_out_of_range():
+    with pytest.raises(InputError, match="0.7"):
+        parse_outcomes(np.array([1.0, 0.7]))
+
+
+def test_self_battle_is_an_error():
+    with pytest.raises(InputError, match="battles itself"):
+        Battles.from_arrays(["x", "y"], ["y", "y"], ["model_a", "tie"])
+
+
+@pytest.mark.parametrize("bad", [None, "", "   ", np.nan])
+def test_empty_model_name_is_an_error(bad):
+    with pytest.raises(InputError, match="empty or missing"):
+        Battles.from_arrays(["x", bad], ["y", "z"], ["model_a", "tie"])
+
+
+def test_negative_weight_is_an_error():
+    with pytest.raises(InputError, match="weight"):
+        Battles.from_arrays(["x"], ["y"], ["tie"], weight=[-1.0])
+
+
+def test_filters():
+    b = Battles.from_arrays(
+        ["a", "a", "b", "c", "a", "d", "b", "c"],
+        ["b", "c", "c", "a", "d", "b", "c", "b"],
+        ["model_a", "tie (bothbad)", "model_b", "tie", "model_a", "model_b", "tie", "model_a"],
+    )
+    assert len(b.filter(both_bad="drop")) == 7
+    ex = b.filter(exclude_models=["d"])
+    assert "d" not in ex.models and len(ex) == 6
+    # d has 2 battles: removed at min 3, which leaves a with 3, b with 4, c with 5
+    mb = b.filter(min_battles=3)
+    assert mb.models == ("a", "b", "c")
+    with pytest.raises(InputError, match="unknown model"):
+        b.filter(exclude_models=["zzz"])
+    with pytest.raises(InputError, match="no battles are left"):
+        b.filter(min_battles=100)
+
+
+def test_pair_counts_from_leaderbot_layout_orients_and_sums():
+    c = PairCounts.from_arrays(["a", "b", "c"], np.array([[1, 0], [0, 1], [2, 1]]), np.array([[3, 1, 2, 1], [1, 1, 0, 0], [5, 0, 0, 0]]))
+    d = as_dict(c)
+    assert d[(0, 1)] == [1 + 1, 3 + 1, 2, 1]
+    assert d[(1, 2)] == [0, 5, 0, 0]
+    assert c.n_comparisons == 3 + 1 + 2 + 1 + 2 + 5
+
+
+def test_pair_counts_bad_input():
+    with pytest.raises(InputError, match="against itself"):
+        PairCounts.from_arrays(["a", "b"], np.array([[0, 0]]), np.array([[1, 0, 0, 0]]))
+    with pytest.raises(InputError, match="outside"):
+        PairCounts.from_arrays(["a", "b"], np.array([[0, 5]]), np.array([[1, 0, 0, 0]]))
+    with pytest.raises(InputError, match="non-negative"):
+        PairCounts.from_arrays(["a", "b"], np.array([[0, 1]]), np.array([[-1, 0, 0, 0]]))
