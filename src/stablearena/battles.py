@@ -219,6 +219,10 @@ class Battles:
         """
         a = np.asarray(model_a)
         b = np.asarray(model_b)
+        if not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
+            # keep missing values (None/NaN) visible as such, not as the text 'nan'
+            a = np.asarray(model_a, dtype=object)
+            b = np.asarray(model_b, dtype=object)
         if len(a) != len(b):
             raise InputError(f"{source}: model_a has {len(a)} rows, model_b has {len(b)}.")
         if models is None:
