@@ -7,14 +7,20 @@ from pathlib import Path
 
 import pytest
 
-DATA_DIR = Path(os.environ.get("STABLEARENA_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA_DIR = Path(
+    os.environ.get(
+        "STABLEARENA_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+)
 LLMFAO = DATA_DIR / "llmfao.csv"
 CHATBOT_ARENA = DATA_DIR / "chatbot_arena_20240814_pairs.json"
 
 
 def _need(path: Path) -> Path:
     if not path.exists():
-        pytest.skip(f"real data not available: {path} is absent (it lives in ../shared/data beside the checkout)")
+        pytest.skip(
+            f"real data not available: {path} is absent (it lives in ../shared/data beside the checkout)"
+        )
     return path
 
 

@@ -26,13 +26,17 @@ def reference_counts(b: Battles) -> dict[tuple[int, int], list[float]]:
 def as_dict(c: PairCounts) -> dict[tuple[int, int], list[float]]:
     return {
         (int(i), int(j)): [float(a), float(b), float(t), float(u)]
-        for i, j, a, b, t, u in zip(c.i, c.j, c.wins, c.losses, c.ties, c.ties_both_bad, strict=True)
+        for i, j, a, b, t, u in zip(
+            c.i, c.j, c.wins, c.losses, c.ties, c.ties_both_bad, strict=True
+        )
     }
 
 
 battle_logs = st.integers(2, 7).flatmap(
     lambda m: st.lists(
-        st.tuples(st.integers(0, m - 1), st.integers(0, m - 2), st.integers(0, 3), st.floats(0.1, 3.0)),
+        st.tuples(
+            st.integers(0, m - 1), st.integers(0, m - 2), st.integers(0, 3), st.floats(0.1, 3.0)
+        ),
         min_size=1,
         max_size=60,
     ).map(lambda rows: (m, rows))
@@ -144,7 +148,11 @@ def test_filters():
 
 
 def test_pair_counts_from_leaderbot_layout_orients_and_sums():
-    c = PairCounts.from_arrays(["a", "b", "c"], np.array([[1, 0], [0, 1], [2, 1]]), np.array([[3, 1, 2, 1], [1, 1, 0, 0], [5, 0, 0, 0]]))
+    c = PairCounts.from_arrays(
+        ["a", "b", "c"],
+        np.array([[1, 0], [0, 1], [2, 1]]),
+        np.array([[3, 1, 2, 1], [1, 1, 0, 0], [5, 0, 0, 0]]),
+    )
     d = as_dict(c)
     assert d[(0, 1)] == [1 + 1, 3 + 1, 2, 1]
     assert d[(1, 2)] == [0, 5, 0, 0]

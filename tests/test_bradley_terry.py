@@ -57,7 +57,10 @@ def test_gradient_is_zero_at_optimum_by_finite_differences(arena):
     for k in range(len(x)):
         e = np.zeros_like(x)
         e[k] = h
-        d = (bradley_terry_loglik(x + e, c.i, c.j, c.totals, c.score) - bradley_terry_loglik(x - e, c.i, c.j, c.totals, c.score)) / (2 * h)
+        d = (
+            bradley_terry_loglik(x + e, c.i, c.j, c.totals, c.score)
+            - bradley_terry_loglik(x - e, c.i, c.j, c.totals, c.score)
+        ) / (2 * h)
         assert abs(d) / c.n_comparisons < 1e-7
     assert f.convergence.converged and f.convergence.grad_norm <= 1e-9
 
@@ -77,7 +80,11 @@ def test_solver_gradient_matches_finite_differences_away_from_optimum():
     h = 1e-6
     fd = np.array(
         [
-            (bradley_terry_loglik(x + h * np.eye(m)[k], i, j, n, s, coef) - bradley_terry_loglik(x - h * np.eye(m)[k], i, j, n, s, coef)) / (2 * h)
+            (
+                bradley_terry_loglik(x + h * np.eye(m)[k], i, j, n, s, coef)
+                - bradley_terry_loglik(x - h * np.eye(m)[k], i, j, n, s, coef)
+            )
+            / (2 * h)
             for k in range(m)
         ]
     )
@@ -118,7 +125,9 @@ def test_raw_battles_and_counts_give_identical_fits(arena):
 
 def test_two_model_closed_form():
     # R1 - R2 = ln(w1/w2)/C with ties as half: w1 = 30 + 5, w2 = 10 + 5
-    b = Battles.from_arrays(["x"] * 50, ["y"] * 50, ["model_a"] * 30 + ["model_b"] * 10 + ["tie"] * 10)
+    b = Battles.from_arrays(
+        ["x"] * 50, ["y"] * 50, ["model_a"] * 30 + ["model_b"] * 10 + ["tie"] * 10
+    )
     f = MElo().fit(b)
     r = dict(zip(f.models, f.ratings, strict=True))
     assert r["x"] - r["y"] == pytest.approx(math.log(35 / 15) / ELO_SCALE, abs=1e-9)
@@ -209,7 +218,12 @@ def test_get_rater_errors():
 
 
 def test_empty_counts_is_an_error():
-    empty = Battles.from_arrays(np.array([], dtype=np.int32), np.array([], dtype=np.int32), np.array([], dtype=np.int8), models=["a", "b"])
+    empty = Battles.from_arrays(
+        np.array([], dtype=np.int32),
+        np.array([], dtype=np.int32),
+        np.array([], dtype=np.int8),
+        models=["a", "b"],
+    )
     with pytest.raises(InputError, match="empty"):
         MElo().fit(empty)
 

@@ -27,7 +27,9 @@ def test_rank_default_example_is_labelled_simulated(capsys):
     assert code == 0
     payload = json.loads(out)
     assert payload["simulated"] is True and "simulated" in payload["source"]
-    assert payload["method"] == "m-elo" and payload["n_models"] == 12 and payload["n_battles"] == 20000
+    assert (
+        payload["method"] == "m-elo" and payload["n_models"] == 12 and payload["n_battles"] == 20000
+    )
     ranks = [m["rank"] for m in payload["models"]]
     assert ranks == list(range(1, 13))
     ratings = [m["rating"] for m in payload["models"]]
@@ -50,14 +52,33 @@ def test_rank_csv_to_file(tmp_path, capsys):
 
 
 def test_rank_options_exclude_anchor(capsys):
-    code, out, _ = run(capsys, "rank", "-f", "json", "--exclude", "lumen-nano,kestrel-base", "--anchor", "fjord-7b=1500")
+    code, out, _ = run(
+        capsys,
+        "rank",
+        "-f",
+        "json",
+        "--exclude",
+        "lumen-nano,kestrel-base",
+        "--anchor",
+        "fjord-7b=1500",
+    )
     payload = json.loads(out)
     assert code == 0 and payload["n_models"] == 10
     assert {m["model"]: m["rating"] for m in payload["models"]}["fjord-7b"] == 1500.0
 
 
 def test_rank_real_chatbot_arena(capsys, chatbot_arena_path):
-    code, out, _ = run(capsys, "rank", str(chatbot_arena_path), "--method", "m-elo", "--both-bad", "drop", "--format", "json")
+    code, out, _ = run(
+        capsys,
+        "rank",
+        str(chatbot_arena_path),
+        "--method",
+        "m-elo",
+        "--both-bad",
+        "drop",
+        "--format",
+        "json",
+    )
     payload = json.loads(out)
     assert code == 0
     assert payload["n_battles"] == 1_374_996
@@ -114,7 +135,17 @@ def test_unknown_method(capsys):
 def test_debug_shows_traceback(tmp_path):
     p = tmp_path / "votes.csv"
     p.write_text("model_a,model_b,winner\na,a,model_a\n")
-    quiet = subprocess.run([sys.executable, "-m", "stablearena", "rank", str(p)], capture_output=True, text=True)
-    loud = subprocess.run([sys.executable, "-m", "stablearena", "--debug", "rank", str(p)], capture_output=True, text=True)
-    assert quiet.returncode == 2 and "Traceback" not in quiet.stderr and "battles itself" in quiet.stderr
+    quiet = subprocess.run(
+        [sys.executable, "-m", "stablearena", "rank", str(p)], capture_output=True, text=True
+    )
+    loud = subprocess.run(
+        [sys.executable, "-m", "stablearena", "--debug", "rank", str(p)],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        quiet.returncode == 2
+        and "Traceback" not in quiet.stderr
+        and "battles itself" in quiet.stderr
+    )
     assert loud.returncode != 0 and "Traceback" in loud.stderr

@@ -69,7 +69,11 @@ def test_fastchat_json_records(tmp_path):
 
 def test_leaderbot_pair_counts(tmp_path):
     p = tmp_path / "pairs.json"
-    p.write_text(json.dumps({"models": ["a", "b", "c"], "X": [[0, 1], [1, 2]], "Y": [[3, 1, 2, 1], [0, 4, 1, 0]]}))
+    p.write_text(
+        json.dumps(
+            {"models": ["a", "b", "c"], "X": [[0, 1], [1, 2]], "Y": [[3, 1, 2, 1], [0, 4, 1, 0]]}
+        )
+    )
     c = read_battles(p)
     assert isinstance(c, PairCounts)
     assert c.n_comparisons == 12
@@ -101,21 +105,27 @@ def test_explicit_column_mapping():
 
 
 def test_weights_and_numeric_outcomes():
-    df = pd.DataFrame({"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": [1.0, 0.5], "weight": [2.0, 0.5]})
+    df = pd.DataFrame(
+        {"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": [1.0, 0.5], "weight": [2.0, 0.5]}
+    )
     b = read_battles(df)
     np.testing.assert_array_equal(b.outcome, [0, 2])
     np.testing.assert_array_equal(b.weight, [2.0, 0.5])
 
 
 def test_names_are_trimmed():
-    df = pd.DataFrame({"model_a": [" a", "b "], "model_b": ["b", "a"], "winner": ["model_a", "model_b"]})
+    df = pd.DataFrame(
+        {"model_a": [" a", "b "], "model_b": ["b", "a"], "winner": ["model_a", "model_b"]}
+    )
     assert read_battles(df).models == ("a", "b")
 
 
 # ------------------------------------------------------------------ bad input
 def test_missing_columns_lists_existing():
     df = pd.DataFrame({"foo": ["a"], "bar": ["b"], "winner": ["tie"]})
-    with pytest.raises(InputError, match="no column for model_a, model_b.*The columns are: foo, bar, winner"):
+    with pytest.raises(
+        InputError, match="no column for model_a, model_b.*The columns are: foo, bar, winner"
+    ):
         read_battles(df)
 
 

@@ -121,7 +121,9 @@ def parse_outcomes(values: Sequence | np.ndarray | pd.Series, source: str = "inp
     return codes
 
 
-def _encode_names(values: np.ndarray | Sequence, what: str, source: str) -> tuple[np.ndarray, tuple[str, ...]]:
+def _encode_names(
+    values: np.ndarray | Sequence, what: str, source: str
+) -> tuple[np.ndarray, tuple[str, ...]]:
     """Integer-code a column of names; empty or missing names are an error."""
     series = pd.Series(np.asarray(values, dtype=object))
     as_str = series.astype(str).str.strip()
@@ -168,7 +170,9 @@ class Battles:
         for name in ("model_b", "outcome", "annotator", "prompt", "timestamp", "weight"):
             arr = getattr(self, name)
             if arr is not None and len(arr) != n:
-                raise InputError(f"{self.source}: column {name} has {len(arr)} rows, model_a has {n}.")
+                raise InputError(
+                    f"{self.source}: column {name} has {len(arr)} rows, model_a has {n}."
+                )
         a, b = self.model_a, self.model_b
         if n and (a.min() < 0 or b.min() < 0 or a.max() >= m or b.max() >= m):
             raise InputError(f"{self.source}: model codes must lie in 0..{m - 1}.")
@@ -179,7 +183,9 @@ class Battles:
                 "Remove self-battles from the log."
             )
         if n and (self.outcome.min() < 0 or self.outcome.max() > 3):
-            raise InputError(f"{self.source}: outcome codes must be 0..3 (see stablearena.Outcome).")
+            raise InputError(
+                f"{self.source}: outcome codes must be 0..3 (see stablearena.Outcome)."
+            )
         for codes, names, what in (
             (self.annotator, self.annotators, "annotator"),
             (self.prompt, self.prompts, "prompt"),
@@ -231,10 +237,16 @@ class Battles:
         else:
             names = tuple(str(x) for x in models)
             if not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
-                raise InputError(f"{source}: with models= given, model_a/model_b must be integer codes.")
+                raise InputError(
+                    f"{source}: with models= given, model_a/model_b must be integer codes."
+                )
             a_codes, b_codes = a.astype(np.int32), b.astype(np.int32)
         oc = np.asarray(outcome)
-        if np.issubdtype(oc.dtype, np.integer) and oc.dtype != np.bool_ and (len(oc) == 0 or oc.max() <= 3):
+        if (
+            np.issubdtype(oc.dtype, np.integer)
+            and oc.dtype != np.bool_
+            and (len(oc) == 0 or oc.max() <= 3)
+        ):
             if len(oc) and oc.min() < 0:
                 raise InputError(f"{source}: outcome codes must be 0..3 (see stablearena.Outcome).")
             out_codes = oc.astype(np.int8)
@@ -398,7 +410,11 @@ class Battles:
         w = self.weight
         if space * 4 <= max(8 * len(key), 1 << 20):
             flat = np.bincount(key * 4 + oc, w, space * 4).reshape(space, 4)
-            present = np.flatnonzero(np.bincount(key, minlength=space)) if w is not None else np.flatnonzero(flat.any(axis=1))
+            present = (
+                np.flatnonzero(np.bincount(key, minlength=space))
+                if w is not None
+                else np.flatnonzero(flat.any(axis=1))
+            )
             table = flat[present].astype(float)
             ukey = present
         else:
@@ -426,7 +442,11 @@ class Battles:
         names = np.array(self.models, dtype=object)
         labels = np.array(["model_a", "model_b", "tie", "tie (bothbad)"], dtype=object)
         df = pd.DataFrame(
-            {"model_a": names[self.model_a], "model_b": names[self.model_b], "winner": labels[self.outcome]}
+            {
+                "model_a": names[self.model_a],
+                "model_b": names[self.model_b],
+                "winner": labels[self.outcome],
+            }
         )
         if self.annotator is not None:
             df["judge"] = np.array(self.annotators, dtype=object)[self.annotator]
@@ -472,7 +492,9 @@ class PairCounts:
             for name in ("wins", "losses", "ties", "ties_both_bad"):
                 x = getattr(self, name)
                 if not np.all(np.isfinite(x)) or x.min() < 0:
-                    raise InputError(f"{self.source}: {name} counts must be finite and non-negative.")
+                    raise InputError(
+                        f"{self.source}: {name} counts must be finite and non-negative."
+                    )
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -489,7 +511,13 @@ class PairCounts:
         names = tuple(str(x) for x in models)
         p = np.asarray(pairs)
         y = np.asarray(outcomes, dtype=float)
-        if p.ndim != 2 or p.shape[1] != 2 or y.ndim != 2 or y.shape[0] != p.shape[0] or y.shape[1] not in (3, 4):
+        if (
+            p.ndim != 2
+            or p.shape[1] != 2
+            or y.ndim != 2
+            or y.shape[0] != p.shape[0]
+            or y.shape[1] not in (3, 4)
+        ):
             raise InputError(
                 f"{source}: expected X as n×2 model indices and Y as n×3 or n×4 counts, got "
                 f"{p.shape} and {y.shape}."
@@ -501,7 +529,9 @@ class PairCounts:
             raise InputError(f"{source}: a model index in X lies outside 0..{m - 1}.")
         same = np.flatnonzero(p[:, 0] == p[:, 1])
         if len(same):
-            raise InputError(f"{source}: pair row {same[0]} has model {names[p[same[0], 0]]!r} against itself.")
+            raise InputError(
+                f"{source}: pair row {same[0]} has model {names[p[same[0], 0]]!r} against itself."
+            )
         if not np.all(np.isfinite(y)) or (len(y) and y.min() < 0):
             raise InputError(f"{source}: Y must hold finite non-negative counts.")
         swap = p[:, 0] > p[:, 1]
@@ -587,7 +617,11 @@ class PairCounts:
         )
 
     def with_counts(
-        self, wins: np.ndarray, losses: np.ndarray, ties: np.ndarray, ties_both_bad: np.ndarray | None = None
+        self,
+        wins: np.ndarray,
+        losses: np.ndarray,
+        ties: np.ndarray,
+        ties_both_bad: np.ndarray | None = None,
     ) -> PairCounts:
         """Same rows, other counts (bootstrap resamples, simulations)."""
         return replace(
@@ -595,7 +629,9 @@ class PairCounts:
             wins=np.asarray(wins, dtype=float),
             losses=np.asarray(losses, dtype=float),
             ties=np.asarray(ties, dtype=float),
-            ties_both_bad=np.zeros(len(self.i)) if ties_both_bad is None else np.asarray(ties_both_bad, dtype=float),
+            ties_both_bad=np.zeros(len(self.i))
+            if ties_both_bad is None
+            else np.asarray(ties_both_bad, dtype=float),
         )
 
     def drop_both_bad(self) -> PairCounts:

@@ -93,7 +93,9 @@ def chatbot_arena_2024(path: str | Path | None = None) -> PairCounts:
                 "or pass the path of chatbotarena_20240814.json."
             ) from None
         if not ref.is_file():
-            raise InputError("leaderbot is installed but its data file chatbotarena_20240814.json is missing.")
+            raise InputError(
+                "leaderbot is installed but its data file chatbotarena_20240814.json is missing."
+            )
         path = Path(str(ref))
     data = read_battles(path)
     if not isinstance(data, PairCounts):

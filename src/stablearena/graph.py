@@ -73,7 +73,8 @@ def check_comparison_graph(counts: PairCounts, *, ties_count: bool = True) -> Gr
         groups = [[counts.models[k] for k in np.flatnonzero(labels == g)] for g in range(n_comp)]
         groups.sort(key=len, reverse=True)
         shown = "; ".join(
-            f"{{{', '.join(g[:5])}{' …' if len(g) > 5 else ''}}} ({len(g)} models)" for g in groups[:5]
+            f"{{{', '.join(g[:5])}{' …' if len(g) > 5 else ''}}} ({len(g)} models)"
+            for g in groups[:5]
         )
         raise DisconnectedGraphError(
             f"{counts.source}: the comparison graph has {n_comp} disconnected components, so their "

@@ -44,7 +44,16 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "model_a": ("model_a", "left", "model_left", "modela", "model_1"),
     "model_b": ("model_b", "right", "model_right", "modelb", "model_2"),
     "winner": ("winner", "outcome", "result", "label", "vote"),
-    "annotator": ("judge", "worker", "annotator", "annotator_id", "judge_id", "rater", "user", "user_id"),
+    "annotator": (
+        "judge",
+        "worker",
+        "annotator",
+        "annotator_id",
+        "judge_id",
+        "rater",
+        "user",
+        "user_id",
+    ),
     "prompt": ("prompt", "prompt_id", "question_id", "question"),
     "timestamp": ("tstamp", "timestamp", "time"),
     "weight": ("weight", "weights"),
@@ -76,12 +85,16 @@ def detect_format(path: Path) -> str:
     )
 
 
-def _resolve_columns(names: list[str], columns: Mapping[str, str] | None, source: str) -> dict[str, str]:
+def _resolve_columns(
+    names: list[str], columns: Mapping[str, str] | None, source: str
+) -> dict[str, str]:
     """Map roles → actual column names."""
     given = dict(columns or {})
     unknown_roles = sorted(set(given) - set(COLUMN_ALIASES))
     if unknown_roles:
-        raise InputError(f"unknown column role(s) {unknown_roles}; roles are {', '.join(COLUMN_ALIASES)}.")
+        raise InputError(
+            f"unknown column role(s) {unknown_roles}; roles are {', '.join(COLUMN_ALIASES)}."
+        )
     lower = {n.lower(): n for n in names}
     out: dict[str, str] = {}
     for role, aliases in COLUMN_ALIASES.items():
@@ -108,7 +121,9 @@ def _resolve_columns(names: list[str], columns: Mapping[str, str] | None, source
     return out
 
 
-def _encode_arrow(col: pa.ChunkedArray | pa.Array, what: str, source: str) -> tuple[np.ndarray, list[str]]:
+def _encode_arrow(
+    col: pa.ChunkedArray | pa.Array, what: str, source: str
+) -> tuple[np.ndarray, list[str]]:
     """Dictionary-encode a column of names: (codes into the names, sorted unique names).
 
     The work on strings is done once per distinct value (on the dictionary), not once per row:
@@ -116,7 +131,11 @@ def _encode_arrow(col: pa.ChunkedArray | pa.Array, what: str, source: str) -> tu
     """
     if isinstance(col, pa.ChunkedArray):
         if pa.types.is_dictionary(col.type):
-            col = pa.chunked_array(col.chunks, col.type).unify_dictionaries() if col.num_chunks > 1 else col
+            col = (
+                pa.chunked_array(col.chunks, col.type).unify_dictionaries()
+                if col.num_chunks > 1
+                else col
+            )
         col = col.combine_chunks()
     if pa.types.is_dictionary(col.type) and not (
         pa.types.is_string(col.type.value_type) or pa.types.is_large_string(col.type.value_type)
@@ -181,14 +200,20 @@ def _outcomes_arrow(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
 def _numeric(col: pa.ChunkedArray, role: str, source: str) -> np.ndarray:
     try:
         if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
-            arr = pc.cast(col, pa.timestamp("us")).to_numpy(zero_copy_only=False).astype("datetime64[us]")
+            arr = (
+                pc.cast(col, pa.timestamp("us"))
+                .to_numpy(zero_copy_only=False)
+                .astype("datetime64[us]")
+            )
             return arr.astype(np.int64) / 1e6
         x = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise InputError(f"{source}: the {role} column must be numeric.") from None
     bad = np.flatnonzero(~np.isfinite(x))
     if len(bad):
-        raise InputError(f"{_row_hint(bad, source)}: the {role} value is missing or not a finite number.")
+        raise InputError(
+            f"{_row_hint(bad, source)}: the {role} value is missing or not a finite number."
+        )
     return x
 
 
@@ -207,7 +232,9 @@ def _battles_from_table(table: pa.Table, columns: Mapping[str, str] | None, sour
     for role in ("annotator", "prompt"):
         if role in roles:
             codes, dictionary = _encode_arrow(table[roles[role]], role, source)
-            order = np.argsort(np.asarray([str(d) for d in dictionary], dtype=object), kind="stable")
+            order = np.argsort(
+                np.asarray([str(d) for d in dictionary], dtype=object), kind="stable"
+            )
             rank = np.empty(len(order), dtype=np.int32)
             rank[order] = np.arange(len(order), dtype=np.int32)
             extra[role] = rank[codes]
@@ -232,7 +259,9 @@ def _pair_counts_from_json(obj: Mapping[str, Any], source: str) -> PairCounts:
         x = np.asarray(obj["X"], dtype=np.int64)
         y = np.asarray(obj["Y"], dtype=float)
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{source}: a leaderbot pair-count object needs models, X and Y ({exc}).") from None
+        raise InputError(
+            f"{source}: a leaderbot pair-count object needs models, X and Y ({exc})."
+        ) from None
     if len(x) == 0:
         raise InputError(f"{source}: the pair-count object has no pairs.")
     return PairCounts.from_arrays(models, x, y, source=source)
@@ -244,7 +273,11 @@ def _read_json(path: Path, columns: Mapping[str, str] | None) -> Battles | PairC
         with _open_text(path) as fh:
             obj = json.load(fh)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        hint = " It looks like JSON Lines; rename it .jsonl or pass the format jsonl." if "Extra data" in str(exc) else ""
+        hint = (
+            " It looks like JSON Lines; rename it .jsonl or pass the format jsonl."
+            if "Extra data" in str(exc)
+            else ""
+        )
         raise InputError(f"{source}: not valid JSON ({exc}).{hint}") from None
     if isinstance(obj, dict) and {"models", "X", "Y"} <= set(obj):
         return _pair_counts_from_json(obj, source)
@@ -252,7 +285,9 @@ def _read_json(path: Path, columns: Mapping[str, str] | None) -> Battles | PairC
         try:
             frame = pd.DataFrame(obj)
         except ValueError as exc:
-            raise InputError(f"{source}: a JSON object of columns must have equal lengths ({exc}).") from None
+            raise InputError(
+                f"{source}: a JSON object of columns must have equal lengths ({exc})."
+            ) from None
         return read_battles(frame, columns=columns, source=source)
     if isinstance(obj, list):
         if not obj:
@@ -309,7 +344,11 @@ def _read_csv(path: Path, columns: Mapping[str, str] | None, src: str) -> Battle
     roles = _resolve_columns(header, columns, src)
     wanted = list(dict.fromkeys(roles.values()))
     dict_type = pa.dictionary(pa.int32(), pa.string())
-    types = {roles[r]: dict_type for r in ("model_a", "model_b", "winner", "annotator", "prompt") if r in roles}
+    types = {
+        roles[r]: dict_type
+        for r in ("model_a", "model_b", "winner", "annotator", "prompt")
+        if r in roles
+    }
     try:
         table = pacsv.read_csv(
             path,
@@ -342,11 +381,15 @@ def read_battles(
         roles = _resolve_columns(names, columns, src)
         if len(data) == 0:
             raise InputError(f"{src}: the battle log is empty (no rows).")
-        frame = data.rename(columns={c: str(c) for c in data.columns})[list(dict.fromkeys(roles.values()))]
+        frame = data.rename(columns={c: str(c) for c in data.columns})[
+            list(dict.fromkeys(roles.values()))
+        ]
         try:
             table = pa.Table.from_pandas(frame, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            table = pa.Table.from_pandas(frame.astype(object).astype(str).where(frame.notna(), None), preserve_index=False)
+            table = pa.Table.from_pandas(
+                frame.astype(object).astype(str).where(frame.notna(), None), preserve_index=False
+            )
         return _battles_from_table(table, roles, src)
     path = Path(data)
     src = source or str(path)
@@ -362,7 +405,11 @@ def read_battles(
     if kind in ("csv", "jsonl", "json") and _looks_binary(path):
         raise InputError(
             f"{src}: the file is binary, not {kind.upper()} as its name says"
-            + (" (it looks like Parquet; rename it .parquet or pass the format parquet)." if kind != "parquet" else ".")
+            + (
+                " (it looks like Parquet; rename it .parquet or pass the format parquet)."
+                if kind != "parquet"
+                else "."
+            )
         )
     if kind == "csv":
         return _read_csv(path, columns, src)
@@ -382,6 +429,8 @@ def read_battles(
         try:
             table = pq.read_table(path)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{src}: not a valid Parquet file ({exc}). Is it CSV or JSON with the wrong extension?") from None
+            raise InputError(
+                f"{src}: not a valid Parquet file ({exc}). Is it CSV or JSON with the wrong extension?"
+            ) from None
         return _battles_from_table(table, columns, src)
     return _read_json(path, columns)

@@ -28,7 +28,9 @@ __all__ = [
 ]
 
 
-def _pair(r1: Sequence[float] | np.ndarray, r2: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pair(
+    r1: Sequence[float] | np.ndarray, r2: Sequence[float] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(r1, dtype=float)
     b = np.asarray(r2, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
@@ -59,7 +61,9 @@ def kendall_tau(r1: Sequence[float] | np.ndarray, r2: Sequence[float] | np.ndarr
     return 0.0 if not np.isfinite(tau) else float(tau)
 
 
-def prediction_mse(predicted: np.ndarray, observed: np.ndarray, weight: np.ndarray | None = None) -> float:
+def prediction_mse(
+    predicted: np.ndarray, observed: np.ndarray, weight: np.ndarray | None = None
+) -> float:
     """Mean squared error of predicted expected scores against observed W ∈ {0, ½, 1}."""
     p = np.asarray(predicted, dtype=float)
     y = np.asarray(observed, dtype=float)
@@ -71,7 +75,9 @@ def prediction_mse(predicted: np.ndarray, observed: np.ndarray, weight: np.ndarr
     return float(np.sum(w * (p - y) ** 2) / w.sum())
 
 
-def prediction_auc(predicted: np.ndarray, observed: np.ndarray, weight: np.ndarray | None = None) -> float:
+def prediction_auc(
+    predicted: np.ndarray, observed: np.ndarray, weight: np.ndarray | None = None
+) -> float:
     """Area under the ROC curve of predicted P(i beats j) for the decisive outcomes.
 
     Observations with W = ½ (ties) carry no label and are left out; the AUC is the

@@ -30,7 +30,9 @@ __all__ = ["OutcomeRule", "simulate_battles", "sample_outcomes", "random_ratings
 OutcomeRule = Literal["bt", "paper", "davidson"]
 
 
-def random_ratings(n_models: int, *, spread: float = 200.0, seed: int | np.random.Generator = 0) -> np.ndarray:
+def random_ratings(
+    n_models: int, *, spread: float = 200.0, seed: int | np.random.Generator = 0
+) -> np.ndarray:
     """Elo-scale true ratings: normal with standard deviation ``spread`` around 1000."""
     rng = np.random.default_rng(seed)
     return DEFAULT_OFFSET + spread * rng.standard_normal(n_models)
@@ -46,13 +48,17 @@ def sample_outcomes(
         return np.where(u < p, Outcome.A, Outcome.B).astype(np.int8)
     if rule == "paper":
         pa, pb = p * p, (1 - p) * (1 - p)
-        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(np.int8)
+        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
+            np.int8
+        )
     if rule == "davidson":
         nu = np.exp(eta)
         ea, eb = np.exp(z / 2), np.exp(-z / 2)
         den = ea + eb + nu
         pa, pb = ea / den, eb / den
-        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(np.int8)
+        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
+            np.int8
+        )
     raise InputError(f"outcome rule must be 'bt', 'paper' or 'davidson', not {rule!r}.")
 
 
@@ -96,7 +102,9 @@ def simulate_battles(
         w = np.asarray(pair_probs, dtype=float)
         w = w[iu, ju] if w.ndim == 2 else w
         if len(w) != len(iu) or np.any(w < 0) or w.sum() <= 0:
-            raise InputError("pair_probs must give a non-negative weight to each of the m(m-1)/2 pairs.")
+            raise InputError(
+                "pair_probs must give a non-negative weight to each of the m(m-1)/2 pairs."
+            )
         k = rng.choice(len(iu), n_battles, p=w / w.sum())
         flip = rng.random(n_battles) < 0.5
         a = np.where(flip, ju[k], iu[k])
@@ -106,7 +114,11 @@ def simulate_battles(
         ann = None
     else:
         ab = np.asarray(abilities, dtype=float)
-        probs = None if annotator_probs is None else np.asarray(annotator_probs, float) / np.sum(annotator_probs)
+        probs = (
+            None
+            if annotator_probs is None
+            else np.asarray(annotator_probs, float) / np.sum(annotator_probs)
+        )
         ann = rng.choice(len(ab), n_battles, p=probs).astype(np.int32)
         theta = ab[ann]
     z = theta * ELO_SCALE * (r[a] - r[b])
@@ -117,7 +129,11 @@ def simulate_battles(
     ann_names = None
     if ann is not None:
         n_ann = len(np.asarray(abilities))
-        ann_names = tuple(annotators) if annotators is not None else tuple(f"ann_{k:03d}" for k in range(n_ann))
+        ann_names = (
+            tuple(annotators)
+            if annotators is not None
+            else tuple(f"ann_{k:03d}" for k in range(n_ann))
+        )
         if len(ann_names) != n_ann:
             raise InputError("annotators must name every ability.")
     return Battles(
@@ -129,4 +145,3 @@ def simulate_battles(
         annotators=ann_names,
         source="simulated arena",
     )
-

@@ -56,21 +56,40 @@ def _root(
 # ---------------------------------------------------------------------------- shared options
 PathArg = Annotated[
     Path | None,
-    typer.Argument(help="Battle log (CSV, JSONL, Parquet, JSON). Default: the built-in simulated example arena."),
+    typer.Argument(
+        help="Battle log (CSV, JSONL, Parquet, JSON). Default: the built-in simulated example arena."
+    ),
 ]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: table, json or csv.")]
-OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write the output to this file.")]
-BothBadOpt = Annotated[str, typer.Option("--both-bad", help="'tie' counts both-bad votes as ties; 'drop' removes them.")]
+FormatOpt = Annotated[
+    str, typer.Option("--format", "-f", help="Output format: table, json or csv.")
+]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write the output to this file.")
+]
+BothBadOpt = Annotated[
+    str,
+    typer.Option("--both-bad", help="'tie' counts both-bad votes as ties; 'drop' removes them."),
+]
 ExcludeOpt = Annotated[
-    list[str] | None, typer.Option("--exclude", help="Leave out a model (repeat, or comma-separate).")
+    list[str] | None,
+    typer.Option("--exclude", help="Leave out a model (repeat, or comma-separate)."),
 ]
-MinBattlesOpt = Annotated[int, typer.Option("--min-battles", help="Leave out models with fewer battles.")]
+MinBattlesOpt = Annotated[
+    int, typer.Option("--min-battles", help="Leave out models with fewer battles.")
+]
 ColOpt = Annotated[
     list[str] | None,
-    typer.Option("--col", help="Column mapping ROLE=NAME (roles: model_a, model_b, winner, annotator, prompt, timestamp, weight)."),
+    typer.Option(
+        "--col",
+        help="Column mapping ROLE=NAME (roles: model_a, model_b, winner, annotator, prompt, timestamp, weight).",
+    ),
 ]
 InputFormatOpt = Annotated[
-    str | None, typer.Option("--input-format", help="Input format when the extension does not say: csv, jsonl, parquet, json.")
+    str | None,
+    typer.Option(
+        "--input-format",
+        help="Input format when the extension does not say: csv, jsonl, parquet, json.",
+    ),
 ]
 
 
@@ -124,7 +143,9 @@ def load_data(
     else:
         data = read_battles(path, columns=_parse_columns(col), fmt=input_format)
         label, simulated = str(path), False
-    data = data.filter(exclude_models=split_list(exclude), min_battles=min_battles, both_bad=both_bad)  # type: ignore[arg-type]
+    data = data.filter(
+        exclude_models=split_list(exclude), min_battles=min_battles, both_bad=both_bad
+    )  # type: ignore[arg-type]
     return Loaded(data, label, simulated)
 
 
@@ -151,9 +172,13 @@ def _format_cell(v: Any) -> str:
     return str(v)
 
 
-def records_table(records: list[dict[str, Any]], title: str | None = None, caption: str | None = None) -> Table:
+def records_table(
+    records: list[dict[str, Any]], title: str | None = None, caption: str | None = None
+) -> Table:
     """A Rich table of homogeneous records (nested values are left out)."""
-    keys = [k for k in (records[0] if records else {}) if not isinstance(records[0][k], (dict, list))]
+    keys = [
+        k for k in (records[0] if records else {}) if not isinstance(records[0][k], (dict, list))
+    ]
     table = Table(title=title, caption=caption, header_style="bold")
     for k in keys:
         table.add_column(k, justify="right" if isinstance(records[0][k], (int, float)) else "left")
@@ -197,7 +222,9 @@ def emit(
         err_console.print(f"wrote {output}")
 
 
-def _show_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+def _show_warning(
+    message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
     if issubclass(category, StableArenaWarning):
         err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
     else:

@@ -44,7 +44,9 @@ RATER_FLAGS: dict[str, str] = {
 def build_rater(method: str, given: dict[str, Any]) -> Any:
     """The rater for ``method`` with the options the user set (unset ones keep the rater's defaults)."""
     if method not in _REGISTRY:
-        raise InputError(f"unknown --method {method!r}; choose one of {', '.join(sorted(_REGISTRY))}.")
+        raise InputError(
+            f"unknown --method {method!r}; choose one of {', '.join(sorted(_REGISTRY))}."
+        )
     cls = _REGISTRY[method]
     accepted = {f.name for f in fields(cls)} if is_dataclass(cls) else set()
     options = {}
@@ -56,7 +58,9 @@ def build_rater(method: str, given: dict[str, Any]) -> Any:
             raise InputError(f"option {flag} does not apply to --method {method}.")
         options[name] = value
     if "k_cov" in options and isinstance(options["k_cov"], str):
-        options["k_cov"] = None if options["k_cov"].lower() == "none" else _int(options["k_cov"], "--k-cov")
+        options["k_cov"] = (
+            None if options["k_cov"].lower() == "none" else _int(options["k_cov"], "--k-cov")
+        )
     return get_rater(method, **options)
 
 
@@ -70,7 +74,12 @@ def _int(text: str, flag: str) -> int:
 @app.command()
 def rank(
     path: PathArg = None,
-    method: Annotated[str, typer.Option("--method", "-m", help="Rating method: elo, m-elo, bt, am-elo, rao-kupper, davidson.")] = "m-elo",
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method", "-m", help="Rating method: elo, m-elo, bt, am-elo, rao-kupper, davidson."
+        ),
+    ] = "m-elo",
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     both_bad: BothBadOpt = "tie",
@@ -78,17 +87,58 @@ def rank(
     min_battles: MinBattlesOpt = 0,
     col: ColOpt = None,
     input_format: InputFormatOpt = None,
-    anchor: Annotated[str | None, typer.Option("--anchor", help="Fix one model's rating: MODEL=RATING (default: mean 1000).")] = None,
-    solver: Annotated[str | None, typer.Option("--solver", help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction).")] = None,
-    elo_k: Annotated[float | None, typer.Option("--elo-k", help="elo: K factor (default 4).")] = None,
-    shuffles: Annotated[int | None, typer.Option("--shuffles", help="elo: average over this many seeded shuffles (default: order as given).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (elo shuffles, bootstrap).")] = None,
-    min_records: Annotated[int | None, typer.Option("--min-records", help="am-elo: annotators with fewer records wait (δ).")] = None,
-    ability_threshold: Annotated[float | None, typer.Option("--ability-threshold", help="am-elo: flag annotators below this ability (ε, mean-1 scale).")] = None,
-    exclude_flagged: Annotated[bool, typer.Option("--exclude-flagged", help="am-elo: refit without flagged annotators.")] = False,
-    k_tie: Annotated[int | None, typer.Option("--k-tie", help="rao-kupper/davidson: tie factors (0 = one threshold).")] = None,
-    k_cov: Annotated[str | None, typer.Option("--k-cov", help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k.")] = None,
-    tie_form: Annotated[str | None, typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'.")] = None,
+    anchor: Annotated[
+        str | None,
+        typer.Option("--anchor", help="Fix one model's rating: MODEL=RATING (default: mean 1000)."),
+    ] = None,
+    solver: Annotated[
+        str | None,
+        typer.Option(
+            "--solver",
+            help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction).",
+        ),
+    ] = None,
+    elo_k: Annotated[
+        float | None, typer.Option("--elo-k", help="elo: K factor (default 4).")
+    ] = None,
+    shuffles: Annotated[
+        int | None,
+        typer.Option(
+            "--shuffles",
+            help="elo: average over this many seeded shuffles (default: order as given).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Random seed (elo shuffles, bootstrap).")
+    ] = None,
+    min_records: Annotated[
+        int | None,
+        typer.Option("--min-records", help="am-elo: annotators with fewer records wait (δ)."),
+    ] = None,
+    ability_threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--ability-threshold",
+            help="am-elo: flag annotators below this ability (ε, mean-1 scale).",
+        ),
+    ] = None,
+    exclude_flagged: Annotated[
+        bool, typer.Option("--exclude-flagged", help="am-elo: refit without flagged annotators.")
+    ] = False,
+    k_tie: Annotated[
+        int | None,
+        typer.Option("--k-tie", help="rao-kupper/davidson: tie factors (0 = one threshold)."),
+    ] = None,
+    k_cov: Annotated[
+        str | None,
+        typer.Option(
+            "--k-cov", help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k."
+        ),
+    ] = None,
+    tie_form: Annotated[
+        str | None,
+        typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'."),
+    ] = None,
 ) -> None:
     """Fit a rating method and print the leaderboard.
 
@@ -109,7 +159,14 @@ def rank(
         "--tie-form": tie_form,
     }
     rater = build_rater(method, given)
-    loaded = load_data(path, col=col, input_format=input_format, both_bad=both_bad, exclude=exclude, min_battles=min_battles)
+    loaded = load_data(
+        path,
+        col=col,
+        input_format=input_format,
+        both_bad=both_bad,
+        exclude=exclude,
+        min_battles=min_battles,
+    )
     fitted = rater.fit(loaded.data)
     payload = fitted.to_dict()
     payload["source"] = loaded.label
@@ -120,7 +177,11 @@ def rank(
         conv = p.get("convergence", {})
         caption = (
             f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
-            + (f", {conv.get('solver')} {'converged' if conv.get('converged') else 'not converged'} in {conv.get('iterations')} it." if conv else "")
+            + (
+                f", {conv.get('solver')} {'converged' if conv.get('converged') else 'not converged'} in {conv.get('iterations')} it."
+                if conv
+                else ""
+            )
             + (" — SIMULATED data" if p["simulated"] else "")
         )
         return records_table(p["models"], title=title, caption=caption)
