@@ -41,7 +41,9 @@ def reference_elo(
     return np.array(ratings)
 
 
-def log(rows: list[tuple[int, int, int]], models: tuple[str, ...] = ("x", "y", "z"), **kw) -> Battles:
+def log(
+    rows: list[tuple[int, int, int]], models: tuple[str, ...] = ("x", "y", "z"), **kw
+) -> Battles:
     a, b, o = (np.array(c) for c in zip(*rows, strict=True))
     return Battles.from_arrays(a, b, o.astype(np.int8), models=models, **kw)
 
@@ -106,9 +108,17 @@ def test_each_shuffle_equals_reference_on_its_order(arena):
     for s in range(4):
         order = shuffle_order(len(arena), 11, s)
         assert np.max(np.abs(runs[s] - reference_elo(arena, order=order))) < 1e-9
-        assert np.max(np.abs(runs[s] - online_elo(
-            arena.model_a, arena.model_b, arena.scores, arena.n_models, order=order
-        ))) < 1e-12
+        assert (
+            np.max(
+                np.abs(
+                    runs[s]
+                    - online_elo(
+                        arena.model_a, arena.model_b, arena.scores, arena.n_models, order=order
+                    )
+                )
+            )
+            < 1e-12
+        )
     fitted = Elo(shuffles=4, seed=11).fit(arena)
     assert fitted.ratings == pytest.approx(runs.mean(0), abs=1e-9)
     assert fitted.ratings_std == pytest.approx(runs.std(0), abs=1e-12)
@@ -135,7 +145,9 @@ def test_reference_property(rows, k):
 
 def test_matches_evalica_elo(arena):
     evalica = pytest.importorskip("evalica")
-    winners = np.array([evalica.Winner.X, evalica.Winner.Y, evalica.Winner.Draw, evalica.Winner.Draw])
+    winners = np.array(
+        [evalica.Winner.X, evalica.Winner.Y, evalica.Winner.Draw, evalica.Winner.Draw]
+    )
     idx = pd.Index(range(arena.n_models))
     res = evalica.elo(arena.model_a, arena.model_b, list(winners[arena.outcome]), index=idx)
     theirs = res.scores.reindex(idx).to_numpy()
@@ -301,8 +313,19 @@ def test_bad_anchor(small):
 
 
 def test_overflowing_k_is_an_error(small):
+    huge = Battles.from_arrays(
+        small.model_a,
+        small.model_b,
+        small.outcome,
+        models=small.models,
+        weight=np.full(len(small), 1e300),
+    )
+    with pytest.raises(InputError, match="overflow"):
+        Elo(k=1e10).fit(huge)
+    # finite K, but the ratings run past the largest float
+    rows = [(2, 1, B), (1, 2, TIE), (1, 2, TIE), (0, 1, B), (1, 2, TIE), (2, 1, B)]
     with pytest.raises(InputError, match="overflowed"):
-        Elo(k=1e308).fit(small)
+        Elo(k=1.7e308).fit(log(rows))
 
 
 # ---------------------------------------------------------------------------- real data

@@ -2,6 +2,7 @@
 
 from .base import ELO_SCALE, Convergence, Fitted, Rater, get_rater, rater_names, register_rater
 from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
+from .elo import Elo
 
 __all__ = [
     "ELO_SCALE",
@@ -14,4 +15,5 @@ __all__ = [
     "MElo",
     "BradleyTerry",
     "solve_bradley_terry",
+    "Elo",
 ]
