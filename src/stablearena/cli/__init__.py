@@ -57,7 +57,8 @@ def _root(
 PathArg = Annotated[
     Path | None,
     typer.Argument(
-        help="Battle log (CSV, JSONL, Parquet, JSON). Default: the built-in simulated example arena."
+        help="Battle log (CSV, JSONL, Parquet, JSON); or 'example' (the built-in simulated arena, the "
+        "default) or 'chatbot-arena-2024' (the pair counts shipped with leaderbot)."
     ),
 ]
 FormatOpt = Annotated[
@@ -135,11 +136,16 @@ def load_data(
         raise InputError(f"--both-bad must be 'tie' or 'drop', not {both_bad!r}.")
     if min_battles < 0:
         raise InputError("--min-battles must be non-negative.")
-    if path is None:
+    if path is None or (str(path) == "example" and not path.exists()):
         from ..datasets import EXAMPLE_SOURCE, example_arena
 
         data: Battles | PairCounts = example_arena().battles
         label, simulated = EXAMPLE_SOURCE, True
+    elif str(path) == "chatbot-arena-2024" and not path.exists():
+        from ..datasets import chatbot_arena_2024
+
+        data = chatbot_arena_2024()
+        label, simulated = "Chatbot Arena 2024-08-14 pair counts (leaderbot)", False
     else:
         data = read_battles(path, columns=_parse_columns(col), fmt=input_format)
         label, simulated = str(path), False
