@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles, InputError, MElo, Outcome, get_rater
+from stablearena.io import read_battles
 from stablearena.metrics import consistency, kendall_tau
 from stablearena.raters.base import ELO_SCALE
 from stablearena.raters.elo import Elo, EloFitted, online_elo, online_elo_shuffled, shuffle_order
 from stablearena.simulate import random_ratings, simulate_battles
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 A, B, TIE, BOTH_BAD = Outcome.A, Outcome.B, Outcome.TIE, Outcome.TIE_BOTH_BAD
 
 
@@ -329,16 +328,16 @@ def test_overflowing_k_is_an_error(small):
 
 
 # ---------------------------------------------------------------------------- real data
-def test_llmfao_shuffled_elo():
-    path = DATA / "llmfao.csv"
-    if not path.exists():
-        pytest.skip(f"real data folder absent: {path} not found")
-    df = pd.read_csv(path)
-    battles = Battles.from_arrays(df["left"], df["right"], df["winner"], source=str(path))
+def test_llmfao_shuffled_elo(llmfao_path):
+    battles = read_battles(llmfao_path)
     fitted = Elo(shuffles=100).fit(battles)
     assert fitted.n_models == 59 and fitted.n_comparisons == 8931
     assert np.all(np.isfinite(fitted.ratings)) and np.all(np.isfinite(fitted.ratings_std))
     assert fitted.ratings.mean() == pytest.approx(1000.0, abs=1e-9)
+    # the same log read column by column gives the same order, hence the same Elo
+    df = pd.read_csv(llmfao_path)
+    direct = Battles.from_arrays(df["left"], df["right"], df["winner"])
+    assert np.allclose(Elo().fit(direct).ratings, Elo().fit(battles).ratings, atol=1e-9)
     melo = MElo().fit(battles)
     assert fitted.nll > melo.nll
     assert kendall_tau(fitted.ratings, melo.ratings) > 0.8
