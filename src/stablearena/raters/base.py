@@ -21,6 +21,7 @@ from scipy.special import expit
 
 from ..battles import Battles, PairCounts
 from ..errors import InputError
+from ..information import laplacian
 
 __all__ = [
     "ELO_SCALE",
@@ -209,6 +210,104 @@ class Fitted:
             "notes": list(self.notes),
         }
 
+    # ------------------------------------------------------------------ information contract (SPEC §4)
+    # Consumed by :mod:`stablearena.uncertainty`. The base class implements it for
+    # Bradley–Terry-type results (m-elo, bt, and online elo read as BT with ties as half);
+    # subclasses with other parameters (am-ELO, tie models) override these methods.
+    def _bt_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(i, j, N, W)`` of a Bradley–Terry-type result: the count rows, the comparisons per
+        outcome category (rows × categories) and the score W of i in each category.
+
+        Ties as half (m-elo, elo): categories win, loss, tie (either kind) with W = 1, 0, ½.
+        Ties dropped (bt): categories win, loss."""
+        ties = _BT_LIKELIHOOD.get(self.method)
+        if ties is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} (method {self.method!r}) does not implement the information "
+                "contract (parameters, hessian, score_contributions, refit); the class must override "
+                "them to get Fisher, sandwich or bootstrap intervals."
+            )
+        if self.counts is None:
+            raise NotImplementedError(
+                f"this {self.method} result does not keep the pair counts it was fitted on."
+            )
+        c = self.counts.collapse()
+        if ties == "half":
+            counts = np.column_stack([c.wins, c.losses, c.all_ties])
+            w = np.array([1.0, 0.0, 0.5])
+        else:
+            counts = np.column_stack([c.wins, c.losses])
+            w = np.array([1.0, 0.0])
+        return c.i, c.j, counts, w
+
+    def parameters(self) -> np.ndarray:
+        """The free-parameter vector at the optimum; its first ``n_models`` entries are ``scores``.
+
+        Bradley–Terry-type results: the scores themselves."""
+        self._bt_rows()
+        return np.array(self.scores, dtype=float)
+
+    def hessian(self) -> np.ndarray:
+        """Hessian of the total log-likelihood with respect to :meth:`parameters`.
+
+        Bradley–Terry (SPEC §3.2, §4): −Σ_rows n_r p_r (1 − p_r)(e_i − e_j)(e_i − e_j)ᵀ, a
+        weighted graph Laplacian, singular along 1 (the shift of the scores)."""
+        i, j, counts, _ = self._bt_rows()
+        p = expit(self.scores[i] - self.scores[j])
+        return -laplacian(self.n_models, i, j, counts.sum(axis=1) * p * (1 - p))
+
+    def score_contributions(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(G, N)``: G[r, o] is the gradient of ln P(outcome o | row r) with respect to
+        :meth:`parameters`, N[r, o] how many comparisons of row r had outcome o; Σ N g gᵀ is the
+        meat of the sandwich estimator.
+
+        Bradley–Terry-type: ∇ = (W_o − p_r)(e_i − e_j) with W_o the outcome's score (a tie
+        contributes ½ ln p + ½ ln(1 − p) under ties-as-half)."""
+        i, j, counts, w = self._bt_rows()
+        p = expit(self.scores[i] - self.scores[j])
+        resid = w[None, :] - p[:, None]
+        rows = np.arange(len(i))
+        g = np.zeros((len(i), len(w), self.n_models))
+        g[rows, :, i] = resid
+        g[rows, :, j] = -resid
+        return g, counts
+
+    def gauge_constraints(self) -> np.ndarray:
+        """Jacobian (n_params × k) of the constraints that fix the model's symmetries at the
+        returned optimum; the covariance is computed on the subspace they leave free (bordered
+        system, SPEC §4). Default: mean-zero scores (the shift symmetry every model has)."""
+        k = len(self.parameters())
+        g = np.zeros((k, 1))
+        g[: self.n_models, 0] = 1.0
+        return g
+
+    def dispersion(self) -> float:
+        """Dispersion φ of the outcome scores about the model (Var W = φ p(1 − p)).
+
+        1 for a proper likelihood. Under ties as half (m-elo, elo) a tie scores W = ½, whose
+        variance is below the Bernoulli p(1 − p), so the log-likelihood is a quasi-likelihood
+        (Wedderburn 1974; McCullagh & Nelder 1989, §9.2) and φ is estimated by Pearson's
+        statistic Σ_battles (W − p)² / (p(1 − p)) / (n − m + 1) when the data hold ties."""
+        if _BT_LIKELIHOOD.get(self.method) != "half" or self.counts is None:
+            return 1.0
+        i, j, counts, w = self._bt_rows()
+        if counts[:, 2].sum() <= 0:
+            return 1.0
+        p = expit(self.scores[i] - self.scores[j])
+        v = p * (1 - p)
+        pearson = float(np.sum(counts * (w[None, :] - p[:, None]) ** 2 / v[:, None]))
+        dof = float(counts.sum()) - (self.n_models - 1)
+        return pearson / dof if dof > 0 else 1.0
+
+    def refit(self, counts: PairCounts) -> Fitted:
+        """Fit the same model with the same options to ``counts`` (the same rows with other
+        counts, e.g. a bootstrap resample), warm-started from this result."""
+        return get_rater(self.method, **dict(self.params)).fit_warm(counts, self)
+
+
+#: How Bradley–Terry-type methods treat ties in their likelihood (information contract).
+_BT_LIKELIHOOD: dict[str, str] = {"m-elo": "half", "elo": "half", "bt": "drop"}
+
 
 class Rater(ABC):
     """A rating method. Subclasses are dataclasses whose fields are the options."""
@@ -221,6 +320,11 @@ class Rater(ABC):
 
     def get_params(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+    def fit_warm(self, data: Battles | PairCounts, start: Fitted) -> Fitted:
+        """Fit on ``data`` starting from ``start`` (a result of this rater on similar data, e.g.
+        before a bootstrap resample). Default: a plain :meth:`fit`; iterative raters override."""
+        return self.fit(data)
 
 
 _REGISTRY: dict[str, Callable[..., Rater]] = {}

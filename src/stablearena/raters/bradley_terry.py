@@ -199,8 +199,9 @@ def fit_bradley_terry_counts(
     steps: int,
     anchor: tuple[str, float] | None,
     params: dict,
+    x0: np.ndarray | None = None,
 ) -> Fitted:
-    """Shared body of :class:`MElo` and :class:`BradleyTerry`."""
+    """Shared body of :class:`MElo` and :class:`BradleyTerry` (``x0``: Newton's starting point)."""
     c = counts.collapse()
     if ties == "half":
         n, s = c.totals, c.score
@@ -216,7 +217,15 @@ def fit_bradley_terry_counts(
     m = c.n_models
     if solver == "newton":
         sol = solve_bradley_terry(
-            m, i, j, n, s, prior_mask=None if check.ok else check.needs_prior, tol=tol, max_iter=max_iter
+            m,
+            i,
+            j,
+            n,
+            s,
+            x0=x0,
+            prior_mask=None if check.ok else check.needs_prior,
+            tol=tol,
+            max_iter=max_iter,
         )
     elif solver == "adam":
         sol = _adam_bradley_terry(m, i, j, n, s, lr=lr, steps=steps)
@@ -270,6 +279,22 @@ class MElo(Rater):
             params=self.get_params(),
         )
 
+    def fit_warm(self, data: Battles | PairCounts, start: Fitted) -> Fitted:
+        """:meth:`fit` with Newton started from ``start.scores`` (bootstrap refits)."""
+        return fit_bradley_terry_counts(
+            as_counts(data),
+            method=self.name,
+            ties="half",
+            solver=self.solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            lr=self.lr,
+            steps=self.steps,
+            anchor=parse_anchor(self.anchor),
+            params=self.get_params(),
+            x0=_warm_start(start, data),
+        )
+
 
 @register_rater("bt")
 @dataclass(frozen=True)
@@ -299,3 +324,24 @@ class BradleyTerry(Rater):
             anchor=parse_anchor(self.anchor),
             params=self.get_params(),
         )
+
+    def fit_warm(self, data: Battles | PairCounts, start: Fitted) -> Fitted:
+        """:meth:`fit` with Newton started from ``start.scores`` (bootstrap refits)."""
+        return fit_bradley_terry_counts(
+            as_counts(data),
+            method=self.name,
+            ties="drop",
+            solver=self.solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            lr=self.lr,
+            steps=self.steps,
+            anchor=parse_anchor(self.anchor),
+            params=self.get_params(),
+            x0=_warm_start(start, data),
+        )
+
+
+def _warm_start(start: Fitted, data: Battles | PairCounts) -> np.ndarray | None:
+    """``start.scores`` when ``data`` has the same models, else ``None`` (a cold start)."""
+    return np.asarray(start.scores) if tuple(start.models) == tuple(data.models) else None
