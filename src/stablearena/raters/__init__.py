@@ -3,6 +3,7 @@
 from .base import ELO_SCALE, Convergence, Fitted, Rater, get_rater, rater_names, register_rater
 from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
 from .elo import Elo
+from .annotator import AmElo, AmEloFitted
 
 __all__ = [
     "ELO_SCALE",
@@ -16,4 +17,6 @@ __all__ = [
     "BradleyTerry",
     "solve_bradley_terry",
     "Elo",
+    "AmElo",
+    "AmEloFitted",
 ]

@@ -1,0 +1,1236 @@
+"""am-ELO: Bradley–Terry with a per-annotator ability (am-ELO paper, §4.2; SPEC §3.3).
+
+Model (am-ELO eq. 4, in natural units)::
+
+    P(i beats j | annotator k) = σ(a_k (x_i − x_j))
+
+with x the model scores (log-odds of an *average* annotator, mean zero) and a_k the ability of
+annotator k relative to the average annotator (mean over the fitted annotators = 1). In the
+paper's notation θ_k = C·a_k and R = x / C with C = ln10/400, so the constraint mean(θ) = C
+makes am-ELO ratings read on the same Elo scale as m-ELO (SPEC §3.3); ``normalization="sum"``
+reports the paper's Σθ = 1 instead (θ_k = a_k / M, R = M·x) — the same fit.
+
+Log-likelihood (am-ELO eq. 5), ties as W = ½, on pair × annotator count rows r = (i, j, k)
+with n_r comparisons and score s_r = wins + ½ ties of i::
+
+    ln L(x, a) = Σ_r s_r ln σ(z_r) + (n_r − s_r) ln σ(−z_r),   z_r = a_k (x_i − x_j).
+
+With e_r = s_r − n_r p_r, w_r = n_r p_r (1 − p_r), d_r = x_i − x_j (am-ELO eq. 6)::
+
+    ∂/∂x_i = Σ a_k e_r          ∂/∂a_k = Σ d_r e_r
+    −∂²/∂x∂x = Laplacian with edge weights a_k² w_r
+    −∂²/∂a_k² = Σ d_r² w_r
+    −∂²/∂x_i∂a_k = Σ (a_k d_r w_r − e_r)   (and the opposite sign for x_j).
+
+The likelihood is invariant under (x, a) → (αx, a/α) (and under shifts of x); the solver fixes
+both by the linear constraints Σx = 0 and Σa = M and maximises exactly by Newton's method on
+that constraint set (the bordered/KKT system, reduced to the m×m model block by a Schur
+complement over the diagonal annotator block), falling back to the Gauss–Newton (Fisher)
+matrix when the exact Hessian is not negative definite there, with a backtracking line search.
+Since L is scale-invariant the Lagrange multiplier of Σa = M vanishes at the optimum, so the
+converged point has a zero gradient in every direction. Initialised from m-ELO with a = 1 the
+result is deterministic.
+
+The paper's own solver — Adam, lr 0.1, 2,000 full-batch steps on the mean binary
+cross-entropy, random Xavier-uniform initialisation, θ/Σθ inside the forward pass (reference
+code ``bigdata-ustc/am-ELO``, ``model.py``) — is available as ``solver="adam"``, a reproduction
+mode that stops short of the optimum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, log_expit
+from scipy.stats import norm
+
+from ..battles import Battles, PairCounts, as_counts
+from ..errors import ConvergenceError, InputError, StableArenaWarning
+from ..graph import check_comparison_graph
+from ..information import laplacian
+from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
+from .bradley_terry import PRIOR_STRENGTH, _prior_terms, solve_bradley_terry
+
+__all__ = [
+    "UNKNOWN_ANNOTATOR",
+    "ANNOTATOR_PRIOR_STRENGTH",
+    "AmEloRows",
+    "AmEloSolution",
+    "am_elo_loglik",
+    "am_elo_gradient",
+    "am_elo_hessian",
+    "solve_am_elo",
+    "adam_am_elo",
+    "abilities_given_scores",
+    "AmEloFitted",
+    "AmElo",
+]
+
+#: Name of the single annotator that battles without an annotator id are attributed to.
+UNKNOWN_ANNOTATOR: str = "unknown"
+
+#: Virtual ties added to an annotator whose votes all agree (or all disagree) with the ranking:
+#: without them that annotator's ability MLE is ±∞. Half a tie, spread over the annotator's
+#: pairs in proportion to their battles (the same strength as m-ELO's existence prior).
+ANNOTATOR_PRIOR_STRENGTH: float = 0.5
+
+#: Largest dense annotator-by-parameter block the solver builds (entries); above it, sparse.
+_DENSE_LIMIT: int = 20_000_000
+
+
+# ---------------------------------------------------------------------------------- the rows
+@dataclass(frozen=True)
+class AmEloRows:
+    """The data the am-ELO likelihood reads: pair × annotator rows with ``n`` comparisons and
+    score ``s`` (wins + ½ ties) of model ``i`` against ``j`` judged by annotator ``k``."""
+
+    n_models: int
+    n_annotators: int
+    i: np.ndarray
+    j: np.ndarray
+    k: np.ndarray
+    n: np.ndarray
+    s: np.ndarray
+
+    @classmethod
+    def from_counts(cls, counts: PairCounts, n_annotators: int | None = None) -> AmEloRows:
+        if counts.annotator is None:
+            k = np.zeros(len(counts), dtype=np.int64)
+            n_ann = 1
+        else:
+            k = counts.annotator.astype(np.int64)
+            n_ann = len(counts.annotators) if n_annotators is None else n_annotators  # type: ignore[arg-type]
+        n = counts.totals
+        keep = n > 0
+        return cls(
+            counts.n_models,
+            n_ann,
+            counts.i[keep].astype(np.int64),
+            counts.j[keep].astype(np.int64),
+            k[keep],
+            n[keep],
+            counts.score[keep],
+        )
+
+    @property
+    def total(self) -> float:
+        return float(self.n.sum())
+
+    @cached_property
+    def cross_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """Flat indices i·K + k and j·K + k of the model-by-annotator block."""
+        return self.i * self.n_annotators + self.k, self.j * self.n_annotators + self.k
+
+    def records(self) -> np.ndarray:
+        """Comparisons per annotator."""
+        return np.bincount(self.k, self.n, self.n_annotators)
+
+    def with_virtual_ties(self, weight: np.ndarray) -> AmEloRows:
+        """Add ``weight[k]`` virtual ties to each annotator, spread over its rows by battles."""
+        if not np.any(weight):
+            return self
+        rec = self.records()
+        share = np.where(rec[self.k] > 0, self.n / np.maximum(rec[self.k], 1e-300), 0.0)
+        extra = weight[self.k] * share
+        return replace(self, n=self.n + extra, s=self.s + 0.5 * extra)
+
+
+def am_elo_loglik(x: np.ndarray, a: np.ndarray, rows: AmEloRows) -> float:
+    """ln L = Σ s ln σ(z) + (n − s) ln σ(−z), z = a_k (x_i − x_j); uses ln σ(−z) = ln σ(z) − z."""
+    z = a[rows.k] * (x[rows.i] - x[rows.j])
+    return float(np.sum(rows.n * log_expit(z) - (rows.n - rows.s) * z))
+
+
+def _row_terms(x: np.ndarray, a: np.ndarray, rows: AmEloRows) -> tuple[np.ndarray, ...]:
+    """Per row: a_k, d = x_i − x_j, e = s − n p, w = n p (1 − p)."""
+    ak = a[rows.k]
+    d = x[rows.i] - x[rows.j]
+    p = expit(ak * d)
+    e = rows.s - rows.n * p
+    w = rows.n * p * (1.0 - p)
+    return ak, d, e, w
+
+
+def _gradient(rows: AmEloRows, terms: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    ak, d, e, _ = terms
+    m, kk = rows.n_models, rows.n_annotators
+    r = ak * e
+    gx = np.bincount(rows.i, r, m) - np.bincount(rows.j, r, m)
+    ga = np.bincount(rows.k, d * e, kk)
+    return gx, ga
+
+
+def am_elo_gradient(x: np.ndarray, a: np.ndarray, rows: AmEloRows) -> tuple[np.ndarray, np.ndarray]:
+    """(∂lnL/∂x, ∂lnL/∂a), am-ELO eq. 6 in natural units."""
+    return _gradient(rows, _row_terms(x, a, rows))
+
+
+def _cross_block(rows: AmEloRows, v: np.ndarray):
+    """m×K matrix Σ_r v_r (e_i − e_j) e_kᵀ — dense when small enough, else scipy sparse CSR."""
+    m, kk = rows.n_models, rows.n_annotators
+    if m * kk <= _DENSE_LIMIT:
+        ik, jk = rows.cross_keys
+        return (np.bincount(ik, v, m * kk) - np.bincount(jk, v, m * kk)).reshape(m, kk)
+    from scipy.sparse import coo_matrix
+
+    return coo_matrix(
+        (
+            np.concatenate([v, -v]),
+            (np.concatenate([rows.i, rows.j]), np.concatenate([rows.k, rows.k])),
+        ),
+        shape=(m, kk),
+    ).tocsr()
+
+
+def _blocks(rows: AmEloRows, terms: tuple[np.ndarray, ...], exact: bool):
+    ak, d, e, w = terms
+    m, kk = rows.n_models, rows.n_annotators
+    lap = laplacian(m, rows.i, rows.j, ak * ak * w)
+    dd = np.bincount(rows.k, d * d * w, kk)
+    return lap, _cross_block(rows, ak * d * w - e if exact else ak * d * w), dd
+
+
+def _neg_hessian_blocks(x: np.ndarray, a: np.ndarray, rows: AmEloRows, *, exact: bool = True):
+    """Blocks of −∇²lnL: A (m×m model Laplacian), B (m×K, dense or sparse), D (K diagonal).
+
+    ``exact=False`` gives the Gauss–Newton / expected (Fisher) information instead, which drops
+    the −e_r term of the cross block and is positive semi-definite everywhere.
+    """
+    return _blocks(rows, _row_terms(x, a, rows), exact)
+
+
+def am_elo_hessian(
+    x: np.ndarray, a: np.ndarray, rows: AmEloRows, *, exact: bool = True
+) -> np.ndarray:
+    """Dense (m+K)×(m+K) Hessian of ln L with respect to (x, a) (``exact=False``: −Fisher)."""
+    lap, b, dd = _neg_hessian_blocks(x, a, rows, exact=exact)
+    b = b if isinstance(b, np.ndarray) else b.toarray()
+    m, kk = rows.n_models, rows.n_annotators
+    h = np.zeros((m + kk, m + kk))
+    h[:m, :m] = -lap
+    h[:m, m:] = -b
+    h[m:, :m] = -b.T
+    h[m + np.arange(kk), m + np.arange(kk)] = -dd
+    return h
+
+
+# ---------------------------------------------------------------------------------- solver
+@dataclass(frozen=True)
+class AmEloSolution:
+    """Result of :func:`solve_am_elo`. ``prior_ties``: virtual ties given to each annotator
+    (non-zero only for annotators whose ability MLE is infinite)."""
+
+    x: np.ndarray
+    a: np.ndarray
+    loglik: float
+    convergence: Convergence
+    prior_ties: np.ndarray
+
+
+def _kkt_step(
+    lap: np.ndarray, b, dd: np.ndarray, gx: np.ndarray, ga: np.ndarray, active: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Newton step (dx, da) maximising the quadratic model subject to Σdx = 0, Σda = 0.
+
+    With −H = [[A, B], [Bᵀ, D]] and D diagonal, eliminating da gives the m×m system
+    (A − B D⁻¹ Bᵀ + c cᵀ / 1ᵀu) dx = g_x − B D⁻¹ g_a + c (1ᵀ D⁻¹ g_a) / 1ᵀu with u = D⁻¹1,
+    c = B u; then da = D⁻¹(g_a − Bᵀ dx) − λ u, λ fixing Σda = 0. Only ``active`` annotators
+    (those with comparisons) take part. Returns ``None`` when the reduced matrix is not positive
+    definite on Σdx = 0 (then the caller uses the Fisher matrix).
+    """
+    m = lap.shape[0]
+    dinv = np.where(active, 1.0 / np.where(active, dd, 1.0), 0.0)
+    u = dinv
+    su = float(u.sum())
+    if isinstance(b, np.ndarray):
+        schur = lap - (b * dinv) @ b.T
+    else:
+        schur = lap - (b.multiply(dinv[None, :]).tocsr() @ b.T).toarray()
+    c = np.asarray(b @ u).ravel()
+    ga_s = dinv * ga
+    schur += np.outer(c, c) / su
+    rhs = gx - np.asarray(b @ ga_s).ravel() + c * (ga_s.sum() / su)
+    shift = max(float(np.mean(np.abs(np.diag(schur)))), 1e-12)
+    mat = schur + shift / m
+    # numpy's LAPACK throughout: mixing numpy's and scipy's OpenBLAS thread pools makes each
+    # wait for the other's spinning threads
+    try:
+        np.linalg.cholesky(mat)
+        dx = np.linalg.solve(mat, rhs)
+    except np.linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(dx)):
+        return None
+    dx -= dx.mean()
+    t = dinv * (ga - np.asarray(b.T @ dx).ravel())
+    lam = t.sum() / su
+    da = t - lam * u
+    return dx, da
+
+
+def _single_thread_blas() -> Any:
+    """Limit BLAS to one thread while solving (if ``threadpoolctl`` is installed).
+
+    The solver's dense algebra is small (m×m); with a multi-threaded BLAS on a busy machine each
+    call can wait tens of milliseconds for a descheduled worker thread to wake up."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def _m_elo_start(rows: AmEloRows, prior_mask: np.ndarray | None, tol: float = 1e-9) -> np.ndarray:
+    """m-ELO scores (natural units) on the rows pooled over annotators: the deterministic start."""
+    m = rows.n_models
+    key, inv = np.unique(rows.i * m + rows.j, return_inverse=True)
+    n = np.bincount(inv, rows.n, len(key))
+    s = np.bincount(inv, rows.s, len(key))
+    return solve_bradley_terry(m, key // m, key % m, n, s, prior_mask=prior_mask, tol=tol).x
+
+
+#: Above this |ability| (in units of the average annotator) the solver checks, each iteration,
+#: whether the annotator's votes have become separable (its ability running off to ±∞).
+_DIVERGING: float = 3.0
+
+#: An |ability| this many times the average annotator's means the MLE does not exist (the
+#: abilities run off in opposite directions while the ratings collapse); the solver says so.
+_RUNAWAY: float = 1000.0
+
+
+def solve_am_elo(
+    rows: AmEloRows,
+    *,
+    x0: np.ndarray | None = None,
+    a0: np.ndarray | None = None,
+    prior_mask: np.ndarray | None = None,
+    prior_strength: float = PRIOR_STRENGTH,
+    tol: float = 1e-9,
+    max_iter: int = 200,
+) -> AmEloSolution:
+    """Exact joint MLE of (x, a) under Σx = 0, mean(a) = 1 over annotators with comparisons.
+
+    ``x0`` defaults to the m-ELO solution (ties as half, pooled over annotators), ``a0`` to 1.
+    ``prior_mask`` marks models that need m-ELO's existence prior (a virtual half tie against
+    the average model, :func:`stablearena.raters.bradley_terry._prior_terms`). An annotator
+    whose votes all go with (or all against) the current ranking while its ability runs off
+    gets :data:`ANNOTATOR_PRIOR_STRENGTH` virtual ties (see :func:`separable_annotators`).
+    Converged when the gradient projected on the constraint set has norm ≤ ``tol`` ×
+    comparisons; with no prior in use that is the full gradient (the multiplier of Σa = M
+    vanishes by scale invariance).
+    """
+    kk = rows.n_annotators
+    total = rows.total
+    if total <= 0:
+        raise InputError("no comparisons to fit.")
+    data_rows = rows
+    active = rows.records() > 0
+    use_prior = prior_mask is not None and bool(np.any(prior_mask))
+    mask = np.asarray(prior_mask, dtype=float) if use_prior else None
+    if x0 is None:
+        x0 = _m_elo_start(rows, prior_mask, tol)
+    x = np.asarray(x0, dtype=float) - np.mean(x0)
+    a = np.ones(kk) if a0 is None else np.where(active, np.asarray(a0, dtype=float), 1.0)
+    a = np.where(active, a / a[active].mean(), 1.0)
+    ann_prior = np.zeros(kk, dtype=bool)
+    if kk > 1:
+        ann_prior = separable_annotators(x, data_rows)
+        rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
+
+    def objective(x: np.ndarray, a: np.ndarray) -> float:
+        val = am_elo_loglik(x, a, rows)
+        if use_prior:
+            val += _prior_terms(x, mask, prior_strength)[0]  # type: ignore[arg-type]
+        return val
+
+    f = objective(x, a)
+    it = 0
+    message = ""
+    converged = False
+    n_fisher = 0
+    while True:
+        if kk > 1 and np.any(np.abs(a) > _DIVERGING):
+            diverging = separable_annotators(x, data_rows) & (np.abs(a) > _DIVERGING) & ~ann_prior
+            if diverging.any():
+                ann_prior |= diverging
+                rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
+                f = objective(x, a)
+        terms = _row_terms(x, a, rows)
+        gx, ga = _gradient(rows, terms)
+        if use_prior:
+            _, pg, ph = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
+            gx = gx + pg
+        ga = np.where(active, ga, 0.0)
+        pga = np.where(active, ga - ga[active].mean(), 0.0)
+        gnorm = float(math.sqrt(float(gx @ gx) + float(pga @ pga))) / total
+        if gnorm <= tol:
+            late = separable_annotators(x, data_rows) & ~ann_prior if kk > 1 else ann_prior & False
+            if not late.any():
+                converged = True
+                break
+            # converged only because the runaway ability's gradient fell below tol: fix it
+            ann_prior |= late
+            rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
+            f = objective(x, a)
+            continue
+        if it >= max_iter:
+            message = f"stopped after {max_iter} Newton iterations"
+            break
+        if np.max(np.abs(a)) > _RUNAWAY:
+            raise ConvergenceError(
+                "am-ELO has no maximum-likelihood solution on these data: the votes are best "
+                "explained by annotators who disagree in sign with no consistent majority, so the "
+                "rating spread shrinks towards 0 while the abilities run off to ±∞ (largest |ability| "
+                f"{np.max(np.abs(a)):.3g} × average after {it} iterations). Add battles per "
+                "annotator, raise --min-records, or use m-elo."
+            )
+        it += 1
+        step = None
+        lap, b, dd = _blocks(rows, terms, exact=True)
+        if use_prior:
+            lap = lap - ph
+        dd = np.maximum(dd, 1e-300)
+        step = _kkt_step(lap, b, dd, gx, ga, active)
+        if step is None or float(gx @ step[0] + ga @ step[1]) <= 0:
+            n_fisher += 1
+            ak, d, _, w = terms
+            step = _kkt_step(lap, _cross_block(rows, ak * d * w), dd, gx, ga, active)
+            if step is not None and float(gx @ step[0] + ga @ step[1]) <= 0:
+                step = None
+        if step is None:
+            message = "neither the Hessian nor the Fisher matrix is definite on the constraint set"
+            break
+        dx, da = step
+        slope = float(gx @ dx + ga @ da)
+        t = 1.0
+        while True:
+            xn, an = x + t * dx, a + t * da
+            fn = objective(xn, an)
+            if fn >= f + 1e-4 * t * slope or t < 1e-10:
+                break
+            t *= 0.5
+        if t < 1e-10 or not np.isfinite(fn) or fn < f:
+            message = "line search made no progress (gradient at floating-point noise level)"
+            converged = gnorm <= max(tol, 1e-12) * 10
+            break
+        # re-centre against floating-point drift (a shift of x leaves L unchanged)
+        x = xn - xn.mean()
+        a = np.where(active, an - (an[active].mean() - 1.0), 1.0)
+        f = fn
+    if n_fisher and not message:
+        message = f"{n_fisher} Gauss–Newton step(s) where the Hessian was indefinite"
+    conv = Convergence(converged, it, gnorm, "newton", message)
+    prior_ties = ANNOTATOR_PRIOR_STRENGTH * ann_prior.astype(float)
+    return AmEloSolution(x, a, am_elo_loglik(x, a, data_rows), conv, prior_ties)
+
+
+def adam_am_elo(
+    rows: AmEloRows,
+    *,
+    lr: float = 0.1,
+    steps: int = 2000,
+    normalize: bool = True,
+    ratings0: np.ndarray | None = None,
+    theta0: np.ndarray | None = None,
+    seed: int | np.random.Generator = 0,
+    record_every: int = 0,
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, float, np.ndarray]]]:
+    """The am-ELO reference code's solver (``bigdata-ustc/am-ELO``, ``model.py``; paper Alg. 2).
+
+    Logit θ_k / Σθ · (R_i − R_j) (``normalize``; without it θ_k (R_i − R_j), the paper's
+    "w/o Norm"), mean binary cross-entropy over battles, Adam (β = 0.9, 0.999, ε = 1e-8) with
+    learning rate ``lr`` for ``steps`` full-batch steps. Initialisation: ``ratings0``/``theta0``
+    or, as in the reference code, Xavier-uniform: U(±√(6/(N+1))) for R and U(±√(6/(M+1))) for θ,
+    drawn from ``seed``.
+
+    Returns raw (R, θ) and, every ``record_every`` steps, (step, loss, R copy).
+    """
+    rng = np.random.default_rng(seed)
+    m, kk = rows.n_models, rows.n_annotators
+    r = (
+        rng.uniform(-1, 1, m) * math.sqrt(6.0 / (m + 1))
+        if ratings0 is None
+        else np.array(ratings0, dtype=float)
+    )
+    th = (
+        rng.uniform(-1, 1, kk) * math.sqrt(6.0 / (kk + 1))
+        if theta0 is None
+        else np.array(theta0, dtype=float)
+    )
+    total = rows.total
+    params = np.concatenate([r, th])
+    mom = np.zeros_like(params)
+    vel = np.zeros_like(params)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    history: list[tuple[int, float, np.ndarray]] = []
+    i, j, k, n, s = rows.i, rows.j, rows.k, rows.n, rows.s
+
+    def loss_and_grad(r: np.ndarray, th: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        ssum = th.sum() if normalize else 1.0
+        coef = th[k] / ssum
+        d = r[i] - r[j]
+        z = coef * d
+        loss = -float(np.sum(n * log_expit(z) - (n - s) * z)) / total
+        e = (n * expit(z) - s) / total  # ∂loss/∂z per row
+        gr = np.bincount(i, e * coef, m) - np.bincount(j, e * coef, m)
+        q = np.bincount(k, e * d, kk)
+        gth = q / ssum - (float(th @ q) / ssum**2 if normalize else 0.0)
+        return loss, gr, gth
+
+    for t in range(1, steps + 1):
+        loss, gr, gth = loss_and_grad(params[:m], params[m:])
+        if record_every and (t - 1) % record_every == 0:
+            history.append((t - 1, loss, params[:m].copy()))
+        g = np.concatenate([gr, gth])
+        mom = b1 * mom + (1 - b1) * g
+        vel = b2 * vel + (1 - b2) * g * g
+        params = params - lr * (mom / (1 - b1**t)) / (np.sqrt(vel / (1 - b2**t)) + eps)
+    if record_every:
+        loss, _, _ = loss_and_grad(params[:m], params[m:])
+        history.append((steps, loss, params[:m].copy()))
+    return params[:m], params[m:], history
+
+
+def abilities_given_scores(
+    x: np.ndarray, rows: AmEloRows, *, tol: float = 1e-10, max_iter: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each annotator's ability MLE with the model scores held at ``x``, and its standard error
+    from the one-dimensional information Σ d² w (a logistic regression through the origin on
+    the feature d = x_i − x_j, solved by a vectorised damped Newton iteration).
+
+    Annotators whose votes are separable (all with, or all against, the ranking) get
+    :data:`ANNOTATOR_PRIOR_STRENGTH` virtual ties first, so every value is finite.
+    """
+    kk = rows.n_annotators
+    sep = separable_annotators(x, rows)
+    rows = rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * sep)
+    d = x[rows.i] - x[rows.j]
+    a = np.ones(kk)
+
+    def per_ann_loglik(a: np.ndarray) -> np.ndarray:
+        z = a[rows.k] * d
+        return np.bincount(rows.k, rows.n * log_expit(z) - (rows.n - rows.s) * z, kk)
+
+    f = per_ann_loglik(a)
+    for _ in range(max_iter):
+        p = expit(a[rows.k] * d)
+        g = np.bincount(rows.k, d * (rows.s - rows.n * p), kk)
+        h = np.bincount(rows.k, d * d * rows.n * p * (1 - p), kk)
+        h = np.maximum(h, 1e-300)
+        if np.max(np.abs(g)) <= tol * max(rows.total, 1.0):
+            break
+        step = g / h
+        t = np.ones(kk)
+        for _ in range(60):
+            fn = per_ann_loglik(a + t * step)
+            bad = fn < f - 1e-12 * np.abs(f)
+            if not bad.any():
+                break
+            t = np.where(bad, t * 0.5, t)
+        a = a + t * step
+        f = per_ann_loglik(a)
+    p = expit(a[rows.k] * d)
+    info = np.bincount(rows.k, d * d * rows.n * p * (1 - p), kk)
+    se = 1.0 / np.sqrt(np.maximum(info, 1e-300))
+    return a, np.minimum(se, 1e6)
+
+
+def separable_annotators(x: np.ndarray, rows: AmEloRows) -> np.ndarray:
+    """Annotators whose ability MLE is infinite at scores ``x``: every comparison they judged
+    (between models of different score) went to the higher-scored model (→ +∞), or every one to
+    the lower-scored model (→ −∞). A tie, or one vote each way, makes the MLE finite."""
+    kk = rows.n_annotators
+    d = x[rows.i] - x[rows.j]
+    nz = d != 0
+    with_rank = np.where(d > 0, rows.s >= rows.n, rows.s <= 0)
+    against = np.where(d > 0, rows.s <= 0, rows.s >= rows.n)
+    not_plus = np.bincount(rows.k, nz & ~with_rank, kk) > 0
+    not_minus = np.bincount(rows.k, nz & ~against, kk) > 0
+    has = np.bincount(rows.k, nz, kk) > 0
+    return has & ~(not_plus & not_minus)
+
+
+def _gauge_covariance(
+    lap: np.ndarray, b, dd: np.ndarray, active: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Covariance of (x, a) under the gauge Σx = 0, Σa = M from the information −H.
+
+    The top-left block of the inverse of the bordered matrix [[I, Gᵀ], [G, 0]] with
+    G = [(1, 0), (0, 1)] — the covariance of the normalised estimates (delta method).
+    Computed as M⁻¹ − M⁻¹Gᵀ(G M⁻¹ Gᵀ)⁻¹ G M⁻¹ with M = I + GᵀG, using the Schur complement
+    over the diagonal annotator block (O(K m² + m³)); returns (cov_xx, var_a).
+    """
+    kk = len(dd)
+    bd = b if isinstance(b, np.ndarray) else b.toarray()
+    bd = bd[:, active]
+    dv = dd[active]
+    ka = len(dv)
+    # M = [[A + 11ᵀ, B], [Bᵀ, D + 11ᵀ]] (unit weights on the two gauge normals)
+    a_blk = lap + 1.0
+    dinv = 1.0 / dv
+    # (D + 11ᵀ)⁻¹ = D⁻¹ − u uᵀ / (1 + 1ᵀu), u = D⁻¹1
+    u = dinv
+    den = 1.0 + u.sum()
+    # Y = (D + 11ᵀ)⁻¹ Bᵀ  (ka × m)
+    bt = bd.T
+    y = dinv[:, None] * bt - np.outer(u, u @ bt) / den
+    schur = a_blk - bd @ y
+    sinv = np.linalg.inv(schur)
+    # M⁻¹ blocks: xx = S⁻¹; xa = −S⁻¹ Yᵀ; aa = Dp⁻¹ + Y S⁻¹ Yᵀ
+    m_xx = sinv
+    m_xa = -sinv @ y.T  # m × ka
+    ys = y @ sinv  # ka × m
+    diag_dp = dinv - u * u / den
+    m_aa_diag = diag_dp + np.einsum("km,km->k", ys, y)
+    # M⁻¹ Gᵀ columns: g1 = (1_m, 0), g2 = (0, 1_ka)
+    # M⁻¹ g2 needs Dp⁻¹ 1 = u − u (1ᵀu) / den = u / den
+    dp1 = u / den
+    col1_x = m_xx.sum(axis=1)
+    col1_a = m_xa.sum(axis=0)
+    col2_x = m_xa.sum(axis=1)
+    col2_a = dp1 + y @ (sinv @ (y.T @ np.ones(ka)))
+    gmg = np.array([[col1_x.sum(), col2_x.sum()], [col1_a.sum(), col2_a.sum()]])
+    gmg = 0.5 * (gmg + gmg.T)
+    ginv = np.linalg.pinv(gmg)
+    cx = np.column_stack([col1_x, col2_x])  # m × 2
+    ca = np.column_stack([col1_a, col2_a])  # ka × 2
+    cov_xx = m_xx - cx @ ginv @ cx.T
+    var_a_act = m_aa_diag - np.einsum("kp,pq,kq->k", ca, ginv, ca)
+    var_a = np.zeros(kk)
+    var_a[active] = np.maximum(var_a_act, 0.0)
+    return 0.5 * (cov_xx + cov_xx.T), var_a
+
+
+# ---------------------------------------------------------------------------------- results
+_STATUS = ("included", "flagged", "excluded", "left_out")
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AmEloFitted(Fitted):
+    """A fitted am-ELO model: model scores plus every annotator's ability.
+
+    Attributes (besides :class:`~stablearena.raters.base.Fitted`'s):
+        annotators: every annotator in the data (including those left out of the fit).
+        abilities: a_k relative to the average fitted annotator (mean 1 over ``included``);
+            for annotators not in the fit, the ability MLE with the ratings held fixed.
+        ability_se: standard errors of ``abilities`` (from the gauge-constrained information
+            matrix for fitted annotators, the one-dimensional information otherwise).
+        records: comparisons per annotator in the data given.
+        status: per annotator ``"included"`` (in the fit), ``"flagged"`` (in the fit, ability
+            below the threshold), ``"excluded"`` (flagged, then left out and the model refitted)
+            or ``"left_out"`` (fewer than ``min_records`` comparisons, or excluded beforehand).
+        reasons: a sentence per annotator saying why.
+        normalization: ``"mean"`` (θ = C·a, mean C) or ``"sum"`` (θ = a/M, Σθ = 1, paper).
+        fit_counts: the pair × annotator counts of the annotators in the fit (the rows of
+            :meth:`score_contributions` and :meth:`refit`); ``counts`` holds the same.
+    """
+
+    annotators: tuple[str, ...]
+    abilities: np.ndarray
+    ability_se: np.ndarray
+    records: np.ndarray
+    status: tuple[str, ...]
+    reasons: tuple[str, ...]
+    normalization: str = "mean"
+    prior_ties: np.ndarray | None = field(default=None, repr=False)
+    model_prior: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("abilities", "ability_se", "records"):
+            arr = np.array(getattr(self, name), dtype=float, copy=True)
+            if not np.all(np.isfinite(arr)):
+                raise AssertionError(f"internal error: non-finite {name} in a fitted am-ELO result")
+            arr.flags.writeable = False
+            object.__setattr__(self, name, arr)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def n_annotators(self) -> int:
+        return len(self.annotators)
+
+    @property
+    def included(self) -> np.ndarray:
+        """Annotators whose votes the fit used."""
+        return np.isin(np.array(self.status), ["included", "flagged"])
+
+    @property
+    def flagged(self) -> np.ndarray:
+        """Annotators whose ability fell below the threshold (warned about or excluded)."""
+        return np.isin(np.array(self.status), ["flagged", "excluded"])
+
+    @property
+    def elo_scale(self) -> float:
+        """Natural units per rating point: C (mean(θ) = C) or 1/M (the paper's Σθ = 1)."""
+        if self.normalization == "sum":
+            return 1.0 / max(int(self.included.sum()), 1)
+        return ELO_SCALE
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Abilities on the paper's scale: θ_k = C·a_k (``mean``) or a_k / M (``sum``)."""
+        return self.abilities * self.elo_scale
+
+    def annotator_index(self, annotator: str | int) -> int:
+        if isinstance(annotator, (int, np.integer)):
+            return int(annotator)
+        try:
+            return self.annotators.index(str(annotator))
+        except ValueError:
+            raise InputError(f"unknown annotator {annotator!r}.") from None
+
+    def predict(self, i: Any, j: Any, annotator: Any = None) -> np.ndarray | float:
+        """Expected score of i against j: σ(a (x_i − x_j)) with a the annotator's ability, or 1
+        (the average annotator) when ``annotator`` is ``None``. Arrays broadcast."""
+        ii = np.vectorize(self.index)(i) if not isinstance(i, np.ndarray) else i
+        jj = np.vectorize(self.index)(j) if not isinstance(j, np.ndarray) else j
+        if annotator is None:
+            a = 1.0
+        elif isinstance(annotator, np.ndarray) and np.issubdtype(annotator.dtype, np.integer):
+            a = self.abilities[annotator]
+        else:
+            a = self.abilities[np.vectorize(self.annotator_index)(annotator)]
+        out = expit(a * (self.scores[ii] - self.scores[jj]))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def annotator_table(self):
+        """DataFrame ``annotator, records, ability, ability_se, flagged, status, reason``,
+        worst (lowest ability) first."""
+        import pandas as pd
+
+        order = np.lexsort((np.array(self.annotators), self.abilities))
+        return pd.DataFrame(
+            {
+                "annotator": [self.annotators[k] for k in order],
+                "records": self.records[order].round().astype(np.int64),
+                "ability": self.abilities[order],
+                "ability_se": self.ability_se[order],
+                "flagged": self.flagged[order],
+                "status": [self.status[k] for k in order],
+                "reason": [self.reasons[k] for k in order],
+            }
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`Fitted.to_dict` plus ``"annotators"`` (worst first) and ``"normalization"``."""
+        out = super().to_dict()
+        tab = self.annotator_table()
+        out["normalization"] = self.normalization
+        out["annotators"] = [
+            {
+                "annotator": str(r.annotator),
+                "records": int(r.records),
+                "ability": float(r.ability),
+                "ability_se": float(r.ability_se),
+                "flagged": bool(r.flagged),
+                "reason": str(r.reason),
+            }
+            for r in tab.itertuples(index=False)
+        ]
+        return out
+
+    # ------------------------------------------------------------------ information contract
+    @cached_property
+    def _rows(self) -> AmEloRows:
+        """The likelihood's rows over the fitted annotators (coded 0..M_in−1), virtual ties in."""
+        rows = AmEloRows.from_counts(self.counts, n_annotators=len(self._fit_annotators))  # type: ignore[arg-type]
+        if self.prior_ties is not None:
+            rows = rows.with_virtual_ties(self.prior_ties)
+        return rows
+
+    @cached_property
+    def _fit_annotators(self) -> np.ndarray:
+        """Indices (into ``annotators``) of the fitted annotators, in parameter order."""
+        return np.flatnonzero(self.included)
+
+    def parameters(self) -> np.ndarray:
+        """(x, a) at the optimum: the ``n_models`` scores, then the fitted annotators' abilities
+        (mean 1) in the order of ``np.flatnonzero(self.included)``."""
+        return np.concatenate([self.scores, self.abilities[self._fit_annotators]])
+
+    def hessian(self) -> np.ndarray:
+        """Exact Hessian of the total log-likelihood in :meth:`parameters` (virtual ties of the
+        existence prior included when one was needed). Singular along the shift of x and the
+        scale direction (x, −a): use it on Σx = 0, Σa = M (see :meth:`covariance`)."""
+        x, a = self.scores, self.abilities[self._fit_annotators]
+        h = am_elo_hessian(x, a, self._rows)
+        if self.model_prior is not None and self.model_prior.any():
+            m = self.n_models
+            h[:m, :m] += _prior_terms(x, self.model_prior.astype(float), PRIOR_STRENGTH)[2]
+        return h
+
+    def covariance(self) -> np.ndarray:
+        """Covariance of :meth:`parameters` under the gauge Σx = 0, mean(a) = 1: the top-left
+        block of the inverse of the bordered matrix [[−H, Gᵀ], [G, 0]]."""
+        h = -self.hessian()
+        m = self.n_models
+        p = h.shape[0]
+        g = np.zeros((2, p))
+        g[0, :m] = 1.0
+        g[1, m:] = 1.0
+        kkt = np.block([[h, g.T], [g, np.zeros((2, 2))]])
+        inv = np.linalg.inv(kkt)[:p, :p]
+        return 0.5 * (inv + inv.T)
+
+    def score_contributions(self) -> tuple[np.ndarray, np.ndarray]:
+        """``G`` (rows, 4, n_params): ∇ ln P(outcome | row) for the outcomes in
+        :class:`PairCounts` order (i won, j won, tie, both-bad tie); ``N`` (rows, 4): counts.
+        Rows are those of ``fit_counts`` (zero rows included). Σ N g gᵀ is the meat matrix;
+        see :meth:`outer_product` for a memory-light version."""
+        c = self.counts
+        m = self.n_models
+        p_n = m + len(self._fit_annotators)
+        n_rows = len(c)
+        if n_rows * 4 * p_n > 200_000_000:
+            raise InputError(
+                f"score_contributions would need {n_rows}×4×{p_n} floats; use outer_product() "
+                "or a cluster bootstrap (refit) instead."
+            )
+        x, a = self.scores, self.abilities[self._fit_annotators]
+        k = c.annotator.astype(np.int64)  # type: ignore[union-attr]
+        d = x[c.i] - x[c.j]
+        p = expit(a[k] * d)
+        g = np.zeros((n_rows, 4, p_n))
+        rr = np.arange(n_rows)
+        for col, w in enumerate((1.0, 0.0, 0.5, 0.5)):
+            e = w - p
+            g[rr, col, c.i] = a[k] * e
+            g[rr, col, c.j] = -a[k] * e
+            g[rr, col, m + k] = d * e
+        nn = np.column_stack([c.wins, c.losses, c.ties, c.ties_both_bad])
+        return g, nn
+
+    def outer_product(self) -> np.ndarray:
+        """Σ_rows Σ_outcomes N g gᵀ (the sandwich's meat) without materialising ``G``."""
+        c = self.counts
+        m = self.n_models
+        kin = len(self._fit_annotators)
+        x, a = self.scores, self.abilities[self._fit_annotators]
+        k = c.annotator.astype(np.int64)  # type: ignore[union-attr]
+        d = x[c.i] - x[c.j]
+        p = expit(a[k] * d)
+        # Σ_outcomes N e² per row, e = W − p
+        q = c.wins * (1 - p) ** 2 + c.losses * p**2 + c.all_ties * (0.5 - p) ** 2
+        meat = np.zeros((m + kin, m + kin))
+        meat[:m, :m] = laplacian(m, c.i.astype(np.int64), c.j.astype(np.int64), a[k] ** 2 * q)
+        cross = _cross_block(
+            AmEloRows(m, kin, c.i.astype(np.int64), c.j.astype(np.int64), k, q, q), a[k] * d * q
+        )
+        cross = cross if isinstance(cross, np.ndarray) else cross.toarray()
+        meat[:m, m:] = cross
+        meat[m:, :m] = cross.T
+        meat[m + np.arange(kin), m + np.arange(kin)] = np.bincount(k, d * d * q, kin)
+        return meat
+
+    def gauge_constraints(self) -> np.ndarray:
+        """Jacobian (n_params × 2) of the gauge: Σx = 0 (shift) and Σa = M (scale, SPEC §3.3)."""
+        m = self.n_models
+        kin = len(self._fit_annotators)
+        g = np.zeros((m + kin, 2))
+        g[:m, 0] = 1.0
+        g[m:, 1] = 1.0
+        return g
+
+    def dispersion(self) -> float:
+        """Pearson dispersion Σ N (W − p)² / (p(1 − p)) / (n − (m − 1) − (M − 1)) when the data
+        hold ties (W = ½ makes the likelihood a quasi-likelihood), else 1."""
+        c = self.counts
+        if c is None or c.all_ties.sum() <= 0:
+            return 1.0
+        k = c.annotator.astype(np.int64)  # type: ignore[union-attr]
+        a = self.abilities[self._fit_annotators]
+        p = expit(a[k] * (self.scores[c.i] - self.scores[c.j]))
+        v = np.maximum(p * (1 - p), 1e-300)
+        pearson = float(
+            np.sum((c.wins * (1 - p) ** 2 + c.losses * p**2 + c.all_ties * (0.5 - p) ** 2) / v)
+        )
+        dof = c.n_comparisons - (self.n_models - 1) - (len(a) - 1)
+        return pearson / dof if dof > 0 else 1.0
+
+    def refit(self, counts: PairCounts) -> AmEloFitted:
+        """Fit the same model (same annotators, options) to ``counts`` with the rows of
+        ``self.counts`` (e.g. a bootstrap resample), warm-started from this result."""
+        c0 = self.counts
+        if (
+            counts.annotator is None
+            or len(counts) != len(c0)
+            or not (np.array_equal(counts.i, c0.i) and np.array_equal(counts.j, c0.j))  # type: ignore[union-attr]
+            or not np.array_equal(counts.annotator, c0.annotator)  # type: ignore[union-attr]
+        ):
+            raise InputError("refit needs pair counts with the same rows as fitted.counts.")
+        fit_idx = self._fit_annotators
+        full = replace(
+            counts, annotator=fit_idx[counts.annotator].astype(np.int32), annotators=self.annotators
+        )
+        rater = AmElo(**dict(self.params))
+        return rater._fit_fixed(
+            full,
+            self.annotators,
+            fit_idx,
+            records=self.records,
+            status=self.status,
+            reasons=self.reasons,
+            notes=self.notes,
+            x0=self.scores,
+            a0=self.abilities[fit_idx],
+            other_abilities=(self.abilities, self.ability_se),
+        )
+
+
+# ---------------------------------------------------------------------------------- the rater
+@register_rater("am-elo")
+@dataclass(frozen=True)
+class AmElo(Rater):
+    """am-ELO (am-ELO paper §4.2, eq. 4–7) with the Stable Arena screening (Alg. 3, SPEC §3.4).
+
+    Options:
+        min_records: δ — annotators with fewer comparisons are left out of the fit (their
+            ability is still estimated with the ratings held fixed, and reported).
+        ability_threshold: ε on the mean-1 scale — fitted annotators with ability below it are
+            flagged (the paper's 0.005 on its Σθ = 1 scale is 0.005·M here).
+        exclude_flagged: flagged annotators are excluded and the model refitted without them
+            (one round); otherwise they are only reported ("warn").
+        confidence: if set (e.g. 0.95), flagging also needs statistical confidence: the
+            one-sided upper bound ability + z·se must lie below ε.
+        normalization: ``"mean"`` (mean θ = C, Elo scale of m-ELO) or ``"sum"`` (paper, Σθ = 1).
+        solver: ``"newton"`` (exact) or ``"adam"`` (reference-code reproduction: ``lr``,
+            ``steps``, Xavier initialisation from ``seed``, or from m-ELO if ``init="m-elo"``).
+        anchor: ``"MODEL=RATING"``.
+    """
+
+    min_records: int = 0
+    ability_threshold: float = 0.0
+    exclude_flagged: bool = False
+    confidence: float | None = None
+    normalization: str = "mean"
+    solver: str = "newton"
+    tol: float = 1e-9
+    max_iter: int = 200
+    lr: float = 0.1
+    steps: int = 2000
+    init: str = "random"
+    seed: int = 0
+    anchor: str | tuple[str, float] | None = None
+
+    # ------------------------------------------------------------------ validation
+    def _check(self) -> None:
+        if not isinstance(self.min_records, (int, np.integer)) or self.min_records < 0:
+            raise InputError(
+                f"min_records must be a non-negative integer, not {self.min_records!r}."
+            )
+        if not math.isfinite(float(self.ability_threshold)):
+            raise InputError(
+                f"ability_threshold must be a finite number, not {self.ability_threshold!r}."
+            )
+        if self.confidence is not None and not (0.0 < float(self.confidence) < 1.0):
+            raise InputError(
+                f"confidence must lie strictly between 0 and 1 (e.g. 0.95), not {self.confidence!r}."
+            )
+        if self.normalization not in ("mean", "sum"):
+            raise InputError(f"normalization must be 'mean' or 'sum', not {self.normalization!r}.")
+        if self.solver not in ("newton", "adam"):
+            raise InputError(f"solver must be 'newton' or 'adam', not {self.solver!r}.")
+        if self.init not in ("random", "m-elo"):
+            raise InputError(f"init must be 'random' or 'm-elo', not {self.init!r}.")
+        if not (self.tol > 0 and self.max_iter >= 1 and self.steps >= 1 and self.lr > 0):
+            raise InputError("tol, lr must be positive and max_iter, steps at least 1.")
+
+    # ------------------------------------------------------------------ fitting
+    def fit(
+        self, data: Battles | PairCounts, *, exclude: tuple[str, ...] | frozenset[str] = ()
+    ) -> AmEloFitted:
+        """Screen annotators, fit am-ELO, flag (and optionally exclude and refit).
+
+        ``exclude`` names annotators to leave out beforehand (the Stable Arena loop uses it for
+        annotators excluded in earlier rounds).
+        """
+        self._check()
+        counts, notes = _annotator_counts(data)
+        names = counts.annotators  # type: ignore[assignment]
+        kk = len(names)  # type: ignore[arg-type]
+        records = np.bincount(counts.annotator, counts.totals, kk)  # type: ignore[arg-type]
+        unknown_ex = sorted(set(exclude) - set(names))  # type: ignore[arg-type]
+        if unknown_ex:
+            raise InputError(f"cannot exclude unknown annotator(s) {unknown_ex[:5]}.")
+        pre = np.array([n in set(exclude) for n in names], dtype=bool)  # type: ignore[union-attr]
+        few = (records < self.min_records) & ~pre
+        status = np.array(["included"] * kk, dtype=object)
+        reasons = np.array([""] * kk, dtype=object)
+        status[few] = "left_out"
+        for k in np.flatnonzero(few):
+            reasons[k] = (
+                f"left out: {records[k]:g} records < min_records {self.min_records}; "
+                "ability estimated with the ratings held fixed"
+            )
+        status[pre] = "excluded"
+        for k in np.flatnonzero(pre):
+            reasons[k] = (
+                "excluded in an earlier round; ability estimated with the ratings held fixed"
+            )
+        fit_idx = np.flatnonzero(status == "included")
+        if len(fit_idx) == 0:
+            raise InputError(
+                f"{counts.source}: no annotator has at least min_records={self.min_records} "
+                f"comparisons (the most is {records.max():g}); lower --min-records."
+            )
+        fitted = self._fit_fixed(
+            counts, names, fit_idx, records=records, status=status, reasons=reasons, notes=notes
+        )
+        fitted = self._flag(fitted)
+        if self.exclude_flagged and (np.array(fitted.status) == "flagged").any():
+            st = np.array(fitted.status, dtype=object)
+            rs = np.array(fitted.reasons, dtype=object)
+            newly = st == "flagged"
+            st[newly] = "excluded"
+            for k in np.flatnonzero(newly):
+                rs[k] = (
+                    rs[k].replace("flagged:", "excluded:", 1)
+                    + "; excluded and the model refitted without it"
+                )
+            keep = np.flatnonzero(st == "included")
+            if len(keep) == 0:
+                raise InputError(
+                    "every fitted annotator was flagged; lower --ability-threshold or drop --exclude-flagged."
+                )
+            fitted = self._fit_fixed(
+                counts, names, keep, records=records, status=st, reasons=rs, notes=fitted.notes
+            )
+            fitted = self._flag(fitted, refit=True)
+        return fitted
+
+    def fit_warm(self, data: Battles | PairCounts, start: Fitted) -> Fitted:
+        """Refit warm-started from ``start`` when ``data`` has the rows of ``start.counts``."""
+        if isinstance(start, AmEloFitted) and isinstance(data, PairCounts):
+            try:
+                return start.refit(data)
+            except InputError:
+                pass
+        return self.fit(data)
+
+    def _flag(self, fitted: AmEloFitted, refit: bool = False) -> AmEloFitted:
+        eps = float(self.ability_threshold)
+        st = np.array(fitted.status, dtype=object)
+        rs = np.array(fitted.reasons, dtype=object)
+        ab, se = fitted.abilities, fitted.ability_se
+        z = norm.ppf(self.confidence) if self.confidence is not None else 0.0
+        upper = ab + z * se
+        for k in np.flatnonzero(st == "included"):
+            if fitted.annotators[k] == UNKNOWN_ANNOTATOR and fitted.n_annotators == 1:
+                rs[k] = (
+                    "no annotator ids in the data: every battle attributed to one 'unknown' annotator"
+                )
+                continue
+            low = ab[k] < eps and upper[k] < eps
+            if low:
+                st[k] = "flagged"
+                conf = (
+                    f", upper {self.confidence:.0%} bound {upper[k]:.3g}"
+                    if self.confidence is not None
+                    else ""
+                )
+                rs[k] = f"flagged: ability {ab[k]:.3g} < threshold {eps:g}{conf}" + (
+                    " (found in the refit without the excluded annotators)" if refit else ""
+                )
+            elif ab[k] < eps:
+                rs[k] = (
+                    f"ok: ability {ab[k]:.3g} < threshold {eps:g} but not significantly "
+                    f"(upper {self.confidence:.0%} bound {upper[k]:.3g})"
+                )
+            else:
+                rs[k] = f"ok: ability {ab[k]:.3g} ≥ threshold {eps:g}"
+        return replace(fitted, status=tuple(st), reasons=tuple(rs))
+
+    def _fit_fixed(
+        self,
+        counts: PairCounts,
+        names: tuple[str, ...],
+        fit_idx: np.ndarray,
+        *,
+        records: np.ndarray,
+        status: Any,
+        reasons: Any,
+        notes: tuple[str, ...] = (),
+        x0: np.ndarray | None = None,
+        a0: np.ndarray | None = None,
+        other_abilities: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> AmEloFitted:
+        """Fit on the annotators ``fit_idx`` of ``counts`` (no screening)."""
+        kk = len(names)
+        kin = len(fit_idx)
+        remap = np.full(kk, -1, dtype=np.int64)
+        remap[fit_idx] = np.arange(kin)
+        sel = remap[counts.annotator] >= 0  # type: ignore[index]
+        fc = counts.take(sel)
+        fc = replace(
+            fc,
+            annotator=remap[fc.annotator].astype(np.int32),  # type: ignore[index]
+            annotators=tuple(names[k] for k in fit_idx),
+        )
+        if fc.n_comparisons <= 0:
+            raise InputError(f"{counts.source}: the annotators in the fit have no comparisons.")
+        check = check_comparison_graph(fc, ties_count=True)
+        notes = tuple(notes)
+        if not check.ok:
+            warnings.warn(check.message, StableArenaWarning, stacklevel=3)
+            notes = (*notes, check.message)
+        model_prior = None if check.ok else check.needs_prior
+        rows = AmEloRows.from_counts(fc, n_annotators=kin)
+        if self.solver == "adam":
+            x, a, conv, prior_ties = self._solve_adam(rows, model_prior)
+        else:
+            x, a, conv, prior_ties = _solve_with_existence(
+                rows, model_prior, self.tol, self.max_iter, x0, a0
+            )
+        if prior_ties.any():
+            who = [names[fit_idx[k]] for k in np.flatnonzero(prior_ties)]
+            msg = (
+                f"{len(who)} annotator(s) voted all with (or all against) the ranking, so their "
+                f"ability MLE is infinite ({', '.join(who[:6])}{' …' if len(who) > 6 else ''}); it is "
+                f"finite through {ANNOTATOR_PRIOR_STRENGTH:g} virtual tie each — read it as a bound."
+            )
+            warnings.warn(msg, StableArenaWarning, stacklevel=3)
+            notes = (*notes, msg)
+        real_rows = AmEloRows.from_counts(fc, n_annotators=kin)
+        loglik = am_elo_loglik(x, a, real_rows)
+        # standard errors of the fitted abilities (gauge-constrained observed information)
+        fit_rows = real_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * prior_ties)
+        lap, b, dd = _neg_hessian_blocks(x, a, fit_rows, exact=True)
+        if model_prior is not None:
+            lap = lap - _prior_terms(x, model_prior.astype(float), PRIOR_STRENGTH)[2]
+        try:
+            _, var_a = _gauge_covariance(lap, b, np.maximum(dd, 1e-300), real_rows.records() > 0)
+        except np.linalg.LinAlgError:
+            var_a = np.full(kin, np.inf)
+        abilities = np.zeros(kk)
+        se = np.zeros(kk)
+        abilities[fit_idx] = a
+        se[fit_idx] = np.minimum(np.sqrt(var_a), 1e6)
+        others = np.setdiff1d(np.arange(kk), fit_idx)
+        if len(others) and other_abilities is not None:
+            abilities[others] = other_abilities[0][others]
+            se[others] = other_abilities[1][others]
+        elif len(others):
+            o_remap = np.full(kk, -1, dtype=np.int64)
+            o_remap[others] = np.arange(len(others))
+            osel = o_remap[counts.annotator] >= 0  # type: ignore[index]
+            oc = counts.take(osel)
+            orows = AmEloRows(
+                counts.n_models,
+                len(others),
+                oc.i.astype(np.int64),
+                oc.j.astype(np.int64),
+                o_remap[oc.annotator],  # type: ignore[index]
+                oc.totals,
+                oc.score,
+            )
+            keep = orows.n > 0
+            orows = replace(
+                orows,
+                i=orows.i[keep],
+                j=orows.j[keep],
+                k=orows.k[keep],
+                n=orows.n[keep],
+                s=orows.s[keep],
+            )
+            oa, ose = abilities_given_scores(x, orows)
+            abilities[others] = oa
+            se[others] = ose
+        m = fc.n_models
+        battles = np.bincount(fc.i, fc.totals, m) + np.bincount(fc.j, fc.totals, m)
+        if len(names) == 1 and names[0] == UNKNOWN_ANNOTATOR:
+            se[:] = 0.0
+        return AmEloFitted(
+            method=self.name,
+            models=fc.models,
+            scores=x,
+            loglik=loglik,
+            n_comparisons=fc.n_comparisons,
+            battles=battles,
+            convergence=conv,
+            params=self.get_params(),
+            anchor=parse_anchor(self.anchor),
+            notes=notes,
+            counts=fc,
+            annotators=tuple(names),
+            abilities=abilities,
+            ability_se=se,
+            records=records,
+            status=tuple(status),
+            reasons=tuple(reasons),
+            normalization=self.normalization,
+            prior_ties=ANNOTATOR_PRIOR_STRENGTH * prior_ties if prior_ties.any() else None,
+            model_prior=model_prior,
+        )
+
+    def _solve_adam(self, rows: AmEloRows, model_prior: np.ndarray | None):
+        kin = rows.n_annotators
+        if self.init == "m-elo":
+            r0 = _m_elo_start(rows, model_prior) * kin
+            th0 = np.full(kin, 1.0 / kin)
+        else:
+            r0 = th0 = None
+        r, th, _ = adam_am_elo(
+            rows,
+            lr=self.lr,
+            steps=self.steps,
+            normalize=True,
+            ratings0=r0,
+            theta0=th0,
+            seed=self.seed,
+        )
+        ssum = th.sum()
+        if ssum == 0:
+            raise InputError("the Adam reproduction ended with Σθ = 0; use solver='newton'.")
+        a = kin * th / ssum
+        x = r / kin
+        x = x - x.mean()
+        gx, ga = am_elo_gradient(x, a, rows)
+        gnorm = float(np.sqrt(gx @ gx + (ga - ga.mean()) @ (ga - ga.mean()))) / rows.total
+        conv = Convergence(
+            False,
+            self.steps,
+            gnorm,
+            "adam",
+            f"reproduction mode: Adam lr={self.lr}, {self.steps} steps, init={self.init}",
+        )
+        return x, a, conv, np.zeros(kin, dtype=bool)
+
+
+def _solve_with_existence(
+    rows: AmEloRows,
+    model_prior: np.ndarray | None,
+    tol: float,
+    max_iter: int,
+    x0: np.ndarray | None,
+    a0: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, Convergence, np.ndarray]:
+    """Newton solve; returns (x, a, convergence, mask of annotators given virtual ties)."""
+    with _single_thread_blas():
+        sol = solve_am_elo(rows, x0=x0, a0=a0, prior_mask=model_prior, tol=tol, max_iter=max_iter)
+    return sol.x, sol.a, sol.convergence, sol.prior_ties > 0
+
+
+def _annotator_counts(data: Battles | PairCounts) -> tuple[PairCounts, tuple[str, ...]]:
+    """Pair × annotator counts; data without annotator ids → one 'unknown' annotator (noted)."""
+    if isinstance(data, Battles) and data.annotator is None:
+        c = as_counts(data)
+    elif isinstance(data, PairCounts) and data.annotator is None:
+        c = data
+    else:
+        return as_counts(data, by_annotator=True).nonempty(), ()
+    note = (
+        "the data has no annotator ids: every battle is attributed to one 'unknown' annotator, "
+        "so am-ELO equals m-ELO here"
+    )
+    c = replace(
+        c.nonempty(),
+        annotator=np.zeros(len(c.nonempty()), dtype=np.int32),
+        annotators=(UNKNOWN_ANNOTATOR,),
+    )
+    return c, (note,)
