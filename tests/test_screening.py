@@ -1,0 +1,133 @@
+"""The Stable Arena loop (SPEC §3.4; am-ELO Algorithm 3): screening over a growing log."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stablearena import Battles, InputError
+from stablearena.perturbation import simulate_arena
+from stablearena.raters.annotator import UNKNOWN_ANNOTATOR, AmElo
+from stablearena.screening import StableArena
+
+
+def split(battles: Battles, parts: int) -> list[Battles]:
+    idx = np.array_split(np.arange(len(battles)), parts)
+    return [battles.take(i) for i in idx]
+
+
+def test_an_annotator_below_delta_is_left_out_then_admitted():
+    sim = simulate_arena(8, 8_000, profiles={"honest": 8}, seed=0, shuffle_annotators=False)
+    b = sim.battles
+    late = b.annotators[0]
+    # annotator 0 votes 30 times in the first batch; the rest of its votes arrive later
+    first_mask = (b.annotator != 0) & (np.arange(len(b)) < 4000)
+    first_mask |= (b.annotator == 0) & (np.cumsum(b.annotator == 0) <= 30)
+    arena = StableArena(min_records=50)
+    s1 = arena.update(b.take(first_mask))
+    d1 = {d.annotator: d for d in s1.decisions}
+    assert d1[late].status == "left_out" and "30 records < min_records 50" in d1[late].reason
+    assert d1[late].change == "new"
+    s2 = arena.update(b.take(~first_mask))
+    d2 = {d.annotator: d for d in s2.decisions}
+    assert d2[late].status == "included" and d2[late].change == "admitted"
+    assert [d.annotator for d in s2.changes()] == [late]
+    assert s2.n_battles == len(b) and s2.step == 2
+
+
+def test_exclude_policy_keeps_flagged_annotators_out_of_later_fits():
+    sim = simulate_arena(10, 12_000, profiles={"honest": 12, "flipper": 3}, seed=1)
+    b = sim.battles
+    flippers = {sim.battles.annotators[k] for k in np.flatnonzero(sim.of_profile("flipper"))}
+    arena = StableArena(min_records=20, policy="exclude")
+    first, second = split(b, 2)
+    s1 = arena.update(first)
+    excluded1 = {d.annotator for d in s1.decisions if d.status == "excluded"}
+    assert excluded1 == flippers
+    assert {d.annotator for d in s1.changes() if d.change == "excluded"} == flippers
+    s2 = arena.update(second)
+    d2 = {d.annotator: d for d in s2.decisions}
+    assert all(d2[f].status == "excluded" and "earlier round" in d2[f].reason for f in flippers)
+    assert arena.excluded == flippers
+    # the published ratings are a plain am-ELO fit on everyone else's votes
+    keep = ~sim.of_profile("flipper")[b.annotator]
+    ref = AmElo().fit(b.take(keep))
+    np.testing.assert_allclose(s2.fitted.scores, ref.scores, atol=1e-12)
+
+
+def test_warn_policy_flags_but_keeps_them_in_the_fit():
+    sim = simulate_arena(10, 12_000, profiles={"honest": 12, "flipper": 3}, seed=1)
+    arena = StableArena(min_records=20, policy="warn")
+    step = arena.update(sim.battles)
+    flagged = {d.annotator for d in step.decisions if d.status == "flagged"}
+    names = sim.battles.annotators
+    assert flagged == {names[k] for k in np.flatnonzero(sim.of_profile("flipper"))}
+    assert step.fitted.included.all() and not arena.excluded
+    assert all("flagged: ability" in d.reason for d in step.decisions if d.status == "flagged")
+
+
+@pytest.mark.parametrize("bad", ["random", "always_tie", "flipper", "always_a"])
+def test_each_planted_bad_annotator_is_caught(bad):
+    sim = simulate_arena(10, 15_000, profiles={"honest": 12, bad: 2}, seed=2)
+    arena = StableArena(min_records=50, ability_threshold=0.2, policy="exclude")
+    step = arena.update(sim.battles)
+    status = np.array([d.status for d in step.decisions])
+    by_name = dict(zip([d.annotator for d in step.decisions], status, strict=True))
+    names = sim.battles.annotators
+    got = np.array([by_name[n] for n in names])
+    assert np.all(got[sim.of_profile(bad)] == "excluded")
+    assert np.all(got[sim.honest] == "included")
+
+
+def test_batches_with_different_models_and_no_annotator_column():
+    sim = simulate_arena(6, 3_000, profiles={"honest": 4}, seed=3)
+    b = sim.battles
+    first, second = split(b, 2)
+    plain = Battles(
+        models=second.models, model_a=second.model_a, model_b=second.model_b, outcome=second.outcome
+    )
+    arena = StableArena(min_records=10)
+    arena.update(first)
+    step = arena.update(plain)
+    assert UNKNOWN_ANNOTATOR in step.fitted.annotators
+    assert step.n_battles == len(b)
+    assert set(step.fitted.models) == set(b.models)
+    d = step.to_dict()
+    assert d["step"] == 2 and len(d["decisions"]) == len(step.fitted.annotators)
+    assert set(d["decisions"][0]) >= {"annotator", "status", "change", "reason", "ability"}
+    frame = step.decision_frame()
+    assert list(frame.annotator) == [x.annotator for x in step.decisions]
+
+
+def test_confidence_option_passes_through():
+    sim = simulate_arena(8, 6_000, profiles={"honest": 8, "random": 4}, seed=4)
+    loose = StableArena(min_records=10, ability_threshold=0.3).update(sim.battles)
+    strict = StableArena(min_records=10, ability_threshold=0.3, confidence=0.99).update(sim.battles)
+    assert sum(d.status == "flagged" for d in strict.decisions) <= sum(
+        d.status == "flagged" for d in loose.decisions
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"policy": "ban"}, "policy"),
+        ({"exclude_flagged": True}, "StableArena arguments"),
+        ({"min_records": -5}, "min_records"),
+        ({"normalization": "median"}, "normalization"),
+    ],
+)
+def test_bad_loop_options(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        StableArena(**kwargs)
+
+
+def test_bad_batches():
+    arena = StableArena()
+    with pytest.raises(InputError, match="no battles yet"):
+        _ = arena.log
+    b = simulate_arena(4, 100, profiles={"honest": 2}, seed=0).battles
+    with pytest.raises(InputError, match="empty"):
+        arena.update(b.take(np.zeros(len(b), bool)))
+    with pytest.raises(InputError, match="takes Battles"):
+        arena.update(b.counts())  # type: ignore[arg-type]
