@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -247,6 +248,22 @@ def bench_elo(sim: Battles, shuffles: int, repeats: int, seed: int = 0) -> dict[
     }
 
 
+def describe_machine() -> str:
+    """CPU count, load average and BLAS threads: m-ELO's Newton step calls LAPACK, whose
+    threads slow it down badly when other processes compete for the cores."""
+    parts = [f"{os.cpu_count()} CPUs"]
+    if hasattr(os, "getloadavg"):
+        parts.append("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = sorted({f"{d['internal_api']}={d['num_threads']}" for d in threadpool_info()})
+        parts.append("BLAS threads " + ", ".join(blas))
+    except ImportError:
+        parts.append("BLAS threads unknown (threadpoolctl not installed)")
+    return "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", choices=["a", "b", "c"], default=["a", "b", "c"])
@@ -261,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     print(f"evalica {evalica.__version__}, numpy {np.__version__}, pyarrow {pa.__version__}")
+    print(f"{describe_machine()}")
     results: dict[str, Any] = {}
     if "a" in args.only or "b" in args.only:
         sim = simulated_log(args.models, args.battles, args.seed)
@@ -273,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if "c" in args.only:
         sim = simulated_log(args.models, args.elo_battles, args.seed + 100)
         results["c"] = bench_elo(sim, args.shuffles, args.elo_repeats, args.seed)
+    print(f"{describe_machine()}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
