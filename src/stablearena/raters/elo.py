@@ -10,9 +10,10 @@ with K = 4 and every model starting at 1000, FastChat's defaults (``compute_onli
 FastChat's ``elo_analysis.py``, used by Chatbot Arena before it moved to maximum likelihood),
 and w the battle's weight (1 when the log has none). Each update is one stochastic-gradient
 step, learning rate K/C, on the m-ELO log-likelihood of that battle (SPEC §3.2), so the result
-depends on the order of the battles. The papers therefore report Elo averaged over 1,000 random
-orders, with a per-model mean and standard deviation (am-ELO paper §5; Chatbot Arena's
-original leaderboard): ``Elo(shuffles=1000)``.
+depends on the order of the battles. The usual remedy is to replay the log in many random
+orders and report the mean and spread of the scores (am-ELO paper §2, citing Sismanis 2010);
+the am-ELO paper's baseline shuffles the data 1,000 times and averages (§5.2):
+``Elo(shuffles=1000)``.
 
 The update loop is sequential by nature; it runs compiled (numba) and each shuffled order is
 drawn by a Fisher–Yates shuffle driven by a SplitMix64 stream seeded from ``(seed, shuffle
