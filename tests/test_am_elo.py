@@ -551,3 +551,199 @@ def test_llmfao_converges_fast_and_identically():
     assert f.convergence.converged and f.convergence.grad_norm <= 1e-8
     assert int(f.included.sum()) == 37 and f.n_comparisons == 7393
     assert f.nll < MElo().fit(b.take(f.included[b.annotator])).nll
+
+
+# ------------------------------------------------------------------------------ Table 2 and Figure 5
+def test_prediction_protocol_am_elo_fits_best_in_sample():
+    from stablearena.experiments.prediction import PredictionConfig, run_prediction
+
+    arena = simulate_arena(10, 6_000, profiles={"honest": 16, "flipper": 4}, seed=30)
+    res = run_prediction(arena.battles, PredictionConfig(folds=3, elo_shuffles=20, min_records=10))
+    table = {r["method"]: r for r in res.table}
+    assert set(table) == {"elo", "m-elo", "am-elo"}
+    assert table["am-elo"]["mse_in_sample"] < table["m-elo"]["mse_in_sample"]
+    assert table["am-elo"]["auc_held_out"] > table["m-elo"]["auc_held_out"]
+    assert (
+        len(res.folds) == 9
+        and sum(r["n_test"] for r in res.folds if r["method"] == "am-elo") == 6_000
+    )
+
+
+def test_predict_battles_uses_annotator_abilities_and_the_average_for_strangers():
+    from stablearena.experiments.prediction import predict_battles
+
+    arena = small_arena(31)
+    f = AmElo().fit(arena.battles)
+    p = predict_battles(f, arena.battles)
+    b = arena.battles
+    expected = expit(f.abilities[b.annotator] * (f.scores[b.model_a] - f.scores[b.model_b]))
+    np.testing.assert_allclose(p, expected)
+    stranger = Battles.from_arrays(
+        b.model_a[:5], b.model_b[:5], b.outcome[:5], models=b.models, annotator=["new"] * 5
+    )
+    np.testing.assert_allclose(
+        predict_battles(f, stranger), expit(f.scores[b.model_a[:5]] - f.scores[b.model_b[:5]])
+    )
+
+
+def test_restarts_protocol_records_curves():
+    from stablearena.experiments.restarts import ADAM_METHODS, RestartsConfig, run_restarts
+
+    arena = small_arena(32, n_battles=1500)
+    res = run_restarts(
+        arena.battles, RestartsConfig(restarts=3, steps=60, record_every=20, min_records=10)
+    )
+    assert res.epochs == [0, 20, 40, 60]
+    assert set(res.curves) == set(ADAM_METHODS)
+    final = {r["method"]: r for r in res.final}
+    assert final["am-elo (newton)"]["consistency"] == 1.0
+    for m in ADAM_METHODS:
+        c = res.curves[m]
+        assert len(c["loss"]) == 4 and c["loss"][-1] < c["loss"][0]
+    assert final["am-elo (adam)"]["loss"] >= final["am-elo (newton)"]["loss"] - 1e-12
+
+
+@pytest.mark.parametrize(
+    "module, cfg, match",
+    [
+        ("prediction", {"folds": 1}, "--folds"),
+        ("prediction", {"methods": ("bt",)}, "--methods"),
+        ("restarts", {"restarts": 1}, "--restarts"),
+        ("restarts", {"lr": 0.0}, "--lr"),
+    ],
+)
+def test_experiment_bad_config(module, cfg, match):
+    from stablearena.experiments import prediction, restarts
+
+    mod = {"prediction": prediction, "restarts": restarts}[module]
+    config = (mod.PredictionConfig if module == "prediction" else mod.RestartsConfig)(**cfg)
+    run = mod.run_prediction if module == "prediction" else mod.run_restarts
+    with pytest.raises(InputError, match=match):
+        run(small_arena(0).battles, config)
+
+
+# ------------------------------------------------------------------------------ CLI
+def run_cli(args, capsys):
+    import json
+
+    from stablearena.cli import main
+
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return (
+        code,
+        out.out,
+        out.err,
+        (json.loads(out.out) if code == 0 and "--format" in args and "json" in args else None),
+    )
+
+
+def test_cli_annotators_json_and_csv(capsys, tmp_path):
+    arena = small_arena(40)
+    path = tmp_path / "votes.csv"
+    arena.battles.to_frame().to_csv(path, index=False)
+    code, _, _, d = run_cli(
+        ["annotators", str(path), "--format", "json", "--ability-threshold", "0.2"], capsys
+    )
+    assert code == 0
+    ab = [a["ability"] for a in d["annotators"]]
+    assert ab == sorted(ab) and d["n_annotators"] == 10
+    assert {a["annotator"] for a in d["annotators"] if a["flagged"]} == {
+        arena.battles.annotators[k] for k in np.flatnonzero(arena.of_profile("flipper"))
+    }
+    code, out, _, _ = run_cli(["annotators", str(path), "--format", "csv"], capsys)
+    assert code == 0 and out.splitlines()[0].startswith(
+        "annotator,records,ability,ability_se,flagged,reason"
+    )
+
+
+def test_cli_rank_am_elo_adds_annotators(capsys, tmp_path):
+    arena = small_arena(41)
+    path = tmp_path / "votes.csv"
+    arena.battles.to_frame().to_csv(path, index=False)
+    args = [
+        "rank",
+        str(path),
+        "--method",
+        "am-elo",
+        "--min-records",
+        "50",
+        "--ability-threshold",
+        "0.2",
+        "--exclude-flagged",
+        "--format",
+        "json",
+    ]
+    code, _, _, d = run_cli(args, capsys)
+    assert code == 0 and d["method"] == "am-elo"
+    assert sum(a["reason"].startswith("excluded") for a in d["annotators"]) == 2
+
+
+def test_cli_experiments_small(capsys):
+    sim = ["--simulate", "--models", "6", "--annotators", "10", "--battles", "3000"]
+    code, _, _, d = run_cli(
+        [
+            "experiment",
+            "perturbation",
+            *sim,
+            "--kind",
+            "flip",
+            "--ratios",
+            "0.3",
+            "--seeds",
+            "1",
+            "--elo-shuffles",
+            "10",
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 0 and d["summary"][0]["kind"] == "flip" and d["simulated"] is True
+    code, _, _, d = run_cli(
+        [
+            "experiment",
+            "prediction",
+            *sim,
+            "--folds",
+            "2",
+            "--elo-shuffles",
+            "10",
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 0 and len(d["table"]) == 3
+    code, _, _, d = run_cli(
+        [
+            "experiment",
+            "restarts",
+            *sim,
+            "--steps",
+            "20",
+            "--record-every",
+            "10",
+            "--restarts",
+            "2",
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 0 and d["epochs"] == [0, 10, 20]
+
+
+def test_cli_experiment_bad_input(capsys, tmp_path):
+    code, _, err, _ = run_cli(
+        ["experiment", "perturbation", str(tmp_path / "x.csv"), "--simulate"], capsys
+    )
+    assert code == 2 and "either a PATH or --simulate" in err
+    code, _, err, _ = run_cli(
+        ["experiment", "perturbation", "--simulate", "--ratios", "a,b"], capsys
+    )
+    assert code == 2 and "--ratios" in err

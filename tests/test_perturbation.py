@@ -177,3 +177,55 @@ def test_simulated_arena_is_seeded_and_names_reveal_nothing():
 def test_bad_profile_arguments(kwargs, match):
     with pytest.raises(InputError, match=match):
         simulate_arena(4, 100, **kwargs)
+
+
+# ------------------------------------------------------------------------------ the experiment
+def test_perturbation_experiment_on_a_small_simulated_arena():
+    import json
+
+    from stablearena.experiments.perturbation import (
+        PerturbationConfig,
+        run_perturbation,
+        simulated_perturbation_arena,
+    )
+
+    b = simulated_perturbation_arena(10, 30, 8_000, seed=3)
+    cfg = PerturbationConfig(kinds=("flip", "mixed"), ratios=(0.3,), seeds=2, elo_shuffles=20)
+    res = run_perturbation(b, cfg)
+    assert res.n_annotators == 30 and res.thresholds == (0.0, 0.15)
+    assert len(res.runs) == 4 and len(res.summary) == 2
+    for rec in res.summary:
+        assert rec["consistency_am-elo"] >= rec["consistency_m-elo"]
+        assert rec["f1@0"] >= 0.9
+        assert 0 <= rec["f1_unflagged@0"] <= 1
+    for run in res.runs:
+        assert len(run["perturbed"]) == 9
+    json.dumps(res.to_dict(), allow_nan=False)
+
+
+def test_perturbation_experiment_is_reproducible():
+    from stablearena.experiments.perturbation import PerturbationConfig, run_perturbation
+
+    b = simulate_arena(6, 3_000, profiles={"honest": 12}, seed=5).battles
+    cfg = PerturbationConfig(
+        kinds=("random",), ratios=(0.25,), seeds=2, methods=("m-elo", "am-elo")
+    )
+    r1, r2 = run_perturbation(b, cfg), run_perturbation(b, cfg)
+    assert r1.summary == r2.summary and r1.runs == r2.runs
+
+
+@pytest.mark.parametrize(
+    "cfg, match",
+    [
+        ({"kinds": ("swap",)}, "--kind"),
+        ({"ratios": (0.7,)}, "--ratios"),
+        ({"seeds": 0}, "--seeds"),
+        ({"methods": ("m-elo",)}, "--methods"),
+        ({"min_records": 10**6}, "lower --min-records"),
+    ],
+)
+def test_perturbation_experiment_bad_config(cfg, match):
+    from stablearena.experiments.perturbation import PerturbationConfig, run_perturbation
+
+    with pytest.raises(InputError, match=match):
+        run_perturbation(arena(), PerturbationConfig(**cfg))

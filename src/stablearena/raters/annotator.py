@@ -440,6 +440,7 @@ def adam_am_elo(
     theta0: np.ndarray | None = None,
     seed: int | np.random.Generator = 0,
     record_every: int = 0,
+    train_theta: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, float, np.ndarray]]]:
     """The am-ELO reference code's solver (``bigdata-ustc/am-ELO``, ``model.py``; paper Alg. 2).
 
@@ -448,6 +449,9 @@ def adam_am_elo(
     learning rate ``lr`` for ``steps`` full-batch steps. Initialisation: ``ratings0``/``theta0``
     or, as in the reference code, Xavier-uniform: U(±√(6/(N+1))) for R and U(±√(6/(M+1))) for θ,
     drawn from ``seed``.
+
+    ``train_theta=False`` keeps θ at ``theta0`` — with θ = C and ``normalize=False`` this is the
+    reference code's m-ELO (its θ embedding gets no gradient).
 
     Returns raw (R, θ) and, every ``record_every`` steps, (step, loss, R copy).
     """
@@ -487,7 +491,7 @@ def adam_am_elo(
         loss, gr, gth = loss_and_grad(params[:m], params[m:])
         if record_every and (t - 1) % record_every == 0:
             history.append((t - 1, loss, params[:m].copy()))
-        g = np.concatenate([gr, gth])
+        g = np.concatenate([gr, gth if train_theta else np.zeros(kk)])
         mom = b1 * mom + (1 - b1) * g
         vel = b2 * vel + (1 - b2) * g * g
         params = params - lr * (mom / (1 - b1**t)) / (np.sqrt(vel / (1 - b2**t)) + eps)
@@ -964,15 +968,10 @@ class AmElo(Rater):
         reasons = np.array([""] * kk, dtype=object)
         status[few] = "left_out"
         for k in np.flatnonzero(few):
-            reasons[k] = (
-                f"left out: {records[k]:g} records < min_records {self.min_records}; "
-                "ability estimated with the ratings held fixed"
-            )
+            reasons[k] = f"left out: {records[k]:g} records < min_records {self.min_records}"
         status[pre] = "excluded"
         for k in np.flatnonzero(pre):
-            reasons[k] = (
-                "excluded in an earlier round; ability estimated with the ratings held fixed"
-            )
+            reasons[k] = "excluded in an earlier round"
         fit_idx = np.flatnonzero(status == "included")
         if len(fit_idx) == 0:
             raise InputError(
@@ -989,10 +988,7 @@ class AmElo(Rater):
             newly = st == "flagged"
             st[newly] = "excluded"
             for k in np.flatnonzero(newly):
-                rs[k] = (
-                    rs[k].replace("flagged:", "excluded:", 1)
-                    + "; excluded and the model refitted without it"
-                )
+                rs[k] = rs[k].replace("flagged:", "excluded:", 1) + "; refitted without it"
             keep = np.flatnonzero(st == "included")
             if len(keep) == 0:
                 raise InputError(
@@ -1022,9 +1018,7 @@ class AmElo(Rater):
         upper = ab + z * se
         for k in np.flatnonzero(st == "included"):
             if fitted.annotators[k] == UNKNOWN_ANNOTATOR and fitted.n_annotators == 1:
-                rs[k] = (
-                    "no annotator ids in the data: every battle attributed to one 'unknown' annotator"
-                )
+                rs[k] = "no annotator ids: every battle is from one 'unknown' annotator"
                 continue
             low = ab[k] < eps and upper[k] < eps
             if low:
@@ -1034,16 +1028,16 @@ class AmElo(Rater):
                     if self.confidence is not None
                     else ""
                 )
-                rs[k] = f"flagged: ability {ab[k]:.3g} < threshold {eps:g}{conf}" + (
-                    " (found in the refit without the excluded annotators)" if refit else ""
+                rs[k] = f"flagged: ability {ab[k]:.3g} < {eps:g}{conf}" + (
+                    " (in the refit without the excluded)" if refit else ""
                 )
             elif ab[k] < eps:
                 rs[k] = (
-                    f"ok: ability {ab[k]:.3g} < threshold {eps:g} but not significantly "
+                    f"ok: ability {ab[k]:.3g} < {eps:g}, not significantly "
                     f"(upper {self.confidence:.0%} bound {upper[k]:.3g})"
                 )
             else:
-                rs[k] = f"ok: ability {ab[k]:.3g} ≥ threshold {eps:g}"
+                rs[k] = f"ok: ability ≥ {eps:g}"
         return replace(fitted, status=tuple(st), reasons=tuple(rs))
 
     def _fit_fixed(

@@ -1,0 +1,362 @@
+"""am-ELO commands: ``stablearena annotators`` and the am-ELO paper's experiment protocols
+(``stablearena experiment perturbation | prediction | restarts``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..battles import Battles
+from ..errors import InputError
+from ..experiments.perturbation import (
+    PerturbationConfig,
+    run_perturbation,
+    simulated_perturbation_arena,
+)
+from ..experiments.prediction import PredictionConfig, run_prediction
+from ..experiments.restarts import RestartsConfig, run_restarts
+from ..raters.annotator import AmElo
+from . import (
+    BothBadOpt,
+    ColOpt,
+    ExcludeOpt,
+    FormatOpt,
+    InputFormatOpt,
+    MinBattlesOpt,
+    OutputOpt,
+    PathArg,
+    app,
+    emit,
+    experiment_app,
+    load_data,
+    records_table,
+    split_list,
+)
+
+MinRecordsOpt = Annotated[
+    int,
+    typer.Option("--min-records", help="Annotators with fewer records are left out (δ)."),
+]
+SimulateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--simulate",
+        help="Use a simulated arena of honest annotators (see --models/--annotators/--battles).",
+    ),
+]
+SimModelsOpt = Annotated[int, typer.Option("--models", help="--simulate: number of models.")]
+SimAnnOpt = Annotated[int, typer.Option("--annotators", help="--simulate: number of annotators.")]
+SimBattlesOpt = Annotated[int, typer.Option("--battles", help="--simulate: number of battles.")]
+SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="--simulate: arena seed.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the protocol.")]
+EloShufflesOpt = Annotated[
+    int, typer.Option("--elo-shuffles", help="Online Elo is averaged over this many shuffles.")
+]
+
+
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in split_list([text]))
+    except ValueError:
+        raise InputError(f"{flag} must be comma-separated numbers, not {text!r}.") from None
+
+
+def _experiment_data(
+    path: Path | None,
+    simulate: bool,
+    models: int,
+    annotators: int,
+    battles: int,
+    sim_seed: int,
+    col: list[str] | None,
+    input_format: str | None,
+    both_bad: str,
+) -> tuple[Battles, str, bool]:
+    if simulate:
+        if path is not None:
+            raise InputError("give either a PATH or --simulate, not both.")
+        if models < 2 or annotators < 2 or battles < 1:
+            raise InputError("--simulate needs --models ≥ 2, --annotators ≥ 2 and --battles ≥ 1.")
+        data = simulated_perturbation_arena(models, annotators, battles, seed=sim_seed)
+        label = f"simulated arena: {models} models, {annotators} honest annotators, {battles:,} battles (seed {sim_seed})"
+        return data, label, True
+    loaded = load_data(path, col=col, input_format=input_format, both_bad=both_bad)
+    if not isinstance(loaded.data, Battles):
+        raise InputError(
+            f"{loaded.label}: these experiments need individual battles with annotator ids, not pair counts."
+        )
+    return loaded.data, loaded.label, loaded.simulated
+
+
+# ---------------------------------------------------------------------------- annotators
+@app.command()
+def annotators(
+    path: PathArg = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    both_bad: BothBadOpt = "tie",
+    exclude: ExcludeOpt = None,
+    min_battles: MinBattlesOpt = 0,
+    col: ColOpt = None,
+    input_format: InputFormatOpt = None,
+    min_records: Annotated[
+        int, typer.Option("--min-records", help="Annotators with fewer records wait (δ).")
+    ] = 0,
+    ability_threshold: Annotated[
+        float,
+        typer.Option(
+            "--ability-threshold", help="Flag annotators below this ability (ε, mean-1 scale)."
+        ),
+    ] = 0.0,
+    exclude_flagged: Annotated[
+        bool, typer.Option("--exclude-flagged", help="Refit without the flagged annotators.")
+    ] = False,
+    confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--confidence",
+            help="Flag only when the one-sided upper bound at this level is below ε (e.g. 0.95).",
+        ),
+    ] = None,
+    normalization: Annotated[
+        str,
+        typer.Option(
+            "--normalization", help="'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1)."
+        ),
+    ] = "mean",
+) -> None:
+    """Fit am-ELO and list every annotator, worst (lowest ability) first.
+
+    Ability is relative to the average fitted annotator (1.0); below 0 votes against the
+    consensus. JSON: {"method", "n_battles", "n_annotators", "annotators": [{"annotator",
+    "records", "ability", "ability_se", "flagged", "reason", "status"}], ...}.
+    """
+    rater = AmElo(
+        min_records=min_records,
+        ability_threshold=ability_threshold,
+        exclude_flagged=exclude_flagged,
+        confidence=confidence,
+        normalization=normalization,
+    )
+    loaded = load_data(
+        path,
+        col=col,
+        input_format=input_format,
+        both_bad=both_bad,
+        exclude=exclude,
+        min_battles=min_battles,
+    )
+    fitted = rater.fit(loaded.data)
+    d = fitted.to_dict()
+    status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
+    for rec in d["annotators"]:
+        rec["status"] = status[rec["annotator"]]
+    payload: dict[str, Any] = {
+        "method": d["method"],
+        "source": loaded.label,
+        "simulated": loaded.simulated,
+        "n_battles": d["n_battles"],
+        "n_models": d["n_models"],
+        "n_annotators": len(d["annotators"]),
+        "n_flagged": int(fitted.flagged.sum()),
+        "ability_threshold": ability_threshold,
+        "normalization": normalization,
+        "convergence": d["convergence"],
+        "notes": d["notes"],
+        "annotators": d["annotators"],
+    }
+
+    def table(p: dict[str, Any]) -> Any:
+        rows = [
+            {k: v for k, v in r.items() if k != "reason"} | {"reason": r["reason"]}
+            for r in p["annotators"]
+        ]
+        caption = (
+            f"{p['n_annotators']} annotators, {p['n_flagged']} flagged (ability < {p['ability_threshold']:g}), "
+            f"{p['n_battles']:,} battles in the fit"
+            + (" — SIMULATED data" if p["simulated"] else "")
+        )
+        return records_table(rows, title=f"am-ELO annotators — {p['source']}", caption=caption)
+
+    emit(payload, fmt, output, records_key="annotators", table=table)
+
+
+# ---------------------------------------------------------------------------- experiments
+@experiment_app.command("perturbation")
+def experiment_perturbation(
+    path: PathArg = None,
+    simulate: SimulateOpt = False,
+    models: SimModelsOpt = 20,
+    n_annotators: SimAnnOpt = 100,
+    battles: SimBattlesOpt = 20_000,
+    sim_seed: SimSeedOpt = 0,
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind", help="Perturbation(s): random, equal, flip, mixed (comma-separated)."
+        ),
+    ] = "random,equal,flip,mixed",
+    ratios: Annotated[
+        str, typer.Option("--ratios", help="Fractions of perturbed annotators, comma-separated.")
+    ] = "0.1,0.2,0.3,0.4",
+    seeds: Annotated[int, typer.Option("--seeds", help="Repetitions per kind and ratio.")] = 5,
+    methods: Annotated[
+        str, typer.Option("--methods", help="Methods compared (must include am-elo).")
+    ] = "elo,m-elo,am-elo",
+    thresholds: Annotated[
+        str | None,
+        typer.Option(
+            "--thresholds",
+            help="ε values for flagging (mean-1 scale); default 0 and the paper's 0.005·M.",
+        ),
+    ] = None,
+    min_records: MinRecordsOpt = 50,
+    elo_shuffles: EloShufflesOpt = 1000,
+    seed: SeedOpt = 0,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    col: ColOpt = None,
+    input_format: InputFormatOpt = None,
+    both_bad: BothBadOpt = "tie",
+) -> None:
+    """am-ELO §5.5: consistency under perturbed annotators, and F1 of finding them."""
+    data, label, simulated = _experiment_data(
+        path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
+    )
+    config = PerturbationConfig(
+        kinds=tuple(split_list([kind])),
+        ratios=_floats(ratios, "--ratios"),
+        seeds=seeds,
+        methods=tuple(split_list([methods])),
+        thresholds=None if thresholds is None else _floats(thresholds, "--thresholds"),
+        min_records=min_records,
+        elo_shuffles=elo_shuffles,
+        seed=seed,
+    )
+    result = run_perturbation(data, config, source=label)
+    payload = result.to_dict() | {"simulated": simulated}
+
+    def table(p: dict[str, Any]) -> Any:
+        eps = [f"{e:.4g}" for e in p["thresholds"]]
+        keep = ["kind", "ratio"] + [f"consistency_{m}" for m in p["config"]["methods"]]
+        keep += (
+            ["inconsistency_am_over_m"]
+            + [f"f1@{e}" for e in eps]
+            + [f"f1_unflagged@{e}" for e in eps]
+        )
+        rows = [{k: r.get(k) for k in keep if k in r} for r in p["summary"]]
+        for r in rows:
+            if r.get("inconsistency_am_over_m") is None:
+                r["inconsistency_am_over_m"] = ""
+        caption = (
+            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
+            f"{p['config']['seeds']} seeds; F1 of ability < ε vs perturbed; f1_unflagged leaves out "
+            f"annotators already below ε unperturbed ({', '.join(p['baseline_flagged'][eps[0]]) or 'none'} at ε={eps[0]})"
+            + (" — SIMULATED data" if p["simulated"] else "")
+        )
+        return records_table(rows, title=f"perturbation — {p['source']}", caption=caption)
+
+    emit(payload, fmt, output, records_key="summary", table=table)
+
+
+@experiment_app.command("prediction")
+def experiment_prediction(
+    path: PathArg = None,
+    simulate: SimulateOpt = False,
+    models: SimModelsOpt = 20,
+    n_annotators: SimAnnOpt = 100,
+    battles: SimBattlesOpt = 20_000,
+    sim_seed: SimSeedOpt = 0,
+    folds: Annotated[int, typer.Option("--folds", help="Folds of the held-out estimate.")] = 5,
+    methods: Annotated[
+        str, typer.Option("--methods", help="Methods compared.")
+    ] = "elo,m-elo,am-elo",
+    min_records: MinRecordsOpt = 50,
+    elo_shuffles: EloShufflesOpt = 1000,
+    seed: SeedOpt = 0,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    col: ColOpt = None,
+    input_format: InputFormatOpt = None,
+    both_bad: BothBadOpt = "tie",
+) -> None:
+    """am-ELO Table 2: MSE and AUC of predicted outcomes, in-sample and held-out."""
+    data, label, simulated = _experiment_data(
+        path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
+    )
+    config = PredictionConfig(
+        methods=tuple(split_list([methods])),
+        folds=folds,
+        min_records=min_records,
+        elo_shuffles=elo_shuffles,
+        seed=seed,
+    )
+    result = run_prediction(data, config, source=label)
+    payload = result.to_dict() | {"simulated": simulated}
+
+    def table(p: dict[str, Any]) -> Any:
+        caption = (
+            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
+            f"held-out = {p['config']['folds']}-fold mean (std)"
+            + (" — SIMULATED data" if p["simulated"] else "")
+        )
+        return records_table(
+            p["table"], title=f"prediction (am-ELO Table 2) — {p['source']}", caption=caption
+        )
+
+    emit(payload, fmt, output, records_key="table", table=table)
+
+
+@experiment_app.command("restarts")
+def experiment_restarts(
+    path: PathArg = None,
+    simulate: SimulateOpt = False,
+    models: SimModelsOpt = 20,
+    n_annotators: SimAnnOpt = 100,
+    battles: SimBattlesOpt = 20_000,
+    sim_seed: SimSeedOpt = 0,
+    restarts: Annotated[int, typer.Option("--restarts", help="Random restarts per method.")] = 5,
+    steps: Annotated[int, typer.Option("--steps", help="Adam steps (epochs).")] = 2000,
+    lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 0.1,
+    record_every: Annotated[
+        int, typer.Option("--record-every", help="Record loss and consistency every N epochs.")
+    ] = 20,
+    min_records: MinRecordsOpt = 50,
+    seed: SeedOpt = 0,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    col: ColOpt = None,
+    input_format: InputFormatOpt = None,
+    both_bad: BothBadOpt = "tie",
+) -> None:
+    """am-ELO Figure 5: loss and consistency of random restarts, with and without normalisation.
+
+    JSON adds "epochs" and "curves" {method: {"loss": [...], "consistency": [...]}}.
+    """
+    data, label, simulated = _experiment_data(
+        path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
+    )
+    config = RestartsConfig(
+        restarts=restarts,
+        steps=steps,
+        lr=lr,
+        record_every=record_every,
+        min_records=min_records,
+        seed=seed,
+    )
+    result = run_restarts(data, config, source=label)
+    payload = result.to_dict() | {"simulated": simulated}
+
+    def table(p: dict[str, Any]) -> Any:
+        caption = (
+            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
+            f"final values after {p['config']['steps']} epochs; loss = mean binary cross-entropy"
+            + (" — SIMULATED data" if p["simulated"] else "")
+        )
+        return records_table(
+            p["final"], title=f"restarts (am-ELO Figure 5) — {p['source']}", caption=caption
+        )
+
+    emit(payload, fmt, output, records_key="final", table=table)
