@@ -48,10 +48,16 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from .battles import Battles, PairCounts
-from .errors import InputError, StableArenaError, StableArenaWarning
+from .errors import (
+    ConvergenceError,
+    DisconnectedGraphError,
+    InputError,
+    StableArenaError,
+    StableArenaWarning,
+)
 from .graph import check_comparison_graph
 from .information import laplacian, laplacian_pinv
-from .raters.base import _BT_LIKELIHOOD, Fitted
+from .raters.base import _BT_LIKELIHOOD, Fitted, rater_names
 
 __all__ = [
     "CI_METHODS",
@@ -422,7 +428,7 @@ def _refit_round(
         warnings.simplefilter("always", StableArenaWarning)
         try:
             res = task.fitted.refit(counts)
-        except StableArenaError:
+        except (DisconnectedGraphError, ConvergenceError):
             return None, False, None
     prior = any(issubclass(w.category, StableArenaWarning) for w in caught)
     scores = np.asarray(res.scores, dtype=float)
@@ -557,8 +563,11 @@ def _worker_block(k: int) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray 
 
 def _cluster_matrix(
     fitted: Fitted, battles: Battles, cluster: str, cell_ids: np.ndarray
-) -> tuple[sp.csr_matrix, int]:
-    """cells × clusters matrix of (weighted) counts: column c = the cells of cluster c's battles."""
+) -> tuple[sp.csr_matrix, int, int]:
+    """cells × clusters matrix of (weighted) counts: column c = the cells of cluster c's battles.
+
+    Also returns the number of clusters and of battles left aside because their annotator is not
+    in the fit (e.g. left out by am-ELO's screening)."""
     codes = battles.annotator if cluster == "annotator" else battles.prompt
     if codes is None:
         raise InputError(
@@ -588,10 +597,11 @@ def _cluster_matrix(
         ann = np.array([lookup.get(n, -1) for n in battles.annotators])[battles.annotator]
         key = key * len(ann_names) + ann
         row_keys = (base.i.astype(np.int64) * m + base.j) * len(ann_names) + base.annotator
-        valid = ann >= 0
+        in_fit = ann >= 0
     else:
         row_keys = base.i.astype(np.int64) * m + base.j
-        valid = np.ones(len(key), dtype=bool)
+        in_fit = np.ones(len(key), dtype=bool)
+    valid = in_fit.copy()
     order = np.argsort(row_keys)
     pos = np.clip(np.searchsorted(row_keys[order], key), 0, len(order) - 1)
     valid &= row_keys[order][pos] == key
@@ -609,13 +619,15 @@ def _cluster_matrix(
     want = np.column_stack([base.wins, base.losses, base.ties, base.ties_both_bad]).ravel()[
         cell_ids
     ]
-    if not (np.allclose(got, want, rtol=1e-9, atol=1e-9) and np.isclose(w[valid].sum(), w.sum())):
+    if not (
+        np.allclose(got, want, rtol=1e-9, atol=1e-9) and np.isclose(w[valid].sum(), w[in_fit].sum())
+    ):
         raise InputError(
             f"{battles.source}: the battles do not reproduce the pair counts the model was fitted on "
             "(apply the same filters as for the fit, e.g. --both-bad, --exclude, --min-battles)."
         )
     used = np.flatnonzero(np.asarray(mat.sum(axis=0)).ravel() > 0)
-    return mat[:, used].tocsr(), len(used)
+    return mat[:, used].tocsr(), len(used), int((~in_fit).sum())
 
 
 def _align_models(battles: Battles, fitted: Fitted) -> Battles:
@@ -708,6 +720,11 @@ def bootstrap(
         raise InputError(
             f"this {fitted.method} result does not keep its pair counts; it cannot be bootstrapped."
         )
+    if type(fitted).refit is Fitted.refit and fitted.method not in rater_names():
+        raise InputError(
+            f"{fitted.method}: no bootstrap — {type(fitted).__name__} does not implement refit() "
+            "and its method is not a registered rater."
+        )
     table = np.column_stack([base.wins, base.losses, base.ties, base.ties_both_bad])
     flat = table.ravel()
     nz = np.flatnonzero(flat > 0)
@@ -726,7 +743,9 @@ def bootstrap(
     cmat = None
     if cluster is not None:
         assert battles is not None
-        cmat, n_clusters = _cluster_matrix(fitted, battles, cluster, nz)
+        cmat, n_clusters, aside = _cluster_matrix(fitted, battles, cluster, nz)
+        if aside:
+            notes.append(f"{aside} battles of annotators outside the fit were left aside")
         if n_clusters < 2:
             raise InputError(
                 f"a bootstrap clustered by {cluster} needs at least two {cluster}s; the log has {n_clusters}."
@@ -811,27 +830,23 @@ def _execute(task: _Task, n_blocks: int, workers: int, progress: bool, rounds: i
         TimeRemainingColumn,
     )
 
-    bar = (
-        Progress(
-            TextColumn("bootstrap"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        if progress
-        else None
+    bar = Progress(
+        TextColumn("bootstrap"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=not progress,
     )
     results = []
-    with bar if bar is not None else _nullcontext():
-        tid = bar.add_task("bootstrap", total=rounds) if bar is not None else None
+    with bar:
+        tid = bar.add_task("bootstrap", total=rounds)
         if workers <= 1:
             for k in range(n_blocks):
                 res = _run_block(task, k)
                 results.append(res)
-                if bar is not None:
-                    bar.advance(tid, len(res[1]))
+                bar.advance(tid, len(res[1]))
         else:
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -840,17 +855,8 @@ def _execute(task: _Task, n_blocks: int, workers: int, progress: bool, rounds: i
             ) as ex:
                 for res in ex.map(_worker_block, range(n_blocks), chunksize=1):
                     results.append(res)
-                    if bar is not None:
-                        bar.advance(tid, len(res[1]))
+                    bar.advance(tid, len(res[1]))
     return results
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def resample_counts(fitted: Fitted, *, seed: int = 0, round_index: int = 0) -> PairCounts:
