@@ -261,6 +261,11 @@ def covariance(
     if not np.all(np.isfinite(h)):
         raise StableArenaError(f"{fitted.method}: the Hessian holds non-finite values.")
     p, notes = _bread_inverse(h, g)
+    if fitted.method == "elo":
+        notes += (
+            "online Elo is not a maximum-likelihood fit: these are the Bradley–Terry (ties as ½) "
+            "information intervals evaluated at its ratings.",
+        )
     m = fitted.n_models
     phi = 1.0
     if kind == "fisher":

@@ -272,3 +272,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 # command modules register themselves on import (keep at the end)
 from . import rank  # noqa: E402,F401
 from . import am_elo  # noqa: E402,F401
+from . import coverage  # noqa: E402,F401

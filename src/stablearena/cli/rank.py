@@ -10,6 +10,7 @@ import typer
 from ..errors import InputError
 from ..raters import get_rater
 from ..raters.base import _REGISTRY
+from ..uncertainty import CI_METHODS
 from . import (
     BothBadOpt,
     ColOpt,
@@ -139,18 +140,53 @@ def rank(
         str | None,
         typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'."),
     ] = None,
+    ci: Annotated[
+        str,
+        typer.Option(
+            "--ci",
+            help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
+        ),
+    ] = "none",
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="Bootstrap rounds (with --ci bootstrap).")
+    ] = 1000,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Bootstrap whole annotators or prompts instead of battles: annotator or prompt.",
+        ),
+    ] = None,
+    level: Annotated[
+        float, typer.Option("--level", help="Confidence level of the intervals.")
+    ] = 0.95,
 ) -> None:
     """Fit a rating method and print the leaderboard.
 
     JSON output: {"method", "n_battles", "n_models", "nll" (negative log-likelihood per
     comparison), "models": [{"rank", "model", "rating", "battles", ...}], ...}.
+    With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
+    "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
+    if ci not in ("none", *CI_METHODS):
+        raise InputError(f"--ci must be none, {', '.join(CI_METHODS)}, not {ci!r}.")
+    if cluster is not None and ci != "bootstrap":
+        raise InputError("--cluster applies to the bootstrap: add --ci bootstrap.")
+    cls = _REGISTRY.get(method)
+    if seed is not None and ci != "none" and cls is not None and is_dataclass(cls):
+        # --seed also seeds the intervals; pass it to the rater only if the rater takes one
+        if "seed" not in {f.name for f in fields(cls)}:
+            seed_for_rater = None
+        else:
+            seed_for_rater = seed
+    else:
+        seed_for_rater = seed
     given = {
         "--solver": solver,
         "--anchor": anchor,
         "--elo-k": elo_k,
         "--shuffles": shuffles,
-        "--seed": seed,
+        "--seed": seed_for_rater,
         "--min-records": min_records,
         "--ability-threshold": ability_threshold,
         "--exclude-flagged": exclude_flagged,
@@ -171,6 +207,8 @@ def rank(
     payload = fitted.to_dict()
     payload["source"] = loaded.label
     payload["simulated"] = loaded.simulated
+    if ci != "none":
+        add_intervals(payload, fitted, loaded.data, ci, level, rounds, cluster, seed)
 
     def table(p: dict[str, Any]) -> Any:
         title = f"{p['method']} leaderboard — {p['source']}"
@@ -183,7 +221,93 @@ def rank(
                 else ""
             )
             + (" — SIMULATED data" if p["simulated"] else "")
+            + (f"; {interval_caption(p['ci'])}" if "ci" in p else "")
         )
-        return records_table(p["models"], title=title, caption=caption)
+        records = interval_records(p["models"]) if "ci" in p else p["models"]
+        return records_table(records, title=title, caption=caption)
 
     emit(payload, fmt, output, table=table)
+
+
+def add_intervals(
+    payload: dict[str, Any],
+    fitted: Any,
+    data: Any,
+    ci: str,
+    level: float,
+    rounds: int,
+    cluster: str | None,
+    seed: int | None,
+) -> None:
+    """Add per-model intervals, rank intervals and tiers (stablearena.uncertainty) to a
+    ``rank`` payload, and a "ci" object saying how they were computed."""
+    import sys
+
+    from ..battles import Battles
+    from ..uncertainty import intervals
+
+    iv = intervals(
+        fitted,
+        ci,  # type: ignore[arg-type]
+        level=level,
+        rounds=rounds,
+        seed=0 if seed is None else seed,
+        battles=data if isinstance(data, Battles) else None,
+        cluster=cluster,  # type: ignore[arg-type]
+        progress=sys.stderr.isatty(),
+    )
+    where = {name: k for k, name in enumerate(fitted.models)}
+    for entry in payload["models"]:
+        k = where[entry["model"]]
+        entry["se"] = float(iv.se[k])
+        entry["ci_low"] = float(iv.ci_low[k])
+        entry["ci_high"] = float(iv.ci_high[k])
+        entry["rank_low"] = int(iv.rank_low[k])
+        entry["rank_high"] = int(iv.rank_high[k])
+        entry["displayed_rank"] = int(iv.displayed_rank[k])
+        entry["tier"] = int(iv.tier[k])
+    info: dict[str, Any] = {
+        "method": ci,
+        "level": level,
+        "seed": 0 if seed is None else seed,
+        "dispersion": float(iv.covariance.dispersion),
+        "tiers": "adjacent models, two-sided z-tests, Holm-adjusted",
+        "notes": list(iv.notes),
+    }
+    if ci == "bootstrap":
+        assert iv.bootstrap is not None
+        info.update(rounds=rounds, cluster=cluster or "battle", failed_rounds=iv.bootstrap.failed)
+    else:
+        info["rank_intervals"] = "normal approximation (draws from the estimated covariance)"
+    payload["ci"] = info
+
+
+def interval_caption(info: dict[str, Any]) -> str:
+    """One line saying which intervals the table shows."""
+    text = f"{info['level']:.0%} {info['method']} intervals"
+    if info["method"] == "bootstrap":
+        text += f" ({info['rounds']} rounds, resampling {info['cluster']}s)"
+    if info.get("dispersion", 1.0) != 1.0:
+        text += f", dispersion φ = {info['dispersion']:.3f}"
+    return text + "; tiers: Holm-adjusted tests of adjacent models"
+
+
+_INTERVAL_KEYS = ("se", "ci_low", "ci_high", "rank_low", "rank_high", "displayed_rank", "tier")
+
+
+def interval_records(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table rows with the interval columns condensed ("1093.8–1114.2", "5–7") to fit a terminal."""
+    out = []
+    for e in models:
+        row: dict[str, Any] = {"rank": e["rank"], "model": e["model"], "rating": e["rating"]}
+        row["interval"] = f"{e['ci_low']:.1f}–{e['ci_high']:.1f}"
+        row["ranks"] = (
+            str(e["rank_low"])
+            if e["rank_low"] == e["rank_high"]
+            else f"{e['rank_low']}–{e['rank_high']}"
+        )
+        row["shown rank"] = e["displayed_rank"]
+        row["tier"] = e["tier"]
+        row.update({k: v for k, v in e.items() if k not in row and k not in _INTERVAL_KEYS})
+        out.append(row)
+    return out
