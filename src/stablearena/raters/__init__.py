@@ -1,9 +1,9 @@
 """Rating models. Importing this package registers every rater with :func:`get_rater`."""
 
+from .annotator import AmElo, AmEloFitted
 from .base import ELO_SCALE, Convergence, Fitted, Rater, get_rater, rater_names, register_rater
 from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
 from .elo import Elo
-from .annotator import AmElo, AmEloFitted
 
 __all__ = [
     "ELO_SCALE",
