@@ -303,6 +303,22 @@ def test_am_elo_bootstrap_uses_its_refit() -> None:
     assert boot_c.scores.shape == (30, 6)
 
 
+def test_am_elo_information_intervals_use_its_gauge_and_dispersion() -> None:
+    from stablearena.uncertainty import _meat
+
+    b = simulate_battles(
+        random_ratings(6, seed=1), 3000, abilities=[0.6, 1.0, 1.4], rule="paper", seed=2
+    )
+    f = get_rater("am-elo").fit(b)
+    g, n = f.score_contributions()
+    gw = (g * np.sqrt(n)[:, :, None]).reshape(-1, g.shape[2])
+    np.testing.assert_allclose(_meat(f), gw.T @ gw, rtol=1e-10, atol=1e-10)
+    fisher, sandwich = covariance(f, "fisher"), covariance(f, "sandwich")
+    assert not fisher.notes or "pseudo-inverse" not in " ".join(fisher.notes)  # gauge fully fixed
+    assert fisher.dispersion == pytest.approx(0.5, abs=0.05)
+    np.testing.assert_allclose(fisher.se, sandwich.se, rtol=0.1)
+
+
 def test_clustered_am_elo_bootstrap_leaves_aside_annotators_outside_the_fit() -> None:
     b = simulate_battles(
         random_ratings(6, seed=1),

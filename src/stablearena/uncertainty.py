@@ -23,7 +23,8 @@ the information contract (``parameters``, ``hessian``, ``score_contributions``, 
   are resampled with replacement from a raw :class:`~stablearena.battles.Battles`. Round r uses
   the random stream ``SeedSequence(seed, spawn_key=(r,))``, and rounds are processed in blocks
   fixed by the data alone, so results are the same for any number of worker processes. m-ELO
-  and BT use a batched solver (below); other models call ``fitted.refit`` per round.
+  and BT refit each round with a compiled exact solver (:func:`_bt_round`); other models call
+  ``fitted.refit``.
 
 From these come rating intervals (normal for fisher/sandwich, percentile for the bootstrap),
 rank intervals (bootstrap ranks, or the ranks of draws from the normal approximation),
@@ -212,7 +213,11 @@ def _is_plain_bt(fitted: Fitted) -> bool:
 
 def _meat(fitted: Fitted) -> np.ndarray:
     """B = Σ_rows Σ_outcomes N g gᵀ from the score contributions (a weighted Laplacian for
-    Bradley–Terry, computed without the dense per-row gradients)."""
+    Bradley–Terry, computed without the dense per-row gradients; a result class may also offer
+    a memory-light ``outer_product()`` returning B, which is then used)."""
+    light = getattr(fitted, "outer_product", None)
+    if callable(light):
+        return np.asarray(light(), dtype=float)
     if (
         type(fitted).score_contributions is Fitted.score_contributions
         and fitted.method in _BT_LIKELIHOOD
