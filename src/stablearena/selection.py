@@ -585,14 +585,22 @@ class Selector(ABC):
         rng: np.random.Generator | int | None = None,
         exclude_models: Iterable[int | str] = (),
         exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
+        distinct: bool = False,
     ) -> Selection:
+        """The next pair (``k=1``) or a batch of ``k`` pairs.
+
+        ``distinct``: no pair twice in one batch (e.g. for concurrent annotators); by default a
+        greedy batch may repeat a pair whose value stays the highest after it is counted.
+        """
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise InputError(
                 f"the number of pairs to select must be a positive integer, not {k!r}."
             )
         gen = _as_rng(rng)
         blocked = tracker.mask(exclude_models, exclude_pairs)
-        pairs, values, warm = self._select(tracker, int(k), gen, blocked)
+        if distinct and k > 1:
+            blocked = blocked.copy()
+        pairs, values, warm = self._select(tracker, int(k), gen, blocked, bool(distinct))
         if not pairs:
             raise InputError(
                 "no pair can be selected: every pair is excluded, blocked or out of battles."
@@ -607,7 +615,12 @@ class Selector(ABC):
         )
 
     def _select(
-        self, tracker: InformationTracker, k: int, rng: np.random.Generator, blocked: np.ndarray
+        self,
+        tracker: InformationTracker,
+        k: int,
+        rng: np.random.Generator,
+        blocked: np.ndarray,
+        distinct: bool = False,
     ) -> tuple[list[tuple[int, int]], list[float], list[bool]]:
         """Sequential picks, each followed by a pretend battle on a scratch copy (greedy)."""
         work = tracker if k == 1 else tracker.copy()
@@ -632,6 +645,8 @@ class Selector(ABC):
             warm.append(is_warm)
             if t < k - 1:
                 work.add(i, j)
+                if distinct:
+                    blocked[i, j] = blocked[j, i] = True
         return pairs, values, warm
 
     @abstractmethod
@@ -680,9 +695,9 @@ class NearestSelector(Selector):
         r = int(ties[rng.integers(len(ties))])
         return int(iu[r]), int(ju[r]), float(gap[r])
 
-    def _select(self, tracker, k, rng, blocked):
+    def _select(self, tracker, k, rng, blocked, distinct=False):
         if k == 1 or (self.warm_up and not tracker.connected):
-            return super()._select(tracker, k, rng, blocked)
+            return super()._select(tracker, k, rng, blocked, distinct)
         iu, ju, gap = self._gaps(tracker, blocked)
         # random tie-break: shuffle, then a stable sort by gap
         perm = rng.permutation(len(iu))
@@ -809,11 +824,11 @@ class _OptimalDesign(Selector):
     def _gain(self, tracker, i, j, s):
         return s
 
-    def _select(self, tracker, k, rng, blocked):
+    def _select(self, tracker, k, rng, blocked, distinct=False):
         if self.batch_mode not in ("greedy", "top-k"):
             raise InputError(f"batch_mode must be 'greedy' or 'top-k', not {self.batch_mode!r}.")
         if self.batch_mode == "greedy" or k == 1 or not tracker.connected:
-            return super()._select(tracker, k, rng, blocked)
+            return super()._select(tracker, k, rng, blocked, distinct)
         # the paper's "Improved" batches: the K best pairs of one state
         iu, ju = _allowed_pairs(blocked)
         sigma, tmat = self._matrices(tracker)
@@ -930,9 +945,9 @@ class _Grounded(Selector):
         r = int(ties[rng.integers(len(ties))])
         return int(iu[r]), int(ju[r]), float(s[r] - self._base(tracker))
 
-    def _select(self, tracker, k, rng, blocked):
+    def _select(self, tracker, k, rng, blocked, distinct=False):
         if k == 1 or not tracker.connected:
-            return super()._select(tracker, k, rng, blocked)
+            return super()._select(tracker, k, rng, blocked, distinct)
         iu, ju, s = self._scores(tracker, blocked)
         base = self._base(tracker)
         perm = rng.permutation(len(iu))

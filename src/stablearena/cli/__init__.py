@@ -273,3 +273,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 from . import rank  # noqa: E402,F401
 from . import am_elo  # noqa: E402,F401
 from . import coverage  # noqa: E402,F401
+from . import selection  # noqa: E402,F401

@@ -1,0 +1,290 @@
+"""``stablearena next-pairs`` and ``stablearena experiment selection`` (adaptive pair selection)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from ..errors import InputError, StableArenaWarning
+from . import (
+    BothBadOpt,
+    ColOpt,
+    ExcludeOpt,
+    FormatOpt,
+    InputFormatOpt,
+    MinBattlesOpt,
+    OutputOpt,
+    PathArg,
+    app,
+    emit,
+    err_console,
+    experiment_app,
+    load_data,
+    records_table,
+    split_list,
+)
+
+StrategyOpt = Annotated[
+    str,
+    typer.Option(
+        "--strategy",
+        "-s",
+        help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, a-opt-grounded, d-opt-grounded.",
+    ),
+]
+
+
+@app.command("next-pairs")
+def next_pairs(
+    path: PathArg = None,
+    k: Annotated[int, typer.Option("-k", "--pairs", help="How many pairs to propose.")] = 10,
+    strategy: StrategyOpt = "d-opt",
+    annotator: Annotated[
+        str | None,
+        typer.Option("--annotator", help="Leave out the pairs this annotator has already judged."),
+    ] = None,
+    skip_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--skip-model",
+            help="Never propose this model (e.g. an outage); its battles still count. Repeat or comma-separate.",
+        ),
+    ] = None,
+    method: Annotated[
+        str, typer.Option("--method", "-m", help="Rater whose current ratings guide the choice.")
+    ] = "m-elo",
+    batch_mode: Annotated[
+        str,
+        typer.Option(
+            "--batch-mode",
+            help="a-opt/d-opt: 'greedy' (update the information after each pick) or 'top-k' (the paper's).",
+        ),
+    ] = "greedy",
+    distinct: Annotated[
+        bool,
+        typer.Option(
+            "--distinct", help="No pair twice in the batch (one per concurrent annotator)."
+        ),
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for random choices and ties.")] = 0,
+    both_bad: BothBadOpt = "tie",
+    exclude: ExcludeOpt = None,
+    min_battles: MinBattlesOpt = 0,
+    col: ColOpt = None,
+    input_format: InputFormatOpt = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+) -> None:
+    """The pairs to run next for a battle log, with each pick's expected information gain.
+
+    d-opt's gain is the rise of ln det of the Fisher information the battle would bring; a-opt's
+    the fall of the total variance of the ratings (natural units²). A batch is greedy: each pick
+    is counted as played before the next one is chosen.
+    """
+    from ..battles import Battles, as_counts
+    from ..raters.base import get_rater
+    from ..selection import InformationTracker, get_selector
+
+    loaded = load_data(
+        path,
+        col=col,
+        input_format=input_format,
+        both_bad=both_bad,
+        exclude=exclude,
+        min_battles=min_battles,
+    )
+    data = loaded.data
+    options: dict[str, Any] = {}
+    if strategy in ("a-opt", "d-opt"):
+        options["batch_mode"] = batch_mode
+    selector = get_selector(strategy, **options)
+    exclude_pairs: list[tuple[int, int]] = []
+    if annotator is not None:
+        if not isinstance(data, Battles) or data.annotator is None:
+            raise InputError(
+                f"{loaded.label}: --annotator needs a battle log with an annotator column "
+                "(map it with --col annotator=NAME)."
+            )
+        if annotator not in data.annotators:  # type: ignore[operator]
+            raise InputError(f"{loaded.label}: annotator {annotator!r} does not occur in the log.")
+        mine = data.annotator == data.annotators.index(annotator)  # type: ignore[union-attr]
+        a, b = data.model_a[mine], data.model_b[mine]
+        exclude_pairs = sorted(
+            {(int(min(x, y)), int(max(x, y))) for x, y in zip(a, b, strict=True)}
+        )
+    fitted = get_rater(method).fit(data)
+    counts = as_counts(data)
+    tracker = InformationTracker.from_counts(counts, np.asarray(fitted.scores, dtype=float))
+    skipped = split_list(skip_model)
+    sel = selector.select(
+        tracker,
+        k,
+        rng=seed,
+        exclude_models=skipped,
+        exclude_pairs=exclude_pairs,
+        distinct=distinct,
+    )
+    pairs = []
+    for rank, (rec, (i, j)) in enumerate(zip(sel.to_records(), sel.pairs, strict=True), start=1):
+        pairs.append(
+            {
+                "rank": rank,
+                "model_a": rec["model_a"],
+                "model_b": rec["model_b"],
+                "gain": rec["gain"],
+                "warm_up": rec["warm_up"],
+                "battles_so_far": int(round(tracker.pair_battles[i, j])),
+                "expected_score_a": float(fitted.predict(int(i), int(j))),
+            }
+        )
+    payload = {
+        "strategy": sel.strategy,
+        "criterion": sel.criterion,
+        "method": method,
+        "source": loaded.label,
+        "n_models": tracker.n_models,
+        "n_battles": int(round(tracker.n_battles)),
+        "annotator": annotator,
+        "excluded_pairs": len(exclude_pairs),
+        "skipped_models": skipped,
+        "pairs": pairs,
+    }
+
+    def table(p: dict[str, Any]) -> Any:
+        title = f"Next {len(p['pairs'])} pairs — {p['strategy']} on {p['method']} ratings"
+        caption = f"gain: {p['criterion']}; {p['n_battles']:,} battles of {p['n_models']} models"
+        if p["annotator"] is not None:
+            caption += f"; {p['excluded_pairs']} pairs already judged by {p['annotator']} left out"
+        return records_table(p["pairs"], title=title, caption=caption)
+
+    emit(payload, fmt, output, records_key="pairs", table=table)
+
+
+@experiment_app.command("selection")
+def experiment_selection(
+    path: PathArg = None,
+    simulate: Annotated[
+        int | None,
+        typer.Option("--simulate", help="Simulation mode with this many models (instead of PATH)."),
+    ] = None,
+    strategies: Annotated[
+        str, typer.Option("--strategies", help="Comma-separated strategies to compare.")
+    ] = "random,nearest,ada-pair,a-opt,d-opt",
+    init: Annotated[int, typer.Option("--init", help="Initial random battles.")] = 100,
+    steps: Annotated[
+        str, typer.Option("--steps", help="Selected battles at which to record, comma-separated.")
+    ] = "100,200,500,1000",
+    seeds: Annotated[int, typer.Option("--seeds", help="Repetitions.")] = 5,
+    batch: Annotated[
+        int, typer.Option("--batch", help="Pairs chosen per refit (greedy batches).")
+    ] = 1,
+    rater: Annotated[
+        str, typer.Option("--rater", help="Refit inside the loop: m-elo (exact) or elo (online).")
+    ] = "m-elo",
+    spread: Annotated[
+        float, typer.Option("--spread", help="Simulation: std of the true ratings, Elo points.")
+    ] = 100.0,
+    seed: Annotated[int, typer.Option("--seed", help="Base seed.")] = 0,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", help="PNG of the curves and pair-choice heatmaps (default: beside --output)."
+        ),
+    ] = None,
+    both_bad: BothBadOpt = "tie",
+    exclude: ExcludeOpt = None,
+    min_battles: MinBattlesOpt = 0,
+    col: ColOpt = None,
+    input_format: InputFormatOpt = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+) -> None:
+    """The "Fewer Battles, More Gain" Table 2 protocol: replay a real log (PATH) or simulate.
+
+    Each strategy starts from the same INIT random battles per seed and picks pairs (outcomes
+    drawn without replacement from the log, or simulated with ties 2p(1 − p)); the pairwise
+    agreement with the ground truth and the A-Info / D-Info of the chosen battles are recorded
+    at each step.
+    """
+    from ..arena import single_thread_blas
+    from ..experiments.selection import plot_selection_experiment, run_selection_experiment
+
+    if (path is None) == (simulate is None):
+        raise InputError("give either a battle log PATH (replay mode) or --simulate N_MODELS.")
+    if fmt.lower() == "csv":
+        raise InputError("experiment selection writes --format table or json (nested results).")
+    try:
+        step_list = [int(s) for s in split_list([steps])]
+    except ValueError:
+        raise InputError(f"--steps must be comma-separated integers, not {steps!r}.") from None
+    names = split_list([strategies])
+    data = None
+    if path is not None:
+        data = load_data(
+            path,
+            col=col,
+            input_format=input_format,
+            both_bad=both_bad,
+            exclude=exclude,
+            min_battles=min_battles,
+        ).data
+    total = len(names) * seeds
+    done = [0]
+
+    def progress(name: str, sd: int) -> None:
+        done[0] += 1
+        if sys.stderr.isatty():
+            err_console.print(f"  {done[0]}/{total}: {name}, seed {sd}", highlight=False)
+
+    with warnings.catch_warnings(), single_thread_blas():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        result = run_selection_experiment(
+            data,
+            n_models=simulate,
+            strategies=names,
+            init=init,
+            steps=step_list,
+            seeds=seeds,
+            batch=batch,
+            rater=rater,
+            spread=spread,
+            seed=seed,
+            progress=progress,
+        )
+    payload = result.to_dict()
+    if plot is None and output is not None:
+        plot = output.with_suffix(".png")
+    if plot is not None:
+        try:
+            plot_selection_experiment(result, plot)
+        except ImportError:
+            raise InputError("--plot needs matplotlib (pip install 'stablearena[plot]').") from None
+        except OSError as exc:
+            raise InputError(f"cannot write {plot}: {exc.strerror}.") from None
+        err_console.print(f"wrote {plot}")
+        payload["settings"]["plot"] = str(plot)
+
+    def table(p: dict[str, Any]) -> Any:
+        rows = []
+        for name, v in p["strategies"].items():
+            row: dict[str, Any] = {"strategy": name, "mean": v["mean"]}
+            for s, vals in v["pairwise"].items():
+                row[f"@{s}"] = float(np.mean(vals))
+            row["A-Info/battle"] = p["summary"][name]["a_info_slope"]
+            row["D-Info/battle"] = p["summary"][name]["d_info_slope"]
+            rows.append(row)
+        st = p["settings"]
+        what = st.get("source", f"{st['n_models']} simulated models")
+        title = f"Pair selection ({st['mode']}): {what}"
+        caption = (
+            f"pairwise metric vs ground truth ({st['ground_truth']}), mean of {st['seeds']} seeds; "
+            f"init {st['init']}, batch {st['batch']}, rater {st['rater']}"
+        )
+        return records_table(rows, title=title, caption=caption)
+
+    emit(payload, fmt, output, records_key="strategies", table=table)
