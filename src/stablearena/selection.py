@@ -391,7 +391,8 @@ class InformationTracker:
             np.add.at(self.pair_battles, (c.j, c.i), c.totals)
         iu, ju = np.nonzero(np.triu(self.pair_battles, 1))
         n = self.pair_battles[iu, ju]
-        self.info = bt_information(self.scores, iu, ju, n)
+        # float even with no battles yet (np.bincount of empty weights is an integer array)
+        self.info = np.asarray(bt_information(self.scores, iu, ju, n), dtype=float)
         self.labels = components(m, iu, ju)
         self._sigma = None
         self._tmat = None

@@ -1,0 +1,296 @@
+"""The arena simulator (simulation and replay), the refitting loop and the selection experiment."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stablearena import Battles, InputError, MElo, Outcome, PairCounts
+from stablearena.arena import Refitter, ReplayArena, SimulatedArena, run_arena
+from stablearena.experiments.selection import (
+    plot_selection_experiment,
+    run_selection_experiment,
+)
+from stablearena.raters.base import ELO_SCALE, rater_names
+from stablearena.simulate import random_ratings, simulate_battles
+
+
+def _log() -> Battles:
+    # pair (0,1): 3 wins of model 0 (one recorded with model 1 first), 1 loss, 2 ties; pair (1,2): 2
+    a = [0, 0, 1, 1, 0, 1, 1, 2]
+    b = [1, 1, 0, 0, 1, 0, 2, 1]
+    o = ["model_a", "model_a", "model_b", "model_a", "tie", "tie", "model_a", "tie (bothbad)"]
+    return Battles.from_arrays(np.array(a), np.array(b), o, models=["m0", "m1", "m2"])
+
+
+# --------------------------------------------------------------------------- replay
+def test_replay_draws_each_pairs_battles_without_replacement():
+    arena = ReplayArena(_log())
+    rng = np.random.default_rng(0)
+    seen = []
+    while (o := arena.play(1, 0, rng)) is not None:  # model 1 as model_a
+        seen.append(o)
+    # from model 1's side: 1 win, 3 losses, 2 ties — exactly the log, then exhausted
+    assert sorted(seen) == sorted(
+        [Outcome.A, Outcome.B, Outcome.B, Outcome.B, Outcome.TIE, Outcome.TIE]
+    )
+    assert arena.left(0, 1) == 0 and arena.play(0, 1, rng) is None
+    assert arena.left(1, 2) == 2
+    assert arena.play(0, 2, rng) is None  # never played in the log
+    assert not arena.available()[0, 1] and arena.available()[1, 2]
+
+
+def test_replay_from_pair_counts_and_copy_independence():
+    counts = PairCounts.from_arrays(
+        ["a", "b", "c"], np.array([[0, 1], [1, 2]]), np.array([[2, 1, 1, 0], [0, 0, 0, 3]])
+    )
+    arena = ReplayArena(counts)
+    twin = arena.copy()
+    rng = np.random.default_rng(1)
+    outs = [arena.play(1, 2, rng) for _ in range(3)]
+    assert outs == [Outcome.TIE_BOTH_BAD] * 3 and arena.play(1, 2, rng) is None
+    assert twin.left(1, 2) == 3  # the copy was not consumed
+
+
+def test_replay_initial_battles_are_drawn_from_the_log():
+    arena = ReplayArena(_log())
+    a, b, o = arena.random_battles(5, np.random.default_rng(2))
+    assert len(a) == 5 and arena.remaining.sum() == 3
+    with pytest.raises(InputError, match="only 3 are left"):
+        arena.random_battles(4, np.random.default_rng(3))
+
+
+def test_replay_truth_is_m_elo_of_the_full_log():
+    log = simulate_battles(random_ratings(5, seed=0), 400, seed=1)
+    np.testing.assert_allclose(ReplayArena(log).truth(), MElo().fit(log).scores)
+
+
+def test_replay_refuses_weighted_counts():
+    counts = PairCounts.from_arrays(["a", "b"], np.array([[0, 1]]), np.array([[1.5, 1, 0]]))
+    with pytest.raises(InputError, match="whole battle counts"):
+        ReplayArena(counts)
+
+
+def test_replay_refuses_an_empty_log():
+    counts = PairCounts.from_arrays(["a", "b"], np.array([[0, 1]]), np.array([[0, 0, 0]]))
+    with pytest.raises(InputError, match="no battles"):
+        ReplayArena(counts)
+
+
+# --------------------------------------------------------------------------- simulation
+def test_simulated_outcomes_follow_the_papers_rule():
+    r = np.array([1100.0, 1000.0])
+    arena = SimulatedArena(r)
+    rng = np.random.default_rng(0)
+    out = np.array([arena.play(0, 1, rng) for _ in range(20000)])
+    p = 1 / (1 + np.exp(-ELO_SCALE * 100))
+    freq = np.bincount(out, minlength=4)[:3] / len(out)
+    np.testing.assert_allclose(freq, [p * p, (1 - p) ** 2, 2 * p * (1 - p)], atol=0.012)
+
+
+def test_annotator_of_zero_ability_votes_at_random():
+    arena = SimulatedArena(np.array([1400.0, 1000.0]), rule="bt", abilities=[0.0])
+    rng = np.random.default_rng(1)
+    wins = np.mean([arena.play(0, 1, rng) == Outcome.A for _ in range(4000)])
+    assert abs(wins - 0.5) < 0.03
+
+
+def test_simulation_from_a_fitted_raters_own_model():
+    log = simulate_battles(random_ratings(6, seed=3), 3000, seed=4)
+    fitted = MElo().fit(log)
+    arena = SimulatedArena.from_fitted(fitted, rule="bt")
+    np.testing.assert_allclose(arena.truth(), fitted.scores, atol=1e-9)
+    rng = np.random.default_rng(5)
+    a, b, o = arena.random_battles(20000, rng)
+    again = MElo().fit(
+        Battles(
+            models=arena.models, model_a=a.astype(np.int32), model_b=b.astype(np.int32), outcome=o
+        )
+    )
+    assert np.abs(again.scores - fitted.scores).max() < 0.15
+
+
+def test_simulated_arena_bad_input():
+    with pytest.raises(InputError, match="at least two"):
+        SimulatedArena([1000.0])
+    with pytest.raises(InputError, match="outcome rule"):
+        SimulatedArena([1000.0, 900.0], rule="coin")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="annotator_probs"):
+        SimulatedArena([1000.0, 900.0], abilities=[1.0, 0.5], annotator_probs=[1.0])
+    with pytest.raises(InputError, match="names"):
+        SimulatedArena([1000.0, 900.0], models=["a"])
+
+
+# --------------------------------------------------------------------------- refitting
+def test_refitter_m_elo_equals_the_m_elo_rater():
+    log = simulate_battles(random_ratings(6, seed=0), 500, seed=1, rule="paper")
+    ref = Refitter(log.models)
+    ref.add(log.model_a, log.model_b, log.outcome)
+    np.testing.assert_allclose(ref.fit(), MElo().fit(log).scores, atol=1e-7)
+    np.testing.assert_array_equal(ref.counts().totals.sum(), len(log))
+
+
+def test_refitter_keeps_ratings_finite_before_the_mle_exists():
+    ref = Refitter(("a", "b", "c", "d"))
+    ref.add(np.array([0, 2]), np.array([1, 3]), np.array([0, 0]))  # two components, all wins
+    x = ref.fit()
+    assert np.all(np.isfinite(x)) and np.ptp(x) < 5
+
+
+@pytest.mark.skipif("elo" not in rater_names(), reason="the online Elo rater has not landed")
+def test_refitter_online_elo_uses_the_battle_order():
+    log = simulate_battles(random_ratings(4, seed=0), 300, seed=1)
+    ref = Refitter(log.models, "elo")
+    ref.add(log.model_a, log.model_b, log.outcome)
+    from stablearena.raters.base import get_rater
+
+    np.testing.assert_allclose(ref.fit(), get_rater("elo").fit(log).scores)
+
+
+def test_refitter_unknown_rater():
+    with pytest.raises(InputError, match="unknown method"):
+        Refitter(("a", "b"), "glicko-7")
+
+
+# --------------------------------------------------------------------------- the loop
+def test_run_arena_replay_repicks_exhausted_pairs_and_never_overdraws():
+    log = simulate_battles(random_ratings(6, seed=1), 120, seed=2)
+    run = run_arena(ReplayArena(log), "d-opt", 100, init=10, seed=3)
+    assert len(run.battles) == 110
+    assert run.exhausted > 0  # d-opt keeps wanting pairs that run out
+    played = run.battles.counts()
+    original = log.counts()
+    key = {(i, j): t for i, j, t in zip(original.i, original.j, original.totals, strict=True)}
+    for i, j, t in zip(played.i, played.j, played.totals, strict=True):
+        assert t <= key[(i, j)]
+
+
+def test_run_arena_records_snapshots_and_excludes_models():
+    arena = SimulatedArena(random_ratings(6, seed=0))
+    run = run_arena(
+        arena,
+        "a-opt",
+        40,
+        init=10,
+        batch=7,
+        record=(0, 15, 40),
+        exclude_models=["model_005"],
+        seed=1,
+    )
+    assert sorted(run.snapshots) == [0, 15, 40]
+    assert run.snapshots[15].pair_battles.sum() / 2 == 25
+    assert run.choices[:, 5].sum() == 0 and run.choices[5].sum() == 0
+    assert run.choices.sum() == 40
+
+
+def test_run_arena_shared_initial_battles():
+    arena = SimulatedArena(random_ratings(5, seed=0))
+    r1 = run_arena(arena, "random", 5, init=20, init_seed=7, seed=1)
+    r2 = run_arena(arena, "d-opt", 5, init=20, init_seed=7, seed=2)
+    np.testing.assert_array_equal(r1.battles.model_a[:20], r2.battles.model_a[:20])
+    np.testing.assert_array_equal(r1.battles.outcome[:20], r2.battles.outcome[:20])
+
+
+def test_run_arena_bad_input():
+    arena = SimulatedArena(random_ratings(4, seed=0))
+    with pytest.raises(InputError, match="non-negative"):
+        run_arena(arena, "random", -1)
+    with pytest.raises(InputError, match="batch"):
+        run_arena(arena, "random", 5, batch=0)
+    with pytest.raises(InputError, match="recorded steps"):
+        run_arena(arena, "random", 5, record=(10,))
+    with pytest.raises(InputError, match="unknown strategy"):
+        run_arena(arena, "oracle", 5)
+
+
+# --------------------------------------------------------------------------- the experiment
+def test_selection_experiment_json_shape_and_values(tmp_path):
+    res = run_selection_experiment(
+        n_models=6, strategies=["random", "d-opt"], init=20, steps=[10, 30], seeds=2
+    )
+    d = json.loads(json.dumps(res.to_dict()))
+    assert set(d["strategies"]) == {"random", "d-opt"}
+    for v in d["strategies"].values():
+        assert set(v) == {"pairwise", "a_info", "d_info", "mean"}
+        assert set(v["pairwise"]) == {"10", "30"} and all(
+            len(x) == 2 for x in v["pairwise"].values()
+        )
+        assert 0 <= v["mean"] <= 1
+        # information only grows as battles are added
+        for key in ("a_info", "d_info"):
+            assert all(b >= a for a, b in zip(v[key]["10"], v[key]["30"], strict=True))
+    assert d["settings"]["mode"] == "simulation"
+    png = plot_selection_experiment(res, tmp_path / "sel.png")
+    assert png.stat().st_size > 10_000
+
+
+def test_d_opt_gains_information_faster_than_random_in_simulation():
+    res = run_selection_experiment(
+        n_models=8, strategies=["random", "d-opt"], init=30, steps=[100, 200], seeds=2
+    )
+    assert res.slope("d-opt", "d_info") > res.slope("random", "d_info")
+
+
+def test_selection_experiment_bad_input():
+    with pytest.raises(InputError, match="either"):
+        run_selection_experiment()
+    with pytest.raises(InputError, match="unknown strategy"):
+        run_selection_experiment(n_models=5, strategies=["psychic"])
+    with pytest.raises(InputError, match="positive"):
+        run_selection_experiment(n_models=5, steps=[0, 10])
+    with pytest.raises(InputError, match="at least two"):
+        run_selection_experiment(n_models=1)
+
+
+def test_selection_experiment_replays_llmfao(llmfao_path):
+    df = pd.read_csv(llmfao_path)
+    log = Battles.from_arrays(df.left, df.right, df.winner, annotator=df.worker)
+    res = run_selection_experiment(
+        log, strategies=["random", "d-opt"], init=100, steps=[50], seeds=1
+    )
+    assert res.settings["n_models"] == 59 and res.settings["n_battles_in_log"] == 8931
+    assert 0.5 < res.mean_pairwise("d-opt") <= 1
+
+
+def test_cli_next_pairs_and_experiment(tmp_path, llmfao_path):
+    from typer.testing import CliRunner
+
+    from stablearena.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(
+        app, ["next-pairs", str(llmfao_path), "-k", "3", "--annotator", "58", "--format", "json"]
+    )
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.output)
+    assert len(payload["pairs"]) == 3 and payload["excluded_pairs"] > 0
+    judged = pd.read_csv(llmfao_path).query("worker == 58")
+    seen = {frozenset(p) for p in zip(judged.left, judged.right, strict=True)}
+    assert all(frozenset((p["model_a"], p["model_b"])) not in seen for p in payload["pairs"])
+    res = runner.invoke(
+        app,
+        [
+            "experiment",
+            "selection",
+            "--simulate",
+            "5",
+            "--strategies",
+            "random,d-opt",
+            "--init",
+            "10",
+            "--steps",
+            "5,10",
+            "--seeds",
+            "1",
+            "--format",
+            "json",
+            "--output",
+            str(tmp_path / "r.json"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert set(json.loads((tmp_path / "r.json").read_text())["strategies"]) == {"random", "d-opt"}
+    assert (tmp_path / "r.png").exists()

@@ -1,0 +1,428 @@
+"""Pair selection: exact criteria against brute force, incremental bookkeeping, batches,
+exclusions, warm-up, baselines, the anchor bias, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stablearena import Battles, InputError, MElo
+from stablearena.arena import SimulatedArena, run_arena
+from stablearena.information import bt_information, laplacian_pinv
+from stablearena.selection import (
+    AdaPairSelector,
+    AOptimal,
+    AOptimalGrounded,
+    ArenaWeightsSelector,
+    DOptimal,
+    DOptimalGrounded,
+    InformationTracker,
+    NearestSelector,
+    RandomSelector,
+    a_info,
+    d_info,
+    get_selector,
+    select_pairs,
+    selector_names,
+)
+from stablearena.simulate import random_ratings, simulate_battles
+
+
+def _tracker(m: int = 8, n: int = 200, seed: int = 0) -> InformationTracker:
+    battles = simulate_battles(random_ratings(m, seed=seed), n, seed=seed + 1)
+    return InformationTracker.from_fitted(MElo().fit(battles))
+
+
+def _u(m: int, i: int, j: int) -> np.ndarray:
+    u = np.zeros(m)
+    u[i], u[j] = 1.0, -1.0
+    return u
+
+
+def _brute_d(tr: InformationTracker) -> dict[tuple[int, int], float]:
+    """ln det of the grounded information after one more battle, per pair (slow reference)."""
+    m = tr.n_models
+    out = {}
+    for i in range(m):
+        for j in range(i + 1, m):
+            new = tr.info + tr.weights[i, j] * np.outer(_u(m, i, j), _u(m, i, j))
+            out[(i, j)] = np.linalg.slogdet(new[:-1, :-1])[1]
+    return out
+
+
+def _brute_a(tr: InformationTracker) -> dict[tuple[int, int], float]:
+    """tr(I⁺) after one more battle, per pair (slow reference)."""
+    m = tr.n_models
+    out = {}
+    for i in range(m):
+        for j in range(i + 1, m):
+            new = tr.info + tr.weights[i, j] * np.outer(_u(m, i, j), _u(m, i, j))
+            out[(i, j)] = np.trace(np.linalg.pinv(new))
+    return out
+
+
+# --------------------------------------------------------------------------- exact criteria
+def test_d_opt_matches_brute_force_determinant():
+    tr = _tracker()
+    brute = _brute_d(tr)
+    best = max(brute, key=brute.get)
+    sel = DOptimal().select(tr, rng=0)
+    assert tuple(sel.pairs[0]) == best
+    base = np.linalg.slogdet(tr.info[:-1, :-1])[1]
+    assert sel.values[0] == pytest.approx(brute[best] - base, rel=1e-9)
+
+
+def test_a_opt_matches_brute_force_trace():
+    tr = _tracker(seed=3)
+    brute = _brute_a(tr)
+    best = min(brute, key=brute.get)
+    sel = AOptimal().select(tr, rng=0)
+    assert tuple(sel.pairs[0]) == best
+    assert sel.values[0] == pytest.approx(np.trace(np.linalg.pinv(tr.info)) - brute[best], rel=1e-8)
+
+
+def test_grounded_d_opt_picks_the_same_pair_as_anchor_free():
+    # det of the grounded matrix is pdet/N for every anchor, so both D criteria agree
+    for seed in range(3):
+        tr = _tracker(seed=seed)
+        assert tuple(DOptimalGrounded().select(tr, rng=0).pairs[0]) == tuple(
+            DOptimal().select(tr, rng=0).pairs[0]
+        )
+
+
+def test_grounded_a_opt_matches_its_own_brute_force():
+    tr = _tracker(seed=5)
+    m = tr.n_models
+    best, arg = np.inf, None
+    for i in range(m):
+        for j in range(i + 1, m):
+            new = tr.info + tr.weights[i, j] * np.outer(_u(m, i, j), _u(m, i, j))
+            t = np.trace(np.linalg.inv(new[:-1, :-1]))
+            if t < best:
+                best, arg = t, (i, j)
+    assert tuple(AOptimalGrounded().select(tr, rng=0).pairs[0]) == arg
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(3, 9),
+    seed=st.integers(0, 10_000),
+    adds=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8), st.integers(1, 3)), max_size=6),
+)
+def test_sherman_morrison_updates_match_recomputation(m, seed, adds):
+    rng = np.random.default_rng(seed)
+    tr = InformationTracker(m, scores=rng.normal(size=m))
+    # a spanning path so the graph is connected, then random extra battles
+    for k in range(m - 1):
+        tr.add(k, k + 1)
+    _ = tr.sigma2  # start tracking T = Σ² too
+    for i, j, n in adds:
+        i, j = i % m, j % m
+        if i != j:
+            tr.add(i, j, float(n))
+    ref = laplacian_pinv(tr.info)
+    np.testing.assert_allclose(tr.sigma, ref, atol=1e-9)
+    np.testing.assert_allclose(tr.sigma2, ref @ ref, atol=1e-9)
+    iu, ju = np.nonzero(np.triu(tr.pair_battles, 1))
+    np.testing.assert_allclose(tr.info, bt_information(tr.scores, iu, ju, tr.pair_battles[iu, ju]))
+
+
+def test_refresh_recomputes_from_counts_at_new_scores():
+    tr = _tracker()
+    x = np.linspace(-1, 1, tr.n_models)
+    tr.add(0, 1)
+    tr.refresh(x)
+    iu, ju = np.nonzero(np.triu(tr.pair_battles, 1))
+    np.testing.assert_allclose(
+        tr.info, bt_information(x - x.mean(), iu, ju, tr.pair_battles[iu, ju])
+    )
+    np.testing.assert_allclose(tr.sigma, laplacian_pinv(tr.info), atol=1e-12)
+
+
+# --------------------------------------------------------------------------- info metrics
+def test_info_metrics_are_anchor_free_versions_of_the_papers():
+    tr = _tracker(seed=2)
+    info, m = tr.info, tr.n_models
+    grounded = [np.delete(np.delete(info, k, 0), k, 1) for k in range(m)]
+    dets = [np.linalg.slogdet(g)[1] for g in grounded]
+    np.testing.assert_allclose(dets, dets[0], rtol=1e-10)  # same for every anchor
+    assert d_info(info) == pytest.approx(np.exp(dets[0] / (m - 1)), rel=1e-10)
+    traces = [np.trace(np.linalg.inv(g)) for g in grounded]
+    assert a_info(info) == pytest.approx(1.0 / np.mean(traces), rel=1e-10)
+
+
+def test_info_metrics_are_zero_when_disconnected():
+    tr = InformationTracker(4)
+    tr.add(0, 1)
+    tr.add(2, 3)
+    assert a_info(tr.info) == 0.0
+    assert d_info(tr.info) == 0.0
+
+
+# --------------------------------------------------------------------------- batches
+def test_greedy_batch_equals_sequential_picks_with_updates():
+    tr = _tracker(seed=7)
+    batch = DOptimal().select(tr, 6, rng=0)
+    work = tr.copy()
+    seq = []
+    for _ in range(6):
+        i, j = DOptimal().select(work, rng=0).pairs[0]
+        seq.append((int(i), int(j)))
+        work.add(i, j)
+    assert [tuple(p) for p in batch.pairs] == seq
+    # the tracker itself is untouched by select
+    np.testing.assert_array_equal(tr.pair_battles, _tracker(seed=7).pair_battles)
+
+
+def test_greedy_batch_gains_more_information_than_the_papers_top_k():
+    tr = _tracker(m=12, n=300, seed=11)
+
+    def logdet_after(sel):
+        work = tr.copy()
+        for i, j in sel.pairs:
+            work.add(i, j)
+        return np.linalg.slogdet(work.info[1:, 1:])[1]
+
+    greedy = DOptimal().select(tr, 20, rng=0)
+    topk = DOptimal(batch_mode="top-k").select(tr, 20, rng=0)
+    assert len({tuple(p) for p in topk.pairs}) == 20
+    assert logdet_after(greedy) >= logdet_after(topk)
+
+
+def test_distinct_batch_has_no_repeats():
+    tr = _tracker(seed=1)
+    sel = DOptimal().select(tr, 15, rng=0, distinct=True)
+    assert len({tuple(p) for p in sel.pairs}) == 15
+
+
+# --------------------------------------------------------------------------- exclusions, warm-up
+@pytest.mark.parametrize(
+    "name",
+    [
+        "random",
+        "nearest",
+        "ada-pair",
+        "arena-weights",
+        "a-opt",
+        "d-opt",
+        "a-opt-grounded",
+        "d-opt-grounded",
+    ],
+)
+def test_exclusions_are_respected(name):
+    tr = _tracker(m=6, seed=4)
+    tr.block_pair(0, 1)
+    sel = get_selector(name).select(
+        tr, 12, rng=0, exclude_models=["model_002"], exclude_pairs=[("model_003", 4)]
+    )
+    pairs = {tuple(p) for p in sel.pairs}
+    assert all(2 not in p for p in pairs)
+    assert (3, 4) not in pairs and (0, 1) not in pairs
+
+
+def test_everything_excluded_is_an_error():
+    tr = _tracker(m=3)
+    with pytest.raises(InputError, match="no pair can be selected"):
+        DOptimal().select(tr, exclude_models=[0, 1])
+
+
+def test_warm_up_connects_the_graph_with_a_spanning_tree():
+    tr = InformationTracker(10)
+    sel = DOptimal().select(tr, 9, rng=3)
+    assert sel.warm_up.all()
+    work = tr.copy()
+    for i, j in sel.pairs:
+        work.add(i, j)
+    assert work.connected  # 9 bridging picks = a spanning tree of 10 models
+    # once connected, the next pick is an information pick
+    nxt = DOptimal().select(work, rng=0)
+    assert not nxt.warm_up[0] and nxt.values[0] > 0
+
+
+def test_selection_works_from_the_first_battle_for_every_strategy():
+    for name in selector_names():
+        sel = get_selector(name).select(InformationTracker(5), 3, rng=0)
+        assert len(sel) == 3 and np.all(np.isfinite(sel.values))
+
+
+def test_disconnected_without_bridges_scores_within_components():
+    tr = InformationTracker(4)
+    tr.add(0, 1)
+    tr.add(2, 3)
+    tr.block_pair(0, 2), tr.block_pair(0, 3), tr.block_pair(1, 2), tr.block_pair(1, 3)
+    sel = DOptimal().select(tr, rng=0)
+    assert tuple(sel.pairs[0]) in {(0, 1), (2, 3)} and np.isfinite(sel.values[0])
+
+
+def test_ties_are_broken_at_random_not_by_index():
+    # equal strengths, no battles beyond a balanced cycle: many pairs tie
+    tr = InformationTracker(12)
+    for k in range(12):
+        tr.add(k, (k + 1) % 12)
+    firsts = {tuple(DOptimal().select(tr, rng=s).pairs[0]) for s in range(40)}
+    assert len(firsts) > 3
+
+
+# --------------------------------------------------------------------------- baselines
+def test_nearest_picks_the_closest_ratings():
+    tr = InformationTracker(4, scores=np.array([0.0, 1.0, 1.05, 3.0]))
+    for k in range(3):
+        tr.add(k, k + 1)
+    assert tuple(NearestSelector().select(tr, rng=0).pairs[0]) == (1, 2)
+    top = NearestSelector().select(tr, 2, rng=0).pairs
+    assert [tuple(p) for p in top] == [(1, 2), (0, 1)]
+
+
+def test_ada_pair_draws_unplayed_pairs_first_then_by_variance_shrinkage():
+    tr = InformationTracker(4)
+    for k in range(3):
+        tr.add(k, k + 1, 5.0)
+    picks = {tuple(p) for p in AdaPairSelector().select(tr, 3, rng=0).pairs}
+    assert picks == {(0, 2), (0, 3), (1, 3)}  # the three unplayed pairs
+    # all played: P ∝ √(v/n) − √(v/(n+1)) favours the pair with fewest battles
+    tr2 = InformationTracker(3)
+    tr2.add(0, 1, 1.0), tr2.add(1, 2, 50.0), tr2.add(0, 2, 50.0)
+    counts = np.bincount(
+        [
+            int(
+                AdaPairSelector().select(tr2, rng=s).pairs[0][0] == 0
+                and AdaPairSelector().select(tr2, rng=s).pairs[0][1] == 1
+            )
+            for s in range(200)
+        ],
+        minlength=2,
+    )
+    assert counts[1] > 150
+
+
+def test_arena_weights_follow_fastchat_sampling():
+    tr = InformationTracker(["a", "b", "c"])
+    sel = ArenaWeightsSelector(weights={"a": 2.0, "b": 1.0, "c": 1.0}, boost=["c"])
+    p = sel.pair_probabilities(tr, tr.blocked)
+    w = np.array([2.0, 1.0, 5.0])  # c boosted ×5
+    ref = np.zeros((3, 3))
+    for x in range(3):
+        for y in range(3):
+            if x != y:
+                ref[x, y] = w[x] / w.sum() * w[y] / (w.sum() - w[x])
+    np.testing.assert_allclose(p, ref + ref.T)
+    assert np.triu(p, 1).sum() == pytest.approx(1.0)
+    zero = ArenaWeightsSelector(weights={"a": 0.0}).pair_probabilities(tr, tr.blocked)
+    assert zero[0].sum() == 0.0  # a model with weight 0 (an outage) is never drawn
+
+
+def test_random_is_uniform_over_allowed_pairs():
+    tr = InformationTracker(4)
+    tr.block_pair(0, 1)
+    picks = [tuple(RandomSelector().select(tr, rng=s).pairs[0]) for s in range(600)]
+    freq = np.array([picks.count(p) for p in [(0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]]) / 600
+    assert (0, 1) not in picks
+    np.testing.assert_allclose(freq, 0.2, atol=0.06)
+
+
+# --------------------------------------------------------------------------- behaviour in arenas
+def test_d_opt_recovers_the_ranking_of_a_simulated_arena():
+    arena = SimulatedArena(random_ratings(10, spread=200, seed=1))
+    run = run_arena(arena, "d-opt", 600, init=30, seed=2)
+    truth = arena.truth()
+    # 630 battles of 10 models: scores within a few tenths of the truth
+    assert np.corrcoef(truth, run.scores)[0, 1] > 0.97
+    assert np.abs(run.scores - truth).max() < 0.4
+
+
+def _model_shares(selector: str, seed: int) -> np.ndarray:
+    arena = SimulatedArena(np.full(12, 1000.0))
+    run = run_arena(arena, selector, 400, init=40, seed=seed)
+    ch = run.choices + run.choices.T
+    return ch.sum(axis=1)
+
+
+def test_anchor_free_a_opt_has_no_anchor_bias_unlike_the_grounded_one():
+    free = _model_shares("a-opt", 0)
+    grounded = _model_shares("a-opt-grounded", 0)
+    assert free.max() <= 2 * np.median(free)
+    # the paper's formulation over-samples the fixed (last) model
+    assert np.argmax(grounded) == 11 and grounded[11] > 2 * np.median(grounded)
+
+
+def test_select_pairs_one_shot_on_a_log():
+    battles = simulate_battles(random_ratings(6, seed=0), 300, seed=1)
+    sel = select_pairs(battles, 4, strategy="a-opt")
+    recs = sel.to_records()
+    assert len(recs) == 4 and set(recs[0]) == {"model_a", "model_b", "gain", "warm_up"}
+    assert all(r["gain"] > 0 for r in recs)
+
+
+def test_tracker_from_battles_counts_every_battle():
+    b = Battles.from_arrays(["x", "y", "x"], ["y", "z", "z"], ["model_a", "tie", "model_b"])
+    tr = InformationTracker.from_counts(b)
+    assert tr.n_battles == 3 and tr.connected
+
+
+# --------------------------------------------------------------------------- bad input
+def test_unknown_strategy():
+    with pytest.raises(InputError, match="unknown strategy"):
+        get_selector("best-guess")
+
+
+def test_unknown_option():
+    with pytest.raises(InputError, match="does not take"):
+        get_selector("d-opt", temperature=2)
+
+
+def test_bad_batch_mode():
+    with pytest.raises(InputError, match="batch_mode"):
+        DOptimal(batch_mode="all").select(_tracker(), 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5])
+def test_bad_k(k):
+    with pytest.raises(InputError, match="positive integer"):
+        DOptimal().select(_tracker(), k)
+
+
+def test_unknown_model_name():
+    with pytest.raises(InputError, match="unknown model"):
+        DOptimal().select(_tracker(), exclude_models=["gpt-9"])
+
+
+def test_model_index_out_of_range():
+    with pytest.raises(InputError, match="outside"):
+        _tracker().add(0, 99)
+
+
+def test_self_battle():
+    with pytest.raises(InputError, match="itself"):
+        _tracker().add(2, 2)
+
+
+def test_bad_battle_count():
+    with pytest.raises(InputError, match="positive finite"):
+        _tracker().add(0, 1, float("nan"))
+
+
+def test_bad_scores():
+    with pytest.raises(InputError, match="finite"):
+        InformationTracker(3, scores=np.array([0.0, np.inf, 1.0]))
+    with pytest.raises(InputError, match="finite"):
+        InformationTracker(3, scores=np.zeros(4))
+
+
+def test_one_model():
+    with pytest.raises(InputError, match="at least two"):
+        InformationTracker(1)
+
+
+def test_negative_arena_weight():
+    tr = InformationTracker(3)
+    with pytest.raises(InputError, match="non-negative"):
+        ArenaWeightsSelector(weights={"model_000": -1.0}).select(tr)
+
+
+def test_fitted_and_counts_with_different_models():
+    f = MElo().fit(simulate_battles(random_ratings(4, seed=0), 100, seed=0))
+    other = simulate_battles(random_ratings(5, seed=0), 100, seed=0)
+    with pytest.raises(InputError, match="different models"):
+        InformationTracker.from_fitted(f, other)
