@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from .errors import InputError
 
@@ -133,6 +134,53 @@ def _encode_names(
         raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
     codes, names = pd.factorize(as_str, sort=True)
     return codes.astype(np.int32), tuple(str(n) for n in names)
+
+
+@njit(cache=True)
+def _count_dense(
+    a: np.ndarray,
+    b: np.ndarray,
+    outcome: np.ndarray,
+    ann: np.ndarray,
+    weight: np.ndarray,
+    m: int,
+    n_ann: int,
+    out: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Add each battle to ``out[key·4 + outcome]`` (a flat space × 4 table), key = (i·m + j)·n_ann
+    + annotator with i < j, outcome seen from i (A and B swap when model_a is the larger index)."""
+    has_ann = len(ann) > 0
+    has_w = len(weight) > 0
+    for k in range(len(a)):
+        # branch-free: which model is shown first is random, so a branch would mispredict half the time
+        x = np.int64(a[k])
+        y = np.int64(b[k])
+        o = np.int64(outcome[k])
+        swap = x > y
+        lo = y if swap else x
+        hi = x if swap else y
+        o = o ^ (swap & (o < 2))
+        key = lo * m + hi
+        if has_ann:
+            key = key * n_ann + ann[k]
+        out[key * 4 + o] += weight[k] if has_w else 1.0
+
+
+@njit(cache=True)
+def _touched(
+    a: np.ndarray, b: np.ndarray, ann: np.ndarray, m: int, n_ann: int, space: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Which keys occur at all (a row of zero-weight battles still exists)."""
+    seen = np.zeros(space, dtype=np.bool_)
+    has_ann = len(ann) > 0
+    for k in range(len(a)):
+        x = np.int64(a[k])
+        y = np.int64(b[k])
+        key = min(x, y) * m + max(x, y)
+        if has_ann:
+            key = key * n_ann + ann[k]
+        seen[key] = True
+    return seen
 
 
 @dataclass(frozen=True, eq=False)
@@ -395,31 +443,31 @@ class Battles:
         m = self.n_models
         n_ann = len(self.annotators) if by_annotator else 1  # type: ignore[arg-type]
         space = m * m * n_ann
-        # int32 arithmetic when the key space allows (it halves memory traffic on big logs)
-        itype = np.int32 if space * 4 < 2**31 else np.int64
-        a = self.model_a.astype(itype, copy=False)
-        b = self.model_b.astype(itype, copy=False)
-        i = np.minimum(a, b)
-        j = np.maximum(a, b)
-        oc = self.outcome.astype(itype)
-        # outcome from i's point of view: A <-> B when model_a is the larger index
-        oc ^= (a > b) & (oc < 2)
-        key = i * m + j
-        if by_annotator:
-            key = key * n_ann + self.annotator.astype(itype, copy=False)  # type: ignore[union-attr]
-        w = self.weight
-        if space * 4 <= max(8 * len(key), 1 << 20):
-            flat = np.bincount(key * 4 + oc, w, space * 4).reshape(space, 4)
-            present = (
-                np.flatnonzero(np.bincount(key, minlength=space))
-                if w is not None
-                else np.flatnonzero(flat.any(axis=1))
+        ann_codes = self.annotator if by_annotator else np.zeros(0, dtype=np.int32)
+        w = np.zeros(0) if self.weight is None else self.weight
+        if space * 4 <= max(8 * len(self), 1 << 20):
+            # dense table over the key space, filled in one compiled pass
+            flat = np.zeros(space * 4)
+            _count_dense(self.model_a, self.model_b, self.outcome, ann_codes, w, m, n_ann, flat)
+            flat = flat.reshape(space, 4)
+            ukey = (
+                np.flatnonzero(flat.any(axis=1))
+                if self.weight is None
+                else np.flatnonzero(
+                    _touched(self.model_a, self.model_b, ann_codes, m, n_ann, space)
+                )
             )
-            table = flat[present].astype(float)
-            ukey = present
+            table = flat[ukey]
         else:
+            a = self.model_a.astype(np.int64)
+            b = self.model_b.astype(np.int64)
+            oc = self.outcome.astype(np.int64)
+            oc ^= (a > b) & (oc < 2)
+            key = np.minimum(a, b) * m + np.maximum(a, b)
+            if by_annotator:
+                key = key * n_ann + ann_codes
             ukey, inv = np.unique(key, return_inverse=True)
-            table = np.bincount(inv * 4 + oc, w, len(ukey) * 4).reshape(len(ukey), 4).astype(float)
+            table = np.bincount(inv * 4 + oc, self.weight, len(ukey) * 4).reshape(len(ukey), 4)
         ann = None
         if by_annotator:
             ann = (ukey % n_ann).astype(np.int32)

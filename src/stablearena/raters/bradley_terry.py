@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
+from numba import njit
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.special import expit, log_expit
 
+from .._threads import single_threaded_blas
 from ..battles import Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
-from ..information import laplacian
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 
 __all__ = ["BTSolution", "solve_bradley_terry", "bradley_terry_loglik", "MElo", "BradleyTerry"]
@@ -52,7 +53,9 @@ def bradley_terry_loglik(
     return float(np.sum(s * log_expit(z) + (n - s) * log_expit(-z)))
 
 
-def _prior_terms(x: np.ndarray, mask: np.ndarray, alpha: float) -> tuple[float, np.ndarray, np.ndarray]:
+def _prior_terms(
+    x: np.ndarray, mask: np.ndarray, alpha: float
+) -> tuple[float, np.ndarray, np.ndarray]:
     """α[½ ln σ(d_m) + ½ ln σ(−d_m)], d_m = x_m − mean(x), for the models in ``mask``.
 
     Returns (value, gradient, Hessian) — the Hessian dense m×m. Shift-invariant by construction.
@@ -66,6 +69,62 @@ def _prior_terms(x: np.ndarray, mask: np.ndarray, alpha: float) -> tuple[float, 
     h = mask * alpha * q * (1 - q)
     hess = np.diag(h) - (h[:, None] + h[None, :]) / m + h.sum() / m**2
     return val, grad, -hess
+
+
+@njit(cache=True)
+def _bt_pass(
+    x: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    n: np.ndarray,
+    s: np.ndarray,
+    c: np.ndarray,
+    grad: np.ndarray,
+    lap: np.ndarray,
+) -> float:  # pragma: no cover - compiled
+    """One pass over the rows: returns lnL and fills ``grad`` (∇lnL) and ``lap`` (−∇²lnL).
+
+    lnL_r = s_r z_r − n_r softplus(z_r), z_r = c_r (x_i − x_j); ∂/∂x_i = c_r (s_r − n_r p_r);
+    the Hessian weight c_r² n_r p_r (1 − p_r) enters the Laplacian.
+    """
+    grad[:] = 0.0
+    lap[:, :] = 0.0
+    total = 0.0
+    for r in range(len(i)):
+        a = i[r]
+        b = j[r]
+        z = c[r] * (x[a] - x[b])
+        if z >= 0:
+            e = np.exp(-z)
+            softplus = z + np.log1p(e)
+            p = 1.0 / (1.0 + e)
+        else:
+            e = np.exp(z)
+            softplus = np.log1p(e)
+            p = e / (1.0 + e)
+        total += s[r] * z - n[r] * softplus
+        res = c[r] * (s[r] - n[r] * p)
+        grad[a] += res
+        grad[b] -= res
+        w = c[r] * c[r] * n[r] * p * (1.0 - p)
+        lap[a, a] += w
+        lap[b, b] += w
+        lap[a, b] -= w
+        lap[b, a] -= w
+    return total
+
+
+@njit(cache=True)
+def _bt_loglik(
+    x: np.ndarray, i: np.ndarray, j: np.ndarray, n: np.ndarray, s: np.ndarray, c: np.ndarray
+) -> float:  # pragma: no cover - compiled
+    """lnL alone (line-search trial points)."""
+    total = 0.0
+    for r in range(len(i)):
+        z = c[r] * (x[i[r]] - x[j[r]])
+        softplus = z + np.log1p(np.exp(-z)) if z >= 0 else np.log1p(np.exp(z))
+        total += s[r] * z - n[r] * softplus
+    return total
 
 
 def solve_bradley_terry(
@@ -89,72 +148,89 @@ def solve_bradley_terry(
     ``i`` per row. Converged when ‖∇ lnL‖₂ / Σn ≤ ``tol``. The returned x has mean zero.
     The caller must have checked that the comparison graph is connected
     (:func:`stablearena.graph.check_comparison_graph`) and pass ``prior_mask`` where the MLE is
-    infinite.
+    infinite. Each iteration is one compiled pass over the rows (lnL, gradient and Hessian
+    together) and one Cholesky solve of an m×m system, on one BLAS thread.
     """
     total = float(np.sum(n))
     if total <= 0:
         raise InputError("no comparisons to fit.")
+    i = np.ascontiguousarray(i, dtype=np.int64)
+    j = np.ascontiguousarray(j, dtype=np.int64)
+    n = np.ascontiguousarray(n, dtype=float)
+    s = np.ascontiguousarray(s, dtype=float)
+    c = np.ascontiguousarray(np.broadcast_to(np.asarray(coef, dtype=float), n.shape))
     x = np.zeros(m) if x0 is None else np.asarray(x0, dtype=float) - np.mean(x0)
     use_prior = prior_mask is not None and bool(np.any(prior_mask))
     mask = np.asarray(prior_mask, dtype=float) if use_prior else None
-    c = np.broadcast_to(np.asarray(coef, dtype=float), np.shape(n))
+    g = np.empty(m)
+    lap = np.empty((m, m))
+    g_new = np.empty(m)
+    lap_new = np.empty((m, m))
+
+    def evaluate(x: np.ndarray, g: np.ndarray, lap: np.ndarray) -> float:
+        val = _bt_pass(x, i, j, n, s, c, g, lap)
+        if use_prior:
+            pv, pg, ph = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
+            val += pv
+            g += pg
+            lap -= ph
+        return val
 
     def objective(x: np.ndarray) -> float:
-        val = bradley_terry_loglik(x, i, j, n, s, c)
+        val = _bt_loglik(x, i, j, n, s, c)
         if use_prior:
             val += _prior_terms(x, mask, prior_strength)[0]  # type: ignore[arg-type]
         return val
 
-    f = objective(x)
     it = 0
-    gnorm = np.inf
     message = ""
     converged = False
-    while True:
-        z = c * (x[i] - x[j])
-        p = expit(z)
-        r = c * (s - n * p)
-        g = np.bincount(i, r, m) - np.bincount(j, r, m)
-        w = c * c * n * p * (1 - p)
-        lap = laplacian(m, i, j, w)
-        if use_prior:
-            _, pg, ph = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
-            g = g + pg
-            lap = lap - ph
-        gnorm = float(np.linalg.norm(g)) / total
-        if gnorm <= tol:
-            converged = True
-            break
-        if it >= max_iter:
-            message = f"stopped after {max_iter} Newton iterations"
-            break
-        it += 1
-        # the Laplacian is singular along 1; adding a multiple of 11ᵀ leaves the step ⊥ 1
-        shift = max(float(np.mean(np.diag(lap))), 1e-12)
-        a = lap + shift / m
-        try:
-            step = cho_solve(cho_factor(a, check_finite=False), g, check_finite=False)
-        except LinAlgError:
-            step = np.linalg.lstsq(a, g, rcond=None)[0]
-        step -= step.mean()
-        slope = float(g @ step)
-        t = 1.0
+    with single_threaded_blas():
+        f = evaluate(x, g, lap)
         while True:
-            xn = x + t * step
-            fn = objective(xn)
-            if fn >= f + 1e-4 * t * slope or t < 1e-10:
+            gnorm = float(np.linalg.norm(g)) / total
+            if gnorm <= tol:
+                converged = True
                 break
-            t *= 0.5
-        if t < 1e-10 or not np.isfinite(fn) or fn < f:
-            # no further progress possible in floating point
-            message = "line search made no progress (gradient at floating-point noise level)"
-            converged = gnorm <= max(tol, 1e-12)
-            break
-        x, f = xn, fn
+            if it >= max_iter:
+                message = f"stopped after {max_iter} Newton iterations"
+                break
+            it += 1
+            # the Laplacian is singular along 1; adding a multiple of 11ᵀ leaves the step ⊥ 1
+            shift = max(float(np.trace(lap)) / m, 1e-12)
+            a = lap + shift / m
+            try:
+                step = cho_solve(
+                    cho_factor(a, check_finite=False, overwrite_a=True), g, check_finite=False
+                )
+            except LinAlgError:
+                step = np.linalg.lstsq(lap + shift / m, g, rcond=None)[0]
+            step -= step.mean()
+            slope = float(g @ step)
+            t = 1.0
+            xn = x + step
+            fn = evaluate(xn, g_new, lap_new)  # the full step: its derivatives are reused
+            while not (fn >= f + 1e-4 * t * slope) and t >= 1e-10:
+                t *= 0.5
+                xn = x + t * step
+                fn = objective(xn)
+            if t < 1e-10 or not np.isfinite(fn) or fn < f:
+                # no further progress possible in floating point
+                message = "line search made no progress (gradient at floating-point noise level)"
+                converged = gnorm <= max(tol, 1e-12)
+                break
+            if t < 1.0:
+                fn = evaluate(xn, g_new, lap_new)
+            x, f = xn, fn
+            g, g_new = g_new, g
+            lap, lap_new = lap_new, lap
     conv = Convergence(converged, it, gnorm, "newton", message)
     if not converged and raise_on_failure:
-        raise ConvergenceError(f"Bradley–Terry Newton solver did not converge: {message}, |g|/n = {gnorm:.3g}")
-    return BTSolution(x - x.mean(), float(bradley_terry_loglik(x, i, j, n, s, c)), conv)
+        raise ConvergenceError(
+            f"Bradley–Terry Newton solver did not converge: {message}, |g|/n = {gnorm:.3g}"
+        )
+    x = x - x.mean()
+    return BTSolution(x, float(_bt_loglik(x, i, j, n, s, c)), conv)
 
 
 def _adam_bradley_terry(
@@ -182,7 +258,11 @@ def _adam_bradley_terry(
     res = s - n * p
     g = np.bincount(i, res, m) - np.bincount(j, res, m)
     conv = Convergence(
-        False, steps, float(np.linalg.norm(g)) / total, "adam", f"reproduction mode: Adam lr={lr}, {steps} steps"
+        False,
+        steps,
+        float(np.linalg.norm(g)) / total,
+        "adam",
+        f"reproduction mode: Adam lr={lr}, {steps} steps",
     )
     return BTSolution(x, bradley_terry_loglik(x, i, j, n, s), conv)
 
@@ -247,9 +327,45 @@ def fit_bradley_terry_counts(
     )
 
 
+@dataclass(frozen=True)
+class _BradleyTerryRater(Rater):
+    """Options and fitting shared by :class:`MElo` and :class:`BradleyTerry`."""
+
+    ties: ClassVar[Literal["half", "drop"]]
+
+    solver: str = "newton"
+    tol: float = 1e-9
+    max_iter: int = 100
+    lr: float = 0.1
+    steps: int = 2000
+    anchor: str | tuple[str, float] | None = None
+
+    def _fit(self, data: Battles | PairCounts, x0: np.ndarray | None) -> Fitted:
+        return fit_bradley_terry_counts(
+            as_counts(data),
+            method=self.name,
+            ties=self.ties,
+            solver=self.solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            lr=self.lr,
+            steps=self.steps,
+            anchor=parse_anchor(self.anchor),
+            params=self.get_params(),
+            x0=x0,
+        )
+
+    def fit(self, data: Battles | PairCounts) -> Fitted:
+        return self._fit(data, None)
+
+    def fit_warm(self, data: Battles | PairCounts, start: Fitted) -> Fitted:
+        """:meth:`fit` with Newton started from ``start.scores`` (bootstrap refits)."""
+        return self._fit(data, _warm_start(start, data))
+
+
 @register_rater("m-elo")
 @dataclass(frozen=True)
-class MElo(Rater):
+class MElo(_BradleyTerryRater):
     """m-ELO: maximum-likelihood Bradley–Terry with ties as half a win (am-ELO paper §4.1, eq. 3).
 
     P(i beats j) = σ(C (R_i − R_j)), C = ln10/400; ln L = Σ W ln P + (1 − W) ln(1 − P).
@@ -258,88 +374,18 @@ class MElo(Rater):
     ``anchor``: ``"MODEL=RATING"`` fixes one model's rating; default mean 1000.
     """
 
-    solver: str = "newton"
-    tol: float = 1e-9
-    max_iter: int = 100
-    lr: float = 0.1
-    steps: int = 2000
-    anchor: str | tuple[str, float] | None = None
-
-    def fit(self, data: Battles | PairCounts) -> Fitted:
-        return fit_bradley_terry_counts(
-            as_counts(data),
-            method=self.name,
-            ties="half",
-            solver=self.solver,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            lr=self.lr,
-            steps=self.steps,
-            anchor=parse_anchor(self.anchor),
-            params=self.get_params(),
-        )
-
-    def fit_warm(self, data: Battles | PairCounts, start: Fitted) -> Fitted:
-        """:meth:`fit` with Newton started from ``start.scores`` (bootstrap refits)."""
-        return fit_bradley_terry_counts(
-            as_counts(data),
-            method=self.name,
-            ties="half",
-            solver=self.solver,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            lr=self.lr,
-            steps=self.steps,
-            anchor=parse_anchor(self.anchor),
-            params=self.get_params(),
-            x0=_warm_start(start, data),
-        )
+    ties: ClassVar[Literal["half", "drop"]] = "half"
 
 
 @register_rater("bt")
 @dataclass(frozen=True)
-class BradleyTerry(Rater):
+class BradleyTerry(_BradleyTerryRater):
     """Bradley–Terry maximum likelihood with ties dropped (only decisive battles count).
 
     Same solver and options as :class:`MElo`; ``n_comparisons`` counts decisive battles only.
     """
 
-    solver: str = "newton"
-    tol: float = 1e-9
-    max_iter: int = 100
-    lr: float = 0.1
-    steps: int = 2000
-    anchor: str | tuple[str, float] | None = None
-
-    def fit(self, data: Battles | PairCounts) -> Fitted:
-        return fit_bradley_terry_counts(
-            as_counts(data),
-            method=self.name,
-            ties="drop",
-            solver=self.solver,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            lr=self.lr,
-            steps=self.steps,
-            anchor=parse_anchor(self.anchor),
-            params=self.get_params(),
-        )
-
-    def fit_warm(self, data: Battles | PairCounts, start: Fitted) -> Fitted:
-        """:meth:`fit` with Newton started from ``start.scores`` (bootstrap refits)."""
-        return fit_bradley_terry_counts(
-            as_counts(data),
-            method=self.name,
-            ties="drop",
-            solver=self.solver,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            lr=self.lr,
-            steps=self.steps,
-            anchor=parse_anchor(self.anchor),
-            params=self.get_params(),
-            x0=_warm_start(start, data),
-        )
+    ties: ClassVar[Literal["half", "drop"]] = "drop"
 
 
 def _warm_start(start: Fitted, data: Battles | PairCounts) -> np.ndarray | None:
