@@ -27,10 +27,15 @@ __all__ = [
     "Battles",
     "PairCounts",
     "BothBad",
+    "UNKNOWN_ANNOTATOR",
     "as_counts",
 ]
 
 BothBad = Literal["tie", "drop"]
+
+#: Annotator name of battles that have no annotator id (empty or missing in the log; they are
+#: kept and attributed to this one annotator, whom am-ELO reports like any other).
+UNKNOWN_ANNOTATOR = "unknown"
 
 
 class Outcome(IntEnum):

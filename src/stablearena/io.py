@@ -35,10 +35,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .battles import OUTCOME_LABELS, Battles, PairCounts, _row_hint, parse_outcomes
+from .battles import (
+    OUTCOME_LABELS,
+    UNKNOWN_ANNOTATOR,
+    Battles,
+    PairCounts,
+    _row_hint,
+    parse_outcomes,
+)
 from .errors import InputError
 
-__all__ = ["COLUMN_ALIASES", "FORMATS", "read_battles", "detect_format"]
+__all__ = ["COLUMN_ALIASES", "UNKNOWN_ANNOTATOR", "FORMATS", "read_battles", "detect_format"]
 
 COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "model_a": ("model_a", "left", "model_left", "modela", "model_1"),
@@ -122,12 +129,13 @@ def _resolve_columns(
 
 
 def _encode_arrow(
-    col: pa.ChunkedArray | pa.Array, what: str, source: str
+    col: pa.ChunkedArray | pa.Array, what: str, source: str, missing: str | None = None
 ) -> tuple[np.ndarray, list[str]]:
     """Dictionary-encode a column of names: (codes into the names, sorted unique names).
 
     The work on strings is done once per distinct value (on the dictionary), not once per row:
-    surrounding blanks are trimmed and empty or missing names are an error naming the rows.
+    surrounding blanks are trimmed and empty or missing names are an error naming the rows —
+    unless ``missing`` is given, which then names them (annotators: ``"unknown"``).
     """
     if isinstance(col, pa.ChunkedArray):
         if pa.types.is_dictionary(col.type):
@@ -145,12 +153,19 @@ def _encode_arrow(
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             col = pc.cast(col, pa.string())
         col = pc.dictionary_encode(col)
+    values = [str(v).strip() for v in col.dictionary.to_pylist()]
+    indices = col.indices
     if col.null_count:
-        bad = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
-        raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
-    trimmed = np.asarray([str(v).strip() for v in col.dictionary.to_pylist()], dtype=object)
+        if missing is None:
+            bad = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+            raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
+        indices = pc.fill_null(indices, len(values))
+        values.append(missing)
+    if missing is not None:
+        values = [v if v else missing for v in values]
+    trimmed = np.asarray(values, dtype=object)
     names, remap = np.unique(trimmed, return_inverse=True)
-    codes = remap.astype(np.int32)[col.indices.to_numpy(zero_copy_only=False)]
+    codes = remap.astype(np.int32)[indices.to_numpy(zero_copy_only=False)]
     if len(names) and names[0] == "":
         bad = np.flatnonzero(codes == 0)
         raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
@@ -231,7 +246,9 @@ def _battles_from_table(table: pa.Table, columns: Mapping[str, str] | None, sour
     extra: dict[str, Any] = {}
     for role in ("annotator", "prompt"):
         if role in roles:
-            codes, dictionary = _encode_arrow(table[roles[role]], role, source)
+            codes, dictionary = _encode_arrow(
+                table[roles[role]], role, source, UNKNOWN_ANNOTATOR if role == "annotator" else None
+            )
             order = np.argsort(
                 np.asarray([str(d) for d in dictionary], dtype=object), kind="stable"
             )

@@ -270,7 +270,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # command modules register themselves on import (keep at the end)
-from . import rank  # noqa: E402,F401
-from . import am_elo  # noqa: E402,F401
-from . import coverage  # noqa: E402,F401
-from . import selection  # noqa: E402,F401
+from . import am_elo, coverage, rank, selection  # noqa: E402,F401

@@ -39,6 +39,8 @@ RATER_FLAGS: dict[str, str] = {
     "--k-tie": "k_tie",
     "--k-cov": "k_cov",
     "--tie-form": "tie_form",
+    "--confidence": "confidence",
+    "--normalization": "normalization",
 }
 
 
@@ -136,6 +138,20 @@ def rank(
             "--k-cov", help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k."
         ),
     ] = None,
+    confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--confidence",
+            help="am-elo: flag only annotators whose ability is below the threshold with this confidence (e.g. 0.95).",
+        ),
+    ] = None,
+    normalization: Annotated[
+        str | None,
+        typer.Option(
+            "--normalization",
+            help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
+        ),
+    ] = None,
     tie_form: Annotated[
         str | None,
         typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'."),
@@ -193,6 +209,8 @@ def rank(
         "--k-tie": k_tie,
         "--k-cov": k_cov,
         "--tie-form": tie_form,
+        "--confidence": confidence,
+        "--normalization": normalization,
     }
     rater = build_rater(method, given)
     loaded = load_data(
@@ -215,11 +233,7 @@ def rank(
         conv = p.get("convergence", {})
         caption = (
             f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
-            + (
-                f", {conv.get('solver')} {'converged' if conv.get('converged') else 'not converged'} in {conv.get('iterations')} it."
-                if conv
-                else ""
-            )
+            + _convergence_text(conv)
             + (" — SIMULATED data" if p["simulated"] else "")
             + (f"; {interval_caption(p['ci'])}" if "ci" in p else "")
         )
@@ -227,6 +241,16 @@ def rank(
         return records_table(records, title=title, caption=caption)
 
     emit(payload, fmt, output, table=table)
+
+
+def _convergence_text(conv: dict[str, Any]) -> str:
+    """A caption fragment on how the fit ended (online Elo does not optimise anything)."""
+    if not conv:
+        return ""
+    if conv.get("solver") == "online":
+        return f", online updates ({conv.get('iterations')} passes)"
+    state = "converged" if conv.get("converged") else "NOT converged"
+    return f", {conv.get('solver')} {state} in {conv.get('iterations')} iterations"
 
 
 def add_intervals(

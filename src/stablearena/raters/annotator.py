@@ -39,7 +39,6 @@ mode that stops short of the optimum.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 from dataclasses import dataclass, field, replace
@@ -50,7 +49,8 @@ import numpy as np
 from scipy.special import expit, log_expit
 from scipy.stats import norm
 
-from ..battles import Battles, PairCounts, as_counts
+from .._threads import single_threaded_blas
+from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
 from ..information import laplacian
@@ -72,8 +72,6 @@ __all__ = [
     "AmElo",
 ]
 
-#: Name of the single annotator that battles without an annotator id are attributed to.
-UNKNOWN_ANNOTATOR: str = "unknown"
 
 #: Virtual ties added to an annotator whose votes all agree (or all disagree) with the ranking:
 #: without them that annotator's ability MLE is ±∞. Half a tie, spread over the annotator's
@@ -272,18 +270,6 @@ def _kkt_step(
     lam = t.sum() / su
     da = t - lam * u
     return dx, da
-
-
-def _single_thread_blas() -> Any:
-    """Limit BLAS to one thread while solving (if ``threadpoolctl`` is installed).
-
-    The solver's dense algebra is small (m×m); with a multi-threaded BLAS on a busy machine each
-    call can wait tens of milliseconds for a descheduled worker thread to wake up."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
 
 
 def _m_elo_start(rows: AmEloRows, prior_mask: np.ndarray | None, tol: float = 1e-9) -> np.ndarray:
@@ -1205,7 +1191,7 @@ def _solve_with_existence(
     a0: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray, Convergence, np.ndarray]:
     """Newton solve; returns (x, a, convergence, mask of annotators given virtual ties)."""
-    with _single_thread_blas():
+    with single_threaded_blas():
         sol = solve_am_elo(rows, x0=x0, a0=a0, prior_mask=model_prior, tol=tol, max_iter=max_iter)
     return sol.x, sol.a, sol.convergence, sol.prior_ties > 0
 
