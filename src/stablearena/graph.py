@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -45,6 +46,35 @@ class GraphCheck:
         return not bool(self.needs_prior.any())
 
 
+@njit(cache=True)
+def _find(parent: np.ndarray, a: int) -> int:  # pragma: no cover - compiled
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    return a
+
+
+@njit(cache=True)
+def _mutually_connected(
+    m: int, i: np.ndarray, j: np.ndarray, both: np.ndarray
+) -> bool:  # pragma: no cover
+    """Union–find over the pairs where each side has beaten or tied the other: True when that
+    graph connects all m models (then the comparison graph is connected and the win graph
+    strongly connected)."""
+    parent = np.arange(m)
+    left = m - 1
+    for r in range(len(i)):
+        if both[r]:
+            a = _find(parent, i[r])
+            b = _find(parent, j[r])
+            if a != b:
+                parent[a] = b
+                left -= 1
+                if left == 0:
+                    return True
+    return left == 0
+
+
 def check_comparison_graph(counts: PairCounts, *, ties_count: bool = True) -> GraphCheck:
     """Raise :class:`DisconnectedGraphError` if the comparison graph is disconnected; otherwise
     report which models have no finite MLE.
@@ -55,6 +85,8 @@ def check_comparison_graph(counts: PairCounts, *, ties_count: bool = True) -> Gr
     m = counts.n_models
     c = counts.collapse()
     ties = c.all_ties if ties_count else np.zeros(len(c))
+    if m == 1 or _mutually_connected(m, c.i, c.j, ((c.wins + ties) > 0) & ((c.losses + ties) > 0)):
+        return GraphCheck(np.zeros(m, dtype=bool), "")
     played = (c.wins + c.losses + ties) > 0
     labels = components(m, c.i[played], c.j[played])
     seen = np.zeros(m, dtype=bool)
