@@ -142,6 +142,35 @@ def _encode_names(
 
 
 @njit(cache=True)
+def _first_invalid(
+    a: np.ndarray, b: np.ndarray, outcome: np.ndarray, m: int
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """One pass over the battles: (first bad row, problem) with problem 1 = model code out of
+    range, 2 = a model against itself, 3 = outcome code not 0..3; (-1, 0) when all are valid.
+
+    The common all-valid case is a branch-free (vectorisable) scan; rows are located only when
+    something is wrong."""
+    bad = False
+    for k in range(len(a)):
+        x = a[k]
+        y = b[k]
+        o = outcome[k]
+        bad |= (x < 0) | (y < 0) | (x >= m) | (y >= m) | (x == y) | (o < 0) | (o > 3)
+    if not bad:
+        return -1, 0
+    for k in range(len(a)):
+        x = a[k]
+        y = b[k]
+        if x < 0 or y < 0 or x >= m or y >= m:
+            return k, 1
+        if x == y:
+            return k, 2
+        if outcome[k] < 0 or outcome[k] > 3:
+            return k, 3
+    return -1, 0
+
+
+@njit(cache=True)
 def _count_dense(
     a: np.ndarray,
     b: np.ndarray,
@@ -227,17 +256,21 @@ class Battles:
                     f"{self.source}: column {name} has {len(arr)} rows, model_a has {n}."
                 )
         a, b = self.model_a, self.model_b
-        if n and (a.min() < 0 or b.min() < 0 or a.max() >= m or b.max() >= m):
-            raise InputError(f"{self.source}: model codes must lie in 0..{m - 1}.")
-        same = np.flatnonzero(a == b)
-        if len(same):
+        row, problem = _first_invalid(a, b, self.outcome, m) if n else (-1, 0)
+        if problem == 1:
+            raise InputError(
+                f"{_row_hint(np.array([row]), self.source)}: model code outside 0..{m - 1}."
+            )
+        if problem == 2:
+            same = np.flatnonzero(a == b)
             raise InputError(
                 f"{_row_hint(same, self.source)}: model {self.models[a[same[0]]]!r} battles itself. "
                 "Remove self-battles from the log."
             )
-        if n and (self.outcome.min() < 0 or self.outcome.max() > 3):
+        if problem == 3:
             raise InputError(
-                f"{self.source}: outcome codes must be 0..3 (see stablearena.Outcome)."
+                f"{_row_hint(np.array([row]), self.source)}: outcome code {int(self.outcome[row])} "
+                "is not 0..3 (see stablearena.Outcome)."
             )
         for codes, names, what in (
             (self.annotator, self.annotators, "annotator"),
@@ -293,6 +326,7 @@ class Battles:
                 raise InputError(
                     f"{source}: with models= given, model_a/model_b must be integer codes."
                 )
+            # copies: a validated log must not change when the caller later edits its arrays
             a_codes, b_codes = a.astype(np.int32), b.astype(np.int32)
         oc = np.asarray(outcome)
         if (
