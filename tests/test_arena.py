@@ -231,7 +231,7 @@ def test_d_opt_gains_information_faster_than_random_in_simulation():
     res = run_selection_experiment(
         n_models=8, strategies=["random", "d-opt"], init=30, steps=[100, 200], seeds=2
     )
-    assert res.slope("d-opt", "d_info") > res.slope("random", "d_info")
+    assert res.growth("d-opt", "d_info") > res.growth("random", "d_info")
 
 
 def test_selection_experiment_bad_input():

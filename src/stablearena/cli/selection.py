@@ -275,8 +275,9 @@ def experiment_selection(
             row: dict[str, Any] = {"strategy": name, "mean": v["mean"]}
             for s, vals in v["pairwise"].items():
                 row[f"@{s}"] = float(np.mean(vals))
-            row["A-Info/battle"] = p["summary"][name]["a_info_slope"]
-            row["D-Info/battle"] = p["summary"][name]["d_info_slope"]
+            row["A-Info/battle"] = p["summary"][name]["a_info_growth"]
+            row["D-Info/battle"] = p["summary"][name]["d_info_growth"]
+            row["max/median model"] = p["summary"][name]["max_model_share_over_median"]
             rows.append(row)
         st = p["settings"]
         what = st.get("source", f"{st['n_models']} simulated models")

@@ -15,8 +15,9 @@ ground truth with A-Info = 1/(2 tr I⁺) and D-Info = det(I_grounded)^(1/(N−1)
   SPEC §5's rule; the initial battles are uniformly random pairs.
 
 ``mean`` is the pairwise metric averaged over seeds and recorded steps (the paper's Table 2
-figure). The growth of A-Info and D-Info is summarised by the least-squares slope of their seed
-mean against the number of selected battles (step 0 included).
+figure). The growth of A-Info and D-Info is summarised as the information added per selected
+battle from the shared start to the last step (seed mean); ``max_model_share_over_median`` is
+the anchor-bias measure (how much more the most-chosen model battled than the median model).
 """
 
 from __future__ import annotations
@@ -80,13 +81,22 @@ class SelectionExperiment:
     def mean_pairwise(self, strategy: str) -> float:
         return float(self.pairwise[strategy].mean())
 
-    def slope(self, strategy: str, what: Literal["a_info", "d_info"]) -> float:
-        """Least-squares growth per selected battle of the seed-mean A-Info or D-Info."""
-        values = getattr(self, what)[strategy].mean(axis=0)
-        start = self.info_at_start[:, 0 if what == "a_info" else 1].mean()
-        x = np.array((0, *self.steps), dtype=float)
-        y = np.concatenate([[start], values])
-        return float(np.polyfit(x, y, 1)[0])
+    def growth(self, strategy: str, what: Literal["a_info", "d_info"]) -> float:
+        """Information added per selected battle, seed mean: (value at the last step − value
+        after the shared initial battles) / last step. The start is the same for every strategy,
+        so this ranks the strategies as their final information does; unlike a fitted slope it is
+        not misled when a graph that is still disconnected early on (information 0) catches up."""
+        end = getattr(self, what)[strategy][:, -1]
+        start = self.info_at_start[:, 0 if what == "a_info" else 1]
+        return float(np.mean(end - start) / self.steps[-1])
+
+    def model_share_ratio(self, strategy: str) -> float | None:
+        """max / median over models of the selected battles each took part in (summed over
+        seeds): the anchor-bias measure (with equal strengths a fair design gives about 1).
+        ``None`` when the median model was never chosen."""
+        per_model = self.choices[strategy].sum(axis=1)
+        med = float(np.median(per_model))
+        return float(per_model.max() / med) if med > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
         """``{"strategies": {name: {"pairwise": {step: [per seed]}, "a_info": …, "d_info": …,
@@ -110,8 +120,9 @@ class SelectionExperiment:
             "summary": {
                 name: {
                     "mean_pairwise": self.mean_pairwise(name),
-                    "a_info_slope": self.slope(name, "a_info"),
-                    "d_info_slope": self.slope(name, "d_info"),
+                    "a_info_growth": self.growth(name, "a_info"),
+                    "d_info_growth": self.growth(name, "d_info"),
+                    "max_model_share_over_median": self.model_share_ratio(name),
                     "exhausted_picks": int(self.exhausted.get(name, 0)),
                     "warm_up_picks": int(self.warm_up.get(name, 0)),
                     "seconds": float(self.seconds.get(name, 0.0)),

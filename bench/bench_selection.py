@@ -1,0 +1,183 @@
+"""Pair selection speed: ours (anchor-free, O(N²) per pick) beside the paper's formulation.
+
+For N = 20, 100, 200, 1000 models (a simulated arena of 20·N battles, m-ELO ratings) this times,
+in the same run and on the same information matrix:
+
+- ``d-opt`` / ``a-opt``: one pick, and one greedy batch of 64 (Σ updated after each pick);
+- the paper's formulation (``d-opt-grounded`` / ``a-opt-grounded``): the last model fixed and a
+  determinant (D) or an inverse (A) per candidate pair. Its batch of 64 is the paper's top-K of
+  one state, i.e. one scoring pass. Where scoring every candidate would take longer than
+  ``--budget`` seconds, a random sample of candidates is timed and the full pass extrapolated
+  (marked ``extrapolated``);
+- one Sherman–Morrison update after a battle and one full refresh after a refit;
+- peak memory (tracemalloc) of building the tracker (Σ and Σ²) and choosing a batch of 64.
+
+Medians of ``--repeats`` runs. BLAS is limited to one thread for every contestant (the machine
+is shared; see ``stablearena.arena.single_thread_blas``).
+
+    python bench/bench_selection.py [--sizes 20,100,200,1000] [--repeats 5] [--budget 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+
+from stablearena import MElo, StableArenaWarning
+from stablearena.arena import single_thread_blas
+from stablearena.selection import (
+    AOptimal,
+    DOptimal,
+    InformationTracker,
+    grounded_criteria,
+)
+from stablearena.simulate import random_ratings, simulate_battles
+
+
+def median_time(fn, repeats: int) -> float:
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def build(n: int, seed: int = 0) -> InformationTracker:
+    battles = simulate_battles(random_ratings(n, seed=seed), 20 * n, seed=seed + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fitted = MElo().fit(battles)
+    return InformationTracker.from_fitted(fitted)
+
+
+def paper_pick_time(tracker: InformationTracker, kind: str, budget: float, repeats: int):
+    """Seconds for one full grounded scoring pass (measured or extrapolated)."""
+    m = tracker.n_models
+    iu, ju = np.triu_indices(m, 1)
+    n_cand = len(iu)
+    # probe the cost per candidate on a small sample
+    rng = np.random.default_rng(0)
+    probe = rng.choice(n_cand, size=min(n_cand, 16), replace=False)
+    t = time.perf_counter()
+    grounded_criteria(tracker.info, tracker.weights, iu[probe], ju[probe], kind)
+    per = (time.perf_counter() - t) / len(probe)
+    if per * n_cand * repeats <= budget:
+        secs = median_time(
+            lambda: grounded_criteria(tracker.info, tracker.weights, iu, ju, kind), repeats
+        )
+        return secs, "measured"
+    sample = rng.choice(
+        n_cand, size=max(16, min(n_cand, int(budget / max(per, 1e-9) / 3))), replace=False
+    )
+    secs = median_time(
+        lambda: grounded_criteria(tracker.info, tracker.weights, iu[sample], ju[sample], kind),
+        max(1, min(repeats, 3)),
+    )
+    return secs * n_cand / len(sample), f"extrapolated from {len(sample)} of {n_cand} candidates"
+
+
+def peak_memory(n: int) -> int:
+    tracemalloc.start()
+    tr = build(n)
+    _ = tr.sigma2
+    AOptimal().select(tr, 64, rng=0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def measure(n: int, repeats: int, budget: float) -> dict:
+    tr = build(n)
+    _ = tr.sigma2
+    DOptimal().select(tr, 2, rng=0)  # compile the kernels
+    AOptimal().select(tr, 2, rng=0)
+    row: dict = {"n_models": n}
+    for name, sel, kind in (("d-opt", DOptimal(), "d"), ("a-opt", AOptimal(), "a")):
+        pick = median_time(lambda s=sel: s.select(tr, 1, rng=1), repeats)
+        batch = median_time(lambda s=sel: s.select(tr, 64, rng=1), repeats)
+        paper, how = paper_pick_time(tr, kind, budget, repeats)
+        row[name] = {
+            "pick_ms": pick * 1e3,
+            "batch64_ms": batch * 1e3,
+            "paper_pick_ms": paper * 1e3,
+            "paper_batch64_ms": paper * 1e3,
+            "paper": how,
+            "pick_speedup": paper / pick,
+            "batch_speedup": paper / batch,
+        }
+    work = tr.copy()
+    row["update_ms"] = median_time(lambda: work.add(0, 1), repeats) * 1e3
+
+    def refresh() -> None:
+        work.refresh(work.scores)
+        _ = work.sigma, work.sigma2
+
+    row["refresh_ms"] = median_time(refresh, max(1, repeats // 2)) * 1e3
+    mem = peak_memory(n)
+    row["peak_mb"] = mem / 2**20
+    row["peak_bytes_per_n2"] = mem / n**2
+    return row
+
+
+def run(sizes: list[int], repeats: int, budget: float) -> list[dict]:
+    rows = []
+    for n in sizes:
+        row = measure(n, repeats, budget)
+        rows.append(row)
+        print_row(row)
+    return rows
+
+
+def print_row(r: dict) -> None:
+    n = r["n_models"]
+    for name in ("d-opt", "a-opt"):
+        x = r[name]
+        print(
+            f"N={n:5d} {name}: pick {x['pick_ms']:8.2f} ms | batch of 64 {x['batch64_ms']:8.1f} ms | "
+            f"paper's pick {x['paper_pick_ms']:12.1f} ms ({x['paper']}) | "
+            f"ratio pick {x['pick_speedup']:10.0f}x, batch {x['batch_speedup']:8.1f}x",
+            flush=True,
+        )
+    print(
+        f"N={n:5d} update after a battle {r['update_ms']:.2f} ms | refresh after a refit "
+        f"{r['refresh_ms']:.1f} ms | peak memory {r['peak_mb']:.1f} MB = "
+        f"{r['peak_bytes_per_n2']:.0f} bytes × N²",
+        flush=True,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--sizes", default="20,100,200,1000")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument(
+        "--budget", type=float, default=20.0, help="seconds per full paper pass before sampling"
+    )
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; BLAS limited to 1 thread; medians of {args.repeats}",
+        flush=True,
+    )
+    with single_thread_blas():
+        rows = run(sizes, args.repeats, args.budget)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"load_average": list(load), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
