@@ -570,3 +570,60 @@ def test_chatbot_arena_fisher_and_bootstrap_widths_agree(chatbot_arena_path) -> 
     assert keep.sum() == 128
     ratio = fisher[keep] / (hi - lo)[keep]
     assert np.all(np.abs(ratio - 1) <= 0.10), np.abs(ratio - 1).max()
+
+
+# ----------------------------------------------------------------------------- CLI
+def _rank_json(*args: str) -> dict:
+    from typer.testing import CliRunner
+
+    from stablearena.cli import app
+
+    res = CliRunner().invoke(app, ["rank", *args, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_cli_rank_ci_adds_the_interval_keys() -> None:
+    for ci in ("fisher", "sandwich"):
+        payload = _rank_json("--ci", ci)
+        assert payload["ci"]["method"] == ci and payload["ci"]["level"] == 0.95
+        for e in payload["models"]:
+            assert {
+                "ci_low",
+                "ci_high",
+                "rank_low",
+                "rank_high",
+                "tier",
+                "se",
+                "displayed_rank",
+            } <= set(e)
+            assert e["ci_low"] < e["rating"] < e["ci_high"]
+            assert e["rank_low"] <= e["rank"] <= e["rank_high"]
+    plain = _rank_json()
+    assert "ci" not in plain and "ci_low" not in plain["models"][0]
+
+
+def test_cli_rank_bootstrap_is_reproducible_with_seed_and_clusters_by_annotator() -> None:
+    a = _rank_json("--ci", "bootstrap", "--rounds", "60", "--seed", "5")
+    b = _rank_json("--ci", "bootstrap", "--rounds", "60", "--seed", "5")
+    assert a["models"] == b["models"] and a["ci"]["rounds"] == 60 and a["ci"]["cluster"] == "battle"
+    c = _rank_json(
+        "--ci", "bootstrap", "--rounds", "60", "--cluster", "annotator", "--level", "0.9"
+    )
+    assert c["ci"]["cluster"] == "annotator" and c["ci"]["level"] == 0.9
+
+
+def test_cli_rank_ci_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from stablearena.cli import main
+
+    for args, message in (
+        (["--ci", "bogus"], "--ci must be"),
+        (["--ci", "fisher", "--cluster", "annotator"], "--cluster applies to the bootstrap"),
+        (["--ci", "fisher", "--level", "1.5"], "between 0 and 1"),
+        (["--ci", "bootstrap", "--rounds", "1"], "rounds"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["rank", *args])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert message in " ".join(err.split()), err
