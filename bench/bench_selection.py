@@ -74,6 +74,11 @@ def paper_pick_time(tracker: InformationTracker, kind: str, budget: float, repea
             lambda: grounded_criteria(tracker.info, tracker.weights, iu, ju, kind), repeats
         )
         return secs, "measured"
+    if per * n_cand * repeats <= 3 * budget:
+        secs = median_time(
+            lambda: grounded_criteria(tracker.info, tracker.weights, iu, ju, kind), 1
+        )
+        return secs, "measured once"
     sample = rng.choice(
         n_cand, size=max(16, min(n_cand, int(budget / max(per, 1e-9) / 3))), replace=False
     )

@@ -296,17 +296,19 @@ class InformationTracker:
             raise InputError("the counts and the fitted result list different models.")
         return cls.from_counts(c, np.asarray(fitted.scores, dtype=float))
 
-    def copy(self) -> InformationTracker:
+    def copy(self, *, keep_sigma2: bool = True) -> InformationTracker:
         """An independent copy (scores and W are shared read-only; they are replaced, never
-        modified in place)."""
+        modified in place). ``keep_sigma2=False`` drops T = Σ² from the copy (it is then not
+        updated, which halves the cost of a scratch battle when only Σ is needed)."""
         new = object.__new__(InformationTracker)
         new.models = self.models
         new.pair_battles = self.pair_battles.copy()
         new.blocked = self.blocked.copy()
         new.labels = self.labels.copy()
         new._sigma = None if self._sigma is None else self._sigma.copy()
-        new._tmat = None if self._tmat is None else self._tmat.copy()
-        new.track_sigma2 = self.track_sigma2
+        keep = keep_sigma2 and self._tmat is not None
+        new._tmat = self._tmat.copy() if keep else None
+        new.track_sigma2 = keep
         new.scores = self.scores
         new.weights = self.weights
         new.info = self.info.copy()
@@ -573,6 +575,8 @@ class Selector(ABC):
     name: ClassVar[str]
     #: random warm-up (bridging pairs) while the comparison graph is disconnected
     warm_up: ClassVar[bool] = False
+    #: whether picks read T = Σ² (scratch copies for greedy batches keep it up to date)
+    needs_sigma2: ClassVar[bool] = False
     criterion: ClassVar[str] = ""
 
     def get_params(self) -> dict[str, Any]:
@@ -624,7 +628,7 @@ class Selector(ABC):
         distinct: bool = False,
     ) -> tuple[list[tuple[int, int]], list[float], list[bool]]:
         """Sequential picks, each followed by a pretend battle on a scratch copy (greedy)."""
-        work = tracker if k == 1 else tracker.copy()
+        work = tracker if k == 1 else tracker.copy(keep_sigma2=self.needs_sigma2)
         pairs: list[tuple[int, int]] = []
         values: list[float] = []
         warm: list[bool] = []
@@ -874,6 +878,7 @@ class AOptimal(_OptimalDesign):
     batch_mode: BatchMode = "greedy"
 
     mode: ClassVar[int] = 1
+    needs_sigma2: ClassVar[bool] = True
     criterion: ClassVar[str] = "fall of tr(covariance), natural units²"
 
 
