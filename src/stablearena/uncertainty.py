@@ -850,22 +850,28 @@ def _execute(task: _Task, n_blocks: int, workers: int, progress: bool, rounds: i
         disable=not progress,
     )
     results = []
-    with bar:
-        tid = bar.add_task("bootstrap", total=rounds)
-        if workers <= 1:
+    if workers <= 1:
+        with bar:
+            tid = bar.add_task("bootstrap", total=rounds)
             for k in range(n_blocks):
                 res = _run_block(task, k)
                 results.append(res)
                 bar.advance(tid, len(res[1]))
-        else:
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            with ProcessPoolExecutor(
-                max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(task,)
-            ) as ex:
-                for res in ex.map(_worker_block, range(n_blocks), chunksize=1):
-                    results.append(res)
-                    bar.advance(tid, len(res[1]))
+        return results
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(task,)
+    ) as ex:
+        # submitting starts the workers: do it before the progress bar starts its thread, so that
+        # no other thread of ours is running when the worker processes are forked
+        futures = [ex.submit(_worker_block, k) for k in range(n_blocks)]
+        with bar:
+            tid = bar.add_task("bootstrap", total=rounds)
+            for fut in futures:
+                res = fut.result()
+                results.append(res)
+                bar.advance(tid, len(res[1]))
     return results
 
 

@@ -218,21 +218,23 @@ def _run(config: CoverageConfig, workers: int, progress: bool) -> list[dict[str,
         disable=not progress,
     )
     rows: list[dict[str, Any]] = []
-    with bar:
-        tid = bar.add_task("arenas", total=config.arenas)
-        if workers == 1:
+    if workers == 1:
+        with bar:
+            tid = bar.add_task("arenas", total=config.arenas)
             for a in range(config.arenas):
                 rows.append(arena_coverage(config, a))
                 bar.advance(tid)
-        else:
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            with ProcessPoolExecutor(
-                workers, mp_context=ctx, initializer=_init, initargs=(config,)
-            ) as ex:
-                for row in ex.map(_one, range(config.arenas), chunksize=1):
-                    rows.append(row)
-                    bar.advance(tid)
+        return rows
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init, initargs=(config,)) as ex:
+        # submit (which forks the workers) before the progress bar starts its thread
+        futures = [ex.submit(_one, a) for a in range(config.arenas)]
+        with bar:
+            tid = bar.add_task("arenas", total=config.arenas)
+            for fut in futures:
+                rows.append(fut.result())
+                bar.advance(tid)
     return rows
 
 
