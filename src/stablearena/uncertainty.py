@@ -48,6 +48,7 @@ from numba import njit
 from scipy.special import expit
 from scipy.stats import norm
 
+from ._threads import single_threaded_blas
 from .battles import Battles, PairCounts
 from .errors import (
     ConvergenceError,
@@ -265,7 +266,8 @@ def covariance(
         )
     if not np.all(np.isfinite(h)):
         raise StableArenaError(f"{fitted.method}: the Hessian holds non-finite values.")
-    p, notes = _bread_inverse(h, g)
+    with single_threaded_blas():
+        p, notes = _bread_inverse(h, g)
     if fitted.method == "elo":
         notes += (
             "online Elo is not a maximum-likelihood fit: these are the Bradley–Terry (ties as ½) "
@@ -520,6 +522,13 @@ def _bt_round(
 
 def _run_block(task: _Task, k: int) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray | None]:
     """Rounds [k·block, (k+1)·block): (k, scores, ok mask, prior rounds, win matrices)."""
+    with single_threaded_blas():
+        return _run_block_inner(task, k)
+
+
+def _run_block_inner(
+    task: _Task, k: int
+) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray | None]:
     lo = k * task.block
     hi = min(lo + task.block, task.rounds)
     cells = np.stack([_draw_cells(task, r) for r in range(lo, hi)])
@@ -761,7 +770,8 @@ def bootstrap(
                 f"a bootstrap clustered by {cluster} needs at least two {cluster}s; the log has {n_clusters}."
             )
         notes.append(f"resampled {n_clusters} {cluster}s with replacement")
-    fast = _fast_bt(fitted, base)
+    with single_threaded_blas():
+        fast = _fast_bt(fitted, base)
     # blocks depend on the data only, so the replicates do not depend on the number of workers
     block = int(np.clip(_BLOCK_CELLS // max(len(nz), 1), 4, 64)) if fast is not None else 4
     task = _Task(
