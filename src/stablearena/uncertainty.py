@@ -404,7 +404,7 @@ def _multinomial_cells(
     fresh draws) leaves n exchangeable draws from p, i.e. Multinomial(n, p). About three times
     faster than sequential binomials for tens of thousands of cells."""
     total = cum[-1]
-    y = rng.poisson(weight * (n / total))
+    y = rng.poisson(n * (weight / total))
     t = int(y.sum())
     if t > n:
         pos = rng.choice(t, size=t - n, replace=False)
