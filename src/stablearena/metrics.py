@@ -117,3 +117,326 @@ def detection_scores(flagged: np.ndarray, truth: np.ndarray) -> dict[str, float]
     recall = tp / t.sum() if t.sum() else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1}
+
+
+# =============================================================================================
+# Fit metrics of outcome models (leaderbot App. D; SPEC §6)
+# =============================================================================================
+#
+# How well a fitted model reproduces the observed outcome frequencies of each pair, on the data
+# it was fitted on or on held-out counts. Every metric works with any fitted rater:
+#
+# - three-outcome models (Rao–Kupper, Davidson and their factored / covariance variants) are
+#   scored on win / loss / tie, with ties of both kinds counted as ties;
+# - Bradley–Terry models have no tie outcome. As in leaderbot (its ``tie=False`` evaluation, the
+#   BT rows of Table D.1–D.3), they are scored in their own two-outcome space: m-ELO (ties as
+#   half) against the counts w + t/2 and l + t/2, BT with ties dropped against w and l. Their
+#   tie columns are ``None`` and their NLL is not comparable with a tie model's.
+#
+# Probabilities are floored at PROB_FLOOR inside logarithms, so a held-out outcome a model gives
+# probability 0 (a Rao–Kupper pair whose fitted threshold is exactly 0 and that ties in the test
+# data) costs −ln(1e−12) ≈ 27.6 nats instead of making the metric infinite.
+
+from dataclasses import dataclass as _dataclass  # noqa: E402
+from typing import Any as _Any  # noqa: E402
+
+import pandas as _pd  # noqa: E402
+from scipy.special import xlogy as _xlogy  # noqa: E402
+
+from .battles import Battles as _Battles  # noqa: E402
+from .battles import PairCounts as _PairCounts  # noqa: E402
+from .battles import as_counts as _as_counts  # noqa: E402
+
+__all__ += [  # noqa: PLE0605
+    "PROB_FLOOR",
+    "OutcomeTable",
+    "outcome_table",
+    "fit_metrics",
+    "marginal_outcomes",
+    "split_counts",
+    "kendall_tau_matrix",
+]
+
+#: Smallest probability used inside a logarithm (see the section comment).
+PROB_FLOOR: float = 1e-12
+
+#: Methods of the Bradley–Terry family that drop ties (scored on wins and losses only).
+_TIES_DROPPED = frozenset({"bt"})
+
+
+@_dataclass(frozen=True)
+class OutcomeTable:
+    """Observed counts and predicted probabilities of each outcome per pair row.
+
+    ``observed`` and ``predicted`` are (rows, 3) arrays over (win of i, win of j, tie);
+    ``space`` is ``"ties"`` (three outcomes), ``"half"`` or ``"drop"`` (two outcomes, tie column
+    zero); ``i``, ``j`` the model indices of each row.
+    """
+
+    i: np.ndarray
+    j: np.ndarray
+    observed: np.ndarray
+    predicted: np.ndarray
+    space: str
+
+    @property
+    def n(self) -> np.ndarray:
+        """Comparisons per row."""
+        return self.observed.sum(axis=1)
+
+    @property
+    def n_outcomes(self) -> int:
+        return 3 if self.space == "ties" else 2
+
+
+def _outcome_space(fitted: _Any) -> str:
+    space = getattr(fitted, "outcome_space", None)
+    if space is not None:
+        return str(space)
+    if hasattr(fitted, "outcome_probabilities"):
+        return "ties"
+    return "drop" if getattr(fitted, "method", "") in _TIES_DROPPED else "half"
+
+
+def outcome_table(fitted: _Any, counts: _Battles | _PairCounts | None = None) -> OutcomeTable:
+    """Observed and predicted outcome frequencies of ``fitted`` on ``counts`` (default: the
+    counts it was fitted on), rows with at least one comparison in the model's outcome space.
+
+    ``fitted`` may be any fitted rater: one with ``outcome_probabilities(i, j)`` (the tie models)
+    is asked for all three probabilities; any other is a Bradley–Terry-type model whose
+    ``predict(i, j)`` is P(i beats j).
+    """
+    data = counts if counts is not None else getattr(fitted, "counts", None)
+    if data is None:
+        raise InputError(
+            "no counts to evaluate: pass counts=, the fitted result does not keep its own."
+        )
+    c = _as_counts(data).collapse()
+    if tuple(c.models) != tuple(fitted.models):
+        known = set(fitted.models)
+        unknown = [m for m in c.models if m not in known]
+        if unknown:
+            raise InputError(
+                f"{c.source}: model(s) {unknown[:5]} were not in the fitted model; evaluate on data "
+                "over the same models."
+            )
+    # map the counts' model codes to the fitted model's
+    code = np.array([fitted.models.index(m) for m in c.models], dtype=np.int64)
+    i, j = code[c.i], code[c.j]
+    space = _outcome_space(fitted)
+    ties = c.all_ties
+    if space == "ties":
+        obs = np.column_stack([c.wins, c.losses, ties])
+    elif space == "half":
+        obs = np.column_stack([c.wins + 0.5 * ties, c.losses + 0.5 * ties, np.zeros(len(c))])
+    elif space == "drop":
+        obs = np.column_stack([c.wins, c.losses, np.zeros(len(c))])
+    else:
+        raise InputError(f"unknown outcome space {space!r}.")
+    keep = obs.sum(axis=1) > 0
+    i, j, obs = i[keep], j[keep], obs[keep]
+    if len(i) == 0:
+        raise InputError(f"{c.source}: no comparisons to evaluate.")
+    if hasattr(fitted, "outcome_probabilities"):
+        pred = np.asarray(fitted.outcome_probabilities(i, j), dtype=float).reshape(len(i), 3)
+    else:
+        p = np.asarray(fitted.predict(i, j), dtype=float).reshape(len(i))
+        pred = np.column_stack([p, 1.0 - p, np.zeros(len(i))])
+    if space != "ties":
+        pred = pred.copy()
+        pred[:, 2] = 0.0
+        pred[:, :2] /= pred[:, :2].sum(axis=1, keepdims=True)
+    return OutcomeTable(i, j, obs, pred, space)
+
+
+def _free_params(fitted: _Any) -> int | None:
+    k = getattr(fitted, "n_free_params", None)
+    if k is not None:
+        return int(k)
+    if getattr(fitted, "method", "") in ("m-elo", "bt"):
+        return len(fitted.models) - 1  # scores up to a shift
+    return None
+
+
+def fit_metrics(fitted: _Any, counts: _Battles | _PairCounts | None = None) -> dict[str, _Any]:
+    """Goodness of fit of ``fitted`` on ``counts`` (default: its training counts), leaderbot App. D.
+
+    Returns a dict with ``n_comparisons``, ``n_pairs``, ``loglik`` (total), ``nll`` (per comparison),
+    ``ce_win``, ``ce_loss``, ``ce_tie`` (cross-entropy per outcome, leaderbot eq. D.2; they sum to
+    ``nll``), ``rmse_win``, ``rmse_loss``, ``rmse_tie``, ``rmse`` (RMSE of predicted vs observed
+    counts n_ij P vs w_ij …, weighted by n_ij/n; ``rmse`` = √(mean of the squares over outcomes)),
+    ``kld`` and ``jsd`` (KL and Jensen–Shannon divergence, nats, of the empirical outcome
+    distribution of each pair from the predicted one, averaged over pairs), ``n_params`` (free
+    parameters k), ``aic`` = 2k − 2 lnL and ``bic`` = k ln n − 2 lnL with lnL the *total*
+    log-likelihood and n the number of comparisons (``None`` on held-out counts, or when k is not
+    known for the method). Two-outcome (Bradley–Terry) models have ``None`` in the tie columns.
+    """
+    tab = outcome_table(fitted, counts)
+    obs, pred = tab.observed, np.clip(tab.predicted, 0.0, 1.0)
+    logp = np.log(np.maximum(pred, PROB_FLOOR))
+    n_row = tab.n
+    n = float(n_row.sum())
+    ce = -(np.where(obs > 0, obs * logp, 0.0)).sum(axis=0) / n
+    loglik = -float(ce.sum()) * n
+    weight = n_row / n
+    sq = (weight[:, None] * (obs - n_row[:, None] * pred) ** 2).sum(axis=0)
+    k_out = tab.n_outcomes
+    emp = obs / n_row[:, None]
+    q = np.maximum(pred, PROB_FLOOR)
+    kld = float(np.mean(np.sum(_xlogy(emp, emp) - _xlogy(emp, q), axis=1)))
+    mix = 0.5 * (emp + pred)
+    mixf = np.maximum(mix, PROB_FLOOR)
+    jsd = float(
+        np.mean(
+            0.5 * np.sum(_xlogy(emp, emp) - _xlogy(emp, mixf), axis=1)
+            + 0.5 * np.sum(_xlogy(pred, pred) - _xlogy(pred, mixf), axis=1)
+        )
+    )
+    training = counts is None or counts is getattr(fitted, "counts", None)
+    k = _free_params(fitted) if training else None
+    out: dict[str, _Any] = {
+        "n_comparisons": n,
+        "n_pairs": int(len(n_row)),
+        "loglik": loglik,
+        "nll": -loglik / n,
+        "ce_win": float(ce[0]),
+        "ce_loss": float(ce[1]),
+        "ce_tie": float(ce[2]) if k_out == 3 else None,
+        "rmse_win": float(np.sqrt(sq[0])),
+        "rmse_loss": float(np.sqrt(sq[1])),
+        "rmse_tie": float(np.sqrt(sq[2])) if k_out == 3 else None,
+        "rmse": float(np.sqrt(sq[:k_out].mean())),
+        "kld": max(kld, 0.0),
+        "jsd": max(jsd, 0.0),
+        "n_params": k,
+        "aic": None if k is None else 2.0 * k - 2.0 * loglik,
+        "bic": None if k is None else k * float(np.log(n)) - 2.0 * loglik,
+        "outcomes": tab.space,
+    }
+    return out
+
+
+def marginal_outcomes(fitted: _Any, counts: _Battles | _PairCounts | None = None) -> _pd.DataFrame:
+    """Per model: the observed and predicted fractions of its comparisons it won, lost and tied.
+
+    Predicted fraction of i's comparisons won = Σ_pairs∋i n_ij P(i wins | pair) / Σ_pairs∋i n_ij
+    (leaderbot eq. D.5, normalised per model rather than by all comparisons, so that each model's
+    three fractions sum to 1; the relative errors are the same). Columns: ``model``, ``battles``,
+    ``observed_win``, ``observed_loss``, ``observed_tie``, ``predicted_win``, ``predicted_loss``,
+    ``predicted_tie`` (tie columns 0 for Bradley–Terry models, whose observed counts are then
+    those of their own outcome space).
+    """
+    tab = outcome_table(fitted, counts)
+    m = len(fitted.models)
+    n_row = tab.n
+    exp_counts = n_row[:, None] * tab.predicted
+
+    def per_model(a: np.ndarray) -> np.ndarray:
+        # a: (rows, 3) from i's side; for j the win/loss columns swap
+        first = np.column_stack([np.bincount(tab.i, a[:, k], m) for k in range(3)])
+        second = np.column_stack([np.bincount(tab.j, a[:, k], m) for k in (1, 0, 2)])
+        return first + second
+
+    obs = per_model(tab.observed)
+    pred = per_model(exp_counts)
+    battles = obs.sum(axis=1)
+    denom = np.where(battles > 0, battles, 1.0)[:, None]
+    obs_f, pred_f = obs / denom, pred / denom
+    return _pd.DataFrame(
+        {
+            "model": list(fitted.models),
+            "battles": battles,
+            "observed_win": obs_f[:, 0],
+            "observed_loss": obs_f[:, 1],
+            "observed_tie": obs_f[:, 2],
+            "predicted_win": pred_f[:, 0],
+            "predicted_loss": pred_f[:, 1],
+            "predicted_tie": pred_f[:, 2],
+        }
+    )
+
+
+def split_counts(
+    data: _Battles | _PairCounts,
+    test_ratio: float,
+    *,
+    by: str = "battle",
+    seed: int | None = 0,
+) -> tuple[_PairCounts, _PairCounts]:
+    """Split the comparisons into training and held-out test counts.
+
+    ``by="battle"``: every comparison goes to the test set independently with probability
+    ``test_ratio`` (on pair counts: a binomial draw per pair and outcome, which is the same
+    thing; counts must be whole numbers). ``by="pair"``: whole pairs go to the test set, as in
+    leaderbot's ``data.split``; the pairs of a random spanning tree of the comparison graph always
+    stay in training so that it remains connected, and round(test_ratio × pairs) of the others
+    are drawn. Both sets keep the full model list.
+    """
+    if not 0.0 < float(test_ratio) < 1.0:
+        raise InputError(f"test_ratio must lie strictly between 0 and 1, got {test_ratio!r}.")
+    c = _as_counts(data).collapse().nonempty()
+    rng = np.random.default_rng(seed)
+    cols = (c.wins, c.losses, c.ties, c.ties_both_bad)
+    if by == "battle":
+        if not all(np.allclose(x, np.round(x)) for x in cols):
+            raise InputError(
+                f"{c.source}: splitting by battle needs whole-number counts (these are weighted); "
+                "split by pair instead (--split pair)."
+            )
+        test = [rng.binomial(np.round(x).astype(np.int64), test_ratio).astype(float) for x in cols]
+        train = [np.round(x) - t for x, t in zip(cols, test, strict=True)]
+        tr = c.with_counts(*train).nonempty()
+        te = c.with_counts(*test).nonempty()
+    elif by == "pair":
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import minimum_spanning_tree
+
+        m = c.n_models
+        weights = rng.random(len(c)) + 1.0  # random positive weights → a random spanning tree
+        tree = minimum_spanning_tree(coo_matrix((weights, (c.i, c.j)), shape=(m, m))).tocoo()
+        in_tree = np.zeros(len(c), dtype=bool)
+        key = {(int(a), int(b)): r for r, (a, b) in enumerate(zip(c.i, c.j, strict=True))}
+        for a, b in zip(tree.row, tree.col, strict=True):
+            in_tree[key[(min(a, b), max(a, b))]] = True
+        free = np.flatnonzero(~in_tree)
+        n_test = min(int(round(test_ratio * len(c))), len(free))
+        chosen = np.zeros(len(c), dtype=bool)
+        chosen[rng.choice(free, n_test, replace=False)] = True
+        tr, te = c.take(~chosen), c.take(chosen)
+    else:
+        raise InputError(f"split must be 'battle' or 'pair', not {by!r}.")
+    if len(te) == 0:
+        raise InputError(f"{c.source}: the test set is empty; use a larger test_ratio.")
+    return tr, te
+
+
+def kendall_tau_matrix(
+    fitted: Sequence[_Any], labels: Sequence[str] | None = None
+) -> _pd.DataFrame:
+    """Kendall's τ-b between the rankings (scores) of every pair of fitted models (leaderbot App. E.3).
+
+    All results must rate the same set of models (their order may differ). Returns a square
+    DataFrame indexed by ``labels`` (default: each result's method).
+    """
+    if len(fitted) < 1:
+        raise InputError("kendall_tau_matrix needs at least one fitted model.")
+    names = list(fitted[0].models)
+    rows = []
+    for f in fitted:
+        if set(f.models) != set(names):
+            raise InputError("kendall_tau_matrix: every fitted model must rate the same models.")
+        pos = {mname: k for k, mname in enumerate(f.models)}
+        rows.append(np.asarray(f.scores, dtype=float)[[pos[mname] for mname in names]])
+    lab = (
+        list(labels)
+        if labels is not None
+        else [str(getattr(f, "method", k)) for k, f in enumerate(fitted)]
+    )
+    if len(lab) != len(fitted):
+        raise InputError("labels must have one entry per fitted model.")
+    k = len(rows)
+    tau = np.ones((k, k))
+    for a in range(k):
+        for b in range(a + 1, k):
+            tau[a, b] = tau[b, a] = kendall_tau(rows[a], rows[b])
+    return _pd.DataFrame(tau, index=lab, columns=lab)

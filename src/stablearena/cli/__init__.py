@@ -271,3 +271,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 # command modules register themselves on import (keep at the end)
 from . import am_elo, coverage, rank, selection  # noqa: E402,F401
+from . import compare  # noqa: E402,F401
