@@ -764,3 +764,14 @@ def test_million_battles_with_a_fifth_flipping():
     tau_am = kendall_tau(sim.true_ratings, f.ratings)
     assert tau_am >= kendall_tau(sim.true_ratings, m_honest.ratings) - 0.005
     assert f.abilities[~honest].max() < f.abilities[honest].min()
+
+
+def test_infinite_joint_mle_gets_finite_ratings_with_a_warning():
+    # model_000's only two losses come from one annotator: am-ELO's joint MLE sends that
+    # annotator's ability towards 0 and model_000's rating to infinity (m-ELO's is finite).
+    arena = simulate_arena(3, 180, profiles={"honest": 3}, seed=500)
+    with pytest.warns(StableArenaWarning, match="infinite on these data"):
+        f = AmElo().fit(arena.battles)
+    assert f.convergence.converged
+    assert np.all(np.isfinite(f.ratings)) and np.ptp(f.ratings) < 2000
+    assert f.models[int(np.argmax(f.ratings))] == "model_000"

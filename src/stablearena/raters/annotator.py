@@ -1067,6 +1067,22 @@ class AmElo(Rater):
             x, a, conv, prior_ties = _solve_with_existence(
                 rows, model_prior, self.tol, self.max_iter, x0, a0
             )
+            if not conv.converged and (model_prior is None or not model_prior.all()):
+                # The joint MLE can be infinite even when m-ELO's is finite: a model's only
+                # losses may all come from annotators whose ability can shrink towards 0, so
+                # its rating runs off. Keep every rating finite with m-ELO's existence prior.
+                model_prior = np.ones(fc.n_models, dtype=bool)
+                x, a, conv, prior_ties = _solve_with_existence(
+                    rows, model_prior, self.tol, self.max_iter, None, None
+                )
+                msg = (
+                    f"{counts.source}: am-ELO's maximum-likelihood ratings are infinite on these "
+                    "data (some models' only losses or wins come from annotators whose ability "
+                    "can shrink towards 0); every rating is kept finite by a weak prior — half a "
+                    "virtual tie against the average model — so read extreme ratings as bounds."
+                )
+                warnings.warn(msg, StableArenaWarning, stacklevel=3)
+                notes = (*notes, msg)
         if prior_ties.any():
             who = [names[fit_idx[k]] for k in np.flatnonzero(prior_ties)]
             msg = (
