@@ -64,6 +64,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
+from .._threads import single_threaded_blas
 from ..battles import Battles, PairCounts, as_counts
 from ..errors import InputError, StableArenaWarning
 from ..graph import check_comparison_graph
@@ -340,6 +341,11 @@ def _probabilities(family: str, u: np.ndarray, h: np.ndarray | None) -> np.ndarr
 # ---------------------------------------------------------------------------------------------
 
 
+#: Rao–Kupper thresholds held at 0 may come out of exact reparameterisations at ±1e-17; values
+#: above −_H_ROUNDING count as feasible (they enter the formulas as |h|).
+_H_ROUNDING = 1e-10
+
+
 @dataclass
 class _Kinks:
     rows: np.ndarray
@@ -445,7 +451,7 @@ class _TieEngine:
     # ---- value and gradient
     def loglik(self, theta: np.ndarray, with_prior: bool = True) -> float:
         d, svar, h = self.primitives(theta)
-        if self.spec.family == "rao-kupper" and np.any(h < 0):
+        if self.spec.family == "rao-kupper" and np.any(h < -_H_ROUNDING):
             return -np.inf  # Rao–Kupper needs η_ij = h_ij ≥ 0
         val = float(
             np.sum(_link(self.spec.family, self._u(d, svar), h, self.w, self.lo, self.t, 0).value)
@@ -484,7 +490,7 @@ class _TieEngine:
         s = self.spec
         m = s.m
         value, (l_d, l_s, l_h), _, _ = self._primitive_derivs(theta, 1)
-        if s.family == "rao-kupper" and np.any(self.primitives(theta)[2] < 0):
+        if s.family == "rao-kupper" and np.any(self.primitives(theta)[2] < -_H_ROUNDING):
             value = np.full_like(value, -np.inf)  # infeasible: η_ij = h_ij < 0
         grad = np.zeros(s.n_params)
         grad[s.mu] = np.bincount(self.i, l_d, m) - np.bincount(self.j, l_d, m)
@@ -1007,27 +1013,6 @@ def _lbfgs(
     return res.x / scale, int(res.nit), str(res.message)
 
 
-try:  # OpenBLAS's threaded factorisations are very slow on small matrices when cores are busy
-    from threadpoolctl import threadpool_limits as _threadpool_limits
-except ImportError:  # pragma: no cover - optional
-    _threadpool_limits = None
-
-
-class _single_blas_thread:
-    """Run LAPACK single-threaded inside the solvers (no-op without threadpoolctl)."""
-
-    def __enter__(self) -> None:
-        self._ctx = (
-            _threadpool_limits(1, user_api="blas") if _threadpool_limits is not None else None
-        )
-        if self._ctx is not None:
-            self._ctx.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
-
-
 # ---------------------------------------------------------------------------------------------
 # fitted result
 # ---------------------------------------------------------------------------------------------
@@ -1182,7 +1167,7 @@ class TieFitted(Fitted):
         """Exact (analytic) Hessian of the total log-likelihood (plus the existence prior when it was
         used) with respect to :meth:`parameters`. Singular along the symmetry directions (shift;
         G → G + ΦA; with covariance scale, translation and rotation of Λ)."""
-        with _single_blas_thread():
+        with single_threaded_blas():
             return self._engine().hessian(np.asarray(self.theta))
 
     def score_contributions(self) -> tuple[np.ndarray, np.ndarray]:
@@ -1415,7 +1400,7 @@ def fit_tie_model(
         )
     start = time.perf_counter()
     engine = _TieEngine(spec, rows.i, rows.j, rows.wins, rows.losses, rows.all_ties, prior_mask)
-    with _single_blas_thread():
+    with single_threaded_blas():
         if init is not None:
             if tuple(init.models) != tuple(counts.models) or init.spec.m != spec.m:
                 raise InputError(
