@@ -69,7 +69,7 @@ from ..battles import Battles, PairCounts, as_counts
 from ..errors import InputError, StableArenaWarning
 from ..graph import check_comparison_graph
 from ..information import laplacian
-from .base import Convergence, Fitted, Rater, parse_anchor, register_rater
+from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, BradleyTerry, MElo, _prior_terms
 
 __all__ = [
@@ -1026,8 +1026,8 @@ class TieFitted(Fitted):
     ``theta`` (the full parameter vector, constraints satisfied), ``constraints`` (their residuals
     at the returned optimum) and ``prior_mask`` (models that needed the existence prior).
     ``scores`` are μ (x without covariance), mean zero; with covariance they are on the scale
-    fixed by trace(PΣP) = 1 and P(i≻j) depends on z_ij = (μ_i − μ_j)/√s_ij, so ``ratings``
-    (μ/C + 1000) then order the models but are not Elo points.
+    fixed by trace(PΣP) = 1 and P(i≻j) depends on z_ij = (μ_i − μ_j)/√s_ij, so ``ratings`` are
+    μ/(C√s̄) + 1000 (see :attr:`elo_scale`): Elo points for a pair of average variance s̄.
     """
 
     spec: TieSpec
@@ -1052,6 +1052,18 @@ class TieFitted(Fitted):
         return eng
 
     # ---- description
+    @property
+    def elo_scale(self) -> float:
+        """Natural units per Elo point of ``ratings``: C, or with covariance C·√s̄ (s̄ the mean of
+        s_ij over the comparisons), so that rating differences read as Elo points for a pair of
+        typical variance: P(i≻j) = σ(z_ij) with z_ij ≈ C (R_i − R_j) when s_ij = s̄."""
+        if not self.spec.has_cov:
+            return ELO_SCALE
+        eng = self._engine()
+        _, svar, _ = eng.primitives(np.asarray(self.theta))
+        n = eng.w + eng.lo + eng.t
+        return ELO_SCALE * float(np.sqrt(np.sum(n * svar) / np.sum(n)))
+
     @property
     def family(self) -> str:
         return self.spec.family
