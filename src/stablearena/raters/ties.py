@@ -322,7 +322,7 @@ def _link(
 def _probabilities(family: str, u: np.ndarray, h: np.ndarray | None) -> np.ndarray:
     """(rows, 3) array of P(i≻j), P(i≺j), P(i∼j); the tie column is 0 for Bradley–Terry."""
     if family == "rao-kupper":
-        eta = np.abs(h)
+        eta = np.maximum(h, 0.0)  # ≥ 0 on compared pairs; a never-compared pair's may extrapolate below
         pw, pl = expit(u - eta), expit(-u - eta)
         pt = np.clip(1.0 - pw - pl, 0.0, 1.0)
     elif family == "davidson":
