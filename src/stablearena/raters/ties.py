@@ -52,7 +52,6 @@ escape from the spurious stationary points of d = t² at t = 0) finish.
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -322,7 +321,9 @@ def _link(
 def _probabilities(family: str, u: np.ndarray, h: np.ndarray | None) -> np.ndarray:
     """(rows, 3) array of P(i≻j), P(i≺j), P(i∼j); the tie column is 0 for Bradley–Terry."""
     if family == "rao-kupper":
-        eta = np.maximum(h, 0.0)  # ≥ 0 on compared pairs; a never-compared pair's may extrapolate below
+        eta = np.maximum(
+            h, 0.0
+        )  # ≥ 0 on compared pairs; a never-compared pair's may extrapolate below
         pw, pl = expit(u - eta), expit(-u - eta)
         pt = np.clip(1.0 - pw - pl, 0.0, 1.0)
     elif family == "davidson":
@@ -1410,7 +1411,6 @@ def fit_tie_model(
         raise InputError(
             f"anchor model {anchor_t[0]!r} is not among the models of {counts.source}."
         )
-    start = time.perf_counter()
     engine = _TieEngine(spec, rows.i, rows.j, rows.wins, rows.losses, rows.all_ties, prior_mask)
     with single_threaded_blas():
         if init is not None:
@@ -1435,7 +1435,6 @@ def fit_tie_model(
     battles = np.bincount(engine.i, engine.w + engine.lo + engine.t, spec.m) + np.bincount(
         engine.j, engine.w + engine.lo + engine.t, spec.m
     )
-    del start
     return TieFitted(
         method=method or family,
         models=counts.models,
