@@ -1484,8 +1484,11 @@ def _fit_from_scratch(
 ) -> tuple[np.ndarray, Convergence]:
     """Single-η model → covariance → factored ties, each stage started from the previous optimum.
 
-    (The covariance is added before the factored thresholds: on the 2024 Chatbot Arena data this
-    order reaches better optima of the non-concave covariance models than the reverse.)"""
+    The covariance is added before the factored thresholds: on the 2024 Chatbot Arena data this
+    order reaches better optima of the non-concave covariance models than the reverse. The
+    covariance likelihood has several local maxima (on that data, other starts of Λ end up to 1e-5
+    per comparison apart, some of them on the singular boundary flagged by
+    :func:`_degenerate_covariance`); one deterministic start is used."""
     stages = [TieSpec(spec.family, spec.m, 0, None, spec.tie_form)]
     order = ("cov", "ties") if _STAGE_ORDER == "cov-first" else ("ties", "cov")
     k_tie, k_cov = 0, None
