@@ -149,3 +149,13 @@ def test_debug_shows_traceback(tmp_path):
         and "battles itself" in quiet.stderr
     )
     assert loud.returncode != 0 and "Traceback" in loud.stderr
+
+
+def test_usage_error_exit_code_and_message(capsys):
+    code, _, err = run(capsys, "rank", "--no-such-option")
+    assert code == 2 and "No such option" in err and "Traceback" not in err
+
+
+def test_help_exits_zero(capsys):
+    code, out, _ = run(capsys, "rank", "--help")
+    assert code == 0 and "--method" in out

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import numpy as np
 import pandas as pd
 import typer
@@ -238,21 +237,20 @@ def _show_warning(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the ``stablearena`` command."""
+    """Entry point of the ``stablearena`` command.
+
+    Usage errors (unknown option, missing argument) are reported by Typer itself with the usage
+    line and exit code 2; errors in the input or options exit with code 2 and one line; a bug
+    exits with code 3 and one line. ``--debug`` shows the traceback instead.
+    """
     warnings.showwarning = _show_warning
     try:
-        result = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+        app(args=list(argv) if argv is not None else None, prog_name="stablearena")
     except StableArenaError as exc:
         if _STATE["debug"]:
             raise
         err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except click.exceptions.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err_console.print("aborted")
-        sys.exit(130)
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
@@ -260,15 +258,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         if _STATE["debug"]:
             raise
         err_console.print(
-            f"[red]internal error:[/red] {type(exc).__name__}: {exc} (rerun with --debug for the traceback, and please report it)",
+            f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
+            "(rerun with --debug for the traceback, and please report it)",
             highlight=False,
             soft_wrap=True,
         )
         sys.exit(3)
-    if isinstance(result, int) and result:
-        sys.exit(result)
 
 
 # command modules register themselves on import (keep at the end)
-from . import am_elo, coverage, rank, selection  # noqa: E402,F401
-from . import compare  # noqa: E402,F401
+from . import am_elo, compare, coverage, rank, selection  # noqa: E402,F401
