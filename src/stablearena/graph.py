@@ -34,7 +34,8 @@ def components(m: int, i: np.ndarray, j: np.ndarray, *, directed: bool = False) 
 class GraphCheck:
     """Outcome of :func:`check_comparison_graph`.
 
-    ``needs_prior``: boolean mask of models whose MLE is infinite without a prior.
+    ``needs_prior``: boolean mask of the models that get the existence prior (all of them when
+    the win graph is not strongly connected, none otherwise).
     ``message``: the warning text (empty when the MLE exists).
     """
 
@@ -131,15 +132,16 @@ def check_comparison_graph(counts: PairCounts, *, ties_count: bool = True) -> Gr
     if never_won.any():
         names = [counts.models[k] for k in np.flatnonzero(never_won)]
         parts.append(f"never won: {', '.join(names[:8])}{' …' if len(names) > 8 else ''}")
+    # Any split of the win graph sends some differences to ±∞, not only those of the models that
+    # never lost or never won (a group can beat every outsider), so the prior goes on every model.
+    needs = np.ones(m, dtype=bool)
     if parts:
-        needs = never_lost | never_won
         detail = "; ".join(parts)
     else:
-        needs = np.ones(m, dtype=bool)
         detail = f"the models split into {strong.max() + 1} groups that only beat (or only lost to) each other"
     message = (
         f"{counts.source}: the maximum-likelihood rating is infinite for some models ({detail}). "
-        "Their ratings are finite only through a weak prior (a virtual half-battle tie against the "
-        "average model); read them as lower/upper bounds."
+        "All ratings are kept finite by a weak prior (half a virtual tie of each model against the "
+        "average model); read the extreme ones as lower/upper bounds."
     )
     return GraphCheck(needs, message)

@@ -16,11 +16,13 @@ __all__ = ["laplacian", "bt_information", "laplacian_pinv"]
 
 def laplacian(m: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Dense m×m weighted graph Laplacian Σ_r w_r (e_i − e_j)(e_i − e_j)ᵀ (rows may repeat)."""
+    w = np.asarray(w, dtype=float)
     ij = i.astype(np.int64) * m + j
     ji = j.astype(np.int64) * m + i
     off = np.bincount(ij, w, m * m) + np.bincount(ji, w, m * m)
-    lap = -off.reshape(m, m)
+    lap = -off.reshape(m, m).astype(float)  # float even with no rows (bincount gives int then)
     lap[np.diag_indices(m)] += np.bincount(i, w, m) + np.bincount(j, w, m)
+    lap += 0.0  # turns -0.0 into 0.0
     return lap
 
 

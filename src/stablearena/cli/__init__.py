@@ -246,6 +246,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     warnings.showwarning = _show_warning
     try:
         app(args=list(argv) if argv is not None else None, prog_name="stablearena")
+    except SystemExit as exc:  # Typer's standalone mode ends every run with SystemExit
+        if exc.code not in (0, None):
+            raise
+        return
     except StableArenaError as exc:
         if _STATE["debug"]:
             raise
