@@ -8,7 +8,22 @@ from .errors import (
     StableArenaError,
     StableArenaWarning,
 )
-from .raters import ELO_SCALE, BradleyTerry, Fitted, MElo, Rater, get_rater, rater_names
+from .io import read_battles
+from .raters import (
+    ELO_SCALE,
+    AmElo,
+    BradleyTerry,
+    Davidson,
+    Elo,
+    Fitted,
+    MElo,
+    RaoKupper,
+    Rater,
+    get_rater,
+    rater_names,
+)
+from .selection import get_selector, select_pairs
+from .uncertainty import covariance, intervals
 
 __version__ = "0.1.0"
 
@@ -28,6 +43,15 @@ __all__ = [
     "Rater",
     "MElo",
     "BradleyTerry",
+    "Elo",
+    "AmElo",
+    "RaoKupper",
+    "Davidson",
+    "read_battles",
+    "intervals",
+    "covariance",
+    "select_pairs",
+    "get_selector",
     "get_rater",
     "rater_names",
 ]

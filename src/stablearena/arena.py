@@ -20,7 +20,6 @@ warm-started Newton (:func:`~stablearena.raters.bradley_terry.solve_bradley_terr
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logit
 
+from ._threads import single_threaded_blas
 from .battles import Battles, Outcome, PairCounts, as_counts
 from .errors import DisconnectedGraphError, InputError, StableArenaWarning
 from .graph import check_comparison_graph
@@ -46,7 +46,6 @@ __all__ = [
     "Snapshot",
     "ArenaRun",
     "run_arena",
-    "single_thread_blas",
 ]
 
 # outcome codes seen from the other model: A <-> B, ties unchanged
@@ -280,20 +279,6 @@ class ReplayArena(Arena):
         return self._truth
 
 
-def single_thread_blas() -> contextlib.AbstractContextManager:
-    """Limit BLAS to one thread (when threadpoolctl is installed).
-
-    The loop calls many small LAPACK routines; on a busy machine a multi-threaded BLAS spends
-    more time waking its threads than computing (measured here on 2 loaded cores: a 100×100
-    inverse took 157 ms with 2 OpenBLAS threads against 0.29 ms with one).
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        return contextlib.nullcontext()
-    return threadpool_limits(1)
-
-
 # ---------------------------------------------------------------------------------------------
 # refitting the ratings inside the loop
 # ---------------------------------------------------------------------------------------------
@@ -464,7 +449,7 @@ def run_arena(
     initial battles from its own stream (so that several runs can share them); everything
     else uses ``seed``.
     """
-    with single_thread_blas():
+    with single_threaded_blas():
         return _run_arena(
             arena,
             selector,

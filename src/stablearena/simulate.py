@@ -145,3 +145,16 @@ def simulate_battles(
         annotators=ann_names,
         source="simulated arena",
     )
+
+
+_ARENA_NAMES = ("SimulatedArena", "ReplayArena", "run_arena", "Refitter")
+
+
+def __getattr__(name: str):  # noqa: ANN202
+    """The arena loop (selection + simulation/replay) lives in :mod:`stablearena.arena`; its main
+    names are reachable from here too (imported lazily: :mod:`stablearena.arena` imports this module)."""
+    if name in _ARENA_NAMES:
+        from . import arena
+
+        return getattr(arena, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -211,7 +211,7 @@ def experiment_selection(
     agreement with the ground truth and the A-Info / D-Info of the chosen battles are recorded
     at each step.
     """
-    from ..arena import single_thread_blas
+    from .._threads import single_threaded_blas
     from ..experiments.selection import plot_selection_experiment, run_selection_experiment
 
     if (path is None) == (simulate is None):
@@ -241,7 +241,7 @@ def experiment_selection(
         if sys.stderr.isatty():
             err_console.print(f"  {done[0]}/{total}: {name}, seed {sd}", highlight=False)
 
-    with warnings.catch_warnings(), single_thread_blas():
+    with warnings.catch_warnings(), single_threaded_blas():
         warnings.simplefilter("ignore", StableArenaWarning)
         result = run_selection_experiment(
             data,
