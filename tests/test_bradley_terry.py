@@ -128,9 +128,14 @@ def test_two_model_closed_form():
     b = Battles.from_arrays(
         ["x"] * 50, ["y"] * 50, ["model_a"] * 30 + ["model_b"] * 10 + ["tie"] * 10
     )
-    f = MElo().fit(b)
+    f = MElo(tol=1e-13).fit(b)
     r = dict(zip(f.models, f.ratings, strict=True))
     assert r["x"] - r["y"] == pytest.approx(math.log(35 / 15) / ELO_SCALE, abs=1e-9)
+    # at the default tolerance (|g|/n <= 1e-9) the difference is within 1e-9·n/(C·n·p(1-p))
+    d = dict(zip(*(lambda g: (g.models, g.ratings))(MElo().fit(b)), strict=True))
+    assert d["x"] - d["y"] == pytest.approx(
+        math.log(35 / 15) / ELO_SCALE, abs=1e-9 / (ELO_SCALE * 0.21)
+    )
     assert (r["x"] + r["y"]) / 2 == pytest.approx(1000.0)
     fb = BradleyTerry().fit(b)
     rb = dict(zip(fb.models, fb.ratings, strict=True))
