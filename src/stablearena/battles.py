@@ -201,6 +201,18 @@ def _count_dense(
 
 
 @njit(cache=True)
+def _nonzero_rows(table: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Indices of the rows of a (rows × 4) table with any non-zero entry."""
+    keep = np.empty(table.shape[0], dtype=np.int64)
+    k = 0
+    for r in range(table.shape[0]):
+        if table[r, 0] != 0.0 or table[r, 1] != 0.0 or table[r, 2] != 0.0 or table[r, 3] != 0.0:
+            keep[k] = r
+            k += 1
+    return keep[:k]
+
+
+@njit(cache=True)
 def _touched(
     a: np.ndarray, b: np.ndarray, ann: np.ndarray, m: int, n_ann: int, space: int
 ) -> np.ndarray:  # pragma: no cover - compiled
@@ -490,7 +502,7 @@ class Battles:
             _count_dense(self.model_a, self.model_b, self.outcome, ann_codes, w, m, n_ann, flat)
             flat = flat.reshape(space, 4)
             ukey = (
-                np.flatnonzero(flat.any(axis=1))
+                _nonzero_rows(flat)
                 if self.weight is None
                 else np.flatnonzero(
                     _touched(self.model_a, self.model_b, ann_codes, m, n_ann, space)
