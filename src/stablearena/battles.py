@@ -105,22 +105,31 @@ def parse_outcomes(values: Sequence | np.ndarray | pd.Series, source: str = "inp
         raise InputError(f"{_row_hint(bad, source)}: the outcome is empty.")
     labels = series.astype(str)
     uniques, inverse = np.unique(labels.to_numpy(dtype=object).astype(str), return_inverse=True)
-    table = np.full(len(uniques), -1, dtype=np.int8)
-    for k, label in enumerate(uniques):
-        code = OUTCOME_LABELS.get(label.strip().lower())
+    return codes_from_labels(list(uniques), inverse, source)
+
+
+def codes_from_labels(labels: Sequence[object], index: np.ndarray, source: str) -> np.ndarray:
+    """Outcome codes for rows given as ``labels[index]`` (the distinct labels looked up once).
+
+    Labels follow :data:`OUTCOME_LABELS` (case-insensitive, blanks ignored) or read as the numeric
+    score of model_a 1 / 0 / 0.5; any other label is an error naming the first row and the label.
+    """
+    table = np.full(len(labels), -1, dtype=np.int8)
+    for k, label in enumerate(labels):
+        code = OUTCOME_LABELS.get(str(label).strip().lower())
         if code is None:
             try:
-                code = {1.0: Outcome.A, 0.0: Outcome.B, 0.5: Outcome.TIE}.get(float(label))
+                code = {1.0: Outcome.A, 0.0: Outcome.B, 0.5: Outcome.TIE}.get(float(str(label)))
             except ValueError:
                 code = None
         if code is not None:
             table[k] = code
-    codes = table[inverse]
+    codes = table[index]
     bad = np.flatnonzero(codes < 0)
     if len(bad):
         known = ", ".join(sorted(OUTCOME_LABELS))
         raise InputError(
-            f"{_row_hint(bad, source)}: unknown outcome label {labels.iloc[bad[0]]!r}. "
+            f"{_row_hint(bad, source)}: unknown outcome label {str(labels[index[bad[0]]])!r}. "
             f"Accepted (case-insensitive): {known}; or numeric 1/0/0.5. "
             "Fix or remove the row, or map the label yourself before loading."
         )

@@ -36,11 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .battles import (
-    OUTCOME_LABELS,
     UNKNOWN_ANNOTATOR,
     Battles,
     PairCounts,
     _row_hint,
+    codes_from_labels,
     parse_outcomes,
 )
 from .errors import InputError
@@ -189,27 +189,7 @@ def _outcomes_arrow(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
     else:
         enc = pc.dictionary_encode(pc.cast(col, pa.string()))
     labels = enc.dictionary.to_pylist()
-    codes = enc.indices.to_numpy(zero_copy_only=False)
-    table = np.full(len(labels), -1, dtype=np.int8)
-    for k, label in enumerate(labels):
-        code = OUTCOME_LABELS.get(str(label).strip().lower())
-        if code is None:
-            try:
-                code = {1.0: 0, 0.0: 1, 0.5: 2}.get(float(label))
-            except ValueError:
-                code = None
-        if code is not None:
-            table[k] = code
-    out = table[codes]
-    bad = np.flatnonzero(out < 0)
-    if len(bad):
-        known = ", ".join(sorted(OUTCOME_LABELS))
-        raise InputError(
-            f"{_row_hint(bad, source)}: unknown outcome label {labels[codes[bad[0]]]!r}. "
-            f"Accepted (case-insensitive): {known}; or numeric 1/0/0.5. "
-            "Fix or remove the row, or map the label yourself before loading."
-        )
-    return out
+    return codes_from_labels(labels, enc.indices.to_numpy(zero_copy_only=False), source)
 
 
 def _numeric(col: pa.ChunkedArray, role: str, source: str) -> np.ndarray:
