@@ -203,7 +203,12 @@ class Fitted:
             "n_models": self.n_models,
             "nll": float(self.nll),
             "models": [
-                {"rank": int(r.rank), "model": str(r.model), "rating": float(r.rating), "battles": int(r.battles)}
+                {
+                    "rank": int(r.rank),
+                    "model": str(r.model),
+                    "rating": float(r.rating),
+                    "battles": int(r.battles),
+                }
                 for r in lb.itertuples(index=False)
             ],
             "convergence": self.convergence.to_dict(),
@@ -350,7 +355,9 @@ def get_rater(name: str, **options: Any) -> Rater:
     try:
         cls = _REGISTRY[name]
     except KeyError:
-        raise InputError(f"unknown method {name!r}; choose one of {', '.join(rater_names())}.") from None
+        raise InputError(
+            f"unknown method {name!r}; choose one of {', '.join(rater_names())}."
+        ) from None
     try:
         return cls(**options)
     except TypeError as exc:
