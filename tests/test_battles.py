@@ -166,3 +166,23 @@ def test_pair_counts_bad_input():
         PairCounts.from_arrays(["a", "b"], np.array([[0, 5]]), np.array([[1, 0, 0, 0]]))
     with pytest.raises(InputError, match="non-negative"):
         PairCounts.from_arrays(["a", "b"], np.array([[0, 1]]), np.array([[-1, 0, 0, 0]]))
+
+
+def test_pair_count_filters_match_battle_filters():
+    b = Battles.from_arrays(
+        ["a", "a", "b", "c", "a", "d", "b", "c"],
+        ["b", "c", "c", "a", "d", "b", "c", "b"],
+        ["model_a", "tie (bothbad)", "model_b", "tie", "model_a", "model_b", "tie", "model_a"],
+    )
+    for kwargs in (
+        {"both_bad": "drop"},
+        {"exclude_models": ["d"]},
+        {"min_battles": 3},
+        {"exclude_models": ["a"], "min_battles": 2, "both_bad": "drop"},
+    ):
+        from_battles = b.filter(**kwargs).counts()
+        from_counts = b.counts().filter(**kwargs)
+        assert from_counts.models == from_battles.models
+        assert as_dict(from_counts) == as_dict(from_battles)
+    with pytest.raises(InputError, match="no comparisons are left"):
+        b.counts().filter(min_battles=100)

@@ -9,10 +9,10 @@ these counts, so every fit reads a :class:`PairCounts`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -472,28 +472,14 @@ class Battles:
         has at least that many (removing a model lowers its opponents' counts);
         ``both_bad="drop"`` removes both-bad ties.
         """
-        out = self
-        if both_bad == "drop":
-            out = out.drop_both_bad()
-        elif both_bad != "tie":
-            raise InputError(f"both_bad must be 'tie' or 'drop', not {both_bad!r}.")
-        if exclude_models:
-            unknown = sorted(set(exclude_models) - set(out.models))
-            if unknown:
-                raise InputError(f"{self.source}: cannot exclude unknown model(s) {unknown}.")
-            bad = np.array([n in set(exclude_models) for n in out.models])
-            keep = ~(bad[out.model_a] | bad[out.model_b])
-            out = out.take(keep).compact()
-        if min_battles > 0:
-            while len(out):
-                per = out.battles_per_model()
-                small = per < min_battles
-                if not small.any():
-                    break
-                out = out.take(~(small[out.model_a] | small[out.model_b])).compact()
-        if len(out) == 0:
-            raise InputError(f"{self.source}: no battles are left after filtering.")
-        return out
+        return _filtered(
+            self,
+            lambda d: (d.model_a, d.model_b),
+            exclude_models=exclude_models,
+            min_battles=min_battles,
+            both_bad=both_bad,
+            what="battles",
+        )
 
     # ------------------------------------------------------------------ aggregation
     def counts(self, *, by_annotator: bool = False) -> PairCounts:
@@ -778,27 +764,14 @@ class PairCounts:
         both_bad: BothBad = "tie",
     ) -> PairCounts:
         """The filters of :meth:`Battles.filter`, applied to counts."""
-        out = self
-        if both_bad == "drop":
-            out = out.drop_both_bad()
-        elif both_bad != "tie":
-            raise InputError(f"both_bad must be 'tie' or 'drop', not {both_bad!r}.")
-        if exclude_models:
-            unknown = sorted(set(exclude_models) - set(out.models))
-            if unknown:
-                raise InputError(f"{self.source}: cannot exclude unknown model(s) {unknown}.")
-            bad = np.array([n in set(exclude_models) for n in out.models])
-            out = out.take(~(bad[out.i] | bad[out.j]))
-        if min_battles > 0:
-            while len(out):
-                small = out.battles_per_model() < min_battles
-                if not small[np.unique(np.concatenate([out.i, out.j]))].any():
-                    break
-                out = out.take(~(small[out.i] | small[out.j]))
-        out = out.nonempty()
-        if len(out) == 0:
-            raise InputError(f"{self.source}: no comparisons are left after filtering.")
-        return out.compact()
+        return _filtered(
+            self.nonempty(),
+            lambda d: (d.i, d.j),
+            exclude_models=exclude_models,
+            min_battles=min_battles,
+            both_bad=both_bad,
+            what="comparisons",
+        )
 
     def nonempty(self) -> PairCounts:
         """Rows with at least one comparison."""
@@ -828,6 +801,40 @@ class PairCounts:
         if self.annotator is not None:
             df["annotator"] = np.array(self.annotators, dtype=object)[self.annotator]
         return df
+
+
+def _filtered(
+    data: Any,
+    ends: Callable[[Any], tuple[np.ndarray, np.ndarray]],
+    *,
+    exclude_models: Sequence[str],
+    min_battles: int,
+    both_bad: str,
+    what: str,
+) -> Any:
+    """The standard filters, shared by :class:`Battles` and :class:`PairCounts` (``ends`` gives
+    each row's two model indices). Models left without rows are dropped after every step."""
+    out = data
+    if both_bad == "drop":
+        out = out.drop_both_bad()
+    elif both_bad != "tie":
+        raise InputError(f"both_bad must be 'tie' or 'drop', not {both_bad!r}.")
+    if exclude_models:
+        unknown = sorted(set(exclude_models) - set(out.models))
+        if unknown:
+            raise InputError(f"{data.source}: cannot exclude unknown model(s) {unknown}.")
+        bad = np.array([n in set(exclude_models) for n in out.models])
+        a, b = ends(out)
+        out = out.take(~(bad[a] | bad[b])).compact()
+    while min_battles > 0 and len(out):
+        small = out.battles_per_model() < min_battles
+        if not small.any():
+            break
+        a, b = ends(out)
+        out = out.take(~(small[a] | small[b])).compact()
+    if len(out) == 0:
+        raise InputError(f"{data.source}: no {what} are left after filtering.")
+    return out
 
 
 def as_counts(data: Battles | PairCounts, *, by_annotator: bool = False) -> PairCounts:
