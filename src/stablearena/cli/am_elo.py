@@ -296,17 +296,31 @@ def experiment_prediction(
     result = run_prediction(data, config, source=label)
     payload = result.to_dict() | {"simulated": simulated}
 
+    _emit_experiment(
+        payload,
+        fmt,
+        output,
+        key="table",
+        title="prediction (am-ELO Table 2)",
+        detail=f"held-out = {config.folds}-fold mean (std)",
+    )
+
+
+def _emit_experiment(
+    payload: dict[str, Any], fmt: str, output: Any, *, key: str, title: str, detail: str
+) -> None:
+    """Emit an experiment result; the table shows ``payload[key]`` under a caption giving the
+    data's size, ``detail`` and whether the data were simulated."""
+
     def table(p: dict[str, Any]) -> Any:
         caption = (
             f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
-            f"held-out = {p['config']['folds']}-fold mean (std)"
+            + detail
             + (" — SIMULATED data" if p["simulated"] else "")
         )
-        return records_table(
-            p["table"], title=f"prediction (am-ELO Table 2) — {p['source']}", caption=caption
-        )
+        return records_table(p[key], title=f"{title} — {p['source']}", caption=caption)
 
-    emit(payload, fmt, output, records_key="table", table=table)
+    emit(payload, fmt, output, records_key=key, table=table)
 
 
 @experiment_app.command("restarts")
@@ -349,14 +363,11 @@ def experiment_restarts(
     result = run_restarts(data, config, source=label)
     payload = result.to_dict() | {"simulated": simulated}
 
-    def table(p: dict[str, Any]) -> Any:
-        caption = (
-            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
-            f"final values after {p['config']['steps']} epochs; loss = mean binary cross-entropy"
-            + (" — SIMULATED data" if p["simulated"] else "")
-        )
-        return records_table(
-            p["final"], title=f"restarts (am-ELO Figure 5) — {p['source']}", caption=caption
-        )
-
-    emit(payload, fmt, output, records_key="final", table=table)
+    _emit_experiment(
+        payload,
+        fmt,
+        output,
+        key="final",
+        title="restarts (am-ELO Figure 5)",
+        detail=f"final values after {config.steps} epochs; loss = mean binary cross-entropy",
+    )
