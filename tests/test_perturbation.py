@@ -229,3 +229,23 @@ def test_perturbation_experiment_bad_config(cfg, match):
 
     with pytest.raises(InputError, match=match):
         run_perturbation(arena(), PerturbationConfig(**cfg))
+
+
+def test_screened_protocol_counts_only_the_perturbed_as_anomalous():
+    """Annotators anomalous before any perturbation are screened out first (the Stable Arena
+    keeps them out); unscreened, the paper's F1 counts finding them as false alarms."""
+    from stablearena.experiments.perturbation import PerturbationConfig, run_perturbation
+
+    sim = simulate_arena(10, 16_000, profiles={"honest": 27, "flipper": 3}, seed=6)
+    b = sim.battles
+    planted = {b.annotators[k] for k in np.flatnonzero(sim.of_profile("flipper"))}
+    cfg = dict(kinds=("flip",), ratios=(0.3,), seeds=2, methods=("m-elo", "am-elo"))
+    screened = run_perturbation(b, PerturbationConfig(**cfg))
+    raw = run_perturbation(b, PerturbationConfig(**cfg, screen=False))
+    out = {d["annotator"] for d in screened.screened_out if d["status"] == "excluded"}
+    assert out == planted
+    assert screened.n_annotators == 27 and raw.n_annotators == 30
+    assert set(raw.baseline_flagged["0"]) == planted and screened.baseline_flagged["0"] == []
+    assert screened.summary[0]["f1@0"] == 1.0
+    assert raw.summary[0]["f1@0"] < 0.9  # the planted flippers count as false alarms (or misses)
+    assert raw.summary[0]["f1_unflagged@0"] == 1.0

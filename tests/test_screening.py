@@ -131,3 +131,75 @@ def test_bad_batches():
         arena.update(b.take(np.zeros(len(b), bool)))
     with pytest.raises(InputError, match="takes Battles"):
         arena.update(b.counts())  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ screening a fixed log
+def test_screen_log_removes_the_planted_flippers_and_refits_without_them():
+    from stablearena.screening import screen_log
+
+    sim = simulate_arena(10, 12_000, profiles={"honest": 12, "flipper": 3}, seed=1)
+    b = sim.battles
+    flippers = {b.annotators[k] for k in np.flatnonzero(sim.of_profile("flipper"))}
+    scr = screen_log(b, min_records=20)
+    assert set(scr.excluded) == flippers
+    assert all(d.step == 1 and "excluded in round 1" in d.reason for d in scr.removed)
+    # the last fit flags nobody, and it is the plain am-ELO fit of the kept log
+    assert scr.rounds == 2 and "flagged" not in scr.fitted.status
+    assert set(scr.battles.annotators) == set(b.annotators) - flippers
+    assert len(scr.battles) == int((~sim.of_profile("flipper")[b.annotator]).sum())
+    np.testing.assert_allclose(scr.fitted.scores, AmElo().fit(scr.battles).scores, atol=1e-12)
+
+
+def test_screen_log_repeats_until_nobody_is_flagged():
+    from stablearena.screening import screen_log
+
+    # a high threshold: excluding the lowest annotators moves the mean-1 scale, so that others
+    # fall below it in the next round; the loop runs until a fit flags nobody
+    sim = simulate_arena(8, 10_000, profiles={"honest": 20}, seed=4, ability_range=(0.2, 1.8))
+    scr = screen_log(sim.battles, min_records=20, ability_threshold=0.75)
+    assert scr.rounds >= 3
+    assert {d.step for d in scr.removed} == set(range(1, scr.rounds))
+    fitted = np.array(scr.fitted.status) == "included"
+    assert fitted.sum() == len(scr.battles.annotators)
+    assert np.all(scr.fitted.abilities[fitted] >= 0.75)
+
+
+def test_screen_log_lists_annotators_with_too_few_records():
+    from stablearena.screening import screen_log
+
+    sim = simulate_arena(8, 6_000, profiles={"honest": 6}, seed=0, shuffle_annotators=False)
+    b = sim.battles
+    keep = (b.annotator != 0) | (np.cumsum(b.annotator == 0) <= 10)
+    scr = screen_log(b.take(keep), min_records=50)
+    (few,) = scr.removed
+    assert few.status == "left_out" and few.annotator == b.annotators[0] and few.records == 10
+    assert b.annotators[0] not in scr.battles.annotators
+
+
+def test_screen_log_warns_when_max_rounds_stops_it():
+    from stablearena import StableArenaWarning
+    from stablearena.screening import screen_log
+
+    sim = simulate_arena(10, 12_000, profiles={"honest": 12, "flipper": 3}, seed=1)
+    with pytest.warns(StableArenaWarning, match="after 1 rounds"):
+        scr = screen_log(sim.battles, min_records=20, max_rounds=1)
+    assert len(scr.excluded) == 3 and scr.rounds == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, match", [({"max_rounds": 0}, "max_rounds"), ({"min_records": -1}, "min_records")]
+)
+def test_screen_log_bad_options(kwargs, match):
+    from stablearena.screening import screen_log
+
+    sim = simulate_arena(6, 2_000, profiles={"honest": 4}, seed=0)
+    with pytest.raises(InputError, match=match):
+        screen_log(sim.battles, **kwargs)
+
+
+def test_screen_log_needs_annotators():
+    from stablearena.screening import screen_log
+
+    b = Battles.from_arrays([0, 1], [1, 2], [0, 1])
+    with pytest.raises(InputError, match="annotator column"):
+        screen_log(b)

@@ -16,10 +16,16 @@ Each time a batch of battles arrives, :meth:`StableArena.update`
 Every step returns the ratings and one :class:`Decision` per annotator with its reason, plus
 what changed since the previous step (a new annotator, one admitted after reaching δ, one
 newly flagged or excluded).
+
+:func:`screen_log` applies the same screening to a fixed log until nothing changes: fit,
+exclude the flagged annotators, refit without them, and again, until no annotator in the fit is
+flagged. Its result is the log a Stable Arena would publish from — e.g. the clean baseline of
+the perturbation experiment (:mod:`stablearena.experiments.perturbation`).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,10 +33,10 @@ import numpy as np
 import pandas as pd
 
 from .battles import Battles
-from .errors import InputError
+from .errors import InputError, StableArenaWarning
 from .raters.annotator import UNKNOWN_ANNOTATOR, AmElo, AmEloFitted
 
-__all__ = ["Decision", "ArenaStep", "StableArena", "Policy"]
+__all__ = ["Decision", "ArenaStep", "StableArena", "Policy", "ScreenedLog", "screen_log"]
 
 Policy = Literal["warn", "exclude"]
 
@@ -213,3 +219,113 @@ class StableArena:
         out = ArenaStep(step, len(log), fitted, tuple(decisions))
         self.history.append(out)
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class ScreenedLog:
+    """A log screened by :func:`screen_log`.
+
+    Attributes:
+        battles: the battles of the annotators kept (models and annotators that no longer occur
+            are dropped).
+        fitted: am-ELO on the kept annotators (none of them flagged).
+        removed: one :class:`Decision` per annotator removed — ``status`` ``"excluded"``
+            (``step`` = the round in which it was flagged) or ``"left_out"`` (too few records).
+        rounds: fits run (the last one flags nobody, unless ``max_rounds`` stopped the loop).
+    """
+
+    battles: Battles
+    fitted: AmEloFitted
+    removed: tuple[Decision, ...]
+    rounds: int
+
+    @property
+    def excluded(self) -> list[str]:
+        return [d.annotator for d in self.removed if d.status == "excluded"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "n_battles": len(self.battles),
+            "n_annotators": len(self.battles.annotators or ()),
+            "removed": [d.to_dict() for d in self.removed],
+        }
+
+
+def screen_log(
+    battles: Battles,
+    *,
+    min_records: int = 50,
+    ability_threshold: float = 0.0,
+    confidence: float | None = None,
+    max_rounds: int = 20,
+    **options: Any,
+) -> ScreenedLog:
+    """Stable Arena screening of a fixed log, repeated until it changes nothing (am-ELO Alg. 3).
+
+    Annotators with fewer than δ = ``min_records`` records are left out; am-ELO is fitted on the
+    rest; annotators with ability below ε = ``ability_threshold`` (mean-1 scale; with
+    ``confidence``, only when the one-sided upper bound is below ε too) are excluded and the
+    model refitted without them — which can push another annotator below ε — until a fit flags
+    nobody. ``options`` go to :class:`~stablearena.raters.annotator.AmElo`.
+    """
+    if not isinstance(battles, Battles) or battles.annotator is None:
+        raise InputError("screen_log() takes Battles with an annotator column.")
+    if not isinstance(max_rounds, int) or max_rounds < 1:
+        raise InputError(f"max_rounds must be a positive integer, not {max_rounds!r}.")
+    rater = AmElo(
+        min_records=min_records,
+        ability_threshold=ability_threshold,
+        confidence=confidence,
+        **options,
+    )
+    excluded: dict[str, Decision] = {}
+    rounds = 0
+    while True:
+        rounds += 1
+        fitted = rater.fit(battles, exclude=frozenset(excluded))
+        flagged = [k for k, st in enumerate(fitted.status) if st == "flagged"]
+        for k in flagged:
+            name = fitted.annotators[k]
+            excluded[name] = Decision(
+                step=rounds,
+                annotator=name,
+                status="excluded",
+                change="excluded",
+                records=int(round(fitted.records[k])),
+                ability=float(fitted.abilities[k]),
+                ability_se=float(fitted.ability_se[k]),
+                reason=fitted.reasons[k].replace("flagged:", f"excluded in round {rounds}:", 1),
+            )
+        if not flagged:
+            break
+        if rounds >= max_rounds:
+            warnings.warn(
+                f"screening still flagged {len(flagged)} annotator(s) after {max_rounds} rounds; "
+                "they are excluded, but the last fit was not checked again. Raise max_rounds.",
+                StableArenaWarning,
+                stacklevel=2,
+            )
+            break
+    left_out = [
+        Decision(
+            step=rounds,
+            annotator=name,
+            status="left_out",
+            change="",
+            records=int(round(fitted.records[k])),
+            ability=float(fitted.abilities[k]),
+            ability_se=float(fitted.ability_se[k]),
+            reason=fitted.reasons[k],
+        )
+        for k, name in enumerate(fitted.annotators)
+        if fitted.status[k] == "left_out"
+    ]
+    keep_names = {
+        name for k, name in enumerate(fitted.annotators) if fitted.status[k] == "included"
+    }
+    keep = np.array([n in keep_names for n in battles.annotators], dtype=bool)  # type: ignore[union-attr]
+    kept = battles.take(keep[battles.annotator]).compact()
+    if flagged:  # stopped by max_rounds: the published fit is the one without them
+        fitted = rater.fit(kept)
+    return ScreenedLog(kept, fitted, (*excluded.values(), *left_out), rounds)

@@ -214,6 +214,14 @@ def experiment_perturbation(
     ] = None,
     min_records: MinRecordsOpt = 50,
     elo_shuffles: EloShufflesOpt = 1000,
+    screen: Annotated[
+        bool,
+        typer.Option(
+            "--screen/--no-screen",
+            help="Start from the log the Stable Arena keeps: annotators with ability < 0 "
+            "before any perturbation are screened out (refitted until none is left).",
+        ),
+    ] = True,
     seed: SeedOpt = 0,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
@@ -221,7 +229,11 @@ def experiment_perturbation(
     input_format: InputFormatOpt = None,
     both_bad: BothBadOpt = "tie",
 ) -> None:
-    """am-ELO §5.5: consistency under perturbed annotators, and F1 of finding them."""
+    """am-ELO §5.5: consistency under perturbed annotators, and F1 of finding them.
+
+    By default the protocol starts from the log the Stable Arena screening keeps (annotators
+    already anomalous before any perturbation are screened out and listed), so that "perturbed"
+    is the true set of anomalous annotators; --no-screen runs it on the unscreened log."""
     data, label, simulated = _experiment_data(
         path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
     )
@@ -234,6 +246,7 @@ def experiment_perturbation(
         min_records=min_records,
         elo_shuffles=elo_shuffles,
         seed=seed,
+        screen=screen,
     )
     result = run_perturbation(data, config, source=label)
     payload = result.to_dict() | {"simulated": simulated}
@@ -250,9 +263,16 @@ def experiment_perturbation(
         for r in rows:
             if r.get("inconsistency_am_over_m") is None:
                 r["inconsistency_am_over_m"] = ""
+        out = [d["annotator"] for d in p["screened_out"] if d["status"] == "excluded"]
+        screened = (
+            f"screened out before perturbing (ability < 0): {', '.join(out) or 'none'}; "
+            if p["config"]["screen"]
+            else "unscreened; "
+        )
         caption = (
             f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
-            f"{p['config']['seeds']} seeds; F1 of ability < ε vs perturbed; f1_unflagged leaves out "
+            + screened
+            + f"{p['config']['seeds']} seeds; F1 of ability < ε vs perturbed; f1_unflagged leaves out "
             f"annotators already below ε unperturbed ({', '.join(p['baseline_flagged'][eps[0]]) or 'none'} at ε={eps[0]})"
             + (" — SIMULATED data" if p["simulated"] else "")
         )

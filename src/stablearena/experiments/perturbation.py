@@ -10,10 +10,17 @@ each seed: perturb every vote of that fraction of the annotators
    perturbed ones, at each threshold ε (default 0 and the paper's 0.005 on its Σθ = 1 scale,
    i.e. 0.005·M on the mean-1 scale).
 
-Besides the paper's F1 over all annotators, the result also reports F1 over the annotators the
-*unperturbed* fit did not already flag ("f1_unflagged"): on real data some annotators vote
-against the consensus before any perturbation, and the paper's F1 counts flagging them as a false
-alarm. Both figures are always reported side by side.
+The ground truth of (2) is "perturbed = anomalous": the paper's F1 assumes that every annotator
+it did not perturb votes with the consensus. On real data that is not so — on LLMFAO four of the
+37 annotators with ≥ 50 records have negative ability before any perturbation (worker 15:
+−0.53 ± 0.18 over 343 records) — and the paper's F1 would count finding them as false alarms,
+while flipping one of them makes it look honest. So by default (``screen=True``) the protocol
+starts where a Stable Arena publishes from: the clean log screened by
+:func:`stablearena.screening.screen_log` (am-ELO, annotators with ability < 0 excluded, refitted,
+repeated until nobody is flagged); the annotators screened out are listed in the result
+(``screened_out``). ``screen=False`` runs on the unscreened log. Either way the result also
+reports F1 over the annotators the unperturbed fit did not flag ("f1_unflagged") beside the
+F1 over all of them.
 
 Data: a real log (annotators with fewer than ``min_records`` records are removed first, as the
 paper does) or a simulated arena of honest annotators
@@ -35,6 +42,7 @@ from ..errors import InputError, StableArenaWarning
 from ..metrics import detection_scores, pairwise_agreement
 from ..perturbation import PERTURBATIONS, perturb_annotators, simulate_arena
 from ..raters import get_rater
+from ..screening import screen_log
 
 __all__ = [
     "PerturbationConfig",
@@ -53,7 +61,8 @@ class PerturbationConfig:
 
     ``thresholds``: ε values on the mean-1 ability scale; ``None`` = (0, 0.005·M), the paper's
     two thresholds. ``elo_shuffles``: online Elo is averaged over this many seeded orders (the
-    same orders for the clean and the perturbed log).
+    same orders for the clean and the perturbed log). ``screen``: start from the log screened
+    by the Stable Arena loop at ε = 0 (module docstring).
     """
 
     kinds: tuple[str, ...] = PERTURBATIONS
@@ -64,6 +73,7 @@ class PerturbationConfig:
     min_records: int = 50
     elo_shuffles: int = 1000
     seed: int = 0
+    screen: bool = True
 
     def check(self) -> None:
         bad = sorted(set(self.kinds) - set(PERTURBATIONS))
@@ -97,6 +107,7 @@ class PerturbationResult:
     config: PerturbationConfig
     seconds: float
     notes: list[str] = field(default_factory=list)
+    screened_out: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -145,6 +156,13 @@ def run_perturbation(
     config.check()
     t0 = time.perf_counter()
     data = keep_annotators_with_records(battles, config.min_records)
+    screened_out: list[dict[str, Any]] = []
+    if config.screen:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StableArenaWarning)
+            screened = screen_log(data, min_records=config.min_records)
+        data = screened.battles
+        screened_out = [d.to_dict() for d in screened.removed]
     kk = len(data.annotators)  # type: ignore[arg-type]
     if kk < 2:
         raise InputError("the perturbation experiment needs at least two annotators.")
@@ -208,6 +226,7 @@ def run_perturbation(
         config=config,
         seconds=time.perf_counter() - t0,
         notes=notes,
+        screened_out=screened_out,
     )
 
 
