@@ -194,6 +194,44 @@ def test_run_arena_shared_initial_battles():
     np.testing.assert_array_equal(r1.battles.outcome[:20], r2.battles.outcome[:20])
 
 
+@pytest.mark.parametrize("replay", [False, True])
+def test_common_random_numbers_give_each_pairs_kth_battle_the_same_outcome(replay):
+    ratings = random_ratings(6, seed=0)
+    arena = (
+        ReplayArena(simulate_battles(ratings, 3_000, seed=9, rule="paper"))
+        if replay
+        else SimulatedArena(ratings)
+    )
+    runs = [
+        run_arena(arena, sel, 150, init=20, init_seed=7, outcome_seed=[3, 1], seed=s)
+        for s, sel in enumerate(["random", "d-opt", "nearest"])
+    ]
+
+    def kth_outcomes(run):
+        # the k-th selected battle of each pair, seen from the smaller index
+        out: dict[tuple[int, int, int], int] = {}
+        seen: dict[tuple[int, int], int] = {}
+        b = run.battles
+        for a, c, o in zip(b.model_a[20:], b.model_b[20:], b.outcome[20:], strict=True):
+            lo, hi = min(a, c), max(a, c)
+            k = seen.get((lo, hi), 0)
+            seen[(lo, hi)] = k + 1
+            out[(lo, hi, k)] = int(o) if a < c else int(Outcome.B if o == 0 else 0 if o == 1 else o)
+        return out
+
+    outs = [kth_outcomes(r) for r in runs]
+    shared = 0
+    for x in outs[1:]:
+        common = outs[0].keys() & x.keys()
+        shared += len(common)
+        assert all(outs[0][key] == x[key] for key in common)
+    assert shared > 50  # the runs did play the same pairs often enough to compare
+    # the streams differ between outcome seeds, and draws are not all alike
+    other = run_arena(arena, "random", 150, init=20, init_seed=7, outcome_seed=[4, 1], seed=0)
+    assert not np.array_equal(other.battles.outcome, runs[0].battles.outcome)
+    assert len(set(outs[0].values())) > 1
+
+
 def test_run_arena_bad_input():
     arena = SimulatedArena(random_ratings(4, seed=0))
     with pytest.raises(InputError, match="non-negative"):
@@ -204,6 +242,8 @@ def test_run_arena_bad_input():
         run_arena(arena, "random", 5, record=(10,))
     with pytest.raises(InputError, match="unknown strategy"):
         run_arena(arena, "oracle", 5)
+    with pytest.raises(InputError, match="outcome_seed"):
+        run_arena(arena, "random", 5, outcome_seed=[-1])
 
 
 # --------------------------------------------------------------------------- the experiment
@@ -225,6 +265,14 @@ def test_selection_experiment_json_shape_and_values(tmp_path):
     assert d["settings"]["mode"] == "simulation"
     png = plot_selection_experiment(res, tmp_path / "sel.png")
     assert png.stat().st_size > 10_000
+
+
+def test_selection_experiment_does_not_depend_on_the_list_of_strategies():
+    kw = dict(n_models=8, init=30, steps=[20, 40], seeds=2)
+    both = run_selection_experiment(strategies=["random", "d-opt"], **kw)
+    alone = run_selection_experiment(strategies=["d-opt"], **kw)
+    np.testing.assert_array_equal(both.pairwise["d-opt"], alone.pairwise["d-opt"])
+    np.testing.assert_array_equal(both.d_info["d-opt"], alone.d_info["d-opt"])
 
 
 def test_d_opt_gains_information_faster_than_random_in_simulation():

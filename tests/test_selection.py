@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from stablearena import Battles, InputError, MElo
 from stablearena.arena import SimulatedArena, run_arena
-from stablearena.information import bt_information, laplacian_pinv
+from stablearena.information import (
+    MIN_PRIOR_VARIANCE,
+    bt_information,
+    empirical_bayes_scores,
+    laplacian_pinv,
+)
+from stablearena.raters.base import ELO_SCALE
 from stablearena.selection import (
     AdaPairSelector,
     AOptimal,
@@ -30,9 +36,13 @@ from stablearena.selection import (
 from stablearena.simulate import random_ratings, simulate_battles
 
 
-def _tracker(m: int = 8, n: int = 200, seed: int = 0) -> InformationTracker:
+def _tracker(
+    m: int = 8, n: int = 200, seed: int = 0, estimate: str = "empirical-bayes"
+) -> InformationTracker:
+    """A tracker at the design estimate d-opt and a-opt use by default (the brute-force
+    references below read its information directly)."""
     battles = simulate_battles(random_ratings(m, seed=seed), n, seed=seed + 1)
-    return InformationTracker.from_fitted(MElo().fit(battles))
+    return InformationTracker.from_fitted(MElo().fit(battles), estimate=estimate)
 
 
 def _u(m: int, i: int, j: int) -> np.ndarray:
@@ -86,9 +96,9 @@ def test_a_opt_matches_brute_force_trace():
 def test_grounded_d_opt_picks_the_same_pair_as_anchor_free():
     # det of the grounded matrix is pdet/N for every anchor, so both D criteria agree
     for seed in range(3):
-        tr = _tracker(seed=seed)
+        tr = _tracker(seed=seed, estimate="plug-in")
         assert tuple(DOptimalGrounded().select(tr, rng=0).pairs[0]) == tuple(
-            DOptimal().select(tr, rng=0).pairs[0]
+            DOptimal(estimate="plug-in").select(tr, rng=0).pairs[0]
         )
 
 
@@ -130,7 +140,7 @@ def test_sherman_morrison_updates_match_recomputation(m, seed, adds):
 
 
 def test_refresh_recomputes_from_counts_at_new_scores():
-    tr = _tracker()
+    tr = _tracker(estimate="plug-in")
     x = np.linspace(-1, 1, tr.n_models)
     tr.add(0, 1)
     tr.refresh(x)
@@ -139,6 +149,72 @@ def test_refresh_recomputes_from_counts_at_new_scores():
         tr.info, bt_information(x - x.mean(), iu, ju, tr.pair_battles[iu, ju])
     )
     np.testing.assert_allclose(tr.sigma, laplacian_pinv(tr.info), atol=1e-12)
+
+
+def test_empirical_bayes_tracker_is_the_plug_in_one_at_the_shrunk_scores():
+    tr = _tracker(seed=4, n=120)
+    x = np.linspace(-1, 1, tr.n_models)
+    tr.refresh(x)
+    plug = InformationTracker.from_counts(
+        MElo().fit(simulate_battles(random_ratings(8, seed=4), 120, seed=5)).counts, x
+    )
+    shrunk, tau2 = empirical_bayes_scores(x, plug.info)
+    np.testing.assert_allclose(tr.scores, x - x.mean())  # the fitted scores are kept as given
+    np.testing.assert_allclose(tr.design_scores, shrunk, atol=1e-12)
+    assert tr.prior_variance == pytest.approx(tau2)
+    iu, ju = np.nonzero(np.triu(tr.pair_battles, 1))
+    np.testing.assert_allclose(
+        tr.info, bt_information(shrunk, iu, ju, tr.pair_battles[iu, ju]), atol=1e-12
+    )
+    # a selector converts a tracker of the other estimate, and picks as on a matching one
+    assert plug.with_estimate("plug-in") is plug
+    conv = plug.with_estimate("empirical-bayes")
+    np.testing.assert_allclose(conv.info, tr.info, atol=1e-12)
+    for sel in (DOptimal(), AOptimal()):
+        assert tuple(sel.select(plug, 3, rng=1).pairs.ravel()) == tuple(
+            sel.select(tr, 3, rng=1).pairs.ravel()
+        )
+    with pytest.raises(InputError, match="estimate"):
+        InformationTracker(3, estimate="map")  # type: ignore[arg-type]
+
+
+def test_empirical_bayes_shrinks_each_information_direction():
+    rng = np.random.default_rng(0)
+    m = 7
+    tr = InformationTracker(m, scores=rng.normal(size=m))
+    for i in range(m):
+        for j in range(i + 1, m):
+            tr.add(i, j, float(rng.integers(1, 5)))
+    x = rng.normal(size=m) * 2
+    x -= x.mean()
+    shrunk, tau2 = empirical_bayes_scores(x, tr.info)
+    lam, vec = np.linalg.eigh(tr.info)
+    lam, vec = lam[1:], vec[:, 1:]  # the zero eigenvalue is the constant direction
+    assert tau2 == pytest.approx((x @ x - np.sum(1 / lam)) / (m - 1))
+    expect = vec @ ((tau2 * lam / (tau2 * lam + 1)) * (vec.T @ x))
+    np.testing.assert_allclose(shrunk, expect, atol=1e-12)
+    assert abs(shrunk.sum()) < 1e-12
+    # no spread beyond noise: everything shrinks to (almost) zero
+    tiny, t2 = empirical_bayes_scores(x * 1e-3, tr.info)
+    assert t2 == MIN_PRIOR_VARIANCE and np.abs(tiny).max() < 1e-5
+    # a great deal of information: the scores stay as they are
+    same, _ = empirical_bayes_scores(x, tr.info * 1e8)
+    np.testing.assert_allclose(same, x, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::stablearena.StableArenaWarning")
+def test_empirical_bayes_scores_are_closer_to_the_truth_on_sparse_data():
+    """Few battles per model: the shrunk scores have a smaller error than the MLE (on average
+    over arenas; the James–Stein effect)."""
+    err_mle, err_eb = [], []
+    for seed in range(20):
+        truth = random_ratings(30, seed=seed) * ELO_SCALE
+        fitted = MElo().fit(simulate_battles(truth / ELO_SCALE, 150, seed=seed + 100))
+        tr = InformationTracker.from_fitted(fitted, estimate="empirical-bayes")
+        t = truth - truth.mean()
+        err_mle.append(np.sum((tr.scores - t) ** 2))
+        err_eb.append(np.sum((tr.design_scores - t) ** 2))
+    assert np.mean(err_eb) < 0.8 * np.mean(err_mle)
 
 
 # --------------------------------------------------------------------------- info metrics

@@ -438,6 +438,7 @@ def run_arena(
     seed: int | np.random.Generator = 0,
     init_seed: int | np.random.Generator | None = None,
     rater_options: dict[str, Any] | None = None,
+    outcome_seed: int | Sequence[int] | None = None,
 ) -> ArenaRun:
     """Run an arena: ``init`` random battles, then ``n_battles`` chosen by ``selector``.
 
@@ -448,6 +449,14 @@ def run_arena(
     arena passed in is not consumed (a copy is played). ``init_seed``, when given, draws the
     initial battles from its own stream (so that several runs can share them); everything
     else uses ``seed``.
+
+    ``outcome_seed``, when given, judges the selected battles with *common random numbers*: the
+    k-th selected battle of pair {i, j} draws its outcome from a stream keyed by
+    (``outcome_seed``, i, j, k) alone. Runs of different selectors from the same arena state and
+    ``outcome_seed`` then see the same outcome whenever they play a pair for the k-th time (in a
+    replay, the same real battle), so that their difference comes from the pairs they choose,
+    not from the luck of the draws. Each outcome is still an independent draw from the arena's
+    rule (in a replay, from the pair's battles without replacement).
     """
     with single_threaded_blas():
         return _run_arena(
@@ -462,7 +471,15 @@ def run_arena(
             seed,
             init_seed,
             rater_options,
+            outcome_seed,
         )
+
+
+def _outcome_key(outcome_seed: int | Sequence[int]) -> list[int]:
+    key = [int(outcome_seed)] if np.ndim(outcome_seed) == 0 else [int(k) for k in outcome_seed]  # type: ignore[union-attr]
+    if not key or min(key) < 0:
+        raise InputError(f"outcome_seed must be non-negative integers, not {outcome_seed!r}.")
+    return key
 
 
 def _run_arena(
@@ -477,6 +494,7 @@ def _run_arena(
     seed: int | np.random.Generator,
     init_seed: int | np.random.Generator | None,
     rater_options: dict[str, Any] | None,
+    outcome_seed: int | Sequence[int] | None,
 ) -> ArenaRun:
     if n_battles < 0 or init < 0:
         raise InputError("n_battles and init must be non-negative.")
@@ -489,7 +507,7 @@ def _run_arena(
         raise InputError(f"recorded steps must lie in 0..{n_battles}, got {steps}.")
     arena = arena.copy()
     m = arena.n_models
-    tracker = InformationTracker(arena.models)
+    tracker = InformationTracker(arena.models, estimate=sel.estimate or "plug-in")
     avail = arena.available()
     if avail is not None:
         tracker.blocked |= ~avail
@@ -506,6 +524,18 @@ def _run_arena(
     snapshots: dict[int, Snapshot] = {}
     n_exhausted = 0
     n_warm = 0
+    key = None if outcome_seed is None else _outcome_key(outcome_seed)
+    played = np.zeros((m, m), dtype=np.int64)  # selected battles per pair, for the streams
+
+    def judge(i: int, j: int) -> int | None:
+        if key is None:
+            return arena.play(i, j, rng)
+        lo, hi = min(i, j), max(i, j)
+        code = arena.play(lo, hi, np.random.default_rng([*key, lo, hi, int(played[lo, hi])]))
+        if code is None:
+            return None
+        played[lo, hi] += 1
+        return code if i < j else int(_SWAP[code])
 
     def snap(t: int) -> None:
         snapshots[t] = Snapshot(t, tracker.scores.copy(), tracker.pair_battles.copy())
@@ -520,7 +550,7 @@ def _run_arena(
         n_warm += int(picks.warm_up.sum())
         for i, j in picks.pairs:
             i, j = int(i), int(j)
-            outcome = arena.play(i, j, rng)
+            outcome = judge(i, j)
             while outcome is None:
                 # the pair is out of battles: tell the selector and let it pick again
                 n_exhausted += 1
@@ -528,7 +558,7 @@ def _run_arena(
                 again = sel.select(tracker, 1, rng=rng)
                 i, j = (int(x) for x in again.pairs[0])
                 n_warm += int(again.warm_up[0])
-                outcome = arena.play(i, j, rng)
+                outcome = judge(i, j)
             refit.add(np.array([i]), np.array([j]), np.array([outcome]))
             tracker.add(i, j)
             choices[i, j] += 1

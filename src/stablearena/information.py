@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["laplacian", "bt_information", "laplacian_pinv"]
+__all__ = ["laplacian", "bt_information", "laplacian_pinv", "empirical_bayes_scores"]
 
 
 def laplacian(m: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -43,3 +43,37 @@ def laplacian_pinv(lap: np.ndarray) -> np.ndarray:
     m = lap.shape[0]
     j = np.full((m, m), 1.0 / m)
     return np.linalg.inv(lap + j) - j
+
+
+#: Smallest prior variance of the scores (natural units²) that :func:`empirical_bayes_scores`
+#: estimates: below it the data show no spread beyond noise and every score shrinks to ~0.
+MIN_PRIOR_VARIANCE: float = 1e-6
+
+
+def empirical_bayes_scores(
+    scores: np.ndarray, info: np.ndarray, covariance: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
+    """Posterior mean of the true scores under a fitted normal prior (empirical Bayes).
+
+    With x̂ ≈ N(r, I⁺) (the fitted mean-zero scores and the inverse of their Fisher information
+    ``info``) and the prior r ~ N(0, τ² P) on mean-zero scores (P = I − 11ᵀ/m), the posterior
+    mean is the ridge estimate
+
+        r̃ = (I + τ⁻² 1)⁻¹ I x̂,
+
+    each direction of the information shrunk by τ²λ/(τ²λ + 1). τ² is the method-of-moments
+    estimate E‖x̂‖² = (m − 1) τ² + tr I⁺, i.e. τ̂² = max((‖x̂‖² − tr I⁺)/(m − 1),
+    ``MIN_PRIOR_VARIANCE``) (James & Stein 1961; Efron & Morris 1973). Early in an arena, when
+    the maximum-likelihood scores are mostly noise, r̃ pulls them towards the average; once
+    the data are strong it is x̂. ``covariance``: I⁺ if already computed (block-wise when the
+    comparison graph is disconnected). Returns (r̃, τ̂²).
+    """
+    x = np.asarray(scores, dtype=float)
+    x = x - x.mean()
+    m = len(x)
+    if m < 2:
+        return x, 0.0
+    cov = laplacian_pinv(info) if covariance is None else covariance
+    tau2 = max((float(x @ x) - float(np.trace(cov))) / (m - 1), MIN_PRIOR_VARIANCE)
+    shrunk = np.linalg.solve(info + np.eye(m) / tau2, info @ x)
+    return shrunk - shrunk.mean(), tau2

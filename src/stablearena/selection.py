@@ -47,10 +47,11 @@ from scipy.special import expit
 from .battles import Battles, PairCounts, as_counts
 from .errors import InputError
 from .graph import components
-from .information import bt_information, laplacian_pinv
+from .information import bt_information, empirical_bayes_scores, laplacian_pinv
 
 __all__ = [
     "InformationTracker",
+    "Estimate",
     "Selection",
     "Selector",
     "RandomSelector",
@@ -70,6 +71,8 @@ __all__ = [
 ]
 
 BatchMode = Literal["greedy", "top-k"]
+Estimate = Literal["plug-in", "empirical-bayes"]
+ESTIMATES: tuple[str, ...] = ("plug-in", "empirical-bayes")
 
 #: Relative tolerance under which two pair scores count as tied (ties are broken at random, so
 #: that symmetric situations — e.g. equal-strength models — do not favour low model indices).
@@ -241,24 +244,46 @@ def _block_pinv(info: np.ndarray, labels: np.ndarray) -> np.ndarray:
 class InformationTracker:
     """Fisher information of the current ratings, kept up to date battle by battle.
 
-    Holds (all m×m, O(N²) memory): the battles per pair, W = p(1 − p) at the current scores, the
-    information Laplacian I, and — computed when first needed, then updated by Sherman–Morrison
-    after each battle — Σ = I⁺ and T = Σ². :meth:`refresh` recomputes everything from the counts
-    after the ratings are refitted. Mutable on purpose (it is the state of a running arena);
-    :meth:`copy` gives an independent one.
+    Holds (all m×m, O(N²) memory): the battles per pair, W = p(1 − p) at the design estimate of
+    the scores, the information Laplacian I, and — computed when first needed, then updated by
+    Sherman–Morrison after each battle — Σ = I⁺ and T = Σ². :meth:`refresh` recomputes
+    everything from the counts after the ratings are refitted. Mutable on purpose (it is the
+    state of a running arena); :meth:`copy` gives an independent one.
+
+    The information depends on the unknown true scores; it is evaluated at the *design
+    estimate* ``design_scores``:
+
+    - ``estimate="plug-in"``: the fitted scores themselves (the paper's choice);
+    - ``estimate="empirical-bayes"``: the fitted scores shrunk by their own uncertainty
+      (:func:`stablearena.information.empirical_bayes_scores`: the posterior mean under a
+      normal prior whose variance is estimated from the scores' spread). Early in an arena the
+      maximum-likelihood scores are mostly noise — a model with one lucky win sits far from
+      everyone, its W tiny and its variance huge — and a design built on them chases that
+      noise; the shrunk scores give W and Σ close to those at the truth.
 
     Args:
         models: model names (or the number of models).
-        scores: current scores, natural log-odds units (default zeros: equal strengths).
+        scores: current fitted scores, natural log-odds units (default zeros: equal strengths).
+        estimate: ``"plug-in"`` (default) or ``"empirical-bayes"``.
     """
 
-    def __init__(self, models: Sequence[str] | int, scores: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        models: Sequence[str] | int,
+        scores: np.ndarray | None = None,
+        *,
+        estimate: Estimate = "plug-in",
+    ) -> None:
         if isinstance(models, (int, np.integer)):
             models = tuple(f"model_{k:03d}" for k in range(int(models)))
         self.models: tuple[str, ...] = tuple(models)
         m = len(self.models)
         if m < 2:
             raise InputError("pair selection needs at least two models.")
+        if estimate not in ESTIMATES:
+            raise InputError(f"estimate must be one of {', '.join(ESTIMATES)}, not {estimate!r}.")
+        self.estimate: Estimate = estimate
+        self.prior_variance: float | None = None
         self.pair_battles = np.zeros((m, m))
         self.blocked = np.zeros((m, m), dtype=bool)
         self.labels = np.arange(m)
@@ -266,6 +291,7 @@ class InformationTracker:
         self._tmat: np.ndarray | None = None
         self.track_sigma2 = False
         self.scores = np.zeros(m)
+        self.design_scores = np.zeros(m)
         self.weights = np.full((m, m), 0.25)
         self.info = np.zeros((m, m))
         self.refresh(np.zeros(m) if scores is None else scores)
@@ -273,11 +299,15 @@ class InformationTracker:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_counts(
-        cls, counts: PairCounts | Battles, scores: np.ndarray | None = None
+        cls,
+        counts: PairCounts | Battles,
+        scores: np.ndarray | None = None,
+        *,
+        estimate: Estimate = "plug-in",
     ) -> InformationTracker:
         """Tracker for the battles in ``counts`` at ``scores`` (natural units)."""
         c = as_counts(counts)
-        tracker = cls(c.models)
+        tracker = cls(c.models, estimate=estimate)
         np.add.at(tracker.pair_battles, (c.i, c.j), c.totals)
         np.add.at(tracker.pair_battles, (c.j, c.i), c.totals)
         tracker.refresh(np.zeros(c.n_models) if scores is None else scores)
@@ -285,7 +315,11 @@ class InformationTracker:
 
     @classmethod
     def from_fitted(
-        cls, fitted: Any, counts: PairCounts | Battles | None = None
+        cls,
+        fitted: Any,
+        counts: PairCounts | Battles | None = None,
+        *,
+        estimate: Estimate = "plug-in",
     ) -> InformationTracker:
         """Tracker at a fitted model's scores, for the counts it was fitted on (or ``counts``)."""
         data = counts if counts is not None else fitted.counts
@@ -294,7 +328,7 @@ class InformationTracker:
         c = as_counts(data)
         if tuple(c.models) != tuple(fitted.models):
             raise InputError("the counts and the fitted result list different models.")
-        return cls.from_counts(c, np.asarray(fitted.scores, dtype=float))
+        return cls.from_counts(c, np.asarray(fitted.scores, dtype=float), estimate=estimate)
 
     def copy(self, *, keep_sigma2: bool = True) -> InformationTracker:
         """An independent copy (scores and W are shared read-only; they are replaced, never
@@ -310,8 +344,22 @@ class InformationTracker:
         new._tmat = self._tmat.copy() if keep else None
         new.track_sigma2 = keep
         new.scores = self.scores
+        new.design_scores = self.design_scores
+        new.estimate = self.estimate
+        new.prior_variance = self.prior_variance
         new.weights = self.weights
         new.info = self.info.copy()
+        return new
+
+    def with_estimate(self, estimate: Estimate) -> InformationTracker:
+        """This tracker (if it already uses ``estimate``) or a copy recomputed with it."""
+        if estimate == self.estimate:
+            return self
+        if estimate not in ESTIMATES:
+            raise InputError(f"estimate must be one of {', '.join(ESTIMATES)}, not {estimate!r}.")
+        new = self.copy(keep_sigma2=False)
+        new.estimate = estimate
+        new.refresh()
         return new
 
     # ------------------------------------------------------------------ views
@@ -382,8 +430,6 @@ class InformationTracker:
             if x.shape != (m,) or not np.all(np.isfinite(x)):
                 raise InputError(f"scores must be {m} finite numbers.")
             self.scores = x - x.mean()
-            p = expit(self.scores[:, None] - self.scores[None, :])
-            self.weights = np.ascontiguousarray(p * (1.0 - p))
         if counts is not None:
             c = as_counts(counts)
             if tuple(c.models) != self.models:
@@ -393,11 +439,19 @@ class InformationTracker:
             np.add.at(self.pair_battles, (c.j, c.i), c.totals)
         iu, ju = np.nonzero(np.triu(self.pair_battles, 1))
         n = self.pair_battles[iu, ju]
-        # float even with no battles yet (np.bincount of empty weights is an integer array)
-        self.info = np.asarray(bt_information(self.scores, iu, ju, n), dtype=float)
         self.labels = components(m, iu, ju)
+        x = self.scores
+        # float even with no battles yet (np.bincount of empty weights is an integer array)
+        info = np.asarray(bt_information(x, iu, ju, n), dtype=float)
         self._sigma = None
         self._tmat = None
+        if self.estimate == "empirical-bayes" and len(iu):
+            x, self.prior_variance = empirical_bayes_scores(x, info, _block_pinv(info, self.labels))
+            info = np.asarray(bt_information(x, iu, ju, n), dtype=float)
+        self.design_scores = x
+        p = expit(x[:, None] - x[None, :])
+        self.weights = np.ascontiguousarray(p * (1.0 - p))
+        self.info = info
 
     def add(self, i: int, j: int, n: float = 1.0) -> None:
         """Record ``n`` battles of pair (i, j): update I, the components and Σ (T) in O(N²)."""
@@ -578,6 +632,11 @@ class Selector(ABC):
     #: whether picks read T = Σ² (scratch copies for greedy batches keep it up to date)
     needs_sigma2: ClassVar[bool] = False
     criterion: ClassVar[str] = ""
+    #: the design estimate the selector's information is evaluated at
+    #: (:class:`InformationTracker`); ``None`` when it reads no information. A tracker with
+    #: another estimate is converted (one O(N³) refresh); trackers built by :func:`run_arena`,
+    #: :func:`select_pairs` and ``stablearena next-pairs`` already match.
+    estimate: Estimate | None = None
 
     def get_params(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
@@ -602,6 +661,8 @@ class Selector(ABC):
                 f"the number of pairs to select must be a positive integer, not {k!r}."
             )
         gen = _as_rng(rng)
+        if self.estimate is not None:
+            tracker = tracker.with_estimate(self.estimate)
         blocked = tracker.mask(exclude_models, exclude_pairs)
         if distinct and k > 1:
             blocked = blocked.copy()
@@ -727,6 +788,7 @@ class AdaPairSelector(Selector):
     """
 
     criterion: ClassVar[str] = "probability"
+    estimate: ClassVar[Estimate] = "plug-in"
 
     def _pick(self, tracker, blocked, rng):
         iu, ju = _allowed_pairs(blocked)
@@ -855,9 +917,13 @@ class DOptimal(_OptimalDesign):
     det I grows by the factor 1 + w ρ (matrix determinant lemma); the reported gain is
     ln(1 + w ρ). O(N²) per pick, Sherman–Morrison updates in O(N²); ``batch_mode="greedy"``
     updates Σ after each pick of a batch, ``"top-k"`` takes the paper's K best of one state.
+    ``estimate``: the scores W and Σ are evaluated at — ``"empirical-bayes"`` (default: the
+    fitted scores shrunk by their uncertainty, see :class:`InformationTracker`) or
+    ``"plug-in"`` (the fitted scores, as in the paper).
     """
 
     batch_mode: BatchMode = "greedy"
+    estimate: Estimate = "empirical-bayes"
 
     mode: ClassVar[int] = 0
     criterion: ClassVar[str] = "rise of ln det(information)"
@@ -872,10 +938,11 @@ class AOptimal(_OptimalDesign):
     """A-optimal pair: argmax w ‖Σu‖² / (1 + w ρ), the fall of tr Σ (Sherman–Morrison; SPEC §5).
 
     Anchor-free: tr I⁺ is half the paper's grounded trace averaged over all anchors. Keeps
-    T = Σ² up to date in O(N²) per battle.
+    T = Σ² up to date in O(N²) per battle. ``estimate`` as for :class:`DOptimal`.
     """
 
     batch_mode: BatchMode = "greedy"
+    estimate: Estimate = "empirical-bayes"
 
     mode: ClassVar[int] = 1
     needs_sigma2: ClassVar[bool] = True
@@ -929,6 +996,7 @@ def grounded_criteria(
 class _Grounded(Selector):
     kind: ClassVar[str]
     warm_up: ClassVar[bool] = True
+    estimate: ClassVar[Estimate] = "plug-in"  # the paper's
 
     def _scores(self, tracker, blocked):
         iu, ju = _allowed_pairs(blocked)
@@ -1009,8 +1077,10 @@ def select_pairs(
         from .raters.bradley_terry import MElo
 
         fitted = MElo().fit(counts)
-    tracker = InformationTracker.from_fitted(fitted, counts)
     selector = strategy if isinstance(strategy, Selector) else get_selector(strategy, **options)
+    tracker = InformationTracker.from_fitted(
+        fitted, counts, estimate=selector.estimate or "plug-in"
+    )
     return selector.select(
         tracker, k, rng=seed, exclude_models=exclude_models, exclude_pairs=exclude_pairs
     )

@@ -119,7 +119,9 @@ def next_pairs(
         )
     fitted = get_rater(method).fit(data)
     counts = as_counts(data)
-    tracker = InformationTracker.from_counts(counts, np.asarray(fitted.scores, dtype=float))
+    tracker = InformationTracker.from_counts(
+        counts, np.asarray(fitted.scores, dtype=float), estimate=selector.estimate or "plug-in"
+    )
     skipped = split_list(skip_model)
     sel = selector.select(
         tracker,

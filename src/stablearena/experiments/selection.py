@@ -23,6 +23,7 @@ the anchor-bias measure (how much more the most-chosen model battled than the me
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,7 +195,7 @@ def run_selection_experiment(
         truth = arena.truth()
         rank = np.empty(m, dtype=np.int64)
         rank[np.argsort(-truth, kind="stable")] = np.arange(m)
-        for k, name in enumerate(strategies):
+        for name in strategies:
             tick = time.perf_counter()
             run = run_arena(
                 arena,
@@ -204,9 +205,13 @@ def run_selection_experiment(
                 batch=batch,
                 rater=rater,
                 record=(0, *step_list),
-                # the same initial battles for every strategy of a seed; its own stream afterwards
+                # the same initial battles for every strategy of a seed, and the same outcome for
+                # the k-th battle of a pair (common random numbers); the strategy's own stream
+                # (keyed by its name, so that the list of strategies does not change it) for
+                # its random choices
                 init_seed=np.random.default_rng([seed, sd, 2]),
-                seed=np.random.default_rng([seed, sd, 3, k]),
+                outcome_seed=[seed, sd, 4],
+                seed=np.random.default_rng([seed, sd, 3, zlib.crc32(name.encode())]),
             )
             seconds[name] += time.perf_counter() - tick
             exhausted[name] += run.exhausted
