@@ -249,3 +249,33 @@ def test_screened_protocol_counts_only_the_perturbed_as_anomalous():
     assert screened.summary[0]["f1@0"] == 1.0
     assert raw.summary[0]["f1@0"] < 0.9  # the planted flippers count as false alarms (or misses)
     assert raw.summary[0]["f1_unflagged@0"] == 1.0
+
+
+def test_a_perturbed_log_without_an_mle_is_reported_not_averaged(monkeypatch):
+    import stablearena.experiments.perturbation as pert
+    from stablearena.errors import ConvergenceError
+
+    real, calls = pert._fit, {"am-elo": 0}
+
+    def flaky(method, battles, config):
+        if method == "am-elo":
+            calls["am-elo"] += 1
+            if calls["am-elo"] == 3:  # the clean fit, then seed 0's, then seed 1's fails
+                raise ConvergenceError("am-ELO has no maximum-likelihood solution (planted)")
+        return real(method, battles, config)
+
+    monkeypatch.setattr(pert, "_fit", flaky)
+    b = simulate_arena(6, 3_000, profiles={"honest": 12}, seed=5).battles
+    cfg = pert.PerturbationConfig(
+        kinds=("flip",), ratios=(0.25,), seeds=3, methods=("m-elo", "am-elo"), screen=False
+    )
+    res = pert.run_perturbation(b, cfg)
+    (rec,) = res.summary
+    assert rec["failed_am-elo"] == 1 and rec["failed_m-elo"] == 0
+    assert "failed_am-elo" in res.runs[1] and "consistency_am-elo" not in res.runs[1]
+    ok = [r for r in res.runs if "failed_am-elo" not in r]
+    assert rec["consistency_am-elo"] == pytest.approx(
+        np.mean([r["consistency_am-elo"] for r in ok])
+    )
+    assert rec["f1@0"] == pytest.approx(np.mean([r["f1@0"] for r in ok]))
+    assert any("1 of 3 perturbed logs" in n and "planted" in n for n in res.notes)

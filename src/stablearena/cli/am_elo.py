@@ -259,10 +259,13 @@ def experiment_perturbation(
             + [f"f1@{e}" for e in eps]
             + [f"f1_unflagged@{e}" for e in eps]
         )
+        failed = [f"failed_{m}" for m in p["config"]["methods"]]
+        keep += [f for f in failed if any(r.get(f) for r in p["summary"])]
         rows = [{k: r.get(k) for k in keep if k in r} for r in p["summary"]]
         for r in rows:
-            if r.get("inconsistency_am_over_m") is None:
-                r["inconsistency_am_over_m"] = ""
+            for k, v in r.items():
+                if v is None:
+                    r[k] = "—" if k != "inconsistency_am_over_m" else ""
         out = [d["annotator"] for d in p["screened_out"] if d["status"] == "excluded"]
         screened = (
             f"screened out before perturbing (ability < 0): {', '.join(out) or 'none'}; "
@@ -274,6 +277,11 @@ def experiment_perturbation(
             + screened
             + f"{p['config']['seeds']} seeds; F1 of ability < ε vs perturbed; f1_unflagged leaves out "
             f"annotators already below ε unperturbed ({', '.join(p['baseline_flagged'][eps[0]]) or 'none'} at ε={eps[0]})"
+            + "".join(
+                f"; {m}: no maximum-likelihood solution in {n} run(s), left out of its means"
+                for m in p["config"]["methods"]
+                if (n := sum(r.get(f"failed_{m}", 0) for r in p["summary"]))
+            )
             + (" — SIMULATED data" if p["simulated"] else "")
         )
         return records_table(rows, title=f"perturbation — {p['source']}", caption=caption)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..battles import Battles
-from ..errors import InputError, StableArenaWarning
+from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..metrics import detection_scores, pairwise_agreement
 from ..perturbation import PERTURBATIONS, perturb_annotators, simulate_arena
 from ..raters import get_rater
@@ -192,7 +192,14 @@ def run_perturbation(
                         "perturbed": p.perturbed_names,
                     }
                     for m in config.methods:
-                        fitted = _fit(m, p.battles, config)
+                        try:
+                            fitted = _fit(m, p.battles, config)
+                        except ConvergenceError as exc:
+                            # e.g. am-ELO when the perturbed annotators' summed ability matches
+                            # the honest ones': no maximum-likelihood solution. The run is
+                            # reported as failed, never averaged in as a number.
+                            rec[f"failed_{m}"] = str(exc)
+                            continue
                         rec[f"consistency_{m}"] = pairwise_agreement(
                             clean[m].ratings, fitted.ratings
                         )
@@ -210,6 +217,15 @@ def run_perturbation(
                                     flagged[fresh], p.perturbed[fresh]
                                 )["f1"]
                     runs.append(rec)
+    for m in config.methods:
+        bad = [r for r in runs if f"failed_{m}" in r]
+        if bad:
+            notes.append(
+                f"{m} found no maximum-likelihood solution in {len(bad)} of {len(runs)} perturbed "
+                f"logs (first: {bad[0]['kind']} {bad[0]['ratio']:g}, seed {bad[0]['seed']}: "
+                f"{bad[0][f'failed_{m}']}); those runs are counted in failed_{m} and left out "
+                "of that method's means."
+            )
     msgs = sorted({str(w.message) for w in caught})
     if msgs:
         notes.append(f"{len(msgs)} distinct warning(s) during the fits, e.g.: {msgs[0]}")
@@ -238,18 +254,25 @@ def _summarise(
         for ratio in config.ratios:
             group = [r for r in runs if r["kind"] == kind and r["ratio"] == ratio]
             rec: dict[str, Any] = {"kind": kind, "ratio": ratio, "seeds": len(group)}
+            # each figure is a mean over the seeds whose fit succeeded; "failed_<method>"
+            # counts the others (None where no seed succeeded)
             for m in config.methods:
-                vals = np.array([r[f"consistency_{m}"] for r in group])
-                rec[f"consistency_{m}"] = float(vals.mean())
-                rec[f"consistency_{m}_std"] = float(vals.std())
-            if "m-elo" in config.methods:
-                inc_m = 1.0 - rec["consistency_m-elo"]
-                inc_a = 1.0 - rec["consistency_am-elo"]
+                vals = np.array([r[f"consistency_{m}"] for r in group if f"failed_{m}" not in r])
+                rec[f"consistency_{m}"] = float(vals.mean()) if len(vals) else None
+                rec[f"consistency_{m}_std"] = float(vals.std()) if len(vals) else None
+                rec[f"failed_{m}"] = len(group) - len(vals)
+            inc_m = rec.get("consistency_m-elo")
+            inc_a = rec["consistency_am-elo"]
+            if inc_m is not None and inc_a is not None:
+                inc_m, inc_a = 1.0 - inc_m, 1.0 - inc_a
                 # None when m-ELO itself never changed (the ratio is undefined)
                 rec["inconsistency_am_over_m"] = float(inc_a / inc_m) if inc_m > 0 else None
+            ok = [r for r in group if "failed_am-elo" not in r]
             for e in thresholds:
                 lab = _label(e)
                 for key in ("precision", "recall", "f1", "f1_unflagged"):
-                    rec[f"{key}@{lab}"] = float(np.mean([r[f"{key}@{lab}"] for r in group]))
+                    rec[f"{key}@{lab}"] = (
+                        float(np.mean([r[f"{key}@{lab}"] for r in ok])) if ok else None
+                    )
             out.append(rec)
     return out
