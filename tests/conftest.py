@@ -32,3 +32,21 @@ def llmfao_path() -> Path:
 @pytest.fixture
 def chatbot_arena_path() -> Path:
     return _need(CHATBOT_ARENA)
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run the ``stablearena`` CLI in-process: ``cli(*args) -> (exit code, stdout, stderr)``
+    (errors exit 2 through ``main`` as they do for a user)."""
+    from stablearena.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = 0
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

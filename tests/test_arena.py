@@ -342,3 +342,14 @@ def test_cli_next_pairs_and_experiment(tmp_path, llmfao_path):
     assert res.exit_code == 0, res.output
     assert set(json.loads((tmp_path / "r.json").read_text())["strategies"]) == {"random", "d-opt"}
     assert (tmp_path / "r.png").exists()
+
+
+def test_cli_next_pairs_design_estimate(llmfao_path, cli):
+    base = ["next-pairs", str(llmfao_path), "-k", "3", "--format", "json"]
+    eb = json.loads(cli(*base)[1])
+    plug = json.loads(cli(*base, "--estimate", "plug-in")[1])
+    assert eb["estimate"] == "empirical-bayes" and plug["estimate"] == "plug-in"
+    # the gains are evaluated at different ratings
+    assert [p["gain"] for p in eb["pairs"]] != [p["gain"] for p in plug["pairs"]]
+    code, _, err = cli(*base, "--estimate", "map")
+    assert code == 2 and "estimate must be one of" in err

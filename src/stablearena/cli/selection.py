@@ -65,6 +65,14 @@ def next_pairs(
             help="a-opt/d-opt: 'greedy' (update the information after each pick) or 'top-k' (the paper's).",
         ),
     ] = "greedy",
+    estimate: Annotated[
+        str,
+        typer.Option(
+            "--estimate",
+            help="a-opt/d-opt: ratings the information is evaluated at: 'empirical-bayes' "
+            "(shrunk by their uncertainty) or 'plug-in' (as fitted, the paper's).",
+        ),
+    ] = "empirical-bayes",
     distinct: Annotated[
         bool,
         typer.Option(
@@ -102,6 +110,7 @@ def next_pairs(
     options: dict[str, Any] = {}
     if strategy in ("a-opt", "d-opt"):
         options["batch_mode"] = batch_mode
+        options["estimate"] = estimate
     selector = get_selector(strategy, **options)
     exclude_pairs: list[tuple[int, int]] = []
     if annotator is not None:
@@ -148,6 +157,7 @@ def next_pairs(
         "strategy": sel.strategy,
         "criterion": sel.criterion,
         "method": method,
+        "estimate": tracker.estimate,
         "source": loaded.label,
         "n_models": tracker.n_models,
         "n_battles": int(round(tracker.n_battles)),
@@ -159,7 +169,10 @@ def next_pairs(
 
     def table(p: dict[str, Any]) -> Any:
         title = f"Next {len(p['pairs'])} pairs — {p['strategy']} on {p['method']} ratings"
-        caption = f"gain: {p['criterion']}; {p['n_battles']:,} battles of {p['n_models']} models"
+        caption = (
+            f"gain: {p['criterion']} at the {p['estimate']} ratings; "
+            f"{p['n_battles']:,} battles of {p['n_models']} models"
+        )
         if p["annotator"] is not None:
             caption += f"; {p['excluded_pairs']} pairs already judged by {p['annotator']} left out"
         return records_table(p["pairs"], title=title, caption=caption)
