@@ -15,7 +15,7 @@ in the same run and on the same information matrix:
 - peak memory (tracemalloc) of building the tracker (Σ and Σ²) and choosing a batch of 64.
 
 Medians of ``--repeats`` runs. BLAS is limited to one thread for every contestant (the machine
-is shared; see ``stablearena.arena.single_thread_blas``).
+is shared; see ``stablearena._threads.single_threaded_blas``).
 
     python bench/bench_selection.py [--sizes 20,100,200,1000] [--repeats 5] [--budget 20] [--json out.json]
 """
@@ -33,7 +33,7 @@ import warnings
 import numpy as np
 
 from stablearena import MElo, StableArenaWarning
-from stablearena.arena import single_thread_blas
+from stablearena._threads import single_threaded_blas
 from stablearena.selection import (
     AOptimal,
     DOptimal,
@@ -182,7 +182,7 @@ def main() -> None:
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; BLAS limited to 1 thread; medians of {args.repeats}",
         flush=True,
     )
-    with single_thread_blas():
+    with single_threaded_blas():
         rows = run(sizes, args.repeats, args.budget)
     if args.json:
         with open(args.json, "w") as fh:
