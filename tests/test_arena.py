@@ -275,6 +275,17 @@ def test_selection_experiment_does_not_depend_on_the_list_of_strategies():
     np.testing.assert_array_equal(both.d_info["d-opt"], alone.d_info["d-opt"])
 
 
+def test_selection_experiment_design_estimate_option():
+    kw = dict(n_models=8, strategies=["random", "d-opt"], init=30, steps=[40], seeds=2)
+    eb = run_selection_experiment(**kw)
+    plug = run_selection_experiment(**kw, estimate="plug-in")
+    assert eb.settings["estimate"] == "empirical-bayes" and plug.settings["estimate"] == "plug-in"
+    np.testing.assert_array_equal(eb.pairwise["random"], plug.pairwise["random"])  # no estimate
+    assert not np.array_equal(eb.choices["d-opt"], plug.choices["d-opt"])
+    with pytest.raises(InputError, match="estimate"):
+        run_selection_experiment(**kw, estimate="map")
+
+
 def test_d_opt_gains_information_faster_than_random_in_simulation():
     res = run_selection_experiment(
         n_models=8, strategies=["random", "d-opt"], init=30, steps=[100, 200], seeds=2

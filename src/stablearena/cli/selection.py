@@ -204,6 +204,14 @@ def experiment_selection(
     spread: Annotated[
         float, typer.Option("--spread", help="Simulation: std of the true ratings, Elo points.")
     ] = 100.0,
+    estimate: Annotated[
+        str,
+        typer.Option(
+            "--estimate",
+            help="a-opt/d-opt: ratings the information is evaluated at: 'empirical-bayes' "
+            "(shrunk by their uncertainty) or 'plug-in' (as fitted, the paper's).",
+        ),
+    ] = "empirical-bayes",
     seed: Annotated[int, typer.Option("--seed", help="Base seed.")] = 0,
     plot: Annotated[
         Path | None,
@@ -268,6 +276,7 @@ def experiment_selection(
             batch=batch,
             rater=rater,
             spread=spread,
+            estimate=estimate,  # type: ignore[arg-type]
             seed=seed,
             progress=progress,
         )

@@ -14,6 +14,12 @@ ground truth with A-Info = 1/(2 tr I⁺) and D-Info = det(I_grounded)^(1/(N−1)
   (:func:`stablearena.simulate.random_ratings`, standard deviation ``spread``) and judges by
   SPEC §5's rule; the initial battles are uniformly random pairs.
 
+Within a seed every strategy starts from the same initial battles and plays with *common random
+numbers*: the k-th battle of a pair has the same outcome whichever strategy plays it
+(:func:`stablearena.arena.run_arena`, ``outcome_seed``), so the differences between strategies
+come from the pairs they choose, not from the luck of the draws. Each strategy's own random
+choices come from a stream keyed by its name.
+
 ``mean`` is the pairwise metric averaged over seeds and recorded steps (the paper's Table 2
 figure). The growth of A-Info and D-Info is summarised as the information added per selected
 battle from the shared start to the last step (seed mean); ``max_model_share_over_median`` is
@@ -25,7 +31,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +42,7 @@ from ..battles import Battles, PairCounts
 from ..errors import InputError
 from ..information import bt_information
 from ..metrics import pairwise_agreement
-from ..selection import a_info, d_info, get_selector
+from ..selection import ESTIMATES, Estimate, Selector, a_info, d_info, get_selector
 from ..simulate import OutcomeRule, random_ratings
 
 __all__ = [
@@ -151,19 +157,30 @@ def run_selection_experiment(
     rater: str = "m-elo",
     spread: float = DEFAULT_SPREAD,
     rule: OutcomeRule = "paper",
+    estimate: Estimate = "empirical-bayes",
     seed: int = 0,
     progress: Callable[[str, int], None] | None = None,
 ) -> SelectionExperiment:
     """Run the selection experiment in replay mode (``data``) or simulation mode (``n_models``).
 
-    ``progress(strategy, seed)`` is called after each run.
+    ``estimate``: the design estimate of the strategies that take one (a-opt, d-opt; see
+    :class:`~stablearena.selection.InformationTracker`). ``progress(strategy, seed)`` is called
+    after each run.
     """
     if (data is None) == (n_models is None):
         raise InputError("give either a battle log (replay mode) or n_models (simulation mode).")
     if not strategies:
         raise InputError("name at least one strategy.")
+    if estimate not in ESTIMATES:
+        raise InputError(f"estimate must be one of {', '.join(ESTIMATES)}, not {estimate!r}.")
+
+    def selector(name: str) -> Selector:
+        cls = type(get_selector(name))  # unknown names fail here, before any work
+        takes = "estimate" in {f.name for f in fields(cls)}
+        return get_selector(name, estimate=estimate) if takes else get_selector(name)
+
     for name in strategies:
-        get_selector(name)  # unknown names fail before any work
+        selector(name)
     step_list = tuple(sorted({int(s) for s in steps}))
     if not step_list or step_list[0] < 1:
         raise InputError(f"steps must be positive integers, got {list(steps)}.")
@@ -199,7 +216,7 @@ def run_selection_experiment(
             tick = time.perf_counter()
             run = run_arena(
                 arena,
-                get_selector(name),
+                selector(name),
                 n_steps,
                 init=init,
                 batch=batch,
@@ -233,6 +250,9 @@ def run_selection_experiment(
         "seeds": seeds,
         "batch": batch,
         "rater": rater,
+        "estimate": estimate,
+        "outcomes": "common random numbers: the k-th battle of a pair has the same outcome for "
+        "every strategy of a seed",
         "seed": seed,
         "units": "natural log-odds (multiply A-Info and D-Info by C² = (ln10/400)² for Elo points)",
     }
