@@ -201,18 +201,7 @@ class StableArena:
                 change = "unflagged"
             else:
                 change = ""
-            decisions.append(
-                Decision(
-                    step=step,
-                    annotator=name,
-                    status=status,
-                    change=change,
-                    records=int(round(fitted.records[k])),
-                    ability=float(fitted.abilities[k]),
-                    ability_se=float(fitted.ability_se[k]),
-                    reason=fitted.reasons[k],
-                )
-            )
+            decisions.append(_decision(fitted, k, step, status, change, fitted.reasons[k]))
             self._last[name] = status
             if status == "excluded":
                 self.excluded.add(name)
@@ -252,6 +241,22 @@ class ScreenedLog:
         }
 
 
+def _decision(
+    fitted: AmEloFitted, k: int, step: int, status: str, change: str, reason: str
+) -> Decision:
+    """Annotator k's :class:`Decision` as read off a fit."""
+    return Decision(
+        step=step,
+        annotator=fitted.annotators[k],
+        status=status,
+        change=change,
+        records=int(round(fitted.records[k])),
+        ability=float(fitted.abilities[k]),
+        ability_se=float(fitted.ability_se[k]),
+        reason=reason,
+    )
+
+
 def screen_log(
     battles: Battles,
     *,
@@ -286,16 +291,9 @@ def screen_log(
         fitted = rater.fit(battles, exclude=frozenset(excluded))
         flagged = [k for k, st in enumerate(fitted.status) if st == "flagged"]
         for k in flagged:
-            name = fitted.annotators[k]
-            excluded[name] = Decision(
-                step=rounds,
-                annotator=name,
-                status="excluded",
-                change="excluded",
-                records=int(round(fitted.records[k])),
-                ability=float(fitted.abilities[k]),
-                ability_se=float(fitted.ability_se[k]),
-                reason=fitted.reasons[k].replace("flagged:", f"excluded in round {rounds}:", 1),
+            reason = fitted.reasons[k].replace("flagged:", f"excluded in round {rounds}:", 1)
+            excluded[fitted.annotators[k]] = _decision(
+                fitted, k, rounds, "excluded", "excluded", reason
             )
         if not flagged:
             break
@@ -308,17 +306,8 @@ def screen_log(
             )
             break
     left_out = [
-        Decision(
-            step=rounds,
-            annotator=name,
-            status="left_out",
-            change="",
-            records=int(round(fitted.records[k])),
-            ability=float(fitted.abilities[k]),
-            ability_se=float(fitted.ability_se[k]),
-            reason=fitted.reasons[k],
-        )
-        for k, name in enumerate(fitted.annotators)
+        _decision(fitted, k, rounds, "left_out", "", fitted.reasons[k])
+        for k in range(len(fitted.annotators))
         if fitted.status[k] == "left_out"
     ]
     keep_names = {

@@ -39,6 +39,16 @@ StrategyOpt = Annotated[
 ]
 
 
+EstimateOpt = Annotated[
+    str,
+    typer.Option(
+        "--estimate",
+        help="a-opt/d-opt: ratings the information is evaluated at: 'empirical-bayes' "
+        "(shrunk by their uncertainty) or 'plug-in' (as fitted, the paper's).",
+    ),
+]
+
+
 @app.command("next-pairs")
 def next_pairs(
     path: PathArg = None,
@@ -65,14 +75,7 @@ def next_pairs(
             help="a-opt/d-opt: 'greedy' (update the information after each pick) or 'top-k' (the paper's).",
         ),
     ] = "greedy",
-    estimate: Annotated[
-        str,
-        typer.Option(
-            "--estimate",
-            help="a-opt/d-opt: ratings the information is evaluated at: 'empirical-bayes' "
-            "(shrunk by their uncertainty) or 'plug-in' (as fitted, the paper's).",
-        ),
-    ] = "empirical-bayes",
+    estimate: EstimateOpt = "empirical-bayes",
     distinct: Annotated[
         bool,
         typer.Option(
@@ -204,14 +207,7 @@ def experiment_selection(
     spread: Annotated[
         float, typer.Option("--spread", help="Simulation: std of the true ratings, Elo points.")
     ] = 100.0,
-    estimate: Annotated[
-        str,
-        typer.Option(
-            "--estimate",
-            help="a-opt/d-opt: ratings the information is evaluated at: 'empirical-bayes' "
-            "(shrunk by their uncertainty) or 'plug-in' (as fitted, the paper's).",
-        ),
-    ] = "empirical-bayes",
+    estimate: EstimateOpt = "empirical-bayes",
     seed: Annotated[int, typer.Option("--seed", help="Base seed.")] = 0,
     plot: Annotated[
         Path | None,
