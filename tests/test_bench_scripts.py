@@ -17,6 +17,8 @@ def test_bench_script_starts(script):
     out = subprocess.run(
         [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120
     )
+    if out.returncode != 0 and "is not installed" in out.stderr:
+        pytest.skip(f"{script.name} needs its peer: {out.stderr.strip()[-200:]}")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "usage" in out.stdout.lower()
 
