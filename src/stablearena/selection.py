@@ -74,6 +74,13 @@ BatchMode = Literal["greedy", "top-k"]
 Estimate = Literal["plug-in", "empirical-bayes"]
 ESTIMATES: tuple[str, ...] = ("plug-in", "empirical-bayes")
 
+
+def check_estimate(estimate: str) -> None:
+    """Refuse a design estimate other than those in :data:`ESTIMATES`."""
+    if estimate not in ESTIMATES:
+        raise InputError(f"estimate must be one of {', '.join(ESTIMATES)}, not {estimate!r}.")
+
+
 #: Relative tolerance under which two pair scores count as tied (ties are broken at random, so
 #: that symmetric situations — e.g. equal-strength models — do not favour low model indices).
 TIE_RTOL: float = 1e-10
@@ -280,8 +287,7 @@ class InformationTracker:
         m = len(self.models)
         if m < 2:
             raise InputError("pair selection needs at least two models.")
-        if estimate not in ESTIMATES:
-            raise InputError(f"estimate must be one of {', '.join(ESTIMATES)}, not {estimate!r}.")
+        check_estimate(estimate)
         self.estimate: Estimate = estimate
         self.prior_variance: float | None = None
         self.pair_battles = np.zeros((m, m))
@@ -355,8 +361,7 @@ class InformationTracker:
         """This tracker (if it already uses ``estimate``) or a copy recomputed with it."""
         if estimate == self.estimate:
             return self
-        if estimate not in ESTIMATES:
-            raise InputError(f"estimate must be one of {', '.join(ESTIMATES)}, not {estimate!r}.")
+        check_estimate(estimate)
         new = self.copy(keep_sigma2=False)
         new.estimate = estimate
         new.refresh()

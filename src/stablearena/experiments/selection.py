@@ -42,7 +42,7 @@ from ..battles import Battles, PairCounts
 from ..errors import InputError
 from ..information import bt_information
 from ..metrics import pairwise_agreement
-from ..selection import ESTIMATES, Estimate, Selector, a_info, d_info, get_selector
+from ..selection import Estimate, Selector, a_info, check_estimate, d_info, get_selector
 from ..simulate import OutcomeRule, random_ratings
 
 __all__ = [
@@ -171,8 +171,7 @@ def run_selection_experiment(
         raise InputError("give either a battle log (replay mode) or n_models (simulation mode).")
     if not strategies:
         raise InputError("name at least one strategy.")
-    if estimate not in ESTIMATES:
-        raise InputError(f"estimate must be one of {', '.join(ESTIMATES)}, not {estimate!r}.")
+    check_estimate(estimate)
 
     def selector(name: str) -> Selector:
         cls = type(get_selector(name))  # unknown names fail here, before any work
