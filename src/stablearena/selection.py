@@ -50,6 +50,7 @@ from .graph import components
 from .information import bt_information, empirical_bayes_scores, laplacian_pinv
 
 __all__ = [
+    "DEFAULT_STRATEGY",
     "InformationTracker",
     "Estimate",
     "Selection",
@@ -69,6 +70,11 @@ __all__ = [
     "a_info",
     "d_info",
 ]
+
+#: The strategy used wherever the project chooses pairs without being told which
+#: (``stablearena next-pairs``, :func:`select_pairs`, the live arena): the best measured one
+#: (README, "Fewer battles").
+DEFAULT_STRATEGY: str = "d-opt"
 
 BatchMode = Literal["greedy", "top-k"]
 Estimate = Literal["plug-in", "empirical-bayes"]
@@ -1065,7 +1071,7 @@ def select_pairs(
     data: Battles | PairCounts,
     k: int = 1,
     *,
-    strategy: str | Selector = "d-opt",
+    strategy: str | Selector = DEFAULT_STRATEGY,
     fitted: Any = None,
     exclude_models: Iterable[int | str] = (),
     exclude_pairs: Iterable[tuple[int | str, int | str]] = (),

@@ -53,7 +53,15 @@ EstimateOpt = Annotated[
 def next_pairs(
     path: PathArg = None,
     k: Annotated[int, typer.Option("-k", "--pairs", help="How many pairs to propose.")] = 10,
-    strategy: StrategyOpt = "d-opt",
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy",
+            "-s",
+            help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, a-opt-grounded, "
+            "d-opt-grounded (default: stablearena.selection.DEFAULT_STRATEGY, the best measured).",
+        ),
+    ] = None,
     annotator: Annotated[
         str | None,
         typer.Option("--annotator", help="Leave out the pairs this annotator has already judged."),
@@ -99,7 +107,9 @@ def next_pairs(
     """
     from ..battles import Battles, as_counts
     from ..raters.base import get_rater
-    from ..selection import InformationTracker, get_selector
+    from ..selection import DEFAULT_STRATEGY, InformationTracker, get_selector
+
+    strategy = strategy or DEFAULT_STRATEGY
 
     loaded = load_data(
         path,
@@ -283,7 +293,7 @@ def experiment_selection(
         try:
             plot_selection_experiment(result, plot)
         except ImportError:
-            raise InputError("--plot needs matplotlib (pip install 'stablearena[plot]').") from None
+            raise InputError("--plot needs matplotlib (pip install matplotlib).") from None
         except OSError as exc:
             raise InputError(f"cannot write {plot}: {exc.strerror}.") from None
         err_console.print(f"wrote {plot}")
