@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import fields, is_dataclass
 from typing import Annotated, Any
 
 import typer
 
 from ..errors import InputError
+from ..leaderboard import (
+    convergence_text,
+    interval_caption,
+    interval_records,
+    leaderboard_payload,
+)
 from ..raters import get_rater
 from ..raters.base import _REGISTRY
 from ..uncertainty import CI_METHODS
@@ -222,18 +229,25 @@ def rank(
         min_battles=min_battles,
     )
     fitted = rater.fit(loaded.data)
-    payload = fitted.to_dict()
-    payload["source"] = loaded.label
-    payload["simulated"] = loaded.simulated
-    if ci != "none":
-        add_intervals(payload, fitted, loaded.data, ci, level, rounds, cluster, seed)
+    payload = leaderboard_payload(
+        fitted,
+        loaded.data,
+        source=loaded.label,
+        simulated=loaded.simulated,
+        ci=ci,
+        level=level,
+        rounds=rounds,
+        cluster=cluster,
+        seed=seed,
+        progress=sys.stderr.isatty(),
+    )
 
     def table(p: dict[str, Any]) -> Any:
         title = f"{p['method']} leaderboard — {p['source']}"
         conv = p.get("convergence", {})
         caption = (
             f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
-            + _convergence_text(conv)
+            + convergence_text(conv)
             + (" — SIMULATED data" if p["simulated"] else "")
             + (f"; {interval_caption(p['ci'])}" if "ci" in p else "")
         )
@@ -241,97 +255,3 @@ def rank(
         return records_table(records, title=title, caption=caption)
 
     emit(payload, fmt, output, table=table)
-
-
-def _convergence_text(conv: dict[str, Any]) -> str:
-    """A caption fragment on how the fit ended (online Elo does not optimise anything)."""
-    if not conv:
-        return ""
-    if conv.get("solver") == "online":
-        return f", online updates ({conv.get('iterations')} passes)"
-    state = "converged" if conv.get("converged") else "NOT converged"
-    return f", {conv.get('solver')} {state} in {conv.get('iterations')} iterations"
-
-
-def add_intervals(
-    payload: dict[str, Any],
-    fitted: Any,
-    data: Any,
-    ci: str,
-    level: float,
-    rounds: int,
-    cluster: str | None,
-    seed: int | None,
-) -> None:
-    """Add per-model intervals, rank intervals and tiers (stablearena.uncertainty) to a
-    ``rank`` payload, and a "ci" object saying how they were computed."""
-    import sys
-
-    from ..battles import Battles
-    from ..uncertainty import intervals
-
-    iv = intervals(
-        fitted,
-        ci,  # type: ignore[arg-type]
-        level=level,
-        rounds=rounds,
-        seed=0 if seed is None else seed,
-        battles=data if isinstance(data, Battles) else None,
-        cluster=cluster,  # type: ignore[arg-type]
-        progress=sys.stderr.isatty(),
-    )
-    where = {name: k for k, name in enumerate(fitted.models)}
-    for entry in payload["models"]:
-        k = where[entry["model"]]
-        entry["se"] = float(iv.se[k])
-        entry["ci_low"] = float(iv.ci_low[k])
-        entry["ci_high"] = float(iv.ci_high[k])
-        entry["rank_low"] = int(iv.rank_low[k])
-        entry["rank_high"] = int(iv.rank_high[k])
-        entry["displayed_rank"] = int(iv.displayed_rank[k])
-        entry["tier"] = int(iv.tier[k])
-    info: dict[str, Any] = {
-        "method": ci,
-        "level": level,
-        "seed": 0 if seed is None else seed,
-        "dispersion": float(iv.covariance.dispersion),
-        "tiers": "adjacent models, two-sided z-tests, Holm-adjusted",
-        "notes": list(iv.notes),
-    }
-    if ci == "bootstrap":
-        assert iv.bootstrap is not None
-        info.update(rounds=rounds, cluster=cluster or "battle", failed_rounds=iv.bootstrap.failed)
-    else:
-        info["rank_intervals"] = "normal approximation (draws from the estimated covariance)"
-    payload["ci"] = info
-
-
-def interval_caption(info: dict[str, Any]) -> str:
-    """One line saying which intervals the table shows."""
-    text = f"{info['level']:.0%} {info['method']} intervals"
-    if info["method"] == "bootstrap":
-        text += f" ({info['rounds']} rounds, resampling {info['cluster']}s)"
-    if info.get("dispersion", 1.0) != 1.0:
-        text += f", dispersion φ = {info['dispersion']:.3f}"
-    return text + "; tiers: Holm-adjusted tests of adjacent models"
-
-
-_INTERVAL_KEYS = ("se", "ci_low", "ci_high", "rank_low", "rank_high", "displayed_rank", "tier")
-
-
-def interval_records(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Table rows with the interval columns condensed ("1093.8–1114.2", "5–7") to fit a terminal."""
-    out = []
-    for e in models:
-        row: dict[str, Any] = {"rank": e["rank"], "model": e["model"], "rating": e["rating"]}
-        row["interval"] = f"{e['ci_low']:.1f}–{e['ci_high']:.1f}"
-        row["ranks"] = (
-            str(e["rank_low"])
-            if e["rank_low"] == e["rank_high"]
-            else f"{e['rank_low']}–{e['rank_high']}"
-        )
-        row["shown rank"] = e["displayed_rank"]
-        row["tier"] = e["tier"]
-        row.update({k: v for k, v in e.items() if k not in row and k not in _INTERVAL_KEYS})
-        out.append(row)
-    return out

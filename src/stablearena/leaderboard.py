@@ -1,0 +1,142 @@
+"""The leaderboard payload: the JSON contract of ``stablearena rank --format json``.
+
+One function builds it for every consumer — the CLI (``rank``), the HTML report and the live
+arena's ``GET /v1/leaderboard`` — so they cannot drift apart:
+
+``{"method", "n_battles", "n_models", "nll", "models": [{"rank", "model", "rating", "battles",
+…}], "convergence", "notes", "source", "simulated"}``, and with intervals (``ci`` other than
+``"none"``) per model ``se, ci_low, ci_high, rank_low, rank_high, displayed_rank, tier`` plus a
+``"ci"`` object saying how they were computed. Later features add keys, never rename these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "leaderboard_payload",
+    "add_intervals",
+    "interval_caption",
+    "interval_records",
+    "convergence_text",
+    "INTERVAL_KEYS",
+]
+
+
+def leaderboard_payload(
+    fitted: Any,
+    data: Any = None,
+    *,
+    source: str = "<memory>",
+    simulated: bool = False,
+    ci: str = "none",
+    level: float = 0.95,
+    rounds: int = 1000,
+    cluster: str | None = None,
+    seed: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The ``rank --format json`` payload of a fitted rater (``fitted.to_dict()`` plus
+    ``source`` and ``simulated``), with intervals when ``ci`` is ``fisher``, ``sandwich`` or
+    ``bootstrap`` (``data``: the battles or counts it was fitted on, needed for a clustered
+    bootstrap)."""
+    payload = fitted.to_dict()
+    payload["source"] = source
+    payload["simulated"] = simulated
+    if ci != "none":
+        add_intervals(payload, fitted, data, ci, level, rounds, cluster, seed, progress=progress)
+    return payload
+
+
+def convergence_text(conv: dict[str, Any]) -> str:
+    """A caption fragment on how the fit ended (online Elo does not optimise anything)."""
+    if not conv:
+        return ""
+    if conv.get("solver") == "online":
+        return f", online updates ({conv.get('iterations')} passes)"
+    state = "converged" if conv.get("converged") else "NOT converged"
+    return f", {conv.get('solver')} {state} in {conv.get('iterations')} iterations"
+
+
+def add_intervals(
+    payload: dict[str, Any],
+    fitted: Any,
+    data: Any,
+    ci: str,
+    level: float,
+    rounds: int,
+    cluster: str | None,
+    seed: int | None,
+    *,
+    progress: bool = False,
+) -> None:
+    """Add per-model intervals, rank intervals and tiers (stablearena.uncertainty) to a
+    ``rank`` payload, and a "ci" object saying how they were computed."""
+    from .battles import Battles
+    from .uncertainty import intervals
+
+    iv = intervals(
+        fitted,
+        ci,  # type: ignore[arg-type]
+        level=level,
+        rounds=rounds,
+        seed=0 if seed is None else seed,
+        battles=data if isinstance(data, Battles) else None,
+        cluster=cluster,  # type: ignore[arg-type]
+        progress=progress,
+    )
+    where = {name: k for k, name in enumerate(fitted.models)}
+    for entry in payload["models"]:
+        k = where[entry["model"]]
+        entry["se"] = float(iv.se[k])
+        entry["ci_low"] = float(iv.ci_low[k])
+        entry["ci_high"] = float(iv.ci_high[k])
+        entry["rank_low"] = int(iv.rank_low[k])
+        entry["rank_high"] = int(iv.rank_high[k])
+        entry["displayed_rank"] = int(iv.displayed_rank[k])
+        entry["tier"] = int(iv.tier[k])
+    info: dict[str, Any] = {
+        "method": ci,
+        "level": level,
+        "seed": 0 if seed is None else seed,
+        "dispersion": float(iv.covariance.dispersion),
+        "tiers": "adjacent models, two-sided z-tests, Holm-adjusted",
+        "notes": list(iv.notes),
+    }
+    if ci == "bootstrap":
+        assert iv.bootstrap is not None
+        info.update(rounds=rounds, cluster=cluster or "battle", failed_rounds=iv.bootstrap.failed)
+    else:
+        info["rank_intervals"] = "normal approximation (draws from the estimated covariance)"
+    payload["ci"] = info
+
+
+def interval_caption(info: dict[str, Any]) -> str:
+    """One line saying which intervals the table shows."""
+    text = f"{info['level']:.0%} {info['method']} intervals"
+    if info["method"] == "bootstrap":
+        text += f" ({info['rounds']} rounds, resampling {info['cluster']}s)"
+    if info.get("dispersion", 1.0) != 1.0:
+        text += f", dispersion φ = {info['dispersion']:.3f}"
+    return text + "; tiers: Holm-adjusted tests of adjacent models"
+
+
+INTERVAL_KEYS = ("se", "ci_low", "ci_high", "rank_low", "rank_high", "displayed_rank", "tier")
+
+
+def interval_records(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table rows with the interval columns condensed ("1093.8–1114.2", "5–7") to fit a terminal."""
+    out = []
+    for e in models:
+        row: dict[str, Any] = {"rank": e["rank"], "model": e["model"], "rating": e["rating"]}
+        row["interval"] = f"{e['ci_low']:.1f}–{e['ci_high']:.1f}"
+        row["ranks"] = (
+            str(e["rank_low"])
+            if e["rank_low"] == e["rank_high"]
+            else f"{e['rank_low']}–{e['rank_high']}"
+        )
+        row["shown rank"] = e["displayed_rank"]
+        row["tier"] = e["tier"]
+        row.update({k: v for k, v in e.items() if k not in row and k not in INTERVAL_KEYS})
+        out.append(row)
+    return out
