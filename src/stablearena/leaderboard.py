@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "leaderboard_payload",
+    "annotators_payload",
     "add_intervals",
     "interval_caption",
     "interval_records",
@@ -46,6 +47,38 @@ def leaderboard_payload(
     if ci != "none":
         add_intervals(payload, fitted, data, ci, level, rounds, cluster, seed, progress=progress)
     return payload
+
+
+def annotators_payload(
+    fitted: Any,
+    *,
+    source: str = "<memory>",
+    simulated: bool = False,
+    ability_threshold: float = 0.0,
+    normalization: str = "mean",
+) -> dict[str, Any]:
+    """The ``stablearena annotators --format json`` payload of a fitted am-ELO result
+    (:class:`~stablearena.raters.annotator.AmEloFitted`): every annotator, worst (lowest
+    ability) first, with ``records, ability, ability_se, flagged, reason, status`` — the one
+    builder for the CLI and the live arena's ``GET /v1/annotators``."""
+    d = fitted.to_dict()
+    status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
+    for rec in d["annotators"]:
+        rec["status"] = status[rec["annotator"]]
+    return {
+        "method": d["method"],
+        "source": source,
+        "simulated": simulated,
+        "n_battles": d["n_battles"],
+        "n_models": d["n_models"],
+        "n_annotators": len(d["annotators"]),
+        "n_flagged": int(fitted.flagged.sum()),
+        "ability_threshold": ability_threshold,
+        "normalization": normalization,
+        "convergence": d["convergence"],
+        "notes": d["notes"],
+        "annotators": d["annotators"],
+    }
 
 
 def convergence_text(conv: dict[str, Any]) -> str:

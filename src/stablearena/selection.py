@@ -531,6 +531,24 @@ class InformationTracker:
 _DUMMY = np.zeros((1, 1))
 
 
+def _pair_matrix(m: int, iu: np.ndarray, ju: np.ndarray, prob: np.ndarray) -> np.ndarray:
+    """Symmetric m×m matrix with ``prob`` at the pairs (iu, ju)."""
+    out = np.zeros((m, m))
+    out[iu, ju] = prob
+    out[ju, iu] = prob
+    return out
+
+
+def _best_of(m: int, iu: np.ndarray, ju: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Pick distribution of an argmax with random tie-breaking: uniform over the pairs whose
+    score is within :data:`TIE_RTOL` of the best."""
+    if len(iu) == 0:
+        return np.zeros((m, m))
+    best = float(np.max(score))
+    ties = score >= best - TIE_RTOL * abs(best)
+    return _pair_matrix(m, iu[ties], ju[ties], np.full(int(ties.sum()), 1.0 / ties.sum()))
+
+
 # ---------------------------------------------------------------------------------------------
 # results and the selector interface
 # ---------------------------------------------------------------------------------------------
@@ -732,6 +750,37 @@ class Selector(ABC):
     ) -> tuple[int, int, float]:
         """One pick (i < j, criterion value); (-1, -1, 0) when no pair is allowed."""
 
+    def pick_probabilities(
+        self,
+        tracker: InformationTracker,
+        *,
+        exclude_models: Iterable[int | str] = (),
+        exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
+    ) -> np.ndarray:
+        """m×m symmetric matrix P: P[i, j] = P[j, i] = the probability that ``select(tracker, 1,
+        ...)`` with these exclusions returns the pair {i, j} (0 for excluded pairs; the upper
+        triangle sums to 1 unless every pair is excluded).
+
+        The live arena stores it as the battle's propensity (SPEC §9): a deterministic criterion
+        gives 1 to its best pair (1/t to each of t tied best pairs, which are drawn at random);
+        a sampling selector its sampling probability; a warm-up pick 1/(allowed bridging pairs).
+        """
+        if self.estimate is not None:
+            tracker = tracker.with_estimate(self.estimate)
+        blocked = tracker.mask(exclude_models, exclude_pairs)
+        if self.warm_up and not tracker.connected:
+            bi, bj = tracker.bridges(blocked)
+            if len(bi):
+                return _pair_matrix(tracker.n_models, bi, bj, np.full(len(bi), 1.0 / len(bi)))
+        return self._pick_distribution(tracker, blocked)
+
+    def _pick_distribution(self, tracker: InformationTracker, blocked: np.ndarray) -> np.ndarray:
+        """:meth:`pick_probabilities` after the warm-up case; selectors override it."""
+        raise NotImplementedError(
+            f"strategy {self.name!r} does not report its pick probabilities, so a live arena "
+            "cannot store the propensity of its battles; use another strategy."
+        )
+
 
 # ---------------------------------------------------------------------------------------------
 # baselines
@@ -745,6 +794,12 @@ class RandomSelector(Selector):
 
     def _pick(self, tracker, blocked, rng):
         return _random_allowed(blocked, rng)
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju = _allowed_pairs(blocked)
+        if len(iu) == 0:
+            return np.zeros(blocked.shape)
+        return _pair_matrix(tracker.n_models, iu, ju, np.full(len(iu), 1.0 / len(iu)))
 
 
 @register_selector("nearest")
@@ -771,6 +826,15 @@ class NearestSelector(Selector):
         ties = np.flatnonzero(gap <= best + TIE_RTOL * max(best, 1e-300))
         r = int(ties[rng.integers(len(ties))])
         return int(iu[r]), int(ju[r]), float(gap[r])
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju, gap = self._gaps(tracker, blocked)
+        if len(iu) == 0:
+            return np.zeros(blocked.shape)
+        ties = gap <= gap.min() + TIE_RTOL * max(gap.min(), 1e-300)
+        return _pair_matrix(
+            tracker.n_models, iu[ties], ju[ties], np.full(int(ties.sum()), 1.0 / ties.sum())
+        )
 
     def _select(self, tracker, k, rng, blocked, distinct=False):
         if k == 1 or (self.warm_up and not tracker.connected):
@@ -819,6 +883,24 @@ class AdaPairSelector(Selector):
         prob = weight / total
         r = int(rng.choice(len(iu), p=prob))
         return int(iu[r]), int(ju[r]), float(prob[r])
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju = _allowed_pairs(blocked)
+        m = tracker.n_models
+        if len(iu) == 0:
+            return np.zeros((m, m))
+        n = tracker.pair_battles[iu, ju]
+        fresh = n == 0
+        if fresh.any():
+            return _pair_matrix(
+                m, iu[fresh], ju[fresh], np.full(int(fresh.sum()), 1.0 / fresh.sum())
+            )
+        var = tracker.weights[iu, ju]
+        weight = np.sqrt(var / n) - np.sqrt(var / (n + 1.0))
+        total = weight.sum()
+        if not total > 0:
+            return _pair_matrix(m, iu, ju, np.full(len(iu), 1.0 / len(iu)))
+        return _pair_matrix(m, iu, ju, weight / total)
 
 
 @register_selector("arena-weights")
@@ -876,6 +958,11 @@ class ArenaWeightsSelector(Selector):
         r = int(rng.choice(len(iu), p=q))
         return int(iu[r]), int(ju[r]), float(q[r])
 
+    def _pick_distribution(self, tracker, blocked):
+        p = self.pair_probabilities(tracker, blocked)
+        total = np.triu(p, 1).sum()
+        return p / total if total > 0 else p
+
 
 # ---------------------------------------------------------------------------------------------
 # optimal design, anchor-free (SPEC §5)
@@ -901,6 +988,12 @@ class _OptimalDesign(Selector):
 
     def _gain(self, tracker, i, j, s):
         return s
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju = _allowed_pairs(blocked)
+        sigma, tmat = self._matrices(tracker)
+        score = _all_scores(self.mode, sigma, tmat, tracker.weights, iu, ju)
+        return _best_of(tracker.n_models, iu, ju, score)
 
     def _select(self, tracker, k, rng, blocked, distinct=False):
         if self.batch_mode not in ("greedy", "top-k"):
@@ -1029,6 +1122,10 @@ class _Grounded(Selector):
         ties = np.flatnonzero(s >= best - TIE_RTOL * abs(best))
         r = int(ties[rng.integers(len(ties))])
         return int(iu[r]), int(ju[r]), float(s[r] - self._base(tracker))
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju, s = self._scores(tracker, blocked)
+        return _best_of(tracker.n_models, iu, ju, s)
 
     def _select(self, tracker, k, rng, blocked, distinct=False):
         if k == 1 or not tracker.connected:
