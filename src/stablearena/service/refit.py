@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..battles import PairCounts
+from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
 from ..screening import StableArena
 
@@ -98,8 +99,8 @@ class FitOutput:
     fitted: Any = None
 
 
-#: The last fit of this process: the warm start of the next one (the optimum does not depend on
-#: the start, so any earlier fit will do).
+#: The last fit of this process per arena (database): the warm start of the next one (the
+#: optimum does not depend on the start, so any earlier fit of the arena will do).
 _LAST: dict[str, Any] = {}
 
 
@@ -120,7 +121,10 @@ def arena_for(config: dict[str, Any], screening: dict[str, Any] | None) -> Stabl
 
 
 def run_fit(
-    snapshot: Snapshot, config: dict[str, Any], screening: dict[str, Any] | None
+    snapshot: Snapshot,
+    config: dict[str, Any],
+    screening: dict[str, Any] | None,
+    arena_id: str = "",
 ) -> FitOutput:
     """Fit am-ELO with the Stable Arena screening on ``snapshot`` and build the payload:
     ``leaderboard`` (the ``rank --method am-elo --format json`` contract), ``annotators`` (the
@@ -129,14 +133,22 @@ def run_fit(
     model name, for the information tracker)."""
     t0 = time.perf_counter()
     arena = arena_for(config, screening)
-    if config.get("warm_start", True) and "fitted" in _LAST:
-        arena.last_fit = _LAST["fitted"]
+    if config.get("warm_start", True) and arena_id in _LAST:
+        arena.last_fit = _LAST[arena_id]
     counts = snapshot.counts()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes carry every warning
-        step = arena.step(counts, warm=arena.last_fit is not None)
+        try:
+            step = arena.step(counts, warm=arena.last_fit is not None)
+        except ConvergenceError:
+            if arena.last_fit is None:
+                raise
+            # a start far from the optimum (e.g. before a big import) can lead Newton astray:
+            # the deterministic m-ELO start decides whether the maximum exists
+            arena = arena_for(config, screening)
+            step = arena.step(counts, warm=False)
     fitted = step.fitted
-    _LAST["fitted"] = fitted
+    _LAST[arena_id] = fitted
     leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
     annotators = annotators_payload(
         fitted,

@@ -151,6 +151,11 @@ class BodyLimit:
 
         async def tracked_send(msg) -> None:  # noqa: ANN001
             nonlocal started
+            if refused:  # the app answered the cut-off body (e.g. 400): answer 413 instead
+                if msg["type"] == "http.response.start" and not started:
+                    started = True
+                    await self._refuse(send, 413, "too_large", self._message(seen))
+                return
             if msg["type"] == "http.response.start":
                 started = True
             await send(msg)

@@ -39,10 +39,11 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from .. import selection
 from ..battles import PairCounts
 from ..errors import InputError, StableArenaError
 from ..leaderboard import leaderboard_payload
-from ..selection import DEFAULT_STRATEGY, InformationTracker, Selector, get_selector
+from ..selection import InformationTracker, Selector, get_selector
 from . import store
 from .refit import SOURCE, FitOutput, Snapshot, arena_for, run_fit
 from .security import Principal
@@ -185,7 +186,6 @@ class ArenaState:
         ).all()
         with self.lock:
             self.revision = int(rev or 0)
-            old_strategy = self.config.strategy
             self.config = ArenaConfig.model_validate(cfg)
             self.models = {
                 r.id: ModelInfo(
@@ -205,7 +205,7 @@ class ArenaState:
                 p = Principal(r.id, r.name, r.role, r.key_id, r.key_hash, r.revoked_at is not None)
                 self.keys[r.key_id] = p
                 self.principals[r.id] = p
-            if self.selector is None or self.config.strategy != old_strategy:
+            if self.selector is None or self.selector.name != self.strategy_name:
                 self.selector = get_selector(self.strategy_name)
             models_changed = [m for m in self.models] != self.tracker_ids
         if models_changed:
@@ -214,7 +214,7 @@ class ArenaState:
     @property
     def strategy_name(self) -> str:
         """The configured strategy, or the project's default read now (issue 13 may change it)."""
-        return self.config.strategy or DEFAULT_STRATEGY
+        return self.config.strategy or selection.DEFAULT_STRATEGY
 
     def principal_for(self, key_id: str) -> Principal | None:
         """The key record for ``key_id``: from the cache, else from the database (a key created
@@ -716,7 +716,9 @@ class Refitter:
             cfg = st.config.model_dump()
             screening = st.fit.payload.get("screening") if st.fit else None
             assert self._executor is not None
-            out: FitOutput = self._executor.submit(run_fit, snap, cfg, screening).result()
+            out: FitOutput = self._executor.submit(
+                run_fit, snap, cfg, screening, self.settings.db
+            ).result()
             fitted_at = time.time()
             fid = st.writer.run(
                 lambda c: store.publish_fit(
