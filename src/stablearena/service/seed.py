@@ -94,7 +94,7 @@ def import_log(engine: sa.engine.Engine, path: Path, progress: Any = None) -> di
         conn.info["immediate"] = True
     try:
         with conn.begin():
-            key = f"import:{digest}"
+            key = f"import:{digest[:48]}"
             if store.get_meta(conn, key) is not None:
                 raise InputError(
                     f"--import {path}: this log (same content) was imported already, as "

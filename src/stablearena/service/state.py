@@ -162,6 +162,7 @@ class ArenaState:
         self.pending: dict[str, tuple[int, int, float]] = {}
         self.votes_seen = 0
         self.battles_served = 0
+        self.refit_error: str | None = None
         self._cache: dict[tuple, Future] = {}
         self._cache_lock = threading.Lock()
         self.cache_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="arena-board")
@@ -355,7 +356,7 @@ class ArenaState:
                 if len(ex_pairs) >= n_pairs:
                     ex_pairs = judged if len(judged) < n_pairs else []
                 i, j, strategy, prop = self._pick(
-                    tracker, selector, cfg, exclude_models, ex_pairs, boost
+                    tracker, selector, cfg, cand, exclude_models, ex_pairs, boost
                 )
                 in_batch.append((i, j))
                 tracker.add(i, j)
@@ -400,38 +401,58 @@ class ArenaState:
         tracker: InformationTracker,
         selector: Selector,
         cfg: ArenaConfig,
+        cand: list[int],
         exclude_models: list[int],
         exclude_pairs: list[tuple[int, int]],
         boost: np.ndarray | None,
     ) -> tuple[int, int, str, float]:
-        """One draw of the serving rule: (i, j) (i < j), which path chose it, its propensity."""
+        """One draw of the serving rule: (i, j) (i < j), which part chose it, its propensity.
+
+        The strategy's part is drawn from its own pick distribution
+        (:meth:`~stablearena.selection.Selector.pick_probabilities`, the distribution its
+        ``select`` draws from), so the stored probability is the one the pair was drawn with."""
         eps = cfg.exploration
-        blocked = tracker.mask(exclude_models, exclude_pairs)
-        iu, ju = np.nonzero(np.triu(~blocked, 1))
-        if boost is None:
-            explore = np.full(len(iu), 1.0 / len(iu))
-        else:
-            wgt = boost[iu] * boost[ju]
-            explore = wgt / wgt.sum()
+        rng = self.rng
+        m = tracker.n_models
         p_sel = selector.pick_probabilities(
             tracker, exclude_models=exclude_models, exclude_pairs=exclude_pairs
         )
-        if self.rng.random() < eps:
-            r = (
-                int(self.rng.choice(len(iu), p=explore))
-                if boost is not None
-                else int(self.rng.integers(len(iu)))
-            )
-            i, j, path = int(iu[r]), int(ju[r]), "explore"
+        blocked = tracker.mask(exclude_models, exclude_pairs)
+        ca = np.asarray(cand)
+        sub = blocked[np.ix_(ca, ca)]
+        b = np.ones(len(ca)) if boost is None else boost[ca]
+        # Σ over allowed pairs of b_i b_j (1 per pair without boosts)
+        outer = np.outer(b, b)
+        total = (outer.sum() - np.trace(outer)) / 2.0 - (outer * sub).sum() / 2.0
+        if rng.random() < eps:
+            i, j = self._explore_draw(blocked, ca, b)
+            path = "explore"
         else:
-            sel = selector.select(
-                tracker, 1, rng=self.rng, exclude_models=exclude_models, exclude_pairs=exclude_pairs
-            )
-            i, j = (int(x) for x in sel.pairs[0])
+            up = np.triu(p_sel, 1).ravel()
+            cum = np.cumsum(up)
+            r = int(np.searchsorted(cum, rng.random() * cum[-1], side="right"))
+            i, j = divmod(min(r, m * m - 1), m)
             path = selector.name
-            r = int(np.flatnonzero((iu == i) & (ju == j))[0])
-        prop = (1.0 - eps) * float(p_sel[i, j]) + eps * float(explore[r])
-        return i, j, path, prop
+        w_ij = 1.0 if boost is None else float(boost[i] * boost[j])
+        prop = (1.0 - eps) * float(p_sel[i, j]) + eps * w_ij / total
+        return int(i), int(j), path, prop
+
+    def _explore_draw(self, blocked: np.ndarray, ca: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+        """A pair of allowed candidates with probability ∝ b_i b_j (uniform without boosts):
+        both ends drawn ∝ b, redrawn while equal or blocked (few redraws: most pairs are
+        allowed); after many redraws, an exact draw over the enumerated allowed pairs."""
+        rng = self.rng
+        prob = b / b.sum()
+        for _ in range(64):
+            x, y = rng.choice(ca, 2, p=prob)
+            if x != y and not blocked[x, y]:
+                return (int(x), int(y)) if x < y else (int(y), int(x))
+        sub = ~blocked[np.ix_(ca, ca)]
+        iu, ju = np.nonzero(np.triu(sub, 1))
+        w = b[iu] * b[ju]
+        r = int(rng.choice(len(iu), p=w / w.sum()))
+        x, y = int(ca[iu[r]]), int(ca[ju[r]])
+        return (x, y) if x < y else (y, x)
 
     # ------------------------------------------------------------------ votes
     def after_vote(self, principal: Principal, battle_id: str, res: store.VoteResult) -> None:
@@ -456,7 +477,8 @@ class ArenaState:
                 raise ApiError(
                     503, "no_votes", "no votes yet: the first leaderboard follows the first votes"
                 )
-            raise ApiError(503, "not_fitted", "the first fit is running; retry in a moment")
+            why = f" (last attempt: {self.refit_error})" if self.refit_error else ""
+            raise ApiError(503, "not_fitted", f"no leaderboard yet: the first fit is pending{why}")
         return fit
 
     def leaderboard(self, method: str, ci: str, level: float) -> dict[str, Any]:
@@ -584,6 +606,10 @@ class Refitter:
             self._file_lock = None
 
     def start(self) -> None:
+        self._start_executor()
+        self._thread.start()
+
+    def _start_executor(self) -> None:
         if self.settings.fit_in_process:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -594,7 +620,6 @@ class Refitter:
             self._executor.submit(warm_up_worker)
         else:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="arena-fit")
-        self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -613,10 +638,15 @@ class Refitter:
         while not self._stop.is_set():
             try:
                 self.tick()
-                self.last_error = None
+                self.last_error = self.state.refit_error = None
             except Exception as exc:  # the loop must survive a failed fit or a lost connection
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("refitter: %s", self.last_error)
+                msg = f"{type(exc).__name__}: {exc}"
+                if msg != self.last_error:
+                    log.warning("refitter: %s", msg)
+                self.last_error = msg
+                self.state.refit_error = msg
+                if type(exc).__name__ == "BrokenProcessPool" and not self._stop.is_set():
+                    self._start_executor()  # the fit process died (e.g. killed): a new one
             self._wake.wait(self.settings.poll_seconds)
             self._wake.clear()
 
