@@ -79,7 +79,18 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1000.0, q)) if xs else float("nan")
 
 
-async def load(url: str, keys: list[str], truth: dict[str, float], args, admin_key: str) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc), 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def load(
+    url: str, keys: list[str], truth: dict[str, float], args, admin_key: str, pid: int = 0
+) -> dict:
     host, port = url.split("//")[1].split(":")
     port = int(port)
     lat = {"battles": [], "vote": [], "leaderboard": []}
@@ -89,6 +100,7 @@ async def load(url: str, keys: list[str], truth: dict[str, float], args, admin_k
     t_start = time.perf_counter()
     warm_until = t_start + args.warmup
     end = warm_until + args.duration
+    cpu = {"start": 0.0, "end": 0.0}
     stale_votes: list[int] = []
     stale_secs: list[float] = []
     rng = np.random.default_rng(0)
@@ -123,6 +135,12 @@ async def load(url: str, keys: list[str], truth: dict[str, float], args, admin_k
         finally:
             conn.close()
 
+    async def cpu_probe() -> None:
+        await asyncio.sleep(max(0.0, warm_until - time.perf_counter()))
+        cpu["start"] = cpu_seconds(pid)
+        await asyncio.sleep(max(0.0, end - time.perf_counter()))
+        cpu["end"] = cpu_seconds(pid)
+
     async def watcher() -> None:
         conn = Conn(host, port, admin_key)
         try:
@@ -139,7 +157,7 @@ async def load(url: str, keys: list[str], truth: dict[str, float], args, admin_k
         finally:
             conn.close()
 
-    await asyncio.gather(*(client(k) for k in range(args.clients)), watcher())
+    await asyncio.gather(*(client(k) for k in range(args.clients)), watcher(), cpu_probe())
     return {
         "battles_per_s": done["battles"] / args.duration,
         "battles": done["battles"],
@@ -155,6 +173,8 @@ async def load(url: str, keys: list[str], truth: dict[str, float], args, admin_k
             "max": max(stale_secs, default=None),
         },
         "errors": errors,
+        "server_cpu_ms_per_battle": 1000.0 * (cpu["end"] - cpu["start"]) / max(done["battles"], 1),
+        "server_cpu_share": (cpu["end"] - cpu["start"]) / args.duration,
     }
 
 
@@ -228,7 +248,7 @@ def run_backend(backend: str, args, workdir: Path) -> dict:
         rng = np.random.default_rng(1)
         truth = dict(zip(names, rng.normal(0, 1.0, args.models), strict=True))
         load_before = os.getloadavg()
-        res = asyncio.run(load(server.url, keys, truth, args, server.admin_key))
+        res = asyncio.run(load(server.url, keys, truth, args, server.admin_key, server.proc.pid))
         load_after = os.getloadavg()
         export = admin.export("jsonl")
         stored = {json.loads(line)["battle_id"] for line in export.decode().splitlines() if line}
@@ -307,6 +327,10 @@ def main() -> None:
             )
             print(
                 f"acknowledged votes: {res['acknowledged']}, missing from the export: {res['acknowledged_missing']}"
+            )
+            print(
+                f"server process CPU: {res['server_cpu_ms_per_battle']:.2f} ms per battle, "
+                f"{res['server_cpu_share']:.0%} of one core (the refit process not counted)"
             )
             print(
                 f"errors: {res['errors'] or 'none'}; load average before/after: "

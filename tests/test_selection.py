@@ -556,3 +556,14 @@ def test_a_selector_without_pick_probabilities_says_so():
 
     with pytest.raises(NotImplementedError, match="propensity"):
         Silent().pick_probabilities(InformationTracker(3))
+
+
+@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "random", "ada-pair", "nearest"])
+def test_pick_distribution_is_the_support_of_pick_probabilities(strategy):
+    tracker = _tracker_after(8, 90, seed=4)
+    sel = get_selector(strategy)
+    ex = {"exclude_models": ["m2"], "exclude_pairs": [("m0", "m5")]}
+    dense = sel.pick_probabilities(tracker, **ex)
+    i, j, p = sel.pick_distribution(tracker, **ex)
+    assert np.all(i < j) and np.allclose(dense[i, j], p) and np.isclose(p.sum(), 1.0)
+    assert np.isclose(np.triu(dense, 1).sum(), p.sum())

@@ -199,6 +199,51 @@ def _all_scores(mode, sigma, tmat, wmat, iu, ju):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compiled
+    """Every allowed pair i < j whose score (as in :func:`_argmax_pair`) is within
+    :data:`TIE_RTOL` of the best: the support of an argmax pick with random tie-breaking.
+    Two passes with the same arithmetic; returns (i, j) arrays (empty when all are blocked)."""
+    m = sigma.shape[0]
+    best = -np.inf
+    for i in range(m):
+        for j in range(i + 1, m):
+            if blocked[i, j]:
+                continue
+            w = wmat[i, j]
+            rho = sigma[i, i] + sigma[j, j] - 2.0 * sigma[i, j]
+            if mode == 0:
+                s = w * rho
+            else:
+                q = tmat[i, i] + tmat[j, j] - 2.0 * tmat[i, j]
+                s = w * q / (1.0 + w * rho)
+            if s > best:
+                best = s
+    lo = best - 1e-10 * abs(best)
+    out_i = np.empty(16, dtype=np.int64)
+    out_j = np.empty(16, dtype=np.int64)
+    n = 0
+    for i in range(m):
+        for j in range(i + 1, m):
+            if blocked[i, j]:
+                continue
+            w = wmat[i, j]
+            rho = sigma[i, i] + sigma[j, j] - 2.0 * sigma[i, j]
+            if mode == 0:
+                s = w * rho
+            else:
+                q = tmat[i, i] + tmat[j, j] - 2.0 * tmat[i, j]
+                s = w * q / (1.0 + w * rho)
+            if s >= lo:
+                if n == len(out_i):
+                    out_i = np.concatenate((out_i, np.empty(n, dtype=np.int64)))
+                    out_j = np.concatenate((out_j, np.empty(n, dtype=np.int64)))
+                out_i[n] = i
+                out_j[n] = j
+                n += 1
+    return out_i[:n], out_j[:n]
+
+
+@njit(cache=True)
 def _rank_one_update(sigma, tmat, track_t, i, j, w):  # pragma: no cover - compiled
     """Sherman–Morrison update of Σ = I⁺ (and T = Σ²) for information w (e_i − e_j)(e_i − e_j)ᵀ."""
     m = sigma.shape[0]
@@ -774,6 +819,37 @@ class Selector(ABC):
                 return _pair_matrix(tracker.n_models, bi, bj, np.full(len(bi), 1.0 / len(bi)))
         return self._pick_distribution(tracker, blocked)
 
+    def pick_distribution(
+        self,
+        tracker: InformationTracker,
+        *,
+        exclude_models: Iterable[int | str] = (),
+        exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`pick_probabilities` as its support: arrays ``(i, j, p)`` of the pairs
+        (i < j) with positive probability (cheaper when the support is small, e.g. an
+        argmax: the live arena draws each battle from it)."""
+        if self.estimate is not None:
+            tracker = tracker.with_estimate(self.estimate)
+        blocked = tracker.mask(exclude_models, exclude_pairs)
+        if self.warm_up and not tracker.connected:
+            bi, bj = tracker.bridges(blocked)
+            if len(bi):
+                return bi, bj, np.full(len(bi), 1.0 / len(bi))
+        sparse = self._pick_support(tracker, blocked)
+        if sparse is not None:
+            return sparse
+        p = self._pick_distribution(tracker, blocked)
+        iu, ju = np.nonzero(np.triu(p, 1))
+        return iu, ju, p[iu, ju]
+
+    def _pick_support(
+        self, tracker: InformationTracker, blocked: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`pick_distribution` after the warm-up case, when a selector has a cheaper way
+        than the dense :meth:`_pick_distribution` (``None``: use that)."""
+        return None
+
     def _pick_distribution(self, tracker: InformationTracker, blocked: np.ndarray) -> np.ndarray:
         """:meth:`pick_probabilities` after the warm-up case; selectors override it."""
         raise NotImplementedError(
@@ -994,6 +1070,11 @@ class _OptimalDesign(Selector):
         sigma, tmat = self._matrices(tracker)
         score = _all_scores(self.mode, sigma, tmat, tracker.weights, iu, ju)
         return _best_of(tracker.n_models, iu, ju, score)
+
+    def _pick_support(self, tracker, blocked):
+        sigma, tmat = self._matrices(tracker)
+        iu, ju = _best_pairs(self.mode, sigma, tmat, tracker.weights, blocked)
+        return iu, ju, np.full(len(iu), 1.0 / max(len(iu), 1))
 
     def _select(self, tracker, k, rng, blocked, distinct=False):
         if self.batch_mode not in ("greedy", "top-k"):

@@ -151,6 +151,14 @@ class Settings(BaseModel):
         "Python's interpreter lock); false: in a thread.",
     )
     keep_fits: int = Field(20, ge=1, description="Published fits kept in the database.")
+    switch_interval: float = Field(
+        0.0005,
+        gt=0.0,
+        le=0.1,
+        description="Python's thread switch interval in the server (sys.setswitchinterval): "
+        "short, so the writer thread gets the interpreter lock back quickly after each "
+        "database call.",
+    )
     seed: int | None = Field(None, description="Seed of the serving rule's random draws.")
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
     arena: ArenaConfig = Field(default_factory=ArenaConfig)

@@ -386,12 +386,14 @@ class ArenaState:
     def _boost_weights(self, tracker: InformationTracker) -> np.ndarray | None:
         """Exploration weight per tracker model: a boosted model with fewer than ``boost_until``
         battles gets its boost factor, every other model 1 (``None``: no boost in force)."""
+        boosted = [m for m in self.models.values() if m.boost > 1.0 and m.id in self.tracker_pos]
+        if not boosted:
+            return None
         w = np.ones(tracker.n_models)
-        battles = tracker.pair_battles.sum(axis=1)
         any_boost = False
-        for mid, p in self.tracker_pos.items():
-            m = self.models[mid]
-            if m.boost > 1.0 and battles[p] < m.boost_until:
+        for m in boosted:
+            p = self.tracker_pos[m.id]
+            if tracker.pair_battles[p].sum() < m.boost_until:
                 w[p] = m.boost
                 any_boost = True
         return w if any_boost else None
@@ -409,32 +411,36 @@ class ArenaState:
         """One draw of the serving rule: (i, j) (i < j), which part chose it, its propensity.
 
         The strategy's part is drawn from its own pick distribution
-        (:meth:`~stablearena.selection.Selector.pick_probabilities`, the distribution its
-        ``select`` draws from), so the stored probability is the one the pair was drawn with."""
+        (:meth:`~stablearena.selection.Selector.pick_distribution`, the distribution its
+        ``select`` draws from), so the stored probability is the one the pair was drawn with.
+        ``exclude_pairs`` are distinct pairs of candidates, so the allowed pairs number
+        C(len(cand), 2) − len(exclude_pairs)."""
         eps = cfg.exploration
         rng = self.rng
-        m = tracker.n_models
-        p_sel = selector.pick_probabilities(
+        si, sj, sp = selector.pick_distribution(
             tracker, exclude_models=exclude_models, exclude_pairs=exclude_pairs
         )
         blocked = tracker.mask(exclude_models, exclude_pairs)
         ca = np.asarray(cand)
-        sub = blocked[np.ix_(ca, ca)]
-        b = np.ones(len(ca)) if boost is None else boost[ca]
-        # Σ over allowed pairs of b_i b_j (1 per pair without boosts)
-        outer = np.outer(b, b)
-        total = (outer.sum() - np.trace(outer)) / 2.0 - (outer * sub).sum() / 2.0
-        if rng.random() < eps:
-            i, j = self._explore_draw(blocked, ca, b)
+        if boost is None:
+            b = None
+            total = len(ca) * (len(ca) - 1) / 2.0 - len(exclude_pairs)
+        else:
+            b = boost[ca]
+            outer = np.outer(b, b)
+            sub = blocked[np.ix_(ca, ca)]
+            total = (outer.sum() - np.trace(outer)) / 2.0 - (outer * sub).sum() / 2.0
+        if len(si) == 0 or rng.random() < eps:
+            i, j = self._explore_draw(blocked, ca, np.ones(len(ca)) if b is None else b)
             path = "explore"
         else:
-            up = np.triu(p_sel, 1).ravel()
-            cum = np.cumsum(up)
-            r = int(np.searchsorted(cum, rng.random() * cum[-1], side="right"))
-            i, j = divmod(min(r, m * m - 1), m)
+            r = int(rng.choice(len(sp), p=sp / sp.sum())) if len(sp) > 1 else 0
+            i, j = int(si[r]), int(sj[r])
             path = selector.name
+        hit = np.flatnonzero((si == i) & (sj == j))
+        p_sel = float(sp[hit[0]]) if len(hit) else 0.0
         w_ij = 1.0 if boost is None else float(boost[i] * boost[j])
-        prop = (1.0 - eps) * float(p_sel[i, j]) + eps * w_ij / total
+        prop = (1.0 - eps) * p_sel + eps * w_ij / total
         return int(i), int(j), path, prop
 
     def _explore_draw(self, blocked: np.ndarray, ca: np.ndarray, b: np.ndarray) -> tuple[int, int]:

@@ -17,7 +17,6 @@ cost of one fsync per batch instead of one per request.
 from __future__ import annotations
 
 import json
-import math
 import queue
 import threading
 import time
@@ -40,7 +39,6 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    bindparam,
     event,
     false,
     func,
@@ -378,34 +376,57 @@ def load_config(conn: Connection) -> dict[str, Any]:
     return {} if raw is None else json.loads(raw)
 
 
+# The hot path (a battle served, a vote recorded) runs plain SQL, valid in SQLite and
+# PostgreSQL alike, through the driver: building and caching SQLAlchemy statements per call
+# costs several times the database work itself.
+_HOT_SQL: dict[str, str] = {
+    "battle": "INSERT INTO battles (id, annotator_id, model_a, model_b, strategy, propensity, "
+    "served_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "lookup": "SELECT b.annotator_id, b.model_a, b.model_b, b.expires_at, v.id, v.revision, "
+    "v.outcome, v.created_at, v.first_at FROM battles b LEFT JOIN votes v "
+    "ON v.battle_id = b.id AND v.superseded = false WHERE b.id = ?",
+    "vote": "INSERT INTO votes (battle_id, revision, outcome, annotator_id, model_a, model_b, "
+    "created_at, first_at, superseded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false) RETURNING id",
+    "supersede": "UPDATE votes SET superseded = true WHERE id = ?",
+    "count": "INSERT INTO pair_counts (i, j, annotator_id, wins, losses, ties, ties_both_bad) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (i, j, annotator_id) DO UPDATE SET "
+    "wins = pair_counts.wins + excluded.wins, losses = pair_counts.losses + excluded.losses, "
+    "ties = pair_counts.ties + excluded.ties, "
+    "ties_both_bad = pair_counts.ties_both_bad + excluded.ties_both_bad",
+}
+_HOT_BY_DIALECT: dict[str, dict[str, str]] = {}
+
+
+def _hot(conn: Connection, name: str) -> str:
+    dialect = conn.dialect.name
+    table = _HOT_BY_DIALECT.get(dialect)
+    if table is None:
+        style = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        table = _HOT_BY_DIALECT[dialect] = {k: v.replace("?", style) for k, v in _HOT_SQL.items()}
+    return table[name]
+
+
+_BATTLE_COLUMNS = (
+    "id",
+    "annotator_id",
+    "model_a",
+    "model_b",
+    "strategy",
+    "propensity",
+    "served_at",
+    "expires_at",
+)
+
+
 def insert_battles(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    conn.execute(battles.insert(), rows)
-
-
-def _count_upsert(dialect: str) -> Any:
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+    """Store served battles (dicts with the ``battles`` columns)."""
+    params = [tuple(r[c] for c in _BATTLE_COLUMNS) for r in rows]
+    if len(params) == 1:
+        conn.exec_driver_sql(_hot(conn, "battle"), params[0])
     else:
-        from sqlalchemy.dialects.postgresql import insert
-    ins = insert(pair_counts).values(
-        i=bindparam("i"),
-        j=bindparam("j"),
-        annotator_id=bindparam("annotator_id"),
-        wins=bindparam("wins"),
-        losses=bindparam("losses"),
-        ties=bindparam("ties"),
-        ties_both_bad=bindparam("ties_both_bad"),
-    )
-    return ins.on_conflict_do_update(
-        index_elements=[pair_counts.c.i, pair_counts.c.j, pair_counts.c.annotator_id],
-        set_={
-            name: getattr(pair_counts.c, name) + getattr(ins.excluded, name)
-            for name in ("wins", "losses", "ties", "ties_both_bad")
-        },
-    )
+        conn.exec_driver_sql(_hot(conn, "battle"), params)
 
 
-_UPSERTS: dict[str, Any] = {}
 _COLUMNS = ("wins", "losses", "ties", "ties_both_bad")
 
 
@@ -424,33 +445,24 @@ def count_row(model_a: int, model_b: int, annotator_id: int, outcome: int, n: fl
 
 def add_counts(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Add count increments (rows of :func:`count_row`), creating rows as needed."""
-    dialect = conn.dialect.name
-    stmt = _UPSERTS.get(dialect)
-    if stmt is None:
-        stmt = _UPSERTS[dialect] = _count_upsert(dialect)
-    for row in rows:  # one statement per row: executemany of an upsert is not portable
-        conn.execute(stmt, row)
-
-
-_BATTLE_AND_VOTE = (
-    select(
-        battles.c.annotator_id,
-        battles.c.model_a,
-        battles.c.model_b,
-        battles.c.expires_at,
-        votes.c.id,
-        votes.c.revision,
-        votes.c.outcome,
-        votes.c.created_at,
-        votes.c.first_at,
-    )
-    .select_from(
-        battles.outerjoin(
-            votes, sa.and_(votes.c.battle_id == battles.c.id, votes.c.superseded == false())
+    sql = _hot(conn, "count")
+    for r in rows:
+        conn.exec_driver_sql(
+            sql,
+            (
+                r["i"],
+                r["j"],
+                r["annotator_id"],
+                r["wins"],
+                r["losses"],
+                r["ties"],
+                r["ties_both_bad"],
+            ),
         )
-    )
-    .where(battles.c.id == bindparam("bid"))
-)
+
+
+def _insert_vote(conn: Connection, *values: Any) -> int:
+    return int(conn.exec_driver_sql(_hot(conn, "vote"), values).scalar_one())
 
 
 @dataclass(frozen=True)
@@ -479,7 +491,7 @@ def record_vote(
     correction_window: float,
 ) -> VoteResult:
     """Record one vote and its count in the caller's transaction (see :class:`VoteResult`)."""
-    row = conn.execute(_BATTLE_AND_VOTE, {"bid": battle_id}).first()
+    row = conn.exec_driver_sql(_hot(conn, "lookup"), (battle_id,)).first()
     if row is None:
         return VoteResult("missing", message=f"no battle {battle_id!r}")
     owner, a, b, expires, vid, rev, old, created, first = row
@@ -505,20 +517,8 @@ def record_vote(
                 stored_outcome=old,
                 message=f"battle {battle_id} already has the vote {OUTCOMES[old]!r}; {why}",
             )
-        conn.execute(votes.update().where(votes.c.id == vid).values(superseded=True))
-        new_id = conn.execute(
-            votes.insert().values(
-                battle_id=battle_id,
-                revision=rev + 1,
-                outcome=outcome,
-                annotator_id=annotator_id,
-                model_a=a,
-                model_b=b,
-                created_at=now,
-                first_at=first,
-                superseded=False,
-            )
-        ).inserted_primary_key[0]
+        conn.exec_driver_sql(_hot(conn, "supersede"), (vid,))
+        new_id = _insert_vote(conn, battle_id, rev + 1, outcome, annotator_id, a, b, now, first)
         add_counts(
             conn,
             [count_row(a, b, annotator_id, old, -1.0), count_row(a, b, annotator_id, outcome, 1.0)],
@@ -526,19 +526,7 @@ def record_vote(
         return VoteResult("corrected", new_id, rev + 1, outcome, now, a, b, stored_outcome=old)
     if now > expires:
         return VoteResult("expired", message=f"battle {battle_id} expired at {expires:.3f}")
-    new_id = conn.execute(
-        votes.insert().values(
-            battle_id=battle_id,
-            revision=0,
-            outcome=outcome,
-            annotator_id=annotator_id,
-            model_a=a,
-            model_b=b,
-            created_at=now,
-            first_at=now,
-            superseded=False,
-        )
-    ).inserted_primary_key[0]
+    new_id = _insert_vote(conn, battle_id, 0, outcome, annotator_id, a, b, now, now)
     add_counts(conn, [count_row(a, b, annotator_id, outcome, 1.0)])
     return VoteResult("new", new_id, 0, outcome, now, a, b)
 
@@ -577,9 +565,3 @@ def publish_fit(
     ).inserted_primary_key[0]
     conn.execute(fits.delete().where(fits.c.id <= fid - keep))
     return int(fid)
-
-
-def finite(x: float) -> float:
-    if not math.isfinite(x):
-        raise ValueError(f"non-finite value {x!r} reached the database")
-    return x
