@@ -196,7 +196,7 @@ def test_a_correction_within_the_window_keeps_the_history_and_moves_the_count(ma
     ]
     current = pd.read_csv(io.BytesIO(arena.admin.export("csv")))
     assert list(current["winner"]) == ["model_b"]
-    # once the window has passed a different outcome is a conflict
+    # with corrections switched off, a different outcome is a conflict
     arena.admin.config(correction_window=0.0)
     with pytest.raises(ArenaError) as exc:
         ann.vote(b["battle_id"], "tie")
@@ -449,53 +449,54 @@ def test_rate_limit_and_body_limit(db_url):
         assert chunked.status_code == 413
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body", "field"),
-    [
-        ("POST", "/v1/battles", {"k": 0}, "k"),
-        ("POST", "/v1/battles", {"k": 10_000}, "k"),
-        ("POST", "/v1/battles", {"k": "two"}, "k"),
-        ("POST", "/v1/battles", {"models": ["a"]}, "models"),
-        ("POST", "/v1/battles", {"models": "a,b"}, "models"),
-        ("POST", "/v1/battles", {"models": ["a", ""]}, "models.1"),
-        ("POST", "/v1/battles", {"colour": "red"}, "colour"),
-        ("POST", "/v1/battles", "[1, 2", "body"),
-        ("POST", "/v1/battles", [1, 2], "body"),
-        ("POST", "/v1/battles/{bid}/vote", {"outcome": "left"}, "outcome"),
-        ("POST", "/v1/battles/{bid}/vote", {}, "outcome"),
-        ("POST", "/v1/battles/{bid}/vote", {"outcome": 1}, "outcome"),
-        ("POST", "/v1/battles/" + "x" * 70 + "/vote", {"outcome": "tie"}, "battle_id"),
-        ("GET", "/v1/leaderboard?method=magic", None, "method"),
-        ("GET", "/v1/leaderboard?level=2", None, "level"),
-        ("GET", "/v1/export?format=xlsx", None, "format"),
-        ("PATCH", "/v1/admin/config", {"exploration": 2}, "exploration"),
-        ("PATCH", "/v1/admin/config", {"policy": "ban"}, "policy"),
-        ("PATCH", "/v1/admin/config", {"strategy": "magic"}, "strategy"),
-        ("PATCH", "/v1/admin/config", {"bogus": 1}, "bogus"),
-        ("POST", "/v1/admin/models", {"name": ""}, "name"),
-        ("POST", "/v1/admin/models", {"name": "a"}, "name"),
-        ("PATCH", "/v1/admin/models/nope", {"retired": True}, "name"),
-        ("PATCH", "/v1/admin/models/a", {"boost": 0.5}, "boost"),
-        ("PATCH", "/v1/admin/models/a", {}, "body"),
-        ("POST", "/v1/admin/annotators", {"name": "x", "role": "root"}, "role"),
-        ("DELETE", "/v1/admin/annotators/nobody", None, "name"),
-        ("GET", "/v1/nowhere", None, "path"),
-    ],
-)
-def test_bad_input_is_a_4xx_json_error_naming_the_field(make_arena, method, path, body, field):
+BAD_INPUT = [
+    ("POST", "/v1/battles", {"k": 0}, "k"),
+    ("POST", "/v1/battles", {"k": 10_000}, "k"),
+    ("POST", "/v1/battles", {"k": "two"}, "k"),
+    ("POST", "/v1/battles", {"models": ["a"]}, "models"),
+    ("POST", "/v1/battles", {"models": "a,b"}, "models"),
+    ("POST", "/v1/battles", {"models": ["a", ""]}, "models.1"),
+    ("POST", "/v1/battles", {"colour": "red"}, "colour"),
+    ("POST", "/v1/battles", "[1, 2", "body"),
+    ("POST", "/v1/battles", [1, 2], "body"),
+    ("POST", "/v1/battles/{bid}/vote", {"outcome": "left"}, "outcome"),
+    ("POST", "/v1/battles/{bid}/vote", {}, "outcome"),
+    ("POST", "/v1/battles/{bid}/vote", {"outcome": 1}, "outcome"),
+    ("POST", "/v1/battles/" + "x" * 70 + "/vote", {"outcome": "tie"}, "battle_id"),
+    ("GET", "/v1/leaderboard?method=magic", None, "method"),
+    ("GET", "/v1/leaderboard?level=2", None, "level"),
+    ("GET", "/v1/export?format=xlsx", None, "format"),
+    ("PATCH", "/v1/admin/config", {"exploration": 2}, "exploration"),
+    ("PATCH", "/v1/admin/config", {"policy": "ban"}, "policy"),
+    ("PATCH", "/v1/admin/config", {"strategy": "magic"}, "strategy"),
+    ("PATCH", "/v1/admin/config", {"bogus": 1}, "bogus"),
+    ("POST", "/v1/admin/models", {"name": ""}, "name"),
+    ("POST", "/v1/admin/models", {"name": "a"}, "name"),
+    ("PATCH", "/v1/admin/models/nope", {"retired": True}, "name"),
+    ("PATCH", "/v1/admin/models/a", {"boost": 0.5}, "boost"),
+    ("PATCH", "/v1/admin/models/a", {}, "body"),
+    ("POST", "/v1/admin/annotators", {"name": "x", "role": "root"}, "role"),
+    ("DELETE", "/v1/admin/annotators/nobody", None, "name"),
+    ("GET", "/v1/nowhere", None, "path"),
+]
+
+
+def test_bad_input_is_a_4xx_json_error_naming_the_field(make_arena):
+    """One arena, every bad request in :data:`BAD_INPUT` (method, path, body, field at fault)."""
     arena = make_arena()
     key = arena.tc.app.state.admin_key
     (b,) = arena.admin.next_battles()
-    kw = {}
-    if isinstance(body, str):
-        kw = {"content": body.encode(), "headers": {"content-type": "application/json"}}
-    elif body is not None:
-        kw = {"json": body}
-    r = arena.raw(method, path.replace("{bid}", b["battle_id"]), key, **kw)
-    assert 400 <= r.status_code < 500, r.text
-    err = r.json()["error"]
-    assert err["field"] == field, err
-    assert "Traceback" not in r.text and err["message"]
+    for method, path, body, field in BAD_INPUT:
+        kw = {}
+        if isinstance(body, str):
+            kw = {"content": body.encode(), "headers": {"content-type": "application/json"}}
+        elif body is not None:
+            kw = {"json": body}
+        r = arena.raw(method, path.replace("{bid}", b["battle_id"]), key, **kw)
+        assert 400 <= r.status_code < 500, (method, path, body, r.text)
+        err = r.json()["error"]
+        assert err["field"] == field, (method, path, body, err)
+        assert "Traceback" not in r.text and err["message"]
 
 
 # ---------------------------------------------------------------------------------- durability

@@ -198,48 +198,42 @@ def _all_scores(mode, sigma, tmat, wmat, iu, ju):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, inline="always")
+def _pair_score(mode, sigma, tmat, wmat, i, j):  # pragma: no cover - compiled
+    """D (mode 0): w ρ; A (mode 1): w q / (1 + w ρ) of pair (i, j) (see :func:`_argmax_pair`)."""
+    w = wmat[i, j]
+    rho = sigma[i, i] + sigma[j, j] - 2.0 * sigma[i, j]
+    if mode == 0:
+        return w * rho
+    q = tmat[i, i] + tmat[j, j] - 2.0 * tmat[i, j]
+    return w * q / (1.0 + w * rho)
+
+
 @njit(cache=True)
 def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compiled
-    """Every allowed pair i < j whose score (as in :func:`_argmax_pair`) is within
-    :data:`TIE_RTOL` of the best: the support of an argmax pick with random tie-breaking.
-    Two passes with the same arithmetic; returns (i, j) arrays (empty when all are blocked)."""
+    """Every allowed pair i < j whose score is within :data:`TIE_RTOL` of the best: the support
+    of an argmax pick with random tie-breaking. Two passes with the same arithmetic; returns
+    (i, j) arrays (empty when every pair is blocked)."""
     m = sigma.shape[0]
     best = -np.inf
     for i in range(m):
         for j in range(i + 1, m):
-            if blocked[i, j]:
-                continue
-            w = wmat[i, j]
-            rho = sigma[i, i] + sigma[j, j] - 2.0 * sigma[i, j]
-            if mode == 0:
-                s = w * rho
-            else:
-                q = tmat[i, i] + tmat[j, j] - 2.0 * tmat[i, j]
-                s = w * q / (1.0 + w * rho)
-            if s > best:
-                best = s
+            if not blocked[i, j]:
+                best = max(best, _pair_score(mode, sigma, tmat, wmat, i, j))
     lo = best - 1e-10 * abs(best)
     out_i = np.empty(16, dtype=np.int64)
     out_j = np.empty(16, dtype=np.int64)
     n = 0
     for i in range(m):
         for j in range(i + 1, m):
-            if blocked[i, j]:
+            if blocked[i, j] or _pair_score(mode, sigma, tmat, wmat, i, j) < lo:
                 continue
-            w = wmat[i, j]
-            rho = sigma[i, i] + sigma[j, j] - 2.0 * sigma[i, j]
-            if mode == 0:
-                s = w * rho
-            else:
-                q = tmat[i, i] + tmat[j, j] - 2.0 * tmat[i, j]
-                s = w * q / (1.0 + w * rho)
-            if s >= lo:
-                if n == len(out_i):
-                    out_i = np.concatenate((out_i, np.empty(n, dtype=np.int64)))
-                    out_j = np.concatenate((out_j, np.empty(n, dtype=np.int64)))
-                out_i[n] = i
-                out_j[n] = j
-                n += 1
+            if n == len(out_i):
+                out_i = np.concatenate((out_i, np.empty(n, dtype=np.int64)))
+                out_j = np.concatenate((out_j, np.empty(n, dtype=np.int64)))
+            out_i[n] = i
+            out_j[n] = j
+            n += 1
     return out_i[:n], out_j[:n]
 
 
