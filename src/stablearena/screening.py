@@ -197,11 +197,12 @@ class StableArena:
         self._w.append(battles.weights().astype(float))
         return self.step(self.log)
 
-    def step(self, data: Battles | PairCounts, *, warm: bool = True) -> ArenaStep:
+    def step(self, data: Battles | PairCounts, *, warm: bool = False) -> ArenaStep:
         """One round of the loop on the whole current data (the log so far, or its pair counts
         per annotator): fit without the excluded annotators, flag, exclude (``policy``), and
         return the ratings and every decision. ``warm``: start the solver from the last fit
-        (same optimum, fewer iterations)."""
+        (see :meth:`~stablearena.raters.annotator.AmElo.fit`'s ``start``: fewer iterations
+        when the data changed little, but not guaranteed to reach the same maximum)."""
         present = set(data.annotators or ())
         start = self.last_fit if warm else None
         fitted = self.rater.fit(data, exclude=frozenset(self.excluded & present), start=start)

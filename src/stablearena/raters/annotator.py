@@ -319,14 +319,18 @@ def solve_am_elo(
     active = rows.records() > 0
     use_prior = prior_mask is not None and bool(np.any(prior_mask))
     mask = np.asarray(prior_mask, dtype=float) if use_prior else None
+    x_start = _m_elo_start(rows, prior_mask, tol) if x0 is None or kk > 1 else None
     if x0 is None:
-        x0 = _m_elo_start(rows, prior_mask, tol)
+        x0 = x_start
     x = np.asarray(x0, dtype=float) - np.mean(x0)
     a = np.ones(kk) if a0 is None else np.where(active, np.asarray(a0, dtype=float), 1.0)
     a = np.where(active, a / a[active].mean(), 1.0)
     ann_prior = np.zeros(kk, dtype=bool)
     if kk > 1:
-        ann_prior = separable_annotators(x, data_rows)
+        # which annotators need virtual ties is decided at the deterministic m-ELO start, also
+        # when the solver starts elsewhere (a warm start): the objective, hence the optimum,
+        # must not depend on where the iteration begins
+        ann_prior = separable_annotators(x_start - np.mean(x_start), data_rows)
         rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
 
     def objective(x: np.ndarray, a: np.ndarray) -> float:

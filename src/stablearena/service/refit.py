@@ -133,7 +133,7 @@ def run_fit(
     model name, for the information tracker)."""
     t0 = time.perf_counter()
     arena = arena_for(config, screening)
-    if config.get("warm_start", True) and arena_id in _LAST:
+    if config.get("warm_start", False) and arena_id in _LAST:
         arena.last_fit = _LAST[arena_id]
     counts = snapshot.counts()
     with warnings.catch_warnings():

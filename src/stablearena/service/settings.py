@@ -80,7 +80,11 @@ class ArenaConfig(BaseModel):
         5.0, gt=0.0, description="T: refit at most this many seconds after a new vote."
     )
     warm_start: bool = Field(
-        True, description="Start each refit from the previous fit (same optimum, fewer steps)."
+        False,
+        description="Start each refit from the previous fit instead of the deterministic m-ELO "
+        "start. Off by default: am-ELO's likelihood is not jointly concave, and from a start in "
+        "another basin (e.g. a fit of the first few votes) Newton can end at another stationary "
+        "point, so the leaderboard would no longer be the one `rank` computes.",
     )
     correction_window: float = Field(
         0.0,
