@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -41,7 +40,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from .. import selection
 from ..battles import PairCounts
-from ..errors import InputError, StableArenaError
+from ..errors import StableArenaError
 from ..leaderboard import leaderboard_payload
 from ..selection import InformationTracker, Selector, get_selector
 from . import store
@@ -777,15 +776,3 @@ class Refitter:
             return fit
         finally:
             self._release()
-
-
-def check_finite(payload: Any) -> None:
-    """Refuse NaN/inf anywhere in a payload (they would be a bug upstream)."""
-    if isinstance(payload, dict):
-        for v in payload.values():
-            check_finite(v)
-    elif isinstance(payload, list):
-        for v in payload:
-            check_finite(v)
-    elif isinstance(payload, float) and not math.isfinite(payload):
-        raise InputError("internal error: a non-finite number reached a payload")
