@@ -545,7 +545,25 @@ class InformationTracker:
         exclude_models: Iterable[int | str] = (),
         exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
     ) -> np.ndarray:
-        """Blocked-pair mask for one request: the persistent blocks plus these exclusions."""
+        """Blocked-pair mask for one request: the persistent blocks plus these exclusions
+        (names or indices; or, vectorised, an index array and an (n, 2) index-pair array)."""
+        if isinstance(exclude_pairs, np.ndarray) and isinstance(exclude_models, np.ndarray):
+            # vectorised: model indices and an (n, 2) array of index pairs (the live arena)
+            em_a = exclude_models.astype(np.int64).ravel()
+            ep_a = exclude_pairs.astype(np.int64).reshape(-1, 2)
+            if len(em_a) == 0 and len(ep_a) == 0:
+                return self.blocked
+            m = self.n_models
+            if (len(em_a) and (em_a.min() < 0 or em_a.max() >= m)) or (
+                len(ep_a) and (ep_a.min() < 0 or ep_a.max() >= m)
+            ):
+                raise InputError(f"model indices must lie in 0..{m - 1}.")
+            out = self.blocked.copy()
+            out[em_a, :] = True
+            out[:, em_a] = True
+            out[ep_a[:, 0], ep_a[:, 1]] = True
+            out[ep_a[:, 1], ep_a[:, 0]] = True
+            return out
         em = [self.index(x) for x in exclude_models]
         ep = [(self.index(a), self.index(b)) for a, b in exclude_pairs]
         if not em and not ep:

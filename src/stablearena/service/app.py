@@ -191,7 +191,7 @@ class _RateLimited(Exception):
         self.wait = wait
 
 
-def principal(
+async def principal(
     request: Request,
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
@@ -222,7 +222,7 @@ def principal(
     return p
 
 
-def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:
+async def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:
     if not p.is_admin:
         raise ApiError(403, "forbidden", "this request needs an admin key", "authorization")
     return p
@@ -401,7 +401,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         rows = st.serve(who, body.k, body.models)
         await write(request, lambda conn: store.insert_battles(conn, rows))
         request.app.state.metrics.battles.inc(len(rows))
-        names = {m.id: m.name for m in st.models.values()}
+        names = st.names
         # a JSONResponse directly: FastAPI's generic encoder costs more than the request's work
         return JSONResponse(
             {
@@ -443,7 +443,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise ApiError(status, code, res.message, field)
         st.after_vote(who, battle_id, res)
         request.app.state.metrics.votes.labels(res.kind).inc()
-        names = {m.id: m.name for m in st.models.values()}
+        names = st.names
         return JSONResponse(
             {
                 "battle_id": battle_id,

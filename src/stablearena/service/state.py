@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -156,12 +157,16 @@ class ArenaState:
         self.tracker: InformationTracker | None = None
         self.tracker_ids: list[int] = []
         self.tracker_pos: dict[int, int] = {}
+        self.pos_of_id = np.zeros(0, dtype=np.int64)
+        self.names: dict[int, str] = {}
         self.selector: Selector | None = None
         self.judged: dict[int, set[tuple[int, int]]] = {}
         self.pending: dict[str, tuple[int, int, float]] = {}
         self.votes_seen = 0
         self.battles_served = 0
         self.refit_error: str | None = None
+        self._vote_seq = 0
+        self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=100_000)
         self._cache: dict[tuple, Future] = {}
         self._cache_lock = threading.Lock()
         self.cache_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="arena-board")
@@ -199,6 +204,7 @@ class ArenaState:
                 for r in mrows
             }
             self.model_ids = {m.name: m.id for m in self.models.values()}
+            self.names = {m.id: m.name for m in self.models.values()}
             self.keys = {}
             self.principals = {}
             for r in arows:
@@ -238,6 +244,8 @@ class ArenaState:
         """Information tracker over every model (in id order) from the current pair counts, at
         the latest fit's scores (0 = average for a model the fit does not know), plus the
         battles served here and not yet voted on; and each annotator's judged pairs."""
+        with self.lock:
+            mark = self._vote_seq
         with self.engine.connect() as conn:
             pc = store.pair_counts
             total = pc.c.wins + pc.c.losses + pc.c.ties + pc.c.ties_both_bad
@@ -289,8 +297,15 @@ class ArenaState:
         judged: dict[int, set[tuple[int, int]]] = {}
         for ann, i, j in judged_rows:
             judged.setdefault(ann, set()).add((i, j))
+        pos_of_id = np.full(max(ids) + 1, -1, dtype=np.int64)
+        pos_of_id[ids] = np.arange(len(ids))
         with self.lock:
+            # votes recorded here while the counts were being read: keep them in the judged pairs
+            for seq, ann, i, j in self._recent:
+                if seq > mark:
+                    judged.setdefault(ann, set()).add((i, j))
             self.tracker, self.tracker_ids, self.tracker_pos = tracker, ids, pos
+            self.pos_of_id = pos_of_id
             self.judged = judged
             self.selector = selector
 
@@ -336,24 +351,30 @@ class ArenaState:
             if tracker is None or selector is None:
                 raise ApiError(503, "not_ready", "the arena is still loading; retry shortly")
             cand = sorted(pos[m.id] for m in active)
-            cand_set = set(cand)
-            exclude_models = [p for p in range(tracker.n_models) if p not in cand_set]
+            is_cand = np.zeros(tracker.n_models, dtype=bool)
+            is_cand[cand] = True
+            exclude_models = np.flatnonzero(~is_cand)
             n_pairs = len(cand) * (len(cand) - 1) // 2
-            judged = [
-                (pos[i], pos[j])
-                for i, j in self.judged.get(principal.id, ())
-                if i in pos and j in pos and pos[i] in cand_set and pos[j] in cand_set
-            ]
+            mine = self.judged.get(principal.id)
+            judged = np.zeros((0, 2), dtype=np.int64)
+            if mine:
+                ids = np.array(list(mine), dtype=np.int64)
+                ids = ids[(ids < len(self.pos_of_id)).all(axis=1)]
+                jp = self.pos_of_id[ids]
+                jp = jp[(jp >= 0).all(axis=1)]
+                judged = jp[is_cand[jp[:, 0]] & is_cand[jp[:, 1]]]
             if len(judged) >= n_pairs:
-                judged = []  # every allowed pair judged: repeats are allowed again
+                judged = judged[:0]  # every allowed pair judged: repeats are allowed again
             boost = self._boost_weights(tracker)
             now = time.time()
             out: list[dict[str, Any]] = []
             in_batch: list[tuple[int, int]] = []
             for _ in range(k):
-                ex_pairs = judged + in_batch
+                ex_pairs = np.concatenate(
+                    [judged, np.array(in_batch, dtype=np.int64).reshape(-1, 2)]
+                )
                 if len(ex_pairs) >= n_pairs:
-                    ex_pairs = judged if len(judged) < n_pairs else []
+                    ex_pairs = judged
                 i, j, strategy, prop = self._pick(
                     tracker, selector, cfg, cand, exclude_models, ex_pairs, boost
                 )
@@ -403,8 +424,8 @@ class ArenaState:
         selector: Selector,
         cfg: ArenaConfig,
         cand: list[int],
-        exclude_models: list[int],
-        exclude_pairs: list[tuple[int, int]],
+        exclude_models: np.ndarray,
+        exclude_pairs: np.ndarray,
         boost: np.ndarray | None,
     ) -> tuple[int, int, str, float]:
         """One draw of the serving rule: (i, j) (i < j), which part chose it, its propensity.
@@ -469,6 +490,8 @@ class ArenaState:
         with self.lock:
             self.votes_seen = max(self.votes_seen, int(res.vote_id or 0))
             self.judged.setdefault(principal.id, set()).add((i, j))
+            self._vote_seq += 1
+            self._recent.append((self._vote_seq, principal.id, i, j))
             if self.pending.pop(battle_id, None) is None and self.tracker is not None:
                 pi, pj = self.tracker_pos.get(i), self.tracker_pos.get(j)
                 if pi is not None and pj is not None:
