@@ -1,0 +1,1034 @@
+"""Figures of fitted arenas: one function per figure, fitted results in, a matplotlib Axes out.
+
+Each ``plot_*`` function takes fitted results (never a file path) and an optional ``ax``; without
+one it makes a figure sized for the number of models (names stay readable and nothing overlaps
+up to Chatbot Arena's 129 models and beyond) and draws on it. The same functions serve
+``stablearena plot``, the HTML report (:mod:`stablearena.report`) and the live arena's
+dashboard; :func:`figure` builds a complete figure of one kind and :func:`figure_to_svg`
+renders any figure to an SVG string for inlining in HTML.
+
+Figures (``KINDS``):
+
+- ``leaderboard`` — :func:`plot_leaderboard`: ratings with their intervals, best first, tiers
+  shaded, each label carrying the model's rank interval (SPEC §4).
+- ``winrate`` — :func:`plot_winrate`: the predicted expected score E[W_ij] = P(i beats j) +
+  ½ P(tie), beside :func:`plot_observed_winrate`, the observed (wins + ½ ties)/battles of every
+  pair that has battles.
+- ``battles`` — :func:`plot_battles`: battles per pair (the coverage pair selection changes).
+- ``annotators`` — :func:`plot_annotators`: am-ELO abilities with intervals, flagged annotators
+  marked with their reason (am-ELO paper, eq. 5 and Algorithm 3).
+- ``ties`` — :func:`plot_ties`: observed and predicted outcome probabilities against the rating
+  gap (leaderbot's marginal outcome check, App. D, binned by gap).
+- ``map`` — :func:`plot_map`: classical multidimensional scaling of a covariance model's
+  dissimilarity S = [Var(x_i − x_j)] (leaderbot §3.3), or, for models without covariance, a
+  cluster tree of the models by the z-statistic of their rating differences.
+
+Colours are the Okabe–Ito palette (distinguishable with every common colour-vision deficiency)
+and the colour maps ``cividis`` and ``RdBu`` (ColorBrewer, colour-blind safe).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .battles import Battles, PairCounts, as_counts
+from .errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .raters.annotator import AmEloFitted
+    from .raters.base import Fitted
+    from .uncertainty import Covariance, Intervals, WinProbability
+
+__all__ = [
+    "KINDS",
+    "OKABE_ITO",
+    "plot_leaderboard",
+    "plot_winrate",
+    "plot_observed_winrate",
+    "plot_battles",
+    "plot_annotators",
+    "plot_ties",
+    "plot_map",
+    "figure",
+    "figure_to_svg",
+    "save_figure",
+    "plot_style",
+    "describe",
+]
+
+#: The figures :func:`figure` (and ``stablearena plot --kind``) can draw.
+KINDS: tuple[str, ...] = ("leaderboard", "winrate", "battles", "annotators", "ties", "map")
+
+#: Okabe & Ito (2008), "Color Universal Design": eight colours distinguishable by viewers with
+#: any common colour-vision deficiency.
+OKABE_ITO: dict[str, str] = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+}
+_CYCLE = [OKABE_ITO[k] for k in ("blue", "orange", "green", "vermillion", "purple", "sky_blue")]
+_SHADE = "#EDEDED"  # tier bands
+_MISSING = "#C4C4C4"  # matrix cells without battles (unlike RdBu's near-white middle)
+_LABEL_CHARS = 38  # longest model name shown in full (longer ones end in "…")
+
+#: Inches per model row in the list-like figures (leaderboard, annotators, cluster tree) and per
+#: matrix cell: at 7 pt labels, rows 0.155 in apart leave ≥ 4 pt between lines.
+_ROW_IN = 0.155
+_CELL_IN = 0.125
+
+_STYLE: dict[str, Any] = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5,
+    "legend.fontsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": None,  # set below (needs matplotlib's cycler)
+    "svg.fonttype": "none",  # text stays text in SVG: small files, selectable names
+    "svg.hashsalt": "stablearena",  # deterministic ids
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+}
+
+
+@contextmanager
+def plot_style() -> Iterator[None]:
+    """The figures' shared style (fonts, sizes, colour cycle) as a matplotlib ``rc_context``."""
+    import matplotlib
+    from cycler import cycler
+
+    style = dict(_STYLE, **{"axes.prop_cycle": cycler(color=_CYCLE)})
+    with matplotlib.rc_context(style):
+        yield
+
+
+# ============================================================================ helpers
+def _new_axes(width: float, height: float, ncols: int = 1) -> Any:
+    """A fresh Figure (not registered with pyplot, so safe in servers) with ``ncols`` Axes."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return axes[0] if ncols == 1 else tuple(axes)
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= _LABEL_CHARS else name[: _LABEL_CHARS - 1] + "…"
+
+
+def describe(fitted: Fitted, source: str | None = None) -> str:
+    """The caption line naming the fitted method and the data: "m-elo · source · n battles"."""
+    parts = [str(fitted.method)]
+    options = [
+        f"{name}={getattr(fitted, name)}"
+        for name in ("k_tie", "k_cov")
+        if getattr(fitted, name, None) is not None
+    ]
+    if options:
+        parts[0] += f" ({', '.join(options)})"
+    if source:
+        parts.append(str(source))
+    parts.append(f"{int(round(fitted.n_comparisons)):,} comparisons of {fitted.n_models} models")
+    return " · ".join(parts)
+
+
+def _title(ax: Axes, what: str, fitted: Fitted, source: str | None) -> None:
+    """Two-part title: what the figure shows, then the method and data (wrapped to the width)."""
+    import textwrap
+
+    width = max(48, int(ax.figure.get_figwidth() * 12.5))
+    text = textwrap.fill(what, width) + "\n" + textwrap.fill(describe(fitted, source), width)
+    ax.set_title(text, loc="left", fontsize=9)
+
+
+def _rating_label(fitted: Fitted) -> str:
+    if fitted.anchor is not None:
+        return f"rating (Elo scale, {fitted.anchor[0]} = {fitted.anchor[1]:g})"
+    return "rating (Elo scale, mean 1000)"
+
+
+def _check_intervals(fitted: Fitted, intervals: Intervals | None) -> None:
+    if intervals is not None and tuple(intervals.models) != tuple(fitted.models):
+        raise InputError("the intervals belong to another fit (their models differ).")
+
+
+def _pair_matrices(fitted: Fitted, data: Battles | PairCounts | None) -> tuple[Any, Any]:
+    """m×m battles per pair ``n`` (symmetric) and Σ W of the row model ``s`` (wins + ½ ties),
+    in ``fitted.models`` order, from ``data`` (default: the counts the model was fitted on)."""
+    source = data if data is not None else fitted.counts
+    if source is None:
+        raise InputError(
+            f"this {fitted.method} result keeps no pair counts: pass the battles it was fitted on."
+        )
+    c = as_counts(source).collapse()
+    where = {name: k for k, name in enumerate(fitted.models)}
+    unknown = [name for name in c.models if name not in where]
+    if unknown:
+        raise InputError(
+            f"{c.source}: model(s) {unknown[:5]} are not in the {fitted.method} fit; pass the data "
+            "the model was fitted on."
+        )
+    code = np.array([where[name] for name in c.models], dtype=np.int64)
+    i, j = code[c.i], code[c.j]
+    m = fitted.n_models
+    n = np.zeros((m, m))
+    s = np.zeros((m, m))
+    np.add.at(n, (i, j), c.totals)
+    np.add.at(n, (j, i), c.totals)
+    np.add.at(s, (i, j), c.score)
+    np.add.at(s, (j, i), c.losses + 0.5 * c.all_ties)
+    return n, s
+
+
+def _matrix_axes(ax: Axes, names: Sequence[str], fontsize: float) -> None:
+    m = len(names)
+    labels = [_short(x) for x in names]
+    ax.set_xticks(np.arange(m), labels, rotation=90, fontsize=fontsize)
+    ax.set_yticks(np.arange(m), labels, fontsize=fontsize)
+    ax.tick_params(length=0, pad=2)
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+
+
+def _matrix_size(m: int, panels: int = 1) -> tuple[float, float]:
+    side = max(3.2, _CELL_IN * m) + 2.6  # cells + room for the names
+    return panels * (side + 0.8), side + 0.9
+
+
+def _matrix_fontsize(m: int) -> float:
+    return 7.5 if m <= 40 else 6.5
+
+
+def _annotate_cells(ax: Axes, values: Any, fmt: str, dark: Any) -> None:
+    """Write each finite value in its cell (small matrices only), white on dark cells."""
+    m = values.shape[0]
+    for a in range(m):
+        for b in range(m):
+            v = values[a, b]
+            if a == b or not np.isfinite(v):
+                continue
+            ax.text(
+                b,
+                a,
+                format(v, fmt),
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                color="white" if dark[a, b] else "black",
+            )
+
+
+# ============================================================================ leaderboard
+def plot_leaderboard(
+    fitted: Fitted,
+    intervals: Intervals | None = None,
+    *,
+    ax: Axes | None = None,
+    source: str | None = None,
+) -> Axes:
+    """Ratings best first with their interval bars; tiers shaded; rank intervals in the labels.
+
+    ``intervals`` (:func:`stablearena.uncertainty.intervals`) supplies the bars (normal R ± z·se
+    for fisher/sandwich, percentile for the bootstrap), the rank intervals and the tiers
+    (adjacent models, Holm-adjusted z-tests); without it the points are drawn alone.
+    """
+    _check_intervals(fitted, intervals)
+    m = fitted.n_models
+    with plot_style():
+        if ax is None:
+            ax = _new_axes(7.6, max(2.6, 1.35 + _ROW_IN * m))
+        order = np.asarray(fitted.order())
+        ratings = np.asarray(fitted.ratings, dtype=float)[order]
+        y = np.arange(m)
+        if intervals is not None:
+            lo = np.asarray(intervals.ci_low)[order]
+            hi = np.asarray(intervals.ci_high)[order]
+            tier = np.asarray(intervals.tier)[order]
+            # tiers are runs of adjacent models: shade every other one, name each at the right
+            starts = np.flatnonzero(np.r_[True, tier[1:] != tier[:-1]])
+            ends = np.r_[starts[1:], m]
+            trans = ax.get_yaxis_transform()
+            for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
+                if k % 2 == 1:  # tier 1 unshaded: a single tier leaves the chart plain
+                    ax.axhspan(a - 0.5, b - 0.5, color=_SHADE, zorder=0, lw=0)
+                ax.text(
+                    1.005,
+                    (a + b - 1) / 2,
+                    f"tier {tier[a]}",
+                    transform=trans,
+                    ha="left",
+                    va="center",
+                    fontsize=6.5,
+                    color="#555555",
+                )
+            ax.errorbar(
+                ratings,
+                y,
+                xerr=np.vstack([ratings - lo, hi - ratings]),
+                fmt="o",
+                ms=3.2 if m <= 60 else 2.4,
+                color=OKABE_ITO["blue"],
+                ecolor=OKABE_ITO["blue"],
+                elinewidth=1.3,
+                capsize=0,
+                zorder=3,
+                label=f"rating, {intervals.level:.0%} {intervals.method} interval",
+            )
+            rl = np.asarray(intervals.rank_low)[order]
+            rh = np.asarray(intervals.rank_high)[order]
+            labels = [
+                f"{_short(fitted.models[k])}  [{a}]"
+                if a == b
+                else f"{_short(fitted.models[k])}  [{a}–{b}]"
+                for k, a, b in zip(order, rl, rh, strict=True)
+            ]
+            what = (
+                f"{fitted.method} ratings with {intervals.level:.0%} {intervals.method} intervals "
+                "[rank interval]; shaded bands: tiers"
+            )
+        else:
+            ax.plot(ratings, y, "o", ms=3.2, color=OKABE_ITO["blue"], zorder=3)
+            labels = [f"{_short(fitted.models[k])}  [{r + 1}]" for r, k in enumerate(order)]
+            what = f"{fitted.method} ratings [rank] (no intervals: use --ci)"
+        ax.set_yticks(y, labels)
+        ax.set_ylim(m - 0.5, -0.5)
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="x", color="#DDDDDD", lw=0.6, zorder=1)
+        ax.set_axisbelow(True)
+        ax.spines["left"].set_visible(False)
+        ax.set_xlabel(_rating_label(fitted))
+        _title(ax, what, fitted, source)
+    return ax
+
+
+# ============================================================================ win rates
+def plot_winrate(
+    fitted: Fitted,
+    win_probability: WinProbability | None = None,
+    *,
+    ax: Axes | None = None,
+    source: str | None = None,
+    colorbar: bool = True,
+) -> Axes:
+    """Predicted expected score of the row model against the column model, models best first.
+
+    E[W_ij] = P(i beats j) + ½ P(tie) from ``fitted.win_matrix()``. With ``win_probability``
+    (:func:`stablearena.uncertainty.win_probability`) a grey dot marks each pair whose interval
+    contains ½ — pairs the data cannot order. Up to 16 models the values are written in the cells.
+    """
+    m = fitted.n_models
+    with plot_style():
+        if ax is None:
+            ax = _new_axes(*_matrix_size(m))
+        order = np.asarray(fitted.order())
+        p = np.asarray(fitted.win_matrix(), dtype=float)[np.ix_(order, order)]
+        im = ax.imshow(p, cmap="RdBu", vmin=0.0, vmax=1.0, interpolation="nearest")
+        np.fill_diagonal(p, np.nan)
+        names = [fitted.models[k] for k in order]
+        _matrix_axes(ax, names, _matrix_fontsize(m))
+        what = "predicted P(row beats column) + ½ P(tie)"
+        if win_probability is not None:
+            if tuple(win_probability.models) != tuple(fitted.models):
+                raise InputError(
+                    "the win probabilities belong to another fit (their models differ)."
+                )
+            lo = np.asarray(win_probability.low)[np.ix_(order, order)]
+            hi = np.asarray(win_probability.high)[np.ix_(order, order)]
+            open_ = (lo <= 0.5) & (hi >= 0.5) & ~np.eye(m, dtype=bool)
+            a, b = np.nonzero(open_)
+            shift = 0.3 if m <= 16 else 0.0  # beside the written value
+            ax.scatter(
+                b + shift, a - shift, s=max(2.0, 40.0 / m**0.8), c="#4D4D4D", marker="o", lw=0
+            )
+            what += f"; dots: {win_probability.level:.0%} interval contains ½"
+        if m <= 16:
+            _annotate_cells(ax, p * 100, ".0f", np.abs(p - 0.5) > 0.3)
+        if colorbar:
+            cb = ax.figure.colorbar(im, ax=ax, shrink=0.5, aspect=30, pad=0.01)
+            cb.set_label("expected score of the row model")
+        _title(ax, what, fitted, source)
+    return ax
+
+
+def plot_observed_winrate(
+    fitted: Fitted,
+    data: Battles | PairCounts | None = None,
+    *,
+    ax: Axes | None = None,
+    source: str | None = None,
+    colorbar: bool = True,
+) -> Axes:
+    """Observed score of the row model against the column model, (wins + ½ ties) / battles, in
+    the fitted model's order; pairs without battles are left blank (light grey)."""
+    n, s = _pair_matrices(fitted, data)
+    m = fitted.n_models
+    with plot_style():
+        import matplotlib
+
+        if ax is None:
+            ax = _new_axes(*_matrix_size(m))
+        order = np.asarray(fitted.order())
+        n, s = n[np.ix_(order, order)], s[np.ix_(order, order)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            obs = np.where(n > 0, s / np.where(n > 0, n, 1.0), np.nan)
+        np.fill_diagonal(obs, np.nan)
+        cmap = matplotlib.colormaps["RdBu"].copy()
+        cmap.set_bad(_MISSING)
+        im = ax.imshow(
+            np.ma.masked_invalid(obs), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest"
+        )
+        _matrix_axes(ax, [fitted.models[k] for k in order], _matrix_fontsize(m))
+        if m <= 16:
+            _annotate_cells(ax, obs * 100, ".0f", np.abs(np.nan_to_num(obs, nan=0.5) - 0.5) > 0.3)
+        if colorbar:
+            cb = ax.figure.colorbar(im, ax=ax, shrink=0.5, aspect=30, pad=0.01)
+            cb.set_label("observed score of the row model")
+        pairs = int(np.count_nonzero(np.triu(n, 1)))
+        _title(
+            ax,
+            f"observed (wins + ½ ties) / battles; {pairs:,} of {m * (m - 1) // 2:,} pairs have "
+            "battles (grey: none)",
+            fitted,
+            source,
+        )
+    return ax
+
+
+# ============================================================================ coverage
+def plot_battles(
+    fitted: Fitted,
+    data: Battles | PairCounts | None = None,
+    *,
+    ax: Axes | None = None,
+    source: str | None = None,
+) -> Axes:
+    """Battles per pair on a log colour scale, models best first (white: never compared) — the
+    coverage the pair-selection strategies shape (``stablearena next-pairs``)."""
+    n, _ = _pair_matrices(fitted, data)
+    m = fitted.n_models
+    with plot_style():
+        import matplotlib
+        from matplotlib.colors import LogNorm, Normalize
+
+        if ax is None:
+            ax = _new_axes(*_matrix_size(m))
+        order = np.asarray(fitted.order())
+        n = n[np.ix_(order, order)]
+        shown = np.where(n > 0, n, np.nan)
+        np.fill_diagonal(shown, np.nan)
+        cmap = matplotlib.colormaps["cividis"].copy()
+        cmap.set_bad("white")
+        finite = shown[np.isfinite(shown)]
+        vmin = float(finite.min()) if finite.size else 1.0
+        vmax = float(finite.max()) if finite.size else 1.0
+        log = vmax > 10 * vmin  # a log scale only when the counts span a decade
+        norm = LogNorm(vmin, vmax) if log else Normalize(0.0, max(vmax, 1.0))
+        im = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, norm=norm, interpolation="nearest")
+        _matrix_axes(ax, [fitted.models[k] for k in order], _matrix_fontsize(m))
+        if m <= 16:
+            _annotate_cells(ax, n, ".0f", norm(np.where(n > 0, n, vmin)) < 0.45)
+        cb = ax.figure.colorbar(im, ax=ax, shrink=0.5, aspect=30, pad=0.01)
+        if log:
+            ticks = [
+                t * 10.0**e
+                for e in range(int(np.floor(np.log10(vmin))), int(np.ceil(np.log10(vmax))) + 1)
+                for t in (1, 2, 5)
+                if vmin <= t * 10.0**e <= vmax
+            ]
+            cb.set_ticks(ticks, labels=[f"{t:,.0f}" for t in ticks])
+            cb.minorticks_off()
+        cb.set_label("battles of the pair" + (" (log scale)" if log else ""))
+        upper = n[np.triu_indices(m, 1)]
+        have = upper[upper > 0]
+        med = float(np.median(have)) if have.size else 0.0
+        _title(
+            ax,
+            f"battles per pair: {have.size:,} of {upper.size:,} pairs compared, median "
+            f"{med:,.0f}, white = never",
+            fitted,
+            source,
+        )
+    return ax
+
+
+# ============================================================================ annotators
+def plot_annotators(
+    fitted: AmEloFitted,
+    *,
+    ax: Axes | None = None,
+    source: str | None = None,
+    level: float = 0.95,
+) -> Axes:
+    """am-ELO abilities a_k ± z·se (mean 1 = the average fitted annotator; 0 = votes at random;
+    below 0 = votes against the consensus), worst first; flagged annotators in vermillion with
+    their reason, annotators left out of the fit (too few records) hollow and grey."""
+    from scipy.stats import norm
+
+    if not hasattr(fitted, "annotator_table"):
+        raise InputError(
+            f"the annotators figure needs an am-ELO fit (--method am-elo), not {fitted.method}."
+        )
+    if not 0.0 < level < 1.0:
+        raise InputError(f"level must lie strictly between 0 and 1, not {level}.")
+    tab = fitted.annotator_table()
+    k = len(tab)
+    z = float(norm.ppf(0.5 + level / 2))
+    with plot_style():
+        if ax is None:
+            ax = _new_axes(8.6, max(2.6, 1.5 + _ROW_IN * k))
+        y = np.arange(k)
+        ab = tab["ability"].to_numpy(float)
+        se = tab["ability_se"].to_numpy(float)
+        status = tab["status"].to_numpy(str)
+        flagged = tab["flagged"].to_numpy(bool)
+        left = status == "left_out"
+        ok = ~flagged & ~left
+        groups = (
+            (ok, OKABE_ITO["blue"], "o", "fitted", True),
+            (flagged, OKABE_ITO["vermillion"], "D", "flagged", True),
+            (left, "#8C8C8C", "o", "left out of the fit (ability with ratings fixed)", False),
+        )
+        for mask, colour, marker, label, filled in groups:
+            if not mask.any():
+                continue
+            ax.errorbar(
+                ab[mask],
+                y[mask],
+                xerr=z * se[mask],
+                fmt=marker,
+                ms=3.4,
+                color=colour,
+                ecolor=colour,
+                mfc=colour if filled else "white",
+                elinewidth=1.1,
+                capsize=0,
+                zorder=3,
+                label=f"{label} ({int(mask.sum())})",
+            )
+        threshold = float(fitted.params.get("ability_threshold", 0.0) or 0.0)
+        ax.axvline(0.0, color=OKABE_ITO["black"], lw=0.8, zorder=2)
+        ax.axvline(1.0, color="#999999", lw=0.8, ls=":", zorder=2)
+        if threshold != 0.0:
+            ax.axvline(threshold, color=OKABE_ITO["vermillion"], lw=0.8, ls="--", zorder=2)
+        trans = ax.get_yaxis_transform()
+        for r in np.flatnonzero(flagged | left):
+            ax.text(
+                1.01,
+                r,
+                str(tab["reason"].iloc[r]),
+                transform=trans,
+                ha="left",
+                va="center",
+                fontsize=6.5,
+                color=OKABE_ITO["vermillion"] if flagged[r] else "#6E6E6E",
+            )
+        names = tab["annotator"].astype(str).to_numpy()
+        records = tab["records"].to_numpy()
+        ax.set_yticks(y, [f"{_short(a)} ({r:,} rec.)" for a, r in zip(names, records, strict=True)])
+        ax.set_ylim(k - 0.5, -0.5)
+        ax.tick_params(axis="y", length=0)
+        ax.spines["left"].set_visible(False)
+        ax.grid(axis="x", color="#DDDDDD", lw=0.6)
+        ax.set_axisbelow(True)
+        # the axis spans the abilities (and 0, 1, ε); the widest intervals (a few records) run off it
+        lo_x = min(float(ab.min()), 0.0, threshold)
+        hi_x = max(float(ab.max()), 1.0, threshold)
+        pad = 0.08 * (hi_x - lo_x)
+        ax.set_xlim(lo_x - pad, hi_x + pad)
+        clipped = bool(np.any((ab - z * se < lo_x - pad) | (ab + z * se > hi_x + pad)))
+        ax.set_xlabel(
+            f"ability (mean 1 over fitted annotators; 0 = random voting); {level:.0%} intervals"
+            + ("; intervals running off the axis are cut" if clipped else "")
+        )
+        ax.legend(loc="upper right", frameon=True, framealpha=0.9)  # worst first: empty corner
+        _title(
+            ax,
+            f"am-ELO annotator abilities, worst first: {int(flagged.sum())} of {k} flagged "
+            f"(ability < {threshold:g})",
+            fitted,
+            source,
+        )
+    return ax
+
+
+# ============================================================================ ties
+def _gap_bins(gap: Any, weight: Any, bins: int) -> Any:
+    """Bin index of each row: edges at weighted quantiles of ``gap`` (about equal comparisons per
+    bin), at most ``bins`` bins."""
+    order = np.argsort(gap, kind="mergesort")
+    cum = np.cumsum(weight[order])
+    total = cum[-1]
+    target = total * np.arange(1, bins) / bins
+    edges = np.unique(gap[order][np.searchsorted(cum, target)])
+    return np.searchsorted(edges, gap, side="right")
+
+
+def plot_ties(
+    fitted: Fitted,
+    data: Battles | PairCounts | None = None,
+    *,
+    ax: Axes | None = None,
+    source: str | None = None,
+    bins: int = 12,
+    level: float = 0.95,
+) -> Axes:
+    """Observed and predicted outcome probabilities of the higher-rated model against the rating
+    gap R_high − R_low (Elo points), pairs pooled into ``bins`` bins of about equal comparisons.
+
+    Observed: the fraction of the bin's comparisons the higher-rated model won, tied and lost,
+    with binomial ``level`` intervals. Predicted: the fitted model's probabilities for the same
+    pairs, weighted by their comparisons (leaderbot App. D's marginal check, by gap). Tie models
+    (Rao–Kupper, Davidson) predict all three outcomes; Bradley–Terry-type models (m-ELO, am-ELO,
+    Elo) predict no ties — for them the expected score P(win) + ½ P(tie) is compared instead.
+    """
+    from scipy.stats import norm
+
+    if bins < 2:
+        raise InputError(f"bins must be at least 2, not {bins}.")
+    src = data if data is not None else fitted.counts
+    if src is None:
+        raise InputError(f"this {fitted.method} result keeps no pair counts: pass its battles.")
+    c = as_counts(src).collapse().nonempty()
+    where = {name: k for k, name in enumerate(fitted.models)}
+    unknown = [name for name in c.models if name not in where]
+    if unknown:
+        raise InputError(f"{c.source}: model(s) {unknown[:5]} are not in the {fitted.method} fit.")
+    code = np.array([where[name] for name in c.models], dtype=np.int64)
+    i, j = code[c.i], code[c.j]
+    r = np.asarray(fitted.ratings, dtype=float)
+    flip = r[i] < r[j]
+    hi_, lo_ = np.where(flip, j, i), np.where(flip, i, j)
+    win = np.where(flip, c.losses, c.wins)
+    loss = np.where(flip, c.wins, c.losses)
+    tie = c.all_ties
+    n = win + loss + tie
+    gap = r[hi_] - r[lo_]
+    has_ties = (
+        hasattr(fitted, "outcome_probabilities")
+        and getattr(fitted, "outcome_space", "ties") == "ties"
+    )
+    if has_ties:
+        pred = np.asarray(fitted.outcome_probabilities(hi_, lo_), dtype=float).reshape(-1, 3)
+    else:
+        pred = None
+        expected = np.asarray(fitted.predict(hi_, lo_), dtype=float).reshape(-1)
+    b = _gap_bins(gap, n, bins)
+    nb = np.bincount(b, n)
+    used = nb > 0
+    nb = nb[used]
+    x = np.bincount(b, n * gap)[used] / nb
+
+    def frac(v: Any) -> Any:
+        return np.bincount(b, v, len(used))[used] / nb
+
+    z = float(norm.ppf(0.5 + level / 2))
+    with plot_style():
+        from matplotlib.legend_handler import HandlerTuple
+        from matplotlib.lines import Line2D
+
+        if ax is None:
+            ax = _new_axes(9.4, 4.6)
+        series = (
+            ("won by the higher-rated", win, 0, OKABE_ITO["blue"], "o"),
+            ("tied", tie, 2, OKABE_ITO["orange"], "s"),
+            ("won by the lower-rated", loss, 1, OKABE_ITO["vermillion"], "^"),
+        )
+        handles: list[Any] = []
+        labels: list[str] = []
+        for label, counts, col, colour, marker in series:
+            f = frac(counts)
+            ax.errorbar(
+                x,
+                f,
+                yerr=z * np.sqrt(f * (1 - f) / nb),
+                fmt=marker,
+                ms=4,
+                color=colour,
+                capsize=0,
+                elinewidth=1,
+                zorder=3,
+            )
+            dot = Line2D([], [], marker=marker, color=colour, ls="none", ms=4)
+            if pred is not None:
+                ax.plot(x, frac(n * pred[:, col]), "-", color=colour, lw=1.6)
+                handles.append((dot, Line2D([], [], color=colour, lw=1.6)))
+            else:
+                handles.append(dot)
+            labels.append(label)
+        if pred is None:
+            ax.plot(x, frac(win + 0.5 * tie), "o", mfc="white", color="black", ms=4, zorder=3)
+            ax.plot(x, frac(n * expected), "-", color="black", lw=1.6)
+            handles.append(
+                (
+                    Line2D([], [], marker="o", mfc="white", color="black", ls="none", ms=4),
+                    Line2D([], [], color="black", lw=1.6),
+                )
+            )
+            labels.append("score: win + ½ tie")
+            note = (
+                f"markers: observed; line: {fitted.method}'s predicted score. {fitted.method} "
+                "has no tie outcome (a tie scores ½): fit rao-kupper or davidson to predict ties."
+            )
+        else:
+            note = "markers: observed; lines: predicted by the fit for the same pairs."
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlim(left=0)
+        ax.grid(color="#E3E3E3", lw=0.6)
+        ax.set_axisbelow(True)
+        ax.set_xlabel("rating gap R(higher) − R(lower), Elo points (bins of ≈ equal comparisons)")
+        ax.set_ylabel("fraction of comparisons")
+        ax.legend(
+            handles,
+            labels,
+            handler_map={tuple: HandlerTuple(ndivide=None)},
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            frameon=False,
+            handlelength=3.0,
+        )
+        _title(
+            ax,
+            f"outcomes against the rating gap, {level:.0%} binomial intervals; {note}",
+            fitted,
+            source,
+        )
+    return ax
+
+
+# ============================================================================ map
+def _mds(s: Any) -> tuple[Any, Any]:
+    """Classical MDS (Torgerson 1952) of a squared-distance matrix: the top two principal
+    coordinates of B = −½ J S J and the share of the positive eigenvalues they explain."""
+    m = s.shape[0]
+    j = np.eye(m) - np.full((m, m), 1.0 / m)
+    bmat = -0.5 * j @ s @ j
+    vals, vecs = np.linalg.eigh((bmat + bmat.T) / 2)
+    idx = np.argsort(vals)[::-1][:2]
+    lam = np.clip(vals[idx], 0.0, None)
+    share = lam / max(float(np.clip(vals, 0.0, None).sum()), 1e-300)
+    return vecs[:, idx] * np.sqrt(lam), share
+
+
+def _place_labels(ax: Axes, xy: Any, labels: Sequence[str], fontsize: float) -> int:
+    """Write each label near its point without overlapping another label or point: try rings of
+    positions at growing distance (a leader line joins a label set off from its point). Labels
+    are placed in the order given (most important first). Returns how many needed a leader."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.patheffects import withStroke
+
+    fig = ax.figure
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()  # final layout and limits
+    fig.set_layout_engine("none")  # freeze the axes where the layout put them
+    renderer = fig.canvas.get_renderer()
+    pts = ax.transData.transform(xy)
+    box = ax.get_window_extent()
+    pad = 1.5
+    r_pt = 3.0 * fig.dpi / 72  # marker radius in pixels
+    occupied = [
+        np.column_stack([pts[:, 0] - r_pt, pts[:, 1] - r_pt, pts[:, 0] + r_pt, pts[:, 1] + r_pt])
+    ]
+    placed = np.empty((0, 4))
+    inv = ax.transData.inverted()
+    moved = 0
+    angles = np.deg2rad([0, 180, 30, 150, 330, 210, 60, 120, 300, 240, 90, 270])
+    for k, text in enumerate(labels):
+        t = ax.text(0, 0, text, fontsize=fontsize, ha="left", va="bottom")
+        ext = t.get_window_extent(renderer)
+        w, h = ext.width + pad, ext.height + pad
+        t.remove()
+        x0, y0 = pts[k]
+        done = False
+        for ring in range(40):
+            rad = r_pt + 2 + ring * 0.8 * h
+            for ang in angles:
+                cx = x0 + rad * np.cos(ang)
+                cy = y0 + rad * np.sin(ang)
+                # anchor the label's near side at (cx, cy)
+                left = cx if np.cos(ang) >= -1e-9 else cx - w
+                bottom = (
+                    cy - h / 2 if abs(np.sin(ang)) < 0.6 else (cy if np.sin(ang) > 0 else cy - h)
+                )
+                cand = np.array([left, bottom, left + w, bottom + h])
+                if cand[0] < box.x0 or cand[2] > box.x1 or cand[1] < box.y0 or cand[3] > box.y1:
+                    continue
+                allb = np.vstack([*occupied, placed])
+                hit = (
+                    (allb[:, 0] < cand[2])
+                    & (allb[:, 2] > cand[0])
+                    & (allb[:, 1] < cand[3])
+                    & (allb[:, 3] > cand[1])
+                )
+                if hit.any():
+                    continue
+                placed = np.vstack([placed, cand])
+                tx, ty = inv.transform((cand[0] + pad / 2, cand[1] + pad / 2))
+                ax.text(
+                    tx,
+                    ty,
+                    text,
+                    fontsize=fontsize,
+                    ha="left",
+                    va="bottom",
+                    zorder=4,
+                    path_effects=[withStroke(linewidth=2.2, foreground="white")],
+                )
+                if ring > 0:
+                    moved += 1
+                    near = inv.transform(
+                        (np.clip(x0, cand[0], cand[2]), np.clip(y0, cand[1], cand[3]))
+                    )
+                    ax.plot(
+                        [xy[k, 0], near[0]],
+                        [xy[k, 1], near[1]],
+                        "-",
+                        color="#9A9A9A",
+                        lw=0.5,
+                        zorder=2,
+                    )
+                done = True
+                break
+            if done:
+                break
+        if not done:
+            raise InputError(
+                f"no room to label {len(labels)} models without overlap; draw a larger figure."
+            )
+    return moved
+
+
+def _cluster_tree(
+    ax: Axes,
+    fitted: Fitted,
+    cov: Covariance,
+    intervals: Intervals | None,
+    level: float,
+    source: str | None,
+) -> None:
+    from scipy.cluster.hierarchy import dendrogram, fcluster, linkage
+    from scipy.spatial.distance import squareform
+    from scipy.stats import norm
+
+    r = np.asarray(fitted.ratings, dtype=float)
+    m = len(r)
+    dse = np.asarray(cov.difference_se(), dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zmat = np.abs(r[:, None] - r[None, :]) / np.where(dse > 0, dse, np.inf)
+    zmat = np.nan_to_num((zmat + zmat.T) / 2, nan=0.0, posinf=0.0)
+    np.fill_diagonal(zmat, 0.0)
+    tree = linkage(squareform(zmat, checks=False), method="average")
+    zcrit = float(norm.ppf(0.5 + level / 2))
+    groups = fcluster(tree, zcrit, criterion="distance")
+    leaves: dict[int, list[int]] = {k: [k] for k in range(m)}
+    for row in range(len(tree)):
+        a, b = int(tree[row, 0]), int(tree[row, 1])
+        # the lower-rated child first: dendrogram draws it below, so the best model ends on top
+        if r[leaves[a]].mean() > r[leaves[b]].mean():
+            tree[row, 0], tree[row, 1] = b, a
+        leaves[m + row] = leaves[a] + leaves[b]
+    # colour each link below the cut by its group (groups numbered best first), the rest grey
+    rank_of = {g: k for k, g in enumerate(dict.fromkeys(groups[np.asarray(fitted.order())]))}
+
+    def colour(node: int) -> str:
+        if tree[node - m, 2] > zcrit:
+            return "#9A9A9A"
+        return _CYCLE[rank_of[groups[leaves[node][0]]] % len(_CYCLE)]
+
+    labels = [_short(x) for x in fitted.models]
+    if intervals is not None:
+        labels = [f"{x}  (tier {int(t)})" for x, t in zip(labels, intervals.tier, strict=True)]
+    dendrogram(
+        tree,
+        orientation="left",
+        labels=labels,
+        ax=ax,
+        link_color_func=colour,
+        leaf_font_size=7.5,
+    )
+    top = float(tree[:, 2].max()) if len(tree) else 1.0
+    if top > 4 * zcrit:  # a log(1 + z) axis keeps the joins near the cut readable
+        ax.set_xscale("function", functions=(np.log1p, np.expm1))
+        ticks = [t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000) if t <= top]
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xlim(top * 1.05, 0.0)
+    ax.axvline(zcrit, color=OKABE_ITO["black"], ls="--", lw=0.8)
+    ax.tick_params(axis="y", length=0)
+    ax.spines["left"].set_visible(False)
+    ax.set_xlabel(
+        "average |R_i − R_j| / se(R_i − R_j) between the joined groups"
+        + (" (log(1 + z) scale)" if top > 4 * zcrit else "")
+    )
+    _title(
+        ax,
+        f"cluster tree of the models by how clearly the data separate them: groups joined right of "
+        f"the dashed line (z = {zcrit:.2f}) are not separable at {level:.0%} "
+        f"({len(set(groups))} groups, coloured when they hold several models)",
+        fitted,
+        source,
+    )
+
+
+def plot_map(
+    fitted: Fitted,
+    intervals: Intervals | None = None,
+    *,
+    ax: Axes | None = None,
+    source: str | None = None,
+    level: float = 0.95,
+) -> Axes:
+    """Where the models sit relative to each other.
+
+    Covariance models (``--k-cov``): classical MDS of the fitted dissimilarity S = [s_ij] =
+    Var(x_i − x_j) = d_i + d_j + ‖λ_i − λ_j‖² (leaderbot eq. 9–13; ``TieFitted.dissimilarity``),
+    read as squared distances — models close on the map are judged alike by the arena's voters
+    — coloured by rating. Other models: a cluster tree (average linkage) of the z-statistics
+    |R_i − R_j| / se(R_i − R_j), the se from ``intervals.covariance`` or the Fisher covariance;
+    groups joined below the normal critical value at ``level`` are not separable (tier colours
+    in the labels).
+    """
+    _check_intervals(fitted, intervals)
+    s = fitted.dissimilarity() if hasattr(fitted, "dissimilarity") else None
+    m = fitted.n_models
+    with plot_style():
+        if s is None:
+            from .uncertainty import covariance
+
+            cov = intervals.covariance if intervals is not None else covariance(fitted, "fisher")
+            lvl = intervals.level if intervals is not None else level
+            if ax is None:
+                ax = _new_axes(8.0, max(2.8, 1.4 + _ROW_IN * m))
+            _cluster_tree(ax, fitted, cov, intervals, lvl, source)
+            return ax
+        xy, share = _mds(np.asarray(s, dtype=float))
+        if ax is None:
+            side = float(np.clip(3.5 + 0.075 * m, 5.5, 16.0))
+            ax = _new_axes(side + 1.2, side)
+        r = np.asarray(fitted.ratings, dtype=float)
+        sc = ax.scatter(
+            xy[:, 0], xy[:, 1], c=r, cmap="cividis", s=22, edgecolors="black", lw=0.4, zorder=3
+        )
+        cb = ax.figure.colorbar(sc, ax=ax, shrink=0.5, aspect=30, pad=0.01)
+        cb.set_label(_rating_label(fitted))
+        span = np.ptp(xy, axis=0)
+        span = np.where(span > 0, span, 1.0)
+        ax.set_xlim(xy[:, 0].min() - 0.12 * span[0], xy[:, 0].max() + 0.12 * span[0])
+        ax.set_ylim(xy[:, 1].min() - 0.08 * span[1], xy[:, 1].max() + 0.08 * span[1])
+        ax.set_xlabel(f"MDS coordinate 1 ({share[0]:.0%} of the dissimilarity)")
+        ax.set_ylabel(f"MDS coordinate 2 ({share[1]:.0%})")
+        ax.grid(color="#EEEEEE", lw=0.6)
+        ax.set_axisbelow(True)
+        _title(
+            ax,
+            "models placed by the fitted dissimilarity Var(x_i − x_j) (classical MDS); colour: rating",
+            fitted,
+            source,
+        )
+        order = np.asarray(fitted.order())
+        _place_labels(
+            ax, xy[order], [_short(fitted.models[k]) for k in order], 7.0 if m <= 60 else 6.5
+        )
+    return ax
+
+
+# ============================================================================ whole figures
+def figure(
+    kind: str,
+    fitted: Fitted,
+    *,
+    intervals: Intervals | None = None,
+    win_probability: WinProbability | None = None,
+    data: Battles | PairCounts | None = None,
+    annotators: AmEloFitted | None = None,
+    source: str | None = None,
+) -> Figure:
+    """The complete figure of one ``kind`` (see :data:`KINDS`), sized for the number of models.
+
+    ``winrate`` puts the observed matrix beside the predicted one when the data have battles.
+    ``annotators`` draws ``annotators`` (an am-ELO fit) or ``fitted`` itself when it is one.
+    """
+    if kind not in KINDS:
+        raise InputError(f"unknown figure kind {kind!r}; choose one of {', '.join(KINDS)}.")
+    if kind == "leaderboard":
+        ax = plot_leaderboard(fitted, intervals, source=source)
+    elif kind == "winrate":
+        m = fitted.n_models
+        with plot_style():
+            w, h = _matrix_size(m, panels=2)
+            left, right = _new_axes(w, h, ncols=2)
+        plot_winrate(fitted, win_probability, ax=left, source=source)
+        plot_observed_winrate(fitted, data, ax=right, source=source)
+        ax = left
+    elif kind == "battles":
+        ax = plot_battles(fitted, data, source=source)
+    elif kind == "annotators":
+        target = annotators if annotators is not None else fitted
+        ax = plot_annotators(target, source=source)  # type: ignore[arg-type]
+    elif kind == "ties":
+        ax = plot_ties(fitted, data, source=source)
+    else:
+        ax = plot_map(fitted, intervals, source=source)
+    return ax.figure  # type: ignore[return-value]
+
+
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def figure_to_svg(fig: Figure, *, prefix: str = "") -> str:
+    """The figure as an SVG string ready to inline in HTML: no XML prolog, text kept as text
+    (font family falling back to the browser's sans-serif), and every element id prefixed with
+    ``prefix`` so that several figures can share one page."""
+    with plot_style():
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "stablearena"})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]
+    svg = svg.replace(
+        "font-family:'DejaVu Sans'", "font-family:'DejaVu Sans',Arial,Helvetica,sans-serif"
+    )
+    svg = svg.replace(
+        "font-family: 'DejaVu Sans'", "font-family: 'DejaVu Sans', Arial, Helvetica, sans-serif"
+    )
+    if prefix:
+        ids = set(_ID.findall(svg))
+        for old in sorted(ids, key=len, reverse=True):
+            new = f"{prefix}{old}"
+            svg = svg.replace(f'id="{old}"', f'id="{new}"')
+            svg = svg.replace(f"#{old})", f"#{new})").replace(f'href="#{old}"', f'href="#{new}"')
+    return svg
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` to ``path``; the format follows the suffix (.png at 150 dpi, .svg, .pdf)."""
+    out = Path(path)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg", "pdf"):
+        raise InputError(
+            f"{out}: the figure file must end in .png, .svg or .pdf, not {out.suffix!r}."
+        )
+    with plot_style():
+        try:
+            fig.savefig(
+                out, format=fmt, metadata={"Creator": "stablearena"} if fmt != "png" else None
+            )
+        except OSError as exc:
+            raise InputError(f"cannot write {out}: {exc.strerror}.") from None
+    return out
