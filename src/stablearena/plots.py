@@ -243,18 +243,20 @@ def plot_leaderboard(
     *,
     ax: Axes | None = None,
     source: str | None = None,
+    width: float = 7.6,
 ) -> Axes:
     """Ratings best first with their interval bars; tiers shaded; rank intervals in the labels.
 
     ``intervals`` (:func:`stablearena.uncertainty.intervals`) supplies the bars (normal R ± z·se
     for fisher/sandwich, percentile for the bootstrap), the rank intervals and the tiers
-    (adjacent models, Holm-adjusted z-tests); without it the points are drawn alone.
+    (adjacent models, Holm-adjusted z-tests); without it the points are drawn alone. ``width``:
+    of a new figure, in inches (its height follows the number of models).
     """
     _check_intervals(fitted, intervals)
     m = fitted.n_models
     with plot_style():
         if ax is None:
-            ax = _new_axes(7.6, max(2.6, 1.35 + _ROW_IN * m))
+            ax = _new_axes(width, max(2.6, 1.35 + _ROW_IN * m))
         order = np.asarray(fitted.order())
         ratings = np.asarray(fitted.ratings, dtype=float)[order]
         y = np.arange(m)
@@ -340,7 +342,7 @@ def plot_winrate(
             ax = _new_axes(*_matrix_size(m))
         order = np.asarray(fitted.order())
         p = np.asarray(fitted.win_matrix(), dtype=float)[np.ix_(order, order)]
-        im = ax.imshow(p, cmap="RdBu", vmin=0.0, vmax=1.0, interpolation="nearest")
+        im = ax.imshow(p, cmap="RdBu", vmin=0.0, vmax=1.0, interpolation="none")
         np.fill_diagonal(p, np.nan)
         names = [fitted.models[k] for k in order]
         _matrix_axes(ax, names, _matrix_fontsize(m))
@@ -390,10 +392,9 @@ def plot_observed_winrate(
         with np.errstate(invalid="ignore", divide="ignore"):
             obs = np.where(n > 0, s / np.where(n > 0, n, 1.0), np.nan)
         np.fill_diagonal(obs, np.nan)
-        cmap = matplotlib.colormaps["RdBu"].copy()
-        cmap.set_bad(_MISSING)
+        cmap = matplotlib.colormaps["RdBu"].with_extremes(bad=_MISSING)
         im = ax.imshow(
-            np.ma.masked_invalid(obs), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest"
+            np.ma.masked_invalid(obs), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="none"
         )
         _matrix_axes(ax, [fitted.models[k] for k in order], _matrix_fontsize(m))
         if m <= 16:
@@ -434,14 +435,13 @@ def plot_battles(
         n = n[np.ix_(order, order)]
         shown = np.where(n > 0, n, np.nan)
         np.fill_diagonal(shown, np.nan)
-        cmap = matplotlib.colormaps["cividis"].copy()
-        cmap.set_bad("white")
+        cmap = matplotlib.colormaps["cividis"].with_extremes(bad="white")
         finite = shown[np.isfinite(shown)]
         vmin = float(finite.min()) if finite.size else 1.0
         vmax = float(finite.max()) if finite.size else 1.0
         log = vmax > 10 * vmin  # a log scale only when the counts span a decade
         norm = LogNorm(vmin, vmax) if log else Normalize(0.0, max(vmax, 1.0))
-        im = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, norm=norm, interpolation="nearest")
+        im = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, norm=norm, interpolation="none")
         _matrix_axes(ax, [fitted.models[k] for k in order], _matrix_fontsize(m))
         if m <= 16:
             _annotate_cells(ax, n, ".0f", norm(np.where(n > 0, n, vmin)) < 0.45)
