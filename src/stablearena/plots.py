@@ -121,13 +121,67 @@ def plot_style() -> Iterator[None]:
 
 
 # ============================================================================ helpers
+#: Characters of 9-pt title text per inch of width (DejaVu Sans averages ≈ 5.5 pt a character).
+_TITLE_CHARS_PER_IN = 13.0
+_TITLE_LINE_IN = 9.0 * 1.3 / 72
+
+
 def _new_axes(width: float, height: float, ncols: int = 1) -> Any:
-    """A fresh Figure (not registered with pyplot, so safe in servers) with ``ncols`` Axes."""
+    """A fresh Figure (not registered with pyplot, so safe in servers) with ``ncols`` Axes laid
+    out by matplotlib's constrained layout — for figures with few labels."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(1, ncols, squeeze=False)[0]
     return axes[0] if ncols == 1 else tuple(axes)
+
+
+def _framed_axes(
+    title_lines: int,
+    *,
+    plot_w: float,
+    plot_h: float,
+    left: float,
+    right: float,
+    bottom: float,
+    ncols: int = 1,
+    gap: float = 0.0,
+) -> list[Axes]:
+    """A fresh Figure laid out by hand around ``ncols`` plot areas of ``plot_w`` × ``plot_h``
+    inches, with the given margins (inches; ``gap`` between panels) and room for a title of
+    ``title_lines`` lines. Figures with a label per model use this: the margins come from one
+    measurement of the labels (:func:`_text_width`), where a layout engine measures every
+    label on every pass (seconds at 129 models)."""
+    from matplotlib.figure import Figure
+
+    top = 0.14 + title_lines * _TITLE_LINE_IN
+    width = left + ncols * plot_w + (ncols - 1) * gap + right
+    height = bottom + plot_h + top
+    fig = Figure(figsize=(width, height))
+    return [
+        fig.add_axes(
+            (
+                (left + k * (plot_w + gap)) / width,
+                bottom / height,
+                plot_w / width,
+                plot_h / height,
+            )
+        )
+        for k in range(ncols)
+    ]
+
+
+def _text_width(texts: Sequence[str], size: float) -> float:
+    """Width in inches of the widest of ``texts`` at ``size`` points in the figures' font."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    if not texts:
+        return 0.0
+    prop = FontProperties(family=_STYLE["font.family"], size=size)
+    ttp = TextToPath()
+    widest = max(ttp.get_text_width_height_descent(t, prop, ismath=False)[0] for t in texts)
+    return float(widest) / 72.0
 
 
 def _short(name: str) -> str:
@@ -150,13 +204,57 @@ def describe(fitted: Fitted, source: str | None = None) -> str:
     return " · ".join(parts)
 
 
-def _title(ax: Axes, what: str, fitted: Fitted, source: str | None) -> None:
-    """Two-part title: what the figure shows, then the method and data (wrapped to the width)."""
+def _title_text(what: str, fitted: Fitted, source: str | None, width_in: float) -> str:
+    """Two-part title: what the figure shows, then the method and data, wrapped to ``width_in``."""
     import textwrap
 
-    width = max(48, int(ax.figure.get_figwidth() * 12.5))
-    text = textwrap.fill(what, width) + "\n" + textwrap.fill(describe(fitted, source), width)
+    chars = max(40, int(width_in * _TITLE_CHARS_PER_IN))
+    return textwrap.fill(what, chars) + "\n" + textwrap.fill(describe(fitted, source), chars)
+
+
+def _axes_for(
+    ax: Axes | None,
+    what: str,
+    fitted: Fitted,
+    source: str | None,
+    **frame: float,
+) -> Axes:
+    """``ax`` titled, or a new hand-laid-out figure (:func:`_framed_axes` with ``frame``'s
+    plot size and margins) titled. The title may run over the right margin."""
+    if ax is None:
+        text = _title_text(what, fitted, source, frame["plot_w"] + frame["right"])
+        ax = _framed_axes(text.count("\n") + 1, **frame)[0]  # type: ignore[arg-type]
+    else:
+        width = ax.get_position().width * ax.figure.get_figwidth()
+        text = _title_text(what, fitted, source, width + 0.8)
     ax.set_title(text, loc="left", fontsize=9)
+    return ax
+
+
+def _title(ax: Axes, what: str, fitted: Fitted, source: str | None) -> None:
+    """Title an Axes of a figure with a layout engine (wrapped to the figure's width)."""
+    text = _title_text(what, fitted, source, ax.figure.get_figwidth() * 0.9)
+    ax.set_title(text, loc="left", fontsize=9)
+
+
+def _colorbar(ax: Axes, mappable: Any, label: str) -> Any:
+    """A slim colour bar right of ``ax``: placed by hand in a hand-laid-out figure, by the
+    layout engine otherwise."""
+    fig = ax.figure
+    if fig.get_layout_engine() is None:
+        pos = ax.get_position()
+        w_in, h_in = fig.get_figwidth(), fig.get_figheight()
+        height = min(pos.height, 3.6 / h_in)
+        cax = fig.add_axes((pos.x1 + 0.12 / w_in, pos.y1 - height, 0.14 / w_in, height))
+        cb = fig.colorbar(mappable, cax=cax)
+    else:
+        cb = fig.colorbar(mappable, ax=ax, shrink=0.5, aspect=30, pad=0.01)
+    cb.set_label(label)
+    return cb
+
+
+#: Right margin (inches) of a matrix figure: colour bar, its tick labels and its label.
+_COLORBAR_IN = 1.05
 
 
 def _rating_label(fitted: Fitted) -> str:
@@ -199,18 +297,49 @@ def _pair_matrices(fitted: Fitted, data: Battles | PairCounts | None) -> tuple[A
 
 
 def _matrix_axes(ax: Axes, names: Sequence[str], fontsize: float) -> None:
-    m = len(names)
-    labels = [_short(x) for x in names]
-    ax.set_xticks(np.arange(m), labels, rotation=90, fontsize=fontsize)
-    ax.set_yticks(np.arange(m), labels, fontsize=fontsize)
-    ax.tick_params(length=0, pad=2)
+    """Model names beside the rows and under the columns of a matrix. Written as plain texts (in
+    axes-blended coordinates) rather than as ticks: 2 × 129 tick objects cost a second each
+    time the figure is drawn."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    left, below = ax.get_yaxis_transform(), ax.get_xaxis_transform()
+    pad = 2.0 / 72 / (ax.get_position().width * ax.figure.get_figwidth())  # 2 pt in axes units
+    pad_y = 2.0 / 72 / (ax.get_position().height * ax.figure.get_figheight())
+    for k, name in enumerate(names):
+        label = _short(name)
+        ax.text(
+            -pad,
+            k,
+            label,
+            transform=left,
+            ha="right",
+            va="center",
+            fontsize=fontsize,
+            parse_math=False,
+            gid="row-label",
+        )
+        ax.text(
+            k,
+            -pad_y,
+            label,
+            transform=below,
+            ha="center",
+            va="top",
+            rotation=90,
+            fontsize=fontsize,
+            parse_math=False,
+            gid="column-label",
+        )
     for side in ("top", "right", "bottom", "left"):
         ax.spines[side].set_visible(False)
 
 
-def _matrix_size(m: int, panels: int = 1) -> tuple[float, float]:
-    side = max(3.2, _CELL_IN * m) + 2.6  # cells + room for the names
-    return panels * (side + 0.8), side + 0.9
+def _matrix_frame(names: Sequence[str]) -> dict[str, float]:
+    """Plot size and margins of a matrix figure: cells of _CELL_IN inches, names at both sides."""
+    m = len(names)
+    label = _text_width([_short(x) for x in names], _matrix_fontsize(m)) + 0.12
+    side = max(3.0, _CELL_IN * m)
+    return {"plot_w": side, "plot_h": side, "left": label, "bottom": label, "right": _COLORBAR_IN}
 
 
 def _matrix_fontsize(m: int) -> float:
@@ -254,12 +383,39 @@ def plot_leaderboard(
     """
     _check_intervals(fitted, intervals)
     m = fitted.n_models
+    order = np.asarray(fitted.order())
+    ratings = np.asarray(fitted.ratings, dtype=float)[order]
+    y = np.arange(m)
+    if intervals is not None:
+        rl = np.asarray(intervals.rank_low)[order]
+        rh = np.asarray(intervals.rank_high)[order]
+        labels = [
+            f"{_short(fitted.models[k])}  [{a}]"
+            if a == b
+            else f"{_short(fitted.models[k])}  [{a}–{b}]"
+            for k, a, b in zip(order, rl, rh, strict=True)
+        ]
+        what = (
+            f"{fitted.method} ratings with {intervals.level:.0%} {intervals.method} intervals "
+            "[rank interval]; shaded bands: tiers"
+        )
+    else:
+        labels = [f"{_short(fitted.models[k])}  [{r + 1}]" for r, k in enumerate(order)]
+        what = f"{fitted.method} ratings [rank] (no intervals: use --ci)"
     with plot_style():
-        if ax is None:
-            ax = _new_axes(width, max(2.6, 1.35 + _ROW_IN * m))
-        order = np.asarray(fitted.order())
-        ratings = np.asarray(fitted.ratings, dtype=float)[order]
-        y = np.arange(m)
+        left = _text_width(labels, _STYLE["ytick.labelsize"]) + 0.15
+        right = 0.5 if intervals is not None else 0.2
+        ax = _axes_for(
+            ax,
+            what,
+            fitted,
+            source,
+            plot_w=max(2.0, width - left - right),
+            plot_h=max(1.0, _ROW_IN * m),
+            left=left,
+            right=right,
+            bottom=0.5,
+        )
         if intervals is not None:
             lo = np.asarray(intervals.ci_low)[order]
             hi = np.asarray(intervals.ci_high)[order]
@@ -294,30 +450,15 @@ def plot_leaderboard(
                 zorder=3,
                 label=f"rating, {intervals.level:.0%} {intervals.method} interval",
             )
-            rl = np.asarray(intervals.rank_low)[order]
-            rh = np.asarray(intervals.rank_high)[order]
-            labels = [
-                f"{_short(fitted.models[k])}  [{a}]"
-                if a == b
-                else f"{_short(fitted.models[k])}  [{a}–{b}]"
-                for k, a, b in zip(order, rl, rh, strict=True)
-            ]
-            what = (
-                f"{fitted.method} ratings with {intervals.level:.0%} {intervals.method} intervals "
-                "[rank interval]; shaded bands: tiers"
-            )
         else:
             ax.plot(ratings, y, "o", ms=3.2, color=OKABE_ITO["blue"], zorder=3)
-            labels = [f"{_short(fitted.models[k])}  [{r + 1}]" for r, k in enumerate(order)]
-            what = f"{fitted.method} ratings [rank] (no intervals: use --ci)"
-        ax.set_yticks(y, labels)
+        ax.set_yticks(y, labels, parse_math=False)
         ax.set_ylim(m - 0.5, -0.5)
         ax.tick_params(axis="y", length=0)
         ax.grid(axis="x", color="#DDDDDD", lw=0.6, zorder=1)
         ax.set_axisbelow(True)
         ax.spines["left"].set_visible(False)
         ax.set_xlabel(_rating_label(fitted))
-        _title(ax, what, fitted, source)
     return ax
 
 
@@ -337,21 +478,20 @@ def plot_winrate(
     contains ½ — pairs the data cannot order. Up to 16 models the values are written in the cells.
     """
     m = fitted.n_models
+    order = np.asarray(fitted.order())
+    names = [fitted.models[k] for k in order]
+    what = "predicted P(row beats column) + ½ P(tie)"
+    if win_probability is not None:
+        if tuple(win_probability.models) != tuple(fitted.models):
+            raise InputError("the win probabilities belong to another fit (their models differ).")
+        what += f"; dots: {win_probability.level:.0%} interval contains ½"
     with plot_style():
-        if ax is None:
-            ax = _new_axes(*_matrix_size(m))
-        order = np.asarray(fitted.order())
+        ax = _axes_for(ax, what, fitted, source, **_matrix_frame(names))
         p = np.asarray(fitted.win_matrix(), dtype=float)[np.ix_(order, order)]
         im = ax.imshow(p, cmap="RdBu", vmin=0.0, vmax=1.0, interpolation="none")
         np.fill_diagonal(p, np.nan)
-        names = [fitted.models[k] for k in order]
         _matrix_axes(ax, names, _matrix_fontsize(m))
-        what = "predicted P(row beats column) + ½ P(tie)"
         if win_probability is not None:
-            if tuple(win_probability.models) != tuple(fitted.models):
-                raise InputError(
-                    "the win probabilities belong to another fit (their models differ)."
-                )
             lo = np.asarray(win_probability.low)[np.ix_(order, order)]
             hi = np.asarray(win_probability.high)[np.ix_(order, order)]
             open_ = (lo <= 0.5) & (hi >= 0.5) & ~np.eye(m, dtype=bool)
@@ -360,13 +500,10 @@ def plot_winrate(
             ax.scatter(
                 b + shift, a - shift, s=max(2.0, 40.0 / m**0.8), c="#4D4D4D", marker="o", lw=0
             )
-            what += f"; dots: {win_probability.level:.0%} interval contains ½"
         if m <= 16:
             _annotate_cells(ax, p * 100, ".0f", np.abs(p - 0.5) > 0.3)
         if colorbar:
-            cb = ax.figure.colorbar(im, ax=ax, shrink=0.5, aspect=30, pad=0.01)
-            cb.set_label("expected score of the row model")
-        _title(ax, what, fitted, source)
+            _colorbar(ax, im, "expected score of the row model")
     return ax
 
 
@@ -382,34 +519,30 @@ def plot_observed_winrate(
     the fitted model's order; pairs without battles are left blank (light grey)."""
     n, s = _pair_matrices(fitted, data)
     m = fitted.n_models
+    order = np.asarray(fitted.order())
+    names = [fitted.models[k] for k in order]
+    n, s = n[np.ix_(order, order)], s[np.ix_(order, order)]
+    pairs = int(np.count_nonzero(np.triu(n, 1)))
+    what = (
+        f"observed (wins + ½ ties) / battles; {pairs:,} of {m * (m - 1) // 2:,} pairs have "
+        "battles (grey: none)"
+    )
     with plot_style():
         import matplotlib
 
-        if ax is None:
-            ax = _new_axes(*_matrix_size(m))
-        order = np.asarray(fitted.order())
-        n, s = n[np.ix_(order, order)], s[np.ix_(order, order)]
+        ax = _axes_for(ax, what, fitted, source, **_matrix_frame(names))
         with np.errstate(invalid="ignore", divide="ignore"):
             obs = np.where(n > 0, s / np.where(n > 0, n, 1.0), np.nan)
-        np.fill_diagonal(obs, np.nan)
+        np.fill_diagonal(obs, 0.5)  # a model against itself: neutral, as in the predicted matrix
         cmap = matplotlib.colormaps["RdBu"].with_extremes(bad=_MISSING)
         im = ax.imshow(
             np.ma.masked_invalid(obs), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="none"
         )
-        _matrix_axes(ax, [fitted.models[k] for k in order], _matrix_fontsize(m))
+        _matrix_axes(ax, names, _matrix_fontsize(m))
         if m <= 16:
             _annotate_cells(ax, obs * 100, ".0f", np.abs(np.nan_to_num(obs, nan=0.5) - 0.5) > 0.3)
         if colorbar:
-            cb = ax.figure.colorbar(im, ax=ax, shrink=0.5, aspect=30, pad=0.01)
-            cb.set_label("observed score of the row model")
-        pairs = int(np.count_nonzero(np.triu(n, 1)))
-        _title(
-            ax,
-            f"observed (wins + ½ ties) / battles; {pairs:,} of {m * (m - 1) // 2:,} pairs have "
-            "battles (grey: none)",
-            fitted,
-            source,
-        )
+            _colorbar(ax, im, "observed score of the row model")
     return ax
 
 
@@ -425,14 +558,21 @@ def plot_battles(
     coverage the pair-selection strategies shape (``stablearena next-pairs``)."""
     n, _ = _pair_matrices(fitted, data)
     m = fitted.n_models
+    order = np.asarray(fitted.order())
+    names = [fitted.models[k] for k in order]
+    n = n[np.ix_(order, order)]
+    upper = n[np.triu_indices(m, 1)]
+    have = upper[upper > 0]
+    med = float(np.median(have)) if have.size else 0.0
+    what = (
+        f"battles per pair: {have.size:,} of {upper.size:,} pairs compared, median "
+        f"{med:,.0f}, white = never"
+    )
     with plot_style():
         import matplotlib
         from matplotlib.colors import LogNorm, Normalize
 
-        if ax is None:
-            ax = _new_axes(*_matrix_size(m))
-        order = np.asarray(fitted.order())
-        n = n[np.ix_(order, order)]
+        ax = _axes_for(ax, what, fitted, source, **_matrix_frame(names))
         shown = np.where(n > 0, n, np.nan)
         np.fill_diagonal(shown, np.nan)
         cmap = matplotlib.colormaps["cividis"].with_extremes(bad="white")
@@ -442,10 +582,10 @@ def plot_battles(
         log = vmax > 10 * vmin  # a log scale only when the counts span a decade
         norm = LogNorm(vmin, vmax) if log else Normalize(0.0, max(vmax, 1.0))
         im = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, norm=norm, interpolation="none")
-        _matrix_axes(ax, [fitted.models[k] for k in order], _matrix_fontsize(m))
+        _matrix_axes(ax, names, _matrix_fontsize(m))
         if m <= 16:
             _annotate_cells(ax, n, ".0f", norm(np.where(n > 0, n, vmin)) < 0.45)
-        cb = ax.figure.colorbar(im, ax=ax, shrink=0.5, aspect=30, pad=0.01)
+        cb = _colorbar(ax, im, "battles of the pair" + (" (log scale)" if log else ""))
         if log:
             ticks = [
                 t * 10.0**e
@@ -455,17 +595,6 @@ def plot_battles(
             ]
             cb.set_ticks(ticks, labels=[f"{t:,.0f}" for t in ticks])
             cb.minorticks_off()
-        cb.set_label("battles of the pair" + (" (log scale)" if log else ""))
-        upper = n[np.triu_indices(m, 1)]
-        have = upper[upper > 0]
-        med = float(np.median(have)) if have.size else 0.0
-        _title(
-            ax,
-            f"battles per pair: {have.size:,} of {upper.size:,} pairs compared, median "
-            f"{med:,.0f}, white = never",
-            fitted,
-            source,
-        )
     return ax
 
 
@@ -491,16 +620,35 @@ def plot_annotators(
     tab = fitted.annotator_table()
     k = len(tab)
     z = float(norm.ppf(0.5 + level / 2))
+    y = np.arange(k)
+    ab = tab["ability"].to_numpy(float)
+    se = tab["ability_se"].to_numpy(float)
+    status = tab["status"].to_numpy(str)
+    flagged = tab["flagged"].to_numpy(bool)
+    left = status == "left_out"
+    ok = ~flagged & ~left
+    threshold = float(fitted.params.get("ability_threshold", 0.0) or 0.0)
+    names = tab["annotator"].astype(str).to_numpy()
+    records = tab["records"].to_numpy()
+    labels = [f"{_short(a)} ({r:,} rec.)" for a, r in zip(names, records, strict=True)]
+    reasons = [str(tab["reason"].iloc[r]) for r in np.flatnonzero(flagged | left)]
+    what = (
+        f"am-ELO annotator abilities, worst first: {int(flagged.sum())} of {k} flagged "
+        f"(ability < {threshold:g})"
+    )
     with plot_style():
-        if ax is None:
-            ax = _new_axes(8.6, max(2.6, 1.5 + _ROW_IN * k))
-        y = np.arange(k)
-        ab = tab["ability"].to_numpy(float)
-        se = tab["ability_se"].to_numpy(float)
-        status = tab["status"].to_numpy(str)
-        flagged = tab["flagged"].to_numpy(bool)
-        left = status == "left_out"
-        ok = ~flagged & ~left
+        margin = _text_width(labels, _STYLE["ytick.labelsize"]) + 0.15
+        ax = _axes_for(
+            ax,
+            what,
+            fitted,
+            source,
+            plot_w=5.0,
+            plot_h=max(1.0, _ROW_IN * k),
+            left=margin,
+            right=max(0.3, _text_width(reasons, 6.5) + 0.2),
+            bottom=0.5,
+        )
         groups = (
             (ok, OKABE_ITO["blue"], "o", "fitted", True),
             (flagged, OKABE_ITO["vermillion"], "D", "flagged", True),
@@ -523,7 +671,6 @@ def plot_annotators(
                 zorder=3,
                 label=f"{label} ({int(mask.sum())})",
             )
-        threshold = float(fitted.params.get("ability_threshold", 0.0) or 0.0)
         ax.axvline(0.0, color=OKABE_ITO["black"], lw=0.8, zorder=2)
         ax.axvline(1.0, color="#999999", lw=0.8, ls=":", zorder=2)
         if threshold != 0.0:
@@ -535,14 +682,13 @@ def plot_annotators(
                 r,
                 str(tab["reason"].iloc[r]),
                 transform=trans,
+                parse_math=False,
                 ha="left",
                 va="center",
                 fontsize=6.5,
                 color=OKABE_ITO["vermillion"] if flagged[r] else "#6E6E6E",
             )
-        names = tab["annotator"].astype(str).to_numpy()
-        records = tab["records"].to_numpy()
-        ax.set_yticks(y, [f"{_short(a)} ({r:,} rec.)" for a, r in zip(names, records, strict=True)])
+        ax.set_yticks(y, labels, parse_math=False)
         ax.set_ylim(k - 0.5, -0.5)
         ax.tick_params(axis="y", length=0)
         ax.spines["left"].set_visible(False)
@@ -559,13 +705,6 @@ def plot_annotators(
             + ("; intervals running off the axis are cut" if clipped else "")
         )
         ax.legend(loc="upper right", frameon=True, framealpha=0.9)  # worst first: empty corner
-        _title(
-            ax,
-            f"am-ELO annotator abilities, worst first: {int(flagged.sum())} of {k} flagged "
-            f"(ability < {threshold:g})",
-            fitted,
-            source,
-        )
     return ax
 
 
@@ -817,13 +956,13 @@ def _place_labels(ax: Axes, xy: Any, labels: Sequence[str], fontsize: float) -> 
 
 
 def _cluster_tree(
-    ax: Axes,
+    ax: Axes | None,
     fitted: Fitted,
     cov: Covariance,
     intervals: Intervals | None,
     level: float,
     source: str | None,
-) -> None:
+) -> Axes:
     from scipy.cluster.hierarchy import dendrogram, fcluster, linkage
     from scipy.spatial.distance import squareform
     from scipy.stats import norm
@@ -856,6 +995,23 @@ def _cluster_tree(
     labels = [_short(x) for x in fitted.models]
     if intervals is not None:
         labels = [f"{x}  (tier {int(t)})" for x, t in zip(labels, intervals.tier, strict=True)]
+    top = float(tree[:, 2].max()) if len(tree) else 1.0
+    what = (
+        f"cluster tree of the models by how clearly the data separate them: groups joined right of "
+        f"the dashed line (z = {zcrit:.2f}) are not separable at {level:.0%} "
+        f"({len(set(groups))} groups, coloured when they hold several models)"
+    )
+    ax = _axes_for(
+        ax,
+        what,
+        fitted,
+        source,
+        plot_w=4.6,
+        plot_h=max(1.0, _ROW_IN * m),
+        left=0.3,
+        right=_text_width(labels, 7.5) + 0.2,
+        bottom=0.5,
+    )
     dendrogram(
         tree,
         orientation="left",
@@ -864,7 +1020,8 @@ def _cluster_tree(
         link_color_func=colour,
         leaf_font_size=7.5,
     )
-    top = float(tree[:, 2].max()) if len(tree) else 1.0
+    for text in ax.get_yticklabels():
+        text.set_parse_math(False)
     if top > 4 * zcrit:  # a log(1 + z) axis keeps the joins near the cut readable
         ax.set_xscale("function", functions=(np.log1p, np.expm1))
         ticks = [t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000) if t <= top]
@@ -877,14 +1034,7 @@ def _cluster_tree(
         "average |R_i − R_j| / se(R_i − R_j) between the joined groups"
         + (" (log(1 + z) scale)" if top > 4 * zcrit else "")
     )
-    _title(
-        ax,
-        f"cluster tree of the models by how clearly the data separate them: groups joined right of "
-        f"the dashed line (z = {zcrit:.2f}) are not separable at {level:.0%} "
-        f"({len(set(groups))} groups, coloured when they hold several models)",
-        fitted,
-        source,
-    )
+    return ax
 
 
 def plot_map(
@@ -914,10 +1064,7 @@ def plot_map(
 
             cov = intervals.covariance if intervals is not None else covariance(fitted, "fisher")
             lvl = intervals.level if intervals is not None else level
-            if ax is None:
-                ax = _new_axes(8.0, max(2.8, 1.4 + _ROW_IN * m))
-            _cluster_tree(ax, fitted, cov, intervals, lvl, source)
-            return ax
+            return _cluster_tree(ax, fitted, cov, intervals, lvl, source)
         xy, share = _mds(np.asarray(s, dtype=float))
         if ax is None:
             side = float(np.clip(3.5 + 0.075 * m, 5.5, 16.0))
@@ -970,10 +1117,12 @@ def figure(
     if kind == "leaderboard":
         ax = plot_leaderboard(fitted, intervals, source=source)
     elif kind == "winrate":
-        m = fitted.n_models
+        names = [fitted.models[k] for k in fitted.order()]
+        frame = _matrix_frame(names)
         with plot_style():
-            w, h = _matrix_size(m, panels=2)
-            left, right = _new_axes(w, h, ncols=2)
+            left, right = _framed_axes(
+                4, ncols=2, gap=frame["right"] + frame["left"], **frame
+            )  # room for 4 title lines
         plot_winrate(fitted, win_probability, ax=left, source=source)
         plot_observed_winrate(fitted, data, ax=right, source=source)
         ax = left
