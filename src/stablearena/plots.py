@@ -264,8 +264,12 @@ def _rating_label(fitted: Fitted) -> str:
 
 
 def _check_intervals(fitted: Fitted, intervals: Intervals | None) -> None:
-    if intervals is not None and tuple(intervals.models) != tuple(fitted.models):
-        raise InputError("the intervals belong to another fit (their models differ).")
+    if intervals is None or intervals.fitted is fitted:
+        return
+    if tuple(intervals.models) != tuple(fitted.models) or not np.allclose(
+        intervals.ratings, fitted.ratings
+    ):
+        raise InputError("the intervals belong to another fit (their models or ratings differ).")
 
 
 def _pair_matrices(fitted: Fitted, data: Battles | PairCounts | None) -> tuple[Any, Any]:
@@ -437,17 +441,15 @@ def plot_leaderboard(
                     fontsize=6.5,
                     color="#555555",
                 )
-            ax.errorbar(
+            # bars from lo to hi (a percentile interval need not be centred on the point)
+            ax.hlines(y, lo, hi, color=OKABE_ITO["blue"], lw=1.3, zorder=3)
+            ax.plot(
                 ratings,
                 y,
-                xerr=np.vstack([ratings - lo, hi - ratings]),
-                fmt="o",
+                "o",
                 ms=3.2 if m <= 60 else 2.4,
                 color=OKABE_ITO["blue"],
-                ecolor=OKABE_ITO["blue"],
-                elinewidth=1.3,
-                capsize=0,
-                zorder=3,
+                zorder=4,
                 label=f"rating, {intervals.level:.0%} {intervals.method} interval",
             )
         else:
