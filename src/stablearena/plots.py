@@ -320,7 +320,7 @@ def _matrix_axes(ax: Axes, names: Sequence[str], fontsize: float) -> None:
             va="center",
             fontsize=fontsize,
             parse_math=False,
-            gid="row-label",
+            gid=f"row-label-{k}",
         )
         ax.text(
             k,
@@ -332,7 +332,7 @@ def _matrix_axes(ax: Axes, names: Sequence[str], fontsize: float) -> None:
             rotation=90,
             fontsize=fontsize,
             parse_math=False,
-            gid="column-label",
+            gid=f"column-label-{k}",
         )
     for side in ("top", "right", "bottom", "left"):
         ax.spines[side].set_visible(False)
