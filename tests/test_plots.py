@@ -75,6 +75,12 @@ def texts(ax) -> list[str]:
     return [t.get_text() for t in ax.texts]
 
 
+def row_labels(ax) -> list:
+    """The per-row label texts (model or annotator names), top to bottom as drawn."""
+    rows = [t for t in ax.texts if (t.get_gid() or "").startswith("row-label-")]
+    return sorted(rows, key=lambda t: int(t.get_gid().rsplit("-", 1)[1]))
+
+
 def bboxes(fig, artists) -> np.ndarray:
     renderer = fig.canvas.get_renderer()
     return np.array([a.get_window_extent(renderer).extents for a in artists if a.get_text()])
@@ -97,7 +103,7 @@ def test_leaderboard_one_bar_per_model_sorted_with_rank_intervals_and_tiers(fitt
     m = fitted.n_models
     bars = [c for c in ax.collections if isinstance(c, LineCollection)]
     assert len(bars) == 1 and len(bars[0].get_segments()) == m
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    labels = [t.get_text() for t in row_labels(ax)]
     order = fitted.order()
     assert len(labels) == m
     for label, k in zip(labels, order, strict=True):
@@ -138,7 +144,7 @@ def test_leaderboard_legible_at_129_models(big):
     ax = plots.plot_leaderboard(fit, iv129, source="simulated, 129 models")
     fig = ax.figure
     assert_not_blank(fig)
-    labels = ax.get_yticklabels()
+    labels = row_labels(ax)
     assert len(labels) == 129 and all(t.get_fontsize() >= 7 for t in labels)
     boxes = bboxes(fig, labels)
     assert overlaps(boxes) == 0
@@ -203,7 +209,7 @@ def test_matrices_legible_at_129_models(big):
     ax = plots.plot_battles(fit, battles, source="simulated, 129 models")
     fig = ax.figure
     assert_not_blank(fig)
-    rows = [t for t in ax.texts if (t.get_gid() or "").startswith("row-label-")]
+    rows = row_labels(ax)
     cols = [t for t in ax.texts if (t.get_gid() or "").startswith("column-label-")]
     assert len(rows) == len(cols) == 129
     assert overlaps(bboxes(fig, rows)) == 0 and overlaps(bboxes(fig, cols)) == 0
@@ -233,7 +239,7 @@ def test_annotators_flagged_marked_with_reason(amelo):
     ax = plots.plot_annotators(amelo, source=EXAMPLE_SOURCE)
     assert_not_blank(ax.figure)
     tab = amelo.annotator_table()
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    labels = [t.get_text() for t in row_labels(ax)]
     assert len(labels) == len(tab)
     assert labels[0].startswith(tab["annotator"].iloc[0])  # worst first
     flagged = tab[tab["flagged"]]
@@ -286,10 +292,13 @@ def test_ties_bad_bins(fitted):
 def test_map_cluster_tree_without_covariance(fitted, iv):
     ax = plots.plot_map(fitted, iv, source=EXAMPLE_SOURCE)
     assert_not_blank(ax.figure)
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    rows = row_labels(ax)
+    labels = [t.get_text() for t in rows]
     assert len(labels) == fitted.n_models
     assert {lab.split("  (tier")[0] for lab in labels} == set(fitted.models)
-    assert labels[-1].startswith(fitted.models[fitted.order()[0]])  # best model on top
+    top = max(rows, key=lambda t: t.get_position()[1])
+    assert top.get_text().startswith(fitted.models[fitted.order()[0]])  # best model on top
+    assert overlaps(bboxes(ax.figure, rows)) == 0
     assert "cluster tree" in ax.get_title(loc="left")
 
 
