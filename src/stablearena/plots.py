@@ -225,12 +225,14 @@ def _axes_for(
     """``ax`` titled, or a new hand-laid-out figure (:func:`_framed_axes` with ``frame``'s
     plot size and margins) titled. The title may run over the right margin."""
     if ax is None:
-        text = _title_text(what, fitted, source, frame["plot_w"] + frame["right"])
+        # the title starts at the figure's left edge and may use its whole width
+        width = frame["left"] + frame["plot_w"] + frame["right"] - 0.2
+        text = _title_text(what, fitted, source, width)
         ax = _framed_axes(text.count("\n") + 1, **frame)[0]  # type: ignore[arg-type]
-    else:
-        width = ax.get_position().width * ax.figure.get_figwidth()
-        text = _title_text(what, fitted, source, width + 0.8)
-    ax.set_title(text, loc="left", fontsize=9)
+        ax.set_title(text, loc="left", fontsize=9, x=-(frame["left"] - 0.1) / frame["plot_w"])
+        return ax
+    width = ax.get_position().width * ax.figure.get_figwidth()
+    ax.set_title(_title_text(what, fitted, source, width + 0.8), loc="left", fontsize=9)
     return ax
 
 
@@ -1196,18 +1198,24 @@ def figure_to_svg(fig: Figure, *, prefix: str = "") -> str:
     return svg
 
 
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` to ``path``; the format follows the suffix (.png at 150 dpi, .svg, .pdf)."""
+def save_figure(fig: Figure, path: str | Path, *, dpi: float = 150) -> Path:
+    """Write ``fig`` to ``path``; the format follows the suffix (.png, .svg, .pdf); ``dpi``:
+    pixels per inch of a PNG."""
     out = Path(path)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg", "pdf"):
         raise InputError(
             f"{out}: the figure file must end in .png, .svg or .pdf, not {out.suffix!r}."
         )
+    if not 20 <= dpi <= 600:
+        raise InputError(f"dpi must lie between 20 and 600, not {dpi}.")
     with plot_style():
         try:
             fig.savefig(
-                out, format=fmt, metadata={"Creator": "stablearena"} if fmt != "png" else None
+                out,
+                format=fmt,
+                dpi=dpi,
+                metadata={"Creator": "stablearena"} if fmt != "png" else None,
             )
         except OSError as exc:
             raise InputError(f"cannot write {out}: {exc.strerror}.") from None

@@ -108,6 +108,7 @@ def plot(
         Path,
         typer.Option("--output", "-o", help="Figure file; the format follows .png, .svg or .pdf."),
     ] = Path("leaderboard.png"),
+    dpi: Annotated[float, typer.Option("--dpi", help="Pixels per inch of a PNG.")] = 150,
     method: MethodOpt = "m-elo",
     both_bad: BothBadOpt = "tie",
     exclude: ExcludeOpt = None,
@@ -194,7 +195,7 @@ def plot(
         annotators=annotators,
         source=loaded.label,
     )
-    plots.save_figure(fig, output)
+    plots.save_figure(fig, output, dpi=dpi)
     err_console.print(f"wrote {output}")
 
 
