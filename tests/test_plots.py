@@ -390,6 +390,7 @@ def test_plot_command_svg_and_method(cli, tmp_path):
     [
         (["--kind", "pie"], "--kind must be one of"),
         (["-o", "x.jpg"], r"must end in \.png, \.svg or \.pdf"),
+        (["--dpi", "5"], "--dpi must lie between 20 and 600"),
         (["--ci", "bogus"], "--ci must be"),
         (["--method", "nope"], "unknown --method"),
     ],

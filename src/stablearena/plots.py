@@ -62,6 +62,7 @@ __all__ = [
     "figure",
     "figure_to_svg",
     "save_figure",
+    "check_output",
     "plot_style",
     "describe",
 ]
@@ -1198,9 +1199,9 @@ def figure_to_svg(fig: Figure, *, prefix: str = "") -> str:
     return svg
 
 
-def save_figure(fig: Figure, path: str | Path, *, dpi: float = 150) -> Path:
-    """Write ``fig`` to ``path``; the format follows the suffix (.png, .svg, .pdf); ``dpi``:
-    pixels per inch of a PNG."""
+def check_output(path: str | Path, dpi: float = 150) -> str:
+    """The format of a figure file named ``path`` (png, svg or pdf), after checking the name and
+    ``dpi`` — before any work is done for it."""
     out = Path(path)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg", "pdf"):
@@ -1208,7 +1209,15 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: float = 150) -> Path:
             f"{out}: the figure file must end in .png, .svg or .pdf, not {out.suffix!r}."
         )
     if not 20 <= dpi <= 600:
-        raise InputError(f"dpi must lie between 20 and 600, not {dpi}.")
+        raise InputError(f"--dpi must lie between 20 and 600, not {dpi:g}.")
+    return fmt
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: float = 150) -> Path:
+    """Write ``fig`` to ``path``; the format follows the suffix (.png, .svg, .pdf); ``dpi``:
+    pixels per inch of a PNG."""
+    out = Path(path)
+    fmt = check_output(out, dpi)
     with plot_style():
         try:
             fig.savefig(

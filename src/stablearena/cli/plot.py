@@ -140,13 +140,13 @@ def plot(
     annotators with the reason), ties (outcomes against the rating gap), map (MDS of a
     covariance model's dissimilarity, or a cluster tree).
     """
+    from .. import plots
+
     if kind not in PLOT_KINDS:
         raise InputError(f"--kind must be one of {', '.join(PLOT_KINDS)}, not {kind!r}.")
-    if output.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError(f"{output}: the figure file must end in .png, .svg or .pdf.")
+    plots.check_output(output, dpi)
     loaded, fitted, _ = _fit(locals())
 
-    from .. import plots
     from ..battles import Battles
     from ..report import screen_annotators
     from ..uncertainty import intervals, win_probability
