@@ -469,13 +469,16 @@ def plot_leaderboard(
                     fontsize=6.5,
                     color="#555555",
                 )
-            # bars from lo to hi (a percentile interval need not be centred on the point)
-            ax.hlines(y, lo, hi, color=OKABE_ITO["blue"], lw=1.3, zorder=3)
+            # bars from lo to hi (a percentile interval need not be centred on the point); a
+            # light thick bar and a dark tick stay visible when the interval is only a few
+            # pixels wide (Chatbot Arena: ±5 points on a 500-point axis)
+            ax.hlines(y, lo, hi, color=OKABE_ITO["sky_blue"], lw=3.0 if m > 60 else 3.6, zorder=3)
             ax.plot(
                 ratings,
                 y,
-                "o",
-                ms=3.2 if m <= 60 else 2.4,
+                "|",
+                ms=5.0 if m > 60 else 7.0,
+                mew=1.4,
                 color=OKABE_ITO["blue"],
                 zorder=4,
                 label=f"rating, {intervals.level:.0%} {intervals.method} interval",

@@ -276,7 +276,7 @@ def _annotator_section(fit: AmEloFitted, z: float) -> dict[str, Any]:
 # ============================================================================ figures
 _CAPTIONS = {
     "leaderboard": (
-        "Ratings (points) with their intervals (bars), best first. The bracket after each name is "
+        "Ratings (dark ticks) with their intervals (light bars), best first. The bracket after each name is "
         "the model's rank interval; shaded bands group models into tiers the data cannot "
         "separate (adjacent models, Holm-adjusted tests)."
     ),
