@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -430,9 +431,10 @@ def build_report(
     from ..uncertainty import win_probability
 
     all_notes = list(notes) + list(fitted.notes)
-    iv = wp = None
-    with warnings.catch_warnings(record=True) as caught:
+    iv = None
+    with warnings.catch_warnings(record=True) as caught, ThreadPoolExecutor(1) as pool:
         warnings.simplefilter("always")
+        wp_future = None
         if ci != "none":
             iv = compute_intervals(
                 fitted,
@@ -444,16 +446,17 @@ def build_report(
                 cluster=cluster,  # type: ignore[arg-type]
                 progress=progress,
             )
-            try:
-                wp = win_probability(
+            if "winrate" in kinds:
+                # NumPy computes the win-probability quantiles without the GIL: on a second core
+                # while the other figures are drawn
+                wp_future = pool.submit(
+                    win_probability,
                     fitted,
                     ci,  # type: ignore[arg-type]
                     level=level,
                     boot=iv.bootstrap,
                     cov=iv.covariance if ci != "bootstrap" else None,
                 )
-            except StableArenaError as exc:
-                all_notes.append(f"win-probability intervals are not shown: {exc}")
         payload = leaderboard_payload(
             fitted,
             data,
@@ -471,11 +474,23 @@ def build_report(
             fitted,
             data,
             intervals=iv,
-            win_probability=wp,
             annotators=screened,
             source=source,
-            kinds=kinds,
+            kinds=[k for k in kinds if k != "winrate"],
         )
+        if "winrate" in kinds:
+            wp = None
+            if wp_future is not None:
+                try:
+                    wp = wp_future.result()
+                except StableArenaError as exc:
+                    all_notes.append(f"win-probability intervals are not shown: {exc}")
+            more, more_notes = figure_blocks(
+                fitted, data, win_probability=wp, source=source, kinds=["winrate"]
+            )
+            figures += more
+            figure_notes += more_notes
+            figures.sort(key=lambda f: list(kinds).index(f.key))
     all_notes += screen_notes + figure_notes
     if "ci" in payload:
         all_notes += list(payload["ci"].get("notes", []))
