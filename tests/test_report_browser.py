@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stablearena.report import REPORT_FIGURES
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
@@ -127,15 +129,7 @@ def test_example_report_renders_offline_without_errors(browser, example_report, 
     load(browser, example_report)
     info = dom(browser)
     assert info["rows"] == 12
-    assert [f["key"] for f in info["figures"]] == [
-        "leaderboard",
-        "winrate",
-        "observed",
-        "battles",
-        "ties",
-        "map",
-        "annotators",
-    ]
+    assert [f["key"] for f in info["figures"]] == list(REPORT_FIGURES)
     for f in info["figures"]:
         assert f["w"] > 250 and f["h"] > 150, f  # drawn, at a size one can read
         assert f["texts"] > 10, f  # labels are text, not blank

@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "leaderboard_payload",
     "add_intervals",
+    "intervals_for",
     "interval_caption",
     "interval_records",
     "convergence_text",
@@ -88,9 +89,7 @@ def add_intervals(
     """Add per-model intervals, rank intervals and tiers (stablearena.uncertainty) to a
     ``rank`` payload, and a "ci" object saying how they were computed (``precomputed``: the
     intervals of exactly these options, when the caller has them already)."""
-    from .battles import Battles
     from .errors import InputError
-    from .uncertainty import intervals
 
     if precomputed is not None:
         if precomputed.method != ci or precomputed.level != level:
@@ -100,14 +99,14 @@ def add_intervals(
             )
         iv = precomputed
     else:
-        iv = intervals(
+        iv = intervals_for(
             fitted,
-            ci,  # type: ignore[arg-type]
+            data,
+            ci,
             level=level,
             rounds=rounds,
-            seed=0 if seed is None else seed,
-            battles=data if isinstance(data, Battles) else None,
-            cluster=cluster,  # type: ignore[arg-type]
+            cluster=cluster,
+            seed=seed,
             progress=progress,
         )
     where = {name: k for k, name in enumerate(fitted.models)}
@@ -134,6 +133,35 @@ def add_intervals(
     else:
         info["rank_intervals"] = "normal approximation (draws from the estimated covariance)"
     payload["ci"] = info
+
+
+def intervals_for(
+    fitted: Any,
+    data: Any,
+    ci: str,
+    *,
+    level: float = 0.95,
+    rounds: int = 1000,
+    cluster: str | None = None,
+    seed: int | None = None,
+    progress: bool = False,
+) -> Any:
+    """The :class:`~stablearena.uncertainty.Intervals` that ``rank``'s options ask for: ``ci``
+    (fisher, sandwich, bootstrap) at ``level``; the bootstrap with ``rounds`` and ``seed``
+    (default 0), clustered by ``cluster`` on the raw battles ``data`` when given."""
+    from .battles import Battles
+    from .uncertainty import intervals
+
+    return intervals(
+        fitted,
+        ci,  # type: ignore[arg-type]
+        level=level,
+        rounds=rounds,
+        seed=0 if seed is None else seed,
+        battles=data if isinstance(data, Battles) else None,
+        cluster=cluster,  # type: ignore[arg-type]
+        progress=progress,
+    )
 
 
 def interval_caption(info: dict[str, Any]) -> str:

@@ -147,32 +147,24 @@ def plot(
     plots.check_output(output, dpi)
     loaded, fitted, _ = _fit(locals())
 
-    from ..battles import Battles
-    from ..report import screen_annotators
-    from ..uncertainty import intervals, win_probability
+    from ..leaderboard import intervals_for
+    from ..report import screen_annotators, win_probability_for
 
     iv = wp = annotators = None
-    progress = sys.stderr.isatty()
     if ci != "none" and kind in ("leaderboard", "map", "winrate"):
-        iv = intervals(
+        iv = intervals_for(
             fitted,
-            ci,  # type: ignore[arg-type]
+            loaded.data,
+            ci,
             level=level,
             rounds=rounds,
-            seed=0 if seed is None else seed,
-            battles=loaded.data if isinstance(loaded.data, Battles) else None,
-            cluster=cluster,  # type: ignore[arg-type]
-            progress=progress,
+            cluster=cluster,
+            seed=seed,
+            progress=sys.stderr.isatty(),
         )
         if kind == "winrate":
             try:
-                wp = win_probability(
-                    fitted,
-                    ci,  # type: ignore[arg-type]
-                    level=level,
-                    boot=iv.bootstrap,
-                    cov=iv.covariance if ci != "bootstrap" else None,
-                )
+                wp = win_probability_for(fitted, iv)
             except InputError as exc:
                 err_console.print(
                     f"[yellow]note:[/yellow] no interval dots: {exc}", highlight=False

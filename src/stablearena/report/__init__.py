@@ -35,13 +35,16 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..uncertainty import Intervals, WinProbability
 
 __all__ = [
+    "REPORT_FIGURES",
     "FigureBlock",
     "Report",
     "build_report",
+    "win_probability_for",
     "figure_blocks",
     "data_summary",
     "screen_annotators",
     "template_environment",
+    "method_text",
 ]
 
 #: The report's figures, in page order (``leaderboard`` sits beside the table).
@@ -400,6 +403,22 @@ def figure_blocks(
 
 
 # ============================================================================ the report
+def win_probability_for(fitted: Fitted, intervals: Intervals) -> WinProbability:
+    """The win-probability matrix with intervals of the same kind and level as ``intervals``
+    (reusing its bootstrap replicates or its covariance): :func:`stablearena.uncertainty.
+    win_probability`."""
+    from ..uncertainty import win_probability
+
+    ci = intervals.method
+    return win_probability(
+        fitted,
+        ci,  # type: ignore[arg-type]
+        level=intervals.level,
+        boot=intervals.bootstrap,
+        cov=intervals.covariance if ci != "bootstrap" else None,
+    )
+
+
 def build_report(
     fitted: Fitted,
     data: Battles | PairCounts,
@@ -425,10 +444,7 @@ def build_report(
     """
     from scipy.stats import norm
 
-    from ..battles import Battles
-    from ..leaderboard import leaderboard_payload
-    from ..uncertainty import intervals as compute_intervals
-    from ..uncertainty import win_probability
+    from ..leaderboard import intervals_for, leaderboard_payload
 
     all_notes = list(notes) + list(fitted.notes)
     iv = None
@@ -436,27 +452,20 @@ def build_report(
         warnings.simplefilter("always")
         wp_future = None
         if ci != "none":
-            iv = compute_intervals(
+            iv = intervals_for(
                 fitted,
-                ci,  # type: ignore[arg-type]
+                data,
+                ci,
                 level=level,
                 rounds=rounds,
-                seed=0 if seed is None else seed,
-                battles=data if isinstance(data, Battles) else None,
-                cluster=cluster,  # type: ignore[arg-type]
+                cluster=cluster,
+                seed=seed,
                 progress=progress,
             )
             if "winrate" in kinds:
                 # NumPy computes the win-probability quantiles without the GIL: on a second core
                 # while the other figures are drawn
-                wp_future = pool.submit(
-                    win_probability,
-                    fitted,
-                    ci,  # type: ignore[arg-type]
-                    level=level,
-                    boot=iv.bootstrap,
-                    cov=iv.covariance if ci != "bootstrap" else None,
-                )
+                wp_future = pool.submit(win_probability_for, fitted, iv)
         payload = leaderboard_payload(
             fitted,
             data,
