@@ -151,7 +151,12 @@ def plot(
     from ..report import screen_annotators, win_probability_for
 
     iv = wp = annotators = None
-    if ci != "none" and kind in ("leaderboard", "map", "winrate"):
+    # intervals feed the leaderboard's bars, the win-rate dots and the cluster tree (the map of
+    # a covariance model is its dissimilarity alone)
+    uses_intervals = kind in ("leaderboard", "winrate") or (
+        kind == "map" and getattr(fitted, "k_cov", None) is None
+    )
+    if ci != "none" and uses_intervals:
         iv = intervals_for(
             fitted,
             loaded.data,
