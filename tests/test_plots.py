@@ -291,6 +291,15 @@ def test_ties_bradley_terry_compares_scores_and_says_it_has_no_ties(fitted):
 def test_ties_bad_bins(fitted):
     with pytest.raises(InputError, match="bins"):
         plots.plot_ties(fitted, bins=1)
+    with pytest.raises(InputError, match="level"):
+        plots.plot_ties(fitted, level=95)
+
+
+@pytest.mark.parametrize("draw", [plots.plot_battles, plots.plot_observed_winrate, plots.plot_ties])
+def test_data_with_models_the_fit_does_not_know(example, draw):
+    fit = get_rater("m-elo").fit(example.filter(exclude_models=["lumen-nano"]))
+    with pytest.raises(InputError, match=r"lumen-nano.*not in the m-elo fit"):
+        draw(fit, example)
 
 
 # ---------------------------------------------------------------------------- map
