@@ -40,6 +40,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -102,15 +103,17 @@ class StyleRows:
     losses: np.ndarray
     ties: np.ndarray
 
-    @property
+    @cached_property
     def n(self) -> np.ndarray:
+        """Comparisons per row."""
         return self.wins + self.losses + self.ties
 
-    @property
+    @cached_property
     def s(self) -> np.ndarray:
+        """Score of a per row: wins + ½ ties."""
         return self.wins + 0.5 * self.ties
 
-    @property
+    @cached_property
     def total(self) -> float:
         return float(self.n.sum())
 
@@ -174,39 +177,94 @@ def style_rows(
     ties: Literal["half", "drop"] = "half",
     annotator: np.ndarray | None = None,
     n_annotators: int = 1,
+    mean: np.ndarray | None = None,
+    std: np.ndarray | None = None,
 ) -> StyleRows:
-    """Rows of the likelihood from battles and their (already standardised) covariates.
+    """Rows of the likelihood from battles and their covariates, standardised on the way as
+    (z − ``mean``) / ``std`` when those are given.
 
     Ties of both kinds count as half a win (``ties="half"``) or are left out (``"drop"``);
     battles with zero weight are left out. Identical cells are aggregated (see
     :func:`_aggregate`)."""
-    w = battles.weights()
-    oc = battles.outcome
-    win = np.where(oc == Outcome.A, w, 0.0)
-    loss = np.where(oc == Outcome.B, w, 0.0)
-    tie = np.where(oc >= Outcome.TIE, w, 0.0) if ties == "half" else np.zeros(len(oc))
-    keep = (win + loss + tie) > 0
-    a = battles.model_a[keep].astype(np.int64)
-    b = battles.model_b[keep].astype(np.int64)
-    z = np.asarray(covariates, dtype=float)[keep]
-    k = np.zeros(len(a), dtype=np.int64) if annotator is None else annotator[keep].astype(np.int64)
-    win, loss, tie = win[keep], loss[keep], tie[keep]
-    swap = a > b
-    a, b = np.where(swap, b, a), np.where(swap, a, b)
-    z = np.where(swap[:, None], -z, z)
-    win, loss = np.where(swap, loss, win), np.where(swap, win, loss)
-    a, b, k, z, win, loss, tie = _aggregate(a, b, k, z, [win, loss, tie])
+    z = np.ascontiguousarray(covariates, dtype=float)
+    d = z.shape[1]
+    mu = np.zeros(d) if mean is None else np.asarray(mean, dtype=float)
+    sd = np.ones(d) if std is None else np.asarray(std, dtype=float)
+    n = len(battles)
+    ann = np.zeros(0, dtype=np.int32) if annotator is None else np.asarray(annotator)
+    weight = np.zeros(0) if battles.weight is None else np.asarray(battles.weight, dtype=float)
+    a = np.empty(n, dtype=np.int64)
+    b = np.empty(n, dtype=np.int64)
+    k = np.zeros(n, dtype=np.int64)
+    zz = np.empty_like(z)
+    table = np.zeros((n, 3))
+    used = _battle_rows(
+        battles.model_a, battles.model_b, battles.outcome, weight, ann, z, mu, sd, ties == "half",
+        a, b, k, zz, table,
+    )  # fmt: skip
+    a, b, k, zz, table = a[:used], b[:used], k[:used], zz[:used], table[:used]
+    a, b, k, zz, win, loss, tie = _aggregate(a, b, k, zz, [table[:, 0], table[:, 1], table[:, 2]])
     return StyleRows(
         battles.n_models,
         n_annotators,
         np.ascontiguousarray(a),
         np.ascontiguousarray(b),
-        np.ascontiguousarray(z),
+        np.ascontiguousarray(zz),
         np.ascontiguousarray(k),
-        win,
-        loss,
-        tie,
+        np.ascontiguousarray(win),
+        np.ascontiguousarray(loss),
+        np.ascontiguousarray(tie),
     )
+
+
+@njit(cache=True)
+def _battle_rows(
+    model_a: np.ndarray,
+    model_b: np.ndarray,
+    outcome: np.ndarray,
+    weight: np.ndarray,
+    annotator: np.ndarray,
+    z: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    ties_half: bool,
+    a: np.ndarray,
+    b: np.ndarray,
+    k: np.ndarray,
+    zz: np.ndarray,
+    table: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    """One pass over the battles: rows oriented a < b (z negated, wins and losses swapped when
+    model_a had the larger index) and standardised, outcome weights in ``table`` (won by a, won by b, tied), rows
+    that count for nothing (zero weight; ties when they are dropped) left out. Returns the number
+    of rows written."""
+    d = z.shape[1]
+    has_w = len(weight) > 0
+    has_k = len(annotator) > 0
+    r = 0
+    for t in range(len(model_a)):
+        w = weight[t] if has_w else 1.0
+        o = outcome[t]
+        if w == 0.0 or (o >= 2 and not ties_half):
+            continue
+        x = model_a[t]
+        y = model_b[t]
+        flip = x > y
+        a[r] = y if flip else x
+        b[r] = x if flip else y
+        if has_k:
+            k[r] = annotator[t]
+        sign = -1.0 if flip else 1.0
+        for f in range(d):
+            zz[r, f] = sign * (z[t, f] - mean[f]) / std[f]
+        if o >= 2:
+            table[r, 2] = w
+        elif (o == 0) != flip:
+            table[r, 0] = w
+        else:
+            table[r, 1] = w
+        r += 1
+    return r
 
 
 # ---------------------------------------------------------------------------------- likelihood
@@ -401,6 +459,7 @@ class _Objective:
         self.m, self.d = rows.n_models, rows.n_features
         self.kk = rows.n_annotators if annotators else 0
         self.pen = _penalty_weights(self.m, self.d, penalty, reg)
+        self.last_loglik = self.last_value = float("nan")
         self.prior = (
             None if prior_mask is None or not np.any(prior_mask) else prior_mask.astype(float)
         )
@@ -434,6 +493,7 @@ class _Objective:
         """Objective; fills ``grad``/``hess`` (and the annotator blocks) in place."""
         ll = _pass(x, gamma, *self.args, self._theta(theta), True, self.grad, self.hess,
                    self.ga, self.dd, self.cross, self.cross_e)  # fmt: skip
+        self.last_loglik = ll
         params = np.concatenate([x, gamma])
         self.grad -= self.pen * params
         self.hess[np.diag_indices_from(self.hess)] += self.pen
@@ -441,7 +501,8 @@ class _Objective:
             _, pg, ph = _prior_terms(x, self.prior, PRIOR_STRENGTH)
             self.grad[: self.m] += pg
             self.hess[: self.m, : self.m] -= ph
-        return ll - self._penalty_value(x, gamma)
+        self.last_value = ll - self._penalty_value(x, gamma)
+        return self.last_value
 
 
 def _ints(a: np.ndarray) -> np.ndarray:
@@ -450,21 +511,23 @@ def _ints(a: np.ndarray) -> np.ndarray:
 
 
 def _line_search(
-    f0: float, slope: float, trial: Any, grad_norm: Any, gnorm: float
-) -> tuple[float, float] | None:
-    """Backtracking (Armijo) along a Newton step: ``trial(t)`` gives the objective at step t.
-    Near the optimum the objective changes by less than its rounding error; the full step is then
-    accepted when it shrinks the gradient (``grad_norm(1)`` < ``gnorm``). Returns (t, f(t)) or
+    f0: float, slope: float, gnorm: float, full: Any, trial: Any
+) -> tuple[float, bool] | None:
+    """Backtracking (Armijo) along a Newton step. ``full()`` evaluates the objective *with its
+    derivatives* at the full step and returns (f(1), ‖∇f(1)‖/n), so that an accepted full step —
+    the usual case — costs one pass over the rows; ``trial(t)`` gives the objective alone at step
+    t. Near the optimum the objective changes by less than its rounding error; the full step is
+    then accepted when it shrinks the gradient. Returns (t, derivatives at t already computed) or
     None when no progress is possible."""
-    if abs(slope) <= 1e-12 * max(abs(f0), 1.0):
-        f1 = trial(1.0)
-        if np.isfinite(f1) and grad_norm(1.0) < gnorm:
-            return 1.0, f1
-    t = 1.0
+    f1, g1 = full()
+    tiny = abs(slope) <= 1e-12 * max(abs(f0), 1.0)
+    if np.isfinite(f1) and (f1 >= f0 + 1e-4 * slope or (tiny and g1 < gnorm)):
+        return 1.0, True
+    t = 0.5
     while t >= 1e-10:
         ft = trial(t)
         if np.isfinite(ft) and ft >= f0 + 1e-4 * t * slope:
-            return t, ft
+            return t, False
         t *= 0.5
     return None
 
@@ -532,25 +595,24 @@ def solve_style(
             ) -> float:
                 return obj.value(x + t * step[:m], g0 + t * step[m:])
 
-            def grad_norm(
-                t: float, step: np.ndarray = step, x: np.ndarray = x, g0: Any = gamma
-            ) -> float:
-                obj.derivatives(x + t * step[:m], g0 + t * step[m:])
-                return float(np.linalg.norm(obj.grad)) / total
+            def full(step: np.ndarray = step, x: np.ndarray = x, g0: Any = gamma) -> tuple:
+                f1 = obj.derivatives(x + step[:m], g0 + step[m:])
+                return f1, float(np.linalg.norm(obj.grad)) / total
 
-            found = _line_search(f, slope, trial, grad_norm, gnorm)
+            found = _line_search(f, slope, gnorm, full, trial)
             if found is None:
                 message = "line search made no progress (gradient at floating-point noise level)"
                 converged = gnorm <= max(tol, 1e-12) * 10
+                f = obj.derivatives(x, gamma)
                 break
-            t, _ = found
+            t, fresh = found
             x = x + t * step[:m]
             gamma = gamma + t * step[m:]
             if free_shift:
-                x -= x.mean()
-            f = obj.derivatives(x, gamma)
+                x -= x.mean()  # a shift leaves the objective and its derivatives unchanged
+            f = obj.last_value if fresh else obj.derivatives(x, gamma)
     conv = Convergence(converged, it, gnorm, "newton", message)
-    return StyleSolution(x, gamma, None, style_loglik(x, gamma, rows), f, conv)
+    return StyleSolution(x, gamma, None, obj.last_loglik, f, conv)
 
 
 # ---------------------------------------------------------------------------------- am-ELO
@@ -705,14 +767,14 @@ def solve_style_am_elo(
                 x0, g0, th0, dth0, da0, ob = pt
                 return ob.value(x0 + t * dth0[:m], g0 + t * dth0[m:], th0 + t * da0)
 
-            def grad_norm(t: float, pt: tuple = point) -> float:
+            def full(pt: tuple = point) -> tuple:
                 x0, g0, th0, dth0, da0, ob = pt
-                ob.derivatives(x0 + t * dth0[:m], g0 + t * dth0[m:], th0 + t * da0)
+                f1 = ob.derivatives(x0 + dth0[:m], g0 + dth0[m:], th0 + da0)
                 gan = np.where(active, ob.ga, 0.0)
                 pg = np.where(active, gan - gan[active].mean(), 0.0)
-                return math.sqrt(float(ob.grad @ ob.grad) + float(pg @ pg)) / total
+                return f1, math.sqrt(float(ob.grad @ ob.grad) + float(pg @ pg)) / total
 
-            found = _line_search(f, slope, trial, grad_norm, gnorm)
+            found = _line_search(f, slope, gnorm, full, trial)
             if found is None:
                 message = "line search made no progress (gradient at floating-point noise level)"
                 converged = gnorm <= max(tol, 1e-12) * 10
@@ -1078,20 +1140,45 @@ class StyleAmEloFitted(StyleFitted):
 
 
 # ---------------------------------------------------------------------------------- raters
-def standardize(
-    z: np.ndarray, names: Sequence[str], source: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(z − mean) / std per column over the battles (population std, as FastChat and
-    arena-rank); a constant covariate cannot be told apart from the ratings and is an error."""
-    mean = z.mean(axis=0)
-    std = z.std(axis=0)
+@njit(cache=True)
+def _moments(z: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Column means and population standard deviations over the rows in ``mask`` (all rows
+    when it is empty), two passes for accuracy."""
+    n, d = z.shape
+    use_all = len(mask) == 0
+    mean = np.zeros(d)
+    count = 0
+    for r in range(n):
+        if use_all or mask[r]:
+            count += 1
+            for f in range(d):
+                mean[f] += z[r, f]
+    mean /= max(count, 1)
+    var = np.zeros(d)
+    for r in range(n):
+        if use_all or mask[r]:
+            for f in range(d):
+                q = z[r, f] - mean[f]
+                var[f] += q * q
+    return mean, np.sqrt(var / max(count, 1))
+
+
+def standardization(
+    z: np.ndarray, names: Sequence[str], source: str, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) per column over the battles (``mask``: the battles in the fit) — population
+    std, as FastChat and arena-rank; a constant covariate cannot be told apart from the ratings
+    and is an error."""
+    mean, std = _moments(
+        np.ascontiguousarray(z, dtype=float), np.zeros(0, np.bool_) if mask is None else mask
+    )
     const = np.flatnonzero(~(std > 1e-12 * np.maximum(1.0, np.abs(mean))))
     if len(const):
         raise InputError(
             f"{source}: covariate {names[const[0]]!r} is the same in every battle of the fit "
             f"(value {mean[const[0]]:.6g}), so its effect cannot be estimated; leave it out."
         )
-    return (z - mean) / std, mean, std
+    return mean, std
 
 
 @dataclass(frozen=True)
@@ -1155,27 +1242,29 @@ class _StyleRater(Rater):
                     f"{battles.source}: unknown covariate(s) {unknown}; the battles have {list(names)}."
                 )
             cols = [names.index(f) for f in self.features]
-        z = np.asarray(battles.covariates, dtype=float)[:, cols]
+        z = np.asarray(battles.covariates, dtype=float)
+        if cols != list(range(z.shape[1])):
+            z = z[:, cols]
         used = tuple(names[c] for c in cols)
-        if self.ties == "drop":
-            decisive = battles.outcome < Outcome.TIE
-            zs = z[decisive]
-        else:
-            zs = z
         if self.standardize:
-            _, mean, std = standardize(zs, used, battles.source)
+            in_fit = battles.weights() > 0
+            if self.ties == "drop":
+                in_fit &= battles.outcome < Outcome.TIE
+            mean, std = standardization(z, used, battles.source, None if in_fit.all() else in_fit)
         else:
             mean, std = np.zeros(len(cols)), np.ones(len(cols))
-        return (z - mean) / std, used, mean, std
+        return z, used, mean, std
 
     def _prepare(self, battles: Battles, by_annotator: bool) -> tuple[StyleRows, Any, tuple]:
         z, used, mean, std = self._design(battles)
         ann = battles.annotator if by_annotator else None
         kk = len(battles.annotators) if by_annotator else 1  # type: ignore[arg-type]
-        rows = style_rows(battles, z, ties=self.ties, annotator=ann, n_annotators=kk)
+        rows = style_rows(
+            battles, z, ties=self.ties, annotator=ann, n_annotators=kk, mean=mean, std=std
+        )
         if rows.total <= 0:
             raise InputError(f"{battles.source}: no comparisons to fit.")
-        counts = rows.pair_counts(battles.models, source=battles.source)
+        counts = battles.counts()
         check = check_comparison_graph(counts, ties_count=(self.ties == "half"))
         notes: tuple[str, ...] = ()
         prior = None
@@ -1293,7 +1382,7 @@ class StyleAmElo(_StyleRater):
             notes = (*notes, msg)
         m = battles.n_models
         kk = rows.n_annotators
-        counts = rows.pair_counts(battles.models, battles.annotators, battles.source)
+        counts = battles.counts(by_annotator=True)
         return StyleAmEloFitted(
             method=self.name,
             models=battles.models,
