@@ -211,6 +211,18 @@ def test_fit_matches_a_per_battle_reference_solver(penalty):
         assert abs(fitted.scores.mean()) < 1e-9  # the penalty alone centres the ratings
 
 
+def test_warm_start_from_a_subsample_reaches_the_same_optimum(monkeypatch):
+    import stablearena.raters.style as style_module
+
+    b = simulate_style_battles(random_ratings(8, seed=1), 5000, gamma=(0.3, 0.1), seed=5, ties=True)
+    cold = StyleMElo(raw=False).fit(b)
+    monkeypatch.setattr(style_module, "_WARM_ROWS", 1000)
+    warm = StyleMElo(raw=False).fit(b)
+    assert warm.convergence.converged
+    np.testing.assert_allclose(warm.scores, cold.scores, atol=1e-9)
+    np.testing.assert_allclose(warm.gamma, cold.gamma, atol=1e-9)
+
+
 def test_style_bt_drops_ties():
     b = simulate_style_battles(random_ratings(6, seed=2), 3000, gamma=(0.4,), seed=6, ties=True)
     fitted = StyleBradleyTerry(raw=False, penalty="none").fit(b)
@@ -410,3 +422,18 @@ def test_non_finite_covariates_are_refused():
 def test_registered_and_constructible_by_name():
     assert type(get_rater("style-m-elo", penalty="all")) is StyleMElo
     assert type(get_rater("style-am-elo")) is StyleAmElo
+
+
+@pytest.mark.slow
+def test_acceptance_recovery_100_arenas_of_100k_battles():
+    """Issue 14 acceptance: γ_length = 0.25, 100k battles, 50 models, 100 repetitions."""
+    truth = random_ratings(50, seed=2024)
+    cover, better = 0, 0
+    for rep in range(100):
+        b = simulate_style_battles(truth, 100_000, gamma=(0.25,), seed=10_000 + rep)
+        fitted = StyleMElo().fit(b)
+        row = fitted.style_table().iloc[0]
+        cover += row.ci_low_fisher <= 0.25 <= row.ci_high_fisher
+        better += kendall_tau(fitted.ratings, truth) > kendall_tau(fitted.raw.ratings, truth)
+    assert cover >= 90
+    assert better > 50
