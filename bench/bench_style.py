@@ -287,17 +287,30 @@ def part_am_elo(reps: int, n: int) -> dict[str, Any]:
 
 
 def _markdown_corpus(limit: int) -> list[str]:
+    """Markdown-ish text on this machine: the package descriptions of the installed
+    distributions, then Markdown files under site-packages and /usr/share/doc (gzipped too)."""
+    import gzip
+    import site
     from importlib import metadata
 
     texts = []
     for dist in metadata.distributions():
         body = dist.metadata.get_payload() if hasattr(dist.metadata, "get_payload") else None
         body = body or dist.metadata.get("Description") or ""
-        if len(body) > 200:
+        if 200 < len(body) < 200_000:
             texts.append(body)
-        if len(texts) >= limit:
-            break
-    return texts
+    roots = [Path(p) for p in site.getsitepackages()] + [Path("/usr/share/doc")]
+    for root in roots:
+        for path in sorted(root.rglob("*.md*")) if root.exists() else []:
+            if path.suffix not in (".md", ".gz") or len(texts) >= limit:
+                continue
+            try:
+                raw = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+            except (OSError, UnicodeDecodeError, EOFError):
+                continue
+            if 200 < len(raw) < 200_000:
+                texts.append(raw)
+    return texts[:limit]
 
 
 def part_tokens(limit: int, bpe_path: str | None) -> dict[str, Any]:
