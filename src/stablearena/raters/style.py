@@ -52,7 +52,7 @@ from .._threads import single_threaded_blas
 from ..battles import Battles, Outcome, PairCounts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
-from .base import Convergence, Fitted, Rater, parse_anchor, register_rater
+from .base import Convergence, Fitted, Rater, _freeze, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms
 
 __all__ = [
@@ -644,15 +644,10 @@ def solve_style(
 def _separable(x: np.ndarray, gamma: np.ndarray, rows: StyleRows) -> np.ndarray:
     """Annotators whose ability MLE is infinite at (x, γ): every comparison they judged went to
     the side with the larger u = x_a − x_b + γᵀz (→ +∞), or every one to the smaller (→ −∞)."""
-    kk = rows.n_annotators
+    from .annotator import separable_by_logit
+
     u = x[rows.a] - x[rows.b] + rows.z @ gamma
-    nz = u != 0
-    with_u = np.where(u > 0, rows.s >= rows.n, rows.s <= 0)
-    against = np.where(u > 0, rows.s <= 0, rows.s >= rows.n)
-    not_plus = np.bincount(rows.k, nz & ~with_u, kk) > 0
-    not_minus = np.bincount(rows.k, nz & ~against, kk) > 0
-    has = np.bincount(rows.k, nz, kk) > 0
-    return has & ~(not_plus & not_minus)
+    return separable_by_logit(u, rows.s, rows.n, rows.k, rows.n_annotators)
 
 
 def _with_virtual_ties(rows: StyleRows, weight: np.ndarray) -> StyleRows:
@@ -890,11 +885,15 @@ class StyleFitted(Fitted):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        g = np.array(self.gamma, dtype=float, copy=True)
-        if not np.all(np.isfinite(g)):
-            raise AssertionError("internal error: non-finite γ in a fitted style model")  # noqa: TRY003
-        g.flags.writeable = False
-        object.__setattr__(self, "gamma", g)
+        self._freeze_finite("gamma", "z_mean", "z_std")
+
+    def _freeze_finite(self, *names: str) -> None:
+        """Read-only float copies of these array fields (a non-finite value is a bug)."""
+        for name in names:
+            arr = _freeze(getattr(self, name))
+            if not np.all(np.isfinite(arr)):
+                raise AssertionError(f"internal error: non-finite {name} in a style-controlled fit")
+            object.__setattr__(self, name, arr)
 
     # ------------------------------------------------------------------ model pieces
     def _theta(self) -> np.ndarray | None:
@@ -1068,12 +1067,7 @@ class StyleAmEloFitted(StyleFitted):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("abilities", "records"):
-            arr = np.array(getattr(self, name), dtype=float, copy=True)
-            if not np.all(np.isfinite(arr)):
-                raise AssertionError(f"internal error: non-finite {name} in a style am-ELO result")
-            arr.flags.writeable = False
-            object.__setattr__(self, name, arr)
+        self._freeze_finite("abilities", "records")
 
     @property
     def n_annotators(self) -> int:
@@ -1319,29 +1313,46 @@ class _StyleRater(Rater):
             tol=self.tol,
             max_iter=self.max_iter,
         )
-        m = battles.n_models
         return StyleFitted(
-            method=self.name,
-            models=battles.models,
-            scores=sol.x,
-            loglik=sol.loglik,
-            n_comparisons=rows.total,
-            battles=np.bincount(rows.a, rows.n, m) + np.bincount(rows.b, rows.n, m),
-            convergence=sol.convergence,
-            params=self.get_params(),
-            anchor=parse_anchor(self.anchor),
-            notes=notes,
-            counts=counts,
-            gamma=sol.gamma,
-            features=used,
-            z_mean=mean,
-            z_std=std,
-            penalty=self.penalty,
-            reg=float(self.reg),
-            rows=rows,
-            raw=self._raw(counts),
-            prior_mask=prior,
+            **self._result_fields(battles, rows, counts, sol, used, mean, std, prior, notes)
         )
+
+    def _result_fields(
+        self,
+        battles: Battles,
+        rows: StyleRows,
+        counts: PairCounts,
+        sol: StyleSolution,
+        used: tuple[str, ...],
+        mean: np.ndarray,
+        std: np.ndarray,
+        prior: np.ndarray | None,
+        notes: tuple[str, ...],
+    ) -> dict[str, Any]:
+        """The fields every style-controlled result has."""
+        m = battles.n_models
+        return {
+            "method": self.name,
+            "models": battles.models,
+            "scores": sol.x,
+            "loglik": sol.loglik,
+            "n_comparisons": rows.total,
+            "battles": np.bincount(rows.a, rows.n, m) + np.bincount(rows.b, rows.n, m),
+            "convergence": sol.convergence,
+            "params": self.get_params(),
+            "anchor": parse_anchor(self.anchor),
+            "notes": notes,
+            "counts": counts,
+            "gamma": sol.gamma,
+            "features": used,
+            "z_mean": mean,
+            "z_std": std,
+            "penalty": self.penalty,
+            "reg": float(self.reg),
+            "rows": rows,
+            "raw": self._raw(counts),
+            "prior_mask": prior,
+        }
 
 
 @register_rater("style-m-elo")
@@ -1405,32 +1416,11 @@ class StyleAmElo(_StyleRater):
             )
             warnings.warn(msg, StableArenaWarning, stacklevel=2)
             notes = (*notes, msg)
-        m = battles.n_models
-        kk = rows.n_annotators
         counts = battles.counts(by_annotator=True)
         return StyleAmEloFitted(
-            method=self.name,
-            models=battles.models,
-            scores=sol.x,
-            loglik=sol.loglik,
-            n_comparisons=rows.total,
-            battles=np.bincount(rows.a, rows.n, m) + np.bincount(rows.b, rows.n, m),
-            convergence=sol.convergence,
-            params=self.get_params(),
-            anchor=parse_anchor(self.anchor),
-            notes=notes,
-            counts=counts,
-            gamma=sol.gamma,
-            features=used,
-            z_mean=mean,
-            z_std=std,
-            penalty=self.penalty,
-            reg=float(self.reg),
-            rows=rows,
-            raw=self._raw(counts),
-            prior_mask=prior,
+            **self._result_fields(battles, rows, counts, sol, used, mean, std, prior, notes),
             annotators=tuple(battles.annotators),  # type: ignore[arg-type]
             abilities=sol.theta,  # type: ignore[arg-type]
-            records=np.bincount(rows.k, rows.n, kk),
+            records=np.bincount(rows.k, rows.n, rows.n_annotators),
             prior_ties=virtual if virtual.any() else None,
         )
