@@ -437,3 +437,15 @@ def test_acceptance_recovery_100_arenas_of_100k_battles():
         better += kendall_tau(fitted.ratings, truth) > kendall_tau(fitted.raw.ratings, truth)
     assert cover >= 90
     assert better > 50
+
+
+def test_am_elo_style_annotator_who_always_agrees_gets_virtual_ties():
+    ab = np.array([1.0, 1.0, 1.0, 1.0, 60.0])
+    b = simulate_style_battles(
+        random_ratings(6, spread=300, seed=3), 6000, gamma=(0.3,), abilities=ab, seed=15
+    )
+    with pytest.warns(Warning, match="voted all with"):
+        f = StyleAmElo(raw=False).fit(b)
+    assert f.convergence.converged
+    assert f.prior_ties is not None and f.prior_ties[4] > 0 and f.prior_ties[:4].sum() == 0
+    assert f.abilities[4] == f.abilities.max() and np.all(np.isfinite(f.abilities))
