@@ -126,31 +126,6 @@ class StyleRows:
     def __len__(self) -> int:
         return len(self.a)
 
-    def pair_counts(
-        self, models: tuple[str, ...], annotators: Any = None, source: str = ""
-    ) -> PairCounts:
-        """Plain pair counts of the rows (z ignored), per annotator when ``annotators`` is given."""
-        m = self.n_models
-        kk = self.n_annotators if annotators is not None else 1
-        key = (self.a.astype(np.int64) * m + self.b) * kk + (
-            self.k if annotators is not None else 0
-        )
-        ukey, inv = np.unique(key, return_inverse=True)
-        u = len(ukey)
-        pair = ukey // kk
-        return PairCounts(
-            models=models,
-            i=(pair // m).astype(np.int32),
-            j=(pair % m).astype(np.int32),
-            wins=np.bincount(inv, self.wins, u),
-            losses=np.bincount(inv, self.losses, u),
-            ties=np.bincount(inv, self.ties, u),
-            ties_both_bad=np.zeros(u),
-            annotator=(ukey % kk).astype(np.int32) if annotators is not None else None,
-            annotators=annotators,
-            source=source,
-        )
-
 
 def _aggregate(
     a: np.ndarray, b: np.ndarray, k: np.ndarray, z: np.ndarray, cols: list[np.ndarray]
