@@ -32,6 +32,7 @@ from . import (
     emit,
     load_data,
     records_table,
+    split_list,
 )
 
 #: CLI flag → rater option (dataclass field) name.
@@ -49,6 +50,8 @@ RATER_FLAGS: dict[str, str] = {
     "--tie-form": "tie_form",
     "--confidence": "confidence",
     "--normalization": "normalization",
+    "--penalty": "penalty",
+    "--reg": "reg",
 }
 
 
@@ -181,14 +184,16 @@ RATER_PARAMS: dict[str, str] = {
     "tie_form": "--tie-form",
     "confidence": "--confidence",
     "normalization": "--normalization",
+    "penalty": "--penalty",
+    "reg": "--reg",
 }
 
 
-def fit_from_options(options: dict[str, Any]) -> tuple[Loaded, Any]:
-    """Check the interval options, read the data and fit the rater — the part of ``rank``,
-    ``plot`` and ``report`` that is the same. ``options``: the command's arguments by parameter
-    name (``path``, ``method``, ``ci``, ``cluster``, the filters of :func:`load_data` and the
-    rater options of :data:`RATER_PARAMS`). Returns what was loaded and the fitted result."""
+def rater_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Check the interval options and return the rater flags the user set (for
+    :func:`build_rater`). ``options``: a command's arguments by parameter name (``method``,
+    ``ci``, ``cluster``, ``seed`` and the rater options of :data:`RATER_PARAMS`; those a command
+    does not take count as unset)."""
     ci, cluster, method, seed = (
         options["ci"],
         options["cluster"],
@@ -199,13 +204,20 @@ def fit_from_options(options: dict[str, Any]) -> tuple[Loaded, Any]:
         raise InputError(f"--ci must be none, {', '.join(CI_METHODS)}, not {ci!r}.")
     if cluster is not None and ci != "bootstrap":
         raise InputError("--cluster applies to the bootstrap: add --ci bootstrap.")
-    given = {flag: options[name] for name, flag in RATER_PARAMS.items()}
+    given = {flag: options.get(name) for name, flag in RATER_PARAMS.items()}
     cls = _REGISTRY.get(method)
     if seed is not None and ci != "none" and cls is not None and is_dataclass(cls):
         # --seed also seeds the intervals; pass it to the rater only if the rater takes one
         if "seed" not in {f.name for f in fields(cls)}:
             given["--seed"] = None
-    rater = build_rater(method, given)
+    return given
+
+
+def fit_from_options(options: dict[str, Any]) -> tuple[Loaded, Any]:
+    """Check, read the data and fit the rater — the part of ``rank``, ``plot`` and ``report``
+    that is the same. ``options``: as for :func:`rater_options`, plus ``path`` and the filters
+    of :func:`load_data`. Returns what was loaded and the fitted result."""
+    rater = build_rater(options["method"], rater_options(options))
     loaded = load_data(
         options["path"],
         col=options["col"],
@@ -245,6 +257,47 @@ def rank(
     rounds: RoundsOpt = 1000,
     cluster: ClusterOpt = None,
     level: LevelOpt = 0.95,
+    style: Annotated[
+        bool,
+        typer.Option(
+            "--style",
+            help="Style control (m-elo, bt, am-elo): LMArena's length/headers/lists/bold covariates "
+            "from conv_metadata or answer text, or those named by --covariate.",
+        ),
+    ] = False,
+    covariate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--covariate",
+            help="Style covariate (implies --style): A:B per-side numeric columns (normalised "
+            "difference (a-b)/(a+b+1)) or a ready difference column. Repeatable.",
+        ),
+    ] = None,
+    text_columns: Annotated[
+        str | None,
+        typer.Option("--text-columns", help="--style: answer-text columns A:B to count style in."),
+    ] = None,
+    penalty: Annotated[
+        str | None,
+        typer.Option(
+            "--penalty",
+            help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
+        ),
+    ] = None,
+    reg: Annotated[
+        float | None,
+        typer.Option(
+            "--reg", help="--style: penalty strength λ on the summed log-likelihood (0.5)."
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option("--where", help="Keep battles with COLUMN=VALUE (any column; repeatable)."),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", help="One board per value of this column (JSON: keyed by value)."),
+    ] = None,
 ) -> None:
     """Fit a rating method and print the leaderboard.
 
@@ -253,7 +306,36 @@ def rank(
     With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
-    loaded, fitted = fit_from_options(locals())
+    options = dict(locals())
+    if style or covariate or where or by or text_columns:
+        from .boards import rank_boards, style_method
+
+        use_style = style or bool(covariate) or text_columns is not None
+        rank_boards(
+            build_rater(style_method(method) if use_style else method, rater_options(options)),
+            path,
+            style=use_style,
+            covariates=covariate or [],
+            text_columns=text_columns,
+            where_items=where or [],
+            by=by,
+            col=col,
+            input_format=input_format,
+            both_bad=both_bad,
+            exclude=split_list(exclude),
+            min_battles=min_battles,
+            payload_options={
+                "ci": ci,
+                "level": level,
+                "rounds": rounds,
+                "cluster": cluster,
+                "seed": seed,
+            },
+            fmt=fmt,
+            output=output,
+        )
+        return
+    loaded, fitted = fit_from_options(options)
     payload = leaderboard_payload(
         fitted,
         loaded.data,
