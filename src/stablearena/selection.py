@@ -822,14 +822,10 @@ class Selector(ABC):
         gives 1 to its best pair (1/t to each of t tied best pairs, which are drawn at random);
         a sampling selector its sampling probability; a warm-up pick 1/(allowed bridging pairs).
         """
-        if self.estimate is not None:
-            tracker = tracker.with_estimate(self.estimate)
-        blocked = tracker.mask(exclude_models, exclude_pairs)
-        if self.warm_up and not tracker.connected:
-            bi, bj = tracker.bridges(blocked)
-            if len(bi):
-                return _pair_matrix(tracker.n_models, bi, bj, np.full(len(bi), 1.0 / len(bi)))
-        return self._pick_distribution(tracker, blocked)
+        i, j, p = self.pick_distribution(
+            tracker, exclude_models=exclude_models, exclude_pairs=exclude_pairs
+        )
+        return _pair_matrix(tracker.n_models, i, j, p)
 
     def pick_distribution(
         self,
