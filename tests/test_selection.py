@@ -564,7 +564,8 @@ def test_pick_distribution_is_the_support_of_pick_probabilities(strategy):
     sel = get_selector(strategy)
     ex = {"exclude_models": ["m2"], "exclude_pairs": [("m0", "m5")]}
     # the dense reference of each selector (for d-opt / a-opt: every pair scored in NumPy order)
-    dense = sel._pick_distribution(tracker, tracker.mask(["m2"], [("m0", "m5")]))
+    t = tracker.with_estimate(sel.estimate) if sel.estimate else tracker
+    dense = sel._pick_distribution(t, t.mask(["m2"], [("m0", "m5")]))
     i, j, p = sel.pick_distribution(tracker, **ex)
     assert np.all(i < j) and np.allclose(dense[i, j], p) and np.isclose(p.sum(), 1.0)
     assert np.isclose(np.triu(dense, 1).sum(), p.sum())

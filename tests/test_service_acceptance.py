@@ -215,7 +215,10 @@ def test_simulated_arena_with_flippers_20000_votes(tmp_path):
 
 
 def test_simulated_arena_with_flippers_small(tmp_path):
+    """The same path at a size the default suite can afford (8 models, 800 votes): the
+    flipper is flagged and the ranking is close to the truth. At this size the τ of two
+    methods differ by noise, so am-ELO against m-ELO is compared by the slow 20,000-vote run."""
     res = simulated_arena_run(tmp_path, n_models=8, n_annotators=10, n_votes=800, threads=4, seed=1)
     assert res["votes"] == 800
-    assert res["flippers_flagged"] == res["flippers"] == 1
-    assert res["tau_am_elo"] >= res["tau_m_elo_all_votes"]
+    assert res["flippers_flagged"] == res["flippers"] == 1 and res["honest_flagged"] == 0
+    assert res["tau_am_elo"] >= 0.6
