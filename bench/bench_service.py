@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
+import random
 import sqlite3
 import sys
 import tempfile
@@ -41,51 +43,116 @@ import numpy as np
 
 
 # ---------------------------------------------------------------------------------- HTTP
-class Conn:
-    """One keep-alive HTTP/1.1 connection (enough for JSON requests to our server)."""
+class Conn(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection (enough for JSON requests to our server): a bare
+    protocol object, one request in flight, so that the load generator, which shares the
+    machine with the server, costs little CPU per request."""
 
     def __init__(self, host: str, port: int, key: str) -> None:
-        self.host, self.port, self.key = host, port, key
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self.host, self.port = host, port
+        self.auth = f"Authorization: Bearer {key}\r\n".encode()
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiter: asyncio.Future | None = None
+        self.need = -1  # bytes of the whole response, once its head is read
+
+    def connection_made(self, transport) -> None:  # noqa: ANN001
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        if self.need < 0:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(buf[:end]).lower()
+            at = head.find(b"content-length:")
+            length = int(head[at + 15 : head.find(b"\r\n", at)]) if at >= 0 else 0
+            self.need = end + 4 + length
+        if len(buf) >= self.need and self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc or ConnectionError("connection closed"))
 
     async def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        if self.transport is None or self.transport.is_closing():
+            loop = asyncio.get_running_loop()
+            await loop.create_connection(lambda: self, self.host, self.port)
         data = b"" if body is None else json.dumps(body).encode()
-        head = (
-            f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.key}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        self.buf.clear()
+        self.need = -1
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(
+            f"{method} {path} HTTP/1.1\r\nHost: x\r\n".encode()
+            + self.auth
+            + b"Content-Type: application/json\r\nContent-Length: "
+            + str(len(data)).encode()
+            + b"\r\n\r\n"
+            + data
         )
-        self.writer.write(head.encode() + data)
-        status = int((await self.reader.readline()).split()[1])
-        length = 0
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = line.decode().partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        payload = await self.reader.readexactly(length) if length else b""
+        await self.waiter
+        raw = bytes(self.buf[: self.need])
+        status = int(raw[9:12])
+        payload = raw[raw.find(b"\r\n\r\n") + 4 :]
         return status, (json.loads(payload) if payload else {})
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
 
 
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1000.0, q)) if xs else float("nan")
 
 
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc), 0 elsewhere."""
+    fields = _stat(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+    except (IndexError, ValueError):
         return 0.0
+
+
+def process_tree(pid: int) -> dict[int, str]:
+    """``pid`` and its descendants (Linux /proc), each with its role: ``api`` (a process that
+    answers requests: the server, and each of its ``--workers``) or ``other`` (the refit
+    processes and multiprocessing's helpers)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and (fields := _stat(int(d.name))) is not None:
+            parent[int(d.name)] = int(fields[1])
+    out = {pid: "api"}
+    grew = True
+    while grew:
+        grew = False
+        for p, pp in parent.items():
+            if pp in out and p not in out:
+                try:
+                    cmd = Path(f"/proc/{p}/cmdline").read_bytes()
+                except OSError:
+                    cmd = b""
+                out[p] = "api" if b"stablearena.service.worker" in cmd else "other"
+                grew = True
+    return out
+
+
+def tree_cpu(pids: dict[int, str]) -> dict[str, float]:
+    """CPU seconds so far of the processes of :func:`process_tree`, summed by role."""
+    out = {"api": 0.0, "other": 0.0}
+    for p, role in pids.items():
+        out[role] += cpu_seconds(p)
+    return out
 
 
 async def load(
@@ -100,10 +167,10 @@ async def load(
     t_start = time.perf_counter()
     warm_until = t_start + args.warmup
     end = warm_until + args.duration
-    cpu = {"start": 0.0, "end": 0.0}
+    cpu: dict[str, dict[str, float]] = {}
     stale_votes: list[int] = []
     stale_secs: list[float] = []
-    rng = np.random.default_rng(0)
+    rng = random.Random(0)
 
     async def client(k: int) -> None:
         conn = Conn(host, port, keys[k % len(keys)])
@@ -117,7 +184,7 @@ async def load(
                     await asyncio.sleep(0.01)
                     continue
                 b = res["battles"][0]
-                p = 1.0 / (1.0 + np.exp(-(truth[b["model_a"]] - truth[b["model_b"]])))
+                p = 1.0 / (1.0 + math.exp(-(truth[b["model_a"]] - truth[b["model_b"]])))
                 out = "model_a" if rng.random() < p else "model_b"
                 st, res = await conn.request(
                     "POST", f"/v1/battles/{b['battle_id']}/vote", {"outcome": out}
@@ -137,9 +204,11 @@ async def load(
 
     async def cpu_probe() -> None:
         await asyncio.sleep(max(0.0, warm_until - time.perf_counter()))
-        cpu["start"] = cpu_seconds(pid)
+        tree = process_tree(pid)
+        cpu["start"] = {**tree_cpu(tree), "load": time.process_time()}
         await asyncio.sleep(max(0.0, end - time.perf_counter()))
-        cpu["end"] = cpu_seconds(pid)
+        cpu["end"] = {**tree_cpu(tree), "load": time.process_time()}
+        cpu["processes"] = {"api": sum(r == "api" for r in tree.values()), "other": len(tree)}
 
     async def watcher() -> None:
         conn = Conn(host, port, admin_key)
@@ -158,6 +227,8 @@ async def load(
             conn.close()
 
     await asyncio.gather(*(client(k) for k in range(args.clients)), watcher(), cpu_probe())
+    n = max(done["battles"], 1)
+    used = {k: cpu["end"][k] - cpu["start"][k] for k in ("api", "other", "load")}
     return {
         "battles_per_s": done["battles"] / args.duration,
         "battles": done["battles"],
@@ -173,9 +244,23 @@ async def load(
             "max": max(stale_secs, default=None),
         },
         "errors": errors,
-        "server_cpu_ms_per_battle": 1000.0 * (cpu["end"] - cpu["start"]) / max(done["battles"], 1),
-        "server_cpu_share": (cpu["end"] - cpu["start"]) / args.duration,
+        # CPU per battle (user + system), independent of how loaded the machine is
+        "server_cpu_ms_per_battle": 1000.0 * used["api"] / n,
+        "refit_cpu_ms_per_battle": 1000.0 * used["other"] / n,
+        "loadgen_cpu_ms_per_battle": 1000.0 * used["load"] / n,
+        "server_cpu_share": used["api"] / args.duration,
+        "cpu_share": {k: v / args.duration for k, v in used.items()},
+        "api_processes": int(cpu["processes"]["api"]),
     }
+
+
+def run_loop(coro):  # noqa: ANN001, ANN201
+    """``asyncio.run`` on uvloop when it is installed (a cheaper load generator)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency of the service
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 # ---------------------------------------------------------------------------------- bare loop
@@ -238,6 +323,8 @@ def run_backend(backend: str, args, workdir: Path) -> dict:
         "--set",
         f"arena.min_records={args.min_records}",
     ]
+    if args.workers != 1:
+        sets += ["--workers", str(args.workers)]
     server = ServerProcess(url, *sets, cwd=workdir).start()
     try:
         admin = ArenaClient(server.url, server.admin_key, timeout=120)
@@ -248,7 +335,7 @@ def run_backend(backend: str, args, workdir: Path) -> dict:
         rng = np.random.default_rng(1)
         truth = dict(zip(names, rng.normal(0, 1.0, args.models), strict=True))
         load_before = os.getloadavg()
-        res = asyncio.run(load(server.url, keys, truth, args, server.admin_key, server.proc.pid))
+        res = run_loop(load(server.url, keys, truth, args, server.admin_key, server.proc.pid))
         load_after = os.getloadavg()
         export = admin.export("jsonl")
         stored = {json.loads(line)["battle_id"] for line in export.decode().splitlines() if line}
@@ -284,7 +371,13 @@ def main() -> None:
     )
     ap.add_argument("--models", type=int, default=200)
     ap.add_argument("--annotators", type=int, default=64, help="annotator keys the clients share")
-    ap.add_argument("--clients", type=int, default=32, help="concurrent clients (closed loop)")
+    ap.add_argument(
+        "--clients",
+        type=int,
+        default=16,
+        help="concurrent clients (closed loop; each has one request in flight)",
+    )
+    ap.add_argument("--workers", type=int, default=1, help="server worker processes (--workers)")
     ap.add_argument("--duration", type=float, default=60.0, help="measured seconds")
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring")
     ap.add_argument(
@@ -328,9 +421,12 @@ def main() -> None:
             print(
                 f"acknowledged votes: {res['acknowledged']}, missing from the export: {res['acknowledged_missing']}"
             )
+            share = res["cpu_share"]
             print(
-                f"server process CPU: {res['server_cpu_ms_per_battle']:.2f} ms per battle, "
-                f"{res['server_cpu_share']:.0%} of one core (the refit process not counted)"
+                f"CPU per battle: server {res['server_cpu_ms_per_battle']:.2f} ms "
+                f"({res['api_processes']} process(es), {share['api']:.0%} of one core); "
+                f"refit processes {res['refit_cpu_ms_per_battle']:.2f} ms ({share['other']:.0%}); "
+                f"load generator {res['loadgen_cpu_ms_per_battle']:.2f} ms ({share['load']:.0%})"
             )
             print(
                 f"errors: {res['errors'] or 'none'}; load average before/after: "
