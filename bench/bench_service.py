@@ -66,7 +66,7 @@ class Conn(asyncio.Protocol):
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head = bytes(buf[:end]).lower()
+            head = bytes(buf[: end + 2]).lower()
             at = head.find(b"content-length:")
             length = int(head[at + 15 : head.find(b"\r\n", at)]) if at >= 0 else 0
             self.need = end + 4 + length

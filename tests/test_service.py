@@ -353,15 +353,19 @@ def test_the_refitter_keeps_the_leaderboard_within_k_votes(make_arena):
         arena.admin.leaderboard()
     assert exc.value.status == 503
     play(arena, ["u1", "u2"], 35, truth)
+    # the refitter refits whenever the fit is K = 10 or more votes behind, so once it settles
+    # the published fit is at most 9 votes behind the 35 (where between 26 and 35 it ends
+    # depends on how fast the votes came relative to the fits)
     deadline = time.time() + 20
     while time.time() < deadline:
         try:
-            if arena.admin.leaderboard()["as_of_vote"] >= 30:
+            if arena.admin.leaderboard()["as_of_vote"] >= 35 - 9:
                 break
         except ArenaError:
             pass
         time.sleep(0.05)
-    assert arena.admin.leaderboard()["as_of_vote"] >= 30  # at most K = 10 behind 35
+    time.sleep(0.3)  # several polls of the refitter: nothing is due any more
+    assert 35 - 9 <= arena.admin.leaderboard()["as_of_vote"] <= 35
     metrics = arena.raw("GET", "/metrics").text
     assert "stablearena_votes_total" in metrics and "stablearena_staleness_votes" in metrics
 
@@ -499,6 +503,85 @@ def test_bad_input_is_a_4xx_json_error_naming_the_field(make_arena):
         err = r.json()["error"]
         assert err["field"] == field, (method, path, body, err)
         assert "Traceback" not in r.text and err["message"]
+
+
+def test_the_hot_routes_answer_as_their_fastapi_routes(make_arena):
+    """The plain-ASGI front (service.hot) and the FastAPI routes behind it give the same
+    answers: the bad bodies of BAD_INPUT, keys, oversized bodies, and served battles and votes
+    whose pre-encoded JSON round-trips names with quotes and non-ASCII characters."""
+    names = ('gpt "4o"', "modèle-ü/ß", "c\\d", "e")
+    arena = make_arena(models=names)
+    key = arena.admin.create_annotator("alice")
+    inner = TestClient(arena.tc.app.app)  # the FastAPI application itself, without the front
+    paths = {"front": arena.tc, "fastapi": inner}
+
+    def both(method, path, auth=key, **kw):
+        headers = dict(kw.pop("headers", {}))
+        if auth:
+            headers["Authorization"] = f"Bearer {auth}"
+        return {name: tc.request(method, path, headers=headers, **kw) for name, tc in paths.items()}
+
+    served = both("POST", "/v1/battles", json={"k": 2})
+    for r in served.values():
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        for b in r.json()["battles"]:
+            assert {b["model_a"], b["model_b"]} <= set(names) and b["model_a"] != b["model_b"]
+            assert isinstance(b["propensity"], float) and 0 < b["propensity"] <= 1
+    assert served["front"].json().keys() == served["fastapi"].json().keys()
+    for name, r in served.items():  # each path votes on a battle it served
+        bid = r.json()["battles"][0]["battle_id"]
+        voted = paths[name].post(
+            f"/v1/battles/{bid}/vote",
+            json={"outcome": "tie"},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert voted.status_code == 200, voted.text
+        body = voted.json()
+        assert body["outcome"] == "tie" and body["replayed"] is False
+        assert {body["model_a"], body["model_b"]} <= set(names)
+        again = both("POST", f"/v1/battles/{bid}/vote", json={"outcome": "tie"})
+        assert all(a.json() == {**body, "replayed": True} for a in again.values())
+        other = both("POST", f"/v1/battles/{bid}/vote", json={"outcome": "model_a"})
+        assert [a.status_code for a in other.values()] == [409, 409]
+    bid = served["front"].json()["battles"][1]["battle_id"]
+    cases = [
+        (path.replace("{bid}", bid), body, None)
+        for method, path, body, _ in BAD_INPUT
+        if method == "POST" and path.startswith("/v1/battles")
+    ]
+    cases += [
+        ("/v1/battles", {}, "sa_0000000000000000_nope"),
+        ("/v1/battles", {}, ""),
+        ("/v1/battles", {"k": 1.5}, None),
+        ("/v1/battles", {"k": True}, None),
+        ("/v1/battles", {"k": "2"}, None),
+        ("/v1/battles", {"models": [names[0], 3]}, None),
+        ("/v1/battles", {"models": ["nope", "e"]}, None),
+        (f"/v1/battles/{bid}/vote", {"outcome": "tie", "why": "x"}, None),
+        (f"/v1/battles/{bid}/vote", "", None),
+        (f"/v1/battles/{'0' * 32}/vote", {"outcome": "tie"}, None),
+    ]
+    for path, body, auth in cases:
+        kw = (
+            {"content": body.encode(), "headers": {"content-type": "application/json"}}
+            if isinstance(body, str)
+            else {"json": body}
+        )
+        got = both("POST", path, key if auth is None else auth, **kw)
+        front, fastapi = got["front"], got["fastapi"]
+        assert front.status_code == fastapi.status_code, (path, body, front.text, fastapi.text)
+        if front.status_code != 200:  # pydantic's lax mode takes k = true as 1, on both paths
+            assert 400 <= front.status_code < 500 and front.json() == fastapi.json(), (
+                path,
+                body,
+                front.text,
+                fastapi.text,
+            )
+    # an oversized body: 413 naming the body, before the key is even looked at
+    big = both("POST", "/v1/battles", None, content=b"{" + b" " * 70_000 + b"}")
+    assert [r.status_code for r in big.values()] == [413, 413]
+    assert big["front"].json() == big["fastapi"].json()
+    inner.close()
 
 
 # ---------------------------------------------------------------------------------- durability

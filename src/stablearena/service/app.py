@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import logging
-import re
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -29,7 +27,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import StableArenaError
 from ..uncertainty import CI_METHODS
 from . import store
-from .security import BodyLimit, Principal, RateLimiter, new_key, split_key, verify
+from .hot import (
+    Hot,
+    HotRoutes,
+    RateLimited,
+    Reply,
+    answer,
+    invalid_message,
+    post_battles,
+    post_vote,
+)
+from .security import BodyLimit, Principal, RateLimiter, error_body, new_key
 from .settings import ArenaConfig, Settings, validation_message
 from .state import ApiError, ArenaState, PublishedFit, Refitter
 
@@ -37,7 +45,6 @@ __all__ = ["create_app", "prepare", "apply_config"]
 
 log = logging.getLogger("stablearena.service")
 
-_BATTLE_ID = re.compile(r"^[0-9a-f]{32}$")
 _METHODS = ("am-elo", "m-elo", "bt", "rao-kupper", "davidson")
 
 
@@ -171,83 +178,27 @@ class _Metrics:
 
 def _error(
     status: int, code: str, message: str, field: str | None = None, headers: dict | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"status": status, "code": code, "message": message, "field": field}},
+) -> Response:
+    return Response(
+        error_body(status, code, message, field),
         status_code=status,
         headers=headers,
+        media_type="application/json",
     )
 
 
-def _field(loc: tuple) -> str:
-    parts = [str(x) for x in loc]
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:]
-    return ".".join(parts) or "body"
-
-
 # ---------------------------------------------------------------------------------- auth
-class _RateLimited(Exception):
-    def __init__(self, wait: float) -> None:
-        self.wait = wait
-
-
 async def principal(
     request: Request,
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
 ) -> Principal:
     """The key's principal (401 without a valid key; 429 over the rate limit)."""
-    return authenticate(request, authorization, x_api_key)
-
-
-def authenticate(request: Request, authorization: str | None, x_api_key: str | None) -> Principal:
-    key = x_api_key
-    if authorization:
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(
-                401, "unauthorized", "use 'Authorization: Bearer <key>'", "authorization"
-            )
-        key = token.strip()
-    if not key:
-        raise ApiError(
-            401,
-            "unauthorized",
-            "this request needs a key: 'Authorization: Bearer <key>'",
-            "authorization",
-        )
-    key_id = split_key(key)
-    state: ArenaState = request.app.state.arena
-    p = state.principal_for(key_id) if key_id else None
-    if p is None or not verify(key, p):
-        raise ApiError(401, "unauthorized", "unknown or revoked key", "authorization")
-    wait = request.app.state.limiter.take(p.key_id)
-    if wait > 0:
-        raise _RateLimited(wait)
-    return p
-
-
-async def parse_body(request: Request, model: type[BaseModel], empty: str = "") -> Any:
-    """The JSON body validated by ``model`` (errors as FastAPI's, so the same 422 naming the
-    field); ``empty``: the JSON an empty body stands for."""
-    raw = await request.body()
-    try:
-        data = json.loads(raw or empty or "null")
-    except ValueError:
-        raise RequestValidationError(
-            [{"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error"}]
-        ) from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise RequestValidationError(
-            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-        ) from None
+    return request.app.state.hot.authenticate(authorization, x_api_key)
 
 
 def body_doc(model: type[BaseModel]) -> dict[str, Any]:
-    """OpenAPI request body of a route that parses its body itself (:func:`parse_body`)."""
+    """OpenAPI request body of a route that parses its body itself (:mod:`.hot`)."""
     return {
         "requestBody": {
             "required": True,
@@ -266,9 +217,21 @@ Anyone = Annotated[Principal, Depends(principal)]
 Admin = Annotated[Principal, Depends(admin)]
 
 
+def _response(reply: Reply) -> Response:
+    return Response(
+        reply.body,
+        status_code=reply.status,
+        headers={k.decode(): v.decode() for k, v in reply.headers},
+        media_type="application/json",
+    )
+
+
 # ---------------------------------------------------------------------------------- the app
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The live arena application for ``settings`` (see :mod:`stablearena.service.settings`)."""
+def create_app(settings: Settings | None = None) -> HotRoutes:
+    """The live arena application for ``settings`` (see :mod:`stablearena.service.settings`):
+    the FastAPI application behind the plain-ASGI front of the two hot routes
+    (:class:`~stablearena.service.hot.HotRoutes`, which exposes the FastAPI application's
+    attributes: ``state``, ``routes``, ``include_router``, …)."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -293,9 +256,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.limiter = RateLimiter(settings.rate_limit, settings.rate_burst)
         app.state.admin_key = admin_key
         app.state.settings = settings
+        app.state.hot = front.hot = Hot(state, writer, app.state.limiter, metrics)
         try:
             yield
         finally:
+            front.hot = None
             refitter.stop()
             writer.stop()
             state.cache_pool.shutdown(wait=False, cancel_futures=True)
@@ -309,40 +274,35 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    front = HotRoutes(app, settings.max_body_bytes)
 
     # ------------------------------------------------------------------ errors
     @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    async def _api_error(request: Request, exc: ApiError) -> Response:
         return _error(exc.status, exc.code, exc.message, exc.field)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = exc.errors()
-        first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
-        field = "body" if first.get("type") == "json_invalid" else _field(tuple(first["loc"]))
-        msgs = "; ".join(
-            f"{'body' if e.get('type') == 'json_invalid' else _field(tuple(e['loc']))}: {e['msg']}"
-            for e in errs[:5]
-        )
-        return _error(422, "invalid_input", msgs, field)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        message, field = invalid_message(list(exc.errors()))
+        return _error(422, "invalid_input", message, field)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         field = "path" if exc.status_code in (404, 405) else None
         return _error(exc.status_code, code, str(exc.detail), field)
 
     @app.exception_handler(StableArenaError)
-    async def _library(request: Request, exc: StableArenaError) -> JSONResponse:
+    async def _library(request: Request, exc: StableArenaError) -> Response:
         return _error(422, "invalid_input", str(exc), None)
 
     @app.exception_handler(Exception)
-    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+    async def _bug(request: Request, exc: Exception) -> Response:
         log.exception("internal error on %s %s", request.method, request.url.path)
         return _error(500, "internal", f"internal error ({type(exc).__name__}); see the server log")
 
-    @app.exception_handler(_RateLimited)
-    async def _limited(request: Request, exc: _RateLimited) -> JSONResponse:
+    @app.exception_handler(RateLimited)
+    async def _limited(request: Request, exc: RateLimited) -> Response:
         return _error(
             429,
             "rate_limited",
@@ -429,38 +389,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(await asyncio.to_thread(st.leaderboard, method, ci, level))
 
     # ------------------------------------------------------------------ annotators' requests
-    # The two hot routes authenticate and parse their bodies themselves: FastAPI's dependency
-    # machinery costs more per request than choosing the pair and recording the vote.
+    # The two hot routes: answered by the plain-ASGI front (:mod:`.hot`); these FastAPI routes
+    # document them and run the same functions for any request that reaches them.
     @app.post(
         "/v1/battles",
         summary="The next battle(s) for this annotator",
         openapi_extra=body_doc(BattleRequest),
     )
-    async def next_battles(request: Request) -> JSONResponse:
+    async def next_battles(request: Request) -> Response:
         h = request.headers
-        who = authenticate(request, h.get("authorization"), h.get("x-api-key"))
-        body: BattleRequest = await parse_body(request, BattleRequest, empty="{}")
-        st = arena(request)
-        rows = st.serve(who, body.k, body.models)
-        await write(request, lambda conn: store.insert_battles(conn, rows))
-        request.app.state.metrics.battles.inc(len(rows))
-        names = st.names
-        # a JSONResponse directly: FastAPI's generic encoder costs more than the request's work
-        return JSONResponse(
-            {
-                "battles": [
-                    {
-                        "battle_id": r["id"],
-                        "model_a": names[r["model_a"]],
-                        "model_b": names[r["model_b"]],
-                        "strategy": r["strategy"],
-                        "propensity": r["propensity"],
-                        "served_at": r["served_at"],
-                        "expires_at": r["expires_at"],
-                    }
-                    for r in rows
-                ]
-            }
+        return _response(
+            await answer(
+                post_battles,
+                request.app.state.hot,
+                h.get("authorization"),
+                h.get("x-api-key"),
+                request.body,
+            )
         )
 
     @app.post(
@@ -468,39 +413,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Vote on a battle served to you (idempotent)",
         openapi_extra=body_doc(VoteRequest),
     )
-    async def vote(request: Request, battle_id: str) -> JSONResponse:
+    async def vote(request: Request, battle_id: str) -> Response:
         h = request.headers
-        who = authenticate(request, h.get("authorization"), h.get("x-api-key"))
-        if not _BATTLE_ID.match(battle_id):
-            raise ApiError(404, "not_found", f"no battle {battle_id!r}", "battle_id")
-        body: VoteRequest = await parse_body(request, VoteRequest)
-        st = arena(request)
-        outcome = store.OUTCOMES.index(body.outcome)
-        window = st.config.correction_window
-        now = time.time()
-        res: store.VoteResult = await write(
-            request, lambda conn: store.record_vote(conn, battle_id, who.id, outcome, now, window)
-        )
-        status = {"missing": 404, "forbidden": 403, "conflict": 409, "expired": 410}.get(res.kind)
-        if status is not None:
-            code = {404: "not_found", 403: "forbidden", 409: "conflict", 410: "expired"}[status]
-            field = "outcome" if status == 409 else "battle_id"
-            raise ApiError(status, code, res.message, field)
-        st.after_vote(who, battle_id, res)
-        request.app.state.metrics.votes.labels(res.kind).inc()
-        names = st.names
-        return JSONResponse(
-            {
-                "battle_id": battle_id,
-                "vote_id": res.vote_id,
-                "outcome": store.OUTCOMES[res.outcome],
-                "revision": res.revision,
-                "recorded_at": res.created_at,
-                "replayed": res.kind == "replay",
-                "corrected": res.kind == "corrected",
-                "model_a": names.get(res.model_a),
-                "model_b": names.get(res.model_b),
-            }
+        return _response(
+            await answer(
+                post_vote,
+                request.app.state.hot,
+                battle_id,
+                h.get("authorization"),
+                h.get("x-api-key"),
+                request.body,
+            )
         )
 
     # ------------------------------------------------------------------ admin
@@ -702,7 +625,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         await asyncio.to_thread(reload)
 
-    return app
+    return front
 
 
 def _model(st: ArenaState, name: str) -> dict[str, Any]:

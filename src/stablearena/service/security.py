@@ -30,6 +30,7 @@ __all__ = [
     "verify",
     "RateLimiter",
     "BodyLimit",
+    "error_body",
 ]
 
 _PREFIX = "sa_"
@@ -106,9 +107,12 @@ class RateLimiter:
             return (1.0 - tokens) / self.rate
 
 
-def _error_body(status: int, code: str, message: str, field: str | None) -> bytes:
+def error_body(status: int, code: str, message: str, field: str | None = None) -> bytes:
+    """The JSON of every refusal: ``{"error": {"status", "code", "message", "field"}}``."""
     return json.dumps(
-        {"error": {"status": status, "code": code, "message": message, "field": field}}
+        {"error": {"status": status, "code": code, "message": message, "field": field}},
+        ensure_ascii=False,
+        separators=(",", ":"),
     ).encode()
 
 
@@ -175,7 +179,7 @@ class BodyLimit:
         return f"the request body ({size} bytes or more) exceeds the limit of {self.limit} bytes"
 
     async def _refuse(self, send, status: int, code: str, message: str) -> None:  # noqa: ANN001
-        body = _error_body(status, code, message, "body")
+        body = error_body(status, code, message, "body")
         await send(
             {
                 "type": "http.response.start",

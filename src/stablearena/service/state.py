@@ -159,6 +159,7 @@ class ArenaState:
         self.tracker_pos: dict[int, int] = {}
         self.pos_of_id = np.zeros(0, dtype=np.int64)
         self.names: dict[int, str] = {}
+        self.name_json: dict[int, str] = {}  # the names as JSON strings (pre-encoded answers)
         self.selector: Selector | None = None
         self.judged: dict[int, set[tuple[int, int]]] = {}
         self.pending: dict[str, tuple[int, int, float]] = {}
@@ -205,6 +206,9 @@ class ArenaState:
             }
             self.model_ids = {m.name: m.id for m in self.models.values()}
             self.names = {m.id: m.name for m in self.models.values()}
+            self.name_json = {
+                m.id: json.dumps(m.name, ensure_ascii=False) for m in self.models.values()
+            }
             self.keys = {}
             self.principals = {}
             for r in arows:

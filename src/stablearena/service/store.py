@@ -16,6 +16,7 @@ cost of one fsync per batch instead of one per request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import threading
@@ -286,6 +287,13 @@ class Writer:
         self._queue.put((fn, fut))
         return fut
 
+    def submit_async(self, fn: Callable[[Connection], T]) -> asyncio.Future[T]:
+        """:meth:`submit` for a coroutine: an asyncio future of the running loop. The writer
+        completes all the futures of one loop in a batch with one wake-up of that loop."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.put((fn, fut))
+        return fut
+
     def run(self, fn: Callable[[Connection], T], timeout: float = 60.0) -> T:
         """Submit and wait (for threads other than the event loop's)."""
         return self.submit(fn).result(timeout=timeout)
@@ -334,20 +342,47 @@ class Writer:
             if tries > 1 and isinstance(exc, (sa.exc.IntegrityError, sa.exc.OperationalError)):
                 self._commit(batch, tries - 1)
                 return
-            batch[0][1].set_exception(exc)
+            _complete([(batch[0][1], None, exc)])
             return
         self.commits += 1
         self.writes += len(batch)
         self.last_batch = len(batch)
         if self.on_commit is not None:
             self.on_commit(len(batch), time.perf_counter() - t0)
-        for (_, fut), res in zip(batch, results, strict=True):
-            fut.set_result(res)
+        _complete([(fut, res, None) for (_, fut), res in zip(batch, results, strict=True)])
 
     def _reset_after(self, exc: Exception) -> None:
         if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated and self._conn:
             self._conn.close()
             self._conn = None
+
+
+def _complete(done: list[tuple[Any, Any, BaseException | None]]) -> None:
+    """Set the results (or exceptions) of ``(future, result, exception)`` triples: thread
+    futures at once, asyncio futures by one call into each event loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    for fut, res, exc in done:
+        if isinstance(fut, asyncio.Future):
+            by_loop.setdefault(fut.get_loop(), []).append((fut, res, exc))
+        elif exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(res)
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_set_all, items)
+        except RuntimeError:  # the loop has closed: nobody waits for these any more
+            pass
+
+
+def _set_all(items: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
+    for fut, res, exc in items:
+        if fut.done():  # cancelled meanwhile
+            continue
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(res)
 
 
 # ---------------------------------------------------------------------------------- queries
