@@ -549,6 +549,71 @@ def test_pick_probabilities_during_warm_up_are_uniform_over_bridges():
     assert p[0, 1] == 0 and np.isclose(p[0, 2], 0.2) and np.isclose(p[2, 3], 0.2)
 
 
+def _support_reference(mode, sigma, tmat, w, blocked):
+    """The argmax support by its definition: every allowed pair scoring within the tolerance of
+    the best (the kernel's arithmetic, in NumPy)."""
+    iu, ju = np.nonzero(np.triu(~blocked, 1))
+    rho = sigma[iu, iu] + sigma[ju, ju] - 2.0 * sigma[iu, ju]
+    if mode == 0:
+        score = w[iu, ju] * rho
+    else:
+        q = tmat[iu, iu] + tmat[ju, ju] - 2.0 * tmat[iu, ju]
+        score = w[iu, ju] * q / (1.0 + w[iu, ju] * rho)
+    if len(score) == 0:
+        return set()
+    best = score.max()
+    keep = score >= best - 1e-10 * abs(best)
+    return set(zip(iu[keep].tolist(), ju[keep].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_one_pass_argmax_support_is_the_set_of_near_best_pairs(mode, seed):
+    from stablearena.selection import _best_pairs
+
+    rng = np.random.default_rng(seed)
+    m = 12
+    a = rng.normal(size=(m, m))
+    sigma = np.ascontiguousarray(a @ a.T / m)
+    tmat = np.ascontiguousarray(sigma @ sigma)
+    w = rng.uniform(0.05, 0.25, size=(m, m))
+    w = np.ascontiguousarray((w + w.T) / 2)
+    if seed % 2:  # planted ties: several pairs rescaled onto the best score, one just inside
+        # the tolerance and one just outside, visited before and after the best
+        rho = np.diag(sigma)[:, None] + np.diag(sigma)[None, :] - 2 * sigma
+        target = float((w * rho)[np.triu_indices(m, 1)].max()) * 1.5
+        for k, (i, j) in enumerate([(0, 5), (2, 3), (7, 11), (1, 2), (4, 9)]):
+            scale = [1.0, 1.0, 1.0, 1 - 5e-11, 1 - 5e-10][k]
+            w[i, j] = w[j, i] = target * scale / rho[i, j]
+    if seed == 4:  # every pair scores the same: the whole allowed set ties
+        sigma = np.ascontiguousarray(np.eye(m) - 1.0 / m)
+        tmat = np.ascontiguousarray(sigma @ sigma)
+        w = np.full((m, m), 0.25)
+    blocked = rng.random((m, m)) < 0.2
+    blocked = blocked | blocked.T
+    np.fill_diagonal(blocked, True)
+    bi, bj = _best_pairs(mode, sigma, tmat, w, blocked)
+    got = list(zip(bi.tolist(), bj.tolist(), strict=True))
+    assert got == sorted(got)  # in (i, j) order
+    assert set(got) == _support_reference(mode, sigma, tmat, w, blocked)
+    if seed % 2 and mode == 0:
+        assert len(got) >= 2
+    none_i, _ = _best_pairs(mode, sigma, tmat, w, np.ones((m, m), dtype=bool))
+    assert len(none_i) == 0
+
+
+@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "random"])
+def test_pick_distribution_takes_a_precomputed_blocked_mask(strategy):
+    tracker = _tracker_after(8, 90, seed=4)
+    sel = get_selector(strategy)
+    by_exclusion = sel.pick_distribution(
+        tracker, exclude_models=["m2"], exclude_pairs=[("m0", "m5")]
+    )
+    by_mask = sel.pick_distribution(tracker, blocked=tracker.mask(["m2"], [("m0", "m5")]))
+    for x, y in zip(by_exclusion, by_mask, strict=True):
+        assert np.array_equal(x, y)
+
+
 def test_a_selector_without_pick_probabilities_says_so():
     class Silent(RandomSelector):
         def _pick_distribution(self, tracker, blocked):

@@ -212,27 +212,61 @@ def _pair_score(mode, sigma, tmat, wmat, i, j):  # pragma: no cover - compiled
 @njit(cache=True)
 def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compiled
     """Every allowed pair i < j whose score is within :data:`TIE_RTOL` of the best: the support
-    of an argmax pick with random tie-breaking. Two passes with the same arithmetic; returns
-    (i, j) arrays (empty when every pair is blocked)."""
+    of an argmax pick with random tie-breaking; returns (i, j) arrays in (i, j) order (empty
+    when every pair is blocked).
+
+    One pass: the pairs within the tolerance of the best so far are kept with their scores;
+    when the best rises, those now below the bound are dropped. The bound best − tol·|best|
+    only rises with the best, so a pair dropped (or skipped) once is below the final bound
+    too: the result is the set of the two-pass definition, with :func:`_pair_score`'s
+    arithmetic."""
     m = sigma.shape[0]
+    d = np.empty(m)  # the diagonals, read once (the same values as _pair_score reads)
+    t = np.empty(m)
+    for r in range(m):
+        d[r] = sigma[r, r]
+        t[r] = tmat[r, r] if mode == 1 else 0.0
     best = -np.inf
-    for i in range(m):
-        for j in range(i + 1, m):
-            if not blocked[i, j]:
-                best = max(best, _pair_score(mode, sigma, tmat, wmat, i, j))
-    lo = best - 1e-10 * abs(best)
+    lo = -np.inf
     out_i = np.empty(16, dtype=np.int64)
     out_j = np.empty(16, dtype=np.int64)
+    out_s = np.empty(16)
     n = 0
     for i in range(m):
+        di = d[i]
+        ti = t[i]
         for j in range(i + 1, m):
-            if blocked[i, j] or _pair_score(mode, sigma, tmat, wmat, i, j) < lo:
+            if blocked[i, j]:
                 continue
+            w = wmat[i, j]
+            rho = di + d[j] - 2.0 * sigma[i, j]
+            if mode == 0:
+                s = w * rho
+            else:
+                q = ti + t[j] - 2.0 * tmat[i, j]
+                s = w * q / (1.0 + w * rho)
+            if s < lo:
+                continue
+            if s > best:
+                best = s
+                bound = best - 1e-10 * abs(best)
+                if bound > lo:
+                    lo = bound
+                    kept = 0
+                    for r in range(n):
+                        if out_s[r] >= lo:
+                            out_i[kept] = out_i[r]
+                            out_j[kept] = out_j[r]
+                            out_s[kept] = out_s[r]
+                            kept += 1
+                    n = kept
             if n == len(out_i):
                 out_i = np.concatenate((out_i, np.empty(n, dtype=np.int64)))
                 out_j = np.concatenate((out_j, np.empty(n, dtype=np.int64)))
+                out_s = np.concatenate((out_s, np.empty(n)))
             out_i[n] = i
             out_j[n] = j
+            out_s[n] = s
             n += 1
     return out_i[:n], out_j[:n]
 
@@ -833,13 +867,17 @@ class Selector(ABC):
         *,
         exclude_models: Iterable[int | str] = (),
         exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
+        blocked: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`pick_probabilities` as its support: arrays ``(i, j, p)`` of the pairs
         (i < j) with positive probability (cheaper when the support is small, e.g. an
-        argmax: the live arena draws each battle from it)."""
+        argmax: the live arena draws each battle from it). ``blocked``: the m×m mask of the
+        pairs left out, given directly instead of the exclusions (it must include the
+        tracker's own blocks, as :meth:`InformationTracker.mask` does)."""
         if self.estimate is not None:
             tracker = tracker.with_estimate(self.estimate)
-        blocked = tracker.mask(exclude_models, exclude_pairs)
+        if blocked is None:
+            blocked = tracker.mask(exclude_models, exclude_pairs)
         if self.warm_up and not tracker.connected:
             bi, bj = tracker.bridges(blocked)
             if len(bi):

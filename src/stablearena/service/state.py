@@ -95,6 +95,17 @@ class PublishedFit:
     fitted: Any = None  # the AmEloFitted when this process made (or loaded) it
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """The models a battle may be drawn from: tracker positions (sorted), as a mask, the
+    blocked-pair mask they imply (every pair touching another model), and C(n, 2)."""
+
+    pos: np.ndarray
+    is_cand: np.ndarray
+    blocked: np.ndarray
+    n_pairs: int
+
+
 def read_snapshot(engine: Engine) -> Snapshot:
     """The pair counts and the newest vote id, read in one transaction (one snapshot)."""
     with engine.connect() as conn, conn.begin():
@@ -162,6 +173,9 @@ class ArenaState:
         self.name_json: dict[int, str] = {}  # the names as JSON strings (pre-encoded answers)
         self.selector: Selector | None = None
         self.judged: dict[int, set[tuple[int, int]]] = {}
+        self._judged_pos: dict[int, np.ndarray] = {}  # judged pairs as tracker positions
+        self._all_candidates: _Candidates | None = None  # every active model
+        self._boosted: list[ModelInfo] = []
         self.pending: dict[str, tuple[int, int, float]] = {}
         self.votes_seen = 0
         self.battles_served = 0
@@ -191,6 +205,10 @@ class ArenaState:
             sa.select(store.annotators).where(store.annotators.c.key_id.is_not(None))
         ).all()
         with self.lock:
+            if int(rev or 0) < self.revision:
+                # read before a change another thread has installed already (e.g. the
+                # refitter's poll racing an admin request's reload): never go back
+                return
             self.revision = int(rev or 0)
             self.config = ArenaConfig.model_validate(cfg)
             self.models = {
@@ -209,6 +227,8 @@ class ArenaState:
             self.name_json = {
                 m.id: json.dumps(m.name, ensure_ascii=False) for m in self.models.values()
             }
+            self._boosted = [m for m in self.models.values() if m.boost > 1.0]
+            self._all_candidates = None
             self.keys = {}
             self.principals = {}
             for r in arows:
@@ -217,8 +237,13 @@ class ArenaState:
                 self.principals[r.id] = p
             if self.selector is None or self.selector.name != self.strategy_name:
                 self.selector = get_selector(self.strategy_name)
-            models_changed = [m for m in self.models] != self.tracker_ids
-        if models_changed:
+            estimate = self.selector.estimate
+            stale = [m for m in self.models] != self.tracker_ids or (
+                self.tracker is not None
+                and estimate is not None
+                and self.tracker.estimate != estimate
+            )  # new models, or a strategy that reads the information at another estimate
+        if stale:
             self.rebuild_tracker()
 
     @property
@@ -271,6 +296,7 @@ class ArenaState:
                     ids,
                     {m: k for k, m in enumerate(ids)},
                 )
+                self._all_candidates = None
             return
         pos = {m: k for k, m in enumerate(ids)}
         names = [self.models[m].name for m in ids]
@@ -311,6 +337,8 @@ class ArenaState:
             self.tracker, self.tracker_ids, self.tracker_pos = tracker, ids, pos
             self.pos_of_id = pos_of_id
             self.judged = judged
+            self._judged_pos = {}
+            self._all_candidates = None
             self.selector = selector
 
     def install_fit(self, fit: PublishedFit) -> None:
@@ -327,63 +355,95 @@ class ArenaState:
             del self.pending[bid]
 
     # ------------------------------------------------------------------ serving
-    def serve(self, principal: Principal, k: int, models: list[str] | None) -> list[dict[str, Any]]:
-        """Choose ``k`` battles for ``principal`` by the serving rule; returns the rows to store."""
-        with self.lock:
-            tracker, pos, selector = self.tracker, self.tracker_pos, self.selector
-            cfg = self.config
-            active = [m for m in self.models.values() if not m.retired and not m.outage]
-            if models is not None:
-                unknown = [n for n in models if n not in self.model_ids]
-                if unknown:
-                    raise ApiError(
-                        422,
-                        "unknown_model",
-                        f"unknown model(s): {', '.join(unknown[:5])}",
-                        "models",
-                    )
-                wanted = set(models)
-                active = [m for m in active if m.name in wanted]
-            if len(active) < 2:
-                why = "of the requested models " if models is not None else ""
+    def _candidates(self, models: list[str] | None) -> _Candidates:
+        """The candidate models of a request (all active models, or those among ``models``)
+        as tracker positions, with the blocked-pair mask they imply; the one of all active
+        models is kept until the registry or the tracker changes. Call under ``self.lock``."""
+        if models is None and self._all_candidates is not None:
+            return self._all_candidates
+        active = [m for m in self.models.values() if not m.retired and not m.outage]
+        if models is not None:
+            unknown = [n for n in models if n not in self.model_ids]
+            if unknown:
                 raise ApiError(
-                    409,
-                    "no_pair",
-                    f"fewer than two {why}models are active (not retired, no outage); no battle can be served",
-                    "models" if models is not None else None,
+                    422,
+                    "unknown_model",
+                    f"unknown model(s): {', '.join(unknown[:5])}",
+                    "models",
                 )
-            if tracker is None or selector is None:
-                raise ApiError(503, "not_ready", "the arena is still loading; retry shortly")
-            cand = sorted(pos[m.id] for m in active)
-            is_cand = np.zeros(tracker.n_models, dtype=bool)
-            is_cand[cand] = True
-            exclude_models = np.flatnonzero(~is_cand)
-            n_pairs = len(cand) * (len(cand) - 1) // 2
-            mine = self.judged.get(principal.id)
-            judged = np.zeros((0, 2), dtype=np.int64)
+            wanted = set(models)
+            active = [m for m in active if m.name in wanted]
+        if len(active) < 2:
+            why = "of the requested models " if models is not None else ""
+            raise ApiError(
+                409,
+                "no_pair",
+                f"fewer than two {why}models are active (not retired, no outage); no battle can be served",
+                "models" if models is not None else None,
+            )
+        tracker = self.tracker
+        if tracker is None or self.selector is None:
+            raise ApiError(503, "not_ready", "the arena is still loading; retry shortly")
+        pos = np.array(sorted(self.tracker_pos[m.id] for m in active), dtype=np.int64)
+        is_cand = np.zeros(tracker.n_models, dtype=bool)
+        is_cand[pos] = True
+        blocked = tracker.mask(np.flatnonzero(~is_cand), np.zeros((0, 2), dtype=np.int64))
+        out = _Candidates(pos, is_cand, blocked, len(pos) * (len(pos) - 1) // 2)
+        if models is None:
+            self._all_candidates = out
+        return out
+
+    def _judged_positions(self, annotator: int) -> np.ndarray:
+        """The pairs ``annotator`` has judged, as (n, 2) tracker positions (cached until the
+        annotator's next vote or the next tracker rebuild). Call under ``self.lock``."""
+        jp = self._judged_pos.get(annotator)
+        if jp is None:
+            mine = self.judged.get(annotator)
+            jp = np.zeros((0, 2), dtype=np.int64)
             if mine:
                 ids = np.array(list(mine), dtype=np.int64)
                 ids = ids[(ids < len(self.pos_of_id)).all(axis=1)]
                 jp = self.pos_of_id[ids]
                 jp = jp[(jp >= 0).all(axis=1)]
-                judged = jp[is_cand[jp[:, 0]] & is_cand[jp[:, 1]]]
-            if len(judged) >= n_pairs:
+            self._judged_pos[annotator] = jp
+        return jp
+
+    def serve(self, principal: Principal, k: int, models: list[str] | None) -> list[dict[str, Any]]:
+        """Choose ``k`` battles for ``principal`` by the serving rule; returns the rows to store
+        (each also saying, as ``check``, whether the annotator had pairs left unjudged: then
+        :func:`~stablearena.service.store.insert_battles` refuses a pair that another worker
+        has recorded a vote of this annotator on, see :meth:`refused`)."""
+        with self.lock:
+            cands = self._candidates(models)
+            tracker, selector, cfg = self.tracker, self.selector, self.config
+            assert tracker is not None and selector is not None  # checked by _candidates
+            jp = self._judged_positions(principal.id)
+            judged = jp[cands.is_cand[jp[:, 0]] & cands.is_cand[jp[:, 1]]] if len(jp) else jp
+            check = len(judged) < cands.n_pairs
+            if not check:
                 judged = judged[:0]  # every allowed pair judged: repeats are allowed again
+            base = cands.blocked
+            if len(judged):
+                base = base.copy()
+                base[judged[:, 0], judged[:, 1]] = True
+                base[judged[:, 1], judged[:, 0]] = True
+            blocked, n_excluded = base, len(judged)
             boost = self._boost_weights(tracker)
             now = time.time()
             out: list[dict[str, Any]] = []
-            in_batch: list[tuple[int, int]] = []
-            for _ in range(k):
-                ex_pairs = np.concatenate(
-                    [judged, np.array(in_batch, dtype=np.int64).reshape(-1, 2)]
-                )
-                if len(ex_pairs) >= n_pairs:
-                    ex_pairs = judged
+            for t in range(k):
                 i, j, strategy, prop = self._pick(
-                    tracker, selector, cfg, cand, exclude_models, ex_pairs, boost
+                    tracker, selector, cfg, cands.pos, blocked, n_excluded, boost
                 )
-                in_batch.append((i, j))
                 tracker.add(i, j)
+                if t < k - 1:  # distinct pairs in a batch, while pairs remain
+                    if n_excluded + 1 >= cands.n_pairs:
+                        blocked, n_excluded = base, len(judged)
+                    else:
+                        if blocked is cands.blocked or blocked is base:
+                            blocked = blocked.copy()
+                        blocked[i, j] = blocked[j, i] = True
+                        n_excluded += 1
                 a, b = self.tracker_ids[i], self.tracker_ids[j]
                 if self.rng.random() < 0.5:
                     a, b = b, a
@@ -400,6 +460,7 @@ class ArenaState:
                         "propensity": prop,
                         "served_at": now,
                         "expires_at": expires,
+                        "check": check,
                     }
                 )
             self.battles_served += len(out)
@@ -410,14 +471,14 @@ class ArenaState:
     def _boost_weights(self, tracker: InformationTracker) -> np.ndarray | None:
         """Exploration weight per tracker model: a boosted model with fewer than ``boost_until``
         battles gets its boost factor, every other model 1 (``None``: no boost in force)."""
-        boosted = [m for m in self.models.values() if m.boost > 1.0 and m.id in self.tracker_pos]
+        boosted = self._boosted
         if not boosted:
             return None
         w = np.ones(tracker.n_models)
         any_boost = False
         for m in boosted:
-            p = self.tracker_pos[m.id]
-            if tracker.pair_battles[p].sum() < m.boost_until:
+            p = self.tracker_pos.get(m.id)
+            if p is not None and tracker.pair_battles[p].sum() < m.boost_until:
                 w[p] = m.boost
                 any_boost = True
         return w if any_boost else None
@@ -427,28 +488,25 @@ class ArenaState:
         tracker: InformationTracker,
         selector: Selector,
         cfg: ArenaConfig,
-        cand: list[int],
-        exclude_models: np.ndarray,
-        exclude_pairs: np.ndarray,
+        ca: np.ndarray,
+        blocked: np.ndarray,
+        n_excluded: int,
         boost: np.ndarray | None,
     ) -> tuple[int, int, str, float]:
         """One draw of the serving rule: (i, j) (i < j), which part chose it, its propensity.
 
-        The strategy's part is drawn from its own pick distribution
+        ``blocked``: the mask of the pairs left out (models that are not candidates, pairs
+        judged or already in the batch); ``n_excluded`` of those are distinct pairs of
+        candidates, so the allowed pairs number C(len(ca), 2) − n_excluded. The strategy's
+        part is drawn from its own pick distribution
         (:meth:`~stablearena.selection.Selector.pick_distribution`, the distribution its
-        ``select`` draws from), so the stored probability is the one the pair was drawn with.
-        ``exclude_pairs`` are distinct pairs of candidates, so the allowed pairs number
-        C(len(cand), 2) − len(exclude_pairs)."""
+        ``select`` draws from), so the stored probability is the one the pair was drawn with."""
         eps = cfg.exploration
         rng = self.rng
-        si, sj, sp = selector.pick_distribution(
-            tracker, exclude_models=exclude_models, exclude_pairs=exclude_pairs
-        )
-        blocked = tracker.mask(exclude_models, exclude_pairs)
-        ca = np.asarray(cand)
+        si, sj, sp = selector.pick_distribution(tracker, blocked=blocked)
         if boost is None:
             b = None
-            total = len(ca) * (len(ca) - 1) / 2.0 - len(exclude_pairs)
+            total = len(ca) * (len(ca) - 1) / 2.0 - n_excluded
         else:
             b = boost[ca]
             outer = np.outer(b, b)
@@ -464,7 +522,7 @@ class ArenaState:
         hit = np.flatnonzero((si == i) & (sj == j))
         p_sel = float(sp[hit[0]]) if len(hit) else 0.0
         w_ij = 1.0 if boost is None else float(boost[i] * boost[j])
-        prop = (1.0 - eps) * p_sel + eps * w_ij / total
+        prop = (1.0 - eps) * p_sel + eps * w_ij / float(total)
         return int(i), int(j), path, prop
 
     def _explore_draw(self, blocked: np.ndarray, ca: np.ndarray, b: np.ndarray) -> tuple[int, int]:
@@ -494,6 +552,7 @@ class ArenaState:
         with self.lock:
             self.votes_seen = max(self.votes_seen, int(res.vote_id or 0))
             self.judged.setdefault(principal.id, set()).add((i, j))
+            self._judged_pos.pop(principal.id, None)
             self._vote_seq += 1
             self._recent.append((self._vote_seq, principal.id, i, j))
             if self.pending.pop(battle_id, None) is None and self.tracker is not None:

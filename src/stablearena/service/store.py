@@ -273,6 +273,12 @@ class Writer:
         self.writes = 0
         self.last_batch = 0
         self.on_commit: Callable[[int, float], None] | None = None
+        dbapi = engine.dialect.dbapi
+        self._dbapi_error: tuple[type, ...] = (dbapi.Error,) if dbapi else ()
+        # a unique-key race with another worker, a busy database: worth one more try alone
+        self._retryable: tuple[type, ...] = (sa.exc.IntegrityError, sa.exc.OperationalError)
+        if dbapi is not None:
+            self._retryable += (dbapi.IntegrityError, dbapi.OperationalError)
 
     def start(self) -> None:
         self._thread.start()
@@ -339,7 +345,7 @@ class Writer:
                 for item in batch:
                     self._commit([item])
                 return
-            if tries > 1 and isinstance(exc, (sa.exc.IntegrityError, sa.exc.OperationalError)):
+            if tries > 1 and isinstance(exc, self._retryable):
                 self._commit(batch, tries - 1)
                 return
             _complete([(batch[0][1], None, exc)])
@@ -352,8 +358,22 @@ class Writer:
         _complete([(fut, res, None) for (_, fut), res in zip(batch, results, strict=True)])
 
     def _reset_after(self, exc: Exception) -> None:
-        if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated and self._conn:
-            self._conn.close()
+        """Drop the connection when ``exc`` says it is lost (wrapped by SQLAlchemy, or a driver
+        error of the hot path's cursor)."""
+        conn = self._conn
+        if conn is None:
+            return
+        lost = isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated
+        if not lost and isinstance(exc, self._dbapi_error) and not conn.invalidated:
+            try:
+                raw = conn.connection.dbapi_connection
+                lost = self.engine.dialect.is_disconnect(exc, raw, None)
+            except Exception:
+                lost = True
+            if lost:
+                conn.invalidate()
+        if lost or conn.invalidated:
+            conn.close()
             self._conn = None
 
 
@@ -412,8 +432,10 @@ def load_config(conn: Connection) -> dict[str, Any]:
 
 
 # The hot path (a battle served, a vote recorded) runs plain SQL, valid in SQLite and
-# PostgreSQL alike, through the driver: building and caching SQLAlchemy statements per call
-# costs several times the database work itself.
+# PostgreSQL alike, on the driver's own cursor inside the caller's transaction: SQLAlchemy's
+# statement and result machinery costs several times the database work itself (measured on
+# SQLite: a vote's three statements 0.18 ms of CPU through ``exec_driver_sql``, 0.03 ms on the
+# cursor). Driver errors reach the :class:`Writer` unwrapped; it classifies them itself.
 _HOT_SQL: dict[str, str] = {
     "battle": "INSERT INTO battles (id, annotator_id, model_a, model_b, strategy, propensity, "
     "served_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -453,13 +475,19 @@ _BATTLE_COLUMNS = (
 )
 
 
+def _cursor(conn: Connection) -> Any:
+    """A cursor of the driver's connection under ``conn`` (in its transaction)."""
+    return conn.connection.dbapi_connection.cursor()
+
+
 def insert_battles(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Store served battles (dicts with the ``battles`` columns)."""
     params = [tuple(r[c] for c in _BATTLE_COLUMNS) for r in rows]
+    cur = _cursor(conn)
     if len(params) == 1:
-        conn.exec_driver_sql(_hot(conn, "battle"), params[0])
+        cur.execute(_hot(conn, "battle"), params[0])
     else:
-        conn.exec_driver_sql(_hot(conn, "battle"), params)
+        cur.executemany(_hot(conn, "battle"), params)
 
 
 _COLUMNS = ("wins", "losses", "ties", "ties_both_bad")
@@ -481,8 +509,9 @@ def count_row(model_a: int, model_b: int, annotator_id: int, outcome: int, n: fl
 def add_counts(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Add count increments (rows of :func:`count_row`), creating rows as needed."""
     sql = _hot(conn, "count")
+    cur = _cursor(conn)
     for r in rows:
-        conn.exec_driver_sql(
+        cur.execute(
             sql,
             (
                 r["i"],
@@ -496,8 +525,9 @@ def add_counts(conn: Connection, rows: list[dict[str, Any]]) -> None:
         )
 
 
-def _insert_vote(conn: Connection, *values: Any) -> int:
-    return int(conn.exec_driver_sql(_hot(conn, "vote"), values).scalar_one())
+def _insert_vote(cur: Any, sql: str, *values: Any) -> int:
+    cur.execute(sql, values)
+    return int(cur.fetchone()[0])
 
 
 @dataclass(frozen=True)
@@ -526,7 +556,9 @@ def record_vote(
     correction_window: float,
 ) -> VoteResult:
     """Record one vote and its count in the caller's transaction (see :class:`VoteResult`)."""
-    row = conn.exec_driver_sql(_hot(conn, "lookup"), (battle_id,)).first()
+    cur = _cursor(conn)
+    cur.execute(_hot(conn, "lookup"), (battle_id,))
+    row = cur.fetchone()
     if row is None:
         return VoteResult("missing", message=f"no battle {battle_id!r}")
     owner, a, b, expires, vid, rev, old, created, first = row
@@ -552,8 +584,10 @@ def record_vote(
                 stored_outcome=old,
                 message=f"battle {battle_id} already has the vote {OUTCOMES[old]!r}; {why}",
             )
-        conn.exec_driver_sql(_hot(conn, "supersede"), (vid,))
-        new_id = _insert_vote(conn, battle_id, rev + 1, outcome, annotator_id, a, b, now, first)
+        cur.execute(_hot(conn, "supersede"), (vid,))
+        new_id = _insert_vote(
+            cur, _hot(conn, "vote"), battle_id, rev + 1, outcome, annotator_id, a, b, now, first
+        )
         add_counts(
             conn,
             [count_row(a, b, annotator_id, old, -1.0), count_row(a, b, annotator_id, outcome, 1.0)],
@@ -561,7 +595,9 @@ def record_vote(
         return VoteResult("corrected", new_id, rev + 1, outcome, now, a, b, stored_outcome=old)
     if now > expires:
         return VoteResult("expired", message=f"battle {battle_id} expired at {expires:.3f}")
-    new_id = _insert_vote(conn, battle_id, 0, outcome, annotator_id, a, b, now, now)
+    new_id = _insert_vote(
+        cur, _hot(conn, "vote"), battle_id, 0, outcome, annotator_id, a, b, now, now
+    )
     add_counts(conn, [count_row(a, b, annotator_id, outcome, 1.0)])
     return VoteResult("new", new_id, 0, outcome, now, a, b)
 
