@@ -31,15 +31,19 @@ SOURCE = "live arena"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The pair-count rows at one moment (model and annotator *names*, so it can be shipped to
-    another process), and the newest vote id they include."""
+    """The pair-count rows at one moment and the newest vote id they include. Each row names
+    its lower-id model (``i``), higher-id model (``j``) and annotator by codes into the name
+    tables, so that it can be shipped to another process and read there without the database.
+    """
 
     as_of_vote: int
     n_votes: int
-    model_a: tuple[str, ...]  # the row's lower-id model (i)
-    model_b: tuple[str, ...]  # the row's higher-id model (j)
-    annotator: tuple[str, ...]
-    wins: np.ndarray  # wins of model_a
+    model_names: tuple[str, ...]
+    annotator_names: tuple[str, ...]
+    i: np.ndarray  # codes into model_names
+    j: np.ndarray
+    annotator: np.ndarray  # codes into annotator_names
+    wins: np.ndarray  # wins of i
     losses: np.ndarray
     ties: np.ndarray
     ties_both_bad: np.ndarray
@@ -55,18 +59,10 @@ class Snapshot:
         oriented i < j in that order; rows in (pair, annotator) key order; empty rows dropped."""
         tot = self.wins + self.losses + self.ties + self.ties_both_bad
         keep = tot > 0
-        a = np.array(self.model_a, dtype=object)[keep]
-        b = np.array(self.model_b, dtype=object)[keep]
-        ann = np.array(self.annotator, dtype=object)[keep]
+        names, ia, ib = _by_name(self.model_names, self.i[keep], self.j[keep])
+        anns, ik = _by_name(self.annotator_names, self.annotator[keep])
         w, lo = self.wins[keep], self.losses[keep]
         t, tb = self.ties[keep], self.ties_both_bad[keep]
-        names = sorted(set(a.tolist()) | set(b.tolist()))
-        anns = sorted(set(ann.tolist()))
-        mi = {n: k for k, n in enumerate(names)}
-        ai = {n: k for k, n in enumerate(anns)}
-        ia = np.array([mi[x] for x in a], dtype=np.int64)
-        ib = np.array([mi[x] for x in b], dtype=np.int64)
-        ik = np.array([ai[x] for x in ann], dtype=np.int64)
         swap = ia > ib
         i = np.where(swap, ib, ia)
         j = np.where(swap, ia, ib)
@@ -76,7 +72,7 @@ class Snapshot:
         key = (i * m + j) * kk + ik
         order = np.argsort(key, kind="stable")
         counts = PairCounts(
-            models=tuple(names),
+            models=names,
             i=i[order].astype(np.int32),
             j=j[order].astype(np.int32),
             wins=wins[order].astype(float),
@@ -84,10 +80,21 @@ class Snapshot:
             ties=t[order].astype(float),
             ties_both_bad=tb[order].astype(float),
             annotator=ik[order].astype(np.int32),
-            annotators=tuple(anns),
+            annotators=anns,
             source=SOURCE,
         )
         return counts if by_annotator else counts.collapse()
+
+
+def _by_name(table: tuple[str, ...], *codes: np.ndarray) -> tuple[Any, ...]:
+    """The names of ``table`` that ``codes`` use, sorted, and the codes renumbered in that
+    order."""
+    used = np.unique(np.concatenate(codes)) if codes and len(codes[0]) else np.zeros(0, int)
+    names = [table[c] for c in used.tolist()]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.zeros(len(table), dtype=np.int64)
+    rank[used[order]] = np.arange(len(order))
+    return (tuple(names[k] for k in order), *(rank[c] for c in codes))
 
 
 @dataclass
@@ -175,7 +182,12 @@ def run_fit(
 
 
 def warm_up_worker() -> bool:
-    """Imported and compiled once when the fit process starts (so the first refit is quick)."""
+    """Imported and compiled once when the fit process starts (so the first refit is quick);
+    one BLAS thread (the process shares the machine with the API workers; its matrices are a
+    few hundred rows, where more threads mostly spin)."""
+    from threadpoolctl import threadpool_limits
+
     from ..raters import annotator  # noqa: F401
 
+    threadpool_limits(1)
     return True

@@ -107,45 +107,35 @@ class _Candidates:
 
 
 def read_snapshot(engine: Engine) -> Snapshot:
-    """The pair counts and the newest vote id, read in one transaction (one snapshot)."""
+    """The pair counts and the newest vote id, read in one transaction (one snapshot). The
+    number of (current) votes is the counts' total: each vote adds one count, a correction
+    moves it."""
     with engine.connect() as conn, conn.begin():
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         wm = store.watermark(conn)
-        n_votes = conn.execute(
-            sa.select(sa.func.count())
-            .select_from(store.votes)
-            .where(store.votes.c.superseded == sa.false())
-        ).scalar_one()
-        ma = store.models.alias("ma")
-        mb = store.models.alias("mb")
-        pc = store.pair_counts
-        rows = conn.execute(
-            sa.select(
-                ma.c.name,
-                mb.c.name,
-                store.annotators.c.name,
-                pc.c.wins,
-                pc.c.losses,
-                pc.c.ties,
-                pc.c.ties_both_bad,
-            ).select_from(
-                pc.join(ma, ma.c.id == pc.c.i)
-                .join(mb, mb.c.id == pc.c.j)
-                .join(store.annotators, store.annotators.c.id == pc.c.annotator_id)
-            )
-        ).all()
-    cols = list(zip(*rows, strict=True)) if rows else [()] * 7
+        cur = store.cursor(conn)
+        cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
+        rows = np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
+        cur.execute("SELECT id, name FROM models ORDER BY id")
+        models = cur.fetchall()
+        cur.execute("SELECT id, name FROM annotators ORDER BY id")
+        annotators = cur.fetchall()
+    model_ids = np.array([r[0] for r in models], dtype=np.int64)
+    annotator_ids = np.array([r[0] for r in annotators], dtype=np.int64)
+    ids = rows[:, :3].astype(np.int64)
     return Snapshot(
         as_of_vote=int(wm),
-        n_votes=int(n_votes),
-        model_a=tuple(cols[0]),
-        model_b=tuple(cols[1]),
-        annotator=tuple(cols[2]),
-        wins=np.array(cols[3], dtype=float),
-        losses=np.array(cols[4], dtype=float),
-        ties=np.array(cols[5], dtype=float),
-        ties_both_bad=np.array(cols[6], dtype=float),
+        n_votes=int(round(rows[:, 3:].sum())),
+        model_names=tuple(r[1] for r in models),
+        annotator_names=tuple(r[1] for r in annotators),
+        i=np.searchsorted(model_ids, ids[:, 0]),
+        j=np.searchsorted(model_ids, ids[:, 1]),
+        annotator=np.searchsorted(annotator_ids, ids[:, 2]),
+        wins=rows[:, 3].copy(),
+        losses=rows[:, 4].copy(),
+        ties=rows[:, 5].copy(),
+        ties_both_bad=rows[:, 6].copy(),
     )
 
 
@@ -195,7 +185,7 @@ class ArenaState:
             self.votes_seen = store.watermark(conn)
         if row is not None:
             self.fit = _published(row)
-        self.rebuild_tracker()
+        self.rebuild_tracker(judged=True)
 
     def _load_registry(self, conn: Connection) -> None:
         rev = store.get_meta(conn, "revision")
@@ -269,26 +259,33 @@ class ArenaState:
             self.principals[p.id] = p
         return p
 
-    def rebuild_tracker(self) -> None:
+    def rebuild_tracker(self, *, judged: bool = False) -> None:
         """Information tracker over every model (in id order) from the current pair counts, at
         the latest fit's scores (0 = average for a model the fit does not know), plus the
-        battles served here and not yet voted on; and each annotator's judged pairs."""
+        battles served here and not yet voted on; with ``judged``, also each annotator's
+        judged pairs (read at start only: later they grow by the votes recorded here and by
+        the pairs :meth:`refused` learns from other workers' votes)."""
         with self.lock:
             mark = self._vote_seq
         with self.engine.connect() as conn:
-            pc = store.pair_counts
-            total = pc.c.wins + pc.c.losses + pc.c.ties + pc.c.ties_both_bad
-            pairs = conn.execute(
-                sa.select(pc.c.i, pc.c.j, sa.func.sum(total)).group_by(pc.c.i, pc.c.j)
-            ).all()
-            judged_rows = conn.execute(
-                sa.select(pc.c.annotator_id, pc.c.i, pc.c.j).where(total > 0)
-            ).all()
+            cur = store.cursor(conn)
+            cur.execute(
+                "SELECT i, j, SUM(wins + losses + ties + ties_both_bad) FROM pair_counts "
+                "GROUP BY i, j"
+            )
+            pairs = np.array(cur.fetchall(), dtype=float).reshape(-1, 3)
+            judged_rows: list[tuple[int, int, int]] = []
+            if judged:
+                cur.execute(
+                    "SELECT annotator_id, i, j FROM pair_counts "
+                    "WHERE wins + losses + ties + ties_both_bad > 0"
+                )
+                judged_rows = cur.fetchall()
         with self.lock:
             ids = sorted(self.models)
             fit = self.fit
             selector = self.selector or get_selector(self.strategy_name)
-            pending = list(self.pending.values())
+            pending = dict(self.pending)
         if len(ids) < 2:
             with self.lock:
                 self.tracker, self.tracker_ids, self.tracker_pos = (
@@ -299,44 +296,52 @@ class ArenaState:
                 self._all_candidates = None
             return
         pos = {m: k for k, m in enumerate(ids)}
+        pos_of_id = np.full(max(ids) + 1, -1, dtype=np.int64)
+        pos_of_id[ids] = np.arange(len(ids))
         names = [self.models[m].name for m in ids]
         scores = np.zeros(len(ids))
         if fit is not None:
             known = fit.payload.get("scores", {})
             for k, name in enumerate(names):
                 scores[k] = known.get(name, 0.0)
-        rows = [(pos[i], pos[j], n) for i, j, n in pairs if i in pos and j in pos and n > 0]
+        pi, pj, n = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64), pairs[:, 2]
+        inside = (pi <= max(ids)) & (pj <= max(ids)) & (n > 0)
+        pi, pj, n = pos_of_id[pi[inside]], pos_of_id[pj[inside]], n[inside]
+        keep = (pi >= 0) & (pj >= 0)
         counts = PairCounts(
             models=tuple(names),
-            i=np.array([r[0] for r in rows], dtype=np.int32),
-            j=np.array([r[1] for r in rows], dtype=np.int32),
-            wins=np.array([float(r[2]) for r in rows]),
-            losses=np.zeros(len(rows)),
-            ties=np.zeros(len(rows)),
-            ties_both_bad=np.zeros(len(rows)),
+            i=pi[keep].astype(np.int32),
+            j=pj[keep].astype(np.int32),
+            wins=n[keep].astype(float),
+            losses=np.zeros(int(keep.sum())),
+            ties=np.zeros(int(keep.sum())),
+            ties_both_bad=np.zeros(int(keep.sum())),
         )
         tracker = InformationTracker(names, estimate=selector.estimate or "plug-in")
         tracker.refresh(scores, counts)
         now = time.time()
-        for i, j, expires in pending:
+        for i, j, expires in pending.values():
             if expires > now and i in pos and j in pos:
                 tracker.add(pos[i], pos[j])
         _ = tracker.sigma  # the O(N³) step here, not in a request
         if selector.needs_sigma2:
             _ = tracker.sigma2
-        judged: dict[int, set[tuple[int, int]]] = {}
+        judged_pairs: dict[int, set[tuple[int, int]]] = {}
         for ann, i, j in judged_rows:
-            judged.setdefault(ann, set()).add((i, j))
-        pos_of_id = np.full(max(ids) + 1, -1, dtype=np.int64)
-        pos_of_id[ids] = np.arange(len(ids))
+            judged_pairs.setdefault(ann, set()).add((i, j))
         with self.lock:
-            # votes recorded here while the counts were being read: keep them in the judged pairs
-            for seq, ann, i, j in self._recent:
-                if seq > mark:
-                    judged.setdefault(ann, set()).add((i, j))
+            # battles served here while the tracker was being built count in it too
+            for bid, (i, j, _) in self.pending.items():
+                if bid not in pending and i in pos and j in pos:
+                    tracker.add(pos[i], pos[j])
+            if judged:
+                # votes recorded here while the counts were being read stay judged
+                for seq, ann, i, j in self._recent:
+                    if seq > mark:
+                        judged_pairs.setdefault(ann, set()).add((i, j))
+                self.judged = judged_pairs
             self.tracker, self.tracker_ids, self.tracker_pos = tracker, ids, pos
             self.pos_of_id = pos_of_id
-            self.judged = judged
             self._judged_pos = {}
             self._all_candidates = None
             self.selector = selector

@@ -475,7 +475,7 @@ _BATTLE_COLUMNS = (
 )
 
 
-def _cursor(conn: Connection) -> Any:
+def cursor(conn: Connection) -> Any:
     """A cursor of the driver's connection under ``conn`` (in its transaction)."""
     return conn.connection.dbapi_connection.cursor()
 
@@ -483,7 +483,7 @@ def _cursor(conn: Connection) -> Any:
 def insert_battles(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Store served battles (dicts with the ``battles`` columns)."""
     params = [tuple(r[c] for c in _BATTLE_COLUMNS) for r in rows]
-    cur = _cursor(conn)
+    cur = cursor(conn)
     if len(params) == 1:
         cur.execute(_hot(conn, "battle"), params[0])
     else:
@@ -509,7 +509,7 @@ def count_row(model_a: int, model_b: int, annotator_id: int, outcome: int, n: fl
 def add_counts(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Add count increments (rows of :func:`count_row`), creating rows as needed."""
     sql = _hot(conn, "count")
-    cur = _cursor(conn)
+    cur = cursor(conn)
     for r in rows:
         cur.execute(
             sql,
@@ -556,7 +556,7 @@ def record_vote(
     correction_window: float,
 ) -> VoteResult:
     """Record one vote and its count in the caller's transaction (see :class:`VoteResult`)."""
-    cur = _cursor(conn)
+    cur = cursor(conn)
     cur.execute(_hot(conn, "lookup"), (battle_id,))
     row = cur.fetchone()
     if row is None:
