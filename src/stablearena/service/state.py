@@ -106,6 +106,25 @@ class _Candidates:
     n_pairs: int
 
 
+class _PairBuffer:
+    """A growing (n, 2) array of position pairs (appends amortised O(1))."""
+
+    def __init__(self, pairs: np.ndarray) -> None:
+        self._data = np.zeros((max(16, 2 * len(pairs)), 2), dtype=np.int64)
+        self._data[: len(pairs)] = pairs
+        self._n = len(pairs)
+
+    def append(self, i: int, j: int) -> None:
+        if self._n == len(self._data):
+            self._data = np.concatenate([self._data, np.zeros_like(self._data)])
+        self._data[self._n] = (i, j)
+        self._n += 1
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._data[: self._n]
+
+
 def read_snapshot(engine: Engine) -> Snapshot:
     """The pair counts and the newest vote id, read in one transaction (one snapshot). The
     number of (current) votes is the counts' total: each vote adds one count, a correction
@@ -163,7 +182,7 @@ class ArenaState:
         self.name_json: dict[int, str] = {}  # the names as JSON strings (pre-encoded answers)
         self.selector: Selector | None = None
         self.judged: dict[int, set[tuple[int, int]]] = {}
-        self._judged_pos: dict[int, np.ndarray] = {}  # judged pairs as tracker positions
+        self._judged_pos: dict[int, _PairBuffer] = {}  # judged pairs as tracker positions
         self._all_candidates: _Candidates | None = None  # every active model
         self._boosted: list[ModelInfo] = []
         self.pending: dict[str, tuple[int, int, float]] = {}
@@ -399,10 +418,11 @@ class ArenaState:
         return out
 
     def _judged_positions(self, annotator: int) -> np.ndarray:
-        """The pairs ``annotator`` has judged, as (n, 2) tracker positions (cached until the
-        annotator's next vote or the next tracker rebuild). Call under ``self.lock``."""
-        jp = self._judged_pos.get(annotator)
-        if jp is None:
+        """The pairs ``annotator`` has judged, as (n, 2) tracker positions: built once per
+        tracker, then grown by :meth:`_judge` (a request's cost does not grow with the
+        annotator's history beyond marking its pairs). Call under ``self.lock``."""
+        buf = self._judged_pos.get(annotator)
+        if buf is None:
             mine = self.judged.get(annotator)
             jp = np.zeros((0, 2), dtype=np.int64)
             if mine:
@@ -410,8 +430,21 @@ class ArenaState:
                 ids = ids[(ids < len(self.pos_of_id)).all(axis=1)]
                 jp = self.pos_of_id[ids]
                 jp = jp[(jp >= 0).all(axis=1)]
-            self._judged_pos[annotator] = jp
-        return jp
+            buf = self._judged_pos[annotator] = _PairBuffer(jp)
+        return buf.view
+
+    def _judge(self, annotator: int, i: int, j: int) -> None:
+        """Record that ``annotator`` has judged the pair of model ids i < j. Call under
+        ``self.lock``."""
+        mine = self.judged.setdefault(annotator, set())
+        if (i, j) in mine:
+            return
+        mine.add((i, j))
+        buf = self._judged_pos.get(annotator)
+        if buf is not None and i < len(self.pos_of_id) and j < len(self.pos_of_id):
+            pi, pj = int(self.pos_of_id[i]), int(self.pos_of_id[j])
+            if pi >= 0 and pj >= 0:
+                buf.append(pi, pj)
 
     def serve(self, principal: Principal, k: int, models: list[str] | None) -> list[dict[str, Any]]:
         """Choose ``k`` battles for ``principal`` by the serving rule; returns the rows to store
@@ -556,8 +589,7 @@ class ArenaState:
         i, j = min(res.model_a, res.model_b), max(res.model_a, res.model_b)
         with self.lock:
             self.votes_seen = max(self.votes_seen, int(res.vote_id or 0))
-            self.judged.setdefault(principal.id, set()).add((i, j))
-            self._judged_pos.pop(principal.id, None)
+            self._judge(principal.id, i, j)
             self._vote_seq += 1
             self._recent.append((self._vote_seq, principal.id, i, j))
             if self.pending.pop(battle_id, None) is None and self.tracker is not None:
