@@ -51,6 +51,14 @@ def serve(
         str | None,
         typer.Option("--log-level", help="critical, error, warning (default), info, debug."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="API worker processes sharing the socket and the database (default 1; one "
+            "Python process uses at most one core).",
+        ),
+    ] = None,
 ) -> None:
     """Run the live arena: pairs out, votes in, am-ELO leaderboard and annotator screening as
     the votes arrive (OpenAPI docs at /docs).
@@ -58,15 +66,19 @@ def serve(
     On the first start it creates the database and prints the admin key once. Settings come
     from --config FILE (TOML), then --set KEY=VALUE, then the flags.
     """
-    import uvicorn
-
-    from ..service.app import create_app, prepare
+    from ..service.app import create_app, prepare, serve_app
     from ..service.seed import import_log
     from ..service.settings import load_settings
 
     settings = load_settings(
         config,
-        overrides={"db": db, "host": host, "port": port, "log_level": log_level},
+        overrides={
+            "db": db,
+            "host": host,
+            "port": port,
+            "log_level": log_level,
+            "workers": workers,
+        },
         sets=list(sets or ()),
     )
     engine, admin_key = prepare(settings)
@@ -97,19 +109,20 @@ def serve(
             "choose another --port (0 picks a free one)."
         ) from None
     bound = sock.getsockname()[1]
+    many = f"; {settings.workers} workers" if settings.workers > 1 else ""
     print(
         f"stablearena serve: listening on http://{settings.host}:{bound} "
-        f"(database {settings.redacted_db()}; docs at /docs)",
+        f"(database {settings.redacted_db()}{many}; docs at /docs)",
         flush=True,
     )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings),
-            log_level=settings.log_level,
-            access_log=False,
-            timeout_keep_alive=30,
-            lifespan="on",
-        )
-    )
-    server.run(sockets=[sock])
+    if settings.workers > 1:
+        from ..service.worker import run_workers
+
+        sock.listen(2048)
+        code = run_workers(settings, sock, settings.workers)
+        sys.stdout.flush()
+        if code:
+            raise typer.Exit(code)
+        return
+    serve_app(create_app(settings), settings, sock)
     sys.stdout.flush()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -42,7 +43,7 @@ from .security import BodyLimit, Principal, RateLimiter, error_body, new_key
 from .settings import ArenaConfig, Settings, validation_message
 from .state import ApiError, ArenaState, PublishedFit, Refitter
 
-__all__ = ["create_app", "prepare", "apply_config"]
+__all__ = ["create_app", "prepare", "apply_config", "serve_app"]
 
 log = logging.getLogger("stablearena.service")
 
@@ -228,11 +229,31 @@ def _response(reply: Reply) -> Response:
 
 
 # ---------------------------------------------------------------------------------- the app
-def create_app(settings: Settings | None = None) -> HotRoutes:
+def serve_app(app: Any, settings: Settings, sock: Any) -> None:
+    """Run ``app`` under uvicorn (uvloop and httptools when installed) on the bound socket
+    ``sock`` until SIGTERM / SIGINT. No proxy-header middleware: nothing here reads the
+    client's address (keys, not addresses, are limited)."""
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level=settings.log_level,
+            access_log=False,
+            proxy_headers=False,
+            timeout_keep_alive=30,
+            lifespan="on",
+        )
+    )
+    server.run(sockets=[sock])
+
+
+def create_app(settings: Settings | None = None, *, worker: int = 0) -> HotRoutes:
     """The live arena application for ``settings`` (see :mod:`stablearena.service.settings`):
     the FastAPI application behind the plain-ASGI front of the two hot routes
     (:class:`~stablearena.service.hot.HotRoutes`, which exposes the FastAPI application's
-    attributes: ``state``, ``routes``, ``include_router``, …)."""
+    attributes: ``state``, ``routes``, ``include_router``, …). ``worker``: this process's
+    number among ``--workers`` (its random draws differ from the other workers')."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -248,7 +269,7 @@ def create_app(settings: Settings | None = None) -> HotRoutes:
         engine, admin_key = await asyncio.to_thread(prepare, settings)
         writer = store.Writer(engine, settings.max_batch)
         writer.start()
-        state = ArenaState(engine, settings, writer)
+        state = ArenaState(engine, settings, writer, worker=worker)
         await asyncio.to_thread(state.load)
         metrics = _Metrics(state, writer)
         refitter = Refitter(state, on_fit=lambda fit: metrics.refit.observe(fit.seconds))
@@ -350,6 +371,8 @@ def create_app(settings: Settings | None = None) -> HotRoutes:
             "fitted_at": fit.fitted_at if fit else None,
             "strategy": st.strategy_name,
             "refit_error": request.app.state.refitter.last_error,
+            "worker": worker,
+            "pid": os.getpid(),
         }
 
     @app.get("/metrics", summary="Prometheus metrics")

@@ -27,6 +27,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -52,6 +53,10 @@ log = logging.getLogger("stablearena.service")
 
 _BATTLE_ID = re.compile(r"^[0-9a-f]{32}$")
 _JSON = b"application/json"
+#: Draws of one battle request before giving up (a draw is refused only when the annotator
+#: has judged its pair through another worker since this one last heard; each refusal teaches
+#: this worker that pair).
+_DRAWS = 8
 _OUTCOME_CODE = {name: k for k, name in enumerate(store.OUTCOMES)}
 _VOTE_ERRORS = {
     "missing": (404, "not_found", "battle_id"),
@@ -220,10 +225,15 @@ async def post_battles(
     who = hot.authenticate(authorization, x_api_key)
     k, models = battle_request(await read_body())
     st = hot.arena
-    rows = st.serve(who, k, models)
-    await hot.writer.submit_async(lambda conn: store.insert_battles(conn, rows))
-    hot.battles_served.inc(len(rows))
-    return Reply(200, _battles_json(st, rows))
+    for _ in range(_DRAWS):
+        rows = st.serve(who, k, models)
+        refused = await hot.writer.submit_async(partial(store.insert_battles, rows=rows))
+        if not refused:
+            hot.battles_served.inc(len(rows))
+            return Reply(200, _battles_json(st, rows))
+        # the annotator has judged a drawn pair through another worker: learn it, draw again
+        st.refused(who, rows, refused)
+    raise ApiError(503, "busy", "the annotator's votes are changing fast; retry the request")
 
 
 async def post_vote(

@@ -132,6 +132,13 @@ class Settings(BaseModel):
         "postgresql+psycopg://USER@HOST:PORT/DB.",
     )
     host: str = Field("127.0.0.1", description="Address to listen on.")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="API worker processes on the one socket and database (one Python process "
+        "uses one core at most); each has its own caches, writer and refitter thread.",
+    )
     port: int = Field(8000, ge=0, le=65535, description="Port (0: any free port, printed).")
     rate_limit: float = Field(
         50.0, gt=0.0, description="Requests per second allowed per key (token bucket)."

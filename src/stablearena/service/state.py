@@ -161,12 +161,15 @@ def read_snapshot(engine: Engine) -> Snapshot:
 class ArenaState:
     """The worker's caches of the database and the serving rule (see the module docstring)."""
 
-    def __init__(self, engine: Engine, settings: Settings, writer: store.Writer) -> None:
+    def __init__(
+        self, engine: Engine, settings: Settings, writer: store.Writer, *, worker: int = 0
+    ) -> None:
         self.engine = engine
         self.settings = settings
         self.writer = writer
         self.lock = threading.RLock()
-        self.rng = np.random.default_rng(settings.seed)
+        seed = settings.seed
+        self.rng = np.random.default_rng(seed if worker == 0 or seed is None else [seed, worker])
         self.models: dict[int, ModelInfo] = {}
         self.model_ids: dict[str, int] = {}
         self.keys: dict[str, Principal] = {}
@@ -505,6 +508,20 @@ class ArenaState:
             if len(self.pending) > 100_000:
                 self._expire_pending()
         return out
+
+    def refused(self, principal: Principal, rows: list[dict[str, Any]], refused: list[str]) -> None:
+        """The battles ``rows`` were not stored: the pairs of the ``refused`` ones have a vote
+        of ``principal`` (recorded by another worker). Learn them as judged and forget the
+        rows. (They stay counted in the tracker until its next rebuild: a rank-one update is
+        not taken back.)"""
+        bad = set(refused)
+        with self.lock:
+            for r in rows:
+                self.pending.pop(r["id"], None)
+                if r["id"] in bad:
+                    a, b = r["model_a"], r["model_b"]
+                    self._judge(principal.id, min(a, b), max(a, b))
+            self.battles_served -= len(rows)
 
     def _boost_weights(self, tracker: InformationTracker) -> np.ndarray | None:
         """Exploration weight per tracker model: a boosted model with fewer than ``boost_until``

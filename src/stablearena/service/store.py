@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import threading
 import time
@@ -266,6 +267,11 @@ class Writer:
     def __init__(self, engine: Engine, max_batch: int = 512) -> None:
         self.engine = engine
         self.max_batch = max_batch
+        # SQLite: the writers of several processes take turns through a lock file (a blocking
+        # flock wakes the next one as soon as a commit ends; SQLite's own busy handler sleeps
+        # 1, 2, 5, 10… ms between tries)
+        self._lock_path = str(engine.url.database) + ".write-lock" if is_sqlite(engine) else None
+        self._lock_fd: int | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="arena-writer", daemon=True)
         self._conn: Connection | None = None
@@ -330,6 +336,9 @@ class Writer:
                 break
         if self._conn is not None:
             self._conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _commit(
         self, batch: list[tuple[Callable[[Connection], Any], Future]], tries: int = 2
@@ -337,8 +346,12 @@ class Writer:
         t0 = time.perf_counter()
         try:
             conn = self._connection()
-            with conn.begin():
-                results = [fn(conn) for fn, _ in batch]
+            self._lock()
+            try:
+                with conn.begin():
+                    results = [fn(conn) for fn, _ in batch]
+            finally:
+                self._unlock()
         except Exception as exc:  # nothing of the batch is committed
             self._reset_after(exc)
             if len(batch) > 1:
@@ -356,6 +369,21 @@ class Writer:
         if self.on_commit is not None:
             self.on_commit(len(batch), time.perf_counter() - t0)
         _complete([(fut, res, None) for (_, fut), res in zip(batch, results, strict=True)])
+
+    def _lock(self) -> None:
+        if self._lock_path is None:
+            return
+        import fcntl
+
+        if self._lock_fd is None:
+            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            import fcntl
+
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _reset_after(self, exc: Exception) -> None:
         """Drop the connection when ``exc`` says it is lost (wrapped by SQLAlchemy, or a driver
@@ -439,6 +467,8 @@ def load_config(conn: Connection) -> dict[str, Any]:
 _HOT_SQL: dict[str, str] = {
     "battle": "INSERT INTO battles (id, annotator_id, model_a, model_b, strategy, propensity, "
     "served_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "judged": "SELECT 1 FROM pair_counts WHERE i = ? AND j = ? AND annotator_id = ? "
+    "AND wins + losses + ties + ties_both_bad > 0",
     "lookup": "SELECT b.annotator_id, b.model_a, b.model_b, b.expires_at, v.id, v.revision, "
     "v.outcome, v.created_at, v.first_at FROM battles b LEFT JOIN votes v "
     "ON v.battle_id = b.id AND v.superseded = false WHERE b.id = ?",
@@ -480,14 +510,27 @@ def cursor(conn: Connection) -> Any:
     return conn.connection.dbapi_connection.cursor()
 
 
-def insert_battles(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Store served battles (dicts with the ``battles`` columns)."""
-    params = [tuple(r[c] for c in _BATTLE_COLUMNS) for r in rows]
+def insert_battles(conn: Connection, rows: list[dict[str, Any]]) -> list[str]:
+    """Store served battles (dicts with the ``battles`` columns), all or none: a row with
+    ``check`` true is refused when the database holds a vote of its annotator on its pair (a
+    vote recorded by another worker). Returns the ids of the refused rows (nothing is stored
+    then), ``[]`` when every row is stored."""
     cur = cursor(conn)
+    refused = []
+    for r in rows:
+        if r.get("check"):
+            a, b = r["model_a"], r["model_b"]
+            cur.execute(_hot(conn, "judged"), (min(a, b), max(a, b), r["annotator_id"]))
+            if cur.fetchone() is not None:
+                refused.append(r["id"])
+    if refused:
+        return refused
+    params = [tuple(r[c] for c in _BATTLE_COLUMNS) for r in rows]
     if len(params) == 1:
         cur.execute(_hot(conn, "battle"), params[0])
     else:
         cur.executemany(_hot(conn, "battle"), params)
+    return []
 
 
 _COLUMNS = ("wins", "losses", "ties", "ties_both_bad")
