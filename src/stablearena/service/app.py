@@ -134,6 +134,11 @@ class _Metrics:
         r = self.registry
         self.votes = Counter("stablearena_votes", "Votes recorded", ["kind"], registry=r)
         self.battles = Counter("stablearena_battles_served", "Battles served", registry=r)
+        self.redrawn = Counter(
+            "stablearena_battles_redrawn",
+            "Draws refused because the annotator had judged the pair through another worker",
+            registry=r,
+        )
         self.refit = Histogram(
             "stablearena_refit_seconds",
             "Time of a refit (the Stable Arena step)",

@@ -185,6 +185,7 @@ class Hot:
         self.writer = writer
         self.limiter = limiter
         self.battles_served = metrics.battles
+        self.redrawn = metrics.redrawn
         self.votes = {kind: metrics.votes.labels(kind) for kind in ("new", "replay", "corrected")}
 
     def authenticate(self, authorization: str | None, x_api_key: str | None) -> Principal:
@@ -233,6 +234,7 @@ async def post_battles(
             return Reply(200, _battles_json(st, rows))
         # the annotator has judged a drawn pair through another worker: learn it, draw again
         st.refused(who, rows, refused)
+        hot.redrawn.inc(len(refused))
     raise ApiError(503, "busy", "the annotator's votes are changing fast; retry the request")
 
 
