@@ -525,6 +525,9 @@ def test_the_hot_routes_answer_as_their_fastapi_routes(make_arena):
             headers["Authorization"] = f"Bearer {auth}"
         return {name: tc.request(method, path, headers=headers, **kw) for name, tc in paths.items()}
 
+    empty = both("GET", "/v1/leaderboard", None)  # no votes yet: the same 503
+    assert [r.status_code for r in empty.values()] == [503, 503]
+    assert empty["front"].json() == empty["fastapi"].json()
     served = both("POST", "/v1/battles", json={"k": 2})
     for r in served.values():
         assert r.status_code == 200 and r.headers["content-type"] == "application/json"
@@ -585,6 +588,14 @@ def test_the_hot_routes_answer_as_their_fastapi_routes(make_arena):
     big = both("POST", "/v1/battles", None, content=b"{" + b" " * 70_000 + b"}")
     assert [r.status_code for r in big.values()] == [413, 413]
     assert big["front"].json() == big["fastapi"].json()
+    # the published leaderboard: the same bytes, the `rank` contract plus as_of_vote
+    arena.admin.refit()
+    board = both("GET", "/v1/leaderboard", None)
+    assert board["front"].content == board["fastapi"].content
+    assert (
+        board["front"].json() == arena.admin.leaderboard()
+        and board["front"].json()["as_of_vote"] == 2
+    )
     inner.close()
 
 

@@ -402,7 +402,7 @@ def create_app(settings: Settings | None = None, *, worker: int = 0) -> HotRoute
         ] = "am-elo",
         ci: Annotated[str, Query(description="none, fisher, sandwich or bootstrap")] = "none",
         level: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.95,
-    ) -> JSONResponse:
+    ) -> Response:
         if method not in _METHODS:
             raise ApiError(
                 422,
@@ -419,7 +419,7 @@ def create_app(settings: Settings | None = None, *, worker: int = 0) -> HotRoute
             )
         st = arena(request)
         if method == "am-elo" and ci == "none":
-            return JSONResponse(st.leaderboard(method, ci, level))
+            return Response(st.published_json(), media_type="application/json")
         return JSONResponse(await asyncio.to_thread(st.leaderboard, method, ci, level))
 
     # ------------------------------------------------------------------ annotators' requests

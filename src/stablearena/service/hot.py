@@ -1,5 +1,6 @@
-"""The annotators' two routes — ``POST /v1/battles`` and ``POST /v1/battles/{id}/vote`` — as
-plain ASGI, in front of the FastAPI application.
+"""The annotators' two routes — ``POST /v1/battles`` and ``POST /v1/battles/{id}/vote`` — and
+the published leaderboard (``GET /v1/leaderboard`` without a query) as plain ASGI, in front of
+the FastAPI application.
 
 They are nearly all of an arena's traffic, and FastAPI's request machinery (its middleware
 stack, route matching, dependency solving, ``Request`` objects, the generic JSON encoder) cost
@@ -362,12 +363,16 @@ class HotRoutes:
         return getattr(self.app, name)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
+        if scope["type"] == "http" and scope["method"] in ("POST", "GET"):
             path: str = scope["path"]
             root = scope.get("root_path", "")
             if root and path.startswith(root):
                 path = path[len(root) :]
-            if path == "/v1/battles":
+            if scope["method"] == "GET":
+                if path == "/v1/leaderboard" and not scope["query_string"] and self.hot:
+                    await self._leaderboard(send)
+                    return
+            elif path == "/v1/battles":
                 await self._serve(scope, receive, send, None)
                 return
             if path.startswith("/v1/battles/") and path.endswith("/vote"):
@@ -376,6 +381,15 @@ class HotRoutes:
                     await self._serve(scope, receive, send, battle_id)
                     return
         await self.app(scope, receive, send)
+
+    async def _leaderboard(self, send: Callable) -> None:
+        """``GET /v1/leaderboard`` without a query: the published board, encoded once per fit."""
+        assert self.hot is not None
+        try:
+            body, status = self.hot.arena.published_json(), 200
+        except ApiError as exc:
+            body, status = error_body(exc.status, exc.code, exc.message, exc.field), exc.status
+        await _send(send, status, body)
 
     async def _serve(
         self, scope: dict, receive: Callable, send: Callable, battle_id: str | None

@@ -195,6 +195,7 @@ class ArenaState:
         self._vote_seq = 0
         self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=100_000)
         self._cache: dict[tuple, Future] = {}
+        self._published_json: tuple[int, bytes] | None = None
         self._cache_lock = threading.Lock()
         self.cache_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="arena-board")
 
@@ -625,6 +626,21 @@ class ArenaState:
             why = f" (last attempt: {self.refit_error})" if self.refit_error else ""
             raise ApiError(503, "not_fitted", f"no leaderboard yet: the first fit is pending{why}")
         return fit
+
+    def published_json(self) -> bytes:
+        """The published leaderboard (:meth:`leaderboard` of am-ELO without intervals) as the
+        JSON of its answer, encoded once per fit (as Starlette's ``JSONResponse`` would)."""
+        fit = self.published()
+        cached = self._published_json
+        if cached is None or cached[0] != fit.id:
+            body = json.dumps(
+                self.leaderboard("am-elo", "none", 0.95),
+                ensure_ascii=False,
+                allow_nan=False,
+                separators=(",", ":"),
+            ).encode()
+            cached = self._published_json = (fit.id, body)
+        return cached[1]
 
     def leaderboard(self, method: str, ci: str, level: float) -> dict[str, Any]:
         """The ``rank --format json`` payload plus ``as_of_vote`` and ``fitted_at``: the
