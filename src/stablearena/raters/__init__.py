@@ -1,10 +1,34 @@
-"""Rating models. Importing this package registers every rater with :func:`get_rater`."""
+"""Rating models. :func:`get_rater` finds every rater by name.
 
-from .annotator import AmElo, AmEloFitted
-from .base import ELO_SCALE, Convergence, Fitted, Rater, get_rater, rater_names, register_rater
-from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
-from .elo import Elo
-from .ties import Davidson, RaoKupper, ThurstonianBT, TieFitted
+The names below are imported lazily (PEP 562): each rater module, and the NumPy/SciPy code it
+needs, loads on first use (``stablearena.raters.base.RATER_MODULES`` says which module registers
+which rater name).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY: dict[str, str] = {
+    "ELO_SCALE": ".base",
+    "Convergence": ".base",
+    "Fitted": ".base",
+    "Rater": ".base",
+    "get_rater": ".base",
+    "rater_names": ".base",
+    "register_rater": ".base",
+    "MElo": ".bradley_terry",
+    "BradleyTerry": ".bradley_terry",
+    "solve_bradley_terry": ".bradley_terry",
+    "Elo": ".elo",
+    "AmElo": ".annotator",
+    "AmEloFitted": ".annotator",
+    "RaoKupper": ".ties",
+    "Davidson": ".ties",
+    "ThurstonianBT": ".ties",
+    "TieFitted": ".ties",
+}
 
 __all__ = [
     "ELO_SCALE",
@@ -25,3 +49,32 @@ __all__ = [
     "ThurstonianBT",
     "TieFitted",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stablearena.raters' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .annotator import AmElo, AmEloFitted
+    from .base import (
+        ELO_SCALE,
+        Convergence,
+        Fitted,
+        Rater,
+        get_rater,
+        rater_names,
+        register_rater,
+    )
+    from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
+    from .elo import Elo
+    from .ties import Davidson, RaoKupper, ThurstonianBT, TieFitted
