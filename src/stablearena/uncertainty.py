@@ -50,6 +50,7 @@ from scipy.stats import norm
 
 from ._threads import single_threaded_blas
 from .battles import Battles, PairCounts
+from .choices import CI_METHODS
 from .errors import (
     ConvergenceError,
     DisconnectedGraphError,
@@ -80,8 +81,6 @@ __all__ = [
 
 CIMethod = Literal["fisher", "sandwich", "bootstrap"]
 ClusterBy = Literal["annotator", "prompt"]
-#: The interval methods ``intervals`` and ``stablearena rank --ci`` accept.
-CI_METHODS: tuple[str, ...] = ("fisher", "sandwich", "bootstrap")
 #: Draws from the normal approximation used for its rank intervals (Monte Carlo error of a
 #: 2.5% quantile of a rank with 4,000 draws is well under one rank).
 NORMAL_RANK_DRAWS: int = 4000
@@ -277,10 +276,16 @@ def covariance(
     phi = 1.0
     if kind == "fisher":
         phi = float(fitted.dispersion()) if dispersion is None else float(dispersion)
-        if not (np.isfinite(phi) and phi > 0):
+        if dispersion is None and phi == 0.0:
+            notes += (
+                "every comparison is a tie: the outcome scores (all ½) have no variance, so the "
+                "estimated dispersion φ is 0 and the ratings — all equal — have zero-width "
+                "intervals; the rank intervals span the tied models.",
+            )
+        elif not (np.isfinite(phi) and phi > 0):
             raise InputError(f"dispersion must be a positive number, not {phi}.")
         cov = phi * p
-        if phi != 1.0:
+        if phi not in (0.0, 1.0):
             notes += (
                 f"Fisher covariance scaled by the estimated dispersion φ = {phi:.4f} (ties scored as ½).",
             )
@@ -344,15 +349,19 @@ class Bootstrap:
         return _ranks(self.scores)
 
 
-def _ranks(scores: np.ndarray) -> np.ndarray:
-    """Rank 1 + #{j: x_j > x_i} of each entry of each row (equal scores share the better rank)."""
+def _ranks(scores: np.ndarray, *, worse: bool = False) -> np.ndarray:
+    """Rank 1 + #{j: x_j > x_i} of each entry of each row (equal scores share the better rank),
+    or with ``worse`` #{j: x_j ≥ x_i} (equal scores share the worse rank)."""
     x = np.atleast_2d(np.asarray(scores, dtype=float))
     m = x.shape[1]
     out = np.empty(x.shape, dtype=np.int64)
     step = max(1, (1 << 22) // max(m * m, 1))
     for lo in range(0, len(x), step):
         blk = x[lo : lo + step]
-        out[lo : lo + step] = 1 + np.sum(blk[:, None, :] > blk[:, :, None], axis=2)
+        if worse:
+            out[lo : lo + step] = np.sum(blk[:, None, :] >= blk[:, :, None], axis=2)
+        else:
+            out[lo : lo + step] = 1 + np.sum(blk[:, None, :] > blk[:, :, None], axis=2)
     return out
 
 
@@ -915,15 +924,21 @@ def rank_intervals(rank_samples: np.ndarray, level: float = 0.95) -> tuple[np.nd
 
 
 def normal_rank_samples(
-    scores: np.ndarray, cov: np.ndarray, *, draws: int = NORMAL_RANK_DRAWS, seed: int = 0
+    scores: np.ndarray,
+    cov: np.ndarray,
+    *,
+    draws: int = NORMAL_RANK_DRAWS,
+    seed: int = 0,
+    worse: bool = False,
 ) -> np.ndarray:
     """Ranks of ``draws`` score vectors drawn from N(scores, cov) — the normal approximation's
-    distribution of the ranks (a parametric bootstrap of the ranks)."""
+    distribution of the ranks (a parametric bootstrap of the ranks); equal draws share the better
+    rank, or the worse one with ``worse`` (same draws for the same seed)."""
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31 - 1,)))
     vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
     root = vecs * np.sqrt(np.clip(vals, 0.0, None))
     z = rng.standard_normal((draws, len(scores)))
-    return _ranks(np.asarray(scores)[None, :] + z @ root.T)
+    return _ranks(np.asarray(scores)[None, :] + z @ root.T, worse=worse)
 
 
 def displayed_rank(ci_low: np.ndarray, ci_high: np.ndarray) -> np.ndarray:
@@ -1099,6 +1114,7 @@ def intervals(
         low, high = boot.percentile(level)
         se = np.std(boot.ratings, axis=0, ddof=1)
         rank_samples = boot.ranks()
+        worse_samples = _ranks(boot.scores, worse=True)
         notes = boot.notes
     else:
         cov = covariance(fitted, ci, dispersion=dispersion)
@@ -1106,10 +1122,15 @@ def intervals(
         z = norm.ppf(0.5 + level / 2)
         low, high = ratings - z * se, ratings + z * se
         rank_samples = normal_rank_samples(np.asarray(fitted.scores), cov.scores, seed=seed)
+        worse_samples = normal_rank_samples(
+            np.asarray(fitted.scores), cov.scores, seed=seed, worse=True
+        )
         notes = cov.notes
     rank = np.empty(m, dtype=np.int64)
     rank[fitted.order()] = np.arange(1, m + 1)
-    rank_low, rank_high = rank_intervals(rank_samples, level)
+    # models whose sampled scores tie (e.g. every comparison a tie) share the ranks they span
+    rank_low, _ = rank_intervals(rank_samples, level)
+    _, rank_high = rank_intervals(worse_samples, level)
     # a rank interval always contains the point rank
     rank_low = np.minimum(rank_low, rank)
     rank_high = np.maximum(rank_high, rank)
