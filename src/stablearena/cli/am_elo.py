@@ -1,23 +1,13 @@
 """am-ELO commands: ``stablearena annotators`` and the am-ELO paper's experiment protocols
 (``stablearena experiment perturbation | prediction | restarts``)."""
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..battles import Battles
+from .. import choices
 from ..errors import InputError
-from ..experiments.perturbation import (
-    PerturbationConfig,
-    run_perturbation,
-    simulated_perturbation_arena,
-)
-from ..experiments.prediction import PredictionConfig, run_prediction
-from ..experiments.restarts import RestartsConfig, run_restarts
-from ..raters.annotator import AmElo
 from . import (
     BothBadOpt,
     ColOpt,
@@ -27,17 +17,36 @@ from . import (
     MinBattlesOpt,
     OutputOpt,
     PathArg,
+    _metavar,
     app,
+    at_least_one,
+    at_least_two,
     emit,
     experiment_app,
+    finite,
+    fit_progress,
     load_data,
+    non_negative,
+    notes_footer,
+    one_of,
+    positive,
+    probability,
     records_table,
+    seed_check,
     split_list,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..battles import Battles
+
 MinRecordsOpt = Annotated[
     int,
-    typer.Option("--min-records", help="Annotators with fewer records are left out (δ)."),
+    typer.Option(
+        "--min-records",
+        help="Annotators with fewer records are left out (δ).",
+        metavar="N",
+        callback=non_negative,
+    ),
 ]
 SimulateOpt = Annotated[
     bool,
@@ -46,13 +55,45 @@ SimulateOpt = Annotated[
         help="Use a simulated arena of honest annotators (see --models/--annotators/--battles).",
     ),
 ]
-SimModelsOpt = Annotated[int, typer.Option("--models", help="--simulate: number of models.")]
-SimAnnOpt = Annotated[int, typer.Option("--annotators", help="--simulate: number of annotators.")]
-SimBattlesOpt = Annotated[int, typer.Option("--battles", help="--simulate: number of battles.")]
-SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="--simulate: arena seed.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the protocol.")]
+SimModelsOpt = Annotated[
+    int,
+    typer.Option(
+        "--models", help="--simulate: number of models.", metavar="N", callback=at_least_two
+    ),
+]
+SimAnnOpt = Annotated[
+    int,
+    typer.Option(
+        "--annotators",
+        help="--simulate: number of annotators.",
+        metavar="N",
+        callback=at_least_two,
+    ),
+]
+SimBattlesOpt = Annotated[
+    int,
+    typer.Option(
+        "--battles", help="--simulate: number of battles.", metavar="N", callback=at_least_one
+    ),
+]
+SimSeedOpt = Annotated[
+    int,
+    typer.Option("--sim-seed", help="--simulate: arena seed.", metavar="SEED", callback=seed_check),
+]
+SeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--seed", help="Random seed of the protocol.", metavar="SEED", callback=seed_check
+    ),
+]
 EloShufflesOpt = Annotated[
-    int, typer.Option("--elo-shuffles", help="Online Elo is averaged over this many shuffles.")
+    int,
+    typer.Option(
+        "--elo-shuffles",
+        help="Online Elo is averaged over this many shuffles.",
+        metavar="S",
+        callback=at_least_one,
+    ),
 ]
 
 
@@ -73,8 +114,12 @@ def _experiment_data(
     col: list[str] | None,
     input_format: str | None,
     both_bad: str,
-) -> tuple[Battles, str, bool]:
+) -> "tuple[Battles, str, bool]":
+    from ..battles import Battles
+
     if simulate:
+        from ..experiments.perturbation import simulated_perturbation_arena
+
         if path is not None:
             raise InputError("give either a PATH or --simulate, not both.")
         if models < 2 or annotators < 2 or battles < 1:
@@ -102,12 +147,21 @@ def annotators(
     col: ColOpt = None,
     input_format: InputFormatOpt = None,
     min_records: Annotated[
-        int, typer.Option("--min-records", help="Annotators with fewer records wait (δ).")
+        int,
+        typer.Option(
+            "--min-records",
+            help="Annotators with fewer records wait (δ).",
+            metavar="N",
+            callback=non_negative,
+        ),
     ] = 0,
     ability_threshold: Annotated[
         float,
         typer.Option(
-            "--ability-threshold", help="Flag annotators below this ability (ε, mean-1 scale)."
+            "--ability-threshold",
+            help="Flag annotators below this ability (ε, mean-1 scale).",
+            metavar="EPS",
+            callback=finite,
         ),
     ] = 0.0,
     exclude_flagged: Annotated[
@@ -118,21 +172,29 @@ def annotators(
         typer.Option(
             "--confidence",
             help="Flag only when the one-sided upper bound at this level is below ε (e.g. 0.95).",
+            metavar="LEVEL",
+            callback=probability,
         ),
     ] = None,
     normalization: Annotated[
         str,
         typer.Option(
-            "--normalization", help="'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1)."
+            "--normalization",
+            help="'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1).",
+            metavar=_metavar(choices.NORMALIZATIONS),
+            callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
         ),
     ] = "mean",
 ) -> None:
-    """Fit am-ELO and list every annotator, worst (lowest ability) first.
+    """Fit am-ELO and list the annotators: flagged ones first, then the others worst
+    (lowest ability) first, then those waiting for more records (fewer than δ).
 
     Ability is relative to the average fitted annotator (1.0); below 0 votes against the
     consensus. JSON: {"method", "n_battles", "n_annotators", "annotators": [{"annotator",
     "records", "ability", "ability_se", "flagged", "reason", "status"}], ...}.
     """
+    from ..raters.annotator import AmElo
+
     rater = AmElo(
         min_records=min_records,
         ability_threshold=ability_threshold,
@@ -148,39 +210,77 @@ def annotators(
         exclude=exclude,
         min_battles=min_battles,
     )
-    fitted = rater.fit(loaded.data)
+    with fit_progress(f"fitting am-elo on {loaded.label}"):
+        fitted = rater.fit(loaded.data)
     d = fitted.to_dict()
     status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
     for rec in d["annotators"]:
         rec["status"] = status[rec["annotator"]]
+    # flagged first, then the annotators in the fit, then those waiting for records (< δ);
+    # each group worst (lowest ability) first, as the library orders them
+    group = {"flagged": 0, "excluded": 0, "included": 1, "left_out": 2}
+    ordered = sorted(d["annotators"], key=lambda r: group.get(r["status"], 1))
     payload: dict[str, Any] = {
         "method": d["method"],
         "source": loaded.label,
         "simulated": loaded.simulated,
         "n_battles": d["n_battles"],
         "n_models": d["n_models"],
-        "n_annotators": len(d["annotators"]),
+        "n_annotators": len(ordered),
         "n_flagged": int(fitted.flagged.sum()),
+        "n_waiting": sum(r["status"] == "left_out" for r in ordered),
+        "flagged": [r["annotator"] for r in ordered if group.get(r["status"]) == 0],
         "ability_threshold": ability_threshold,
+        "min_records": min_records,
         "normalization": normalization,
         "convergence": d["convergence"],
         "notes": d["notes"],
-        "annotators": d["annotators"],
+        "annotators": ordered,
     }
+    if loaded.dropped:
+        payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 
     def table(p: dict[str, Any]) -> Any:
-        rows = [
-            {k: v for k, v in r.items() if k != "reason"} | {"reason": r["reason"]}
-            for r in p["annotators"]
-        ]
+        from rich.console import Group
+
+        def rows(which: int) -> list[dict[str, Any]]:
+            return [
+                {k: v for k, v in r.items() if k != "reason"} | {"reason": r["reason"]}
+                for r in p["annotators"]
+                if group.get(r["status"], 1) == which
+            ]
+
         caption = (
             f"{p['n_annotators']} annotators, {p['n_flagged']} flagged (ability < {p['ability_threshold']:g}), "
+            f"{p['n_waiting']} waiting (fewer than {p['min_records']} records), "
             f"{p['n_battles']:,} battles in the fit"
             + (" — SIMULATED data" if p["simulated"] else "")
         )
-        return records_table(rows, title=f"am-ELO annotators — {p['source']}", caption=caption)
+        parts = []
+        titles = (
+            f"FLAGGED annotators (ability < {p['ability_threshold']:g}) — {p['source']}",
+            f"annotators in the fit, worst first — {p['source']}",
+            f"waiting: fewer than {p['min_records']} records, not in the fit — {p['source']}",
+        )
+        for which, title in enumerate(titles):
+            part = rows(which)
+            if part:
+                parts.append(records_table(part, title=title))
+        if not parts:
+            parts.append(records_table([], title=titles[1]))
+        from rich.text import Text
 
-    emit(payload, fmt, output, records_key="annotators", table=table)
+        parts.append(Text(caption))
+        return Group(*parts)
+
+    emit(
+        payload,
+        fmt,
+        output,
+        records_key="annotators",
+        table=table,
+        footer=notes_footer(payload["notes"], loaded.dropped),
+    )
 
 
 # ---------------------------------------------------------------------------- experiments
@@ -195,21 +295,37 @@ def experiment_perturbation(
     kind: Annotated[
         str,
         typer.Option(
-            "--kind", help="Perturbation(s): random, equal, flip, mixed (comma-separated)."
+            "--kind",
+            help="Perturbation(s), comma-separated.",
+            metavar="[" + ",".join(choices.PERTURBATIONS) + "]",
         ),
     ] = "random,equal,flip,mixed",
     ratios: Annotated[
-        str, typer.Option("--ratios", help="Fractions of perturbed annotators, comma-separated.")
+        str,
+        typer.Option(
+            "--ratios",
+            help="Fractions of perturbed annotators, comma-separated.",
+            metavar="R1,R2,…",
+        ),
     ] = "0.1,0.2,0.3,0.4",
-    seeds: Annotated[int, typer.Option("--seeds", help="Repetitions per kind and ratio.")] = 5,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds", help="Repetitions per kind and ratio.", metavar="N", callback=at_least_one
+        ),
+    ] = 5,
     methods: Annotated[
-        str, typer.Option("--methods", help="Methods compared (must include am-elo).")
+        str,
+        typer.Option(
+            "--methods", help="Methods compared (must include am-elo).", metavar="M1,M2,…"
+        ),
     ] = "elo,m-elo,am-elo",
     thresholds: Annotated[
         str | None,
         typer.Option(
             "--thresholds",
             help="ε values for flagging (mean-1 scale); default 0 and the paper's 0.005·M.",
+            metavar="E1,E2,…",
         ),
     ] = None,
     min_records: MinRecordsOpt = 50,
@@ -234,6 +350,8 @@ def experiment_perturbation(
     By default the protocol starts from the log the Stable Arena screening keeps (annotators
     already anomalous before any perturbation are screened out and listed), so that "perturbed"
     is the true set of anomalous annotators; --no-screen runs it on the unscreened log."""
+    from ..experiments.perturbation import PerturbationConfig, run_perturbation
+
     data, label, simulated = _experiment_data(
         path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
     )
@@ -297,9 +415,14 @@ def experiment_prediction(
     n_annotators: SimAnnOpt = 100,
     battles: SimBattlesOpt = 20_000,
     sim_seed: SimSeedOpt = 0,
-    folds: Annotated[int, typer.Option("--folds", help="Folds of the held-out estimate.")] = 5,
+    folds: Annotated[
+        int,
+        typer.Option(
+            "--folds", help="Folds of the held-out estimate.", metavar="K", callback=at_least_two
+        ),
+    ] = 5,
     methods: Annotated[
-        str, typer.Option("--methods", help="Methods compared.")
+        str, typer.Option("--methods", help="Methods compared.", metavar="M1,M2,…")
     ] = "elo,m-elo,am-elo",
     min_records: MinRecordsOpt = 50,
     elo_shuffles: EloShufflesOpt = 1000,
@@ -311,6 +434,8 @@ def experiment_prediction(
     both_bad: BothBadOpt = "tie",
 ) -> None:
     """am-ELO Table 2: MSE and AUC of predicted outcomes, in-sample and held-out."""
+    from ..experiments.prediction import PredictionConfig, run_prediction
+
     data, label, simulated = _experiment_data(
         path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
     )
@@ -359,11 +484,27 @@ def experiment_restarts(
     n_annotators: SimAnnOpt = 100,
     battles: SimBattlesOpt = 20_000,
     sim_seed: SimSeedOpt = 0,
-    restarts: Annotated[int, typer.Option("--restarts", help="Random restarts per method.")] = 5,
-    steps: Annotated[int, typer.Option("--steps", help="Adam steps (epochs).")] = 2000,
-    lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 0.1,
+    restarts: Annotated[
+        int,
+        typer.Option(
+            "--restarts", help="Random restarts per method.", metavar="N", callback=at_least_two
+        ),
+    ] = 5,
+    steps: Annotated[
+        int,
+        typer.Option("--steps", help="Adam steps (epochs).", metavar="N", callback=at_least_one),
+    ] = 2000,
+    lr: Annotated[
+        float, typer.Option("--lr", help="Adam learning rate.", metavar="LR", callback=positive)
+    ] = 0.1,
     record_every: Annotated[
-        int, typer.Option("--record-every", help="Record loss and consistency every N epochs.")
+        int,
+        typer.Option(
+            "--record-every",
+            help="Record loss and consistency every N epochs.",
+            metavar="N",
+            callback=at_least_one,
+        ),
     ] = 20,
     min_records: MinRecordsOpt = 50,
     seed: SeedOpt = 0,
@@ -377,6 +518,8 @@ def experiment_restarts(
 
     JSON adds "epochs" and "curves" {method: {"loss": [...], "consistency": [...]}}.
     """
+    from ..experiments.restarts import RestartsConfig, run_restarts
+
     data, label, simulated = _experiment_data(
         path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
     )

@@ -1,23 +1,12 @@
 """``stablearena rank``: a leaderboard from a battle log."""
 
-from __future__ import annotations
-
 import sys
-from dataclasses import fields, is_dataclass
 from typing import Annotated, Any
 
 import typer
 
+from .. import choices
 from ..errors import InputError
-from ..leaderboard import (
-    convergence_text,
-    interval_caption,
-    interval_records,
-    leaderboard_payload,
-)
-from ..raters import get_rater
-from ..raters.base import _REGISTRY
-from ..uncertainty import CI_METHODS
 from . import (
     BothBadOpt,
     ColOpt,
@@ -27,10 +16,19 @@ from . import (
     MinBattlesOpt,
     OutputOpt,
     PathArg,
+    _metavar,
     app,
     emit,
+    finite,
+    fit_progress,
     load_data,
+    non_negative,
+    notes_footer,
+    one_of,
+    positive,
+    probability,
     records_table,
+    seed_check,
 )
 
 #: CLI flag → rater option (dataclass field) name.
@@ -53,11 +51,15 @@ RATER_FLAGS: dict[str, str] = {
 
 def build_rater(method: str, given: dict[str, Any]) -> Any:
     """The rater for ``method`` with the options the user set (unset ones keep the rater's defaults)."""
-    if method not in _REGISTRY:
+    from dataclasses import fields, is_dataclass
+
+    from ..raters.base import get_rater, rater_class
+
+    if method not in choices.RATER_MODULES:
         raise InputError(
-            f"unknown --method {method!r}; choose one of {', '.join(sorted(_REGISTRY))}."
+            f"unknown --method {method!r}; choose one of {', '.join(sorted(choices.RATER_MODULES))}."
         )
-    cls = _REGISTRY[method]
+    cls = rater_class(method)
     accepted = {f.name for f in fields(cls)} if is_dataclass(cls) else set()
     options = {}
     for flag, value in given.items():
@@ -76,9 +78,24 @@ def build_rater(method: str, given: dict[str, Any]) -> Any:
 
 def _int(text: str, flag: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise InputError(f"{flag} must be an integer or 'none', not {text!r}.") from None
+    if value < 0:
+        raise InputError(f"{flag} must be 'none' or an integer ≥ 0, not {value}.")
+    return value
+
+
+def needs_battles(method: str, ci: str, cluster: str | None) -> bool:
+    """Whether a fit needs the individual battles (online Elo replays them in order; a
+    clustered bootstrap resamples annotators or prompts) rather than their pair counts."""
+    return method == "elo" or (ci == "bootstrap" and cluster is not None)
+
+
+def _at_least_two(value: int) -> int:
+    if value < 2:
+        raise typer.BadParameter(f"must be an integer ≥ 2, not {value}.")
+    return value
 
 
 @app.command()
@@ -87,7 +104,13 @@ def rank(
     method: Annotated[
         str,
         typer.Option(
-            "--method", "-m", help="Rating method: elo, m-elo, bt, am-elo, rao-kupper, davidson."
+            "--method",
+            "-m",
+            help="Rating method (m-elo: exact Bradley–Terry, ties as half; bt: ties dropped; elo: "
+            "online Elo; am-elo: with annotator abilities; rao-kupper, davidson: tie models; "
+            "bt-cov: Thurstonian covariance).",
+            metavar=_metavar(tuple(choices.RATER_MODULES)),
+            callback=one_of(*choices.RATER_MODULES, flag="--method", unknown=True),
         ),
     ] = "m-elo",
     fmt: FormatOpt = "table",
@@ -99,37 +122,60 @@ def rank(
     input_format: InputFormatOpt = None,
     anchor: Annotated[
         str | None,
-        typer.Option("--anchor", help="Fix one model's rating: MODEL=RATING (default: mean 1000)."),
+        typer.Option(
+            "--anchor",
+            help="Fix one model's rating: MODEL=RATING (default: mean 1000).",
+            metavar="MODEL=RATING",
+        ),
     ] = None,
     solver: Annotated[
         str | None,
         typer.Option(
             "--solver",
-            help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction).",
+            help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
+            "rao-kupper/davidson: 'auto', 'newton' or 'lbfgs'.",
+            metavar=_metavar(choices.SOLVERS),
+            callback=one_of(*choices.SOLVERS, flag="--solver"),
         ),
     ] = None,
     elo_k: Annotated[
-        float | None, typer.Option("--elo-k", help="elo: K factor (default 4).")
+        float | None,
+        typer.Option("--elo-k", help="elo: K factor (default 4).", metavar="K", callback=positive),
     ] = None,
     shuffles: Annotated[
         int | None,
         typer.Option(
             "--shuffles",
             help="elo: average over this many seeded shuffles (default: order as given).",
+            metavar="S",
+            callback=non_negative,
         ),
     ] = None,
     seed: Annotated[
-        int | None, typer.Option("--seed", help="Random seed (elo shuffles, bootstrap).")
+        int | None,
+        typer.Option(
+            "--seed",
+            help="Random seed (elo shuffles, bootstrap).",
+            metavar="SEED",
+            callback=seed_check,
+        ),
     ] = None,
     min_records: Annotated[
         int | None,
-        typer.Option("--min-records", help="am-elo: annotators with fewer records wait (δ)."),
+        typer.Option(
+            "--min-records",
+            help="am-elo: annotators with fewer records wait (δ).",
+            metavar="N",
+            callback=non_negative,
+        ),
     ] = None,
     ability_threshold: Annotated[
         float | None,
         typer.Option(
             "--ability-threshold",
             help="am-elo: flag annotators below this ability (ε, mean-1 scale).",
+            metavar="EPS",
+            callback=finite,
         ),
     ] = None,
     exclude_flagged: Annotated[
@@ -137,12 +183,19 @@ def rank(
     ] = False,
     k_tie: Annotated[
         int | None,
-        typer.Option("--k-tie", help="rao-kupper/davidson: tie factors (0 = one threshold)."),
+        typer.Option(
+            "--k-tie",
+            help="rao-kupper/davidson: tie factors (0 = one threshold).",
+            metavar="K",
+            callback=non_negative,
+        ),
     ] = None,
     k_cov: Annotated[
         str | None,
         typer.Option(
-            "--k-cov", help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k."
+            "--k-cov",
+            help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k.",
+            metavar="[none|0|K]",
         ),
     ] = None,
     confidence: Annotated[
@@ -150,6 +203,8 @@ def rank(
         typer.Option(
             "--confidence",
             help="am-elo: flag only annotators whose ability is below the threshold with this confidence (e.g. 0.95).",
+            metavar="LEVEL",
+            callback=probability,
         ),
     ] = None,
     normalization: Annotated[
@@ -157,31 +212,54 @@ def rank(
         typer.Option(
             "--normalization",
             help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
+            metavar=_metavar(choices.NORMALIZATIONS),
+            callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
         ),
     ] = None,
     tie_form: Annotated[
         str | None,
-        typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'."),
+        typer.Option(
+            "--tie-form",
+            help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'.",
+            metavar=_metavar(choices.TIE_FORMS),
+            callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
+        ),
     ] = None,
     ci: Annotated[
         str,
         typer.Option(
             "--ci",
             help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
+            metavar=_metavar(("none", *choices.CI_METHODS)),
+            callback=one_of("none", *choices.CI_METHODS, flag="--ci"),
         ),
     ] = "none",
     rounds: Annotated[
-        int, typer.Option("--rounds", help="Bootstrap rounds (with --ci bootstrap).")
+        int,
+        typer.Option(
+            "--rounds",
+            help="Bootstrap rounds (with --ci bootstrap).",
+            metavar="N",
+            callback=_at_least_two,
+        ),
     ] = 1000,
     cluster: Annotated[
         str | None,
         typer.Option(
             "--cluster",
-            help="Bootstrap whole annotators or prompts instead of battles: annotator or prompt.",
+            help="Bootstrap whole annotators or prompts instead of battles.",
+            metavar=_metavar(choices.CLUSTERS),
+            callback=one_of(*choices.CLUSTERS, flag="--cluster"),
         ),
     ] = None,
     level: Annotated[
-        float, typer.Option("--level", help="Confidence level of the intervals.")
+        float,
+        typer.Option(
+            "--level",
+            help="Confidence level of the intervals.",
+            metavar="LEVEL",
+            callback=probability,
+        ),
     ] = 0.95,
 ) -> None:
     """Fit a rating method and print the leaderboard.
@@ -191,19 +269,26 @@ def rank(
     With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
-    if ci not in ("none", *CI_METHODS):
-        raise InputError(f"--ci must be none, {', '.join(CI_METHODS)}, not {ci!r}.")
+    from dataclasses import fields, is_dataclass
+
+    from ..leaderboard import (
+        convergence_text,
+        interval_caption,
+        interval_records,
+        leaderboard_payload,
+    )
+    from ..raters.base import rater_class
+
+    if ci not in ("none", *choices.CI_METHODS):
+        raise InputError(f"--ci must be none, {', '.join(choices.CI_METHODS)}, not {ci!r}.")
     if cluster is not None and ci != "bootstrap":
         raise InputError("--cluster applies to the bootstrap: add --ci bootstrap.")
-    cls = _REGISTRY.get(method)
-    if seed is not None and ci != "none" and cls is not None and is_dataclass(cls):
+    cls = rater_class(method)
+    seed_for_rater = seed
+    if seed is not None and ci != "none" and is_dataclass(cls):
         # --seed also seeds the intervals; pass it to the rater only if the rater takes one
         if "seed" not in {f.name for f in fields(cls)}:
             seed_for_rater = None
-        else:
-            seed_for_rater = seed
-    else:
-        seed_for_rater = seed
     given = {
         "--solver": solver,
         "--anchor": anchor,
@@ -227,8 +312,18 @@ def rank(
         both_bad=both_bad,
         exclude=exclude,
         min_battles=min_battles,
+        counts_only=not needs_battles(method, ci, cluster),
+        by_annotator=method == "am-elo",
     )
-    fitted = rater.fit(loaded.data)
+    if method == "elo":
+        # every method refuses a log whose ratings cannot be compared; online Elo itself would
+        # rate it (with a warning), so the command checks first
+        from ..battles import as_counts
+        from ..graph import check_comparison_graph
+
+        check_comparison_graph(as_counts(loaded.data))
+    with fit_progress(f"fitting {method} on {loaded.label}"):
+        fitted = rater.fit(loaded.data)
     payload = leaderboard_payload(
         fitted,
         loaded.data,
@@ -242,6 +337,9 @@ def rank(
         progress=sys.stderr.isatty(),
     )
 
+    if loaded.dropped:
+        payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
+
     def table(p: dict[str, Any]) -> Any:
         title = f"{p['method']} leaderboard — {p['source']}"
         conv = p.get("convergence", {})
@@ -254,4 +352,5 @@ def rank(
         records = interval_records(p["models"]) if "ci" in p else p["models"]
         return records_table(records, title=title, caption=caption)
 
-    emit(payload, fmt, output, table=table)
+    notes = [*payload["notes"], *payload.get("ci", {}).get("notes", [])]
+    emit(payload, fmt, output, table=table, footer=notes_footer(notes, loaded.dropped))

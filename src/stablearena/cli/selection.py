@@ -1,15 +1,13 @@
 """``stablearena next-pairs`` and ``stablearena experiment selection`` (adaptive pair selection)."""
 
-from __future__ import annotations
-
 import sys
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
+from ..atomic import atomic_path
 from ..errors import InputError, StableArenaWarning
 from . import (
     BothBadOpt,
@@ -21,11 +19,13 @@ from . import (
     OutputOpt,
     PathArg,
     app,
+    check_outputs,
     emit,
     err_console,
     experiment_app,
     load_data,
     records_table,
+    require_module,
     split_list,
 )
 
@@ -105,6 +105,8 @@ def next_pairs(
     the fall of the total variance of the ratings (natural units²). A batch is greedy: each pick
     is counted as played before the next one is chosen.
     """
+    import numpy as np
+
     from ..battles import Battles, as_counts
     from ..raters.base import get_rater
     from ..selection import DEFAULT_STRATEGY, InformationTracker, get_selector
@@ -240,11 +242,18 @@ def experiment_selection(
     agreement with the ground truth and the A-Info / D-Info of the chosen battles are recorded
     at each step.
     """
+    import numpy as np
+
     from .._threads import single_threaded_blas
     from ..experiments.selection import plot_selection_experiment, run_selection_experiment
 
     if (path is None) == (simulate is None):
         raise InputError("give either a battle log PATH (replay mode) or --simulate N_MODELS.")
+    if plot is None and output is not None and str(output) != "-":
+        plot = output.with_suffix(".png")
+    if plot is not None:
+        require_module("matplotlib", "--plot", "plot")
+        check_outputs({"plot": plot, "output": output, "path": path})
     if fmt.lower() == "csv":
         raise InputError("experiment selection writes --format table or json (nested results).")
     try:
@@ -287,13 +296,10 @@ def experiment_selection(
             progress=progress,
         )
     payload = result.to_dict()
-    if plot is None and output is not None:
-        plot = output.with_suffix(".png")
     if plot is not None:
         try:
-            plot_selection_experiment(result, plot)
-        except ImportError:
-            raise InputError("--plot needs matplotlib (pip install matplotlib).") from None
+            with atomic_path(plot) as tmp:
+                plot_selection_experiment(result, tmp)
         except OSError as exc:
             raise InputError(f"cannot write {plot}: {exc.strerror}.") from None
         err_console.print(f"wrote {plot}")
