@@ -536,6 +536,11 @@ class Battles:
         """Aggregate into :class:`PairCounts` (per annotator too when ``by_annotator``)."""
         if by_annotator and self.annotator is None:
             raise InputError(f"{self.source}: the log has no annotator column.")
+        if self.weight is not None and not np.isfinite(self.weight.sum()):
+            raise InputError(
+                f"{self.source}: the weights sum past the largest floating-point number; a weight "
+                "counts its battle that many times (1 = one battle): rescale them (e.g. to mean 1)."
+            )
         i, j, ann, table = count_rows(
             self.model_a,
             self.model_b,
@@ -658,6 +663,14 @@ class PairCounts:
         if not np.all(np.isfinite(y)) or (len(y) and y.min() < 0):
             raise InputError(f"{source}: Y must hold finite non-negative counts.")
         check_total(float(y.sum()), source)
+        rows = y.sum(axis=1)
+        small = np.flatnonzero((rows > 0) & (rows < rows.max() / WEIGHT_RANGE))
+        if len(small):
+            raise InputError(
+                f"{source}: pair row {small[0]} holds {rows[small[0]]:.3g} comparisons, more than "
+                f"{WEIGHT_RANGE:.0e} times fewer than the largest row ({rows.max():.3g}), too few "
+                "to count in double precision; set them to 0 or rescale the counts."
+            )
         swap = p[:, 0] > p[:, 1]
         i = np.where(swap, p[:, 1], p[:, 0]).astype(np.int64)
         j = np.where(swap, p[:, 0], p[:, 1]).astype(np.int64)
@@ -865,6 +878,11 @@ def _filtered(
         a, b = ends(out)
         out = out.take(~(small[a] | small[b])).compact()
     if len(out) == 0:
+        if len(data) == 0:
+            raise InputError(
+                f"{data.source}: there are no {what} (every count or weight is zero); there is "
+                "nothing to rate."
+            )
         raise InputError(f"{data.source}: no {what} are left after filtering.")
     return out
 

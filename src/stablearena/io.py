@@ -51,6 +51,7 @@ import pyarrow as pa
 
 from .battles import (
     UNKNOWN_ANNOTATOR,
+    WEIGHT_RANGE,
     Battles,
     Outcome,
     PairCounts,
@@ -196,7 +197,7 @@ def sniff(head: bytes) -> str:
     known binary format (``zip``, ``xlsx``, ``sqlite``, ``pdf``, …), ``utf16``, ``binary``,
     ``empty``, or for text ``json`` (starts with ``[``/``{``), ``jsonl`` (several lines that each
     start with ``{``) or ``csv``."""
-    if not head:
+    if not head.strip():
         return "empty"
     for magic, kind in _MAGIC:
         if head.startswith(magic):
@@ -205,6 +206,8 @@ def sniff(head: bytes) -> str:
             if kind != "text":
                 return kind
             head = head[len(magic) :]
+            if not head.strip():
+                return "empty"
             break
     sample = head[:65536]
     if b"\x00" in sample:
@@ -348,10 +351,9 @@ def _wrong_kind(name: str, kind: str, wanted: str | None) -> InputError:
         "sqlite": "export the table as CSV or Parquet",
     }.get(kind, "give a CSV, JSON Lines, Parquet or JSON battle log")
     if wanted:
-        binary = "" if kind in ("utf16",) else "binary: "
+        lead = "the file is UTF-16 text" if kind == "utf16" else f"the file is binary: it is {what}"
         return InputError(
-            f"{name}: the file is {binary}it is {what}, not {wanted.upper()} as its name or "
-            f"--input-format says; {advice}."
+            f"{name}: {lead}, not {wanted.upper()} as its name or --input-format says; {advice}."
         )
     return InputError(f"{name}: the file is {what}, not a battle log; {advice}.")
 
@@ -413,12 +415,14 @@ def _resolve_source(path: Path, fmt: str | None, data: bytes | None = None) -> _
     delimiter = ","
     if chosen == "csv":
         inner = path.with_suffix("") if (data is None and _compression_of(path)) else path
+        first = head.lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0]
         if data is None and inner.suffix.lower() == ".tsv":
             delimiter = "\t"
-        elif named != "csv":  # content decided: a tab-separated first line is TSV
-            first = head.split(b"\n", 1)[0]
-            if first.count(b"\t") > first.count(b","):
-                delimiter = "\t"
+        elif b"," not in first:  # a header without commas: the separator it does use
+            counts = {d: first.count(d.encode()) for d in ("\t", ";", "|")}
+            best = max(counts, key=lambda d: counts[d])
+            if counts[best]:
+                delimiter = best
     return _Source(name, path if data is None else None, chosen, compression, delimiter, data)
 
 
@@ -593,7 +597,7 @@ def _as_names(col: pa.Array, what: str, source: str) -> pa.Array:
             bad = np.flatnonzero(np.isfinite(x) & (x != np.round(x)) | np.isinf(x))
             if len(bad):
                 raise InputError(
-                    f"{_row_hint(bad, source)}: the {what} name is the number {x[bad[0]]!r}; "
+                    f"{_row_hint(bad, source)}: the {what} name is the number {float(x[bad[0]])!r}; "
                     "names must be text (or whole-number ids)."
                 )
             valid = ~np.isnan(x)
@@ -612,7 +616,7 @@ def _as_names(col: pa.Array, what: str, source: str) -> pa.Array:
     )
     raise InputError(
         f"{source}: the {what} column holds {kind}, not names; point the role at a text column "
-        f"(--col {what}=NAME)."
+        "(--col ROLE=NAME)."
     )
 
 
@@ -964,6 +968,12 @@ def _from_json(raw: bytes, columns: Mapping[str, str] | None, source: str) -> Ba
     obj = _load_json(raw, source)
     if isinstance(obj, dict) and {"models", "X", "Y"} <= set(obj):
         return _pair_counts_from_json(obj, source)
+    if isinstance(obj, dict) and "models" in obj and {"X", "Y"} & set(obj):
+        missing = sorted({"models", "X", "Y"} - set(obj))
+        raise InputError(
+            f"{source}: a leaderbot pair-count object needs models, X and Y; {', '.join(missing)} "
+            "missing."
+        )
     if isinstance(obj, dict) and obj and all(isinstance(v, list) for v in obj.values()):
         lengths = {len(v) for v in obj.values()}
         if len(lengths) != 1:
@@ -982,12 +992,6 @@ def _from_json(raw: bytes, columns: Mapping[str, str] | None, source: str) -> Ba
             raise InputError(f"{source}: the battle log is empty (an empty JSON list).")
         table, roles = _records_table(obj, columns, source)
         return _battles_from_table(table, roles, source, resolved=True)
-    if isinstance(obj, dict) and {"models", "X"} & set(obj):
-        missing = sorted({"models", "X", "Y"} - set(obj))
-        raise InputError(
-            f"{source}: a leaderbot pair-count object needs models, X and Y; {', '.join(missing)} "
-            "missing."
-        )
     raise InputError(
         f"{source}: JSON must be a list of battle records (FastChat clean_battle), an object of "
         "equal-length columns, or a leaderbot pair-count object with keys models, X, Y; found "
@@ -1241,6 +1245,8 @@ class _CountAccumulator:
         self.pending = 0
         self.merged = 0
         self.n_rows = 0
+        self.min_weight = np.inf  # smallest and largest positive weight seen (all batches)
+        self.max_weight = 0.0
 
     def codes(self, names: list[str], table: dict[str, int]) -> np.ndarray:
         for n in names:
@@ -1263,6 +1269,9 @@ class _CountAccumulator:
     ) -> None:
         m = len(self.models)
         n_ann = len(self.annotators) if ann is not None else 1
+        if weight is not None and (weight > 0).any():
+            self.min_weight = min(self.min_weight, float(weight[weight > 0].min()))
+            self.max_weight = max(self.max_weight, float(weight.max()))
         i, j, an, table = count_rows(
             a, b, outcome, m, weight=weight, annotator=ann, n_annotators=n_ann
         )
@@ -1295,6 +1304,17 @@ class _CountAccumulator:
         if self.n_rows == 0 or not self.keys:
             raise InputError(f"{source}: the battle log is empty (no data rows).")
         key, table = self.keys[0], self.tables[0]
+        if not np.all(np.isfinite(table)):
+            raise InputError(
+                f"{source}: the weights sum past the largest floating-point number; a weight "
+                "counts its battle that many times (1 = one battle): rescale them (e.g. to mean 1)."
+            )
+        if self.max_weight > 0 and self.min_weight < self.max_weight / WEIGHT_RANGE:
+            raise InputError(
+                f"{source}: weights range from {self.min_weight!r} to {self.max_weight!r}, more "
+                f"than {WEIGHT_RANGE:.0e} apart; the small ones are too small to count in double "
+                "precision: set them to 0 or rescale them."
+            )
         mask = (1 << self._SHIFT) - 1
         gi = (key >> (2 * self._SHIFT)) & mask
         gj = (key >> self._SHIFT) & mask
@@ -1423,11 +1443,17 @@ def _batches(
     return roles, iter(table.to_batches(max_chunksize=BATCH_ROWS))
 
 
-def _count_source(src: _Source, columns: Mapping[str, str] | None, acc: _CountAccumulator) -> None:
+_OPTIONAL_ROLES = ("annotator", "prompt", "timestamp", "weight")
+
+
+def _count_source(
+    src: _Source, columns: Mapping[str, str] | None, acc: _CountAccumulator
+) -> frozenset[str]:
+    """Count one source into ``acc``; returns the optional roles it has."""
     if src.fmt == "json":
         data = _read_source(src, columns)
         _add_whole(data, acc)
-        return
+        return frozenset(r for r in _OPTIONAL_ROLES if getattr(data, r, None) is not None)
     roles, batches = _batches(src, columns)
     offset = 0
     for batch in batches:
@@ -1468,6 +1494,7 @@ def _count_source(src: _Source, columns: Mapping[str, str] | None, acc: _CountAc
         offset += n
     if offset == 0:
         raise InputError(f"{src.name}: the battle log is empty (no data rows).")
+    return frozenset(r for r in _OPTIONAL_ROLES if r in roles)
 
 
 def _add_whole(data: Battles | PairCounts, acc: _CountAccumulator) -> None:
@@ -1520,6 +1547,16 @@ def read_counts(
         if isinstance(whole, PairCounts):
             return whole
     acc = _CountAccumulator(by_annotator)
+    first: tuple[str, frozenset[str]] | None = None
     for src in srcs:
-        _count_source(src, columns, acc)
+        has = _count_source(src, columns, acc)
+        if first is None:
+            first = (src.name, has)
+        elif has != first[1]:
+            role = sorted(has ^ first[1])[0]
+            with_it, without = (src.name, first[0]) if role in has else (first[0], src.name)
+            raise InputError(
+                f"{label}: {with_it} has a {role} column but {without} does not; give every file "
+                "the same columns."
+            )
     return acc.result(label)

@@ -227,6 +227,21 @@ at_least_one = _number_check(lambda v: v >= 1, "≥ 1")
 at_least_two = _number_check(lambda v: v >= 2, "≥ 2")
 
 
+def count(low: int, high: int) -> Callable[[Any], Any]:
+    """A Typer callback accepting whole numbers from ``low`` to ``high`` (sizes of simulations,
+    rounds, repeats: the upper bound keeps a typo from asking for a run that cannot finish or fit
+    in memory)."""
+
+    def check(value: Any) -> Any:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(
+                f"must be a whole number from {low:,} to {high:,}, not {value}."
+            )
+        return value
+
+    return check
+
+
 def seed_check(value: Any) -> Any:
     """Seeds are integers 0 ≤ seed < 2**63 (NumPy's generators refuse negative seeds)."""
     if value is not None and not 0 <= value < 2**63:

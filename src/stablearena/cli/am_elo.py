@@ -1,6 +1,7 @@
 """am-ELO commands: ``stablearena annotators`` and the am-ELO paper's experiment protocols
 (``stablearena experiment perturbation | prediction | restarts``)."""
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,8 +20,7 @@ from . import (
     PathArg,
     _metavar,
     app,
-    at_least_one,
-    at_least_two,
+    count,
     emit,
     experiment_app,
     finite,
@@ -58,7 +58,7 @@ SimulateOpt = Annotated[
 SimModelsOpt = Annotated[
     int,
     typer.Option(
-        "--models", help="--simulate: number of models.", metavar="N", callback=at_least_two
+        "--models", help="--simulate: number of models.", metavar="N", callback=count(2, 100_000)
     ),
 ]
 SimAnnOpt = Annotated[
@@ -67,13 +67,16 @@ SimAnnOpt = Annotated[
         "--annotators",
         help="--simulate: number of annotators.",
         metavar="N",
-        callback=at_least_two,
+        callback=count(2, 1_000_000),
     ),
 ]
 SimBattlesOpt = Annotated[
     int,
     typer.Option(
-        "--battles", help="--simulate: number of battles.", metavar="N", callback=at_least_one
+        "--battles",
+        help="--simulate: number of battles.",
+        metavar="N",
+        callback=count(1, 1_000_000_000),
     ),
 ]
 SimSeedOpt = Annotated[
@@ -92,16 +95,20 @@ EloShufflesOpt = Annotated[
         "--elo-shuffles",
         help="Online Elo is averaged over this many shuffles.",
         metavar="S",
-        callback=at_least_one,
+        callback=count(1, 1_000_000),
     ),
 ]
 
 
 def _floats(text: str, flag: str) -> tuple[float, ...]:
     try:
-        return tuple(float(v) for v in split_list([text]))
+        values = tuple(float(v) for v in split_list([text]))
     except ValueError:
         raise InputError(f"{flag} must be comma-separated numbers, not {text!r}.") from None
+    bad = [v for v in values if not math.isfinite(v)]
+    if bad:
+        raise InputError(f"{flag} must be finite numbers, not {bad[0]}.")
+    return values
 
 
 def _experiment_data(
@@ -311,7 +318,10 @@ def experiment_perturbation(
     seeds: Annotated[
         int,
         typer.Option(
-            "--seeds", help="Repetitions per kind and ratio.", metavar="N", callback=at_least_one
+            "--seeds",
+            help="Repetitions per kind and ratio.",
+            metavar="N",
+            callback=count(1, 100_000),
         ),
     ] = 5,
     methods: Annotated[
@@ -418,7 +428,10 @@ def experiment_prediction(
     folds: Annotated[
         int,
         typer.Option(
-            "--folds", help="Folds of the held-out estimate.", metavar="K", callback=at_least_two
+            "--folds",
+            help="Folds of the held-out estimate.",
+            metavar="K",
+            callback=count(2, 1000),
         ),
     ] = 5,
     methods: Annotated[
@@ -487,12 +500,17 @@ def experiment_restarts(
     restarts: Annotated[
         int,
         typer.Option(
-            "--restarts", help="Random restarts per method.", metavar="N", callback=at_least_two
+            "--restarts",
+            help="Random restarts per method.",
+            metavar="N",
+            callback=count(2, 100_000),
         ),
     ] = 5,
     steps: Annotated[
         int,
-        typer.Option("--steps", help="Adam steps (epochs).", metavar="N", callback=at_least_one),
+        typer.Option(
+            "--steps", help="Adam steps (epochs).", metavar="N", callback=count(1, 100_000_000)
+        ),
     ] = 2000,
     lr: Annotated[
         float, typer.Option("--lr", help="Adam learning rate.", metavar="LR", callback=positive)
@@ -503,7 +521,7 @@ def experiment_restarts(
             "--record-every",
             help="Record loss and consistency every N epochs.",
             metavar="N",
-            callback=at_least_one,
+            callback=count(1, 100_000_000),
         ),
     ] = 20,
     min_records: MinRecordsOpt = 50,

@@ -8,8 +8,7 @@ import typer
 from . import (
     FormatOpt,
     OutputOpt,
-    at_least_one,
-    at_least_two,
+    count,
     emit,
     experiment_app,
     finite,
@@ -26,16 +25,21 @@ def experiment_coverage(
     arenas: Annotated[
         int,
         typer.Option(
-            "--arenas", help="Number of simulated arenas.", metavar="N", callback=at_least_one
+            "--arenas",
+            help="Number of simulated arenas.",
+            metavar="N",
+            callback=count(1, 1_000_000),
         ),
     ] = 200,
     models: Annotated[
         int,
-        typer.Option("--models", help="Models per arena.", metavar="N", callback=at_least_two),
+        typer.Option("--models", help="Models per arena.", metavar="N", callback=count(2, 100_000)),
     ] = 30,
     battles: Annotated[
         int,
-        typer.Option("--battles", help="Battles per arena.", metavar="N", callback=at_least_one),
+        typer.Option(
+            "--battles", help="Battles per arena.", metavar="N", callback=count(1, 1_000_000_000)
+        ),
     ] = 5000,
     method: Annotated[
         str,
@@ -54,7 +58,10 @@ def experiment_coverage(
     rounds: Annotated[
         int,
         typer.Option(
-            "--rounds", help="Bootstrap rounds per arena.", metavar="N", callback=at_least_two
+            "--rounds",
+            help="Bootstrap rounds per arena.",
+            metavar="N",
+            callback=count(2, 1_000_000),
         ),
     ] = 1000,
     level: Annotated[
@@ -78,7 +85,7 @@ def experiment_coverage(
             "--annotators",
             help="Annotators with known abilities (0 = one average judge); use with --method am-elo.",
             metavar="N",
-            callback=non_negative,
+            callback=count(0, 1_000_000),
         ),
     ] = 0,
     ability_spread: Annotated[
@@ -99,7 +106,10 @@ def experiment_coverage(
     workers: Annotated[
         int | None,
         typer.Option(
-            "--workers", help="Processes (default: every CPU).", metavar="N", callback=at_least_one
+            "--workers",
+            help="Processes (default: every CPU).",
+            metavar="N",
+            callback=count(1, 1024),
         ),
     ] = None,
     fmt: FormatOpt = "table",

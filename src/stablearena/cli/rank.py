@@ -18,6 +18,7 @@ from . import (
     PathArg,
     _metavar,
     app,
+    count,
     emit,
     finite,
     fit_progress,
@@ -92,12 +93,6 @@ def needs_battles(method: str, ci: str, cluster: str | None) -> bool:
     return method == "elo" or (ci == "bootstrap" and cluster is not None)
 
 
-def _at_least_two(value: int) -> int:
-    if value < 2:
-        raise typer.BadParameter(f"must be an integer ≥ 2, not {value}.")
-    return value
-
-
 @app.command()
 def rank(
     path: PathArg = None,
@@ -148,7 +143,7 @@ def rank(
             "--shuffles",
             help="elo: average over this many seeded shuffles (default: order as given).",
             metavar="S",
-            callback=non_negative,
+            callback=count(0, 1_000_000),
         ),
     ] = None,
     seed: Annotated[
@@ -240,7 +235,7 @@ def rank(
             "--rounds",
             help="Bootstrap rounds (with --ci bootstrap).",
             metavar="N",
-            callback=_at_least_two,
+            callback=count(2, 1_000_000),
         ),
     ] = 1000,
     cluster: Annotated[

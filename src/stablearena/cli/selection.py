@@ -20,12 +20,14 @@ from . import (
     PathArg,
     app,
     check_outputs,
+    count,
     emit,
     err_console,
     experiment_app,
     load_data,
     records_table,
     require_module,
+    seed_check,
     split_list,
 )
 
@@ -52,7 +54,12 @@ EstimateOpt = Annotated[
 @app.command("next-pairs")
 def next_pairs(
     path: PathArg = None,
-    k: Annotated[int, typer.Option("-k", "--pairs", help="How many pairs to propose.")] = 10,
+    k: Annotated[
+        int,
+        typer.Option(
+            "-k", "--pairs", help="How many pairs to propose.", callback=count(1, 100_000)
+        ),
+    ] = 10,
     strategy: Annotated[
         str | None,
         typer.Option(
@@ -90,7 +97,10 @@ def next_pairs(
             "--distinct", help="No pair twice in the batch (one per concurrent annotator)."
         ),
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for random choices and ties.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed for random choices and ties.", callback=seed_check),
+    ] = 0,
     both_bad: BothBadOpt = "tie",
     exclude: ExcludeOpt = None,
     min_battles: MinBattlesOpt = 0,
@@ -200,16 +210,25 @@ def experiment_selection(
     path: PathArg = None,
     simulate: Annotated[
         int | None,
-        typer.Option("--simulate", help="Simulation mode with this many models (instead of PATH)."),
+        typer.Option(
+            "--simulate",
+            help="Simulation mode with this many models (instead of PATH).",
+            callback=count(2, 100_000),
+        ),
     ] = None,
     strategies: Annotated[
         str, typer.Option("--strategies", help="Comma-separated strategies to compare.")
     ] = "random,nearest,ada-pair,a-opt,d-opt",
-    init: Annotated[int, typer.Option("--init", help="Initial random battles.")] = 100,
+    init: Annotated[
+        int,
+        typer.Option("--init", help="Initial random battles.", callback=count(0, 100_000_000)),
+    ] = 100,
     steps: Annotated[
         str, typer.Option("--steps", help="Selected battles at which to record, comma-separated.")
     ] = "100,200,500,1000",
-    seeds: Annotated[int, typer.Option("--seeds", help="Repetitions.")] = 5,
+    seeds: Annotated[
+        int, typer.Option("--seeds", help="Repetitions.", callback=count(1, 100_000))
+    ] = 5,
     batch: Annotated[
         int, typer.Option("--batch", help="Pairs chosen per refit (greedy batches).")
     ] = 1,
@@ -220,7 +239,7 @@ def experiment_selection(
         float, typer.Option("--spread", help="Simulation: std of the true ratings, Elo points.")
     ] = 100.0,
     estimate: EstimateOpt = "empirical-bayes",
-    seed: Annotated[int, typer.Option("--seed", help="Base seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Base seed.", callback=seed_check)] = 0,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -260,6 +279,8 @@ def experiment_selection(
         step_list = [int(s) for s in split_list([steps])]
     except ValueError:
         raise InputError(f"--steps must be comma-separated integers, not {steps!r}.") from None
+    if any(s > 100_000_000 for s in step_list):
+        raise InputError(f"--steps must be at most 100,000,000 selected battles, not {steps!r}.")
     names = split_list([strategies])
     data = None
     if path is not None:
