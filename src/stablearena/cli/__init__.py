@@ -210,7 +210,9 @@ def _number_check(test: Callable[[float], bool], wanted: str) -> Callable[[Any],
         if value is None:
             return value
         if isinstance(value, float) and not math.isfinite(value):
-            raise typer.BadParameter(f"must be {wanted}, not {value}.")
+            raise typer.BadParameter(
+                f"must be a finite number{' ' + wanted if wanted else ''}, not {value}."
+            )
         if not test(value):
             raise typer.BadParameter(f"must be {wanted}, not {value}.")
         return value
@@ -219,7 +221,7 @@ def _number_check(test: Callable[[float], bool], wanted: str) -> Callable[[Any],
 
 
 #: Callbacks checking numeric options while parsing (NaN and ±inf are refused by each).
-finite = _number_check(lambda v: True, "a finite number")
+finite = _number_check(lambda v: True, "")
 non_negative = _number_check(lambda v: v >= 0, "≥ 0")
 positive = _number_check(lambda v: v > 0, "> 0")
 probability = _number_check(lambda v: 0 < v < 1, "strictly between 0 and 1")
@@ -381,6 +383,22 @@ def load_data(
         raise InputError(f"--both-bad must be 'tie' or 'drop', not {both_bad!r}.")
     if min_battles < 0:
         raise InputError("--min-battles must be non-negative.")
+    columns = _parse_columns(col)
+    if columns:
+        from ..io import COLUMN_ALIASES
+
+        unknown = sorted(set(columns) - set(COLUMN_ALIASES))
+        if unknown:
+            raise InputError(
+                f"unknown column role(s) {unknown} in --col; roles are {', '.join(COLUMN_ALIASES)}."
+            )
+    builtin = (
+        path is None or _is_builtin(path, "example") or _is_builtin(path, "chatbot-arena-2024")
+    )
+    if builtin and (columns or input_format):
+        raise InputError(
+            "--col and --input-format describe a battle-log file; the built-in data need neither."
+        )
     if path is None or _is_builtin(path, "example"):
         from ..datasets import EXAMPLE_SOURCE, example_arena
 
@@ -394,7 +412,6 @@ def load_data(
     else:
         from ..io import read_battles, read_counts, should_stream
 
-        columns = _parse_columns(col)
         if counts_only and should_stream(path):
             data = read_counts(path, columns=columns, fmt=input_format, by_annotator=by_annotator)
         else:
