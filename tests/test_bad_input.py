@@ -52,7 +52,9 @@ def zip_bytes(**members: str) -> bytes:
 
 
 _GZ = gzip.compress(GOOD.encode() * 1)
-_PQ = parquet_bytes(pa.table({"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": ["model_a", "tie"]}))
+_PQ = parquet_bytes(
+    pa.table({"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": ["model_a", "tie"]})
+)
 
 # (file name, content, fragments the one error line must contain)
 FILE_CASES = [
@@ -64,11 +66,19 @@ FILE_CASES = [
     ("votes.csv", _PQ, ["binary", "Parquet", "rename it .parquet"]),
     ("votes.parquet", GOOD.encode(), ["not a valid Parquet", "CSV text"]),
     ("votes.csv", zip_bytes(**{"votes.csv": GOOD}), ["ZIP archive", "unzip"]),
-    ("votes.xlsx", zip_bytes(**{"[Content_Types].xml": "<x/>", "xl/workbook.xml": "<x/>"}), ["Excel", "export the sheet as CSV"]),
+    (
+        "votes.xlsx",
+        zip_bytes(**{"[Content_Types].xml": "<x/>", "xl/workbook.xml": "<x/>"}),
+        ["Excel", "export the sheet as CSV"],
+    ),
     ("votes.csv", b"%PDF-1.4\n" + bytes(100), ["PDF"]),
     ("votes.csv", b"SQLite format 3\x00" + bytes(100), ["SQLite"]),
     ("votes.csv", GOOD.encode("utf-16"), ["UTF-16", "save it as UTF-8"]),
-    ("votes.csv", "model_a,model_b,winner\ncafé,thé,model_a\n".encode("latin-1"), ["not UTF-8", "UTF-8"]),
+    (
+        "votes.csv",
+        "model_a,model_b,winner\ncafé,thé,model_a\n".encode("latin-1"),
+        ["not UTF-8", "UTF-8"],
+    ),
     ("votes.xyz", GOOD.encode(), ["cannot tell the format", ".xyz", "--input-format"]),
     # compressed, corrupt or truncated
     ("votes.csv.gz", _GZ[: len(_GZ) // 2], ["gzip", "corrupt or truncated"]),
@@ -82,61 +92,241 @@ FILE_CASES = [
     # CSV structure
     ("votes.csv", b"model_a,model_b,winner\n", ["empty (no data rows)"]),
     ("votes.csv", b"foo,bar\n1,2\n", ["no column for model_a", "The columns are: foo, bar"]),
-    ("votes.csv", b"model_a,model_b,winner,winner\na,b,model_a,tie\n", ["'winner' appears 2 times"]),
-    ("votes.csv", b"model_a,model_b,winner\na,b,model_a\nb,a,model_b,x\n", ["not a readable CSV", "Expected 3 columns"]),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,winner\na,b,model_a,tie\n",
+        ["'winner' appears 2 times"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner\na,b,model_a\nb,a,model_b,x\n",
+        ["not a readable CSV", "Expected 3 columns"],
+    ),
     # names and outcomes
-    ("votes.csv", b"model_a,model_b,winner\na,b,model_a\n,a,model_b\n", ["data row 2", "model name is empty"]),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner\na,b,model_a\n,a,model_b\n",
+        ["data row 2", "model name is empty"],
+    ),
     ("votes.csv", b"model_a,model_b,winner\na,b,model_a\n   ,a,tie\n", ["data row 2", "empty"]),
-    ("votes.csv", b"model_a,model_b,winner\na,b,model_a\na, a,tie\n", ["data row 2", "'a' battles itself"]),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner\na,b,model_a\na, a,tie\n",
+        ["data row 2", "'a' battles itself"],
+    ),
     ("votes.csv", b"model_a,model_b,winner\na,b,maybe\n", ["data row 1", "'maybe'", "Accepted"]),
     ("votes.csv", b"model_a,model_b,winner\na,b,\n", ["data row 1", "outcome is empty"]),
     ("votes.csv", b"model_a,model_b,winner\na,b,0.3\n", ["data row 1", "'0.3'"]),
-    ("votes.parquet", parquet_bytes(pa.table({"model_a": [[1], [2]], "model_b": ["b", "a"], "winner": ["tie", "tie"]})), ["holds lists, not names"]),
-    ("votes.parquet", parquet_bytes(pa.table({"model_a": [1.5, 2.0], "model_b": [2.0, 1.0], "winner": ["tie", "tie"]})), ["data row 1", "the number 1.5"]),
-    ("votes.parquet", parquet_bytes(pa.table({"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": [True, False]})), ["boolean"]),
+    (
+        "votes.parquet",
+        parquet_bytes(
+            pa.table({"model_a": [[1], [2]], "model_b": ["b", "a"], "winner": ["tie", "tie"]})
+        ),
+        ["holds lists, not names"],
+    ),
+    (
+        "votes.parquet",
+        parquet_bytes(
+            pa.table({"model_a": [1.5, 2.0], "model_b": [2.0, 1.0], "winner": ["tie", "tie"]})
+        ),
+        ["data row 1", "the number 1.5"],
+    ),
+    (
+        "votes.parquet",
+        parquet_bytes(
+            pa.table({"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": [True, False]})
+        ),
+        ["boolean"],
+    ),
     # one-hot outcome columns
-    ("votes.csv", b"model_a,model_b,winner_model_a,winner_model_b,winner_tie\na,b,1,1,0\n", ["data row 1", "winner_model_a and winner_model_b are all 1", "exactly one"]),
-    ("votes.csv", b"model_a,model_b,winner_model_a,winner_model_b,winner_tie\na,b,0,0,0\n", ["data row 1", "none of the one-hot columns"]),
-    ("votes.csv", b"model_a,model_b,winner_model_a,winner_model_b,winner_tie\na,b,2,0,0\n", ["data row 1", "'winner_model_a' is 2.0"]),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner_model_a,winner_model_b,winner_tie\na,b,1,1,0\n",
+        ["data row 1", "winner_model_a and winner_model_b are all 1", "exactly one"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner_model_a,winner_model_b,winner_tie\na,b,0,0,0\n",
+        ["data row 1", "none of the one-hot columns"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner_model_a,winner_model_b,winner_tie\na,b,2,0,0\n",
+        ["data row 1", "'winner_model_a' is 2.0"],
+    ),
     # weights and timestamps
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,nan\nb,a,tie,1\n", ["data row 1", "weight", "not a finite number"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,inf\nb,a,tie,1\n", ["data row 1", "not a finite number"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,-1\nb,a,tie,1\n", ["data row 1", "weight -1.0"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,abc\nb,a,tie,1\n", ["data row 1", "'abc' is not a number"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,1e-300\nb,a,tie,1\n", ["data row 1", "too small to count", "set such weights to 0"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,1e300\nb,a,tie,1e300\n", ["sum to 2e+300", "rescale"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,1e308\nb,a,tie,1e308\n", ["sum past the largest", "rescale"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,1e-9\nb,a,tie,1e-9\n", ["sum to 2e-09", "less than one"]),
-    ("votes.csv", b"model_a,model_b,winner,weight\na,b,model_a,0\nb,a,tie,0\n", ["no comparisons that count"]),
-    ("votes.csv", b"model_a,model_b,winner,tstamp\na,b,model_a,abc\nb,a,tie,1\n", ["data row 1", "timestamp", "'abc'"]),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,nan\nb,a,tie,1\n",
+        ["data row 1", "weight", "not a finite number"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,inf\nb,a,tie,1\n",
+        ["data row 1", "not a finite number"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,-1\nb,a,tie,1\n",
+        ["data row 1", "weight -1.0"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,abc\nb,a,tie,1\n",
+        ["data row 1", "'abc' is not a number"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,1e-300\nb,a,tie,1\n",
+        ["data row 1", "too small to count", "set such weights to 0"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,1e300\nb,a,tie,1e300\n",
+        ["sum to 2e+300", "rescale"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,1e308\nb,a,tie,1e308\n",
+        ["sum past the largest", "rescale"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,1e-9\nb,a,tie,1e-9\n",
+        ["sum to 2e-09", "less than one"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,weight\na,b,model_a,0\nb,a,tie,0\n",
+        ["no comparisons that count"],
+    ),
+    (
+        "votes.csv",
+        b"model_a,model_b,winner,tstamp\na,b,model_a,abc\nb,a,tie,1\n",
+        ["data row 1", "timestamp", "'abc'"],
+    ),
     # JSON shapes and types
     ("votes.json", b"[" * 100_000 + b"]" * 100_000, ["nested too deeply"]),
     ("votes.json", b"42", ["JSON must be a list of battle records", "found int"]),
     ("votes.json", b"[1, 2]", ["record 1 is int"]),
     ("votes.json", b"[]", ["empty"]),
-    ("votes.json", b'[{"model_a": {"x": 1}, "model_b": "b", "winner": "model_a"}]', ["data row 1", "field 'model_a' is dict"]),
-    ("votes.json", b'[{"model_a": "a", "model_b": "b", "winner": "model_a", "weight": NaN}]', ["NaN, which is not a number"]),
-    ("votes.json", b'{"model_a": ["a", "b"], "model_b": ["b"], "winner": ["tie", "tie"]}', ["equal lengths"]),
-    ("votes.json", b'{"model_a": "a"}\n{"model_a": "b"}\n', ["It looks like JSON Lines", "rename it .jsonl"]),
-    ("votes.jsonl", b'{"model_a": "a", "model_b": "b", "winner": "tie"}\n{"model_a": 3, "model_b": "a", "winner": "tie"}\n', ["not valid JSON Lines", "changed from string to number"]),
+    (
+        "votes.json",
+        b'[{"model_a": {"x": 1}, "model_b": "b", "winner": "model_a"}]',
+        ["data row 1", "field 'model_a' is dict"],
+    ),
+    (
+        "votes.json",
+        b'[{"model_a": "a", "model_b": "b", "winner": "model_a", "weight": NaN}]',
+        ["NaN, which is not a number"],
+    ),
+    (
+        "votes.json",
+        b'{"model_a": ["a", "b"], "model_b": ["b"], "winner": ["tie", "tie"]}',
+        ["equal lengths"],
+    ),
+    (
+        "votes.json",
+        b'{"model_a": "a"}\n{"model_a": "b"}\n',
+        ["It looks like JSON Lines", "rename it .jsonl"],
+    ),
+    (
+        "votes.jsonl",
+        b'{"model_a": "a", "model_b": "b", "winner": "tie"}\n{"model_a": 3, "model_b": "a", "winner": "tie"}\n',
+        ["not valid JSON Lines", "changed from string to number"],
+    ),
     # leaderbot pair counts: names, shapes, types, values
-    ("pairs.json", json.dumps({"models": ["a", "a", "c"], "X": [[0, 1], [1, 2]], "Y": [[1, 1, 1], [1, 1, 1]]}).encode(), ["model 'a' is listed twice", "models[0] and models[1]"]),
-    ("pairs.json", json.dumps({"models": ["a", " ", "c"], "X": [[0, 1], [1, 2]], "Y": [[1, 1, 1], [1, 1, 1]]}).encode(), ["models[1] is an empty name"]),
-    ("pairs.json", json.dumps({"models": [["a"], "b"], "X": [[0, 1]], "Y": [[1, 1, 1]]}).encode(), ["models[0] is [\"a\"]", "not a model name"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1, 1]], "Y": [[1, 1, 1]]}).encode(), ["X[0] is [0, 1, 1]", "two whole-number"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0.5, 1]], "Y": [[1, 1, 1]]}).encode(), ["X[0]", "whole-number"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 2]], "Y": [[1, 1, 1]]}).encode(), ["outside 0..1"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[1, 1]], "Y": [[1, 1, 1]]}).encode(), ["'b' against itself"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[1, 1]]}).encode(), ["Y[0] is [1, 1]", "3 or 4 counts"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [["1", 1, 1]]}).encode(), ["Y[0] holds \"1\""]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[True, 1, 1]]}).encode(), ["Y[0] holds true"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[-1, 1, 1]]}).encode(), ["Y[0] holds -1"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[1e300, 1, 1]]}).encode(), ["sum to 1e+300", "rescale"]),
-    ("pairs.json", json.dumps({"models": ["a", "b", "c"], "X": [[0, 1], [1, 2]], "Y": [[1e-300, 0, 0], [5, 5, 5]]}).encode(), ["pair row 0", "too few to count"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[0, 0, 0]]}).encode(), ["no comparisons", "nothing to rate"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1]]}).encode(), ["needs models, X and Y", "Y missing"]),
-    ("pairs.json", json.dumps({"models": ["a", "b"], "X": [[0, 1], [0, 1]], "Y": [[1, 1, 1]]}).encode(), ["'X' has 2 pairs but 'Y' has 1"]),
-    ("pairs.json", json.dumps({"models": ["a", "b", "c"], "X": [[0, 1]], "Y": [[1, 1, 1]]}).encode(), ["no comparisons that count (c)"]),
+    (
+        "pairs.json",
+        json.dumps(
+            {"models": ["a", "a", "c"], "X": [[0, 1], [1, 2]], "Y": [[1, 1, 1], [1, 1, 1]]}
+        ).encode(),
+        ["model 'a' is listed twice", "models[0] and models[1]"],
+    ),
+    (
+        "pairs.json",
+        json.dumps(
+            {"models": ["a", " ", "c"], "X": [[0, 1], [1, 2]], "Y": [[1, 1, 1], [1, 1, 1]]}
+        ).encode(),
+        ["models[1] is an empty name"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": [["a"], "b"], "X": [[0, 1]], "Y": [[1, 1, 1]]}).encode(),
+        ['models[0] is ["a"]', "not a model name"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1, 1]], "Y": [[1, 1, 1]]}).encode(),
+        ["X[0] is [0, 1, 1]", "two whole-number"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0.5, 1]], "Y": [[1, 1, 1]]}).encode(),
+        ["X[0]", "whole-number"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 2]], "Y": [[1, 1, 1]]}).encode(),
+        ["outside 0..1"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[1, 1]], "Y": [[1, 1, 1]]}).encode(),
+        ["'b' against itself"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[1, 1]]}).encode(),
+        ["Y[0] is [1, 1]", "3 or 4 counts"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [["1", 1, 1]]}).encode(),
+        ['Y[0] holds "1"'],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[True, 1, 1]]}).encode(),
+        ["Y[0] holds true"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[-1, 1, 1]]}).encode(),
+        ["Y[0] holds -1"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[1e300, 1, 1]]}).encode(),
+        ["sum to 1e+300", "rescale"],
+    ),
+    (
+        "pairs.json",
+        json.dumps(
+            {"models": ["a", "b", "c"], "X": [[0, 1], [1, 2]], "Y": [[1e-300, 0, 0], [5, 5, 5]]}
+        ).encode(),
+        ["pair row 0", "too few to count"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[0, 0, 0]]}).encode(),
+        ["no comparisons", "nothing to rate"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1]]}).encode(),
+        ["needs models, X and Y", "Y missing"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b"], "X": [[0, 1], [0, 1]], "Y": [[1, 1, 1]]}).encode(),
+        ["'X' has 2 pairs but 'Y' has 1"],
+    ),
+    (
+        "pairs.json",
+        json.dumps({"models": ["a", "b", "c"], "X": [[0, 1]], "Y": [[1, 1, 1]]}).encode(),
+        ["no comparisons that count (c)"],
+    ),
 ]
 
 
@@ -160,7 +350,9 @@ ZERO_WEIGHT = "model_a,model_b,winner,weight\na,b,model_a,0\nb,a,tie,0\n"
 def test_disconnected_graph_is_refused_by_every_method(tmp_path, cli, method):
     path = tmp_path / "votes.csv"
     path.write_text(DISCONNECTED)
-    one_error(*cli("rank", str(path), "-m", method), "votes.csv", "disconnected components", "{a, b}")
+    one_error(
+        *cli("rank", str(path), "-m", method), "votes.csv", "disconnected components", "{a, b}"
+    )
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -182,7 +374,9 @@ def test_online_elo_library_warns_on_a_disconnected_log():
     from stablearena import Battles, StableArenaWarning
     from stablearena.raters.elo import Elo
 
-    b = Battles.from_arrays(["a", "b", "c", "d"], ["b", "a", "d", "c"], ["model_a", "tie", "model_a", "tie"])
+    b = Battles.from_arrays(
+        ["a", "b", "c", "d"], ["b", "a", "d", "c"], ["model_a", "tie", "model_a", "tie"]
+    )
     with pytest.warns(StableArenaWarning, match="disconnected"):
         fitted = Elo().fit(b)
     assert any("not comparable" in n for n in fitted.notes)
@@ -238,7 +432,10 @@ OPTION_CASES = [
     (["rank", "--cluster", "annotator"], ["--cluster applies to the bootstrap"]),
     (["rank", "--no-such-option"], ["No such option: --no-such-option", "stablearena rank --help"]),
     (["rank", "a", "b"], ["unexpected extra argument", "stablearena rank --help"]),
-    (["experiment", "perturbation", "--simulate", "--thresholds", "nan"], ["--thresholds", "finite"]),
+    (
+        ["experiment", "perturbation", "--simulate", "--thresholds", "nan"],
+        ["--thresholds", "finite"],
+    ),
     (["experiment", "coverage", "--models", "99999999999999999999"], ["--models", "100,000"]),
     (["next-pairs", "-k", "0"], ["-k", "1"]),
     (["next-pairs", "--seed", "-5"], ["--seed"]),
@@ -246,7 +443,9 @@ OPTION_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("args", "fragments"), OPTION_CASES, ids=[" ".join(a) for a, _ in OPTION_CASES])
+@pytest.mark.parametrize(
+    ("args", "fragments"), OPTION_CASES, ids=[" ".join(a) for a, _ in OPTION_CASES]
+)
 def test_bad_option_is_one_line_exit_2(cli, args, fragments):
     one_error(*cli(*args), *fragments)
 
@@ -270,9 +469,13 @@ def test_missing_optional_dependency_is_found_before_the_work(cli, monkeypatch, 
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
     )
-    code, out, err = cli("experiment", "selection", "--simulate", "5", "--plot", str(tmp_path / "f.png"))
+    code, out, err = cli(
+        "experiment", "selection", "--simulate", "5", "--plot", str(tmp_path / "f.png")
+    )
     one_error(code, out, err, "--plot needs matplotlib", "stablearena[plot]")
 
 
@@ -298,17 +501,27 @@ _ALLOWED_EXIT = {0, 2}
 )
 @given(
     st.binary(max_size=400)
-    | st.text(alphabet=st.sampled_from(list("ab,\n\"' \t;{}[]:0.5-eE\\x")), max_size=300).map(str.encode)
+    | st.text(alphabet=st.sampled_from(list("ab,\n\"' \t;{}[]:0.5-eE\\x")), max_size=300).map(
+        str.encode
+    )
     | st.lists(
         st.tuples(
             st.sampled_from(["a", "b", "c", "", " ", "a ", "ü", "1", "nan"]),
             st.sampled_from(["a", "b", "c", "", "d"]),
-            st.sampled_from(["model_a", "model_b", "tie", "", "1", "0", "0.5", "x", "tie (bothbad)"]),
+            st.sampled_from(
+                ["model_a", "model_b", "tie", "", "1", "0", "0.5", "x", "tie (bothbad)"]
+            ),
             st.sampled_from(["1", "0", "-1", "nan", "inf", "1e-300", "1e300", "", "2", "x"]),
         ),
         max_size=12,
-    ).map(lambda rows: ("model_a,model_b,winner,weight\n" + "".join(",".join(r) + "\n" for r in rows)).encode()),
-    st.sampled_from(["votes.csv", "votes.json", "votes.jsonl", "votes.parquet", "votes.csv.gz", "votes"]),
+    ).map(
+        lambda rows: (
+            "model_a,model_b,winner,weight\n" + "".join(",".join(r) + "\n" for r in rows)
+        ).encode()
+    ),
+    st.sampled_from(
+        ["votes.csv", "votes.json", "votes.jsonl", "votes.parquet", "votes.csv.gz", "votes"]
+    ),
 )
 def test_fuzzed_files_never_crash_the_cli(tmp_path_factory, cli, content, name):
     path = tmp_path_factory.mktemp("fuzz") / name

@@ -178,9 +178,7 @@ def test_sigkill_during_the_write_leaves_the_old_file(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert target.read_text() == old
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
-        "board.csv"
-    ]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["board.csv"]
 
 
 @pytest.mark.slow

@@ -431,8 +431,9 @@ def _is_glob(text: str) -> bool:
 
 
 def _battle_files(directory: Path) -> list[Path]:
-    """Battle-log files under ``directory`` (recursively; names starting with '.' or '_' are
-    skipped, as Spark and Arrow datasets write them for metadata)."""
+    """Battle-log files under ``directory``, recursively, in sorted order of their paths (the
+    order online Elo replays them in); names starting with '.' or '_' are skipped, as Spark and
+    Arrow datasets write them for metadata."""
     files: list[Path] = []
     unknown: list[Path] = []
     for root, dirs, names in os.walk(directory):
@@ -452,7 +453,7 @@ def _battle_files(directory: Path) -> list[Path]:
         )
     if not files:
         raise InputError(f"{directory}: the directory holds no battle-log files.")
-    return files
+    return sorted(files, key=lambda p: p.relative_to(directory).parts)
 
 
 def _input_paths(path: str | Path) -> tuple[list[Path], str]:
@@ -1235,6 +1236,8 @@ class _CountAccumulator:
     are merged (summed per cell) whenever they outgrow the merged table."""
 
     _SHIFT = 21  # bits per code in the merge key (up to 2,097,151 models and annotators)
+    #: Appended rows are merged once they exceed this many (and 4× the merged table).
+    MERGE_ROWS = 1 << 20
 
     def __init__(self, by_annotator: bool):
         self.by_annotator = by_annotator
@@ -1282,7 +1285,7 @@ class _CountAccumulator:
         self.tables.append(table)
         self.pending += len(key)
         self.n_rows += len(a)
-        if self.pending > max(4 * self.merged, 1 << 20):
+        if self.pending > max(4 * self.merged, self.MERGE_ROWS):
             self._merge()
 
     def _merge(self) -> None:
