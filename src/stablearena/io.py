@@ -575,8 +575,47 @@ def _combine(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return col
 
 
+_NUMPY_TYPES = {
+    pa.int8(): np.int8,
+    pa.int16(): np.int16,
+    pa.int32(): np.int32,
+    pa.int64(): np.int64,
+    pa.uint8(): np.uint8,
+    pa.uint16(): np.uint16,
+    pa.uint32(): np.uint32,
+    pa.uint64(): np.uint64,
+    pa.float32(): np.float32,
+    pa.float64(): np.float64,
+}
+
+
+def _numpy(arr: pa.Array) -> np.ndarray:
+    """A NumPy view or copy of an Arrow array. Fixed-width numbers without nulls are read from
+    the data buffer directly (``Array.to_numpy`` would import pandas, about 0.4 s at start-up);
+    booleans are unpacked from their bit buffer; anything else goes through ``to_numpy``."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = _combine(arr)
+    dtype = _NUMPY_TYPES.get(arr.type)
+    if arr.null_count == 0 and len(arr):
+        if dtype is not None:
+            return np.frombuffer(
+                arr.buffers()[1],
+                dtype=dtype,
+                count=len(arr),
+                offset=arr.offset * np.dtype(dtype).itemsize,
+            )
+        if pa.types.is_boolean(arr.type):
+            bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+            return np.unpackbits(bits, bitorder="little")[
+                arr.offset : arr.offset + len(arr)
+            ].astype(bool)
+    if len(arr) == 0 and dtype is not None:
+        return np.zeros(0, dtype=dtype)
+    return arr.to_numpy(zero_copy_only=False)
+
+
 def _null_rows(col: pa.Array) -> np.ndarray:
-    return np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+    return np.flatnonzero(_numpy(col.is_null()))
 
 
 def _as_names(col: pa.Array, what: str, source: str) -> pa.Array:
@@ -594,7 +633,7 @@ def _as_names(col: pa.Array, what: str, source: str) -> pa.Array:
         return pa.array([None] * len(col), pa.string()).dictionary_encode()
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         if pa.types.is_floating(t):
-            x = col.to_numpy(zero_copy_only=False)
+            x = _numpy(col).astype(float)
             bad = np.flatnonzero(np.isfinite(x) & (x != np.round(x)) | np.isinf(x))
             if len(bad):
                 raise InputError(
@@ -644,7 +683,7 @@ def _encode_arrow(
         values = [v if v else missing for v in values]
     trimmed = np.asarray(values, dtype=object)
     names, remap = np.unique(trimmed, return_inverse=True)
-    codes = remap.astype(np.int32)[indices.to_numpy(zero_copy_only=False)]
+    codes = remap.astype(np.int32)[_numpy(indices)]
     if len(names) and names[0] == "":
         bad = np.flatnonzero(codes == 0)
         raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
@@ -660,7 +699,7 @@ def _outcomes_arrow(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
         col = col.cast(t.value_type)
         t = col.type
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        return parse_outcomes(col.to_numpy(zero_copy_only=False), source)
+        return parse_outcomes(_numpy(col), source)
     if col.null_count:
         raise InputError(f"{_row_hint(_null_rows(col), source)}: the outcome is empty.")
     if pa.types.is_dictionary(t):
@@ -673,7 +712,7 @@ def _outcomes_arrow(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
             "or the numeric score of model_a (1, 0, 0.5)."
         )
     labels = enc.dictionary.to_pylist()
-    return codes_from_labels(labels, enc.indices.to_numpy(zero_copy_only=False), source)
+    return codes_from_labels(labels, _numpy(enc.indices), source)
 
 
 def _one_hot_outcomes(table: pa.Table, spec: Mapping[str, Outcome], source: str) -> np.ndarray:
@@ -687,7 +726,7 @@ def _one_hot_outcomes(table: pa.Table, spec: Mapping[str, Outcome], source: str)
         if pa.types.is_dictionary(col.type):
             col = col.cast(col.type.value_type)
         try:
-            x = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            x = _numpy(col.cast(pa.float64())).astype(float)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             raise InputError(
                 f"{source}: the one-hot column {name!r} must hold 0 or 1 in every row."
@@ -737,7 +776,7 @@ def _numeric(col: pa.ChunkedArray | pa.Array, role: str, source: str) -> np.ndar
         ):
             raise pa.ArrowInvalid(str(t))
         else:
-            x = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            x = _numpy(col.cast(pa.float64())).astype(float)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         rows, value = _first_non_number(col)
         where = _row_hint(np.array([rows]), source) if rows is not None else source
