@@ -152,6 +152,109 @@ class _App(typer.Typer):
         return decorator
 
 
+def _install_fast_coercion() -> None:
+    """Convert plain option values (str, int, float, Path and lists of them) without pydantic.
+
+    Typer 0.2x coerces every parameter value — defaults included — through a pydantic
+    ``TypeAdapter`` built per parameter: importing pydantic and building some thirty adapters
+    costs 0.3–0.6 s per ``stablearena rank``, more than the rest of the start-up. For the plain
+    annotations our commands use, this builds a direct converter instead (same results; errors
+    are one-line usage errors); any other annotation, or a parameter with Typer's own checks
+    (ranges, path checks, a custom parser), keeps Typer's coercion. Typer versions without this
+    machinery are left alone."""
+    try:
+        from typer import core as typer_core
+        from typer._coercion import RuntimeParam
+    except ImportError:  # pragma: no cover - an older Typer coerces through click, fast
+        return
+    original = getattr(typer_core, "build_runtime_param", None)
+    if original is None or getattr(original, "_stablearena_fast", False):  # pragma: no cover
+        return
+    import typing
+    from dataclasses import dataclass as _dataclass
+
+    def to_int(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        if isinstance(value, int):
+            return value
+        return int(str(value).strip())
+
+    def to_float(value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        return float(value)
+
+    def to_bool(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "t", "yes", "y", "on"):
+            return True
+        if text in ("0", "false", "f", "no", "n", "off"):
+            return False
+        raise ValueError(value)
+
+    converters: dict[Any, tuple[Callable[[Any], Any], str]] = {
+        bool: (to_bool, "true/false value"),
+        str: (str, "text"),
+        int: (to_int, "integer"),
+        float: (to_float, "number"),
+        Path: (Path, "path"),
+    }
+
+    @_dataclass(frozen=True)
+    class _Direct(RuntimeParam):
+        convert: Any = None
+        what: str = ""
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            try:
+                if isinstance(value, (list, tuple)):
+                    return [self.convert(v) for v in value]
+                return self.convert(value)
+            except (TypeError, ValueError):
+                raise typer.BadParameter(
+                    f"{value!r} is not a valid {self.what}.", ctx=ctx, param=param
+                ) from None
+
+    def plain(info: Any, target: Any) -> bool:
+        checks = (
+            info.parser is not None
+            or getattr(info, "click_type", None) is not None
+            or info.min is not None
+            or info.max is not None
+        )
+        if target is Path:
+            checks = checks or bool(
+                info.exists
+                or info.writable
+                or not info.readable
+                or not info.file_okay
+                or not info.dir_okay
+                or info.resolve_path
+                or info.allow_dash
+                or info.path_type is not None
+            )
+        return not checks
+
+    def build(descriptor: Any) -> Any:
+        annotation = descriptor.annotation
+        target = annotation
+        if typing.get_origin(annotation) is list and len(typing.get_args(annotation)) == 1:
+            target = typing.get_args(annotation)[0]
+        info = descriptor.parameter_info
+        if descriptor.file_annotation is None and target in converters and plain(info, target):
+            convert, what = converters[target]
+            return _Direct(parameter_info=info, annotation=annotation, convert=convert, what=what)
+        return original(descriptor)
+
+    build._stablearena_fast = True  # type: ignore[attr-defined]
+    typer_core.build_runtime_param = build
+
+
+_install_fast_coercion()
+
 app = _App(
     name="stablearena",
     help="Exact, robust and honest leaderboards from LLM arena battle logs.",

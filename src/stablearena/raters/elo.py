@@ -25,18 +25,20 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numba import njit
-from scipy.special import expit
 
+from .._numeric import expit
 from ..battles import Battles, PairCounts
 from ..errors import DisconnectedGraphError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import bradley_terry_loglik
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = [
     "Elo",
