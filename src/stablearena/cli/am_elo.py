@@ -216,6 +216,8 @@ def annotators(
         both_bad=both_bad,
         exclude=exclude,
         min_battles=min_battles,
+        counts_only=True,
+        by_annotator=True,
     )
     with fit_progress(f"fitting am-elo on {loaded.label}"):
         fitted = rater.fit(loaded.data)

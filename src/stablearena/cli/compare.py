@@ -259,6 +259,7 @@ def compare(
         both_bad=both_bad,
         exclude=exclude,
         min_battles=min_battles,
+        counts_only=True,
     )
     result = compare_models(
         loaded.data, configs, test_ratio=test_ratio, split=split, seed=seed, progress=progress

@@ -130,6 +130,7 @@ def next_pairs(
         both_bad=both_bad,
         exclude=exclude,
         min_battles=min_battles,
+        counts_only=annotator is None,
     )
     data = loaded.data
     options: dict[str, Any] = {}
