@@ -134,5 +134,5 @@ def test_help_shows_allowed_values_not_types(cli):
     code, out, _ = cli("rank", "--help")
     assert code == 0
     assert "<str>" not in out and "<bool>" not in out and "<float>" not in out
-    assert "[m-elo|bt|elo|am-elo|rao-kupper|davidson|bt-cov]" in out
+    assert "[m-elo|bt|elo|am-elo|rao-kupper|davidson|bt-cov|style-m-elo|" in out
     assert "[table|json|csv]" in out and "[none|fisher|sandwich|bootstrap]" in out

@@ -42,6 +42,9 @@ _LAZY: dict[str, str] = {
     "covariance": ".uncertainty",
     "select_pairs": ".selection",
     "get_selector": ".selection",
+    "StyleMElo": ".raters.style",
+    "StyleBradleyTerry": ".raters.style",
+    "StyleAmElo": ".raters.style",
 }
 
 __all__ = [
@@ -72,6 +75,9 @@ __all__ = [
     "covariance",
     "select_pairs",
     "get_selector",
+    "StyleMElo",
+    "StyleBradleyTerry",
+    "StyleAmElo",
 ]
 
 
@@ -102,6 +108,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .raters.base import ELO_SCALE, Fitted, Rater, get_rater, rater_names
     from .raters.bradley_terry import BradleyTerry, MElo
     from .raters.elo import Elo
+    from .raters.style import StyleAmElo, StyleBradleyTerry, StyleMElo
     from .raters.ties import Davidson, RaoKupper
     from .selection import get_selector, select_pairs
     from .uncertainty import covariance, intervals

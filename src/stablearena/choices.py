@@ -32,6 +32,9 @@ RATER_MODULES: dict[str, str] = {
     "rao-kupper": "stablearena.raters.ties",
     "davidson": "stablearena.raters.ties",
     "bt-cov": "stablearena.raters.ties",
+    "style-m-elo": "stablearena.raters.style",
+    "style-bt": "stablearena.raters.style",
+    "style-am-elo": "stablearena.raters.style",
 }
 
 #: Interval methods of :func:`stablearena.uncertainty.intervals` (``--ci``).

@@ -78,6 +78,7 @@ __all__ = [
     "sniff",
     "should_stream",
     "STREAM_THRESHOLD",
+    "extra_columns",
 ]
 
 COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
@@ -813,7 +814,12 @@ def _first_non_number(col: pa.Array) -> tuple[int | None, Any]:
 
 
 def _battles_from_table(
-    table: pa.Table, columns: Mapping[str, Any] | None, source: str, *, resolved: bool = False
+    table: pa.Table,
+    columns: Mapping[str, Any] | None,
+    source: str,
+    *,
+    resolved: bool = False,
+    extra: Sequence[str] | str | None = None,
 ) -> Battles:
     roles = (
         dict(columns)  # type: ignore[arg-type]
@@ -832,6 +838,7 @@ def _battles_from_table(
         outcome = _one_hot_outcomes(table, roles[_ONE_HOT_ROLE], source)
     else:
         outcome = _outcomes_arrow(table[roles["winner"]], source)
+    wanted_extra = extra
     extra: dict[str, Any] = {}
     for role in ("annotator", "prompt"):
         if role in roles:
@@ -844,6 +851,10 @@ def _battles_from_table(
         extra["timestamp"] = _numeric(table[roles["timestamp"]], "timestamp", source)
     if "weight" in roles:
         extra["weight"] = _numeric(table[roles["weight"]], "weight", source)
+    if wanted_extra is not None:
+        extra["extra"] = extra_columns(
+            table, wanted_extra, source, exclude=set(_used_columns(roles))
+        )
     return Battles(
         models=tuple(str(n) for n in names),
         model_a=a_map[a_codes],
@@ -963,7 +974,10 @@ _SCALAR_TYPES = (str, int, float)
 
 
 def _records_table(
-    records: list[Any], columns: Mapping[str, str] | None, source: str
+    records: list[Any],
+    columns: Mapping[str, str] | None,
+    source: str,
+    extra: Sequence[str] | str | None = None,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """The needed columns of a list of JSON records as an Arrow table (types checked per value)."""
     for k, r in enumerate(records):
@@ -978,6 +992,14 @@ def _records_table(
     for col in _used_columns(roles):
         values = [r.get(col) for r in records]
         arrays[col] = _column_from_values(values, col, source)
+    for col in _extra_top_columns([str(k) for k in keys], extra, source):
+        if col in arrays:
+            continue
+        values = [r.get(col) for r in records]
+        try:  # other columns keep their JSON structure (objects become struct columns)
+            arrays[col] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays[col] = pa.array([None if v is None else json.dumps(v) for v in values])
     return pa.table(arrays), roles
 
 
@@ -1004,7 +1026,12 @@ def _column_from_values(values: list[Any], col: str, source: str) -> pa.Array:
     return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
-def _from_json(raw: bytes, columns: Mapping[str, str] | None, source: str) -> Battles | PairCounts:
+def _from_json(
+    raw: bytes,
+    columns: Mapping[str, str] | None,
+    source: str,
+    extra: Sequence[str] | str | None = None,
+) -> Battles | PairCounts:
     obj = _load_json(raw, source)
     if isinstance(obj, dict) and {"models", "X", "Y"} <= set(obj):
         return _pair_counts_from_json(obj, source)
@@ -1025,13 +1052,13 @@ def _from_json(raw: bytes, columns: Mapping[str, str] | None, source: str) -> Ba
         records = [{k: v[r] for k, v in obj.items()} for r in range(n)]
         if not records:
             raise InputError(f"{source}: the battle log is empty (the columns have no values).")
-        table, roles = _records_table(records, columns, source)
-        return _battles_from_table(table, roles, source, resolved=True)
+        table, roles = _records_table(records, columns, source, extra)
+        return _battles_from_table(table, roles, source, resolved=True, extra=extra)
     if isinstance(obj, list):
         if not obj:
             raise InputError(f"{source}: the battle log is empty (an empty JSON list).")
-        table, roles = _records_table(obj, columns, source)
-        return _battles_from_table(table, roles, source, resolved=True)
+        table, roles = _records_table(obj, columns, source, extra)
+        return _battles_from_table(table, roles, source, resolved=True, extra=extra)
     raise InputError(
         f"{source}: JSON must be a list of battle records (FastChat clean_battle), an object of "
         "equal-length columns, or a leaderbot pair-count object with keys models, X, Y; found "
@@ -1040,7 +1067,13 @@ def _from_json(raw: bytes, columns: Mapping[str, str] | None, source: str) -> Ba
 
 
 # ---------------------------------------------------------------------------- tables
-def _csv_options(src: _Source, names: list[str], roles: Mapping[str, Any], newlines: bool) -> Any:
+def _csv_options(
+    src: _Source,
+    names: list[str],
+    roles: Mapping[str, Any],
+    newlines: bool,
+    extra_tops: Sequence[str] = (),
+) -> Any:
     from pyarrow import csv as pacsv
 
     dict_type = pa.dictionary(pa.int32(), pa.string())
@@ -1053,7 +1086,7 @@ def _csv_options(src: _Source, names: list[str], roles: Mapping[str, Any], newli
         pacsv.ReadOptions(use_threads=True, block_size=1 << 22),
         pacsv.ParseOptions(delimiter=src.delimiter, newlines_in_values=newlines),
         pacsv.ConvertOptions(
-            include_columns=_used_columns(roles),
+            include_columns=list(dict.fromkeys([*_used_columns(roles), *extra_tops])),
             column_types=types,
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,
@@ -1092,16 +1125,19 @@ def _csv_error(src: _Source, exc: Exception) -> InputError:
     return InputError(f"{src.name}: not a readable CSV file ({msg}).")
 
 
-def _read_csv_table(src: _Source, columns: Mapping[str, str] | None) -> tuple[pa.Table, dict]:
+def _read_csv_table(
+    src: _Source, columns: Mapping[str, str] | None, extra: Sequence[str] | str | None = None
+) -> tuple[pa.Table, dict]:
     """Arrow's multi-threaded CSV reader, only the needed columns, names dictionary-encoded while
     parsing (values with quoted newlines are retried with the slower newline-aware parser)."""
     from pyarrow import csv as pacsv
 
     header = _csv_header(src)
     roles = _resolve_columns(header, columns, src.name)
+    tops = _extra_top_columns(header, extra, src.name)
     last: Exception | None = None
     for newlines in (False, True):
-        read, parse, convert = _csv_options(src, header, roles, newlines)
+        read, parse, convert = _csv_options(src, header, roles, newlines, tops)
         try:
             with src.stream() as stream:
                 return pacsv.read_csv(
@@ -1119,9 +1155,11 @@ def _read_csv_table(src: _Source, columns: Mapping[str, str] | None) -> tuple[pa
     raise _csv_error(src, last) from None
 
 
-def _read_table(src: _Source, columns: Mapping[str, str] | None) -> tuple[pa.Table, dict]:
+def _read_table(
+    src: _Source, columns: Mapping[str, str] | None, extra: Sequence[str] | str | None = None
+) -> tuple[pa.Table, dict]:
     if src.fmt == "csv":
-        return _read_csv_table(src, columns)
+        return _read_csv_table(src, columns, extra)
     if src.fmt == "jsonl":
         from pyarrow import json as pajson
 
@@ -1144,8 +1182,10 @@ def _read_table(src: _Source, columns: Mapping[str, str] | None) -> tuple[pa.Tab
 
     try:
         pf = pq.ParquetFile(src.random_access())
-        roles = _resolve_columns(pf.schema_arrow.names, columns, src.name)
-        table = pf.read(columns=_used_columns(roles))
+        names = pf.schema_arrow.names
+        roles = _resolve_columns(names, columns, src.name)
+        tops = _extra_top_columns(names, extra, src.name)
+        table = pf.read(columns=list(dict.fromkeys([*_used_columns(roles), *tops])))
     except InputError:
         raise
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError, ValueError) as exc:
@@ -1156,7 +1196,9 @@ def _read_table(src: _Source, columns: Mapping[str, str] | None) -> tuple[pa.Tab
     return table, roles
 
 
-def _read_source(src: _Source, columns: Mapping[str, str] | None) -> Battles | PairCounts:
+def _read_source(
+    src: _Source, columns: Mapping[str, str] | None, extra: Sequence[str] | str | None = None
+) -> Battles | PairCounts:
     if src.fmt == "json":
         try:
             raw = src.read_bytes()
@@ -1164,25 +1206,37 @@ def _read_source(src: _Source, columns: Mapping[str, str] | None) -> Battles | P
             if src.compression:
                 raise _corrupt(src, exc) from None
             raise InputError(f"{src.name}: cannot read the file ({exc}).") from None
-        return _from_json(raw, columns, src.name)
-    table, roles = _read_table(src, columns)
-    return _battles_from_table(table, roles, src.name, resolved=True)
+        return _from_json(raw, columns, src.name, extra)
+    table, roles = _read_table(src, columns, extra)
+    return _battles_from_table(table, roles, src.name, resolved=True, extra=extra)
 
 
 def _from_dataframe(
-    data: pd.DataFrame, columns: Mapping[str, str] | None, source: str | None
+    data: pd.DataFrame,
+    columns: Mapping[str, str] | None,
+    source: str | None,
+    extra: Sequence[str] | str | None = None,
 ) -> Battles:
     src = source or "<DataFrame>"
     names = [str(c) for c in data.columns]
     roles = _resolve_columns(names, columns, src)
     if len(data) == 0:
         raise InputError(f"{src}: the battle log is empty (no rows).")
-    frame = data.rename(columns={c: str(c) for c in data.columns})[_used_columns(roles)]
+    used = _used_columns(roles)
+    keep = list(dict.fromkeys([*used, *_extra_top_columns(names, extra, src)]))
+    frame = data.rename(columns={c: str(c) for c in data.columns})[keep]
     try:
         table = pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        table = pa.table({c: _column_from_values(frame[c].tolist(), c, src) for c in frame.columns})
-    return _battles_from_table(table, roles, src, resolved=True)
+        table = pa.table(
+            {
+                c: _column_from_values(frame[c].tolist(), c, src)
+                if c in used
+                else pa.array(frame[c].astype(object).where(frame[c].notna(), None).tolist())
+                for c in frame.columns
+            }
+        )
+    return _battles_from_table(table, roles, src, resolved=True, extra=extra)
 
 
 def _concat_battles(parts: Sequence[Battles], source: str) -> Battles:
@@ -1227,6 +1281,7 @@ def read_battles(
     columns: Mapping[str, str] | None = None,
     fmt: str | None = None,
     source: str | None = None,
+    extra: Sequence[str] | str | None = None,
 ) -> Battles | PairCounts:
     """Read a battle log (or a leaderbot pair-count JSON) into :class:`Battles` / :class:`PairCounts`.
 
@@ -1237,18 +1292,26 @@ def read_battles(
         fmt: ``csv``, ``jsonl``, ``parquet`` or ``json``; default from the extension, checked
             against the content (and from the content when the extension says nothing).
         source: name used in messages (default the path).
+        extra: other columns to keep in :attr:`Battles.extra` (for category filters and
+            covariates, see :func:`extra_columns`): names, nested fields as ``parent.child``, or
+            ``"*"`` for every column.
     """
     if not isinstance(data, (str, os.PathLike)):
         if type(data).__name__ == "DataFrame":
-            return _from_dataframe(data, columns, source)
+            return _from_dataframe(data, columns, source, extra)
         raise InputError(f"read_battles takes a path or a DataFrame, not {type(data).__name__}.")
     if os.fspath(data) == "-":
         src = _resolve_source(Path("-"), fmt, _read_stdin())
-        return _read_source(src if source is None else _renamed(src, source), columns)
+        return _read_source(src if source is None else _renamed(src, source), columns, extra)
     files, label = _input_paths(data)
     if len(files) == 1 and files[0] == Path(os.fspath(data)):
         src = _resolve_source(files[0], fmt)
-        return _read_source(src if source is None else _renamed(src, source), columns)
+        return _read_source(src if source is None else _renamed(src, source), columns, extra)
+    if extra is not None:
+        raise InputError(
+            f"{label}: extra columns (--where, --by, --style) are read from one file; give a "
+            "single battle-log file."
+        )
     parts = []
     for f in files:
         part = _read_source(_resolve_source(f, fmt), columns)
@@ -1602,3 +1665,86 @@ def read_counts(
                 "the same columns."
             )
     return acc.result(label)
+
+
+# ---------------------------------------------------------------------------- extra columns
+def _extra_top_columns(
+    names: Sequence[str], extra: Sequence[str] | str | None, source: str
+) -> list[str]:
+    """The top-level columns that hold the ``extra`` names (a nested ``parent.child`` name lives
+    in the column ``parent``); an unknown name is an error listing the columns."""
+    if extra is None:
+        return []
+    if isinstance(extra, str) and extra == "*":
+        return list(names)
+    wanted = [extra] if isinstance(extra, str) else list(extra)
+    out = []
+    for name in wanted:
+        if name in names:
+            out.append(name)
+            continue
+        parents = [c for c in names if name.startswith(c + ".")]
+        if not parents:
+            raise InputError(
+                f"{source}: no column {name!r}. The columns are: {', '.join(names) or '(none)'} "
+                "(nested fields are named parent.child)."
+            )
+        out.append(max(parents, key=len))
+    return out
+
+
+def _leaves(name: str, col: pa.ChunkedArray | pa.Array) -> Iterator[tuple[str, Any]]:
+    """``(name, column)`` of every non-struct field of ``col``, nested names joined by dots."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_struct(col.type):
+        for k in range(col.type.num_fields):
+            yield from _leaves(f"{name}.{col.type.field(k).name}", pc.struct_field(col, [k]))
+    else:
+        yield name, col
+
+
+def _to_numpy(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Numbers as ``float64`` (missing → NaN); anything else as an object array of Python values."""
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col = col.cast(t.value_type)
+        t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return np.asarray(col.to_pylist() + [None], dtype=object)[:-1]
+
+
+def extra_columns(
+    table: pa.Table, wanted: Sequence[str] | str, source: str, exclude: set[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Per-battle arrays of the ``wanted`` columns of ``table``.
+
+    Struct columns (e.g. LMArena's ``conv_metadata``) are flattened into ``parent.child`` leaves;
+    naming a struct keeps all its leaves. ``"*"`` keeps every column not in ``exclude`` (the
+    columns already read as roles). Numbers become ``float64`` (missing → NaN), everything else
+    an object array (strings, booleans, lists of conversation turns, ``None`` when missing).
+    """
+    names = table.column_names
+    every = isinstance(wanted, str) and wanted == "*"
+    tops = _extra_top_columns(names, wanted, source)
+    requested = None if every else ([wanted] if isinstance(wanted, str) else list(wanted))
+    out: dict[str, np.ndarray] = {}
+    for top in dict.fromkeys(tops):
+        if every and exclude and top in exclude:
+            continue
+        leaves = dict(_leaves(top, table[top]))
+        for r in requested or ():
+            if r.startswith(top + ".") and not any(
+                leaf == r or leaf.startswith(r + ".") for leaf in leaves
+            ):
+                raise InputError(
+                    f"{source}: column {top!r} has no field {r[len(top) + 1 :]!r}; its fields are "
+                    f"{', '.join(leaf[len(top) + 1 :] for leaf in leaves)}."
+                )
+        for leaf, col in leaves.items():
+            if requested is None or any(
+                r == top or leaf == r or leaf.startswith(r + ".") for r in requested
+            ):
+                out[leaf] = _to_numpy(col)
+    return out

@@ -476,8 +476,11 @@ def load_data(
     min_battles: int = 0,
     counts_only: bool = False,
     by_annotator: bool = False,
+    extra: Sequence[str] | str | None = None,
 ) -> Loaded:
     """Read ``path`` (or the built-in example when ``None``) and apply the standard filters.
+
+    ``extra``: other columns of the log to keep (``read_battles(extra=...)``).
 
     ``counts_only``: the caller needs only pair counts (per annotator when ``by_annotator``), so
     a directory, a glob or a large file is streamed batch by batch
@@ -515,10 +518,10 @@ def load_data(
     else:
         from ..io import read_battles, read_counts, should_stream
 
-        if counts_only and should_stream(path):
+        if counts_only and extra is None and should_stream(path):
             data = read_counts(path, columns=columns, fmt=input_format, by_annotator=by_annotator)
         else:
-            data = read_battles(path, columns=columns, fmt=input_format)
+            data = read_battles(path, columns=columns, fmt=input_format, extra=extra)
         label, simulated = ("<stdin>" if str(path) == "-" else str(path)), False
     before = list(data.models)
     excluded = split_list(exclude)
@@ -807,4 +810,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # command modules register themselves on import (keep at the end)
-from . import am_elo, compare, coverage, rank, selection  # noqa: E402,F401
+from . import am_elo, compare, coverage, plot, rank, selection  # noqa: E402,F401

@@ -1,7 +1,7 @@
 """``stablearena rank``: a leaderboard from a battle log."""
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,7 +30,11 @@ from . import (
     probability,
     records_table,
     seed_check,
+    split_list,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import Loaded
 
 #: CLI flag → rater option (dataclass field) name.
 RATER_FLAGS: dict[str, str] = {
@@ -47,6 +51,8 @@ RATER_FLAGS: dict[str, str] = {
     "--tie-form": "tie_form",
     "--confidence": "confidence",
     "--normalization": "normalization",
+    "--penalty": "penalty",
+    "--reg": "reg",
 }
 
 
@@ -93,221 +99,223 @@ def needs_battles(method: str, ci: str, cluster: str | None) -> bool:
     return method == "elo" or (ci == "bootstrap" and cluster is not None)
 
 
-@app.command()
-def rank(
-    path: PathArg = None,
-    method: Annotated[
-        str,
-        typer.Option(
-            "--method",
-            "-m",
-            help="Rating method (m-elo: exact Bradley–Terry, ties as half; bt: ties dropped; elo: "
-            "online Elo; am-elo: with annotator abilities; rao-kupper, davidson: tie models; "
-            "bt-cov: Thurstonian covariance).",
-            metavar=_metavar(tuple(choices.RATER_MODULES)),
-            callback=one_of(*choices.RATER_MODULES, flag="--method", unknown=True),
-        ),
-    ] = "m-elo",
-    fmt: FormatOpt = "table",
-    output: OutputOpt = None,
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    anchor: Annotated[
-        str | None,
-        typer.Option(
-            "--anchor",
-            help="Fix one model's rating: MODEL=RATING (default: mean 1000).",
-            metavar="MODEL=RATING",
-        ),
-    ] = None,
-    solver: Annotated[
-        str | None,
-        typer.Option(
-            "--solver",
-            help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
-            "rao-kupper/davidson: 'auto', 'newton' or 'lbfgs'.",
-            metavar=_metavar(choices.SOLVERS),
-            callback=one_of(*choices.SOLVERS, flag="--solver"),
-        ),
-    ] = None,
-    elo_k: Annotated[
-        float | None,
-        typer.Option("--elo-k", help="elo: K factor (default 4).", metavar="K", callback=positive),
-    ] = None,
-    shuffles: Annotated[
-        int | None,
-        typer.Option(
-            "--shuffles",
-            help="elo: average over this many seeded shuffles (default: order as given).",
-            metavar="S",
-            callback=count(0, 1_000_000),
-        ),
-    ] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            "--seed",
-            help="Random seed (elo shuffles, bootstrap).",
-            metavar="SEED",
-            callback=seed_check,
-        ),
-    ] = None,
-    min_records: Annotated[
-        int | None,
-        typer.Option(
-            "--min-records",
-            help="am-elo: annotators with fewer records wait (δ).",
-            metavar="N",
-            callback=non_negative,
-        ),
-    ] = None,
-    ability_threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--ability-threshold",
-            help="am-elo: flag annotators below this ability (ε, mean-1 scale).",
-            metavar="EPS",
-            callback=finite,
-        ),
-    ] = None,
-    exclude_flagged: Annotated[
-        bool, typer.Option("--exclude-flagged", help="am-elo: refit without flagged annotators.")
-    ] = False,
-    k_tie: Annotated[
-        int | None,
-        typer.Option(
-            "--k-tie",
-            help="rao-kupper/davidson: tie factors (0 = one threshold).",
-            metavar="K",
-            callback=non_negative,
-        ),
-    ] = None,
-    k_cov: Annotated[
-        str | None,
-        typer.Option(
-            "--k-cov",
-            help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k.",
-            metavar="[none|0|K]",
-        ),
-    ] = None,
-    confidence: Annotated[
-        float | None,
-        typer.Option(
-            "--confidence",
-            help="am-elo: flag only annotators whose ability is below the threshold with this confidence (e.g. 0.95).",
-            metavar="LEVEL",
-            callback=probability,
-        ),
-    ] = None,
-    normalization: Annotated[
-        str | None,
-        typer.Option(
-            "--normalization",
-            help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
-            metavar=_metavar(choices.NORMALIZATIONS),
-            callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
-        ),
-    ] = None,
-    tie_form: Annotated[
-        str | None,
-        typer.Option(
-            "--tie-form",
-            help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'.",
-            metavar=_metavar(choices.TIE_FORMS),
-            callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
-        ),
-    ] = None,
-    ci: Annotated[
-        str,
-        typer.Option(
-            "--ci",
-            help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
-            metavar=_metavar(("none", *choices.CI_METHODS)),
-            callback=one_of("none", *choices.CI_METHODS, flag="--ci"),
-        ),
-    ] = "none",
-    rounds: Annotated[
-        int,
-        typer.Option(
-            "--rounds",
-            help="Bootstrap rounds (with --ci bootstrap).",
-            metavar="N",
-            callback=count(2, 1_000_000),
-        ),
-    ] = 1000,
-    cluster: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster",
-            help="Bootstrap whole annotators or prompts instead of battles.",
-            metavar=_metavar(choices.CLUSTERS),
-            callback=one_of(*choices.CLUSTERS, flag="--cluster"),
-        ),
-    ] = None,
-    level: Annotated[
-        float,
-        typer.Option(
-            "--level",
-            help="Confidence level of the intervals.",
-            metavar="LEVEL",
-            callback=probability,
-        ),
-    ] = 0.95,
-) -> None:
-    """Fit a rating method and print the leaderboard.
+# ------------------------------------------------------------------ options shared with plot/report
+MethodOpt = Annotated[
+    str,
+    typer.Option(
+        "--method",
+        "-m",
+        help="Rating method (m-elo: exact Bradley–Terry, ties as half; bt: ties dropped; elo: "
+        "online Elo; am-elo: with annotator abilities; rao-kupper, davidson: tie models; "
+        "bt-cov: Thurstonian covariance; style-*: style control, see --style).",
+        metavar=_metavar(tuple(choices.RATER_MODULES)),
+        callback=one_of(*choices.RATER_MODULES, flag="--method", unknown=True),
+    ),
+]
+AnchorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--anchor",
+        help="Fix one model's rating: MODEL=RATING (default: mean 1000).",
+        metavar="MODEL=RATING",
+    ),
+]
+SolverOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--solver",
+        help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
+        "rao-kupper/davidson: 'auto', 'newton' or 'lbfgs'.",
+        metavar=_metavar(choices.SOLVERS),
+        callback=one_of(*choices.SOLVERS, flag="--solver"),
+    ),
+]
+EloKOpt = Annotated[
+    float | None,
+    typer.Option("--elo-k", help="elo: K factor (default 4).", metavar="K", callback=positive),
+]
+ShufflesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--shuffles",
+        help="elo: average over this many seeded shuffles (default: order as given).",
+        metavar="S",
+        callback=count(0, 1_000_000),
+    ),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        help="Random seed (elo shuffles, bootstrap).",
+        metavar="SEED",
+        callback=seed_check,
+    ),
+]
+MinRecordsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--min-records",
+        help="am-elo: annotators with fewer records wait (δ).",
+        metavar="N",
+        callback=non_negative,
+    ),
+]
+AbilityThresholdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--ability-threshold",
+        help="am-elo: flag annotators below this ability (ε, mean-1 scale).",
+        metavar="EPS",
+        callback=finite,
+    ),
+]
+ExcludeFlaggedOpt = Annotated[
+    bool, typer.Option("--exclude-flagged", help="am-elo: refit without flagged annotators.")
+]
+KTieOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--k-tie",
+        help="rao-kupper/davidson: tie factors (0 = one threshold).",
+        metavar="K",
+        callback=non_negative,
+    ),
+]
+KCovOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--k-cov",
+        help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k.",
+        metavar="[none|0|K]",
+    ),
+]
+ConfidenceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--confidence",
+        help="am-elo: flag only annotators whose ability is below the threshold with this confidence (e.g. 0.95).",
+        metavar="LEVEL",
+        callback=probability,
+    ),
+]
+NormalizationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--normalization",
+        help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
+        metavar=_metavar(choices.NORMALIZATIONS),
+        callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
+    ),
+]
+TieFormOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tie-form",
+        help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'.",
+        metavar=_metavar(choices.TIE_FORMS),
+        callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
+    ),
+]
+CiOpt = Annotated[
+    str,
+    typer.Option(
+        "--ci",
+        help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
+        metavar=_metavar(("none", *choices.CI_METHODS)),
+        callback=one_of("none", *choices.CI_METHODS, flag="--ci"),
+    ),
+]
+RoundsOpt = Annotated[
+    int,
+    typer.Option(
+        "--rounds",
+        help="Bootstrap rounds (with --ci bootstrap).",
+        metavar="N",
+        callback=count(2, 1_000_000),
+    ),
+]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Bootstrap whole annotators or prompts instead of battles.",
+        metavar=_metavar(choices.CLUSTERS),
+        callback=one_of(*choices.CLUSTERS, flag="--cluster"),
+    ),
+]
+LevelOpt = Annotated[
+    float,
+    typer.Option(
+        "--level",
+        help="Confidence level of the intervals.",
+        metavar="LEVEL",
+        callback=probability,
+    ),
+]
 
-    JSON output: {"method", "n_battles", "n_models", "nll" (negative log-likelihood per
-    comparison), "models": [{"rank", "model", "rating", "battles", ...}], ...}.
-    With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
-    "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
-    """
+#: Command parameter → CLI flag, for the rater options above (see RATER_FLAGS).
+RATER_PARAMS: dict[str, str] = {
+    "solver": "--solver",
+    "anchor": "--anchor",
+    "elo_k": "--elo-k",
+    "shuffles": "--shuffles",
+    "seed": "--seed",
+    "min_records": "--min-records",
+    "ability_threshold": "--ability-threshold",
+    "exclude_flagged": "--exclude-flagged",
+    "k_tie": "--k-tie",
+    "k_cov": "--k-cov",
+    "tie_form": "--tie-form",
+    "confidence": "--confidence",
+    "normalization": "--normalization",
+    "penalty": "--penalty",
+    "reg": "--reg",
+}
+
+
+def rater_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Check the interval options and return the rater flags the user set (for
+    :func:`build_rater`). ``options``: a command's arguments by parameter name (``method``,
+    ``ci``, ``cluster``, ``seed`` and the rater options of :data:`RATER_PARAMS`; those a command
+    does not take count as unset)."""
+    ci, cluster, method, seed = (
+        options["ci"],
+        options["cluster"],
+        options["method"],
+        options["seed"],
+    )
     from dataclasses import fields, is_dataclass
 
-    from ..leaderboard import (
-        convergence_text,
-        interval_caption,
-        interval_records,
-        leaderboard_payload,
-    )
     from ..raters.base import rater_class
 
     if ci not in ("none", *choices.CI_METHODS):
         raise InputError(f"--ci must be none, {', '.join(choices.CI_METHODS)}, not {ci!r}.")
     if cluster is not None and ci != "bootstrap":
         raise InputError("--cluster applies to the bootstrap: add --ci bootstrap.")
-    cls = rater_class(method)
-    seed_for_rater = seed
-    if seed is not None and ci != "none" and is_dataclass(cls):
+    given = {flag: options.get(name) for name, flag in RATER_PARAMS.items()}
+    cls = rater_class(method) if method in choices.RATER_MODULES else None
+    if seed is not None and ci != "none" and cls is not None and is_dataclass(cls):
         # --seed also seeds the intervals; pass it to the rater only if the rater takes one
         if "seed" not in {f.name for f in fields(cls)}:
-            seed_for_rater = None
-    given = {
-        "--solver": solver,
-        "--anchor": anchor,
-        "--elo-k": elo_k,
-        "--shuffles": shuffles,
-        "--seed": seed_for_rater,
-        "--min-records": min_records,
-        "--ability-threshold": ability_threshold,
-        "--exclude-flagged": exclude_flagged,
-        "--k-tie": k_tie,
-        "--k-cov": k_cov,
-        "--tie-form": tie_form,
-        "--confidence": confidence,
-        "--normalization": normalization,
-    }
-    rater = build_rater(method, given)
+            given["--seed"] = None
+    return given
+
+
+def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
+    """Check, read the data and fit the rater — the part of ``rank``, ``plot`` and ``report``
+    that is the same. ``options``: as for :func:`rater_options`, plus ``path`` and the filters
+    of :func:`load_data`. Returns what was loaded and the fitted result."""
+    method = options["method"]
+    rater = build_rater(method, rater_options(options))
     loaded = load_data(
-        path,
-        col=col,
-        input_format=input_format,
-        both_bad=both_bad,
-        exclude=exclude,
-        min_battles=min_battles,
-        counts_only=not needs_battles(method, ci, cluster),
+        options["path"],
+        col=options["col"],
+        input_format=options["input_format"],
+        both_bad=options["both_bad"],
+        exclude=options["exclude"],
+        min_battles=options["min_battles"],
+        counts_only=not needs_battles(method, options["ci"], options["cluster"]),
         by_annotator=method == "am-elo",
     )
     if method == "elo":
@@ -318,7 +326,141 @@ def rank(
 
         check_comparison_graph(as_counts(loaded.data))
     with fit_progress(f"fitting {method} on {loaded.label}"):
-        fitted = rater.fit(loaded.data)
+        return loaded, rater.fit(loaded.data)
+
+
+@app.command()
+def rank(
+    path: PathArg = None,
+    method: MethodOpt = "m-elo",
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    both_bad: BothBadOpt = "tie",
+    exclude: ExcludeOpt = None,
+    min_battles: MinBattlesOpt = 0,
+    col: ColOpt = None,
+    input_format: InputFormatOpt = None,
+    anchor: AnchorOpt = None,
+    solver: SolverOpt = None,
+    elo_k: EloKOpt = None,
+    shuffles: ShufflesOpt = None,
+    seed: SeedOpt = None,
+    min_records: MinRecordsOpt = None,
+    ability_threshold: AbilityThresholdOpt = None,
+    exclude_flagged: ExcludeFlaggedOpt = False,
+    k_tie: KTieOpt = None,
+    k_cov: KCovOpt = None,
+    confidence: ConfidenceOpt = None,
+    normalization: NormalizationOpt = None,
+    tie_form: TieFormOpt = None,
+    ci: CiOpt = "none",
+    rounds: RoundsOpt = 1000,
+    cluster: ClusterOpt = None,
+    level: LevelOpt = 0.95,
+    style: Annotated[
+        bool,
+        typer.Option(
+            "--style",
+            help="Style control (m-elo, bt, am-elo): LMArena's length/headers/lists/bold covariates "
+            "from conv_metadata or answer text, or those named by --covariate.",
+        ),
+    ] = False,
+    covariate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--covariate",
+            metavar="A:B|COLUMN",
+            help="Style covariate (implies --style): A:B per-side numeric columns (normalised "
+            "difference (a-b)/(a+b+1)) or a ready difference column. Repeatable.",
+        ),
+    ] = None,
+    text_columns: Annotated[
+        str | None,
+        typer.Option(
+            "--text-columns",
+            help="--style: answer-text columns A:B to count style in.",
+            metavar="A:B",
+        ),
+    ] = None,
+    penalty: Annotated[
+        str | None,
+        typer.Option(
+            "--penalty",
+            help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
+            metavar="[gamma|all|none]",
+            callback=one_of("gamma", "all", "none", flag="--penalty"),
+        ),
+    ] = None,
+    reg: Annotated[
+        float | None,
+        typer.Option(
+            "--reg",
+            help="--style: penalty strength λ on the summed log-likelihood (0.5).",
+            metavar="LAMBDA",
+            callback=non_negative,
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where",
+            help="Keep battles with COLUMN=VALUE (any column; repeatable).",
+            metavar="COLUMN=VALUE",
+        ),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            help="One board per value of this column (JSON: keyed by value).",
+            metavar="COLUMN",
+        ),
+    ] = None,
+) -> None:
+    """Fit a rating method and print the leaderboard.
+
+    JSON output: {"method", "n_battles", "n_models", "nll" (negative log-likelihood per
+    comparison), "models": [{"rank", "model", "rating", "battles", ...}], ...}.
+    With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
+    "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
+    """
+    options = dict(locals())
+    if style or covariate or where or by or text_columns:
+        from .boards import rank_boards, style_method
+
+        use_style = style or bool(covariate) or text_columns is not None
+        rank_boards(
+            build_rater(style_method(method) if use_style else method, rater_options(options)),
+            path,
+            style=use_style,
+            covariates=covariate or [],
+            text_columns=text_columns,
+            where_items=where or [],
+            by=by,
+            col=col,
+            input_format=input_format,
+            both_bad=both_bad,
+            exclude=split_list(exclude),
+            min_battles=min_battles,
+            payload_options={
+                "ci": ci,
+                "level": level,
+                "rounds": rounds,
+                "cluster": cluster,
+                "seed": seed,
+            },
+            fmt=fmt,
+            output=output,
+        )
+        return
+    from ..leaderboard import (
+        convergence_text,
+        interval_caption,
+        interval_records,
+        leaderboard_payload,
+    )
+
+    loaded, fitted = fit_from_options(options)
     payload = leaderboard_payload(
         fitted,
         loaded.data,
@@ -331,7 +473,6 @@ def rank(
         seed=seed,
         progress=sys.stderr.isatty(),
     )
-
     if loaded.dropped:
         payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 

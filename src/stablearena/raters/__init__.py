@@ -28,6 +28,10 @@ _LAZY: dict[str, str] = {
     "Davidson": ".ties",
     "ThurstonianBT": ".ties",
     "TieFitted": ".ties",
+    "StyleMElo": ".style",
+    "StyleBradleyTerry": ".style",
+    "StyleAmElo": ".style",
+    "StyleFitted": ".style",
 }
 
 __all__ = [
@@ -48,6 +52,10 @@ __all__ = [
     "Davidson",
     "ThurstonianBT",
     "TieFitted",
+    "StyleMElo",
+    "StyleBradleyTerry",
+    "StyleAmElo",
+    "StyleFitted",
 ]
 
 
@@ -77,4 +85,5 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
     from .elo import Elo
+    from .style import StyleAmElo, StyleBradleyTerry, StyleFitted, StyleMElo
     from .ties import Davidson, RaoKupper, ThurstonianBT, TieFitted
