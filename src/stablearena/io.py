@@ -340,6 +340,13 @@ def _corrupt(src: _Source, exc: BaseException) -> InputError:
     )
 
 
+def _parquet_error(src: _Source, exc: BaseException) -> InputError:
+    return InputError(
+        f"{src.name}: not a valid Parquet file ({' '.join(str(exc).split())}); it may be "
+        "truncated or corrupt."
+    )
+
+
 def _wrong_kind(name: str, kind: str, wanted: str | None) -> InputError:
     what = KIND_NAMES.get(kind, kind)
     advice = {
@@ -1189,10 +1196,7 @@ def _read_table(
     except InputError:
         raise
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError, ValueError) as exc:
-        raise InputError(
-            f"{src.name}: not a valid Parquet file ({' '.join(str(exc).split())}); it may be "
-            "truncated or corrupt."
-        ) from None
+        raise _parquet_error(src, exc) from None
     return table, roles
 
 
@@ -1500,19 +1504,13 @@ def _batches(
         except InputError:
             raise
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError, ValueError) as exc:
-            raise InputError(
-                f"{src.name}: not a valid Parquet file ({' '.join(str(exc).split())}); it may be "
-                "truncated or corrupt."
-            ) from None
+            raise _parquet_error(src, exc) from None
 
         def parquet_batches() -> Iterator[pa.RecordBatch]:
             try:
                 yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=cols, use_threads=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError) as exc:
-                raise InputError(
-                    f"{src.name}: not a valid Parquet file ({' '.join(str(exc).split())}); it may "
-                    "be truncated or corrupt."
-                ) from None
+                raise _parquet_error(src, exc) from None
 
         return roles, parquet_batches()
     if src.fmt == "csv":
