@@ -552,3 +552,23 @@ def test_sniff_never_fails_and_reader_errors_are_input_errors(data):
                 reader(p)
             except InputError:
                 pass
+
+
+def test_groups_joined_only_by_tiny_weights_are_not_falsely_precise(tmp_path, cli):
+    """Two groups joined by battles of weight 1e-11 (within the allowed range): the information
+    intervals are honestly enormous, and the bootstrap — whose resamples cannot draw 2e-11 of a
+    battle, so every resample is disconnected — refuses instead of reporting the full-data gap as
+    certain."""
+    rows = ["model_a,model_b,winner,weight"]
+    rows += ["a,b,model_a,1", "b,a,model_a,1", "c,d,tie,1", "d,c,model_b,1"] * 50
+    rows += ["b,c,model_a,1e-11", "c,b,model_a,1e-11"]
+    path = tmp_path / "bridge.csv"
+    path.write_text("\n".join(rows) + "\n")
+    code, out, err = cli("rank", str(path), "--ci", "fisher", "-f", "json")
+    assert code == 0, err
+    assert min(m["se"] for m in json.loads(out)["models"]) > 1e6
+    one_error(
+        *cli("rank", str(path), "--ci", "bootstrap", "--rounds", "40"),
+        "bridge.csv",
+        "40 of 40 bootstrap resamples left a model without a rating",
+    )

@@ -479,8 +479,9 @@ def _bt_round(
     full-data optimum x̂: a resample's Hessian differs from it by O(1/√n), so each iteration
     gains about that factor, and the fixed point is the exact MLE ∇lnL = 0. Stops when
     ‖∇lnL‖/n ≤ tol — the criterion of :class:`~stablearena.raters.MElo`. Returns (scores with
-    mean zero, ok); not ok when a model never won or never lost in the resample (no finite MLE)
-    or the iteration did not converge: the caller then runs the exact Newton fit with the prior.
+    mean zero, ok); not ok when a model never won or never lost in the resample (no finite MLE),
+    the rows drawn leave the comparison graph disconnected, or the iteration did not converge:
+    the caller then runs the exact Newton fit (with the prior; a disconnected resample fails).
     """
     m = len(x_hat)
     rows = len(i)
@@ -507,6 +508,27 @@ def _bt_round(
     total = n.sum()
     x = x_hat.copy()
     if total <= 0.0 or won.min() <= 0.0 or lost.min() <= 0.0:
+        return x, False
+    # a resample whose drawn rows leave the comparison graph disconnected has no rating gap
+    # between the parts (the chord iteration would keep the full-data gap and understate the
+    # spread): union–find over the rows drawn, not ok unless they connect every model
+    parent = np.arange(m)
+    left = m - 1
+    for r in range(rows):
+        if n[r] == 0.0:
+            continue
+        a = i[r]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        b = j[r]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            parent[a] = b
+            left -= 1
+    if left > 0:
         return x, False
     g = np.zeros(m)
     last = np.inf
@@ -823,7 +845,8 @@ def bootstrap(
     failed = int((~ok).sum())
     if failed > rounds // 2:
         raise InputError(
-            f"{failed} of {rounds} bootstrap resamples left a model without a rating (too few battles "
+            f"{base.source}: {failed} of {rounds} bootstrap resamples left a model without a "
+            "rating (too few battles "
             "per model or a sparsely connected comparison graph); remove rarely compared models "
             "(e.g. --min-battles) before bootstrapping."
         )
