@@ -95,6 +95,12 @@ def test_rank_needs_no_pandas_scipy_or_numba(tmp_path):
         assert not {"pandas", "scipy", "numba", "matplotlib"} & modules, (args, modules)
 
 
+def test_fisher_intervals_need_no_pandas_numba_or_scipy_stats():
+    code, modules = loaded_after("rank", "--ci", "fisher")
+    assert code == 0
+    assert not {"pandas", "numba", "matplotlib"} & modules
+
+
 def test_lazy_names_resolve_and_list():
     import stablearena
     import stablearena.raters as raters

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["expit", "log_expit", "softplus"]
+__all__ = ["expit", "log_expit", "softplus", "normal_ppf", "normal_sf"]
 
 
 def expit(z: Any) -> Any:
@@ -35,4 +35,21 @@ def log_expit(z: Any) -> Any:
     """ln σ(z) = −softplus(−z), elementwise; a float for a scalar argument."""
     x = np.asarray(z, dtype=float)
     out = np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+    return float(out) if out.ndim == 0 else out
+
+
+def normal_ppf(p: float) -> float:
+    """Quantile Φ⁻¹(p) of the standard normal (``statistics.NormalDist``; no SciPy import)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(float(p))
+
+
+def normal_sf(z: Any) -> Any:
+    """Upper tail 1 − Φ(z) = ½ erfc(z/√2), elementwise (exact to rounding in both tails); a
+    float for a scalar argument."""
+    import math
+
+    x = np.asarray(z, dtype=float)
+    out = np.vectorize(lambda v: 0.5 * math.erfc(v / math.sqrt(2.0)), otypes=[float])(x)
     return float(out) if out.ndim == 0 else out

@@ -38,16 +38,13 @@ import os
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 import scipy.linalg
 import scipy.sparse as sp
-from numba import njit
-from scipy.special import expit
-from scipy.stats import norm
 
+from ._numeric import expit, normal_ppf, normal_sf
 from ._threads import single_threaded_blas
 from .battles import Battles, PairCounts
 from .choices import CI_METHODS
@@ -61,6 +58,9 @@ from .errors import (
 from .graph import check_comparison_graph
 from .information import laplacian, laplacian_pinv
 from .raters.base import _BT_LIKELIHOOD, Fitted, rater_names
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = [
     "CI_METHODS",
@@ -459,8 +459,7 @@ def _refit_round(
     return scores, prior, wm
 
 
-@njit(cache=True)
-def _bt_round(
+def _bt_round_py(
     cells: np.ndarray,
     cell_row: np.ndarray,
     cell_cat: np.ndarray,
@@ -549,6 +548,20 @@ def _bt_round(
         last = gnorm
         x += p0 @ g
     return x, False
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _bt_round(*args: Any) -> tuple[np.ndarray, bool]:
+    """:func:`_bt_round_py` compiled with numba on first use (and cached on disk): importing
+    numba costs ~0.3 s, which only the bootstrap should pay."""
+    fn = _COMPILED.get("bt_round")
+    if fn is None:
+        from numba import njit
+
+        fn = _COMPILED["bt_round"] = njit(cache=True)(_bt_round_py)
+    return fn(*args)
 
 
 def _run_block(task: _Task, k: int) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray | None]:
@@ -996,7 +1009,7 @@ def tiers(
     gap = r[a] - r[b]
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, gap / se, np.where(gap > 0, np.inf, 0.0))
-    p = 2 * norm.sf(np.abs(z))
+    p = 2 * normal_sf(np.abs(z))
     if adjust == "holm":
         k = len(p)
         idx = np.argsort(p, kind="stable")
@@ -1058,6 +1071,8 @@ class Intervals:
         return self.fitted.models
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         """One row per model, best first: model, rating, se, ci_low, ci_high, rank, rank_low,
         rank_high, displayed_rank, tier."""
         order = self.fitted.order()
@@ -1082,13 +1097,13 @@ class Intervals:
         ia, ib = self.fitted.index(a), self.fitted.index(b)
         est = float(self.ratings[ia] - self.ratings[ib])
         se = float(self.covariance.difference_se(ia, ib))
-        z = norm.ppf(0.5 + self.level / 2)
+        z = normal_ppf(0.5 + self.level / 2)
         if self.bootstrap is not None:
             d = self.bootstrap.ratings[:, ia] - self.bootstrap.ratings[:, ib]
             lo, hi = np.quantile(d, [(1 - self.level) / 2, (1 + self.level) / 2])
         else:
             lo, hi = est - z * se, est + z * se
-        p = float(2 * norm.sf(abs(est) / se)) if se > 0 else float(est == 0)
+        p = float(2 * normal_sf(abs(est) / se)) if se > 0 else float(est == 0)
         return {"estimate": est, "se": se, "ci_low": float(lo), "ci_high": float(hi), "p_value": p}
 
 
@@ -1142,7 +1157,7 @@ def intervals(
     else:
         cov = covariance(fitted, ci, dispersion=dispersion)
         se = cov.se
-        z = norm.ppf(0.5 + level / 2)
+        z = normal_ppf(0.5 + level / 2)
         low, high = ratings - z * se, ratings + z * se
         rank_samples = normal_rank_samples(np.asarray(fitted.scores), cov.scores, seed=seed)
         worse_samples = normal_rank_samples(
@@ -1191,6 +1206,8 @@ class WinProbability:
     method: str
 
     def to_frame(self, which: Literal["estimate", "low", "high"] = "estimate") -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(
             getattr(self, which), index=list(self.models), columns=list(self.models)
         )
@@ -1244,7 +1261,7 @@ def win_probability(
         se = cov.difference_se() * fitted.elo_scale
         x = np.asarray(fitted.scores)
         d = x[:, None] - x[None, :]
-        z = norm.ppf(0.5 + level / 2)
+        z = normal_ppf(0.5 + level / 2)
         low, high = expit(d - z * se), expit(d + z * se)
     else:
         raise InputError(f"ci must be one of {', '.join(CI_METHODS)}, not {ci!r}.")
