@@ -219,33 +219,18 @@ def annotators(
         counts_only=True,
         by_annotator=True,
     )
+    from ..leaderboard import ANNOTATOR_GROUPS as group
+    from ..leaderboard import annotators_payload
+
     with fit_progress(f"fitting am-elo on {loaded.label}"):
         fitted = rater.fit(loaded.data)
-    d = fitted.to_dict()
-    status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
-    for rec in d["annotators"]:
-        rec["status"] = status[rec["annotator"]]
-    # flagged first, then the annotators in the fit, then those waiting for records (< δ);
-    # each group worst (lowest ability) first, as the library orders them
-    group = {"flagged": 0, "excluded": 0, "included": 1, "left_out": 2}
-    ordered = sorted(d["annotators"], key=lambda r: group.get(r["status"], 1))
-    payload: dict[str, Any] = {
-        "method": d["method"],
-        "source": loaded.label,
-        "simulated": loaded.simulated,
-        "n_battles": d["n_battles"],
-        "n_models": d["n_models"],
-        "n_annotators": len(ordered),
-        "n_flagged": int(fitted.flagged.sum()),
-        "n_waiting": sum(r["status"] == "left_out" for r in ordered),
-        "flagged": [r["annotator"] for r in ordered if group.get(r["status"]) == 0],
-        "ability_threshold": ability_threshold,
-        "min_records": min_records,
-        "normalization": normalization,
-        "convergence": d["convergence"],
-        "notes": d["notes"],
-        "annotators": ordered,
-    }
+    payload = annotators_payload(
+        fitted,
+        source=loaded.label,
+        simulated=loaded.simulated,
+        ability_threshold=ability_threshold,
+        normalization=normalization,
+    )
     if loaded.dropped:
         payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 
