@@ -255,14 +255,15 @@ def _install_fast_coercion() -> None:
 
 _install_fast_coercion()
 
-app = _App(
-    name="stablearena",
-    help="Exact, robust and honest leaderboards from LLM arena battle logs.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+_APP_SETTINGS: dict[str, Any] = {
+    "name": "stablearena",
+    "help": "Exact, robust and honest leaderboards from LLM arena battle logs.",
+    "no_args_is_help": True,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": None,
+}
+app = _App(**_APP_SETTINGS)
 experiment_app = _App(
     help="Run the papers' experiment protocols.",
     no_args_is_help=True,
@@ -741,6 +742,31 @@ def _usage_line(exc: Any) -> str:
     return message + where
 
 
+def _app_for(args: Sequence[str]) -> typer.Typer:
+    """The app that runs ``args``: for ``stablearena NAME …`` a root app holding only the command
+    (or group) NAME — Typer builds every registered command with all its options on each call,
+    which costs more than the rest of a ``--help`` —, the whole app otherwise (the root help, a
+    name it does not know)."""
+    name = next((a for a in args if not a.startswith("-")), None)
+    if name is None:
+        return app
+    from typer.main import get_command_name
+
+    for info in app.registered_commands:
+        if (info.name or get_command_name(info.callback.__name__)) == name:  # type: ignore[union-attr]
+            sub = _App(**_APP_SETTINGS)
+            sub.registered_callback = app.registered_callback
+            sub.registered_commands = [info]
+            return sub
+    for group in app.registered_groups:
+        if group.name == name:
+            sub = _App(**_APP_SETTINGS)
+            sub.registered_callback = app.registered_callback
+            sub.registered_groups = [group]
+            return sub
+    return app
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``stablearena`` command.
 
@@ -757,11 +783,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             break
     warnings.showwarning = _show_warning
     click_exc, usage_error, abort = _click_exception_types()
+    runner = _app_for(args)
     try:
-        code = app(args=args, prog_name="stablearena", standalone_mode=False)
+        code = runner(args=args, prog_name="stablearena", standalone_mode=False)
     except usage_error as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":
-            app(args=[*args, "--help"], prog_name="stablearena", standalone_mode=False)
+            runner(args=[*args, "--help"], prog_name="stablearena", standalone_mode=False)
             sys.exit(0)
         if _STATE["debug"]:
             raise
