@@ -142,3 +142,20 @@ def test_help_shows_allowed_values_not_types(cli):
     assert "<str>" not in out and "<bool>" not in out and "<float>" not in out
     assert "[m-elo|bt|elo|am-elo|rao-kupper|davidson|bt-cov|style-m-elo|" in out
     assert "[table|json|csv]" in out and "[none|fisher|sandwich|bootstrap]" in out
+
+
+def test_root_help_lists_every_command_as_the_full_app_does(cli):
+    """The root listing is built from stand-ins (no options); it must read exactly like the
+    help of the fully built app."""
+    import typer
+
+    from stablearena.cli import app
+
+    full = typer.main.get_command(app)
+    ctx = full.make_context("stablearena", ["--help"], resilient_parsing=True)
+    expected = full.get_help(ctx)
+    code, out, _ = cli("--help")
+    assert code == 0
+    assert out.strip() == expected.strip()
+    for name in full.commands:
+        assert f"  {name} " in out

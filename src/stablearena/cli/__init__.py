@@ -749,7 +749,7 @@ def _app_for(args: Sequence[str]) -> typer.Typer:
     name it does not know)."""
     name = next((a for a in args if not a.startswith("-")), None)
     if name is None:
-        return app
+        return _listing_app()
     from typer.main import get_command_name
 
     for info in app.registered_commands:
@@ -765,6 +765,36 @@ def _app_for(args: Sequence[str]) -> typer.Typer:
             sub.registered_groups = [group]
             return sub
     return app
+
+
+def _listing_app() -> typer.Typer:
+    """The root app for ``stablearena`` / ``stablearena --help``: each command stands in by its
+    name and help alone (its options are not built — only the listing is shown)."""
+    import inspect
+
+    from typer.main import get_command_name
+    from typer.models import CommandInfo
+
+    def stand_in() -> None:  # pragma: no cover - never run: the root only lists commands
+        raise RuntimeError("a listing stand-in was invoked")
+
+    listing = _App(**_APP_SETTINGS)
+    listing.registered_callback = app.registered_callback
+    for info in app.registered_commands:
+        listing.registered_commands.append(
+            CommandInfo(
+                name=info.name or get_command_name(info.callback.__name__),  # type: ignore[union-attr]
+                callback=stand_in,
+                help=info.help or inspect.getdoc(info.callback) or "",
+                short_help=info.short_help,
+                hidden=info.hidden,
+            )
+        )
+    for group in app.registered_groups:
+        sub = _App(help=group.typer_instance.info.help, rich_markup_mode=None)  # type: ignore[union-attr]
+        sub.registered_commands.append(CommandInfo(name="-", callback=stand_in, hidden=True))
+        listing.add_typer(sub, name=group.name, help=group.typer_instance.info.help)  # type: ignore[union-attr]
+    return listing
 
 
 def main(argv: Sequence[str] | None = None) -> None:
