@@ -184,12 +184,18 @@ def _publish_anonymous(fd: int, target: Path, mode: int) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(name)
             raise
+    _rename_into_place(name, target, mode)
+
+
+def _rename_into_place(tmp: Path, target: Path, mode: int) -> None:
+    """Give ``tmp`` the permission bits ``mode`` and rename it onto ``target`` (removed on
+    failure, so that nothing is left behind)."""
     try:
-        os.chmod(name, mode)
-        os.replace(name, target)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(name)
+            os.unlink(tmp)
         raise
 
 
@@ -246,12 +252,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.chmod(tmp, file_mode)
-        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _rename_into_place(tmp, target, file_mode)
     _fsync_dir(directory)
 
 
