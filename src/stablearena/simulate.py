@@ -9,6 +9,8 @@ one of these rules:
 - ``"paper"``: SPEC §5 (Fewer Battles, App. C.2 reconstructed): W = 1 with p², 0 with (1 − p)²,
   ½ (tie) with 2p(1 − p); the expected score is p.
 - ``"davidson"``: Davidson's tie model with ν = e^η (SPEC §3.5), applied to θ_k C (r_a − r_b).
+- ``"rao-kupper"``: Rao–Kupper's tie model with ν = e^η ≥ 1 (SPEC §3.5): with z the log-odds,
+  A wins with σ(z − η), B with σ(−z − η), and the rest is a tie.
 
 θ_k is the annotator's ability on the mean-1 scale (1 = an average honest annotator; 0 votes at
 random; negative votes against the consensus).
@@ -25,9 +27,10 @@ from .battles import Battles, Outcome
 from .errors import InputError
 from .raters.base import DEFAULT_OFFSET, ELO_SCALE
 
-__all__ = ["OutcomeRule", "simulate_battles", "sample_outcomes", "random_ratings"]
+__all__ = ["OutcomeRule", "OUTCOME_RULES", "simulate_battles", "sample_outcomes", "random_ratings"]
 
-OutcomeRule = Literal["bt", "paper", "davidson"]
+OutcomeRule = Literal["bt", "paper", "davidson", "rao-kupper"]
+OUTCOME_RULES: tuple[str, ...] = ("bt", "paper", "davidson", "rao-kupper")
 
 
 def random_ratings(
@@ -59,7 +62,14 @@ def sample_outcomes(
         return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
             np.int8
         )
-    raise InputError(f"outcome rule must be 'bt', 'paper' or 'davidson', not {rule!r}.")
+    if rule == "rao-kupper":
+        if not eta >= 0:
+            raise InputError(f"the Rao–Kupper tie parameter eta must be >= 0, not {eta!r}.")
+        pa, pb = 1.0 / (1.0 + np.exp(eta - z)), 1.0 / (1.0 + np.exp(eta + z))
+        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
+            np.int8
+        )
+    raise InputError(f"outcome rule must be one of {', '.join(OUTCOME_RULES)}, not {rule!r}.")
 
 
 def simulate_battles(

@@ -7,7 +7,6 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
 from ..errors import InputError, StableArenaWarning
@@ -29,21 +28,11 @@ from . import (
     split_list,
 )
 
-StrategyOpt = Annotated[
-    str,
-    typer.Option(
-        "--strategy",
-        "-s",
-        help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, a-opt-grounded, d-opt-grounded.",
-    ),
-]
-
-
 EstimateOpt = Annotated[
     str,
     typer.Option(
         "--estimate",
-        help="a-opt/d-opt: ratings the information is evaluated at: 'empirical-bayes' "
+        help="a-opt/d-opt/rank-opt: ratings the information is evaluated at: 'empirical-bayes' "
         "(shrunk by their uncertainty) or 'plug-in' (as fitted, the paper's).",
     ),
 ]
@@ -58,8 +47,9 @@ def next_pairs(
         typer.Option(
             "--strategy",
             "-s",
-            help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, a-opt-grounded, "
-            "d-opt-grounded (default: stablearena.selection.DEFAULT_STRATEGY, the best measured).",
+            help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, rank-opt, "
+            "a-opt-grounded, d-opt-grounded (default: stablearena.selection.DEFAULT_STRATEGY, "
+            "the best measured).",
         ),
     ] = None,
     annotator: Annotated[
@@ -80,7 +70,8 @@ def next_pairs(
         str,
         typer.Option(
             "--batch-mode",
-            help="a-opt/d-opt: 'greedy' (update the information after each pick) or 'top-k' (the paper's).",
+            help="a-opt/d-opt/rank-opt: 'greedy' (update the information after each pick) or "
+            "'top-k' (the paper's).",
         ),
     ] = "greedy",
     estimate: EstimateOpt = "empirical-bayes",
@@ -102,9 +93,12 @@ def next_pairs(
     """The pairs to run next for a battle log, with each pick's expected information gain.
 
     d-opt's gain is the rise of ln det of the Fisher information the battle would bring; a-opt's
-    the fall of the total variance of the ratings (natural units²). A batch is greedy: each pick
-    is counted as played before the next one is chosen.
+    the fall of the total variance of the ratings (natural units²); rank-opt's the fall of the
+    expected number of misordered pairs (first order). A batch is greedy: each pick is counted
+    as played before the next one is chosen.
     """
+    import numpy as np
+
     from ..battles import Battles, as_counts
     from ..raters.base import get_rater
     from ..selection import DEFAULT_STRATEGY, InformationTracker, get_selector
@@ -121,7 +115,7 @@ def next_pairs(
     )
     data = loaded.data
     options: dict[str, Any] = {}
-    if strategy in ("a-opt", "d-opt"):
+    if strategy in ("a-opt", "d-opt", "rank-opt"):
         options["batch_mode"] = batch_mode
         options["estimate"] = estimate
     selector = get_selector(strategy, **options)
@@ -200,14 +194,35 @@ def experiment_selection(
         int | None,
         typer.Option("--simulate", help="Simulation mode with this many models (instead of PATH)."),
     ] = None,
+    fit: Annotated[
+        str | None,
+        typer.Option(
+            "--fit",
+            help="Simulate from this tie model fitted to PATH (rao-kupper or davidson; with the "
+            "log's annotator abilities when it names annotators) instead of replaying it.",
+        ),
+    ] = None,
     strategies: Annotated[
         str, typer.Option("--strategies", help="Comma-separated strategies to compare.")
-    ] = "random,nearest,ada-pair,a-opt,d-opt",
+    ] = "random,nearest,ada-pair,a-opt,d-opt,rank-opt",
     init: Annotated[int, typer.Option("--init", help="Initial random battles.")] = 100,
     steps: Annotated[
         str, typer.Option("--steps", help="Selected battles at which to record, comma-separated.")
     ] = "100,200,500,1000",
+    grid: Annotated[
+        int,
+        typer.Option("--grid", help="Selected battles between two points of the curves."),
+    ] = 50,
     seeds: Annotated[int, typer.Option("--seeds", help="Repetitions.")] = 5,
+    baseline: Annotated[
+        str,
+        typer.Option(
+            "--baseline", help="Strategy of the paired differences and battles-to-target."
+        ),
+    ] = "random",
+    workers: Annotated[
+        int, typer.Option("--workers", help="Processes running seeds in parallel.")
+    ] = 1,
     batch: Annotated[
         int, typer.Option("--batch", help="Pairs chosen per refit (greedy batches).")
     ] = 1,
@@ -233,18 +248,25 @@ def experiment_selection(
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
 ) -> None:
-    """The "Fewer Battles, More Gain" Table 2 protocol: replay a real log (PATH) or simulate.
+    """The "Fewer Battles, More Gain" Table 2 protocol: replay a real log (PATH), simulate from
+    a tie model fitted to it (PATH --fit rao-kupper), or simulate (--simulate N).
 
     Each strategy starts from the same INIT random battles per seed and picks pairs (outcomes
-    drawn without replacement from the log, or simulated with ties 2p(1 − p)); the pairwise
-    agreement with the ground truth and the A-Info / D-Info of the chosen battles are recorded
-    at each step.
+    drawn without replacement from the log, from the fitted model, or simulated with ties
+    2p(1 − p)); the pairwise agreement with the ground truth and the A-Info / D-Info of the
+    chosen battles are recorded at each step. The table adds the paired difference from the
+    baseline (mean ± standard error over seeds, seeds won) and battles-to-target: the selected
+    battles each strategy needs to reach the baseline's pairwise metric at the last step.
     """
+    import numpy as np
+
     from .._threads import single_threaded_blas
     from ..experiments.selection import plot_selection_experiment, run_selection_experiment
 
     if (path is None) == (simulate is None):
         raise InputError("give either a battle log PATH (replay mode) or --simulate N_MODELS.")
+    if fit is not None and path is None:
+        raise InputError("--fit simulates from a model fitted to a battle log: give PATH too.")
     if fmt.lower() == "csv":
         raise InputError("experiment selection writes --format table or json (nested results).")
     try:
@@ -275,10 +297,14 @@ def experiment_selection(
         result = run_selection_experiment(
             data,
             n_models=simulate,
+            fit=fit,
             strategies=names,
             init=init,
             steps=step_list,
+            grid=grid,
             seeds=seeds,
+            baseline=baseline,
+            workers=workers,
             batch=batch,
             rater=rater,
             spread=spread,
@@ -301,21 +327,40 @@ def experiment_selection(
 
     def table(p: dict[str, Any]) -> Any:
         rows = []
+        st = p["settings"]
         for name, v in p["strategies"].items():
             row: dict[str, Any] = {"strategy": name, "mean": v["mean"]}
             for s, vals in v["pairwise"].items():
                 row[f"@{s}"] = float(np.mean(vals))
-            row["A-Info/battle"] = p["summary"][name]["a_info_growth"]
-            row["D-Info/battle"] = p["summary"][name]["d_info_growth"]
-            row["max/median model"] = p["summary"][name]["max_model_share_over_median"]
+            summ = p["summary"][name]
+            paired, reach = summ["paired"], summ["battles_to_target"]
+            if paired is not None and name == st["baseline"]:
+                row["vs baseline"], row["seeds won"] = "(baseline)", ""
+            elif paired is not None:
+                row["vs baseline"] = f"{paired['mean_diff']:+.4f} ± {paired['se']:.4f}"
+                row["seeds won"] = f"{paired['won']}/{st['seeds']}"
+            if reach is not None:
+                b = reach["battles"]
+                row["battles-to-target"] = (
+                    f"> {st['steps'][-1]}" if b is None else f"{b:.0f} ({reach['fraction']:.0%})"
+                )
+            row["A-Info/battle"] = summ["a_info_growth"]
+            row["D-Info/battle"] = summ["d_info_growth"]
+            row["max/median model"] = summ["max_model_share_over_median"]
             rows.append(row)
-        st = p["settings"]
-        what = st.get("source", f"{st['n_models']} simulated models")
+        what = st.get("source") or f"{st['n_models']} simulated models"
         title = f"Pair selection ({st['mode']}): {what}"
         caption = (
             f"pairwise metric vs ground truth ({st['ground_truth']}), mean of {st['seeds']} seeds; "
             f"init {st['init']}, batch {st['batch']}, rater {st['rater']}"
         )
+        if st["baseline"] is not None:
+            caption += (
+                f"; vs baseline: paired difference from {st['baseline']} (mean ± standard error "
+                f"over seeds); battles-to-target: selected battles to reach {st['baseline']}'s "
+                f"seed-mean pairwise metric at step {st['steps'][-1]} (seed-mean curve every "
+                f"{st['grid']} battles, linear interpolation)"
+            )
         return records_table(rows, title=title, caption=caption)
 
     emit(payload, fmt, output, records_key="strategies", table=table)
