@@ -37,7 +37,7 @@ from .graph import check_comparison_graph
 from .raters.base import DEFAULT_OFFSET, ELO_SCALE, get_rater
 from .raters.bradley_terry import solve_bradley_terry
 from .selection import InformationTracker, Selector, get_selector
-from .simulate import OUTCOME_RULES, OutcomeRule, sample_outcomes
+from .simulate import OUTCOME_RULES, OutcomeRule, outcome_probabilities, sample_outcomes
 
 __all__ = [
     "Arena",
@@ -210,6 +210,28 @@ class SimulatedArena(Arena):
             k = rng.choice(len(self.abilities), len(z), p=self.annotator_probs)
             z = z * self.abilities[k]
         return z
+
+    def outcome_matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """m×m probabilities that model i (as model_a) beats j, and that j beats i — the rest is
+        a tie — averaged over the annotators (weighted by how often each judges)."""
+        m = self.n_models
+        if self._logodds is not None:
+            z = self._logodds
+        else:
+            z = ELO_SCALE * (self.true_ratings[:, None] - self.true_ratings[None, :])
+        if self.abilities is None:
+            return outcome_probabilities(z, self.rule, self.eta)
+        probs = (
+            self.annotator_probs
+            if self.annotator_probs is not None
+            else np.full(len(self.abilities), 1.0 / len(self.abilities))
+        )
+        pa, pb = np.zeros((m, m)), np.zeros((m, m))
+        for theta, w in zip(self.abilities, probs, strict=True):
+            a, b = outcome_probabilities(theta * z, self.rule, self.eta)
+            pa += w * a
+            pb += w * b
+        return pa, pb
 
     def play(self, i: int, j: int, rng: np.random.Generator) -> int | None:
         z = self._z(np.array([i]), np.array([j]), rng)

@@ -27,7 +27,14 @@ from .battles import Battles, Outcome
 from .errors import InputError
 from .raters.base import DEFAULT_OFFSET, ELO_SCALE
 
-__all__ = ["OutcomeRule", "OUTCOME_RULES", "simulate_battles", "sample_outcomes", "random_ratings"]
+__all__ = [
+    "OutcomeRule",
+    "OUTCOME_RULES",
+    "simulate_battles",
+    "sample_outcomes",
+    "outcome_probabilities",
+    "random_ratings",
+]
 
 OutcomeRule = Literal["bt", "paper", "davidson", "rao-kupper"]
 OUTCOME_RULES: tuple[str, ...] = ("bt", "paper", "davidson", "rao-kupper")
@@ -41,35 +48,39 @@ def random_ratings(
     return DEFAULT_OFFSET + spread * rng.standard_normal(n_models)
 
 
+def outcome_probabilities(
+    z: np.ndarray, rule: OutcomeRule = "bt", eta: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """P(model_a wins) and P(model_b wins) for log-odds ``z`` under ``rule`` (the rest is a tie)."""
+    z = np.asarray(z, dtype=float)
+    if rule == "bt":
+        p = 1.0 / (1.0 + np.exp(-z))
+        return p, 1.0 - p
+    if rule == "paper":
+        p = 1.0 / (1.0 + np.exp(-z))
+        return p * p, (1 - p) * (1 - p)
+    if rule == "davidson":
+        ea, eb = np.exp(z / 2), np.exp(-z / 2)
+        den = ea + eb + np.exp(eta)
+        return ea / den, eb / den
+    if rule == "rao-kupper":
+        if not eta >= 0:
+            raise InputError(f"the Rao–Kupper tie parameter eta must be >= 0, not {eta!r}.")
+        return 1.0 / (1.0 + np.exp(eta - z)), 1.0 / (1.0 + np.exp(eta + z))
+    raise InputError(f"outcome rule must be one of {', '.join(OUTCOME_RULES)}, not {rule!r}.")
+
+
 def sample_outcomes(
     z: np.ndarray, rng: np.random.Generator, rule: OutcomeRule = "bt", eta: float = 0.0
 ) -> np.ndarray:
     """Outcome codes (:class:`Outcome`) for log-odds ``z`` of model_a over model_b."""
     u = rng.random(len(z))
-    p = 1.0 / (1.0 + np.exp(-z))
+    pa, pb = outcome_probabilities(z, rule, eta)
     if rule == "bt":
-        return np.where(u < p, Outcome.A, Outcome.B).astype(np.int8)
-    if rule == "paper":
-        pa, pb = p * p, (1 - p) * (1 - p)
-        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
-            np.int8
-        )
-    if rule == "davidson":
-        nu = np.exp(eta)
-        ea, eb = np.exp(z / 2), np.exp(-z / 2)
-        den = ea + eb + nu
-        pa, pb = ea / den, eb / den
-        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
-            np.int8
-        )
-    if rule == "rao-kupper":
-        if not eta >= 0:
-            raise InputError(f"the Rao–Kupper tie parameter eta must be >= 0, not {eta!r}.")
-        pa, pb = 1.0 / (1.0 + np.exp(eta - z)), 1.0 / (1.0 + np.exp(eta + z))
-        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
-            np.int8
-        )
-    raise InputError(f"outcome rule must be one of {', '.join(OUTCOME_RULES)}, not {rule!r}.")
+        return np.where(u < pa, Outcome.A, Outcome.B).astype(np.int8)
+    return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
+        np.int8
+    )
 
 
 def simulate_battles(

@@ -136,6 +136,13 @@ class SelectionExperiment:
         curve_steps: the steps of the curves: 0 (the shared start), every ``grid`` selected
             battles, and the protocol's steps.
         curves: ``{strategy: array (seeds, curve_steps)}``, the pairwise metric along the way.
+        expected: ``{strategy: array (seeds, steps)}``, the expected pairwise metric of the
+            chosen battles in the normal approximation (:class:`RankingAsymptotics`; simulated
+            arenas only, else empty): the design's effect without the noise of the outcomes.
+        bound: per seed for which it was computed (``bound_seeds``), what no design can beat in
+            that approximation: the best E[pairwise] of any allocation of the same number of
+            battles, and the fewest battles any allocation needs to reach the baseline's
+            E[pairwise] at the last step.
         choices: ``{strategy: (m, m) array}`` — how often each pair was chosen, summed over
             seeds, rows and columns ordered by true strength (best first).
         info_at_start: ``(seeds, 2)`` A-Info and D-Info of the initial battles.
@@ -155,6 +162,8 @@ class SelectionExperiment:
     curve_steps: tuple[int, ...] = ()
     curves: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     baseline: str | None = None
+    expected: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    bound: list[dict[str, Any]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     exhausted: dict[str, int] = field(default_factory=dict)
     warm_up: dict[str, int] = field(default_factory=dict)
@@ -167,13 +176,17 @@ class SelectionExperiment:
     def mean_pairwise(self, strategy: str) -> float:
         return float(self.pairwise[strategy].mean())
 
-    def paired(self, strategy: str) -> dict[str, float | int] | None:
+    def paired(
+        self, strategy: str, what: Literal["pairwise", "expected"] = "pairwise"
+    ) -> dict[str, float | int] | None:
         """Paired difference from the baseline: per seed, the mean over ``steps`` of the
-        strategy's pairwise metric minus the baseline's. Returns the mean over seeds, its
-        standard error (sample sd/√seeds; 0 with one seed), and the seeds won / tied / lost."""
-        if self.baseline is None:
+        strategy's pairwise metric (or, ``what="expected"``, its expected pairwise metric)
+        minus the baseline's. Returns the mean over seeds, its standard error (sample
+        sd/√seeds; 0 with one seed), and the seeds won / tied / lost."""
+        table = self.pairwise if what == "pairwise" else self.expected
+        if self.baseline is None or strategy not in table:
             return None
-        d = self.pairwise[strategy].mean(axis=1) - self.pairwise[self.baseline].mean(axis=1)
+        d = table[strategy].mean(axis=1) - table[self.baseline].mean(axis=1)
         n = len(d)
         se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
         return {
@@ -209,7 +222,7 @@ class SelectionExperiment:
             v = battles_to_target(self.curve_steps, curve[idx].mean(axis=0), self.target(idx))  # type: ignore[arg-type]
             if v is not None:
                 boot[b] = v
-        lo, hi = np.quantile(boot, [0.025, 0.975])
+        lo, hi = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
         return {
             "battles": point,
             "fraction": None if point is None else point / last,
@@ -267,11 +280,16 @@ class SelectionExperiment:
             },
             "curves": curves,
             "settings": dict(self.settings),
+            "bound": list(self.bound),
             "summary": {
                 name: {
                     "mean_pairwise": self.mean_pairwise(name),
                     "paired": self.paired(name),
                     "battles_to_target": self.battles_to_target(name),
+                    "expected_pairwise": (
+                        float(self.expected[name].mean()) if name in self.expected else None
+                    ),
+                    "paired_expected": self.paired(name, "expected"),
                     "a_info_growth": self.growth(name, "a_info"),
                     "d_info_growth": self.growth(name, "d_info"),
                     "max_model_share_over_median": self.model_share_ratio(name),
@@ -370,6 +388,8 @@ class _SeedJob:
     n_models: int
     spread: float
     rule: OutcomeRule
+    bound: bool = False
+    baseline: str | None = None
 
 
 def _run_seed(job: _SeedJob) -> dict[str, Any]:
@@ -391,6 +411,7 @@ def _run_seed_inner(job: _SeedJob) -> dict[str, Any]:
         arena = SimulatedArena(ratings, rule=job.rule)
     truth = arena.truth()
     m = arena.n_models
+    asym = RankingAsymptotics.of(arena) if isinstance(arena, SimulatedArena) else None
     rank = np.empty(m, dtype=np.int64)
     rank[np.argsort(-truth, kind="stable")] = np.arange(m)
     order = np.argsort(rank)
@@ -417,6 +438,14 @@ def _run_seed_inner(job: _SeedJob) -> dict[str, Any]:
         ch = run.choices + run.choices.T
         info = np.array([_info_at(truth, run.snapshots[s].pair_battles) for s in job.steps])
         out[name] = {
+            "expected": np.array(
+                [
+                    np.nan
+                    if asym is None
+                    else asym.expected_pairwise(run.snapshots[s].pair_battles)
+                    for s in job.steps
+                ]
+            ),
             "curve": np.array(
                 [pairwise_agreement(truth, run.snapshots[s].scores) for s in job.curve_steps]
             ),
@@ -428,6 +457,23 @@ def _run_seed_inner(job: _SeedJob) -> dict[str, Any]:
             "warm_up": run.warm_up,
             "seconds": seconds,
         }
+    if job.bound and asym is not None:
+        total = job.init + job.steps[-1]
+        best, _ = asym.best_allocation(total)
+        bound: dict[str, Any] = {
+            "battles": total,
+            "best": best,
+            "uniform": asym.uniform_pairwise(total),
+        }
+        if job.baseline in out:
+            target = float(out[job.baseline]["expected"][-1])
+            least = asym.least_battles(target, total)
+            bound.update(
+                target=target,
+                least_battles=least,
+                least_selected=None if least is None else least - job.init,
+            )
+        out["_bound"] = bound
     return out
 
 
@@ -449,6 +495,7 @@ def run_selection_experiment(
     baseline: str = "random",
     seed: int = 0,
     workers: int = 1,
+    bound_seeds: int = 0,
     progress: Callable[[str, int], None] | None = None,
 ) -> SelectionExperiment:
     """Run the selection experiment: replay ``data``, simulate from a ``fit`` of it
@@ -458,7 +505,9 @@ def run_selection_experiment(
     see :class:`~stablearena.selection.InformationTracker`). ``grid``: selected battles between
     two points of the curves (battles-to-target). ``baseline``: the strategy the paired
     differences and battles-to-target refer to. ``workers``: processes running seeds in parallel
-    (the figures do not depend on it). ``progress(strategy, seed)`` is called after each run
+    (the figures do not depend on it). ``bound_seeds``: for that many seeds of a simulated arena,
+    also compute :meth:`RankingAsymptotics.best_allocation` and
+    :meth:`~RankingAsymptotics.least_battles` (seconds to minutes per seed). ``progress(strategy, seed)`` is called after each run
     (after each seed's last strategy when ``workers > 1``).
     """
     if (data is None) == (n_models is None):
@@ -518,6 +567,8 @@ def run_selection_experiment(
             m,
             spread,
             rule,
+            sd < bound_seeds,
+            baseline,
         )
         for sd in range(seeds)
     ]
@@ -541,6 +592,9 @@ def run_selection_experiment(
         return np.array([r[name][key] for r in per_seed])
 
     curves = {s: stack(s, "curve") for s in strategies}
+    expected = {s: stack(s, "expected") for s in strategies}
+    if np.isnan(next(iter(expected.values()))).all():
+        expected = {}
     settings.update(
         n_models=m,
         init=init,
@@ -567,6 +621,8 @@ def run_selection_experiment(
         curve_steps=curve_steps,
         curves=curves,
         baseline=baseline if baseline in strategies else None,
+        expected=expected,
+        bound=[r["_bound"] for r in per_seed if "_bound" in r],
         settings=settings,
         exhausted={s: int(stack(s, "exhausted").sum()) for s in strategies},
         warm_up={s: int(stack(s, "warm_up").sum()) for s in strategies},
@@ -710,3 +766,169 @@ def plot_selection_experiment(result: SelectionExperiment, path: str | Path) -> 
     out = Path(path)
     fig.savefig(out, dpi=100)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the normal approximation of the ranking's errors (a low-noise view, and what no design can beat)
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankingAsymptotics:
+    """Normal approximation of the errors of the m-ELO ranking in a simulated arena.
+
+    Under the arena's outcome law a battle of (i, j) scores W ∈ {0, ½, 1} with mean e_ij and
+    variance v_ij (annotators mixed in). m-ELO (Bradley–Terry, ties as half) converges to the
+    limit x̄ that solves its likelihood equations at the expected scores (on a balanced design;
+    x̄ is the truth itself when the arena is a Bradley–Terry one), and with n_ij battles per pair
+    its covariance is the sandwich Σ(n) = H⁺ B H⁺, H = Σ n_ij h_ij u uᵀ, h_ij = p̄_ij (1 − p̄_ij),
+    p̄_ij = σ(x̄_i − x̄_j), B = Σ n_ij v_ij u uᵀ, u = e_i − e_j (SPEC §4). The expected pairwise
+    metric of an allocation is then
+
+        E[pairwise](n) = 1 − mean_{i<j} Φ(−s_ij (x̄_i − x̄_j) / σ_ij(n)),
+
+    s_ij the sign of the true gap (a pair in different components of the comparison graph
+    counts ½). It depends on the outcomes only through n, so it measures a design without the
+    noise of the realized metric. :meth:`best_allocation` minimises it over every allocation of a
+    number of battles to pairs with the truth known — a bound, in this approximation, on what
+    any selection strategy can reach.
+    """
+
+    truth: np.ndarray
+    limit: np.ndarray
+    sens: np.ndarray
+    var: np.ndarray
+
+    @classmethod
+    def of(cls, arena: SimulatedArena) -> RankingAsymptotics:
+        from ..raters.bradley_terry import solve_bradley_terry
+
+        m = arena.n_models
+        pa, pb = arena.outcome_matrices()
+        # i as model_a or as model_b, equally often
+        win = 0.5 * (pa + pb.T)
+        tie = 1.0 - 0.5 * (pa + pb) - 0.5 * (pa.T + pb.T)
+        e = win + 0.5 * tie
+        v = win + 0.25 * tie - e * e
+        iu, ju = np.triu_indices(m, 1)
+        sol = solve_bradley_terry(m, iu, ju, np.ones(len(iu)), e[iu, ju])
+        x = sol.x - sol.x.mean()
+        p = 1.0 / (1.0 + np.exp(-(x[:, None] - x[None, :])))
+        return cls(truth=arena.truth(), limit=x, sens=p * (1.0 - p), var=np.maximum(v, 0.0))
+
+    @property
+    def n_models(self) -> int:
+        return len(self.limit)
+
+    def _pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.triu_indices(self.n_models, 1)
+
+    def _gap(self) -> np.ndarray:
+        iu, ju = self._pairs()
+        return np.sign(self.truth[iu] - self.truth[ju]) * (self.limit[iu] - self.limit[ju])
+
+    def _parts(self, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A = H⁺, C = A B A and the pair variances σ² (vector over i < j) for connected n."""
+        from ..information import laplacian, laplacian_pinv
+
+        iu, ju = self._pairs()
+        m = self.n_models
+        a = laplacian_pinv(laplacian(m, iu, ju, n * self.sens[iu, ju]))
+        c = a @ laplacian(m, iu, ju, n * self.var[iu, ju]) @ a
+        d = np.diag(c)
+        var = np.maximum(d[iu] + d[ju] - 2.0 * c[iu, ju], 1e-300)
+        return a, c, var
+
+    def expected_pairwise(self, pair_battles: np.ndarray) -> float:
+        """E[pairwise] of the battles ``pair_battles`` (m×m, symmetric, counts per pair)."""
+        from scipy.stats import norm
+
+        from ..graph import components
+        from ..information import laplacian, laplacian_pinv
+
+        iu, ju = self._pairs()
+        m = self.n_models
+        n = np.asarray(pair_battles, dtype=float)[iu, ju]
+        labels = components(m, iu[n > 0], ju[n > 0])
+        gap = self._gap()
+        out = np.full(len(iu), 0.5)
+        for g in range(int(labels.max()) + 1):
+            idx = np.flatnonzero(labels == g)
+            if len(idx) < 2:
+                continue
+            pos = np.full(m, -1)
+            pos[idx] = np.arange(len(idx))
+            keep = (labels[iu] == g) & (labels[ju] == g)
+            a_i, a_j, nn = pos[iu[keep]], pos[ju[keep]], n[keep]
+            a = laplacian_pinv(laplacian(len(idx), a_i, a_j, nn * self.sens[iu[keep], ju[keep]]))
+            c = a @ laplacian(len(idx), a_i, a_j, nn * self.var[iu[keep], ju[keep]]) @ a
+            d = np.diag(c)
+            v = np.maximum(d[a_i] + d[a_j] - 2.0 * c[a_i, a_j], 1e-300)
+            out[keep] = norm.cdf(-gap[keep] / np.sqrt(v))
+        return float(1.0 - out.mean())
+
+    def _objective(self, n: np.ndarray) -> tuple[float, np.ndarray]:
+        """Σ_{i<j} Φ(−g_ij/σ_ij) and its gradient in n (vector over i < j).
+
+        With A = H⁺, C = A B A and L_c = Σ c_ij u uᵀ, c_ij = ∂Φ/∂σ² = φ(z) z/(2σ²), z = g/σ:
+        ∂/∂n_k = −2 h_k u_kᵀ A L_c C u_k + v_k u_kᵀ A L_c A u_k.
+        """
+        from scipy.stats import norm
+
+        from ..information import laplacian
+
+        iu, ju = self._pairs()
+        a, c, var = self._parts(n)
+        z = self._gap() / np.sqrt(var)
+        cw = norm.pdf(z) * z / (2.0 * var)
+        lc = laplacian(self.n_models, iu, ju, cw)
+        m1 = a @ lc @ c
+        m2 = a @ lc @ a
+
+        def quad(mat: np.ndarray) -> np.ndarray:
+            return mat[iu, iu] + mat[ju, ju] - mat[iu, ju] - mat[ju, iu]
+
+        grad = -2.0 * self.sens[iu, ju] * quad(m1) + self.var[iu, ju] * quad(m2)
+        return float(norm.cdf(-z).sum()), grad
+
+    def uniform_pairwise(self, total: float) -> float:
+        """E[pairwise] when ``total`` battles are spread evenly over all pairs (what uniformly
+        random pairs give on average, to first order)."""
+        iu, _ = self._pairs()
+        f, _ = self._objective(np.full(len(iu), total / len(iu)))
+        return 1.0 - f / len(iu)
+
+    def best_allocation(self, total: float, max_iter: int = 2000) -> tuple[float, np.ndarray]:
+        """The largest E[pairwise] of any allocation of ``total`` battles (continuous counts,
+        found by L-BFGS over a softmax parameterisation from the even allocation), and that
+        allocation as an m×m matrix."""
+        from scipy.optimize import minimize
+
+        iu, ju = self._pairs()
+        k = len(iu)
+
+        def fun(theta: np.ndarray) -> tuple[float, np.ndarray]:
+            w = np.exp(theta - theta.max())
+            share = w / w.sum()
+            f, g = self._objective(total * share)
+            gn = total * g
+            return f, share * (gn - float(share @ gn))
+
+        res = minimize(fun, np.zeros(k), jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
+        w = np.exp(res.x - res.x.max())
+        n = total * w / w.sum()
+        alloc = np.zeros((self.n_models, self.n_models))
+        alloc[iu, ju] = n
+        return 1.0 - float(res.fun) / k, alloc + alloc.T
+
+    def least_battles(self, target: float, upper: float, tol: float = 0.01) -> float | None:
+        """Fewest battles (to relative ``tol``) whose best allocation reaches E[pairwise]
+        ``target``, searched below ``upper``; ``None`` when even ``upper`` battles cannot."""
+        if self.best_allocation(upper)[0] < target:
+            return None
+        lo, hi = 0.0, float(upper)
+        while hi - lo > tol * upper:
+            mid = 0.5 * (lo + hi)
+            if mid > 0 and self.best_allocation(mid)[0] >= target:
+                hi = mid
+            else:
+                lo = mid
+        return hi
