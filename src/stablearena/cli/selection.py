@@ -223,6 +223,15 @@ def experiment_selection(
     workers: Annotated[
         int, typer.Option("--workers", help="Processes running seeds in parallel.")
     ] = 1,
+    bound_seeds: Annotated[
+        int,
+        typer.Option(
+            "--bound-seeds",
+            help="Simulated arenas: for this many seeds, also the best any allocation of the "
+            "battles can reach in the normal approximation (slow: minutes per seed at 100+ "
+            "models).",
+        ),
+    ] = 0,
     batch: Annotated[
         int, typer.Option("--batch", help="Pairs chosen per refit (greedy batches).")
     ] = 1,
@@ -305,6 +314,7 @@ def experiment_selection(
             seeds=seeds,
             baseline=baseline,
             workers=workers,
+            bound_seeds=bound_seeds,
             batch=batch,
             rater=rater,
             spread=spread,
@@ -339,6 +349,11 @@ def experiment_selection(
             elif paired is not None:
                 row["vs baseline"] = f"{paired['mean_diff']:+.4f} ± {paired['se']:.4f}"
                 row["seeds won"] = f"{paired['won']}/{st['seeds']}"
+            pe = summ.get("paired_expected")
+            if pe is not None:
+                row["E(pairwise) vs baseline"] = (
+                    "(baseline)" if name == st["baseline"] else f"{pe['mean_diff']:+.4f}"
+                )
             if reach is not None:
                 b = reach["battles"]
                 row["battles-to-target"] = (
@@ -361,6 +376,24 @@ def experiment_selection(
                 f"seed-mean pairwise metric at step {st['steps'][-1]} (seed-mean curve every "
                 f"{st['grid']} battles, linear interpolation)"
             )
+        if any(v.get("paired_expected") for v in p["summary"].values()):
+            caption += (
+                "; E(pairwise): expected pairwise metric of the chosen battles in the normal "
+                "approximation (no outcome noise)"
+            )
+        bounds = p.get("bound") or []
+        least = [b["least_selected"] for b in bounds if b.get("least_selected") is not None]
+        if bounds:
+            caption += (
+                f"; bound over {len(bounds)} seeds: the best allocation of "
+                f"{bounds[0]['battles']} battles reaches E(pairwise) "
+                f"{np.mean([b['best'] for b in bounds]):.4f}"
+            )
+            if least:
+                caption += (
+                    f" and needs {np.mean(least):.0f} selected battles "
+                    f"({np.mean(least) / st['steps'][-1]:.0%}) to reach the baseline's E(pairwise) at the last step"
+                )
         return records_table(rows, title=title, caption=caption)
 
     emit(payload, fmt, output, records_key="strategies", table=table)
