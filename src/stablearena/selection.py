@@ -12,11 +12,19 @@ is played. With ρ_ij = uᵀΣu (the pair's effective resistance):
 - **A-optimality** (paper eq. 5): tr Σ falls by w ‖Σu‖² / (1 + w ρ) (Sherman–Morrison). tr I⁺ is
   half the paper's grounded trace averaged over all N choices of anchor, so this criterion has
   no anchor bias. Gain reported: that fall of the total variance.
+- **Ranking-targeted** (``rank-opt``, SPEC §11; :class:`RankOptimal`): the leaderboard's errors
+  are misordered pairs, E[#misordered] ≈ Σ_{i<j} Φ(−|Δ*_ij|/σ_ij). A battle lowers every σ_ij²
+  by c (v_i − v_j)², so to first order it lowers E[#misordered] by
+  w uᵀ(Σ L Σ)u / (1 + w ρ), L = Σ_{i<j} c_ij (e_i − e_j)(e_i − e_j)ᵀ with c_ij the sensitivity
+  of pair (i, j)'s misordering probability to its variance (:func:`misorder_weights`) — an
+  L-optimal design that spends on the pairs whose order is still in doubt. Gain reported: that
+  first-order fall of the expected number of misordered pairs.
 
-Both score all N(N−1)/2 pairs in O(N²) from Σ (and T = Σ² for A), and Σ, T are updated in
-O(N²) after each battle (Sherman–Morrison: Σ' = Σ − c v vᵀ with v = Σu, c = w/(1 + wρ);
-T' = T − c(a vᵀ + v aᵀ) + c² ‖v‖² v vᵀ with a = T u). A batch of K is chosen greedily, updating
-Σ after each pick as if it had been played (the information does not depend on the outcome).
+All three score all N(N−1)/2 pairs in O(N²) from Σ (and T = Σ² for A, Σ L Σ for the ranking
+design, L fixed between refreshes), and Σ, T are updated in O(N²) after each battle
+(Sherman–Morrison: Σ' = Σ − c v vᵀ with v = Σu, c = w/(1 + wρ); T' = T − c(a vᵀ + v aᵀ) +
+c² q v vᵀ with a = T u, q = uᵀ T u). A batch of K is chosen greedily, updating Σ after each pick
+as if it had been played (the information does not depend on the outcome).
 ``a-opt-grounded`` / ``d-opt-grounded`` reproduce the paper's formulation: the last model's
 rating is fixed and each candidate pair costs a determinant or an inverse; batches are the
 paper's top-K from one state.
