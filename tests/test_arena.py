@@ -338,6 +338,8 @@ def test_battles_to_target_interpolates_the_first_crossing():
     assert battles_to_target(steps, [0.9, 0.9, 0.9, 0.9, 0.9], 0.80) == 0.0
     assert battles_to_target(steps, [0.7, 0.7, 0.7, 0.7, 0.79], 0.80) is None
     assert battles_to_target(steps, [0.7, 0.7, 0.7, 0.7, 0.80], 0.80) == 200.0
+    # the baseline reaches its own target, whatever the rounding of its seed mean
+    assert battles_to_target(steps, [0.7, 0.7, 0.7, 0.7, 0.80], 0.80 + 1e-15) == 200.0
     with pytest.raises(InputError, match="same length"):
         battles_to_target(steps, [0.7, 0.8], 0.8)
 

@@ -100,6 +100,8 @@ DEFAULT_GRID: int = 50
 DEFAULT_SPREAD: float = 100.0
 #: Tie models a "fitted" arena can be simulated from (single η; SPEC §3.5).
 FIT_FAMILIES: tuple[str, ...] = ("rao-kupper", "davidson")
+#: Rounding slack of "the curve reaches the target" (the baseline's own last point is the target).
+TARGET_TOL: float = 1e-12
 #: Bootstrap resamples of the seeds for the battles-to-target interval.
 BOOTSTRAP_ROUNDS: int = 2000
 
@@ -108,7 +110,8 @@ def battles_to_target(steps: Sequence[int], curve: Sequence[float], target: floa
     """Selected battles at which a curve first reaches ``target``, by linear interpolation.
 
     ``steps`` are increasing recorded steps and ``curve`` the (seed-mean) pairwise metric at
-    them. With k the first index where ``curve[k] >= target``: ``steps[0]`` if k = 0, else
+    them. With k the first index where ``curve[k] >= target`` (up to ``TARGET_TOL``, so that
+    the baseline reaches its own target however the mean was summed): ``steps[0]`` if k = 0, else
     t_{k−1} + (target − c_{k−1}) / (c_k − c_{k−1}) · (t_k − t_{k−1}) — the point where the
     segment from the last step below the target to the first at or above it crosses the
     target. ``None`` when the curve never reaches it.
@@ -117,7 +120,7 @@ def battles_to_target(steps: Sequence[int], curve: Sequence[float], target: floa
     c = np.asarray(curve, dtype=float)
     if t.shape != c.shape or t.ndim != 1 or len(t) == 0:
         raise InputError("steps and curve must be one-dimensional and of the same length.")
-    hit = np.flatnonzero(c >= target)
+    hit = np.flatnonzero(c >= target - TARGET_TOL)
     if len(hit) == 0:
         return None
     k = int(hit[0])
@@ -250,7 +253,8 @@ class SelectionExperiment:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"strategies": {name: {"pairwise": {step: [per seed]}, "a_info": …, "d_info": …,
-        "mean": float}}, "curves": {"steps": […], name: {"mean": […], "se": […]}}, "settings": …,
+        "mean": float}}, "curves": {"steps": […], name: {"mean": […], "se": […], "per_seed":
+        [[…]]}}, "settings": …, "bound": […],
         "summary": {name: {…, "paired": …, "battles_to_target": …}}}``."""
 
         def per_step(arr: np.ndarray) -> dict[str, list[float]]:
@@ -267,6 +271,7 @@ class SelectionExperiment:
             curves[name] = {
                 "mean": [float(v) for v in self.curves[name].mean(axis=0)],
                 "se": se(self.curves[name]),
+                "per_seed": self.curves[name].tolist(),
             }
         return {
             "strategies": {
