@@ -126,7 +126,8 @@ def battles_to_target(steps: Sequence[int], curve: Sequence[float], target: floa
     k = int(hit[0])
     if k == 0:
         return float(t[0])
-    return float(t[k - 1] + (target - c[k - 1]) / (c[k] - c[k - 1]) * (t[k] - t[k - 1]))
+    frac = min(max((target - c[k - 1]) / (c[k] - c[k - 1]), 0.0), 1.0)
+    return float(t[k - 1] + frac * (t[k] - t[k - 1]))
 
 
 @dataclass(frozen=True)
