@@ -9,7 +9,7 @@ these counts, so every fit reads a :class:`PairCounts`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any, Literal
@@ -251,6 +251,10 @@ class Battles:
         timestamp: optional ``float64`` (seconds, or whatever unit the log used).
         weight: optional non-negative ``float64`` weight of each battle.
         source: where the log came from, used in messages.
+        covariates, covariate_names: optional ``float64`` (battles × d) per-battle covariates
+            (e.g. style differences, :mod:`stablearena.style_features`) and their names.
+        extra: optional other columns of the log kept by name (``read_battles(extra=...)``), for
+            category filters and covariates; each a per-battle array.
     """
 
     models: tuple[str, ...]
@@ -264,10 +268,14 @@ class Battles:
     timestamp: np.ndarray | None = None
     weight: np.ndarray | None = None
     source: str = field(default="<memory>", compare=False)
+    covariates: np.ndarray | None = None
+    covariate_names: tuple[str, ...] | None = None
+    extra: Mapping[str, np.ndarray] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.model_a)
         m = len(self.models)
+        _check_optional_columns(self, n)
         if len(set(self.models)) != m:
             raise InputError(f"{self.source}: model names must be unique.")
         for name in ("model_b", "outcome", "annotator", "prompt", "timestamp", "weight"):
@@ -418,6 +426,8 @@ class Battles:
             prompt=sub(self.prompt),
             timestamp=sub(self.timestamp),
             weight=sub(self.weight),
+            covariates=sub(self.covariates),
+            extra=None if self.extra is None else {k: v[idx] for k, v in self.extra.items()},
         )
 
     def with_outcome(self, outcome: np.ndarray) -> Battles:
@@ -801,6 +811,30 @@ class PairCounts:
         if self.annotator is not None:
             df["annotator"] = np.array(self.annotators, dtype=object)[self.annotator]
         return df
+
+
+def _check_optional_columns(battles: Battles, n: int) -> None:
+    """Covariates and extra columns: one entry per battle; covariates finite and named."""
+    src = battles.source
+    cov = battles.covariates
+    if (cov is None) != (battles.covariate_names is None):
+        raise InputError(f"{src}: covariates and covariate_names go together.")
+    if cov is not None:
+        if cov.ndim != 2 or cov.shape[0] != n or cov.shape[1] != len(battles.covariate_names):  # type: ignore[arg-type]
+            raise InputError(
+                f"{src}: covariates must be battles × {len(battles.covariate_names)} "  # type: ignore[arg-type]
+                f"(one column per name), got shape {cov.shape} for {n} battles."
+            )
+        bad = np.flatnonzero(~np.isfinite(cov).all(axis=1))
+        if len(bad):
+            k = int(np.flatnonzero(~np.isfinite(cov[bad[0]]))[0])
+            raise InputError(
+                f"{_row_hint(bad, src)}: covariate {battles.covariate_names[k]!r} is "  # type: ignore[index]
+                f"{cov[bad[0], k]!r}, not a finite number."
+            )
+    for name, col in (battles.extra or {}).items():
+        if len(col) != n:
+            raise InputError(f"{src}: extra column {name!r} has {len(col)} rows, model_a has {n}.")
 
 
 def _filtered(

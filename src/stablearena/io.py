@@ -26,7 +26,7 @@ than the parse itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,14 @@ from .battles import (
 )
 from .errors import InputError
 
-__all__ = ["COLUMN_ALIASES", "UNKNOWN_ANNOTATOR", "FORMATS", "read_battles", "detect_format"]
+__all__ = [
+    "COLUMN_ALIASES",
+    "UNKNOWN_ANNOTATOR",
+    "FORMATS",
+    "read_battles",
+    "detect_format",
+    "extra_columns",
+]
 
 COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "model_a": ("model_a", "left", "model_left", "modela", "model_1"),
@@ -212,7 +219,12 @@ def _numeric(col: pa.ChunkedArray, role: str, source: str) -> np.ndarray:
     return x
 
 
-def _battles_from_table(table: pa.Table, columns: Mapping[str, str] | None, source: str) -> Battles:
+def _battles_from_table(
+    table: pa.Table,
+    columns: Mapping[str, str] | None,
+    source: str,
+    extra: Sequence[str] | str | None = None,
+) -> Battles:
     roles = _resolve_columns(table.column_names, columns, source)
     if table.num_rows == 0:
         raise InputError(f"{source}: the battle log is empty (no data rows).")
@@ -223,6 +235,7 @@ def _battles_from_table(table: pa.Table, columns: Mapping[str, str] | None, sour
     a_map = np.searchsorted(lookup, np.asarray(a_names, dtype=object)).astype(np.int32)
     b_map = np.searchsorted(lookup, np.asarray(b_names, dtype=object)).astype(np.int32)
     outcome = _outcomes_arrow(table[roles["winner"]], source)
+    wanted_extra = extra
     extra: dict[str, Any] = {}
     for role in ("annotator", "prompt"):
         if role in roles:
@@ -240,6 +253,8 @@ def _battles_from_table(table: pa.Table, columns: Mapping[str, str] | None, sour
         extra["timestamp"] = _numeric(table[roles["timestamp"]], "timestamp", source)
     if "weight" in roles:
         extra["weight"] = _numeric(table[roles["weight"]], "weight", source)
+    if wanted_extra is not None:
+        extra["extra"] = extra_columns(table, wanted_extra, source, exclude=set(roles.values()))
     return Battles(
         models=tuple(str(n) for n in names),
         model_a=a_map[a_codes],
@@ -264,7 +279,9 @@ def _pair_counts_from_json(obj: Mapping[str, Any], source: str) -> PairCounts:
     return PairCounts.from_arrays(models, x, y, source=source)
 
 
-def _read_json(path: Path, columns: Mapping[str, str] | None) -> Battles | PairCounts:
+def _read_json(
+    path: Path, columns: Mapping[str, str] | None, extra: Sequence[str] | str | None = None
+) -> Battles | PairCounts:
     source = str(path)
     try:
         with _open_text(path) as fh:
@@ -285,13 +302,15 @@ def _read_json(path: Path, columns: Mapping[str, str] | None) -> Battles | PairC
             raise InputError(
                 f"{source}: a JSON object of columns must have equal lengths ({exc})."
             ) from None
-        return read_battles(frame, columns=columns, source=source)
+        return read_battles(frame, columns=columns, source=source, extra=extra)
     if isinstance(obj, list):
         if not obj:
             raise InputError(f"{source}: the battle log is empty (an empty JSON list).")
         if not all(isinstance(r, dict) for r in obj):
             raise InputError(f"{source}: a JSON battle log must be a list of records (objects).")
-        return read_battles(pd.DataFrame.from_records(obj), columns=columns, source=source)
+        return read_battles(
+            pd.DataFrame.from_records(obj), columns=columns, source=source, extra=extra
+        )
     raise InputError(
         f"{source}: JSON must be a list of battle records (FastChat clean_battle) or a leaderbot "
         "pair-count object with keys models, X, Y."
@@ -331,7 +350,12 @@ def _csv_header(path: Path, delimiter: str) -> list[str]:
     return [c.lstrip("\ufeff") for c in first]
 
 
-def _read_csv(path: Path, columns: Mapping[str, str] | None, src: str) -> Battles:
+def _read_csv(
+    path: Path,
+    columns: Mapping[str, str] | None,
+    src: str,
+    extra: Sequence[str] | str | None = None,
+) -> Battles:
     """Arrow's multi-threaded CSV reader, only the needed columns, names dictionary-encoded while parsing."""
     from pyarrow import csv as pacsv
 
@@ -339,7 +363,7 @@ def _read_csv(path: Path, columns: Mapping[str, str] | None, src: str) -> Battle
     delimiter = "\t" if ".tsv" in suffixes else ","
     header = _csv_header(path, delimiter)
     roles = _resolve_columns(header, columns, src)
-    wanted = list(dict.fromkeys(roles.values()))
+    wanted = list(dict.fromkeys([*roles.values(), *_extra_top_columns(header, extra, src)]))
     dict_type = pa.dictionary(pa.int32(), pa.string())
     types = {
         roles[r]: dict_type
@@ -354,7 +378,7 @@ def _read_csv(path: Path, columns: Mapping[str, str] | None, src: str) -> Battle
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise InputError(f"{src}: not a readable CSV file ({exc}).") from None
-    return _battles_from_table(table, roles, src)
+    return _battles_from_table(table, roles, src, extra)
 
 
 def read_battles(
@@ -363,6 +387,7 @@ def read_battles(
     columns: Mapping[str, str] | None = None,
     fmt: str | None = None,
     source: str | None = None,
+    extra: Sequence[str] | str | None = None,
 ) -> Battles | PairCounts:
     """Read a battle log (or a leaderbot pair-count JSON) into :class:`Battles` / :class:`PairCounts`.
 
@@ -371,6 +396,9 @@ def read_battles(
         columns: explicit role → column-name mapping (roles as in the module docstring).
         fmt: ``csv``, ``jsonl``, ``parquet`` or ``json``; default from the extension.
         source: name used in messages (default the path).
+        extra: other columns to keep in :attr:`Battles.extra` (for category filters and
+            covariates, see :func:`extra_columns`): names, nested fields as ``parent.child``, or
+            ``"*"`` for every column.
     """
     if isinstance(data, pd.DataFrame):
         src = source or "<DataFrame>"
@@ -379,7 +407,7 @@ def read_battles(
         if len(data) == 0:
             raise InputError(f"{src}: the battle log is empty (no rows).")
         frame = data.rename(columns={c: str(c) for c in data.columns})[
-            list(dict.fromkeys(roles.values()))
+            list(dict.fromkeys([*roles.values(), *_extra_top_columns(names, extra, src)]))
         ]
         try:
             table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -387,7 +415,7 @@ def read_battles(
             table = pa.Table.from_pandas(
                 frame.astype(object).astype(str).where(frame.notna(), None), preserve_index=False
             )
-        return _battles_from_table(table, roles, src)
+        return _battles_from_table(table, roles, src, extra)
     path = Path(data)
     src = source or str(path)
     if not path.exists():
@@ -409,7 +437,7 @@ def read_battles(
             )
         )
     if kind == "csv":
-        return _read_csv(path, columns, src)
+        return _read_csv(path, columns, src, extra)
     if kind == "jsonl":
         from pyarrow import json as pajson
 
@@ -419,7 +447,7 @@ def read_battles(
             raise InputError(
                 f"{src}: not valid JSON Lines ({exc}). A single JSON document needs the .json extension."
             ) from None
-        return _battles_from_table(table, columns, src)
+        return _battles_from_table(table, columns, src, extra)
     if kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -429,5 +457,86 @@ def read_battles(
             raise InputError(
                 f"{src}: not a valid Parquet file ({exc}). Is it CSV or JSON with the wrong extension?"
             ) from None
-        return _battles_from_table(table, columns, src)
-    return _read_json(path, columns)
+        return _battles_from_table(table, columns, src, extra)
+    return _read_json(path, columns, extra)
+
+
+# ---------------------------------------------------------------------------- extra columns
+def _extra_top_columns(
+    names: Sequence[str], extra: Sequence[str] | str | None, source: str
+) -> list[str]:
+    """The top-level columns that hold the ``extra`` names (a nested ``parent.child`` name lives
+    in the column ``parent``); an unknown name is an error listing the columns."""
+    if extra is None:
+        return []
+    if isinstance(extra, str) and extra == "*":
+        return list(names)
+    wanted = [extra] if isinstance(extra, str) else list(extra)
+    out = []
+    for name in wanted:
+        if name in names:
+            out.append(name)
+            continue
+        parents = [c for c in names if name.startswith(c + ".")]
+        if not parents:
+            raise InputError(
+                f"{source}: no column {name!r}. The columns are: {', '.join(names) or '(none)'} "
+                "(nested fields are named parent.child)."
+            )
+        out.append(max(parents, key=len))
+    return out
+
+
+def _leaves(name: str, col: pa.ChunkedArray | pa.Array) -> Iterator[tuple[str, Any]]:
+    """``(name, column)`` of every non-struct field of ``col``, nested names joined by dots."""
+    if pa.types.is_struct(col.type):
+        for k in range(col.type.num_fields):
+            yield from _leaves(f"{name}.{col.type.field(k).name}", pc.struct_field(col, [k]))
+    else:
+        yield name, col
+
+
+def _to_numpy(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Numbers as ``float64`` (missing → NaN); anything else as an object array of Python values."""
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col = col.cast(t.value_type)
+        t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    return np.asarray(col.to_pylist() + [None], dtype=object)[:-1]
+
+
+def extra_columns(
+    table: pa.Table, wanted: Sequence[str] | str, source: str, exclude: set[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Per-battle arrays of the ``wanted`` columns of ``table``.
+
+    Struct columns (e.g. LMArena's ``conv_metadata``) are flattened into ``parent.child`` leaves;
+    naming a struct keeps all its leaves. ``"*"`` keeps every column not in ``exclude`` (the
+    columns already read as roles). Numbers become ``float64`` (missing → NaN), everything else
+    an object array (strings, booleans, lists of conversation turns, ``None`` when missing).
+    """
+    names = table.column_names
+    every = isinstance(wanted, str) and wanted == "*"
+    tops = _extra_top_columns(names, wanted, source)
+    requested = None if every else ([wanted] if isinstance(wanted, str) else list(wanted))
+    out: dict[str, np.ndarray] = {}
+    for top in dict.fromkeys(tops):
+        if every and exclude and top in exclude:
+            continue
+        leaves = dict(_leaves(top, table[top]))
+        for r in requested or ():
+            if r.startswith(top + ".") and not any(
+                leaf == r or leaf.startswith(r + ".") for leaf in leaves
+            ):
+                raise InputError(
+                    f"{source}: column {top!r} has no field {r[len(top) + 1 :]!r}; its fields are "
+                    f"{', '.join(leaf[len(top) + 1 :] for leaf in leaves)}."
+                )
+        for leaf, col in leaves.items():
+            if requested is None or any(
+                r == top or leaf == r or leaf.startswith(r + ".") for r in requested
+            ):
+                out[leaf] = _to_numpy(col)
+    return out

@@ -127,8 +127,11 @@ def load_data(
     both_bad: str = "tie",
     exclude: Sequence[str] | None = None,
     min_battles: int = 0,
+    extra: Sequence[str] | str | None = None,
 ) -> Loaded:
-    """Read ``path`` (or the built-in example when ``None``) and apply the standard filters."""
+    """Read ``path`` (or the built-in example when ``None``) and apply the standard filters.
+
+    ``extra``: other columns of the log to keep (``read_battles(extra=...)``)."""
     from ..io import read_battles
 
     if both_bad not in ("tie", "drop"):
@@ -146,7 +149,7 @@ def load_data(
         data = chatbot_arena_2024()
         label, simulated = "Chatbot Arena 2024-08-14 pair counts (leaderbot)", False
     else:
-        data = read_battles(path, columns=_parse_columns(col), fmt=input_format)
+        data = read_battles(path, columns=_parse_columns(col), fmt=input_format, extra=extra)
         label, simulated = str(path), False
     data = data.filter(
         exclude_models=split_list(exclude), min_battles=min_battles, both_bad=both_bad

@@ -31,6 +31,7 @@ from . import (
     emit,
     load_data,
     records_table,
+    split_list,
 )
 
 #: CLI flag → rater option (dataclass field) name.
@@ -48,6 +49,8 @@ RATER_FLAGS: dict[str, str] = {
     "--tie-form": "tie_form",
     "--confidence": "confidence",
     "--normalization": "normalization",
+    "--penalty": "penalty",
+    "--reg": "reg",
 }
 
 
@@ -183,6 +186,47 @@ def rank(
     level: Annotated[
         float, typer.Option("--level", help="Confidence level of the intervals.")
     ] = 0.95,
+    style: Annotated[
+        bool,
+        typer.Option(
+            "--style",
+            help="Style control (m-elo, bt, am-elo): LMArena's length/headers/lists/bold covariates "
+            "from conv_metadata or answer text, or those named by --covariate.",
+        ),
+    ] = False,
+    covariate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--covariate",
+            help="Style covariate (implies --style): A:B per-side numeric columns (normalised "
+            "difference (a-b)/(a+b+1)) or a ready difference column. Repeatable.",
+        ),
+    ] = None,
+    text_columns: Annotated[
+        str | None,
+        typer.Option("--text-columns", help="--style: answer-text columns A:B to count style in."),
+    ] = None,
+    penalty: Annotated[
+        str | None,
+        typer.Option(
+            "--penalty",
+            help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
+        ),
+    ] = None,
+    reg: Annotated[
+        float | None,
+        typer.Option(
+            "--reg", help="--style: penalty strength λ on the summed log-likelihood (0.5)."
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option("--where", help="Keep battles with COLUMN=VALUE (any column; repeatable)."),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", help="One board per value of this column (JSON: keyed by value)."),
+    ] = None,
 ) -> None:
     """Fit a rating method and print the leaderboard.
 
@@ -218,7 +262,37 @@ def rank(
         "--tie-form": tie_form,
         "--confidence": confidence,
         "--normalization": normalization,
+        "--penalty": penalty,
+        "--reg": reg,
     }
+    if style or covariate or where or by or text_columns:
+        from .boards import rank_boards, style_method
+
+        use_style = style or bool(covariate) or text_columns is not None
+        rank_boards(
+            build_rater(style_method(method) if use_style else method, given),
+            path,
+            style=use_style,
+            covariates=covariate or [],
+            text_columns=text_columns,
+            where_items=where or [],
+            by=by,
+            col=col,
+            input_format=input_format,
+            both_bad=both_bad,
+            exclude=split_list(exclude),
+            min_battles=min_battles,
+            payload_options={
+                "ci": ci,
+                "level": level,
+                "rounds": rounds,
+                "cluster": cluster,
+                "seed": seed,
+            },
+            fmt=fmt,
+            output=output,
+        )
+        return
     rater = build_rater(method, given)
     loaded = load_data(
         path,

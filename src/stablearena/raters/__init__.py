@@ -4,6 +4,7 @@ from .annotator import AmElo, AmEloFitted
 from .base import ELO_SCALE, Convergence, Fitted, Rater, get_rater, rater_names, register_rater
 from .bradley_terry import BradleyTerry, MElo, solve_bradley_terry
 from .elo import Elo
+from .style import StyleAmElo, StyleBradleyTerry, StyleFitted, StyleMElo
 from .ties import Davidson, RaoKupper, ThurstonianBT, TieFitted
 
 __all__ = [
@@ -24,4 +25,8 @@ __all__ = [
     "Davidson",
     "ThurstonianBT",
     "TieFitted",
+    "StyleMElo",
+    "StyleBradleyTerry",
+    "StyleAmElo",
+    "StyleFitted",
 ]

@@ -549,14 +549,21 @@ def separable_annotators(x: np.ndarray, rows: AmEloRows) -> np.ndarray:
     """Annotators whose ability MLE is infinite at scores ``x``: every comparison they judged
     (between models of different score) went to the higher-scored model (→ +∞), or every one to
     the lower-scored model (→ −∞). A tie, or one vote each way, makes the MLE finite."""
-    kk = rows.n_annotators
-    d = x[rows.i] - x[rows.j]
+    return separable_by_logit(x[rows.i] - x[rows.j], rows.s, rows.n, rows.k, rows.n_annotators)
+
+
+def separable_by_logit(
+    d: np.ndarray, s: np.ndarray, n: np.ndarray, k: np.ndarray, n_annotators: int
+) -> np.ndarray:
+    """Annotators (``k`` per row) all of whose rows with d ≠ 0 went to the side d favours
+    (score ``s`` = ``n``), or all against it: their ability MLE is infinite (d: the logit an
+    average annotator would give, before scaling by the ability)."""
     nz = d != 0
-    with_rank = np.where(d > 0, rows.s >= rows.n, rows.s <= 0)
-    against = np.where(d > 0, rows.s <= 0, rows.s >= rows.n)
-    not_plus = np.bincount(rows.k, nz & ~with_rank, kk) > 0
-    not_minus = np.bincount(rows.k, nz & ~against, kk) > 0
-    has = np.bincount(rows.k, nz, kk) > 0
+    with_rank = np.where(d > 0, s >= n, s <= 0)
+    against = np.where(d > 0, s <= 0, s >= n)
+    not_plus = np.bincount(k, nz & ~with_rank, n_annotators) > 0
+    not_minus = np.bincount(k, nz & ~against, n_annotators) > 0
+    has = np.bincount(k, nz, n_annotators) > 0
     return has & ~(not_plus & not_minus)
 
 

@@ -1,0 +1,203 @@
+"""``stablearena rank --style/--covariate/--where/--by``: style-controlled and category boards.
+
+Not a command of its own: :func:`rank_boards` is what ``rank`` calls when one of those options
+is given. Only stdlib, typer and rich are imported at module level (CLI start-up time).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, StableArenaError
+
+__all__ = ["STYLE_METHODS", "style_method", "extra_columns_needed", "rank_boards"]
+
+#: ``--method`` → its style-controlled rater under ``--style``/``--covariate``.
+STYLE_METHODS: dict[str, str] = {
+    "m-elo": "style-m-elo",
+    "bt": "style-bt",
+    "am-elo": "style-am-elo",
+    "style-m-elo": "style-m-elo",
+    "style-bt": "style-bt",
+    "style-am-elo": "style-am-elo",
+}
+
+
+def style_method(method: str) -> str:
+    """The style-controlled rater for ``method`` (an error for methods without one)."""
+    if method not in STYLE_METHODS:
+        raise InputError(
+            f"--style/--covariate work with --method m-elo, bt or am-elo, not {method!r}."
+        )
+    return STYLE_METHODS[method]
+
+
+def extra_columns_needed(
+    style: bool,
+    covariates: Sequence[str],
+    text_columns: str | None,
+    where_columns: Sequence[str],
+    by: str | None,
+) -> list[str] | str | None:
+    """Which extra columns the reader must keep: every column for ``--style`` without named
+    covariates (the style source is found by name), else the named ones."""
+    if style and not covariates and text_columns is None:
+        return "*"
+    names: list[str] = list(where_columns)
+    if by:
+        names.append(by)
+    for spec in covariates:
+        names.extend(p for p in spec.split(":") if p)
+    if text_columns:
+        names.extend(p for p in text_columns.split(":") if p)
+    return list(dict.fromkeys(names)) or None
+
+
+def _text_pair(text_columns: str | None) -> tuple[str, str] | None:
+    if text_columns is None:
+        return None
+    a, sep, b = text_columns.partition(":")
+    if not sep or not a or not b:
+        raise InputError(f"--text-columns {text_columns!r} must look like COLUMN_A:COLUMN_B.")
+    return a, b
+
+
+def _gamma_table(style: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    level = style["level"]
+    table = Table(
+        title=f"style coefficients γ (penalty {style['penalty']}, λ = {style['reg']:g})",
+        caption=f"{style['scale']}; {level:.0%} intervals",
+        header_style="bold",
+    )
+    for col in ("feature", "γ", "Fisher se", "Fisher interval", "sandwich se", "sandwich interval"):
+        table.add_column(col, justify="left" if col == "feature" else "right")
+    for f in style["features"]:
+        table.add_row(
+            f["feature"],
+            f"{f['coef']:.4f}",
+            f"{f['se_fisher']:.4f}",
+            f"{f['ci_low_fisher']:.4f}–{f['ci_high_fisher']:.4f}",
+            f"{f['se_sandwich']:.4f}",
+            f"{f['ci_low_sandwich']:.4f}–{f['ci_high_sandwich']:.4f}",
+        )
+    return table
+
+
+def _board_renderable(p: dict[str, Any]) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    from ..leaderboard import convergence_text, interval_caption, interval_records
+    from . import records_table
+
+    if "error" in p:
+        return Text(f"{p['source']}: no board — {p['error']}", style="red")
+    title = f"{p['method']} leaderboard — {p['source']}"
+    caption = (
+        f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
+        + convergence_text(p.get("convergence", {}))
+        + (" — SIMULATED data" if p["simulated"] else "")
+        + (f"; {interval_caption(p['ci'])}" if "ci" in p else "")
+        + (
+            "; raw = the same method without style control, shift = raw rank − rank"
+            if "style" in p
+            else ""
+        )
+    )
+    records = interval_records(p["models"]) if "ci" in p else p["models"]
+    parts = [records_table(records, title=title, caption=caption)]
+    if "style" in p:
+        parts.append(_gamma_table(p["style"]))
+    return Group(*parts)
+
+
+def rank_boards(
+    rater: Any,
+    path: Path | None,
+    *,
+    style: bool,
+    covariates: Sequence[str],
+    text_columns: str | None,
+    where_items: Sequence[str],
+    by: str | None,
+    col: Sequence[str] | None,
+    input_format: str | None,
+    both_bad: str,
+    exclude: Sequence[str],
+    min_battles: int,
+    payload_options: dict[str, Any],
+    fmt: str,
+    output: Path | None,
+) -> None:
+    """Read the log keeping the needed columns, filter (``--where``), attach covariates
+    (``--style``/``--covariate``), split (``--by``), fit ``rater`` on each board and emit."""
+    from ..battles import PairCounts
+    from ..categories import parse_where, split_by, where
+    from ..leaderboard import leaderboard_payload
+    from ..style_features import add_covariates
+    from . import emit, load_data
+
+    conditions = parse_where(where_items)
+    use_style = style or bool(covariates)
+    extra = extra_columns_needed(use_style, covariates, text_columns, list(conditions), by)
+    loaded = load_data(path, col=col, input_format=input_format, extra=extra)
+    data = loaded.data
+    if isinstance(data, PairCounts):
+        raise InputError(
+            f"{loaded.label}: pair counts carry no per-battle columns; --style, --covariate, "
+            "--where and --by need a battle log."
+        )
+    if conditions:
+        data = where(data, conditions)
+    if use_style:
+        data = add_covariates(data, list(covariates) or None, text_columns=_text_pair(text_columns))
+    boards = split_by(data, by) if by else {"": data}
+    payloads: dict[str, dict[str, Any]] = {}
+    for value, board in boards.items():
+        label = loaded.label + (f" [{by}={value}]" if by else "")
+        try:
+            present = [m for m in exclude if m in board.models] if by else list(exclude)
+            fitted_on = board.filter(
+                exclude_models=present, min_battles=min_battles, both_bad=both_bad
+            )
+            fitted = rater.fit(fitted_on)
+            payload = leaderboard_payload(
+                fitted,
+                fitted_on,
+                source=label,
+                simulated=loaded.simulated,
+                progress=sys.stderr.isatty(),
+                **payload_options,
+            )
+        except StableArenaError as exc:
+            if not by:
+                raise
+            warnings.warn(f"{label}: no board — {exc}", stacklevel=2)
+            payload = {"source": label, "n_battles": len(board), "error": str(exc)}
+        if conditions:
+            payload["where"] = conditions
+        if by:
+            payload["by"] = {by: value}
+        payloads[value] = payload
+    if not by:
+        emit(payloads[""], fmt, output, table=_board_renderable)
+        return
+    if fmt.lower() == "csv":
+        rows = [
+            {by: value, **entry} for value, p in payloads.items() for entry in p.get("models", [])
+        ]
+        emit({"models": rows}, fmt, output)
+        return
+
+    def table(all_boards: dict[str, Any]) -> Any:
+        from rich.console import Group
+
+        return Group(*(_board_renderable(p) for p in all_boards.values()))
+
+    emit(payloads, fmt, output, table=table)
