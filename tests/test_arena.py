@@ -587,3 +587,22 @@ def test_cli_next_pairs_design_estimate(llmfao_path, cli):
     assert [p["gain"] for p in eb["pairs"]] != [p["gain"] for p in plug["pairs"]]
     code, _, err = cli(*base, "--estimate", "map")
     assert code == 2 and "estimate must be one of" in err
+
+
+def test_cli_next_pairs_rank_opt_and_default(llmfao_path, cli):
+    from stablearena.selection import DEFAULT_STRATEGY
+
+    base = ["next-pairs", str(llmfao_path), "-k", "3", "--distinct", "--format", "json"]
+    rank = json.loads(cli(*base, "-s", "rank-opt")[1])
+    assert rank["strategy"] == "rank-opt" and "misordered" in rank["criterion"]
+    assert len({(p["model_a"], p["model_b"]) for p in rank["pairs"]}) == 3
+    plug = json.loads(cli(*base, "-s", "rank-opt", "--weights", "plug-in")[1])
+    assert [p["gain"] for p in plug["pairs"]] != [p["gain"] for p in rank["pairs"]]
+    assert json.loads(cli(*base)[1])["strategy"] == DEFAULT_STRATEGY
+    code, _, err = cli(*base, "-s", "rank-opt", "--weights", "psychic")
+    assert code == 2 and "weights must be one of" in err
+
+
+def test_cli_experiment_fitted_mode_needs_a_log(cli):
+    code, _, err = cli("experiment", "selection", "--simulate", "5", "--fit", "rao-kupper")
+    assert code == 2 and "--fit" in err

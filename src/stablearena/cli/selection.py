@@ -75,6 +75,14 @@ def next_pairs(
         ),
     ] = "greedy",
     estimate: EstimateOpt = "empirical-bayes",
+    weights: Annotated[
+        str,
+        typer.Option(
+            "--weights",
+            help="rank-opt: each pair's weight, the sensitivity of its misordering probability "
+            "'expected' over the true gap given the estimate, or at the 'plug-in' gap.",
+        ),
+    ] = "expected",
     distinct: Annotated[
         bool,
         typer.Option(
@@ -118,6 +126,8 @@ def next_pairs(
     if strategy in ("a-opt", "d-opt", "rank-opt"):
         options["batch_mode"] = batch_mode
         options["estimate"] = estimate
+    if strategy == "rank-opt":
+        options["weights"] = weights
     selector = get_selector(strategy, **options)
     exclude_pairs: list[tuple[int, int]] = []
     if annotator is not None:
