@@ -774,6 +774,20 @@ def plot_selection_experiment(result: SelectionExperiment, path: str | Path) -> 
     return out
 
 
+def _sandwich(
+    m: int, i: np.ndarray, j: np.ndarray, n: np.ndarray, sens: np.ndarray, var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For ``n`` battles of the (connected) pairs (i, j) with per-battle sensitivity ``sens``
+    and score variance ``var``: A = H⁺, C = A B A (the sandwich covariance) and the variance of
+    each listed pair's difference."""
+    from ..information import laplacian, laplacian_pinv
+
+    a = laplacian_pinv(laplacian(m, i, j, n * sens))
+    c = a @ laplacian(m, i, j, n * var) @ a
+    d = np.diag(c)
+    return a, c, np.maximum(d[i] + d[j] - 2.0 * c[i, j], 1e-300)
+
+
 # ---------------------------------------------------------------------------------------------
 # the normal approximation of the ranking's errors (a low-noise view, and what no design can beat)
 # ---------------------------------------------------------------------------------------------
@@ -833,22 +847,14 @@ class RankingAsymptotics:
 
     def _parts(self, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A = H⁺, C = A B A and the pair variances σ² (vector over i < j) for connected n."""
-        from ..information import laplacian, laplacian_pinv
-
         iu, ju = self._pairs()
-        m = self.n_models
-        a = laplacian_pinv(laplacian(m, iu, ju, n * self.sens[iu, ju]))
-        c = a @ laplacian(m, iu, ju, n * self.var[iu, ju]) @ a
-        d = np.diag(c)
-        var = np.maximum(d[iu] + d[ju] - 2.0 * c[iu, ju], 1e-300)
-        return a, c, var
+        return _sandwich(self.n_models, iu, ju, n, self.sens[iu, ju], self.var[iu, ju])
 
     def expected_pairwise(self, pair_battles: np.ndarray) -> float:
         """E[pairwise] of the battles ``pair_battles`` (m×m, symmetric, counts per pair)."""
         from scipy.stats import norm
 
         from ..graph import components
-        from ..information import laplacian, laplacian_pinv
 
         iu, ju = self._pairs()
         m = self.n_models
@@ -863,11 +869,8 @@ class RankingAsymptotics:
             pos = np.full(m, -1)
             pos[idx] = np.arange(len(idx))
             keep = (labels[iu] == g) & (labels[ju] == g)
-            a_i, a_j, nn = pos[iu[keep]], pos[ju[keep]], n[keep]
-            a = laplacian_pinv(laplacian(len(idx), a_i, a_j, nn * self.sens[iu[keep], ju[keep]]))
-            c = a @ laplacian(len(idx), a_i, a_j, nn * self.var[iu[keep], ju[keep]]) @ a
-            d = np.diag(c)
-            v = np.maximum(d[a_i] + d[a_j] - 2.0 * c[a_i, a_j], 1e-300)
+            i, j = iu[keep], ju[keep]
+            *_, v = _sandwich(len(idx), pos[i], pos[j], n[keep], self.sens[i, j], self.var[i, j])
             out[keep] = norm.cdf(-gap[keep] / np.sqrt(v))
         return float(1.0 - out.mean())
 
