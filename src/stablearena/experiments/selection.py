@@ -255,7 +255,7 @@ class SelectionExperiment:
     def to_dict(self) -> dict[str, Any]:
         """``{"strategies": {name: {"pairwise": {step: [per seed]}, "a_info": …, "d_info": …,
         "mean": float}}, "curves": {"steps": […], name: {"mean": […], "se": […], "per_seed":
-        [[…]]}}, "settings": …, "bound": […],
+        [[…]]}}, "expected": {name: {step: [per seed]}}, "settings": …, "bound": […],
         "summary": {name: {…, "paired": …, "battles_to_target": …}}}``."""
 
         def per_step(arr: np.ndarray) -> dict[str, list[float]]:
@@ -285,6 +285,7 @@ class SelectionExperiment:
                 for name in self.strategies
             },
             "curves": curves,
+            "expected": {name: per_step(arr) for name, arr in self.expected.items()},
             "settings": dict(self.settings),
             "bound": list(self.bound),
             "summary": {
