@@ -557,7 +557,10 @@ class InformationTracker:
             np.add.at(self.pair_battles, (c.j, c.i), c.totals)
         iu, ju = np.nonzero(np.triu(self.pair_battles, 1))
         n = self.pair_battles[iu, ju]
-        self.labels = components(m, iu, ju)
+        if counts is not None or not self.connected:
+            # battles are only ever added (here or by add(), which merges components itself),
+            # so a connected graph stays connected
+            self.labels = components(m, iu, ju)
         x = self.scores
         # float even with no battles yet (np.bincount of empty weights is an integer array)
         info = np.asarray(bt_information(x, iu, ju, n), dtype=float)
