@@ -18,7 +18,7 @@ in the same run and on the same information matrix:
 - peak memory (tracemalloc) of building the tracker (Σ and Σ², or Σ and Σ L Σ) and choosing a
   batch of 64 with a-opt (or rank-opt).
 
-Medians of ``--repeats`` runs. BLAS is limited to one thread for every contestant (the machine
+Medians of ``--repeats`` runs (the three designs' picks and batches in interleaved rounds). BLAS is limited to one thread for every contestant (the machine
 is shared; see ``stablearena._threads.single_threaded_blas``).
 
     python bench/bench_selection.py [--sizes 20,100,200,1000] [--repeats 5] [--budget 20] [--json out.json]
@@ -55,6 +55,17 @@ def median_time(fn, repeats: int) -> float:
         fn()
         ts.append(time.perf_counter() - t)
     return float(np.median(ts))
+
+
+def interleaved(fns: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each function, the repeats taken in turn (round-robin)."""
+    ts: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            ts[name].append(time.perf_counter() - t)
+    return {name: float(np.median(v)) for name, v in ts.items()}
 
 
 def build(n: int, seed: int = 0, estimate: str = "empirical-bayes") -> InformationTracker:
@@ -118,13 +129,20 @@ def measure(n: int, repeats: int, budget: float) -> dict:
     AOptimal().select(tr, 2, rng=0)
     RankOptimal().select(tr, 2, rng=0)
     row: dict = {"n_models": n}
-    for name, sel, kind in (
+    contestants = (
         ("d-opt", DOptimal(), "d"),
         ("a-opt", AOptimal(), "a"),
         ("rank-opt", RankOptimal(), None),
-    ):
-        pick = median_time(lambda s=sel: s.select(tr, 1, rng=1), repeats)
-        batch = median_time(lambda s=sel: s.select(tr, 64, rng=1), repeats)
+    )
+    # interleaved repeats, so that a burst of load from other jobs hits every contestant alike
+    picks = interleaved(
+        {name: (lambda s=sel: s.select(tr, 1, rng=1)) for name, sel, _ in contestants}, repeats
+    )
+    batches = interleaved(
+        {name: (lambda s=sel: s.select(tr, 64, rng=1)) for name, sel, _ in contestants}, repeats
+    )
+    for name, _, kind in contestants:
+        pick, batch = picks[name], batches[name]
         row[name] = {"pick_ms": pick * 1e3, "batch64_ms": batch * 1e3}
         if kind is None:  # no published formulation to compare with
             continue
