@@ -775,3 +775,27 @@ def test_infinite_joint_mle_gets_finite_ratings_with_a_warning():
     assert f.convergence.converged
     assert np.all(np.isfinite(f.ratings)) and np.ptp(f.ratings) < 2000
     assert f.models[int(np.argmax(f.ratings))] == "model_000"
+
+
+# ---------------------------------------------------------------------------- warm start
+def test_warm_start_reaches_the_cold_optimum_from_an_earlier_fit():
+    arena = simulate_arena(12, 6000, profiles={"honest": 10, "flipper": 2}, seed=3)
+    b = arena.battles
+    early = AmElo().fit(b.take(np.arange(4000)))
+    cold = AmElo().fit(b)
+    warm = AmElo().fit(b, start=early)
+    assert warm.convergence.converged and cold.convergence.converged
+    assert np.allclose(warm.ratings, cold.ratings, atol=1e-4)
+    assert np.allclose(warm.abilities, cold.abilities, atol=1e-6)
+    assert warm.convergence.iterations <= cold.convergence.iterations
+    # a start that knows fewer models and annotators still works (new ones start average)
+    few = b.take(np.isin(b.model_a, [0, 1, 2]) & np.isin(b.model_b, [0, 1, 2]))
+    partial = AmElo().fit(few.compact())
+    again = AmElo().fit(b, start=partial)
+    assert np.allclose(again.ratings, cold.ratings, atol=1e-4)
+
+
+def test_warm_start_refuses_a_result_of_another_method():
+    arena = simulate_arena(6, 1500, profiles={"honest": 4}, seed=4)
+    with pytest.raises(InputError, match="start must be an am-ELO result"):
+        AmElo().fit(arena.battles, start=MElo().fit(arena.battles))

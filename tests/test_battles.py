@@ -186,3 +186,12 @@ def test_pair_count_filters_match_battle_filters():
         assert as_dict(from_counts) == as_dict(from_battles)
     with pytest.raises(InputError, match="no comparisons are left"):
         b.counts().filter(min_battles=100)
+
+
+def test_disconnected_graph_error_survives_pickling():
+    import pickle
+
+    from stablearena.errors import DisconnectedGraphError
+
+    err = pickle.loads(pickle.dumps(DisconnectedGraphError("two parts", [["a"], ["b"]])))
+    assert str(err) == "two parts" and err.components == [["a"], ["b"]]

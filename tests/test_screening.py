@@ -203,3 +203,43 @@ def test_screen_log_needs_annotators():
     b = Battles.from_arrays([0, 1], [1, 2], [0, 1])
     with pytest.raises(InputError, match="annotator column"):
         screen_log(b)
+
+
+def test_step_on_pair_counts_matches_update_on_the_log():
+    sim = simulate_arena(8, 6000, profiles={"honest": 8, "flipper": 2}, seed=5)
+    parts = split(sim.battles, 3)
+    by_log = StableArena(min_records=50, policy="exclude")
+    by_counts = StableArena(min_records=50, policy="exclude")
+    so_far = []
+    for part in parts:
+        so_far.append(part)
+        s1 = by_log.update(part)
+        log = by_log.log
+        s2 = by_counts.step(log.counts(by_annotator=True))
+        assert np.allclose(s1.ratings, s2.ratings, atol=1e-4)
+        assert [(d.annotator, d.status, d.change) for d in s1.decisions] == [
+            (d.annotator, d.status, d.change) for d in s2.decisions
+        ]
+    assert by_counts.excluded == by_log.excluded and by_counts.excluded
+
+
+def test_reconsider_readmits_an_excluded_annotator_whose_new_votes_agree():
+    sim = simulate_arena(8, 8000, profiles={"honest": 8}, seed=6, shuffle_annotators=False)
+    b = sim.battles
+    target = b.annotators[0]
+    mine = b.annotator == 0
+    first = np.arange(len(b)) < 4000
+    # in the first half annotator 0 flips every vote; later it votes honestly
+    flipped = b.with_outcome(np.where(mine & first, 1 - np.minimum(b.outcome, 1), b.outcome))
+    for reconsider in (False, True):
+        arena = StableArena(min_records=20, policy="exclude", reconsider=reconsider)
+        s1 = arena.update(flipped.take(first))
+        assert {d.annotator: d.status for d in s1.decisions}[target] == "excluded"
+        s2 = arena.update(flipped.take(~first))
+        d2 = {d.annotator: d for d in s2.decisions}[target]
+        if reconsider:
+            assert d2.change == "readmitted" and d2.status == "included"
+            assert d2.reason.startswith("readmitted: ability")
+            assert target not in arena.excluded
+        else:
+            assert d2.status == "excluded" and target in arena.excluded

@@ -618,3 +618,70 @@ def test_fitted_and_counts_with_different_models():
     other = simulate_battles(random_ratings(5, seed=0), 100, seed=0)
     with pytest.raises(InputError, match="different models"):
         InformationTracker.from_fitted(f, other)
+
+
+# ---------------------------------------------------------------------------- pick probabilities
+def _tracker_after(n_models: int, n_battles: int, seed: int) -> InformationTracker:
+    arena = SimulatedArena(1000.0 + np.linspace(-200.0, 200.0, n_models))
+    rng = np.random.default_rng(seed)
+    a, b, oc = arena.random_battles(n_battles, rng)
+    battles = Battles.from_arrays(a, b, oc, models=[f"m{k}" for k in range(n_models)])
+    fitted = MElo().fit(battles)
+    return InformationTracker.from_fitted(fitted, estimate="empirical-bayes")
+
+
+@pytest.mark.parametrize("strategy", ["random", "ada-pair", "arena-weights"])
+def test_pick_probabilities_of_sampling_selectors_match_their_draws(strategy):
+    tracker = _tracker_after(6, 60, seed=1)
+    sel = get_selector(strategy, **({"boost": ["m1"]} if strategy == "arena-weights" else {}))
+    p = sel.pick_probabilities(tracker, exclude_pairs=[("m0", "m1")])
+    assert np.allclose(p, p.T) and p[0, 1] == 0 and np.isclose(np.triu(p, 1).sum(), 1.0)
+    rng = np.random.default_rng(0)
+    freq = np.zeros_like(p)
+    draws = 4000
+    for _ in range(draws):
+        ((i, j),) = sel.select(tracker, 1, rng=rng, exclude_pairs=[("m0", "m1")]).pairs
+        freq[i, j] += 1
+    iu, ju = np.triu_indices(6, 1)
+    # every pair within 5 binomial standard errors of its stated probability
+    se = np.sqrt(p[iu, ju] * (1 - p[iu, ju]) / draws)
+    assert np.all(np.abs(freq[iu, ju] / draws - p[iu, ju]) <= 5 * se + 1e-12)
+
+
+@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "nearest", "d-opt-grounded"])
+def test_pick_probabilities_of_deterministic_selectors_put_mass_on_their_pick(strategy):
+    tracker = _tracker_after(7, 80, seed=2)
+    sel = get_selector(strategy)
+    p = sel.pick_probabilities(tracker, exclude_models=["m3"])
+    ((i, j),) = sel.select(tracker, 1, rng=0, exclude_models=["m3"]).pairs
+    assert p[i, j] == pytest.approx(1.0) and p[3].sum() == 0
+
+
+def test_pick_probabilities_during_warm_up_are_uniform_over_bridges():
+    tracker = InformationTracker(["a", "b", "c", "d"])
+    tracker.add(0, 1)
+    p = get_selector("d-opt").pick_probabilities(tracker)
+    # components {a, b}, {c}, {d}: bridges a-c, a-d, b-c, b-d, c-d
+    assert p[0, 1] == 0 and np.isclose(p[0, 2], 0.2) and np.isclose(p[2, 3], 0.2)
+
+
+def test_a_selector_without_pick_probabilities_says_so():
+    class Silent(RandomSelector):
+        def _pick_distribution(self, tracker, blocked):
+            return super(RandomSelector, self)._pick_distribution(tracker, blocked)
+
+    with pytest.raises(NotImplementedError, match="propensity"):
+        Silent().pick_probabilities(InformationTracker(3))
+
+
+@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "random", "ada-pair", "nearest"])
+def test_pick_distribution_is_the_support_of_pick_probabilities(strategy):
+    tracker = _tracker_after(8, 90, seed=4)
+    sel = get_selector(strategy)
+    ex = {"exclude_models": ["m2"], "exclude_pairs": [("m0", "m5")]}
+    # the dense reference of each selector (for d-opt / a-opt: every pair scored in NumPy order)
+    t = tracker.with_estimate(sel.estimate) if sel.estimate else tracker
+    dense = sel._pick_distribution(t, t.mask(["m2"], [("m0", "m5")]))
+    i, j, p = sel.pick_distribution(tracker, **ex)
+    assert np.all(i < j) and np.allclose(dense[i, j], p) and np.isclose(p.sum(), 1.0)
+    assert np.isclose(np.triu(dense, 1).sum(), p.sum())

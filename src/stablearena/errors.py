@@ -25,6 +25,9 @@ class DisconnectedGraphError(StableArenaError):
         super().__init__(message)
         self.components = components
 
+    def __reduce__(self):  # noqa: ANN204 - picklable (e.g. raised in a worker process)
+        return (type(self), (str(self), self.components))
+
 
 class ConvergenceError(StableArenaError):
     """A solver did not reach its tolerance within its iteration budget."""

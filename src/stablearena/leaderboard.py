@@ -15,7 +15,9 @@ from typing import Any
 
 __all__ = [
     "leaderboard_payload",
+    "annotators_payload",
     "add_intervals",
+    "intervals_for",
     "interval_caption",
     "interval_records",
     "convergence_text",
@@ -35,17 +37,63 @@ def leaderboard_payload(
     cluster: str | None = None,
     seed: int | None = None,
     progress: bool = False,
+    precomputed: Any = None,
 ) -> dict[str, Any]:
     """The ``rank --format json`` payload of a fitted rater (``fitted.to_dict()`` plus
     ``source`` and ``simulated``), with intervals when ``ci`` is ``fisher``, ``sandwich`` or
     ``bootstrap`` (``data``: the battles or counts it was fitted on, needed for a clustered
-    bootstrap)."""
+    bootstrap). ``precomputed``: the :class:`~stablearena.uncertainty.Intervals` of these
+    options when the caller already has them (the report draws them too), so that they are
+    computed once."""
     payload = fitted.to_dict()
     payload["source"] = source
     payload["simulated"] = simulated
     if ci != "none":
-        add_intervals(payload, fitted, data, ci, level, rounds, cluster, seed, progress=progress)
+        add_intervals(
+            payload,
+            fitted,
+            data,
+            ci,
+            level,
+            rounds,
+            cluster,
+            seed,
+            progress=progress,
+            precomputed=precomputed,
+        )
     return payload
+
+
+def annotators_payload(
+    fitted: Any,
+    *,
+    source: str = "<memory>",
+    simulated: bool = False,
+    ability_threshold: float = 0.0,
+    normalization: str = "mean",
+) -> dict[str, Any]:
+    """The ``stablearena annotators --format json`` payload of a fitted am-ELO result
+    (:class:`~stablearena.raters.annotator.AmEloFitted`): every annotator, worst (lowest
+    ability) first, with ``records, ability, ability_se, flagged, reason, status`` — the one
+    builder for the CLI and the live arena's ``GET /v1/annotators``."""
+    d = fitted.to_dict()
+    status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
+    for rec in d["annotators"]:
+        rec["status"] = status[rec["annotator"]]
+    return {
+        "method": d["method"],
+        "source": source,
+        "simulated": simulated,
+        "n_battles": d["n_battles"],
+        "n_models": d["n_models"],
+        "n_annotators": len(d["annotators"]),
+        "n_flagged": int(fitted.flagged.sum()),
+        "ability_threshold": ability_threshold,
+        "normalization": normalization,
+        "convergence": d["convergence"],
+        "notes": d["notes"],
+        "annotators": d["annotators"],
+    }
 
 
 def convergence_text(conv: dict[str, Any]) -> str:
@@ -69,22 +117,31 @@ def add_intervals(
     seed: int | None,
     *,
     progress: bool = False,
+    precomputed: Any = None,
 ) -> None:
     """Add per-model intervals, rank intervals and tiers (stablearena.uncertainty) to a
-    ``rank`` payload, and a "ci" object saying how they were computed."""
-    from .battles import Battles
-    from .uncertainty import intervals
+    ``rank`` payload, and a "ci" object saying how they were computed (``precomputed``: the
+    intervals of exactly these options, when the caller has them already)."""
+    from .errors import InputError
 
-    iv = intervals(
-        fitted,
-        ci,  # type: ignore[arg-type]
-        level=level,
-        rounds=rounds,
-        seed=0 if seed is None else seed,
-        battles=data if isinstance(data, Battles) else None,
-        cluster=cluster,  # type: ignore[arg-type]
-        progress=progress,
-    )
+    if precomputed is not None:
+        if precomputed.method != ci or precomputed.level != level:
+            raise InputError(
+                f"precomputed {precomputed.method} intervals at level {precomputed.level} do not "
+                f"match ci={ci!r}, level={level}."
+            )
+        iv = precomputed
+    else:
+        iv = intervals_for(
+            fitted,
+            data,
+            ci,
+            level=level,
+            rounds=rounds,
+            cluster=cluster,
+            seed=seed,
+            progress=progress,
+        )
     where = {name: k for k, name in enumerate(fitted.models)}
     for entry in payload["models"]:
         k = where[entry["model"]]
@@ -109,6 +166,35 @@ def add_intervals(
     else:
         info["rank_intervals"] = "normal approximation (draws from the estimated covariance)"
     payload["ci"] = info
+
+
+def intervals_for(
+    fitted: Any,
+    data: Any,
+    ci: str,
+    *,
+    level: float = 0.95,
+    rounds: int = 1000,
+    cluster: str | None = None,
+    seed: int | None = None,
+    progress: bool = False,
+) -> Any:
+    """The :class:`~stablearena.uncertainty.Intervals` that ``rank``'s options ask for: ``ci``
+    (fisher, sandwich, bootstrap) at ``level``; the bootstrap with ``rounds`` and ``seed``
+    (default 0), clustered by ``cluster`` on the raw battles ``data`` when given."""
+    from .battles import Battles
+    from .uncertainty import intervals
+
+    return intervals(
+        fitted,
+        ci,  # type: ignore[arg-type]
+        level=level,
+        rounds=rounds,
+        seed=0 if seed is None else seed,
+        battles=data if isinstance(data, Battles) else None,
+        cluster=cluster,  # type: ignore[arg-type]
+        progress=progress,
+    )
 
 
 def interval_caption(info: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .battles import Battles
+from .battles import Battles, PairCounts
 from .errors import InputError, StableArenaWarning
 from .raters.annotator import UNKNOWN_ANNOTATOR, AmElo, AmEloFitted
 
@@ -113,11 +113,18 @@ class StableArena:
         policy: ``"warn"`` (report flagged annotators) or ``"exclude"`` (refit without them and
             keep them out of later fits).
         confidence: if set, flag only when ability + z·se < ε (one-sided, this level).
+        reconsider: with ``policy="exclude"``, an excluded annotator who has new records since
+            it was excluded, and whose ability (estimated with the ratings held fixed) is back at
+            ε or above, is readmitted to the fit (decision change ``"readmitted"``); otherwise
+            excluded annotators stay out of every later fit.
         **options: other :class:`~stablearena.raters.annotator.AmElo` options (``normalization``,
             ``tol``, ``anchor``, …).
 
-    The object is the loop's state (the log so far and the excluded annotators); every
-    :class:`ArenaStep` it returns is immutable.
+    The object is the loop's state (the log so far, the excluded annotators with their records
+    when excluded, each annotator's last status, the last fit); every :class:`ArenaStep` it
+    returns is immutable. :meth:`update` appends a batch to the log the object keeps;
+    :meth:`step` fits data the caller keeps (e.g. the live arena's pair counts), warm-started
+    from the previous step.
     """
 
     def __init__(
@@ -127,6 +134,7 @@ class StableArena:
         ability_threshold: float = 0.0,
         policy: Policy = "warn",
         confidence: float | None = None,
+        reconsider: bool = False,
         **options: Any,
     ) -> None:
         if policy not in ("warn", "exclude"):
@@ -148,9 +156,14 @@ class StableArena:
         self._oc: list[np.ndarray] = []
         self._ann: list[np.ndarray] = []
         self._w: list[np.ndarray] = []
+        self.reconsider = bool(reconsider)
         self.excluded: set[str] = set()
+        #: records of each excluded annotator when it was excluded (for ``reconsider``)
+        self.excluded_records: dict[str, float] = {}
         self.history: list[ArenaStep] = []
-        self._last: dict[str, str] = {}
+        #: each annotator's status at the last step
+        self.last_status: dict[str, str] = {}
+        self.last_fit: AmEloFitted | None = None
 
     @property
     def log(self) -> Battles:
@@ -182,14 +195,40 @@ class StableArena:
         else:
             self._ann.append(np.array(battles.annotators, dtype=object)[battles.annotator])
         self._w.append(battles.weights().astype(float))
-        log = self.log
-        fitted = self.rater.fit(log, exclude=frozenset(self.excluded & set(log.annotators)))  # type: ignore[arg-type]
+        return self.step(self.log)
+
+    def step(self, data: Battles | PairCounts, *, warm: bool = False) -> ArenaStep:
+        """One round of the loop on the whole current data (the log so far, or its pair counts
+        per annotator): fit without the excluded annotators, flag, exclude (``policy``), and
+        return the ratings and every decision. ``warm``: start the solver from the last fit
+        (see :meth:`~stablearena.raters.annotator.AmElo.fit`'s ``start``: fewer iterations
+        when the data changed little, but not guaranteed to reach the same maximum)."""
+        present = set(data.annotators or ())
+        start = self.last_fit if warm else None
+        fitted = self.rater.fit(data, exclude=frozenset(self.excluded & present), start=start)
+        readmitted: set[str] = set()
+        if self.reconsider and self.excluded & present:
+            eps = float(self.rater.ability_threshold)
+            for k, name in enumerate(fitted.annotators):
+                if (
+                    name in self.excluded
+                    and fitted.records[k] > self.excluded_records.get(name, np.inf)
+                    and fitted.abilities[k] >= eps
+                ):
+                    readmitted.add(name)
+            if readmitted:
+                self.excluded -= readmitted
+                fitted = self.rater.fit(
+                    data, exclude=frozenset(self.excluded & present), start=fitted
+                )
         step = len(self.history) + 1
         decisions = []
         for k, name in enumerate(fitted.annotators):
             status = fitted.status[k]
-            before = self._last.get(name)
-            if status == "excluded" and before != "excluded":
+            before = self.last_status.get(name)
+            if name in readmitted and status != "excluded":
+                change = "readmitted"
+            elif status == "excluded" and before != "excluded":
                 change = "excluded"
             elif status == "flagged" and before != "flagged":
                 change = "flagged"
@@ -201,12 +240,21 @@ class StableArena:
                 change = "unflagged"
             else:
                 change = ""
-            decisions.append(_decision(fitted, k, step, status, change, fitted.reasons[k]))
-            self._last[name] = status
-            if status == "excluded":
+            reason = fitted.reasons[k]
+            if change == "readmitted":
+                reason = (
+                    f"readmitted: ability {fitted.abilities[k]:.3g} ≥ "
+                    f"{self.rater.ability_threshold:g} on new records; {reason}"
+                )
+            decisions.append(_decision(fitted, k, step, status, change, reason))
+            self.last_status[name] = status
+            if status == "excluded" and name not in self.excluded:
                 self.excluded.add(name)
-        out = ArenaStep(step, len(log), fitted, tuple(decisions))
+                self.excluded_records[name] = float(fitted.records[k])
+        n = len(data) if isinstance(data, Battles) else int(round(data.n_comparisons))
+        out = ArenaStep(step, n, fitted, tuple(decisions))
         self.history.append(out)
+        self.last_fit = fitted
         return out
 
 

@@ -271,6 +271,45 @@ def _all_scores(mode, sigma, tmat, wmat, iu, ju):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, inline="always")
+def _pair_score(mode, sigma, tmat, wmat, i, j):  # pragma: no cover - compiled
+    """D (mode 0): w ρ; A (mode 1): w q / (1 + w ρ) of pair (i, j) (see :func:`_argmax_pair`)."""
+    w = wmat[i, j]
+    rho = sigma[i, i] + sigma[j, j] - 2.0 * sigma[i, j]
+    if mode == 0:
+        return w * rho
+    q = tmat[i, i] + tmat[j, j] - 2.0 * tmat[i, j]
+    return w * q / (1.0 + w * rho)
+
+
+@njit(cache=True)
+def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compiled
+    """Every allowed pair i < j whose score is within :data:`TIE_RTOL` of the best: the support
+    of an argmax pick with random tie-breaking. Two passes with the same arithmetic; returns
+    (i, j) arrays (empty when every pair is blocked)."""
+    m = sigma.shape[0]
+    best = -np.inf
+    for i in range(m):
+        for j in range(i + 1, m):
+            if not blocked[i, j]:
+                best = max(best, _pair_score(mode, sigma, tmat, wmat, i, j))
+    lo = best - 1e-10 * abs(best)
+    out_i = np.empty(16, dtype=np.int64)
+    out_j = np.empty(16, dtype=np.int64)
+    n = 0
+    for i in range(m):
+        for j in range(i + 1, m):
+            if blocked[i, j] or _pair_score(mode, sigma, tmat, wmat, i, j) < lo:
+                continue
+            if n == len(out_i):
+                out_i = np.concatenate((out_i, np.empty(n, dtype=np.int64)))
+                out_j = np.concatenate((out_j, np.empty(n, dtype=np.int64)))
+            out_i[n] = i
+            out_j[n] = j
+            n += 1
+    return out_i[:n], out_j[:n]
+
+
 @njit(cache=True)
 def _update_quadratic(tmat, v, c, i, j):  # pragma: no cover - compiled
     """T' = T − c(a vᵀ + v aᵀ) + c² q v vᵀ, a = T u, q = uᵀ T u: the rank-one update of
@@ -620,7 +659,25 @@ class InformationTracker:
         exclude_models: Iterable[int | str] = (),
         exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
     ) -> np.ndarray:
-        """Blocked-pair mask for one request: the persistent blocks plus these exclusions."""
+        """Blocked-pair mask for one request: the persistent blocks plus these exclusions
+        (names or indices; or, vectorised, an index array and an (n, 2) index-pair array)."""
+        if isinstance(exclude_pairs, np.ndarray) and isinstance(exclude_models, np.ndarray):
+            # vectorised: model indices and an (n, 2) array of index pairs (the live arena)
+            em_a = exclude_models.astype(np.int64).ravel()
+            ep_a = exclude_pairs.astype(np.int64).reshape(-1, 2)
+            if len(em_a) == 0 and len(ep_a) == 0:
+                return self.blocked
+            m = self.n_models
+            if (len(em_a) and (em_a.min() < 0 or em_a.max() >= m)) or (
+                len(ep_a) and (ep_a.min() < 0 or ep_a.max() >= m)
+            ):
+                raise InputError(f"model indices must lie in 0..{m - 1}.")
+            out = self.blocked.copy()
+            out[em_a, :] = True
+            out[:, em_a] = True
+            out[ep_a[:, 0], ep_a[:, 1]] = True
+            out[ep_a[:, 1], ep_a[:, 0]] = True
+            return out
         em = [self.index(x) for x in exclude_models]
         ep = [(self.index(a), self.index(b)) for a, b in exclude_pairs]
         if not em and not ep:
@@ -643,6 +700,24 @@ class InformationTracker:
 
 
 _DUMMY = np.zeros((1, 1))
+
+
+def _pair_matrix(m: int, iu: np.ndarray, ju: np.ndarray, prob: np.ndarray) -> np.ndarray:
+    """Symmetric m×m matrix with ``prob`` at the pairs (iu, ju)."""
+    out = np.zeros((m, m))
+    out[iu, ju] = prob
+    out[ju, iu] = prob
+    return out
+
+
+def _best_of(m: int, iu: np.ndarray, ju: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Pick distribution of an argmax with random tie-breaking: uniform over the pairs whose
+    score is within :data:`TIE_RTOL` of the best."""
+    if len(iu) == 0:
+        return np.zeros((m, m))
+    best = float(np.max(score))
+    ties = score >= best - TIE_RTOL * abs(best)
+    return _pair_matrix(m, iu[ties], ju[ties], np.full(int(ties.sum()), 1.0 / ties.sum()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -852,6 +927,64 @@ class Selector(ABC):
     ) -> tuple[int, int, float]:
         """One pick (i < j, criterion value); (-1, -1, 0) when no pair is allowed."""
 
+    def pick_probabilities(
+        self,
+        tracker: InformationTracker,
+        *,
+        exclude_models: Iterable[int | str] = (),
+        exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
+    ) -> np.ndarray:
+        """m×m symmetric matrix P: P[i, j] = P[j, i] = the probability that ``select(tracker, 1,
+        ...)`` with these exclusions returns the pair {i, j} (0 for excluded pairs; the upper
+        triangle sums to 1 unless every pair is excluded).
+
+        The live arena stores it as the battle's propensity (SPEC §9): a deterministic criterion
+        gives 1 to its best pair (1/t to each of t tied best pairs, which are drawn at random);
+        a sampling selector its sampling probability; a warm-up pick 1/(allowed bridging pairs).
+        """
+        i, j, p = self.pick_distribution(
+            tracker, exclude_models=exclude_models, exclude_pairs=exclude_pairs
+        )
+        return _pair_matrix(tracker.n_models, i, j, p)
+
+    def pick_distribution(
+        self,
+        tracker: InformationTracker,
+        *,
+        exclude_models: Iterable[int | str] = (),
+        exclude_pairs: Iterable[tuple[int | str, int | str]] = (),
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`pick_probabilities` as its support: arrays ``(i, j, p)`` of the pairs
+        (i < j) with positive probability (cheaper when the support is small, e.g. an
+        argmax: the live arena draws each battle from it)."""
+        if self.estimate is not None:
+            tracker = tracker.with_estimate(self.estimate)
+        blocked = tracker.mask(exclude_models, exclude_pairs)
+        if self.warm_up and not tracker.connected:
+            bi, bj = tracker.bridges(blocked)
+            if len(bi):
+                return bi, bj, np.full(len(bi), 1.0 / len(bi))
+        sparse = self._pick_support(tracker, blocked)
+        if sparse is not None:
+            return sparse
+        p = self._pick_distribution(tracker, blocked)
+        iu, ju = np.nonzero(np.triu(p, 1))
+        return iu, ju, p[iu, ju]
+
+    def _pick_support(
+        self, tracker: InformationTracker, blocked: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`pick_distribution` after the warm-up case, when a selector has a cheaper way
+        than the dense :meth:`_pick_distribution` (``None``: use that)."""
+        return None
+
+    def _pick_distribution(self, tracker: InformationTracker, blocked: np.ndarray) -> np.ndarray:
+        """:meth:`pick_probabilities` after the warm-up case; selectors override it."""
+        raise NotImplementedError(
+            f"strategy {self.name!r} does not report its pick probabilities, so a live arena "
+            "cannot store the propensity of its battles; use another strategy."
+        )
+
 
 # ---------------------------------------------------------------------------------------------
 # baselines
@@ -865,6 +998,12 @@ class RandomSelector(Selector):
 
     def _pick(self, tracker, blocked, rng):
         return _random_allowed(blocked, rng)
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju = _allowed_pairs(blocked)
+        if len(iu) == 0:
+            return np.zeros(blocked.shape)
+        return _pair_matrix(tracker.n_models, iu, ju, np.full(len(iu), 1.0 / len(iu)))
 
 
 @register_selector("nearest")
@@ -891,6 +1030,15 @@ class NearestSelector(Selector):
         ties = np.flatnonzero(gap <= best + TIE_RTOL * max(best, 1e-300))
         r = int(ties[rng.integers(len(ties))])
         return int(iu[r]), int(ju[r]), float(gap[r])
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju, gap = self._gaps(tracker, blocked)
+        if len(iu) == 0:
+            return np.zeros(blocked.shape)
+        ties = gap <= gap.min() + TIE_RTOL * max(gap.min(), 1e-300)
+        return _pair_matrix(
+            tracker.n_models, iu[ties], ju[ties], np.full(int(ties.sum()), 1.0 / ties.sum())
+        )
 
     def _select(self, tracker, k, rng, blocked, distinct=False):
         if k == 1 or (self.warm_up and not tracker.connected):
@@ -939,6 +1087,24 @@ class AdaPairSelector(Selector):
         prob = weight / total
         r = int(rng.choice(len(iu), p=prob))
         return int(iu[r]), int(ju[r]), float(prob[r])
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju = _allowed_pairs(blocked)
+        m = tracker.n_models
+        if len(iu) == 0:
+            return np.zeros((m, m))
+        n = tracker.pair_battles[iu, ju]
+        fresh = n == 0
+        if fresh.any():
+            return _pair_matrix(
+                m, iu[fresh], ju[fresh], np.full(int(fresh.sum()), 1.0 / fresh.sum())
+            )
+        var = tracker.weights[iu, ju]
+        weight = np.sqrt(var / n) - np.sqrt(var / (n + 1.0))
+        total = weight.sum()
+        if not total > 0:
+            return _pair_matrix(m, iu, ju, np.full(len(iu), 1.0 / len(iu)))
+        return _pair_matrix(m, iu, ju, weight / total)
 
 
 @register_selector("arena-weights")
@@ -996,6 +1162,11 @@ class ArenaWeightsSelector(Selector):
         r = int(rng.choice(len(iu), p=q))
         return int(iu[r]), int(ju[r]), float(q[r])
 
+    def _pick_distribution(self, tracker, blocked):
+        p = self.pair_probabilities(tracker, blocked)
+        total = np.triu(p, 1).sum()
+        return p / total if total > 0 else p
+
 
 # ---------------------------------------------------------------------------------------------
 # optimal design, anchor-free (SPEC §5)
@@ -1021,6 +1192,17 @@ class _OptimalDesign(Selector):
 
     def _gain(self, tracker, i, j, s):
         return s
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju = _allowed_pairs(blocked)
+        sigma, tmat = self._matrices(tracker)
+        score = _all_scores(self.mode, sigma, tmat, tracker.weights, iu, ju)
+        return _best_of(tracker.n_models, iu, ju, score)
+
+    def _pick_support(self, tracker, blocked):
+        sigma, tmat = self._matrices(tracker)
+        iu, ju = _best_pairs(self.mode, sigma, tmat, tracker.weights, blocked)
+        return iu, ju, np.full(len(iu), 1.0 / max(len(iu), 1))
 
     def _select(self, tracker, k, rng, blocked, distinct=False):
         if self.batch_mode not in ("greedy", "top-k"):
@@ -1203,6 +1385,10 @@ class _Grounded(Selector):
         ties = np.flatnonzero(s >= best - TIE_RTOL * abs(best))
         r = int(ties[rng.integers(len(ties))])
         return int(iu[r]), int(ju[r]), float(s[r] - self._base(tracker))
+
+    def _pick_distribution(self, tracker, blocked):
+        iu, ju, s = self._scores(tracker, blocked)
+        return _best_of(tracker.n_models, iu, ju, s)
 
     def _select(self, tracker, k, rng, blocked, distinct=False):
         if k == 1 or not tracker.connected:

@@ -17,6 +17,7 @@ from ..experiments.perturbation import (
 )
 from ..experiments.prediction import PredictionConfig, run_prediction
 from ..experiments.restarts import RestartsConfig, run_restarts
+from ..leaderboard import annotators_payload
 from ..raters.annotator import AmElo
 from . import (
     BothBadOpt,
@@ -149,24 +150,13 @@ def annotators(
         min_battles=min_battles,
     )
     fitted = rater.fit(loaded.data)
-    d = fitted.to_dict()
-    status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
-    for rec in d["annotators"]:
-        rec["status"] = status[rec["annotator"]]
-    payload: dict[str, Any] = {
-        "method": d["method"],
-        "source": loaded.label,
-        "simulated": loaded.simulated,
-        "n_battles": d["n_battles"],
-        "n_models": d["n_models"],
-        "n_annotators": len(d["annotators"]),
-        "n_flagged": int(fitted.flagged.sum()),
-        "ability_threshold": ability_threshold,
-        "normalization": normalization,
-        "convergence": d["convergence"],
-        "notes": d["notes"],
-        "annotators": d["annotators"],
-    }
+    payload = annotators_payload(
+        fitted,
+        source=loaded.label,
+        simulated=loaded.simulated,
+        ability_threshold=ability_threshold,
+        normalization=normalization,
+    )
 
     def table(p: dict[str, Any]) -> Any:
         rows = [

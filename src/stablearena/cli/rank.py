@@ -24,6 +24,7 @@ from . import (
     ExcludeOpt,
     FormatOpt,
     InputFormatOpt,
+    Loaded,
     MinBattlesOpt,
     OutputOpt,
     PathArg,
@@ -84,15 +85,154 @@ def _int(text: str, flag: str) -> int:
         raise InputError(f"{flag} must be an integer or 'none', not {text!r}.") from None
 
 
+# ------------------------------------------------------------------ options shared with plot/report
+MethodOpt = Annotated[
+    str,
+    typer.Option(
+        "--method", "-m", help="Rating method: elo, m-elo, bt, am-elo, rao-kupper, davidson."
+    ),
+]
+AnchorOpt = Annotated[
+    str | None,
+    typer.Option("--anchor", help="Fix one model's rating: MODEL=RATING (default: mean 1000)."),
+]
+SolverOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--solver",
+        help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction).",
+    ),
+]
+EloKOpt = Annotated[float | None, typer.Option("--elo-k", help="elo: K factor (default 4).")]
+ShufflesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--shuffles", help="elo: average over this many seeded shuffles (default: order as given)."
+    ),
+]
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", help="Random seed (elo shuffles, bootstrap).")
+]
+MinRecordsOpt = Annotated[
+    int | None,
+    typer.Option("--min-records", help="am-elo: annotators with fewer records wait (δ)."),
+]
+AbilityThresholdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--ability-threshold", help="am-elo: flag annotators below this ability (ε, mean-1 scale)."
+    ),
+]
+ExcludeFlaggedOpt = Annotated[
+    bool, typer.Option("--exclude-flagged", help="am-elo: refit without flagged annotators.")
+]
+KTieOpt = Annotated[
+    int | None,
+    typer.Option("--k-tie", help="rao-kupper/davidson: tie factors (0 = one threshold)."),
+]
+KCovOpt = Annotated[
+    str | None,
+    typer.Option("--k-cov", help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k."),
+]
+ConfidenceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--confidence",
+        help="am-elo: flag only annotators whose ability is below the threshold with this confidence (e.g. 0.95).",
+    ),
+]
+NormalizationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--normalization",
+        help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
+    ),
+]
+TieFormOpt = Annotated[
+    str | None,
+    typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'."),
+]
+CiOpt = Annotated[
+    str,
+    typer.Option(
+        "--ci",
+        help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
+    ),
+]
+RoundsOpt = Annotated[int, typer.Option("--rounds", help="Bootstrap rounds (with --ci bootstrap).")]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Bootstrap whole annotators or prompts instead of battles: annotator or prompt.",
+    ),
+]
+LevelOpt = Annotated[float, typer.Option("--level", help="Confidence level of the intervals.")]
+
+#: Command parameter → CLI flag, for the rater options above (see RATER_FLAGS).
+RATER_PARAMS: dict[str, str] = {
+    "solver": "--solver",
+    "anchor": "--anchor",
+    "elo_k": "--elo-k",
+    "shuffles": "--shuffles",
+    "seed": "--seed",
+    "min_records": "--min-records",
+    "ability_threshold": "--ability-threshold",
+    "exclude_flagged": "--exclude-flagged",
+    "k_tie": "--k-tie",
+    "k_cov": "--k-cov",
+    "tie_form": "--tie-form",
+    "confidence": "--confidence",
+    "normalization": "--normalization",
+    "penalty": "--penalty",
+    "reg": "--reg",
+}
+
+
+def rater_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Check the interval options and return the rater flags the user set (for
+    :func:`build_rater`). ``options``: a command's arguments by parameter name (``method``,
+    ``ci``, ``cluster``, ``seed`` and the rater options of :data:`RATER_PARAMS`; those a command
+    does not take count as unset)."""
+    ci, cluster, method, seed = (
+        options["ci"],
+        options["cluster"],
+        options["method"],
+        options["seed"],
+    )
+    if ci not in ("none", *CI_METHODS):
+        raise InputError(f"--ci must be none, {', '.join(CI_METHODS)}, not {ci!r}.")
+    if cluster is not None and ci != "bootstrap":
+        raise InputError("--cluster applies to the bootstrap: add --ci bootstrap.")
+    given = {flag: options.get(name) for name, flag in RATER_PARAMS.items()}
+    cls = _REGISTRY.get(method)
+    if seed is not None and ci != "none" and cls is not None and is_dataclass(cls):
+        # --seed also seeds the intervals; pass it to the rater only if the rater takes one
+        if "seed" not in {f.name for f in fields(cls)}:
+            given["--seed"] = None
+    return given
+
+
+def fit_from_options(options: dict[str, Any]) -> tuple[Loaded, Any]:
+    """Check, read the data and fit the rater — the part of ``rank``, ``plot`` and ``report``
+    that is the same. ``options``: as for :func:`rater_options`, plus ``path`` and the filters
+    of :func:`load_data`. Returns what was loaded and the fitted result."""
+    rater = build_rater(options["method"], rater_options(options))
+    loaded = load_data(
+        options["path"],
+        col=options["col"],
+        input_format=options["input_format"],
+        both_bad=options["both_bad"],
+        exclude=options["exclude"],
+        min_battles=options["min_battles"],
+    )
+    return loaded, rater.fit(loaded.data)
+
+
 @app.command()
 def rank(
     path: PathArg = None,
-    method: Annotated[
-        str,
-        typer.Option(
-            "--method", "-m", help="Rating method: elo, m-elo, bt, am-elo, rao-kupper, davidson."
-        ),
-    ] = "m-elo",
+    method: MethodOpt = "m-elo",
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     both_bad: BothBadOpt = "tie",
@@ -100,92 +240,23 @@ def rank(
     min_battles: MinBattlesOpt = 0,
     col: ColOpt = None,
     input_format: InputFormatOpt = None,
-    anchor: Annotated[
-        str | None,
-        typer.Option("--anchor", help="Fix one model's rating: MODEL=RATING (default: mean 1000)."),
-    ] = None,
-    solver: Annotated[
-        str | None,
-        typer.Option(
-            "--solver",
-            help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction).",
-        ),
-    ] = None,
-    elo_k: Annotated[
-        float | None, typer.Option("--elo-k", help="elo: K factor (default 4).")
-    ] = None,
-    shuffles: Annotated[
-        int | None,
-        typer.Option(
-            "--shuffles",
-            help="elo: average over this many seeded shuffles (default: order as given).",
-        ),
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Random seed (elo shuffles, bootstrap).")
-    ] = None,
-    min_records: Annotated[
-        int | None,
-        typer.Option("--min-records", help="am-elo: annotators with fewer records wait (δ)."),
-    ] = None,
-    ability_threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--ability-threshold",
-            help="am-elo: flag annotators below this ability (ε, mean-1 scale).",
-        ),
-    ] = None,
-    exclude_flagged: Annotated[
-        bool, typer.Option("--exclude-flagged", help="am-elo: refit without flagged annotators.")
-    ] = False,
-    k_tie: Annotated[
-        int | None,
-        typer.Option("--k-tie", help="rao-kupper/davidson: tie factors (0 = one threshold)."),
-    ] = None,
-    k_cov: Annotated[
-        str | None,
-        typer.Option(
-            "--k-cov", help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k."
-        ),
-    ] = None,
-    confidence: Annotated[
-        float | None,
-        typer.Option(
-            "--confidence",
-            help="am-elo: flag only annotators whose ability is below the threshold with this confidence (e.g. 0.95).",
-        ),
-    ] = None,
-    normalization: Annotated[
-        str | None,
-        typer.Option(
-            "--normalization",
-            help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
-        ),
-    ] = None,
-    tie_form: Annotated[
-        str | None,
-        typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'."),
-    ] = None,
-    ci: Annotated[
-        str,
-        typer.Option(
-            "--ci",
-            help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
-        ),
-    ] = "none",
-    rounds: Annotated[
-        int, typer.Option("--rounds", help="Bootstrap rounds (with --ci bootstrap).")
-    ] = 1000,
-    cluster: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster",
-            help="Bootstrap whole annotators or prompts instead of battles: annotator or prompt.",
-        ),
-    ] = None,
-    level: Annotated[
-        float, typer.Option("--level", help="Confidence level of the intervals.")
-    ] = 0.95,
+    anchor: AnchorOpt = None,
+    solver: SolverOpt = None,
+    elo_k: EloKOpt = None,
+    shuffles: ShufflesOpt = None,
+    seed: SeedOpt = None,
+    min_records: MinRecordsOpt = None,
+    ability_threshold: AbilityThresholdOpt = None,
+    exclude_flagged: ExcludeFlaggedOpt = False,
+    k_tie: KTieOpt = None,
+    k_cov: KCovOpt = None,
+    confidence: ConfidenceOpt = None,
+    normalization: NormalizationOpt = None,
+    tie_form: TieFormOpt = None,
+    ci: CiOpt = "none",
+    rounds: RoundsOpt = 1000,
+    cluster: ClusterOpt = None,
+    level: LevelOpt = 0.95,
     style: Annotated[
         bool,
         typer.Option(
@@ -235,42 +306,13 @@ def rank(
     With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
-    if ci not in ("none", *CI_METHODS):
-        raise InputError(f"--ci must be none, {', '.join(CI_METHODS)}, not {ci!r}.")
-    if cluster is not None and ci != "bootstrap":
-        raise InputError("--cluster applies to the bootstrap: add --ci bootstrap.")
-    cls = _REGISTRY.get(method)
-    if seed is not None and ci != "none" and cls is not None and is_dataclass(cls):
-        # --seed also seeds the intervals; pass it to the rater only if the rater takes one
-        if "seed" not in {f.name for f in fields(cls)}:
-            seed_for_rater = None
-        else:
-            seed_for_rater = seed
-    else:
-        seed_for_rater = seed
-    given = {
-        "--solver": solver,
-        "--anchor": anchor,
-        "--elo-k": elo_k,
-        "--shuffles": shuffles,
-        "--seed": seed_for_rater,
-        "--min-records": min_records,
-        "--ability-threshold": ability_threshold,
-        "--exclude-flagged": exclude_flagged,
-        "--k-tie": k_tie,
-        "--k-cov": k_cov,
-        "--tie-form": tie_form,
-        "--confidence": confidence,
-        "--normalization": normalization,
-        "--penalty": penalty,
-        "--reg": reg,
-    }
+    options = dict(locals())
     if style or covariate or where or by or text_columns:
         from .boards import rank_boards, style_method
 
         use_style = style or bool(covariate) or text_columns is not None
         rank_boards(
-            build_rater(style_method(method) if use_style else method, given),
+            build_rater(style_method(method) if use_style else method, rater_options(options)),
             path,
             style=use_style,
             covariates=covariate or [],
@@ -293,16 +335,7 @@ def rank(
             output=output,
         )
         return
-    rater = build_rater(method, given)
-    loaded = load_data(
-        path,
-        col=col,
-        input_format=input_format,
-        both_bad=both_bad,
-        exclude=exclude,
-        min_battles=min_battles,
-    )
-    fitted = rater.fit(loaded.data)
+    loaded, fitted = fit_from_options(options)
     payload = leaderboard_payload(
         fitted,
         loaded.data,

@@ -319,14 +319,18 @@ def solve_am_elo(
     active = rows.records() > 0
     use_prior = prior_mask is not None and bool(np.any(prior_mask))
     mask = np.asarray(prior_mask, dtype=float) if use_prior else None
+    x_start = _m_elo_start(rows, prior_mask, tol) if x0 is None or kk > 1 else None
     if x0 is None:
-        x0 = _m_elo_start(rows, prior_mask, tol)
+        x0 = x_start
     x = np.asarray(x0, dtype=float) - np.mean(x0)
     a = np.ones(kk) if a0 is None else np.where(active, np.asarray(a0, dtype=float), 1.0)
     a = np.where(active, a / a[active].mean(), 1.0)
     ann_prior = np.zeros(kk, dtype=bool)
     if kk > 1:
-        ann_prior = separable_annotators(x, data_rows)
+        # which annotators need virtual ties is decided at the deterministic m-ELO start, also
+        # when the solver starts elsewhere (a warm start): the objective, hence the optimum,
+        # must not depend on where the iteration begins
+        ann_prior = separable_annotators(x_start - np.mean(x_start), data_rows)
         rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
 
     def objective(x: np.ndarray, a: np.ndarray) -> float:
@@ -954,12 +958,21 @@ class AmElo(Rater):
 
     # ------------------------------------------------------------------ fitting
     def fit(
-        self, data: Battles | PairCounts, *, exclude: tuple[str, ...] | frozenset[str] = ()
+        self,
+        data: Battles | PairCounts,
+        *,
+        exclude: tuple[str, ...] | frozenset[str] = (),
+        start: AmEloFitted | None = None,
     ) -> AmEloFitted:
         """Screen annotators, fit am-ELO, flag (and optionally exclude and refit).
 
         ``exclude`` names annotators to leave out beforehand (the Stable Arena loop uses it for
-        annotators excluded in earlier rounds).
+        annotators excluded in earlier rounds). ``start``: an earlier am-ELO result on data that
+        overlap these (e.g. the log before its latest votes); the Newton solver starts from its
+        scores and abilities, matched by model and annotator name (a new model starts at the
+        average score, a new annotator at ability 1). The optimum is the same as from the
+        default m-ELO start — the likelihood's maximum under the gauge is unique — only fewer
+        iterations are needed (the live arena's warm-started refits).
         """
         self._check()
         counts, notes = _annotator_counts(data)
@@ -985,8 +998,17 @@ class AmElo(Rater):
                 f"{counts.source}: no annotator has at least min_records={self.min_records} "
                 f"comparisons (the most is {records.max():g}); lower --min-records."
             )
+        x0, a0 = _warm_start(start, counts.models, [names[k] for k in fit_idx])  # type: ignore[index]
         fitted = self._fit_fixed(
-            counts, names, fit_idx, records=records, status=status, reasons=reasons, notes=notes
+            counts,
+            names,
+            fit_idx,
+            records=records,
+            status=status,
+            reasons=reasons,
+            notes=notes,
+            x0=x0,
+            a0=a0,
         )
         fitted = self._flag(fitted)
         if self.exclude_flagged and (np.array(fitted.status) == "flagged").any():
@@ -1001,8 +1023,17 @@ class AmElo(Rater):
                 raise InputError(
                     "every fitted annotator was flagged; lower --ability-threshold or drop --exclude-flagged."
                 )
+            x0, a0 = _warm_start(fitted, counts.models, [names[k] for k in keep])  # type: ignore[index]
             fitted = self._fit_fixed(
-                counts, names, keep, records=records, status=st, reasons=rs, notes=fitted.notes
+                counts,
+                names,
+                keep,
+                records=records,
+                status=st,
+                reasons=rs,
+                notes=fitted.notes,
+                x0=x0,
+                a0=a0,
             )
             fitted = self._flag(fitted, refit=True)
         return fitted
@@ -1217,6 +1248,25 @@ class AmElo(Rater):
             f"reproduction mode: Adam lr={self.lr}, {self.steps} steps, init={self.init}",
         )
         return x, a, conv, np.zeros(kin, dtype=bool)
+
+
+def _warm_start(
+    start: AmEloFitted | None, models: tuple[str, ...], fit_annotators: list[str]
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Starting (x, a) for a fit on ``models`` and ``fit_annotators`` from an earlier result:
+    scores and abilities matched by name; a model or annotator ``start`` did not fit gets the
+    average (score 0, ability 1). ``(None, None)`` (the m-ELO start) without a usable ``start``."""
+    if start is None:
+        return None, None
+    if not isinstance(start, AmEloFitted):
+        raise InputError(f"start must be an am-ELO result, not {type(start).__name__}.")
+    where = {name: k for k, name in enumerate(start.models)}
+    x0 = np.array([start.scores[where[n]] if n in where else 0.0 for n in models])
+    fitted_ann = {start.annotators[k]: float(start.abilities[k]) for k in start._fit_annotators}
+    a0 = np.array([fitted_ann.get(n, 1.0) for n in fit_annotators])
+    if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(a0))) or not a0.mean() > 0:
+        return None, None
+    return x0 - x0.mean(), a0
 
 
 def _solve_with_existence(

@@ -1,0 +1,115 @@
+"""``stablearena serve``: the live arena (SPEC §9) as an HTTP JSON API."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import app, err_console
+
+
+@app.command()
+def serve(
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Database URL: sqlite:///FILE (default sqlite:///arena.db) or "
+            "postgresql+psycopg://USER@HOST:PORT/DB.",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to listen on (default 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port (default 8000; 0 = any free port).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML settings file (flags override it).")
+    ] = None,
+    import_logs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--import",
+            help="Seed the arena from a battle log (any format 'rank' reads) before serving; "
+            "repeatable. The same file is never imported twice.",
+        ),
+    ] = None,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Any setting as KEY=VALUE, e.g. --set rate_limit=20 --set arena.exploration=0.2 "
+            "(see the README, 'The live arena').",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option("--log-level", help="critical, error, warning (default), info, debug."),
+    ] = None,
+) -> None:
+    """Run the live arena: pairs out, votes in, am-ELO leaderboard and annotator screening as
+    the votes arrive (OpenAPI docs at /docs).
+
+    On the first start it creates the database and prints the admin key once. Settings come
+    from --config FILE (TOML), then --set KEY=VALUE, then the flags.
+    """
+    import uvicorn
+
+    from ..service.app import create_app, prepare
+    from ..service.seed import import_log
+    from ..service.settings import load_settings
+
+    settings = load_settings(
+        config,
+        overrides={"db": db, "host": host, "port": port, "log_level": log_level},
+        sets=list(sets or ()),
+    )
+    engine, admin_key = prepare(settings)
+    if admin_key is not None:
+        print(
+            "created a new arena database; the admin key (shown once, store it now):\n"
+            f"  {admin_key}",
+            flush=True,
+        )
+    for path in import_logs or ():
+        added = import_log(engine, path)
+        err_console.print(
+            f"imported {added['battles']:,} battles ({added['models']} models, "
+            f"{added['annotators']} annotators) from {path}"
+        )
+    engine.dispose()
+    try:
+        sock = socket.socket(
+            socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM
+        )
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        from ..errors import InputError
+
+        raise InputError(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
+            "choose another --port (0 picks a free one)."
+        ) from None
+    bound = sock.getsockname()[1]
+    print(
+        f"stablearena serve: listening on http://{settings.host}:{bound} "
+        f"(database {settings.redacted_db()}; docs at /docs)",
+        flush=True,
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings),
+            log_level=settings.log_level,
+            access_log=False,
+            timeout_keep_alive=30,
+            lifespan="on",
+        )
+    )
+    server.run(sockets=[sock])
+    sys.stdout.flush()

@@ -1,0 +1,181 @@
+"""One refit of the live arena: the Stable Arena step (am-ELO Algorithm 3) on a snapshot of the
+pair counts.
+
+Kept free of the web stack so that it runs cheaply in a separate process (the default: a fit
+then never competes with requests for Python's interpreter lock). A :class:`Snapshot` is the
+counts table read in one transaction together with the newest vote id it includes; it turns
+into the same :class:`~stablearena.battles.PairCounts` that ``stablearena rank`` builds from
+the exported vote log (models and annotators in sorted name order, rows in key order), so the
+published leaderboard is the one ``rank`` computes from the export.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..battles import PairCounts
+from ..errors import ConvergenceError
+from ..leaderboard import annotators_payload, leaderboard_payload
+from ..screening import StableArena
+
+__all__ = ["Snapshot", "FitOutput", "run_fit", "SOURCE"]
+
+#: The ``source`` of the live arena's payloads.
+SOURCE = "live arena"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The pair-count rows at one moment (model and annotator *names*, so it can be shipped to
+    another process), and the newest vote id they include."""
+
+    as_of_vote: int
+    n_votes: int
+    model_a: tuple[str, ...]  # the row's lower-id model (i)
+    model_b: tuple[str, ...]  # the row's higher-id model (j)
+    annotator: tuple[str, ...]
+    wins: np.ndarray  # wins of model_a
+    losses: np.ndarray
+    ties: np.ndarray
+    ties_both_bad: np.ndarray
+    taken_at: float = field(default_factory=time.time)
+
+    @property
+    def empty(self) -> bool:
+        return float(np.sum(self.wins + self.losses + self.ties + self.ties_both_bad)) <= 0
+
+    def counts(self, *, by_annotator: bool = True) -> PairCounts:
+        """:class:`PairCounts` exactly as ``Battles.counts(by_annotator=True)`` gives them for
+        the exported log: models and annotators that have a vote, sorted by name; each row
+        oriented i < j in that order; rows in (pair, annotator) key order; empty rows dropped."""
+        tot = self.wins + self.losses + self.ties + self.ties_both_bad
+        keep = tot > 0
+        a = np.array(self.model_a, dtype=object)[keep]
+        b = np.array(self.model_b, dtype=object)[keep]
+        ann = np.array(self.annotator, dtype=object)[keep]
+        w, lo = self.wins[keep], self.losses[keep]
+        t, tb = self.ties[keep], self.ties_both_bad[keep]
+        names = sorted(set(a.tolist()) | set(b.tolist()))
+        anns = sorted(set(ann.tolist()))
+        mi = {n: k for k, n in enumerate(names)}
+        ai = {n: k for k, n in enumerate(anns)}
+        ia = np.array([mi[x] for x in a], dtype=np.int64)
+        ib = np.array([mi[x] for x in b], dtype=np.int64)
+        ik = np.array([ai[x] for x in ann], dtype=np.int64)
+        swap = ia > ib
+        i = np.where(swap, ib, ia)
+        j = np.where(swap, ia, ib)
+        wins = np.where(swap, lo, w)
+        losses = np.where(swap, w, lo)
+        m, kk = len(names), len(anns)
+        key = (i * m + j) * kk + ik
+        order = np.argsort(key, kind="stable")
+        counts = PairCounts(
+            models=tuple(names),
+            i=i[order].astype(np.int32),
+            j=j[order].astype(np.int32),
+            wins=wins[order].astype(float),
+            losses=losses[order].astype(float),
+            ties=t[order].astype(float),
+            ties_both_bad=tb[order].astype(float),
+            annotator=ik[order].astype(np.int32),
+            annotators=tuple(anns),
+            source=SOURCE,
+        )
+        return counts if by_annotator else counts.collapse()
+
+
+@dataclass
+class FitOutput:
+    """What a refit publishes (``payload``, stored as JSON) and the fitted object itself."""
+
+    payload: dict[str, Any]
+    seconds: float
+    fitted: Any = None
+
+
+#: The last fit of this process per arena (database): the warm start of the next one (the
+#: optimum does not depend on the start, so any earlier fit of the arena will do).
+_LAST: dict[str, Any] = {}
+
+
+def arena_for(config: dict[str, Any], screening: dict[str, Any] | None) -> StableArena:
+    """The Stable Arena loop with the arena's δ, ε, policy, restored to a published state."""
+    arena = StableArena(
+        min_records=int(config["min_records"]),
+        ability_threshold=float(config["ability_threshold"]),
+        policy=config["policy"],
+        confidence=config.get("confidence"),
+        reconsider=True,
+    )
+    if screening:
+        arena.excluded = set(screening.get("excluded", ()))
+        arena.excluded_records = dict(screening.get("excluded_records", {}))
+        arena.last_status = dict(screening.get("last_status", {}))
+    return arena
+
+
+def run_fit(
+    snapshot: Snapshot,
+    config: dict[str, Any],
+    screening: dict[str, Any] | None,
+    arena_id: str = "",
+) -> FitOutput:
+    """Fit am-ELO with the Stable Arena screening on ``snapshot`` and build the payload:
+    ``leaderboard`` (the ``rank --method am-elo --format json`` contract), ``annotators`` (the
+    ``annotators --format json`` contract with each decision's reason), ``screening`` (the
+    loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
+    model name, for the information tracker)."""
+    t0 = time.perf_counter()
+    arena = arena_for(config, screening)
+    if config.get("warm_start", False) and arena_id in _LAST:
+        arena.last_fit = _LAST[arena_id]
+    counts = snapshot.counts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fit's notes carry every warning
+        try:
+            step = arena.step(counts, warm=arena.last_fit is not None)
+        except ConvergenceError:
+            if arena.last_fit is None:
+                raise
+            # a start far from the optimum (e.g. before a big import) can lead Newton astray:
+            # the deterministic m-ELO start decides whether the maximum exists
+            arena = arena_for(config, screening)
+            step = arena.step(counts, warm=False)
+    fitted = step.fitted
+    _LAST[arena_id] = fitted
+    leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
+    annotators = annotators_payload(
+        fitted,
+        source=SOURCE,
+        ability_threshold=float(config["ability_threshold"]),
+        normalization=fitted.normalization,
+    )
+    annotators["policy"] = config["policy"]
+    annotators["min_records"] = int(config["min_records"])
+    annotators["changes"] = [d.to_dict() for d in step.changes()]
+    payload = {
+        "leaderboard": leaderboard,
+        "annotators": annotators,
+        "screening": {
+            "excluded": sorted(arena.excluded),
+            "excluded_records": arena.excluded_records,
+            "last_status": arena.last_status,
+        },
+        "scores": {name: float(x) for name, x in zip(fitted.models, fitted.scores, strict=True)},
+        "n_votes": snapshot.n_votes,
+        "config": dict(config),
+    }
+    return FitOutput(payload, time.perf_counter() - t0, fitted)
+
+
+def warm_up_worker() -> bool:
+    """Imported and compiled once when the fit process starts (so the first refit is quick)."""
+    from ..raters import annotator  # noqa: F401
+
+    return True

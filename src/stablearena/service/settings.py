@@ -1,0 +1,256 @@
+"""Settings of ``stablearena serve``: one typed object, read from a TOML file and overridden by
+command-line flags.
+
+Two kinds of setting:
+
+- :class:`Settings` — how this server process runs (database URL, address, limits, how often
+  it looks for a newer fit). Each process reads its own.
+- :class:`ArenaConfig` — how the arena behaves (pair strategy, exploration floor, the Stable
+  Arena's δ / ε / policy, refit cadence, corrections, battle lifetime). It lives in the
+  database so that every worker process serves the same arena; it is created from the
+  defaults on first start, a value given explicitly in the file or on the command line is
+  written to the database at start, and an admin can change it at run time
+  (``PATCH /v1/admin/config``).
+
+Example ``arena.toml``::
+
+    db = "postgresql+psycopg://arena@127.0.0.1/arena"
+    port = 8000
+    rate_limit = 20
+
+    [arena]
+    exploration = 0.1
+    min_records = 50
+    ability_threshold = 0.0
+    policy = "exclude"
+    refit_votes = 200
+    refit_seconds = 10
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import InputError
+
+__all__ = ["ArenaConfig", "Settings", "load_settings", "parse_override", "validation_message"]
+
+
+class ArenaConfig(BaseModel):
+    """How the arena behaves; stored in the database (every worker serves the same arena)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    strategy: str | None = Field(
+        None,
+        description="Pair-selection strategy (stablearena.selection); null = the project's "
+        "default, selection.DEFAULT_STRATEGY, read at run time.",
+    )
+    exploration: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="ε of the serving rule: with probability ε a uniform allowed pair instead of "
+        "the strategy's pick, so every allowed pair keeps a known positive probability (SPEC §9).",
+    )
+    min_records: int = Field(
+        50, ge=0, description="δ: annotators with fewer votes are left out of the fit for now."
+    )
+    ability_threshold: float = Field(
+        0.0, description="ε of the Stable Arena: flag annotators whose ability is below it."
+    )
+    confidence: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description="Flag only when the one-sided upper bound at this level is below ε too.",
+    )
+    policy: Literal["warn", "exclude"] = Field(
+        "warn",
+        description="warn: only report flagged annotators; exclude: leave their votes out of "
+        "later fits (kept in the log, reconsidered when their data change).",
+    )
+    refit_votes: int = Field(100, ge=1, description="K: refit after at most this many new votes.")
+    refit_seconds: float = Field(
+        5.0, gt=0.0, description="T: refit at most this many seconds after a new vote."
+    )
+    warm_start: bool = Field(
+        False,
+        description="Start each refit from the previous fit instead of the deterministic m-ELO "
+        "start. Off by default: am-ELO's likelihood is not jointly concave, and from a start in "
+        "another basin (e.g. a fit of the first few votes) Newton can end at another stationary "
+        "point, so the leaderboard would no longer be the one `rank` computes.",
+    )
+    correction_window: float = Field(
+        0.0,
+        ge=0.0,
+        description="Seconds after the first vote during which a different outcome corrects "
+        "it (the old vote stays in the history); 0: a different outcome is a 409.",
+    )
+    battle_ttl: float = Field(
+        3600.0, gt=0.0, description="Seconds a served battle can be voted on (then 410)."
+    )
+    boost_factor: float = Field(
+        5.0, ge=1.0, description="Default weight of a boosted model in the exploration draws."
+    )
+    boost_until: int = Field(
+        3000, ge=0, description="Default number of battles after which a boost ends."
+    )
+
+    @field_validator("ability_threshold", "exploration", "refit_seconds", "correction_window")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from ..selection import selector_names
+
+        if v not in selector_names():
+            raise ValueError(f"unknown strategy; choose one of {', '.join(selector_names())}")
+        return v
+
+
+class Settings(BaseModel):
+    """How one ``stablearena serve`` process runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    db: str = Field(
+        "sqlite:///arena.db",
+        description="SQLAlchemy URL: sqlite:///FILE (WAL, synchronous=FULL) or "
+        "postgresql+psycopg://USER@HOST:PORT/DB.",
+    )
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port (0: any free port, printed).")
+    rate_limit: float = Field(
+        50.0, gt=0.0, description="Requests per second allowed per key (token bucket)."
+    )
+    rate_burst: int = Field(100, ge=1, description="Burst size of the per-key rate limit.")
+    max_body_bytes: int = Field(
+        65536, ge=256, description="Largest request body accepted (larger: 413)."
+    )
+    poll_seconds: float = Field(
+        0.5,
+        gt=0.0,
+        description="How often a worker checks the database for a newer fit, new votes "
+        "and configuration changes.",
+    )
+    max_batch: int = Field(
+        512, ge=1, description="Most writes committed together in one transaction (group commit)."
+    )
+    fit_in_process: bool = Field(
+        True,
+        description="Run refits in a separate process (no contention with requests for "
+        "Python's interpreter lock); false: in a thread.",
+    )
+    keep_fits: int = Field(20, ge=1, description="Published fits kept in the database.")
+    switch_interval: float = Field(
+        0.0005,
+        gt=0.0,
+        le=0.1,
+        description="Python's thread switch interval in the server (sys.setswitchinterval): "
+        "short, so the writer thread gets the interpreter lock back quickly after each "
+        "database call.",
+    )
+    seed: int | None = Field(None, description="Seed of the serving rule's random draws.")
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
+    arena: ArenaConfig = Field(default_factory=ArenaConfig)
+
+    @field_validator("db")
+    @classmethod
+    def _known_db(cls, v: str) -> str:
+        if not (v.startswith("sqlite") or v.startswith("postgresql")):
+            raise ValueError("must be a sqlite:///FILE or postgresql+psycopg://… URL")
+        return v
+
+    def arena_overrides(self) -> dict[str, Any]:
+        """The arena settings given explicitly (file or flags): written to the database at start."""
+        return self.arena.model_dump(include=self.arena.model_fields_set)
+
+    def redacted_db(self) -> str:
+        """The database URL without its password (for messages and the health check)."""
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.db).render_as_string(hide_password=True)
+
+
+def validation_message(exc: ValidationError, where: str) -> str:
+    """One line per invalid field: ``where: field: problem``."""
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(x) for x in err["loc"])
+        parts.append(f"{field}: {err['msg']} (got {err.get('input')!r})")
+    return f"{where}: " + "; ".join(parts)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``KEY=VALUE`` (``arena.exploration=0.2``) → (path, value); the value is read as TOML
+    (numbers, true/false, "strings") and, failing that, as a bare string."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise InputError(
+            f"--set {item!r} must look like KEY=VALUE, e.g. --set arena.exploration=0.2."
+        )
+    toml = _toml()
+    try:
+        value = toml.loads(f"v = {raw.strip()}")["v"]
+    except Exception:
+        value = raw.strip()
+    return [p.strip() for p in key.split(".")], value
+
+
+def _toml():  # noqa: ANN202
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    import tomli  # the backport, a dependency on Python 3.10
+
+    return tomli
+
+
+def load_settings(
+    config: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+) -> Settings:
+    """Settings from a TOML file, then ``sets`` (``KEY=VALUE``), then ``overrides`` (flags that
+    were given). Unknown keys and bad values are an :class:`InputError` naming the field."""
+    data: dict[str, Any] = {}
+    where = "settings"
+    if config is not None:
+        where = str(config)
+        try:
+            text = Path(config).read_text()
+        except OSError as exc:
+            raise InputError(f"cannot read the config file {config}: {exc.strerror}.") from None
+        try:
+            data = _toml().loads(text)
+        except Exception as exc:
+            raise InputError(f"{config}: not valid TOML: {exc}.") from None
+    for item in sets or ():
+        path, value = parse_override(item)
+        node = data
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise InputError(f"--set {item!r}: {p} is not a section.")
+        node[path[-1]] = value
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(validation_message(exc, where)) from None

@@ -1,0 +1,801 @@
+"""What one worker process of the live arena keeps in memory, and the background refitter.
+
+Everything here is a cache of the database (SPEC §9): the models and keys, the arena's
+configuration, the latest published fit, the information tracker of pair selection
+(:class:`stablearena.selection.InformationTracker`) and the pairs each annotator has judged.
+:meth:`ArenaState.load` rebuilds all of it, so a restart or a second worker loses nothing.
+
+Serving (SPEC §9, "Serving rule"): with probability 1 − ε the strategy's pick, with
+probability ε a draw from the exploration distribution over the allowed pairs (uniform, or
+weighted by the boosts of boosted models); the stored propensity is
+π = (1 − ε)·P_strategy(pair) + ε·P_explore(pair) > 0, P_strategy from
+:meth:`~stablearena.selection.Selector.pick_probabilities`. Allowed pairs: both models active
+(not retired, no outage), among the requested ``models`` if given, and not judged by this
+annotator before unless every such pair has been. A served battle counts in the tracker at
+once (as if played — the greedy batch rule of SPEC §5, which keeps concurrent annotators from
+all getting the same pair); the tracker is rebuilt from the counts after every refit.
+
+The refitter (a thread) polls the database every ``poll_seconds``: a newer fit published by any
+worker is installed; when the newest fit is K votes or T seconds behind, the worker that gets
+the refit lock (PostgreSQL: an advisory lock; SQLite: a lock file) reads a snapshot of the
+counts, runs the Stable Arena step (:func:`stablearena.service.refit.run_fit`, in a separate
+process by default) and publishes it. Votes never wait for a fit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from .. import selection
+from ..battles import PairCounts
+from ..errors import StableArenaError
+from ..leaderboard import leaderboard_payload
+from ..selection import InformationTracker, Selector, get_selector
+from . import store
+from .refit import SOURCE, FitOutput, Snapshot, arena_for, run_fit
+from .security import Principal
+from .settings import ArenaConfig, Settings
+
+__all__ = ["ApiError", "ModelInfo", "PublishedFit", "ArenaState", "Refitter", "read_snapshot"]
+
+log = logging.getLogger("stablearena.service")
+
+
+class ApiError(Exception):
+    """An expected refusal: HTTP ``status``, a short ``code``, a message and the field at fault."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: int
+    name: str
+    retired: bool
+    outage: bool
+    boost: float
+    boost_until: int
+
+    def to_dict(self, battles: float = 0.0) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "retired": self.retired,
+            "outage": self.outage,
+            "boost": self.boost,
+            "boost_until": self.boost_until,
+            "battles": int(round(battles)),
+        }
+
+
+@dataclass(frozen=True)
+class PublishedFit:
+    id: int
+    as_of_vote: int
+    fitted_at: float
+    seconds: float
+    payload: dict[str, Any]
+    fitted: Any = None  # the AmEloFitted when this process made (or loaded) it
+
+
+def read_snapshot(engine: Engine) -> Snapshot:
+    """The pair counts and the newest vote id, read in one transaction (one snapshot)."""
+    with engine.connect() as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        wm = store.watermark(conn)
+        n_votes = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(store.votes)
+            .where(store.votes.c.superseded == sa.false())
+        ).scalar_one()
+        ma = store.models.alias("ma")
+        mb = store.models.alias("mb")
+        pc = store.pair_counts
+        rows = conn.execute(
+            sa.select(
+                ma.c.name,
+                mb.c.name,
+                store.annotators.c.name,
+                pc.c.wins,
+                pc.c.losses,
+                pc.c.ties,
+                pc.c.ties_both_bad,
+            ).select_from(
+                pc.join(ma, ma.c.id == pc.c.i)
+                .join(mb, mb.c.id == pc.c.j)
+                .join(store.annotators, store.annotators.c.id == pc.c.annotator_id)
+            )
+        ).all()
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 7
+    return Snapshot(
+        as_of_vote=int(wm),
+        n_votes=int(n_votes),
+        model_a=tuple(cols[0]),
+        model_b=tuple(cols[1]),
+        annotator=tuple(cols[2]),
+        wins=np.array(cols[3], dtype=float),
+        losses=np.array(cols[4], dtype=float),
+        ties=np.array(cols[5], dtype=float),
+        ties_both_bad=np.array(cols[6], dtype=float),
+    )
+
+
+class ArenaState:
+    """The worker's caches of the database and the serving rule (see the module docstring)."""
+
+    def __init__(self, engine: Engine, settings: Settings, writer: store.Writer) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.writer = writer
+        self.lock = threading.RLock()
+        self.rng = np.random.default_rng(settings.seed)
+        self.models: dict[int, ModelInfo] = {}
+        self.model_ids: dict[str, int] = {}
+        self.keys: dict[str, Principal] = {}
+        self.principals: dict[int, Principal] = {}
+        self.config = ArenaConfig()
+        self.revision = -1
+        self.fit: PublishedFit | None = None
+        self.tracker: InformationTracker | None = None
+        self.tracker_ids: list[int] = []
+        self.tracker_pos: dict[int, int] = {}
+        self.pos_of_id = np.zeros(0, dtype=np.int64)
+        self.names: dict[int, str] = {}
+        self.selector: Selector | None = None
+        self.judged: dict[int, set[tuple[int, int]]] = {}
+        self.pending: dict[str, tuple[int, int, float]] = {}
+        self.votes_seen = 0
+        self.battles_served = 0
+        self.refit_error: str | None = None
+        self._vote_seq = 0
+        self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=100_000)
+        self._cache: dict[tuple, Future] = {}
+        self._cache_lock = threading.Lock()
+        self.cache_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="arena-board")
+
+    # ------------------------------------------------------------------ loading
+    def load(self) -> None:
+        """Rebuild every cache from the database."""
+        with self.engine.connect() as conn:
+            self._load_registry(conn)
+            row = store.latest_fit_row(conn)
+            self.votes_seen = store.watermark(conn)
+        if row is not None:
+            self.fit = _published(row)
+        self.rebuild_tracker()
+
+    def _load_registry(self, conn: Connection) -> None:
+        rev = store.get_meta(conn, "revision")
+        cfg = store.load_config(conn)
+        mrows = conn.execute(sa.select(store.models).order_by(store.models.c.id)).all()
+        arows = conn.execute(
+            sa.select(store.annotators).where(store.annotators.c.key_id.is_not(None))
+        ).all()
+        with self.lock:
+            self.revision = int(rev or 0)
+            self.config = ArenaConfig.model_validate(cfg)
+            self.models = {
+                r.id: ModelInfo(
+                    r.id,
+                    r.name,
+                    bool(r.retired),
+                    bool(r.outage),
+                    float(r.boost),
+                    int(r.boost_until),
+                )
+                for r in mrows
+            }
+            self.model_ids = {m.name: m.id for m in self.models.values()}
+            self.names = {m.id: m.name for m in self.models.values()}
+            self.keys = {}
+            self.principals = {}
+            for r in arows:
+                p = Principal(r.id, r.name, r.role, r.key_id, r.key_hash, r.revoked_at is not None)
+                self.keys[r.key_id] = p
+                self.principals[r.id] = p
+            if self.selector is None or self.selector.name != self.strategy_name:
+                self.selector = get_selector(self.strategy_name)
+            models_changed = [m for m in self.models] != self.tracker_ids
+        if models_changed:
+            self.rebuild_tracker()
+
+    @property
+    def strategy_name(self) -> str:
+        """The configured strategy, or the project's default read now (issue 13 may change it)."""
+        return self.config.strategy or selection.DEFAULT_STRATEGY
+
+    def principal_for(self, key_id: str) -> Principal | None:
+        """The key record for ``key_id``: from the cache, else from the database (a key created
+        by another worker a moment ago)."""
+        p = self.keys.get(key_id)
+        if p is not None:
+            return p
+        with self.engine.connect() as conn:
+            r = conn.execute(
+                sa.select(store.annotators).where(store.annotators.c.key_id == key_id)
+            ).first()
+        if r is None:
+            return None
+        p = Principal(r.id, r.name, r.role, r.key_id, r.key_hash, r.revoked_at is not None)
+        with self.lock:
+            self.keys[key_id] = p
+            self.principals[p.id] = p
+        return p
+
+    def rebuild_tracker(self) -> None:
+        """Information tracker over every model (in id order) from the current pair counts, at
+        the latest fit's scores (0 = average for a model the fit does not know), plus the
+        battles served here and not yet voted on; and each annotator's judged pairs."""
+        with self.lock:
+            mark = self._vote_seq
+        with self.engine.connect() as conn:
+            pc = store.pair_counts
+            total = pc.c.wins + pc.c.losses + pc.c.ties + pc.c.ties_both_bad
+            pairs = conn.execute(
+                sa.select(pc.c.i, pc.c.j, sa.func.sum(total)).group_by(pc.c.i, pc.c.j)
+            ).all()
+            judged_rows = conn.execute(
+                sa.select(pc.c.annotator_id, pc.c.i, pc.c.j).where(total > 0)
+            ).all()
+        with self.lock:
+            ids = sorted(self.models)
+            fit = self.fit
+            selector = self.selector or get_selector(self.strategy_name)
+            pending = list(self.pending.values())
+        if len(ids) < 2:
+            with self.lock:
+                self.tracker, self.tracker_ids, self.tracker_pos = (
+                    None,
+                    ids,
+                    {m: k for k, m in enumerate(ids)},
+                )
+            return
+        pos = {m: k for k, m in enumerate(ids)}
+        names = [self.models[m].name for m in ids]
+        scores = np.zeros(len(ids))
+        if fit is not None:
+            known = fit.payload.get("scores", {})
+            for k, name in enumerate(names):
+                scores[k] = known.get(name, 0.0)
+        rows = [(pos[i], pos[j], n) for i, j, n in pairs if i in pos and j in pos and n > 0]
+        counts = PairCounts(
+            models=tuple(names),
+            i=np.array([r[0] for r in rows], dtype=np.int32),
+            j=np.array([r[1] for r in rows], dtype=np.int32),
+            wins=np.array([float(r[2]) for r in rows]),
+            losses=np.zeros(len(rows)),
+            ties=np.zeros(len(rows)),
+            ties_both_bad=np.zeros(len(rows)),
+        )
+        tracker = InformationTracker(names, estimate=selector.estimate or "plug-in")
+        tracker.refresh(scores, counts)
+        now = time.time()
+        for i, j, expires in pending:
+            if expires > now and i in pos and j in pos:
+                tracker.add(pos[i], pos[j])
+        _ = tracker.sigma  # the O(N³) step here, not in a request
+        if selector.needs_sigma2:
+            _ = tracker.sigma2
+        judged: dict[int, set[tuple[int, int]]] = {}
+        for ann, i, j in judged_rows:
+            judged.setdefault(ann, set()).add((i, j))
+        pos_of_id = np.full(max(ids) + 1, -1, dtype=np.int64)
+        pos_of_id[ids] = np.arange(len(ids))
+        with self.lock:
+            # votes recorded here while the counts were being read: keep them in the judged pairs
+            for seq, ann, i, j in self._recent:
+                if seq > mark:
+                    judged.setdefault(ann, set()).add((i, j))
+            self.tracker, self.tracker_ids, self.tracker_pos = tracker, ids, pos
+            self.pos_of_id = pos_of_id
+            self.judged = judged
+            self.selector = selector
+
+    def install_fit(self, fit: PublishedFit) -> None:
+        with self.lock:
+            if self.fit is not None and fit.id <= self.fit.id:
+                return
+            self.fit = fit
+            self._expire_pending()
+        self.rebuild_tracker()
+
+    def _expire_pending(self) -> None:
+        now = time.time()
+        for bid in [b for b, (_, _, exp) in self.pending.items() if exp <= now]:
+            del self.pending[bid]
+
+    # ------------------------------------------------------------------ serving
+    def serve(self, principal: Principal, k: int, models: list[str] | None) -> list[dict[str, Any]]:
+        """Choose ``k`` battles for ``principal`` by the serving rule; returns the rows to store."""
+        with self.lock:
+            tracker, pos, selector = self.tracker, self.tracker_pos, self.selector
+            cfg = self.config
+            active = [m for m in self.models.values() if not m.retired and not m.outage]
+            if models is not None:
+                unknown = [n for n in models if n not in self.model_ids]
+                if unknown:
+                    raise ApiError(
+                        422,
+                        "unknown_model",
+                        f"unknown model(s): {', '.join(unknown[:5])}",
+                        "models",
+                    )
+                wanted = set(models)
+                active = [m for m in active if m.name in wanted]
+            if len(active) < 2:
+                why = "of the requested models " if models is not None else ""
+                raise ApiError(
+                    409,
+                    "no_pair",
+                    f"fewer than two {why}models are active (not retired, no outage); no battle can be served",
+                    "models" if models is not None else None,
+                )
+            if tracker is None or selector is None:
+                raise ApiError(503, "not_ready", "the arena is still loading; retry shortly")
+            cand = sorted(pos[m.id] for m in active)
+            is_cand = np.zeros(tracker.n_models, dtype=bool)
+            is_cand[cand] = True
+            exclude_models = np.flatnonzero(~is_cand)
+            n_pairs = len(cand) * (len(cand) - 1) // 2
+            mine = self.judged.get(principal.id)
+            judged = np.zeros((0, 2), dtype=np.int64)
+            if mine:
+                ids = np.array(list(mine), dtype=np.int64)
+                ids = ids[(ids < len(self.pos_of_id)).all(axis=1)]
+                jp = self.pos_of_id[ids]
+                jp = jp[(jp >= 0).all(axis=1)]
+                judged = jp[is_cand[jp[:, 0]] & is_cand[jp[:, 1]]]
+            if len(judged) >= n_pairs:
+                judged = judged[:0]  # every allowed pair judged: repeats are allowed again
+            boost = self._boost_weights(tracker)
+            now = time.time()
+            out: list[dict[str, Any]] = []
+            in_batch: list[tuple[int, int]] = []
+            for _ in range(k):
+                ex_pairs = np.concatenate(
+                    [judged, np.array(in_batch, dtype=np.int64).reshape(-1, 2)]
+                )
+                if len(ex_pairs) >= n_pairs:
+                    ex_pairs = judged
+                i, j, strategy, prop = self._pick(
+                    tracker, selector, cfg, cand, exclude_models, ex_pairs, boost
+                )
+                in_batch.append((i, j))
+                tracker.add(i, j)
+                a, b = self.tracker_ids[i], self.tracker_ids[j]
+                if self.rng.random() < 0.5:
+                    a, b = b, a
+                bid = uuid.uuid4().hex
+                expires = now + cfg.battle_ttl
+                self.pending[bid] = (min(a, b), max(a, b), expires)
+                out.append(
+                    {
+                        "id": bid,
+                        "annotator_id": principal.id,
+                        "model_a": a,
+                        "model_b": b,
+                        "strategy": strategy,
+                        "propensity": prop,
+                        "served_at": now,
+                        "expires_at": expires,
+                    }
+                )
+            self.battles_served += len(out)
+            if len(self.pending) > 100_000:
+                self._expire_pending()
+        return out
+
+    def _boost_weights(self, tracker: InformationTracker) -> np.ndarray | None:
+        """Exploration weight per tracker model: a boosted model with fewer than ``boost_until``
+        battles gets its boost factor, every other model 1 (``None``: no boost in force)."""
+        boosted = [m for m in self.models.values() if m.boost > 1.0 and m.id in self.tracker_pos]
+        if not boosted:
+            return None
+        w = np.ones(tracker.n_models)
+        any_boost = False
+        for m in boosted:
+            p = self.tracker_pos[m.id]
+            if tracker.pair_battles[p].sum() < m.boost_until:
+                w[p] = m.boost
+                any_boost = True
+        return w if any_boost else None
+
+    def _pick(
+        self,
+        tracker: InformationTracker,
+        selector: Selector,
+        cfg: ArenaConfig,
+        cand: list[int],
+        exclude_models: np.ndarray,
+        exclude_pairs: np.ndarray,
+        boost: np.ndarray | None,
+    ) -> tuple[int, int, str, float]:
+        """One draw of the serving rule: (i, j) (i < j), which part chose it, its propensity.
+
+        The strategy's part is drawn from its own pick distribution
+        (:meth:`~stablearena.selection.Selector.pick_distribution`, the distribution its
+        ``select`` draws from), so the stored probability is the one the pair was drawn with.
+        ``exclude_pairs`` are distinct pairs of candidates, so the allowed pairs number
+        C(len(cand), 2) − len(exclude_pairs)."""
+        eps = cfg.exploration
+        rng = self.rng
+        si, sj, sp = selector.pick_distribution(
+            tracker, exclude_models=exclude_models, exclude_pairs=exclude_pairs
+        )
+        blocked = tracker.mask(exclude_models, exclude_pairs)
+        ca = np.asarray(cand)
+        if boost is None:
+            b = None
+            total = len(ca) * (len(ca) - 1) / 2.0 - len(exclude_pairs)
+        else:
+            b = boost[ca]
+            outer = np.outer(b, b)
+            sub = blocked[np.ix_(ca, ca)]
+            total = (outer.sum() - np.trace(outer)) / 2.0 - (outer * sub).sum() / 2.0
+        if len(si) == 0 or rng.random() < eps:
+            i, j = self._explore_draw(blocked, ca, np.ones(len(ca)) if b is None else b)
+            path = "explore"
+        else:
+            r = int(rng.choice(len(sp), p=sp / sp.sum())) if len(sp) > 1 else 0
+            i, j = int(si[r]), int(sj[r])
+            path = selector.name
+        hit = np.flatnonzero((si == i) & (sj == j))
+        p_sel = float(sp[hit[0]]) if len(hit) else 0.0
+        w_ij = 1.0 if boost is None else float(boost[i] * boost[j])
+        prop = (1.0 - eps) * p_sel + eps * w_ij / total
+        return int(i), int(j), path, prop
+
+    def _explore_draw(self, blocked: np.ndarray, ca: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+        """A pair of allowed candidates with probability ∝ b_i b_j (uniform without boosts):
+        both ends drawn ∝ b, redrawn while equal or blocked (few redraws: most pairs are
+        allowed); after many redraws, an exact draw over the enumerated allowed pairs."""
+        rng = self.rng
+        prob = b / b.sum()
+        for _ in range(64):
+            x, y = rng.choice(ca, 2, p=prob)
+            if x != y and not blocked[x, y]:
+                return (int(x), int(y)) if x < y else (int(y), int(x))
+        sub = ~blocked[np.ix_(ca, ca)]
+        iu, ju = np.nonzero(np.triu(sub, 1))
+        w = b[iu] * b[ju]
+        r = int(rng.choice(len(iu), p=w / w.sum()))
+        x, y = int(ca[iu[r]]), int(ca[ju[r]])
+        return (x, y) if x < y else (y, x)
+
+    # ------------------------------------------------------------------ votes
+    def after_vote(self, principal: Principal, battle_id: str, res: store.VoteResult) -> None:
+        """Bookkeeping after a vote is durable: judged pairs, and the tracker for a battle that
+        another worker served (battles served here already count in it)."""
+        if res.kind != "new":
+            return
+        i, j = min(res.model_a, res.model_b), max(res.model_a, res.model_b)
+        with self.lock:
+            self.votes_seen = max(self.votes_seen, int(res.vote_id or 0))
+            self.judged.setdefault(principal.id, set()).add((i, j))
+            self._vote_seq += 1
+            self._recent.append((self._vote_seq, principal.id, i, j))
+            if self.pending.pop(battle_id, None) is None and self.tracker is not None:
+                pi, pj = self.tracker_pos.get(i), self.tracker_pos.get(j)
+                if pi is not None and pj is not None:
+                    self.tracker.add(pi, pj)
+
+    # ------------------------------------------------------------------ leaderboards
+    def published(self) -> PublishedFit:
+        fit = self.fit
+        if fit is None:
+            if self.votes_seen == 0:
+                raise ApiError(
+                    503, "no_votes", "no votes yet: the first leaderboard follows the first votes"
+                )
+            why = f" (last attempt: {self.refit_error})" if self.refit_error else ""
+            raise ApiError(503, "not_fitted", f"no leaderboard yet: the first fit is pending{why}")
+        return fit
+
+    def leaderboard(self, method: str, ci: str, level: float) -> dict[str, Any]:
+        """The ``rank --format json`` payload plus ``as_of_vote`` and ``fitted_at``: the
+        published am-ELO fit, or another method / intervals computed from the counts (cached
+        until the next published fit)."""
+        fit = self.published()
+        if method == "am-elo" and ci == "none":
+            out = dict(fit.payload["leaderboard"])
+            out["as_of_vote"] = fit.as_of_vote
+            out["fitted_at"] = fit.fitted_at
+            return out
+        key = (method, ci, level, fit.id)
+        with self._cache_lock:
+            fut = self._cache.get(key)
+            if fut is None:
+                for old in [k for k in self._cache if k[3] != fit.id]:
+                    del self._cache[old]
+                fut = self.cache_pool.submit(self._compute, method, ci, level, fit)
+                self._cache[key] = fut
+        try:
+            return fut.result(timeout=300)
+        except StableArenaError as exc:
+            with self._cache_lock:
+                self._cache.pop(key, None)
+            raise ApiError(422, "cannot_fit", str(exc), "method") from None
+
+    def _compute(self, method: str, ci: str, level: float, fit: PublishedFit) -> dict[str, Any]:
+        import warnings
+
+        from ..raters import get_rater
+
+        snap = read_snapshot(self.engine)
+        counts = snap.counts()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if method == "am-elo":
+                cfg = fit.payload.get("config", self.config.model_dump())
+                arena = arena_for(cfg, fit.payload.get("screening"))
+                fitted = arena.rater.fit(
+                    counts,
+                    exclude=frozenset(arena.excluded & set(counts.annotators or ())),
+                    start=fit.fitted if snap.as_of_vote == fit.as_of_vote else None,
+                )
+            else:
+                fitted = get_rater(method).fit(counts)
+            payload = leaderboard_payload(fitted, counts, source=SOURCE, ci=ci, level=level)
+        payload["as_of_vote"] = snap.as_of_vote
+        payload["fitted_at"] = time.time()
+        return payload
+
+    def annotators(self) -> dict[str, Any]:
+        fit = self.published()
+        out = dict(fit.payload["annotators"])
+        out["as_of_vote"] = fit.as_of_vote
+        out["fitted_at"] = fit.fitted_at
+        return out
+
+    def model_list(self) -> list[dict[str, Any]]:
+        with self.lock:
+            tracker, pos = self.tracker, self.tracker_pos
+            battles = tracker.pair_battles.sum(axis=1) if tracker is not None else None
+            return [
+                m.to_dict(float(battles[pos[m.id]]) if battles is not None else 0.0)
+                for m in sorted(self.models.values(), key=lambda m: m.id)
+            ]
+
+
+def _published(row: Any, fitted: Any = None) -> PublishedFit:
+    return PublishedFit(
+        int(row.id),
+        int(row.as_of_vote),
+        float(row.fitted_at),
+        float(row.seconds),
+        json.loads(row.payload),
+        fitted,
+    )
+
+
+# ---------------------------------------------------------------------------------- refitter
+class _FileLock:
+    """An exclusive, non-blocking lock file (SQLite: one refitter per database file)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Refitter:
+    """The background loop of one worker (see the module docstring)."""
+
+    def __init__(self, state: ArenaState, *, on_fit: Any = None) -> None:
+        self.state = state
+        self.settings = state.settings
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="arena-refitter", daemon=True)
+        self._executor: Executor | None = None
+        self.on_fit = on_fit
+        self.last_error: str | None = None
+        self.fits_done = 0
+        self._lock_conn: Connection | None = None
+        self._wake = threading.Event()
+        self._local = threading.Lock()
+        engine = state.engine
+        if store.is_sqlite(engine):
+            self._file_lock: _FileLock | None = _FileLock(str(engine.url.database) + ".refit-lock")
+        else:
+            self._file_lock = None
+
+    def start(self) -> None:
+        self._start_executor()
+        self._thread.start()
+
+    def _start_executor(self) -> None:
+        if self.settings.fit_in_process:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from .refit import warm_up_worker
+
+            self._executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._executor.submit(warm_up_worker)
+        else:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="arena-fit")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=60)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._lock_conn is not None:
+            self._lock_conn.close()
+
+    def nudge(self) -> None:
+        """Look now (e.g. after an admin change) instead of at the next poll."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+                self.last_error = self.state.refit_error = None
+            except Exception as exc:  # the loop must survive a failed fit or a lost connection
+                msg = f"{type(exc).__name__}: {exc}"
+                if msg != self.last_error:
+                    log.warning("refitter: %s", msg)
+                self.last_error = msg
+                self.state.refit_error = msg
+                if type(exc).__name__ == "BrokenProcessPool" and not self._stop.is_set():
+                    self._start_executor()  # the fit process died (e.g. killed): a new one
+            self._wake.wait(self.settings.poll_seconds)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        st = self.state
+        with st.engine.connect() as conn:
+            rev = int(store.get_meta(conn, "revision") or 0)
+            wm = store.watermark(conn)
+            newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
+            if rev != st.revision:
+                st._load_registry(conn)
+        with st.lock:
+            st.votes_seen = max(st.votes_seen, wm)
+        if newer is not None:
+            st.install_fit(_published(newer))
+        if self._due(wm):
+            self.refit()
+
+    def _due(self, wm: int) -> bool:
+        fit = self.state.fit
+        if wm == 0:
+            return False
+        if fit is None:
+            return True
+        cfg = self.state.config
+        behind = wm - fit.as_of_vote
+        return behind > 0 and (
+            behind >= cfg.refit_votes or time.time() - fit.fitted_at >= cfg.refit_seconds
+        )
+
+    def _acquire(self) -> bool:
+        if self._file_lock is not None:
+            return self._file_lock.acquire()
+        if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.invalidated:
+            self._lock_conn = self.state.engine.connect()
+        got = self._lock_conn.execute(
+            sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": store.REFIT_LOCK}
+        ).scalar_one()
+        self._lock_conn.commit()
+        return bool(got)
+
+    def _release(self) -> None:
+        if self._file_lock is not None:
+            self._file_lock.release()
+            return
+        if self._lock_conn is not None:
+            self._lock_conn.execute(
+                sa.text("SELECT pg_advisory_unlock(:k)"), {"k": store.REFIT_LOCK}
+            )
+            self._lock_conn.commit()
+
+    def refit_now(self, timeout: float = 120.0) -> PublishedFit | None:
+        """Refit at once if any vote is newer than the published fit (waiting for a refit that
+        is running, here or in another worker); returns the fit that includes every vote seen."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            fit = self.refit(force=True, wait=True)
+            if fit is not None:
+                return fit
+            with self.state.engine.connect() as conn:
+                wm = store.watermark(conn)
+            cur = self.state.fit
+            if cur is not None and cur.as_of_vote >= wm:
+                return cur
+            if wm == 0:
+                return None
+            time.sleep(0.05)
+        raise ApiError(503, "busy", "another refit is taking long; retry later")
+
+    def refit(self, *, force: bool = False, wait: bool = False) -> PublishedFit | None:
+        """Refit now if this worker gets the lock and no other worker has just published
+        (``force``: whenever a vote is newer than the published fit)."""
+        if not self._local.acquire(blocking=wait):
+            return None
+        try:
+            return self._refit_locked(force)
+        finally:
+            self._local.release()
+
+    def _refit_locked(self, force: bool) -> PublishedFit | None:
+        st = self.state
+        if not self._acquire():
+            return None
+        try:
+            with st.engine.connect() as conn:
+                newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
+                wm = store.watermark(conn)
+            if newer is not None:
+                st.install_fit(_published(newer))
+            fit = st.fit
+            stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
+            if not (self._due(wm) or (force and stale)):
+                return None
+            snap = read_snapshot(st.engine)
+            if snap.empty:
+                return None
+            cfg = st.config.model_dump()
+            screening = st.fit.payload.get("screening") if st.fit else None
+            assert self._executor is not None
+            out: FitOutput = self._executor.submit(
+                run_fit, snap, cfg, screening, self.settings.db
+            ).result()
+            fitted_at = time.time()
+            fid = st.writer.run(
+                lambda c: store.publish_fit(
+                    c,
+                    "am-elo",
+                    snap.as_of_vote,
+                    fitted_at,
+                    out.seconds,
+                    out.payload,
+                    self.settings.keep_fits,
+                )
+            )
+            fit = PublishedFit(
+                fid, snap.as_of_vote, fitted_at, out.seconds, out.payload, out.fitted
+            )
+            st.install_fit(fit)
+            self.fits_done += 1
+            if self.on_fit is not None:
+                self.on_fit(fit)
+            return fit
+        finally:
+            self._release()

@@ -1,0 +1,567 @@
+"""The live arena's database: tables, migrations, the group-committing writer and every query.
+
+Durable state (SPEC §9): the vote log (``votes``, each referring to a served ``battles`` row)
+and, updated in the same transaction as each vote, ``pair_counts`` — per (pair i < j of model
+ids, annotator) the numbers of wins of i, wins of j, ties and both-bad ties, the sufficient
+statistic every fit reads. A correction keeps the old vote (``superseded``) and moves one count
+from its outcome to the new one. Published fits are rows of ``fits``; ``meta`` holds the
+arena's configuration and a revision number that tells other workers to reload models and keys.
+
+Writes go through one :class:`Writer` per process: a thread that takes every write queued by
+concurrent requests, runs them in one transaction and commits once (one fsync for the batch —
+"group commit"), and only then completes each request. So every acknowledged write is durable
+(SQLite in WAL mode with ``synchronous=FULL``; PostgreSQL with ``synchronous_commit`` on), at a
+cost of one fsync per batch instead of one per request.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    event,
+    false,
+    func,
+    select,
+)
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import InputError
+
+__all__ = [
+    "metadata",
+    "models",
+    "annotators",
+    "battles",
+    "votes",
+    "pair_counts",
+    "fits",
+    "meta",
+    "OUTCOMES",
+    "EXPORT_LABELS",
+    "make_engine",
+    "migrate",
+    "Writer",
+    "VoteResult",
+    "record_vote",
+    "insert_battles",
+    "bump_revision",
+]
+
+#: API outcome labels, in :class:`stablearena.Outcome` code order.
+OUTCOMES: tuple[str, ...] = ("model_a", "model_b", "tie", "both_bad")
+#: Labels written by the export (FastChat's, read back by ``stablearena rank``).
+EXPORT_LABELS: tuple[str, ...] = ("model_a", "model_b", "tie", "tie (bothbad)")
+
+metadata = MetaData()
+
+models = Table(
+    "models",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("retired", Boolean, nullable=False, server_default=false()),
+    Column("outage", Boolean, nullable=False, server_default=false()),
+    Column("boost", Float, nullable=False, server_default="1"),
+    Column("boost_until", Integer, nullable=False, server_default="0"),
+    Column("added_at", Float, nullable=False),
+)
+annotators = Table(
+    "annotators",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("role", String(16), nullable=False),  # annotator | admin | imported
+    Column("key_id", String(32), unique=True),
+    Column("key_hash", String(64)),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float),
+)
+battles = Table(
+    "battles",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("model_a", Integer, ForeignKey("models.id"), nullable=False),
+    Column("model_b", Integer, ForeignKey("models.id"), nullable=False),
+    Column("strategy", String(40), nullable=False),
+    Column("propensity", Float),
+    Column("served_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+votes = Table(
+    "votes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("battle_id", String(32), ForeignKey("battles.id"), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("outcome", SmallInteger, nullable=False),
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("model_a", Integer, nullable=False),
+    Column("model_b", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("first_at", Float, nullable=False),
+    Column("superseded", Boolean, nullable=False, server_default=false()),
+    UniqueConstraint("battle_id", "revision", name="uq_votes_battle_revision"),
+)
+pair_counts = Table(
+    "pair_counts",
+    metadata,
+    Column("i", Integer, primary_key=True),
+    Column("j", Integer, primary_key=True),
+    Column("annotator_id", Integer, primary_key=True),
+    Column("wins", Float, nullable=False, server_default="0"),
+    Column("losses", Float, nullable=False, server_default="0"),
+    Column("ties", Float, nullable=False, server_default="0"),
+    Column("ties_both_bad", Float, nullable=False, server_default="0"),
+)
+fits = Table(
+    "fits",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("method", String(40), nullable=False),
+    Column("as_of_vote", Integer, nullable=False),
+    Column("fitted_at", Float, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("payload", Text, nullable=False),
+)
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+#: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".
+MIGRATION_LOCK = 0x5AB1E_0001
+REFIT_LOCK = 0x5AB1E_0002
+
+
+# ---------------------------------------------------------------------------------- engine
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``. SQLite: WAL, ``synchronous=FULL``, foreign keys, a 30 s busy
+    timeout, and explicit ``BEGIN`` (``BEGIN IMMEDIATE`` on write connections) instead of the
+    driver's implicit transactions, so that reads inside a transaction see one snapshot."""
+    if url.startswith("sqlite"):
+        u = sa.engine.make_url(url)
+        if not u.database or u.database == ":memory:":
+            raise InputError(
+                f"--db {url!r}: the live arena needs a database file, e.g. sqlite:///arena.db."
+            )
+        parent = Path(u.database).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise InputError(f"--db {url!r}: the directory {parent} does not exist.")
+        engine = sa.create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=8
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("immediate") else "BEGIN")
+
+        return engine
+    if url.startswith("postgresql"):
+        return sa.create_engine(url, pool_size=8, max_overflow=16, pool_pre_ping=True)
+    raise InputError(f"--db {url!r}: use sqlite:///FILE or postgresql+psycopg://… .")
+
+
+def is_sqlite(engine: Engine | Connection) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def _write_conn(engine: Engine) -> Connection:
+    conn = engine.connect()
+    if is_sqlite(engine):
+        conn.info["immediate"] = True
+    return conn
+
+
+def migrate(engine: Engine) -> str | None:
+    """Create or upgrade the tables (Alembic, ``stablearena/service/migrations``) under a lock,
+    so that workers starting together migrate once. On the first start also create the admin
+    key: returned once (only its hash is stored); ``None`` on later starts."""
+    from alembic import command
+    from alembic.config import Config
+
+    from .security import new_key
+
+    cfg = Config()
+    cfg.set_main_option("script_location", "stablearena.service:migrations")
+    conn = _write_conn(engine)
+    try:
+        with conn.begin():
+            if not is_sqlite(engine):
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+            admin = conn.execute(
+                select(annotators.c.id).where(annotators.c.role == "admin")
+            ).first()
+            if admin is not None:
+                return None
+            key = new_key()
+            conn.execute(
+                annotators.insert().values(
+                    name="admin",
+                    role="admin",
+                    key_id=key.key_id,
+                    key_hash=key.key_hash,
+                    created_at=time.time(),
+                )
+            )
+            for k, v in (("revision", "0"), ("created_at", repr(time.time()))):
+                conn.execute(meta.insert().values(key=k, value=v))
+            return key.secret
+    finally:
+        conn.info.pop("immediate", None)
+        conn.close()
+
+
+# ---------------------------------------------------------------------------------- writer
+T = TypeVar("T")
+
+
+class Writer:
+    """Group commit: one thread runs every queued write of this process, as many as are
+    waiting (up to ``max_batch``) in one transaction, commits once, then completes them.
+
+    :meth:`submit` takes a function of an open connection (inside the transaction) and
+    returns a :class:`~concurrent.futures.Future` of its result, set only after the commit. A
+    function must not swallow database errors: when one fails, nothing of the batch was
+    committed and each write is retried alone (a unique-key race with another worker process
+    is retried once more, when the function sees the other worker's row).
+    """
+
+    def __init__(self, engine: Engine, max_batch: int = 512) -> None:
+        self.engine = engine
+        self.max_batch = max_batch
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="arena-writer", daemon=True)
+        self._conn: Connection | None = None
+        self.commits = 0
+        self.writes = 0
+        self.last_batch = 0
+        self.on_commit: Callable[[int, float], None] | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+    def submit(self, fn: Callable[[Connection], T]) -> Future[T]:
+        fut: Future[T] = Future()
+        self._queue.put((fn, fut))
+        return fut
+
+    def run(self, fn: Callable[[Connection], T], timeout: float = 60.0) -> T:
+        """Submit and wait (for threads other than the event loop's)."""
+        return self.submit(fn).result(timeout=timeout)
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._conn = _write_conn(self.engine)
+        return self._conn
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            self._commit(batch)
+            if stop:
+                break
+        if self._conn is not None:
+            self._conn.close()
+
+    def _commit(
+        self, batch: list[tuple[Callable[[Connection], Any], Future]], tries: int = 2
+    ) -> None:
+        t0 = time.perf_counter()
+        try:
+            conn = self._connection()
+            with conn.begin():
+                results = [fn(conn) for fn, _ in batch]
+        except Exception as exc:  # nothing of the batch is committed
+            self._reset_after(exc)
+            if len(batch) > 1:
+                for item in batch:
+                    self._commit([item])
+                return
+            if tries > 1 and isinstance(exc, (sa.exc.IntegrityError, sa.exc.OperationalError)):
+                self._commit(batch, tries - 1)
+                return
+            batch[0][1].set_exception(exc)
+            return
+        self.commits += 1
+        self.writes += len(batch)
+        self.last_batch = len(batch)
+        if self.on_commit is not None:
+            self.on_commit(len(batch), time.perf_counter() - t0)
+        for (_, fut), res in zip(batch, results, strict=True):
+            fut.set_result(res)
+
+    def _reset_after(self, exc: Exception) -> None:
+        if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated and self._conn:
+            self._conn.close()
+            self._conn = None
+
+
+# ---------------------------------------------------------------------------------- queries
+def bump_revision(conn: Connection) -> None:
+    """Tell every worker to reload models, keys and the configuration."""
+    conn.execute(
+        meta.update()
+        .where(meta.c.key == "revision")
+        .values(value=sa.cast(sa.cast(meta.c.value, Integer) + 1, Text))
+    )
+
+
+def get_meta(conn: Connection, key: str) -> str | None:
+    row = conn.execute(select(meta.c.value).where(meta.c.key == key)).first()
+    return None if row is None else row[0]
+
+
+def set_meta(conn: Connection, key: str, value: str) -> None:
+    done = conn.execute(meta.update().where(meta.c.key == key).values(value=value)).rowcount
+    if not done:
+        conn.execute(meta.insert().values(key=key, value=value))
+
+
+def load_config(conn: Connection) -> dict[str, Any]:
+    raw = get_meta(conn, "arena_config")
+    return {} if raw is None else json.loads(raw)
+
+
+# The hot path (a battle served, a vote recorded) runs plain SQL, valid in SQLite and
+# PostgreSQL alike, through the driver: building and caching SQLAlchemy statements per call
+# costs several times the database work itself.
+_HOT_SQL: dict[str, str] = {
+    "battle": "INSERT INTO battles (id, annotator_id, model_a, model_b, strategy, propensity, "
+    "served_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "lookup": "SELECT b.annotator_id, b.model_a, b.model_b, b.expires_at, v.id, v.revision, "
+    "v.outcome, v.created_at, v.first_at FROM battles b LEFT JOIN votes v "
+    "ON v.battle_id = b.id AND v.superseded = false WHERE b.id = ?",
+    "vote": "INSERT INTO votes (battle_id, revision, outcome, annotator_id, model_a, model_b, "
+    "created_at, first_at, superseded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false) RETURNING id",
+    "supersede": "UPDATE votes SET superseded = true WHERE id = ?",
+    "count": "INSERT INTO pair_counts (i, j, annotator_id, wins, losses, ties, ties_both_bad) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (i, j, annotator_id) DO UPDATE SET "
+    "wins = pair_counts.wins + excluded.wins, losses = pair_counts.losses + excluded.losses, "
+    "ties = pair_counts.ties + excluded.ties, "
+    "ties_both_bad = pair_counts.ties_both_bad + excluded.ties_both_bad",
+}
+_HOT_BY_DIALECT: dict[str, dict[str, str]] = {}
+
+
+def _hot(conn: Connection, name: str) -> str:
+    dialect = conn.dialect.name
+    table = _HOT_BY_DIALECT.get(dialect)
+    if table is None:
+        style = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        table = _HOT_BY_DIALECT[dialect] = {k: v.replace("?", style) for k, v in _HOT_SQL.items()}
+    return table[name]
+
+
+_BATTLE_COLUMNS = (
+    "id",
+    "annotator_id",
+    "model_a",
+    "model_b",
+    "strategy",
+    "propensity",
+    "served_at",
+    "expires_at",
+)
+
+
+def insert_battles(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Store served battles (dicts with the ``battles`` columns)."""
+    params = [tuple(r[c] for c in _BATTLE_COLUMNS) for r in rows]
+    if len(params) == 1:
+        conn.exec_driver_sql(_hot(conn, "battle"), params[0])
+    else:
+        conn.exec_driver_sql(_hot(conn, "battle"), params)
+
+
+_COLUMNS = ("wins", "losses", "ties", "ties_both_bad")
+
+
+def count_row(model_a: int, model_b: int, annotator_id: int, outcome: int, n: float) -> dict:
+    """The ``pair_counts`` increment of ``n`` votes (``n`` = −1 takes one back): oriented to
+    i < j by model id, so a win of model_a is a win of i when model_a < model_b."""
+    i, j = (model_a, model_b) if model_a < model_b else (model_b, model_a)
+    col = outcome
+    if model_a > model_b and outcome < 2:
+        col = 1 - outcome
+    row = {"i": i, "j": j, "annotator_id": annotator_id}
+    for k, name in enumerate(_COLUMNS):
+        row[name] = float(n) if k == col else 0.0
+    return row
+
+
+def add_counts(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Add count increments (rows of :func:`count_row`), creating rows as needed."""
+    sql = _hot(conn, "count")
+    for r in rows:
+        conn.exec_driver_sql(
+            sql,
+            (
+                r["i"],
+                r["j"],
+                r["annotator_id"],
+                r["wins"],
+                r["losses"],
+                r["ties"],
+                r["ties_both_bad"],
+            ),
+        )
+
+
+def _insert_vote(conn: Connection, *values: Any) -> int:
+    return int(conn.exec_driver_sql(_hot(conn, "vote"), values).scalar_one())
+
+
+@dataclass(frozen=True)
+class VoteResult:
+    """What :func:`record_vote` did: ``kind`` is ``new``, ``replay`` (the same vote again:
+    the stored one is returned), ``corrected``, or an error — ``missing`` (404), ``forbidden``
+    (403), ``conflict`` (409), ``expired`` (410)."""
+
+    kind: str
+    vote_id: int | None = None
+    revision: int = 0
+    outcome: int = -1
+    created_at: float = 0.0
+    model_a: int = -1
+    model_b: int = -1
+    stored_outcome: int = -1
+    message: str = ""
+
+
+def record_vote(
+    conn: Connection,
+    battle_id: str,
+    annotator_id: int,
+    outcome: int,
+    now: float,
+    correction_window: float,
+) -> VoteResult:
+    """Record one vote and its count in the caller's transaction (see :class:`VoteResult`)."""
+    row = conn.exec_driver_sql(_hot(conn, "lookup"), (battle_id,)).first()
+    if row is None:
+        return VoteResult("missing", message=f"no battle {battle_id!r}")
+    owner, a, b, expires, vid, rev, old, created, first = row
+    if owner != annotator_id:
+        return VoteResult("forbidden", message="this battle was served to another annotator")
+    if vid is not None:
+        if old == outcome:
+            return VoteResult("replay", vid, rev, old, created, a, b)
+        if correction_window <= 0 or now - first > correction_window:
+            why = (
+                "this arena does not accept corrections"
+                if correction_window <= 0
+                else f"the correction window of {correction_window:g} s after the first vote has passed"
+            )
+            return VoteResult(
+                "conflict",
+                vid,
+                rev,
+                outcome,
+                created,
+                a,
+                b,
+                stored_outcome=old,
+                message=f"battle {battle_id} already has the vote {OUTCOMES[old]!r}; {why}",
+            )
+        conn.exec_driver_sql(_hot(conn, "supersede"), (vid,))
+        new_id = _insert_vote(conn, battle_id, rev + 1, outcome, annotator_id, a, b, now, first)
+        add_counts(
+            conn,
+            [count_row(a, b, annotator_id, old, -1.0), count_row(a, b, annotator_id, outcome, 1.0)],
+        )
+        return VoteResult("corrected", new_id, rev + 1, outcome, now, a, b, stored_outcome=old)
+    if now > expires:
+        return VoteResult("expired", message=f"battle {battle_id} expired at {expires:.3f}")
+    new_id = _insert_vote(conn, battle_id, 0, outcome, annotator_id, a, b, now, now)
+    add_counts(conn, [count_row(a, b, annotator_id, outcome, 1.0)])
+    return VoteResult("new", new_id, 0, outcome, now, a, b)
+
+
+def watermark(conn: Connection) -> int:
+    """The newest vote id (0 with no votes)."""
+    return int(conn.execute(select(func.coalesce(func.max(votes.c.id), 0))).scalar_one())
+
+
+def latest_fit_row(conn: Connection, after: int = 0) -> Any:
+    """The newest published fit (id, method, as_of_vote, fitted_at, seconds, payload), or None
+    when there is none newer than id ``after``."""
+    return conn.execute(
+        select(fits).where(fits.c.id > after).order_by(fits.c.id.desc()).limit(1)
+    ).first()
+
+
+def publish_fit(
+    conn: Connection,
+    method: str,
+    as_of_vote: int,
+    fitted_at: float,
+    seconds: float,
+    payload: dict[str, Any],
+    keep: int,
+) -> int:
+    """Insert a fit and delete all but the newest ``keep``; returns its id."""
+    fid = conn.execute(
+        fits.insert().values(
+            method=method,
+            as_of_vote=as_of_vote,
+            fitted_at=fitted_at,
+            seconds=seconds,
+            payload=json.dumps(payload, allow_nan=False),
+        )
+    ).inserted_primary_key[0]
+    conn.execute(fits.delete().where(fits.c.id <= fid - keep))
+    return int(fid)
