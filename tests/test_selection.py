@@ -648,7 +648,7 @@ def test_pick_probabilities_of_sampling_selectors_match_their_draws(strategy):
     assert np.all(np.abs(freq[iu, ju] / draws - p[iu, ju]) <= 5 * se + 1e-12)
 
 
-@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "nearest", "d-opt-grounded"])
+@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "rank-opt", "nearest", "d-opt-grounded"])
 def test_pick_probabilities_of_deterministic_selectors_put_mass_on_their_pick(strategy):
     tracker = _tracker_after(7, 80, seed=2)
     sel = get_selector(strategy)
@@ -674,7 +674,9 @@ def test_a_selector_without_pick_probabilities_says_so():
         Silent().pick_probabilities(InformationTracker(3))
 
 
-@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "random", "ada-pair", "nearest"])
+@pytest.mark.parametrize(
+    "strategy", ["d-opt", "a-opt", "rank-opt", "random", "ada-pair", "nearest"]
+)
 def test_pick_distribution_is_the_support_of_pick_probabilities(strategy):
     tracker = _tracker_after(8, 90, seed=4)
     sel = get_selector(strategy)
