@@ -310,7 +310,8 @@ class Dashboard:
             for m in models
             if m.boost > 1 and not m.retired
         ]
-        keys = list(st.principals.values())
+        keys = [p for p in st.principals.values() if not p.is_admin]
+        admins = sum(p.is_admin and not p.revoked for p in st.principals.values())
         cards: list[dict[str, Any]] = [
             {"label": "votes", "value": f"{votes:,}", "detail": "recorded (corrections included)"},
             {
@@ -343,7 +344,7 @@ class Dashboard:
             {
                 "label": "annotator keys",
                 "value": f"{sum(not p.revoked for p in keys):,}",
-                "detail": f"{sum(p.revoked for p in keys)} revoked",
+                "detail": f"{sum(p.revoked for p in keys)} revoked; {admins} admin key(s)",
             },
             {
                 "label": "pair strategy",

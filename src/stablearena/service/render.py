@@ -78,13 +78,15 @@ class RenderJob:
 class RenderResult:
     """``status``: ``stored``, ``exists`` (another worker drew this fit) or ``skipped`` (no
     fitted object and the counts have moved on: the next fit will be drawn). ``cpu_seconds``:
-    the render process's CPU time for this job (what the pacing of renders is based on)."""
+    the render process's CPU time for this job (what the pacing of renders is based on);
+    ``pid``: the process that drew."""
 
     fit_id: int
     status: str
     cpu_seconds: float
     wall_seconds: float
     sizes: dict[str, int] = field(default_factory=dict)
+    pid: int = 0
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,7 @@ def render_view(job: RenderJob) -> RenderResult:
             time.process_time() - c0,
             time.perf_counter() - t0,
             sizes or {},
+            os.getpid(),
         )
 
     if exists:
