@@ -383,3 +383,64 @@ def test_admin_view_shows_decisions_coverage_and_health(arena):
     finally:
         admin.update_model("phi-3", retired=False)
         admin.update_model("qwen2-72b", outage=False)
+
+
+# ---------------------------------------------------------------------------------- pacing
+class _Pool:
+    def __init__(self) -> None:
+        self.jobs: list = []
+
+    def submit(self, fn, job):
+        from concurrent.futures import Future
+
+        self.jobs.append(job)
+        return Future()  # never completes: "drawing"
+
+
+def test_renders_are_paced_to_the_share_of_a_core_and_wait_for_a_viewer():
+    """After a render of c CPU seconds the next waits c·(1/share − 1); one render at a time;
+    nothing while nobody watched for ``dashboard_idle`` seconds; each fit at most once."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from stablearena.service.dashboard import Dashboard
+    from stablearena.service.render import RenderResult
+
+    settings = Settings(db="sqlite:///x.db", dashboard_share=0.2, dashboard_idle=60.0)
+    now = time.time()
+    fit = SimpleNamespace(
+        id=7, as_of_vote=70, fitted_at=now, seconds=0.1, payload={}, fitted=object()
+    )
+    state = SimpleNamespace(engine=None, fit=fit, strategy_name="d-opt", writer=None)
+    d = Dashboard(state, settings)
+    pool = _Pool()
+    d._pool = lambda: pool
+    d._maybe_render()
+    assert pool.jobs == []  # nobody has looked at the dashboard
+    d.watched_at = now
+    d._maybe_render()
+    assert [j.fit_id for j in pool.jobs] == [7] and d.rendering == 7
+    fit.id = 8
+    d._maybe_render()
+    assert len(pool.jobs) == 1  # one render at a time
+    done: Future = Future()
+    done.set_result(RenderResult(7, "stored", cpu_seconds=2.0, wall_seconds=2.5, pid=1))
+    d._done(done)
+    assert d.rendering is None and d.renders == 1
+    assert d.next_render_at - time.time() == pytest.approx(8.0, abs=0.5)  # 2 s × (1/0.2 − 1)
+    d._maybe_render()
+    assert len(pool.jobs) == 1  # paced
+    d.next_render_at = 0.0
+    d._maybe_render()
+    assert [j.fit_id for j in pool.jobs] == [7, 8]
+    failed: Future = Future()
+    failed.set_exception(RuntimeError("boom"))
+    d._done(failed)
+    assert d.render_error == "RuntimeError: boom" and d.rendering is None
+    d.next_render_at = 0.0
+    d._maybe_render()
+    assert len(pool.jobs) == 2  # a fit that failed is not retried; the next fit will be drawn
+    d.watched_at = time.time() - 61.0
+    fit.id = 9
+    d._maybe_render()
+    assert len(pool.jobs) == 2  # nobody watches any more

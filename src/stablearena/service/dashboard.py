@@ -332,9 +332,9 @@ class Dashboard:
                 else "",
             },
             {
-                "label": "refit when",
-                "value": f"{cfg.refit_votes:,} votes / {cfg.refit_seconds:g} s",
-                "detail": "behind (K / T), whichever comes first",
+                "label": "refit after",
+                "value": f"{cfg.refit_votes:,} votes",
+                "detail": f"or {cfg.refit_seconds:g} s behind, whichever comes first",
             },
             {
                 "label": "models",
