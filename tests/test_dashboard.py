@@ -188,6 +188,7 @@ def test_each_fit_is_drawn_once_in_another_process(arena):
     tc, admin = arena
     d = tc.app.state.dashboard
     assert d.last_render.pid not in (0, os.getpid())  # drawn by the render process
+    assert os.getpriority(os.PRIO_PROCESS, d.last_render.pid) >= 10  # at a low priority
     assert d.last_render.status == "stored" and d.last_render.cpu_seconds > 0
     renders = d.renders
     fit_id = d.view.fit_id

@@ -51,6 +51,7 @@ from .render import (
     RenderJob,
     RenderResult,
     environment,
+    low_priority_context,
     render_view,
     script,
     script_hash,
@@ -215,11 +216,10 @@ class Dashboard:
 
     def _pool(self) -> Executor:
         if self._executor is None:
-            import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             self._executor = ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker
+                1, mp_context=low_priority_context(), initializer=start_worker
             )
         return self._executor
 

@@ -24,6 +24,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any
 
 import sqlalchemy as sa
@@ -310,13 +311,44 @@ def render_view(job: RenderJob) -> RenderResult:
     return result("stored" if sizes else "exists", sizes)
 
 
-def start_worker() -> None:
-    """Initialiser of the render process: a low CPU priority (the server's requests come first
-    when the cores are busy) and the plotting stack imported once."""
+#: The render process's niceness: when the cores are busy, the server's requests come first.
+NICENESS = 10
+
+
+def _lower_priority(pid: int) -> None:
     try:
-        os.nice(10)
+        current = os.getpriority(os.PRIO_PROCESS, pid)
+        if current < NICENESS:
+            os.setpriority(os.PRIO_PROCESS, pid, NICENESS)
     except (AttributeError, OSError):  # pragma: no cover - not on this platform
         pass
+
+
+class _LowPriorityProcess(SpawnProcess):
+    """A spawned process lowered to :data:`NICENESS` by its parent right after the start (the
+    class is pickled into the child, so it lives at module level)."""
+
+    def start(self) -> None:
+        super().start()
+        if self.pid is not None:
+            _lower_priority(self.pid)
+
+
+class _LowPriorityContext(SpawnContext):
+    Process = _LowPriorityProcess
+
+
+def low_priority_context() -> SpawnContext:
+    """A "spawn" multiprocessing context whose processes run at :data:`NICENESS` almost from
+    their first instruction, so that even the imports a spawned process does before any
+    initialiser do not compete with the server."""
+    return _LowPriorityContext()
+
+
+def start_worker() -> None:
+    """Initialiser of the render process: a low CPU priority (also when started another way)
+    and the plotting stack imported once."""
+    _lower_priority(0)
     from .. import plots, report  # noqa: F401
     from ..raters import annotator  # noqa: F401
 
