@@ -62,6 +62,7 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
     lat: dict[str, dict[str, list[float]]] = {}
     count: dict[str, int] = {}
     stop = asyncio.Event()
+    drawings: dict[int, dict] = {}
 
     async def client(k: int) -> None:
         conn = Conn(host, port, keys[k % len(keys)])
@@ -103,6 +104,8 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
                     if version is None:
                         r = await http.get("/admin" if admin else "/")
                     s = (await http.get(poll, params={"v": version or ""})).json()
+                    if admin and s.get("last_render"):
+                        drawings[s["last_render"]["fit_id"]] = s["last_render"]
                     if s["version"] != version:
                         await http.get(frag)
                         version = s["version"]
@@ -153,7 +156,35 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
                 )
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return {"phases": phases}
+    return {"phases": phases, "drawings": list(drawings.values())}
+
+
+def request_costs(url: str, admin_key: str, pid: int, n: int) -> dict[str, dict[str, float]]:
+    """Server CPU (and wall time) per dashboard request, one client, no other load."""
+    import httpx
+
+    out = {}
+    with httpx.Client(base_url=url, timeout=60) as http:
+        http.post("/admin/login", data={"key": admin_key})
+        for path in (
+            "/",
+            "/dashboard/poll",
+            "/dashboard/fragment",
+            "/admin",
+            "/admin/poll",
+            "/admin/fragment",
+            "/healthz",
+        ):
+            http.get(path)
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
+            for _ in range(n):
+                r = http.get(path)
+            out[path] = {
+                "server_cpu_ms": 1000 * (cpu_seconds(pid) - c0) / n,
+                "wall_ms": 1000 * (time.perf_counter() - t0) / n,
+                "bytes_sent": int(r.headers.get("content-length", len(r.content))),
+            }
+    return out
 
 
 def seed_log(path: Path, models: list[str], args) -> dict[str, float]:
@@ -230,6 +261,8 @@ def main() -> None:
             keys = [admin.create_annotator(f"client-{k:03d}") for k in range(args.annotators)]
             admin.refit()
             res = asyncio.run(run(server.url, keys, server.admin_key, truth, args, server.proc.pid))
+            time.sleep(args.settle)
+            res["requests"] = request_costs(server.url, server.admin_key, server.proc.pid, 50)
             admin.close()
         finally:
             server.stop()
@@ -258,6 +291,22 @@ def main() -> None:
         ("children_cpu_share", "refit+render CPU (cores)"),
     ):
         print(f"{label:28s} {off[key]:10.2f} {on[key]:10.2f} {on[key] / off[key]:8.2f}")
+    drawn = [d for d in res["drawings"] if d["status"] == "stored"]
+    if drawn:
+        cpu = [d["cpu_seconds"] for d in drawn]
+        wall = [d["wall_seconds"] for d in drawn]
+        size = [sum(d["bytes"].values()) for d in drawn]
+        print(
+            f"\none drawing of the dashboard (render process, nice 10; {len(drawn)} seen by the "
+            f"admin view): median {np.median(cpu):.2f} s CPU, {np.median(wall):.2f} s wall; "
+            f"stored pages {np.median(size) / 1e3:.0f} kB gzip"
+        )
+    print("\nper dashboard request, one client and no votes (server process):")
+    for path, c in res["requests"].items():
+        print(
+            f"  GET {path:22s} {c['server_cpu_ms']:6.2f} ms CPU  {c['wall_ms']:6.2f} ms wall  "
+            f"{c['bytes_sent'] / 1e3:8.1f} kB sent"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, **res}, indent=2, default=float))

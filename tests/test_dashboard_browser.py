@@ -152,16 +152,23 @@ def only_local(driver, url: str) -> list[str]:
     return urls
 
 
-def docs_copy(path: Path, name: str, width: int = 960) -> None:
-    """A small copy for the README when STABLEARENA_DOCS_SCREENSHOTS names a folder."""
+def docs_copy(driver, tmp_path: Path, name: str, *, scroll_to: str | None = None) -> None:
+    """A small screenshot for the README when STABLEARENA_DOCS_SCREENSHOTS names a folder
+    (``scroll_to``: the id of the section at the top)."""
     out = os.environ.get("STABLEARENA_DOCS_SCREENSHOTS")
     if not out:
         return
     from PIL import Image
 
+    if scroll_to:
+        driver.execute_script(f"document.getElementById('{scroll_to}').scrollIntoView()")
+        driver.execute_script("window.scrollBy(0, -40)")  # below the sticky navigation
+    path = tmp_path / f"docs-{name}"
+    screenshot(driver, path)
     img = Image.open(path).convert("RGB")
-    img = img.resize((width, round(img.height * width / img.width)), Image.LANCZOS)
+    img = img.resize((960, round(img.height * 960 / img.width)), Image.LANCZOS)
     img.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(Path(out) / name, optimize=True)
+    driver.execute_script("window.scrollTo(0, 0)")
 
 
 def test_leaderboard_page_shows_the_fit_and_changes_by_itself_after_votes(arena, browser, tmp_path):
@@ -179,7 +186,7 @@ def test_leaderboard_page_shows_the_fit_and_changes_by_itself_after_votes(arena,
     assert errors(browser) == []
     only_local(browser, arena.url)
     screenshot(browser, tmp_path / "dashboard.png")
-    docs_copy(tmp_path / "dashboard.png", "dashboard.png")
+    docs_copy(browser, tmp_path, "dashboard.png", scroll_to="leaderboard")
 
     # votes through the API until the arena publishes a newer fit; the open page follows
     browser.execute_script("window.__marker = 'not reloaded'")
@@ -242,7 +249,7 @@ def test_admin_view_behind_a_login(arena, browser, tmp_path):
     urls = only_local(browser, arena.url)
     assert not any(arena.server.admin_key in u for u in urls)  # the key never in a URL
     screenshot(browser, tmp_path / "admin.png")
-    docs_copy(tmp_path / "admin.png", "dashboard-admin.png")
+    docs_copy(browser, tmp_path, "dashboard-admin.png")
     # the health refreshes itself while the page is open
     arena.vote(10)
     deadline = time.time() + 30

@@ -647,6 +647,18 @@ async def admin_poll(request: Request) -> JSONResponse:
     d.touch()
     battles = await asyncio.to_thread(d.battles_total)
     out = d.public_state()
+    last = d.last_render
+    out["last_render"] = (
+        None
+        if last is None
+        else {
+            "fit_id": last.fit_id,
+            "status": last.status,
+            "cpu_seconds": last.cpu_seconds,
+            "wall_seconds": last.wall_seconds,
+            "bytes": last.sizes,
+        }
+    )
     out["health_html"] = str(
         environment().get_template("health.html.j2").module.health(d.health(battles))
     )
