@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import platform
 import sys
@@ -62,7 +63,6 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
     lat: dict[str, dict[str, list[float]]] = {}
     count: dict[str, int] = {}
     stop = asyncio.Event()
-    drawings: dict[int, dict] = {}
 
     async def client(k: int) -> None:
         conn = Conn(host, port, keys[k % len(keys)])
@@ -90,32 +90,12 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
         finally:
             conn.close()
 
-    async def viewer(k: int, admin: bool) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-            poll, frag, every = "/dashboard/poll", "/dashboard/fragment", 3.0
-            if admin:
-                r = await http.post("/admin/login", data={"key": admin_key})
-                assert r.status_code == 303, r.text
-                poll, frag, every = "/admin/poll", "/admin/fragment", 5.0
-            version = None
-            await asyncio.sleep(k * 0.7)
-            while not stop.is_set():
-                if phase["name"].startswith("on"):
-                    if version is None:
-                        r = await http.get("/admin" if admin else "/")
-                    s = (await http.get(poll, params={"v": version or ""})).json()
-                    if admin and s.get("last_render"):
-                        drawings[s["last_render"]["fit_id"]] = s["last_render"]
-                    if s["version"] != version:
-                        await http.get(frag)
-                        version = s["version"]
-                else:
-                    version = None
-                await asyncio.sleep(every)
-
     tasks = [asyncio.create_task(client(k)) for k in range(args.clients)]
-    tasks += [asyncio.create_task(viewer(k, False)) for k in range(args.viewers)]
-    tasks.append(asyncio.create_task(viewer(args.viewers, True)))
+    # the viewers run in their own process, so that they do not slow the voting clients down
+    ctx = multiprocessing.get_context("spawn")
+    on, done, seen = ctx.Event(), ctx.Event(), ctx.Queue()
+    viewers = ctx.Process(target=viewers_main, args=(url, admin_key, args.viewers, on, done, seen))
+    viewers.start()
     phases = []
     await asyncio.sleep(args.warmup)
     async with httpx.AsyncClient(base_url=url, timeout=60) as http:
@@ -123,6 +103,7 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
             for cond in ("off", "on"):
                 name = f"{cond}-{r}"
                 phase.update(name=name, measure=False)
+                (on.set if cond == "on" else on.clear)()
                 await asyncio.sleep(args.settle)
                 s0 = (await http.get("/dashboard/poll")).json() if cond == "on" else None
                 c0, k0, t0 = cpu_seconds(pid), children_cpu(pid), time.perf_counter()
@@ -155,8 +136,54 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
                     flush=True,
                 )
     stop.set()
+    done.set()
     await asyncio.gather(*tasks, return_exceptions=True)
+    drawings: dict[int, dict] = {}
+    while True:
+        item = await asyncio.to_thread(seen.get)
+        if item is None:
+            break
+        drawings[item["fit_id"]] = item
+    viewers.join(timeout=60)
     return {"phases": phases, "drawings": list(drawings.values())}
+
+
+def viewers_main(url: str, admin_key: str, n: int, on, done, seen) -> None:
+    """``n`` open public pages and one admin view, while ``on`` is set: each polls as the
+    page's script does (every 3 s; admin 5 s) and fetches the new content when a newer fit has
+    been drawn. The admin view reports each drawing it sees to ``seen`` (``None`` at the end)."""
+    import httpx
+
+    async def viewer(k: int, admin: bool) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            poll, frag, every = "/dashboard/poll", "/dashboard/fragment", 3.0
+            if admin:
+                r = await http.post("/admin/login", data={"key": admin_key})
+                assert r.status_code == 303, r.text
+                poll, frag, every = "/admin/poll", "/admin/fragment", 5.0
+            version = None
+            await asyncio.sleep(k * 0.7)
+            while not done.is_set():
+                if on.is_set():
+                    if version is None:
+                        await http.get("/admin" if admin else "/")
+                    s = (await http.get(poll, params={"v": version or ""})).json()
+                    if admin and s.get("last_render"):
+                        seen.put(s["last_render"])
+                    if s["version"] != version:
+                        await http.get(frag)
+                        version = s["version"]
+                else:
+                    version = None
+                await asyncio.sleep(every)
+
+    async def main() -> None:
+        await asyncio.gather(*(viewer(k, k == n) for k in range(n + 1)))
+
+    try:
+        asyncio.run(main())
+    finally:
+        seen.put(None)
 
 
 def request_costs(url: str, admin_key: str, pid: int, n: int) -> dict[str, dict[str, float]]:
@@ -295,7 +322,7 @@ def main() -> None:
     if drawn:
         cpu = [d["cpu_seconds"] for d in drawn]
         wall = [d["wall_seconds"] for d in drawn]
-        size = [sum(d["bytes"].values()) for d in drawn]
+        size = [sum(d["sizes"].values()) for d in drawn]
         print(
             f"\none drawing of the dashboard (render process, nice 10; {len(drawn)} seen by the "
             f"admin view): median {np.median(cpu):.2f} s CPU, {np.median(wall):.2f} s wall; "

@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from test_report import parse
+from test_service import settings_for as service_settings
 
 from stablearena.client import ArenaClient
 from stablearena.service import dashboard as dash_module
@@ -39,18 +40,9 @@ TRUTH = dict(zip(MODELS, np.linspace(1.5, -1.5, len(MODELS)), strict=True))
 
 
 def settings_for(url: str, **arena) -> Settings:
-    base = {"min_records": 20, "policy": "exclude", "refit_votes": 1000, "refit_seconds": 1000.0}
-    base.update(arena)
-    return Settings(
-        db=url,
-        fit_in_process=False,
-        poll_seconds=0.05,
-        seed=0,
-        rate_limit=1e6,
-        rate_burst=1_000_000,
-        dashboard_share=1.0,  # tests draw every fit at once
-        arena=base,
-    )
+    """The service tests' settings, screening with δ = 20 and ``exclude``, drawing every fit."""
+    base = service_settings(url, **{"min_records": 20, "policy": "exclude", **arena})
+    return base.model_copy(update={"dashboard_share": 1.0})
 
 
 def play(tc: TestClient, admin: ArenaClient, n: int, *, seed: int = 0, names=None, flippers=()):

@@ -36,7 +36,7 @@ import threading
 import time
 from concurrent.futures import Executor, Future
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -647,18 +647,7 @@ async def admin_poll(request: Request) -> JSONResponse:
     d.touch()
     battles = await asyncio.to_thread(d.battles_total)
     out = d.public_state()
-    last = d.last_render
-    out["last_render"] = (
-        None
-        if last is None
-        else {
-            "fit_id": last.fit_id,
-            "status": last.status,
-            "cpu_seconds": last.cpu_seconds,
-            "wall_seconds": last.wall_seconds,
-            "bytes": last.sizes,
-        }
-    )
+    out["last_render"] = None if d.last_render is None else asdict(d.last_render)
     out["health_html"] = str(
         environment().get_template("health.html.j2").module.health(d.health(battles))
     )
