@@ -22,13 +22,26 @@ compiles or loads its cache there; pyarrow and the OS warm their caches).
     includes building each shuffled input (``shuffle_order`` + gathering the three columns),
     which is also timed on its own and printed.
 
+(startup) Whole processes, each started cold (a new interpreter every time), repeats
+    interleaved and medians printed: ``stablearena --help`` (target ≤ 0.3 s); ``stablearena
+    rank`` on the built-in example (target ≤ 1.0 s); ``stablearena rank`` on the CSV of (b)
+    against a process that only reads that CSV with ``pyarrow.csv.read_csv`` (target ≤ 2×); and
+    the first run after a fresh install against later runs (target ≤ 2×): the package source is
+    copied to an empty temporary directory (no bytecode, no numba cache; ``NUMBA_CACHE_DIR``
+    pointed at an empty directory too) and run from there — the state right after
+    ``pip install`` — once, then again. The first run of ``--method elo`` (whose update loop is
+    numba-compiled on first use and cached) is timed the same way and printed for information.
+    The command is the ``stablearena`` script beside this interpreter (no pyenv shim), else
+    ``python -m stablearena``; ``--command`` overrides it. Needs no peer.
+
 Usage::
 
-    python bench/bench_foundation.py                 # all three, 5 repeats ((c): 3)
+    python bench/bench_foundation.py                 # (a), (b), (c); 5 repeats ((c): 3)
     python bench/bench_foundation.py --only a c --repeats 7
+    python bench/bench_foundation.py --only startup --process-repeats 9
     python bench/bench_foundation.py --json results.json
 
-Needs ``pip install -e ".[bench]"`` (evalica).
+(a)–(c) need ``pip install -e ".[bench]"`` (evalica).
 """
 
 from __future__ import annotations
@@ -36,7 +49,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,21 +70,29 @@ from stablearena.raters.base import ELO_SCALE
 from stablearena.raters.elo import Elo, shuffle_order
 from stablearena.simulate import random_ratings, simulate_battles
 
-try:
-    import evalica
-except ImportError:  # pragma: no cover - the bench extra is missing
-    sys.exit('evalica is not installed: pip install -e ".[bench]"')
+evalica: Any = None
+EVALICA_WINNER: np.ndarray = np.zeros(0)
+LABEL_TO_WINNER: dict[str, Any] = {}
 
-#: Our outcome codes (A, B, TIE, TIE_BOTH_BAD) as evalica Winner values (X, Y, Draw, Draw).
-EVALICA_WINNER = np.array(
-    [evalica.Winner.X, evalica.Winner.Y, evalica.Winner.Draw, evalica.Winner.Draw], dtype=np.int64
-)
-LABEL_TO_WINNER = {
-    "model_a": evalica.Winner.X,
-    "model_b": evalica.Winner.Y,
-    "tie": evalica.Winner.Draw,
-    "tie (bothbad)": evalica.Winner.Draw,
-}
+
+def load_evalica() -> None:
+    """Import the peer of (a)–(c) (the start-up section needs none)."""
+    global evalica, EVALICA_WINNER, LABEL_TO_WINNER
+    try:
+        import evalica as ev
+    except ImportError:  # pragma: no cover - the bench extra is missing
+        sys.exit('evalica is not installed: pip install -e ".[bench]" (or run --only startup)')
+    evalica = ev
+    #: Our outcome codes (A, B, TIE, TIE_BOTH_BAD) as evalica Winner values (X, Y, Draw, Draw).
+    EVALICA_WINNER = np.array(
+        [ev.Winner.X, ev.Winner.Y, ev.Winner.Draw, ev.Winner.Draw], dtype=np.int64
+    )
+    LABEL_TO_WINNER = {
+        "model_a": ev.Winner.X,
+        "model_b": ev.Winner.Y,
+        "tie": ev.Winner.Draw,
+        "tie (bothbad)": ev.Winner.Draw,
+    }
 
 
 def timed_pair(
@@ -248,6 +271,120 @@ def bench_elo(sim: Battles, shuffles: int, repeats: int, seed: int = 0) -> dict[
     }
 
 
+# ---------------------------------------------------------------------------- whole processes
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def default_command() -> list[str]:
+    """The ``stablearena`` script beside this interpreter (what a user's shell runs, without a
+    pyenv shim in front), else ``python -m stablearena``."""
+    script = Path(sys.executable).with_name("stablearena")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "stablearena"]
+
+
+def run_process(argv: list[str], env: dict[str, str] | None = None) -> float:
+    """Wall time of one process, started cold; it must succeed."""
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=600
+    )
+    elapsed = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {out.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def timed_processes(
+    cases: dict[str, list[str]], repeats: int, env: dict[str, str] | None = None
+) -> dict[str, list[float]]:
+    """Run each case ``repeats`` times, interleaved (a, b, a, b, …) after one warm-up each."""
+    for argv in cases.values():
+        run_process(argv, env)
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(repeats):
+        for k, argv in cases.items():
+            times[k].append(run_process(argv, env))
+    return times
+
+
+def fresh_install(tmp: Path) -> dict[str, str]:
+    """A copy of the package source with no bytecode and an empty numba cache: what an
+    interpreter finds right after ``pip install`` (whose own wheels' bytecode exists)."""
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(SRC, tmp / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (tmp / "numba-cache").mkdir()
+    return {
+        **os.environ,
+        "PYTHONPATH": str(tmp / "src"),
+        "NUMBA_CACHE_DIR": str(tmp / "numba-cache"),
+    }
+
+
+def bench_startup(
+    command: list[str], csv_path: Path, repeats: int, fresh_repeats: int
+) -> dict[str, Any]:
+    med = statistics.median
+    results: dict[str, Any] = {"command": command}
+    print(f"(startup) whole processes, started cold; command: {' '.join(command)}")
+    base = timed_processes(
+        {
+            "python": [sys.executable, "-c", "pass"],
+            "help": [*command, "--help"],
+            "rank_example": [*command, "rank"],
+        },
+        repeats,
+    )
+    print(f"    python -c pass (interpreter start)     : {fmt_times(base['python'])}")
+    print(
+        f"    stablearena --help                    : {fmt_times(base['help'])}   (target <= 0.3 s)"
+    )
+    print(
+        f"    stablearena rank (built-in example)   : {fmt_times(base['rank_example'])}   (target <= 1.0 s)"
+    )
+    csv_cases = timed_processes(
+        {
+            "rank_csv": [*command, "rank", str(csv_path)],
+            "pyarrow_read": [
+                sys.executable,
+                "-c",
+                f"import pyarrow.csv as c; c.read_csv({str(csv_path)!r})",
+            ],
+        },
+        repeats,
+    )
+    ratio = med(csv_cases["rank_csv"]) / med(csv_cases["pyarrow_read"])
+    print(f"    stablearena rank {csv_path.name:<20} : {fmt_times(csv_cases['rank_csv'])}")
+    print(f"    python: pyarrow.csv.read_csv of it    : {fmt_times(csv_cases['pyarrow_read'])}")
+    print(f"    rank / pyarrow-read process = {ratio:.2f}x   (target <= 2)")
+    results.update(base)
+    results.update(csv_cases)
+    results["csv_ratio"] = ratio
+    # first run after a fresh install vs later runs
+    fresh: dict[str, dict[str, list[float]]] = {}
+    module = [sys.executable, "-m", "stablearena"]
+    for label, args in (
+        ("rank_example", ["rank"]),
+        ("rank_csv", ["rank", str(csv_path)]),
+        ("rank_elo_example", ["rank", "--method", "elo"]),
+    ):
+        first, later = [], []
+        for k in range(fresh_repeats):
+            with tempfile.TemporaryDirectory(prefix="stablearena-fresh-") as tmp:
+                env = fresh_install(Path(tmp) / f"install-{k}")
+                first.append(run_process([*module, *args], env))
+                later.extend(run_process([*module, *args], env) for _ in range(3))
+        fresh[label] = {"first": first, "later": later}
+        r = med(first) / med(later)
+        target = "" if label == "rank_elo_example" else "   (target <= 2)"
+        print(
+            f"    fresh install, stablearena {' '.join(args)[:22]:<22}: first run median "
+            f"{med(first):.3f} s, later runs median {med(later):.3f} s, ratio {r:.2f}x{target}"
+        )
+    results["fresh"] = fresh
+    return results
+
+
 def describe_machine() -> str:
     """CPU count, load average and BLAS threads: m-ELO's Newton step calls LAPACK, whose
     threads slow it down badly when other processes compete for the cores."""
@@ -266,7 +403,9 @@ def describe_machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", nargs="+", choices=["a", "b", "c"], default=["a", "b", "c"])
+    ap.add_argument(
+        "--only", nargs="+", choices=["a", "b", "c", "startup"], default=["a", "b", "c"]
+    )
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats of (a) and (b)")
     ap.add_argument("--elo-repeats", type=int, default=3, help="timed repeats of (c)")
     ap.add_argument("--battles", type=int, default=1_000_000)
@@ -275,11 +414,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shuffles", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the raw timings here")
+    ap.add_argument(
+        "--process-repeats", type=int, default=7, help="timed processes per case of (startup)"
+    )
+    ap.add_argument(
+        "--fresh-repeats", type=int, default=3, help="fresh installs per case of (startup)"
+    )
+    ap.add_argument(
+        "--command",
+        nargs="+",
+        help="how to start stablearena for (startup) (default: the script beside this python)",
+    )
     args = ap.parse_args(argv)
 
-    print(f"evalica {evalica.__version__}, numpy {np.__version__}, pyarrow {pa.__version__}")
+    if set(args.only) & {"a", "b", "c"}:
+        load_evalica()
+        print(f"evalica {evalica.__version__}, numpy {np.__version__}, pyarrow {pa.__version__}")
     print(f"{describe_machine()}")
     results: dict[str, Any] = {}
+    if "startup" in args.only:
+        with tempfile.TemporaryDirectory(prefix="stablearena-bench-") as tmp:
+            csv_path = Path(tmp) / "battles_1m.csv"
+            write_csv(simulated_log(args.models, args.battles, args.seed), csv_path)
+            results["startup"] = bench_startup(
+                args.command or default_command(),
+                csv_path,
+                args.process_repeats,
+                args.fresh_repeats,
+            )
     if "a" in args.only or "b" in args.only:
         sim = simulated_log(args.models, args.battles, args.seed)
         if "a" in args.only:

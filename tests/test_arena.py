@@ -11,10 +11,14 @@ import pytest
 from stablearena import Battles, InputError, MElo, Outcome, PairCounts
 from stablearena.arena import Refitter, ReplayArena, SimulatedArena, run_arena
 from stablearena.experiments.selection import (
+    RankingAsymptotics,
+    battles_to_target,
+    fitted_arena,
     plot_selection_experiment,
     run_selection_experiment,
+    selection_figure,
 )
-from stablearena.raters.base import ELO_SCALE, rater_names
+from stablearena.raters.base import ELO_SCALE, get_rater, rater_names
 from stablearena.simulate import random_ratings, simulate_battles
 
 
@@ -89,6 +93,62 @@ def test_simulated_outcomes_follow_the_papers_rule():
     p = 1 / (1 + np.exp(-ELO_SCALE * 100))
     freq = np.bincount(out, minlength=4)[:3] / len(out)
     np.testing.assert_allclose(freq, [p * p, (1 - p) ** 2, 2 * p * (1 - p)], atol=0.012)
+
+
+def test_simulated_outcomes_follow_rao_kupper():
+    arena = SimulatedArena(np.array([1100.0, 1000.0]), rule="rao-kupper", eta=0.7)
+    z = ELO_SCALE * 100.0
+    rng = np.random.default_rng(3)
+    out = np.array([arena.play(0, 1, rng) for _ in range(20000)])
+    freq = np.bincount(out, minlength=4)[:3] / len(out)
+    pa, pb = 1 / (1 + np.exp(0.7 - z)), 1 / (1 + np.exp(0.7 + z))
+    np.testing.assert_allclose(freq, [pa, pb, 1 - pa - pb], atol=0.012)
+    ma, mb = arena.outcome_matrices()
+    assert ma[0, 1] == pytest.approx(pa) and mb[0, 1] == pytest.approx(pb)
+    with pytest.raises(InputError, match="eta must be >= 0"):
+        SimulatedArena([1000.0, 900.0], rule="rao-kupper", eta=-0.1)
+
+
+def test_simulation_from_a_fitted_tie_models_own_rule():
+    # a Rao–Kupper fit judges with its own win / loss / tie probabilities
+    log = simulate_battles(random_ratings(5, seed=1), 4000, rule="paper", seed=2)
+    fitted = get_rater("rao-kupper").fit(log)
+    arena = SimulatedArena.from_fitted(fitted, rule="model")
+    np.testing.assert_allclose(arena.truth(), fitted.scores - fitted.scores.mean(), atol=1e-12)
+    pa, pb = arena.outcome_matrices()
+    probs = fitted.outcome_probabilities(np.array([0, 3]), np.array([2, 1]))
+    np.testing.assert_allclose([pa[0, 2], pb[0, 2]], probs[0, :2], rtol=1e-9)
+    np.testing.assert_allclose([pa[3, 1], pb[3, 1]], probs[1, :2], rtol=1e-9)
+    rng = np.random.default_rng(5)
+    out = np.array([arena.play(0, 2, rng) for _ in range(20000)])
+    np.testing.assert_allclose(np.bincount(out, minlength=4)[:3] / len(out), probs[0], atol=0.012)
+    with pytest.raises(InputError, match="single-η Rao–Kupper or Davidson"):
+        SimulatedArena.from_fitted(MElo().fit(log), rule="model")
+
+
+def test_fitted_arena_judges_with_the_logs_annotator_abilities():
+    # two honest annotators and one who flips every vote
+    ratings = random_ratings(6, spread=150, seed=3)
+    log = simulate_battles(
+        ratings,
+        6000,
+        abilities=[1.0, 1.5, -1.0],
+        annotator_probs=[0.5, 0.3, 0.2],
+        rule="paper",
+        seed=4,
+    )
+    arena, desc = fitted_arena(log, "rao-kupper")
+    assert desc["annotators"] == 3 and arena.abilities is not None
+    am = get_rater("am-elo").fit(log)
+    np.testing.assert_allclose(arena.annotator_probs, am.records / am.records.sum())
+    # abilities rescaled to a battle-weighted mean of 1, signs kept
+    assert np.average(arena.abilities, weights=am.records) == pytest.approx(1.0)
+    assert (arena.abilities < 0).sum() == 1
+    assert desc["share_of_battles_by_nonpositive_abilities"] == pytest.approx(0.2, abs=0.03)
+    alone, desc2 = fitted_arena(log, "davidson", annotators=False)
+    assert alone.abilities is None and desc2["annotators"] == 0 and alone.rule == "davidson"
+    with pytest.raises(InputError, match="fit must be one of"):
+        fitted_arena(log, "thurstone")
 
 
 def test_annotator_of_zero_ability_votes_at_random():
@@ -267,12 +327,175 @@ def test_selection_experiment_json_shape_and_values(tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_battles_to_target_interpolates_the_first_crossing():
+    steps = [0, 50, 100, 150, 200]
+    # crosses 0.80 between 50 (0.78) and 100 (0.82): 50 + (0.02/0.04)·50 = 75
+    assert battles_to_target(steps, [0.7, 0.78, 0.82, 0.79, 0.85], 0.80) == pytest.approx(75.0)
+    # the first crossing counts, even if the curve dips below again
+    assert battles_to_target(steps, [0.7, 0.81, 0.79, 0.9, 0.9], 0.80) == pytest.approx(
+        0 + (0.10 / 0.11) * 50
+    )
+    assert battles_to_target(steps, [0.9, 0.9, 0.9, 0.9, 0.9], 0.80) == 0.0
+    assert battles_to_target(steps, [0.7, 0.7, 0.7, 0.7, 0.79], 0.80) is None
+    assert battles_to_target(steps, [0.7, 0.7, 0.7, 0.7, 0.80], 0.80) == 200.0
+    # the baseline reaches its own target, whatever the rounding of its seed mean
+    assert battles_to_target(steps, [0.7, 0.7, 0.7, 0.7, 0.80], 0.80 + 1e-15) == 200.0
+    with pytest.raises(InputError, match="same length"):
+        battles_to_target(steps, [0.7, 0.8], 0.8)
+
+
+def test_selection_experiment_paired_summary_and_battles_to_target():
+    res = run_selection_experiment(
+        n_models=6, strategies=["random", "d-opt"], init=20, steps=[20, 40], grid=10, seeds=3
+    )
+    assert res.curve_steps == (0, 10, 20, 30, 40)
+    np.testing.assert_array_equal(res.pairwise["d-opt"], res.curves["d-opt"][:, [2, 4]])
+    d = res.pairwise["d-opt"].mean(axis=1) - res.pairwise["random"].mean(axis=1)
+    p = res.paired("d-opt")
+    assert p["mean_diff"] == pytest.approx(d.mean())
+    assert p["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(3))
+    assert p["won"] + p["tied"] + p["lost"] == 3 and p["won"] == int((d > 0).sum())
+    target = res.curves["random"][:, -1].mean()
+    assert res.target() == pytest.approx(target)
+    reach = res.battles_to_target("d-opt")
+    assert reach["battles"] == battles_to_target(
+        res.curve_steps, res.curves["d-opt"].mean(axis=0), target
+    )
+    assert res.battles_to_target("random")["battles"] <= 40
+    summary = json.loads(json.dumps(res.to_dict()))["summary"]["d-opt"]
+    assert summary["paired"]["mean_diff"] == pytest.approx(p["mean_diff"])
+    assert 0 < summary["expected_pairwise"] < 1 and summary["paired_expected"] is not None
+    # the same seeds in worker processes give the same figures
+    par = run_selection_experiment(
+        n_models=6,
+        strategies=["random", "d-opt"],
+        init=20,
+        steps=[20, 40],
+        grid=10,
+        seeds=3,
+        workers=2,
+    )
+    np.testing.assert_array_equal(par.curves["d-opt"], res.curves["d-opt"])
+
+
+def test_selection_experiment_without_the_baseline_has_no_paired_summary():
+    res = run_selection_experiment(n_models=6, strategies=["d-opt"], init=20, steps=[20], seeds=2)
+    assert res.baseline is None and res.paired("d-opt") is None
+    assert res.battles_to_target("d-opt") is None
+
+
+def test_selection_experiment_fitted_mode(llmfao_path):
+    df = pd.read_csv(llmfao_path)
+    log = Battles.from_arrays(df.left, df.right, df.winner, annotator=df.worker)
+    res = run_selection_experiment(
+        log, fit="rao-kupper", strategies=["random", "rank-opt"], init=100, steps=[20], seeds=1
+    )
+    st = res.settings
+    assert st["mode"] == "fitted" and st["n_models"] == 59
+    assert st["fit"]["family"] == "rao-kupper" and st["fit"]["annotators"] == 124
+    assert res.expected and 0.5 < res.mean_pairwise("rank-opt") <= 1
+
+
+def test_ranking_asymptotics_objective_gradient_and_bound():
+    arena = SimulatedArena(random_ratings(6, spread=150, seed=2), rule="paper")
+    asym = RankingAsymptotics.of(arena)
+    # a Bradley–Terry-type arena: m-ELO's limit is the truth; ties halve the variance of W
+    np.testing.assert_allclose(asym.limit, asym.truth, atol=1e-9)
+    np.testing.assert_allclose(asym.var, asym.sens / 2, atol=1e-12)
+    iu, ju = np.triu_indices(6, 1)
+    n = np.random.default_rng(0).uniform(1, 5, len(iu))
+    _, grad = asym._objective(n)
+    for k in (0, 4, 11):
+        e = np.zeros(len(iu))
+        e[k] = 1e-6
+        fd = (asym._objective(n + e)[0] - asym._objective(n - e)[0]) / 2e-6
+        assert grad[k] == pytest.approx(fd, rel=1e-5)
+    best, alloc = asym.best_allocation(200)
+    assert alloc.sum() / 2 == pytest.approx(200)
+    assert best >= asym.uniform_pairwise(200) and best == pytest.approx(
+        asym.expected_pairwise(alloc), abs=1e-9
+    )
+    least = asym.least_battles(asym.uniform_pairwise(200), 200)
+    assert least is not None and least <= 200
+    assert asym.least_battles(1.0, 200) is None
+
+
+@pytest.mark.filterwarnings("ignore::stablearena.StableArenaWarning")
+def test_expected_pairwise_predicts_the_realized_metric():
+    # the normal approximation against Monte Carlo: m-ELO refitted on many simulated logs of
+    # one allocation misorders, on average, what the approximation says
+    ratings = random_ratings(8, spread=60, seed=7)
+    arena = SimulatedArena(ratings, rule="paper")
+    asym = RankingAsymptotics.of(arena)
+    alloc = np.full((8, 8), 40.0)
+    np.fill_diagonal(alloc, 0.0)
+    iu, ju = np.triu_indices(8, 1)
+    a = np.repeat(iu, 40)
+    b = np.repeat(ju, 40)
+    rng = np.random.default_rng(0)
+    from stablearena.metrics import pairwise_agreement
+    from stablearena.simulate import sample_outcomes
+
+    z = ELO_SCALE * (ratings[a] - ratings[b])
+    vals = []
+    for _ in range(200):
+        o = sample_outcomes(z, rng, "paper")
+        fitted = MElo().fit(
+            Battles(
+                models=arena.models,
+                model_a=a.astype(np.int32),
+                model_b=b.astype(np.int32),
+                outcome=o,
+            )
+        )
+        vals.append(pairwise_agreement(arena.truth(), fitted.scores))
+    assert np.mean(vals) == pytest.approx(
+        asym.expected_pairwise(alloc), abs=3 * np.std(vals) / np.sqrt(200) + 0.005
+    )
+
+
 def test_selection_experiment_does_not_depend_on_the_list_of_strategies():
     kw = dict(n_models=8, init=30, steps=[20, 40], seeds=2)
     both = run_selection_experiment(strategies=["random", "d-opt"], **kw)
     alone = run_selection_experiment(strategies=["d-opt"], **kw)
     np.testing.assert_array_equal(both.pairwise["d-opt"], alone.pairwise["d-opt"])
     np.testing.assert_array_equal(both.d_info["d-opt"], alone.d_info["d-opt"])
+
+
+def test_selection_figure_has_every_panel_filled(tmp_path):
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    names = ["random", "d-opt", "rank-opt"]
+    res = run_selection_experiment(
+        n_models=6, strategies=names, init=20, steps=[20, 40], grid=10, seeds=2
+    )
+    fig = selection_figure(res)
+    axes = [ax for ax in fig.get_axes() if ax.get_label() != "<colorbar>"]
+    # five panels above (pairwise, paired difference, battles-to-target, A-Info, D-Info) and one
+    # heatmap per strategy below; none empty
+    assert len(axes) == 5 + len(names)
+    for ax in axes:
+        assert ax.get_title() and ax.get_xlabel()
+        assert ax.lines or ax.images or ax.patches or ax.collections
+    curves, paired, target = axes[0], axes[1], axes[2]
+    assert curves.get_ylabel().startswith("pairwise metric")
+    # one line per strategy (plus the target line), one ±SE band per strategy
+    assert [ln.get_label() for ln in curves.lines[:1]] == ["random"]
+    assert {ln.get_label() for ln in curves.lines} >= set(names)
+    assert sum(isinstance(c, PolyCollection) for c in curves.collections) == len(names)
+    assert {ln.get_label() for ln in paired.lines} >= {"d-opt", "rank-opt"}
+    assert len(target.patches) == len(names)
+    assert [t.get_text() for t in target.get_yticklabels()] == names
+    assert sum(1 for ax in axes if ax.images) == len(names)
+    png = plot_selection_experiment(res, tmp_path / "sel.png")
+    img = plt.imread(png)
+    assert img.shape[1] > 1500 and img[..., :3].std() > 0.05  # not blank
+    no_base = run_selection_experiment(
+        n_models=6, strategies=["d-opt"], init=20, steps=[20], seeds=1
+    )
+    axes = [ax for ax in selection_figure(no_base).get_axes() if ax.get_label() != "<colorbar>"]
+    assert len(axes) == 3 + 1 and all(ax.lines or ax.images for ax in axes)
 
 
 def test_selection_experiment_design_estimate_option():
@@ -364,3 +587,22 @@ def test_cli_next_pairs_design_estimate(llmfao_path, cli):
     assert [p["gain"] for p in eb["pairs"]] != [p["gain"] for p in plug["pairs"]]
     code, _, err = cli(*base, "--estimate", "map")
     assert code == 2 and "estimate must be one of" in err
+
+
+def test_cli_next_pairs_rank_opt_and_default(llmfao_path, cli):
+    from stablearena.selection import DEFAULT_STRATEGY
+
+    base = ["next-pairs", str(llmfao_path), "-k", "3", "--distinct", "--format", "json"]
+    rank = json.loads(cli(*base, "-s", "rank-opt")[1])
+    assert rank["strategy"] == "rank-opt" and "misordered" in rank["criterion"]
+    assert len({(p["model_a"], p["model_b"]) for p in rank["pairs"]}) == 3
+    plug = json.loads(cli(*base, "-s", "rank-opt", "--weights", "plug-in")[1])
+    assert [p["gain"] for p in plug["pairs"]] != [p["gain"] for p in rank["pairs"]]
+    assert json.loads(cli(*base)[1])["strategy"] == DEFAULT_STRATEGY
+    code, _, err = cli(*base, "-s", "rank-opt", "--weights", "psychic")
+    assert code == 2 and "weights must be one of" in err
+
+
+def test_cli_experiment_fitted_mode_needs_a_log(cli):
+    code, _, err = cli("experiment", "selection", "--simulate", "5", "--fit", "rao-kupper")
+    assert code == 2 and "--fit" in err

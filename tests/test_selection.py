@@ -18,6 +18,7 @@ from stablearena.information import (
 )
 from stablearena.raters.base import ELO_SCALE
 from stablearena.selection import (
+    DEFAULT_STRATEGY,
     AdaPairSelector,
     AOptimal,
     AOptimalGrounded,
@@ -27,9 +28,12 @@ from stablearena.selection import (
     InformationTracker,
     NearestSelector,
     RandomSelector,
+    RankOptimal,
     a_info,
     d_info,
+    expected_misorder_sensitivity,
     get_selector,
+    misorder_weights,
     select_pairs,
     selector_names,
 )
@@ -93,6 +97,92 @@ def test_a_opt_matches_brute_force_trace():
     assert sel.values[0] == pytest.approx(np.trace(np.linalg.pinv(tr.info)) - brute[best], rel=1e-8)
 
 
+def _laplacian_of(c: np.ndarray) -> np.ndarray:
+    return np.diag(c.sum(axis=1)) - c
+
+
+@pytest.mark.parametrize("weights", ["expected", "plug-in"])
+def test_rank_opt_matches_brute_force_fall_of_the_weighted_trace(weights):
+    # the gain is the exact fall of tr(L Σ) for L at the current state: recompute Σ' = (I + w u uᵀ)⁺
+    # for every pair and compare, pick and value
+    tr = _tracker(seed=2)
+    m = tr.n_models
+    lap = _laplacian_of(misorder_weights(tr.design_scores, laplacian_pinv(tr.info), weights))
+    base = np.trace(lap @ np.linalg.pinv(tr.info))
+    brute = {}
+    for i in range(m):
+        for j in range(i + 1, m):
+            new = tr.info + tr.weights[i, j] * np.outer(_u(m, i, j), _u(m, i, j))
+            brute[(i, j)] = base - np.trace(lap @ np.linalg.pinv(new))
+    best = max(brute, key=brute.get)
+    sel = RankOptimal(weights=weights).select(tr, rng=0)
+    assert tuple(sel.pairs[0]) == best
+    assert sel.values[0] == pytest.approx(brute[best], rel=1e-8)
+
+
+def test_expected_misorder_sensitivity_is_the_gaussian_average():
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    for mean in (0.0, 0.3, 1.0, 2.5, -1.7, 6.0):
+        ref = quad(lambda y, mu=mean: abs(y) * norm.pdf(y) * norm.pdf(y - mu), -30, 30)[0]
+        assert expected_misorder_sensitivity(np.array(mean)) == pytest.approx(ref, rel=1e-9)
+    assert expected_misorder_sensitivity(np.array(0.0)) == pytest.approx(1 / (2 * np.pi))
+
+
+def test_misorder_weights_are_derivatives_of_the_misordering_probability():
+    # c_ij = d/dσ² of Φ(−|Δ|/σ) (plug-in) or of E_{Δ*~N(Δ, s²)} Φ(−|Δ*|/σ) at s = σ (expected),
+    # checked by central differences in σ² of the pair's variance
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    sigma = np.array([[0.5, -0.1, 0.0], [-0.1, 0.3, 0.05], [0.0, 0.05, 0.8]])
+    sigma = sigma - sigma.mean(axis=0) - sigma.mean(axis=1)[:, None] + sigma.mean()
+    x = np.array([0.4, -0.2, 0.1])
+    var01 = sigma[0, 0] + sigma[1, 1] - 2 * sigma[0, 1]
+    gap = x[0] - x[1]
+    s2 = var01
+
+    def expected(v):
+        return quad(
+            lambda d: norm.cdf(-abs(d) / np.sqrt(v)) * norm.pdf(d, gap, np.sqrt(s2)), -20, 20
+        )[0]
+
+    h = 1e-5
+    plug = (norm.cdf(-abs(gap) / np.sqrt(var01 + h)) - norm.cdf(-abs(gap) / np.sqrt(var01 - h))) / (
+        2 * h
+    )
+    exp_fd = (expected(var01 + h) - expected(var01 - h)) / (2 * h)
+    c_plug = misorder_weights(x, sigma, "plug-in")
+    c_exp = misorder_weights(x, sigma, "expected")
+    # Φ(−|Δ|/σ) rises with σ²: the weights are its derivative, a positive number
+    assert c_plug[0, 1] == pytest.approx(plug, rel=1e-5)
+    assert c_exp[0, 1] == pytest.approx(exp_fd, rel=1e-4)
+    np.testing.assert_allclose(c_exp, c_exp.T)
+    assert np.all(np.diag(c_exp) == 0)
+    with pytest.raises(InputError, match="weights must be one of"):
+        misorder_weights(x, sigma, "psychic")  # type: ignore[arg-type]
+
+
+def test_rank_opt_spends_on_uncertain_orders_where_d_and_a_opt_spend_on_variance():
+    # models 0 and 1 are close and already measured a lot; model 2 is far above both, with
+    # fewer battles: its ratings are the most uncertain (D and A go there), but its order is
+    # beyond doubt (gaps ≈ 5 standard errors), while 0 vs 1 is still nearly a coin flip
+    # (gap ≈ 0.9 standard errors: the ranking-targeted design goes there)
+    x = np.array([0.0, 0.1, 2.0])
+    tr = InformationTracker(3, scores=x)
+    tr.add(0, 1, 300.0)
+    tr.add(0, 2, 30.0)
+    tr.add(1, 2, 30.0)
+    assert tuple(get_selector("d-opt", estimate="plug-in").select(tr, rng=0).pairs[0]) != (0, 1)
+    assert tuple(get_selector("a-opt", estimate="plug-in").select(tr, rng=0).pairs[0]) != (0, 1)
+    assert tuple(get_selector("rank-opt", estimate="plug-in").select(tr, rng=0).pairs[0]) == (0, 1)
+
+
+def test_default_strategy_is_registered():
+    assert DEFAULT_STRATEGY in selector_names()
+
+
 def test_grounded_d_opt_picks_the_same_pair_as_anchor_free():
     # det of the grounded matrix is pdet/N for every anchor, so both D criteria agree
     for seed in range(3):
@@ -128,6 +218,10 @@ def test_sherman_morrison_updates_match_recomputation(m, seed, adds):
     for k in range(m - 1):
         tr.add(k, k + 1)
     _ = tr.sigma2  # start tracking T = Σ² too
+    # and rank-opt's Σ L Σ, kept exact for the L of the moment it was formed
+    sigma0 = tr.sigma.copy()
+    lap = _laplacian_of(misorder_weights(tr.design_scores, sigma0))
+    np.testing.assert_allclose(tr.ranking_matrix(), sigma0 @ lap @ sigma0, atol=1e-10)
     for i, j, n in adds:
         i, j = i % m, j % m
         if i != j:
@@ -135,8 +229,14 @@ def test_sherman_morrison_updates_match_recomputation(m, seed, adds):
     ref = laplacian_pinv(tr.info)
     np.testing.assert_allclose(tr.sigma, ref, atol=1e-9)
     np.testing.assert_allclose(tr.sigma2, ref @ ref, atol=1e-9)
+    np.testing.assert_allclose(tr.ranking_matrix(), ref @ lap @ ref, atol=1e-9)
     iu, ju = np.nonzero(np.triu(tr.pair_battles, 1))
     np.testing.assert_allclose(tr.info, bt_information(tr.scores, iu, ju, tr.pair_battles[iu, ju]))
+    # a copy carries Σ L Σ on; a refresh forms it again at the new state
+    np.testing.assert_array_equal(tr.copy().ranking_matrix(), tr.ranking_matrix())
+    tr.refresh()
+    lap2 = _laplacian_of(misorder_weights(tr.design_scores, tr.sigma))
+    np.testing.assert_allclose(tr.ranking_matrix(), tr.sigma @ lap2 @ tr.sigma, atol=1e-10)
 
 
 def test_refresh_recomputes_from_counts_at_new_scores():
@@ -252,6 +352,21 @@ def test_greedy_batch_equals_sequential_picks_with_updates():
     np.testing.assert_array_equal(tr.pair_battles, _tracker(seed=7).pair_battles)
 
 
+def test_rank_opt_greedy_batch_equals_sequential_picks_with_updates():
+    # within a batch L stays that of the batch's state, exactly as when battles are added
+    # without a refresh
+    tr = _tracker(seed=8)
+    batch = RankOptimal().select(tr, 6, rng=0)
+    work = tr.copy()
+    _ = work.ranking_matrix()
+    seq = []
+    for _ in range(6):
+        i, j = RankOptimal().select(work, rng=0).pairs[0]
+        seq.append((int(i), int(j)))
+        work.add(i, j)
+    assert [tuple(p) for p in batch.pairs] == seq
+
+
 def test_greedy_batch_gains_more_information_than_the_papers_top_k():
     tr = _tracker(m=12, n=300, seed=11)
 
@@ -283,6 +398,7 @@ def test_distinct_batch_has_no_repeats():
         "arena-weights",
         "a-opt",
         "d-opt",
+        "rank-opt",
         "a-opt-grounded",
         "d-opt-grounded",
     ],
@@ -532,7 +648,7 @@ def test_pick_probabilities_of_sampling_selectors_match_their_draws(strategy):
     assert np.all(np.abs(freq[iu, ju] / draws - p[iu, ju]) <= 5 * se + 1e-12)
 
 
-@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "nearest", "d-opt-grounded"])
+@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "rank-opt", "nearest", "d-opt-grounded"])
 def test_pick_probabilities_of_deterministic_selectors_put_mass_on_their_pick(strategy):
     tracker = _tracker_after(7, 80, seed=2)
     sel = get_selector(strategy)
@@ -558,7 +674,9 @@ def test_a_selector_without_pick_probabilities_says_so():
         Silent().pick_probabilities(InformationTracker(3))
 
 
-@pytest.mark.parametrize("strategy", ["d-opt", "a-opt", "random", "ada-pair", "nearest"])
+@pytest.mark.parametrize(
+    "strategy", ["d-opt", "a-opt", "rank-opt", "random", "ada-pair", "nearest"]
+)
 def test_pick_distribution_is_the_support_of_pick_probabilities(strategy):
     tracker = _tracker_after(8, 90, seed=4)
     sel = get_selector(strategy)

@@ -1,34 +1,52 @@
-"""stablearena: exact, robust and honest leaderboards from LLM arena battle logs."""
+"""stablearena: exact, robust and honest leaderboards from LLM arena battle logs.
 
-from .battles import Battles, Outcome, PairCounts, as_counts, parse_outcomes
-from .errors import (
-    ConvergenceError,
-    DisconnectedGraphError,
-    InputError,
-    StableArenaError,
-    StableArenaWarning,
-)
-from .io import read_battles
-from .raters import (
-    ELO_SCALE,
-    AmElo,
-    BradleyTerry,
-    Davidson,
-    Elo,
-    Fitted,
-    MElo,
-    RaoKupper,
-    Rater,
-    StyleAmElo,
-    StyleBradleyTerry,
-    StyleMElo,
-    get_rater,
-    rater_names,
-)
-from .selection import get_selector, select_pairs
-from .uncertainty import covariance, intervals
+The public names below are imported lazily (PEP 562): ``import stablearena`` costs almost
+nothing, and ``stablearena.MElo`` imports :mod:`stablearena.raters.bradley_terry` on first use.
+This keeps the command line fast to start (see :mod:`stablearena.cli` for the rules); the names
+behave exactly as if they had been imported eagerly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 __version__ = "0.1.0"
+
+#: public name → module (relative to this package) that defines it
+_LAZY: dict[str, str] = {
+    "Battles": ".battles",
+    "Outcome": ".battles",
+    "PairCounts": ".battles",
+    "as_counts": ".battles",
+    "parse_outcomes": ".battles",
+    "StableArenaError": ".errors",
+    "InputError": ".errors",
+    "DisconnectedGraphError": ".errors",
+    "ConvergenceError": ".errors",
+    "StableArenaWarning": ".errors",
+    "ELO_SCALE": ".raters.base",
+    "Fitted": ".raters.base",
+    "Rater": ".raters.base",
+    "get_rater": ".raters.base",
+    "rater_names": ".raters.base",
+    "MElo": ".raters.bradley_terry",
+    "BradleyTerry": ".raters.bradley_terry",
+    "Elo": ".raters.elo",
+    "AmElo": ".raters.annotator",
+    "RaoKupper": ".raters.ties",
+    "Davidson": ".raters.ties",
+    "read_battles": ".io",
+    "read_counts": ".io",
+    "intervals": ".uncertainty",
+    "covariance": ".uncertainty",
+    "select_pairs": ".selection",
+    "get_selector": ".selection",
+    "StyleMElo": ".raters.style",
+    "StyleBradleyTerry": ".raters.style",
+    "StyleAmElo": ".raters.style",
+}
 
 __all__ = [
     "Battles",
@@ -44,20 +62,44 @@ __all__ = [
     "ELO_SCALE",
     "Fitted",
     "Rater",
+    "get_rater",
+    "rater_names",
     "MElo",
     "BradleyTerry",
     "Elo",
     "AmElo",
     "RaoKupper",
     "Davidson",
-    "StyleMElo",
-    "StyleBradleyTerry",
-    "StyleAmElo",
     "read_battles",
+    "read_counts",
     "intervals",
     "covariance",
     "select_pairs",
     "get_selector",
-    "get_rater",
-    "rater_names",
+    "StyleMElo",
+    "StyleBradleyTerry",
+    "StyleAmElo",
 ]
+
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .battles import Battles, Outcome, PairCounts, as_counts, parse_outcomes
+    from .errors import (
+        ConvergenceError,
+        DisconnectedGraphError,
+        InputError,
+        StableArenaError,
+        StableArenaWarning,
+    )
+    from .io import read_battles, read_counts
+    from .raters.annotator import AmElo
+    from .raters.base import ELO_SCALE, Fitted, Rater, get_rater, rater_names
+    from .raters.bradley_terry import BradleyTerry, MElo
+    from .raters.elo import Elo
+    from .raters.style import StyleAmElo, StyleBradleyTerry, StyleMElo
+    from .raters.ties import Davidson, RaoKupper
+    from .selection import get_selector, select_pairs
+    from .uncertainty import covariance, intervals

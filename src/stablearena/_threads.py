@@ -9,6 +9,7 @@ computing (measured: an m-ELO fit on 1M battles took 0.1–2.4 s with 2 BLAS thr
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -16,9 +17,15 @@ from typing import Any
 __all__ = ["single_threaded_blas"]
 
 
-@lru_cache(maxsize=1)
 def _controller() -> Any:
-    import scipy.linalg  # noqa: F401  (load the BLAS libraries before looking for them)
+    # The BLAS libraries are those loaded so far: NumPy's always, SciPy's once scipy.linalg has
+    # been imported (the Bradley–Terry solver uses NumPy's alone and does not import SciPy,
+    # which would cost 0.3 s at start-up), so the controller is rebuilt when SciPy arrives.
+    return _controller_for("scipy.linalg" in sys.modules)
+
+
+@lru_cache(maxsize=2)
+def _controller_for(scipy_loaded: bool) -> Any:
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()

@@ -6,7 +6,8 @@ Two kinds of arena serve outcomes:
   outcome rule (Fewer Battles App. C.2, reconstructed): with p = σ(C (r_i − r_j)), i wins with
   probability p², loses with (1 − p)², ties with 2p(1 − p) — the expected score is p. Annotator
   profiles (abilities θ_k, SPEC §3.3) scale the log-odds by θ_k. :meth:`SimulatedArena.from_fitted`
-  simulates from any fitted rater's own model instead.
+  simulates from any fitted rater's own model instead — for a Rao–Kupper or Davidson fit with its
+  own ties (``rule="model"``), optionally with annotator abilities (e.g. from am-ELO).
 - :class:`ReplayArena` ("replay" mode): each chosen pair's outcome is drawn without replacement
   from that pair's real battles (a battle log or pair counts). When a pair's battles run out,
   :meth:`ReplayArena.play` returns ``None``; :func:`run_arena` then tells the selector (the
@@ -24,7 +25,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy.special import logit
@@ -33,10 +34,10 @@ from ._threads import single_threaded_blas
 from .battles import Battles, Outcome, PairCounts, as_counts
 from .errors import DisconnectedGraphError, InputError, StableArenaWarning
 from .graph import check_comparison_graph
-from .raters.base import ELO_SCALE, get_rater
+from .raters.base import DEFAULT_OFFSET, ELO_SCALE, get_rater
 from .raters.bradley_terry import solve_bradley_terry
 from .selection import InformationTracker, Selector, get_selector
-from .simulate import OutcomeRule, sample_outcomes
+from .simulate import OUTCOME_RULES, OutcomeRule, outcome_probabilities, sample_outcomes
 
 __all__ = [
     "Arena",
@@ -91,8 +92,9 @@ class SimulatedArena(Arena):
     Args:
         true_ratings: Elo-scale ratings (C = ln10/400 per point).
         models: names (default ``model_000``…).
-        rule: ``"paper"`` (default; ties with probability 2p(1 − p)), ``"bt"`` (no ties) or
-            ``"davidson"`` with ``eta`` (:func:`stablearena.simulate.sample_outcomes`).
+        rule: ``"paper"`` (default; ties with probability 2p(1 − p)), ``"bt"`` (no ties),
+            ``"davidson"`` or ``"rao-kupper"`` with ``eta``
+            (:func:`stablearena.simulate.sample_outcomes`).
         abilities, annotator_probs: optional annotator profiles — θ_k on the mean-1 scale and how
             often each judges; the log-odds of a battle judged by k are θ_k C (r_i − r_j).
     """
@@ -110,8 +112,12 @@ class SimulatedArena(Arena):
         r = np.asarray(true_ratings, dtype=float)
         if r.ndim != 1 or len(r) < 2 or not np.all(np.isfinite(r)):
             raise InputError("true_ratings must be at least two finite numbers.")
-        if rule not in ("paper", "bt", "davidson"):
-            raise InputError(f"outcome rule must be 'paper', 'bt' or 'davidson', not {rule!r}.")
+        if rule not in OUTCOME_RULES:
+            raise InputError(
+                f"outcome rule must be one of {', '.join(OUTCOME_RULES)}, not {rule!r}."
+            )
+        if rule == "rao-kupper" and not eta >= 0:
+            raise InputError(f"the Rao–Kupper tie parameter eta must be >= 0, not {eta!r}.")
         self.models = (
             tuple(models) if models is not None else tuple(f"model_{k:03d}" for k in range(len(r)))
         )
@@ -140,18 +146,56 @@ class SimulatedArena(Arena):
 
     @classmethod
     def from_fitted(
-        cls, fitted: Any, *, rule: OutcomeRule = "paper", eta: float = 0.0
+        cls,
+        fitted: Any,
+        *,
+        rule: OutcomeRule | Literal["model"] = "paper",
+        eta: float = 0.0,
+        abilities: Sequence[float] | np.ndarray | None = None,
+        annotator_probs: Sequence[float] | np.ndarray | None = None,
     ) -> SimulatedArena:
-        """Simulate from a fitted rater's own model: the log-odds of each pair are
-        logit(fitted.predict(i, j)) (the model's expected score, so any rater works), judged
-        by ``rule``."""
+        """Simulate from a fitted rater's own model.
+
+        ``rule="model"``: a single-η Rao–Kupper or Davidson fit (SPEC §3.5) judges with its own
+        win, loss and tie probabilities: the log-odds of (i, j) are z = x_i − x_j (its scores)
+        and its fitted η decides the ties. Any other ``rule``: the log-odds are
+        logit(fitted.predict(i, j)) (the model's expected score, so any rater works), judged by
+        that rule. ``abilities`` / ``annotator_probs``: annotator profiles as in the constructor
+        (a battle judged by k has log-odds θ_k z). The ground truth is the fitted model's
+        scores."""
         m = fitted.n_models
-        e = np.clip(np.asarray(fitted.win_matrix(), dtype=float), 1e-12, 1 - 1e-12)
-        arena = cls(
-            np.asarray(fitted.ratings, dtype=float), models=fitted.models, rule=rule, eta=eta
-        )
-        z = logit(e)
-        np.fill_diagonal(z, 0.0)
+        if rule == "model":
+            family = getattr(fitted, "family", None)
+            fitted_eta = getattr(fitted, "eta", None)
+            single = getattr(fitted, "k_tie", None) == 0 and getattr(fitted, "k_cov", 0) is None
+            if family not in ("rao-kupper", "davidson") or fitted_eta is None or not single:
+                raise InputError(
+                    "rule='model' simulates from a single-η Rao–Kupper or Davidson fit (no "
+                    "factored ties, no covariance); fit get_rater('rao-kupper') or "
+                    "get_rater('davidson'), or pass an outcome rule ('paper', 'bt', …)."
+                )
+            x = np.asarray(fitted.scores, dtype=float)
+            arena = cls(
+                DEFAULT_OFFSET + (x - x.mean()) / ELO_SCALE,
+                models=fitted.models,
+                rule=family,
+                eta=float(fitted_eta),
+                abilities=abilities,
+                annotator_probs=annotator_probs,
+            )
+            z = x[:, None] - x[None, :]
+        else:
+            e = np.clip(np.asarray(fitted.win_matrix(), dtype=float), 1e-12, 1 - 1e-12)
+            arena = cls(
+                np.asarray(fitted.ratings, dtype=float),
+                models=fitted.models,
+                rule=rule,
+                eta=eta,
+                abilities=abilities,
+                annotator_probs=annotator_probs,
+            )
+            z = logit(e)
+            np.fill_diagonal(z, 0.0)
         if z.shape != (m, m) or not np.all(np.isfinite(z)):
             raise InputError("the fitted model's win matrix is not a finite m×m matrix.")
         arena._logodds = z
@@ -166,6 +210,28 @@ class SimulatedArena(Arena):
             k = rng.choice(len(self.abilities), len(z), p=self.annotator_probs)
             z = z * self.abilities[k]
         return z
+
+    def outcome_matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """m×m probabilities that model i (as model_a) beats j, and that j beats i — the rest is
+        a tie — averaged over the annotators (weighted by how often each judges)."""
+        m = self.n_models
+        if self._logodds is not None:
+            z = self._logodds
+        else:
+            z = ELO_SCALE * (self.true_ratings[:, None] - self.true_ratings[None, :])
+        if self.abilities is None:
+            return outcome_probabilities(z, self.rule, self.eta)
+        probs = (
+            self.annotator_probs
+            if self.annotator_probs is not None
+            else np.full(len(self.abilities), 1.0 / len(self.abilities))
+        )
+        pa, pb = np.zeros((m, m)), np.zeros((m, m))
+        for theta, w in zip(self.abilities, probs, strict=True):
+            a, b = outcome_probabilities(theta * z, self.rule, self.eta)
+            pa += w * a
+            pb += w * b
+        return pa, pb
 
     def play(self, i: int, j: int, rng: np.random.Generator) -> int | None:
         z = self._z(np.array([i]), np.array([j]), rng)
@@ -306,6 +372,7 @@ class Refitter:
         self._b: list[np.ndarray] = []
         self._o: list[np.ndarray] = []
         self.scores = np.zeros(m)
+        self._mle_exists = False  # once it does it always will: battles only add edges
         if rater != "m-elo":
             get_rater(rater, **options)  # fail early on an unknown rater or option
 
@@ -380,10 +447,13 @@ class Refitter:
         # while the MLE does not exist, the prior goes on every model: on the never-won /
         # never-lost models alone, a group that only beat outsiders still drifts to hundreds of
         # natural units (measured: a range of 139 after 600 battles of 100 models)
-        try:
-            mask = None if check_comparison_graph(c, ties_count=True).ok else np.ones(m, dtype=bool)
-        except DisconnectedGraphError:
-            mask = np.ones(m, dtype=bool)
+        mask = None
+        if not self._mle_exists:
+            try:
+                self._mle_exists = check_comparison_graph(c, ties_count=True).ok
+            except DisconnectedGraphError:
+                pass
+            mask = None if self._mle_exists else np.ones(m, dtype=bool)
         sol = solve_bradley_terry(m, iu, ju, n, s, x0=self.scores, prior_mask=mask)
         return sol.x
 

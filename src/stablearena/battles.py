@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
-from numba import njit
 
 from .errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = [
     "Outcome",
@@ -66,10 +67,51 @@ OUTCOME_LABELS: dict[str, Outcome] = {
 _SCORE_A = np.array([1.0, 0.0, 0.5, 0.5])
 
 
+#: A positive weight may be at most this many times smaller than the largest: smaller ones
+#: cannot change a fit in double precision, yet a pair joined only by them makes it singular.
+WEIGHT_RANGE: float = 1e12
+#: Bounds of the total weight (the effective number of battles) of a log: weights count battles,
+#: and solvers' tolerances, the existence prior and standard errors are in battle units.
+MIN_TOTAL_WEIGHT: float = 1.0
+MAX_TOTAL_WEIGHT: float = 1e15
+
+
 def _row_hint(rows: np.ndarray, source: str) -> str:
-    shown = ", ".join(str(int(r) + 1) for r in rows[:5])
+    """ "SOURCE: data row R1, R2 … (1-based, header not counted)" for the first offending rows;
+    a ``source`` with an ``offset`` attribute (a batch of a streamed file) counts from it."""
+    offset = int(getattr(source, "offset", 0))
+    shown = ", ".join(str(int(r) + 1 + offset) for r in rows[:5])
     more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-    return f"{source}: data row {shown}{more} (1-based, header not counted)"
+    return f"{str(source)}: data row {shown}{more} (1-based, header not counted)"
+
+
+def check_weights(weight: np.ndarray, source: str) -> None:
+    """Raise :class:`InputError` unless the battle weights are usable.
+
+    A weight counts its battle that many times. Each must be finite and ≥ 0, and the positive
+    ones may span at most :data:`WEIGHT_RANGE` (12 orders of magnitude). Their total — the
+    effective number of battles — is checked when a fit aggregates them (:func:`as_counts`,
+    :func:`check_total`): it must lie between :data:`MIN_TOTAL_WEIGHT` (one battle) and
+    :data:`MAX_TOTAL_WEIGHT` (beyond it counts lose integer precision and likelihoods overflow).
+    A log whose weights are all zero is refused by the fits ("no comparisons")."""
+    w = np.asarray(weight, dtype=float)
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if len(bad):
+        raise InputError(
+            f"{_row_hint(bad, source)}: weight {float(w[bad[0]])!r} is not a finite "
+            "non-negative number."
+        )
+    positive = w > 0
+    if not positive.any():
+        return
+    top = float(w.max())
+    small = np.flatnonzero(positive & (w < top / WEIGHT_RANGE))
+    if len(small):
+        raise InputError(
+            f"{_row_hint(small, source)}: weight {float(w[small[0]])!r} is more than "
+            f"{WEIGHT_RANGE:.0e} times smaller than the largest ({top!r}), too small to count in "
+            "double precision; set such weights to 0 or rescale them."
+        )
 
 
 def parse_outcomes(values: Sequence | np.ndarray | pd.Series, source: str = "input") -> np.ndarray:
@@ -79,33 +121,49 @@ def parse_outcomes(values: Sequence | np.ndarray | pd.Series, source: str = "inp
     model_a: 1 → A, 0 → B, 0.5 → TIE. Anything else raises :class:`InputError` naming the first
     offending row and label — an unknown label is never silently a tie.
     """
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        return _numeric_outcomes(values, source)
+    import pandas as pd
+
     series = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values))
     if len(series) == 0:
         return np.zeros(0, dtype=np.int8)
-    if pd.api.types.is_bool_dtype(series.dtype):
-        raise InputError(
-            f"{source}: the outcome column is boolean; use labels model_a/model_b/tie "
-            "or the numeric score of model_a (1, 0, 0.5)."
+    if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_numeric_dtype(series.dtype):
+        return _numeric_outcomes(
+            series.to_numpy(dtype=float, na_value=np.nan)
+            if not pd.api.types.is_bool_dtype(series.dtype)
+            else np.zeros(len(series), dtype=bool),
+            source,
         )
-    if pd.api.types.is_numeric_dtype(series.dtype):
-        x = series.to_numpy(dtype=float)
-        codes = np.full(len(x), -1, dtype=np.int8)
-        codes[x == 1.0] = Outcome.A
-        codes[x == 0.0] = Outcome.B
-        codes[x == 0.5] = Outcome.TIE
-        bad = np.flatnonzero(codes < 0)
-        if len(bad):
-            raise InputError(
-                f"{_row_hint(bad, source)}: outcome {x[bad[0]]!r} is not 1 (model_a won), "
-                "0 (model_b won) or 0.5 (tie)."
-            )
-        return codes
     if series.isna().any():
         bad = np.flatnonzero(series.isna().to_numpy())
         raise InputError(f"{_row_hint(bad, source)}: the outcome is empty.")
     labels = series.astype(str)
     uniques, inverse = np.unique(labels.to_numpy(dtype=object).astype(str), return_inverse=True)
     return codes_from_labels(list(uniques), inverse, source)
+
+
+def _numeric_outcomes(values: np.ndarray, source: str) -> np.ndarray:
+    """Codes of a numeric outcome column (the score of model_a: 1, 0 or 0.5)."""
+    if values.dtype.kind == "b":
+        raise InputError(
+            f"{source}: the outcome column is boolean; use labels model_a/model_b/tie "
+            "or the numeric score of model_a (1, 0, 0.5)."
+        )
+    x = values.astype(float, copy=False)
+    codes = np.full(len(x), -1, dtype=np.int8)
+    codes[x == 1.0] = Outcome.A
+    codes[x == 0.0] = Outcome.B
+    codes[x == 0.5] = Outcome.TIE
+    bad = np.flatnonzero(codes < 0)
+    if len(bad):
+        value = x[bad[0]]
+        shown = "empty" if np.isnan(value) else repr(float(value))
+        raise InputError(
+            f"{_row_hint(bad, source)}: outcome {shown} is not 1 (model_a won), "
+            "0 (model_b won) or 0.5 (tie)."
+        )
+    return codes
 
 
 def codes_from_labels(labels: Sequence[object], index: np.ndarray, source: str) -> np.ndarray:
@@ -140,6 +198,8 @@ def _encode_names(
     values: np.ndarray | Sequence, what: str, source: str
 ) -> tuple[np.ndarray, tuple[str, ...]]:
     """Integer-code a column of names; empty or missing names are an error."""
+    import pandas as pd
+
     series = pd.Series(np.asarray(values, dtype=object))
     as_str = series.astype(str).str.strip()
     missing = series.isna().to_numpy() | (as_str == "").to_numpy()
@@ -150,92 +210,87 @@ def _encode_names(
     return codes.astype(np.int32), tuple(str(n) for n in names)
 
 
-@njit(cache=True)
-def _first_invalid(
-    a: np.ndarray, b: np.ndarray, outcome: np.ndarray, m: int
-) -> tuple[int, int]:  # pragma: no cover - compiled
-    """One pass over the battles: (first bad row, problem) with problem 1 = model code out of
-    range, 2 = a model against itself, 3 = outcome code not 0..3; (-1, 0) when all are valid.
+def _first_invalid(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, m: int) -> tuple[int, int]:
+    """(first bad row, problem) with problem 1 = model code out of range, 2 = a model against
+    itself, 3 = outcome code not 0..3; (-1, 0) when all are valid.
 
-    The common all-valid case is a branch-free (vectorisable) scan; rows are located only when
-    something is wrong."""
-    bad = False
-    for k in range(len(a)):
-        x = a[k]
-        y = b[k]
-        o = outcome[k]
-        bad |= (x < 0) | (y < 0) | (x >= m) | (y >= m) | (x == y) | (o < 0) | (o > 3)
-    if not bad:
+    The common all-valid case costs six reductions over the columns; rows are located only
+    when something is wrong."""
+    if len(a) == 0:
         return -1, 0
-    for k in range(len(a)):
-        x = a[k]
-        y = b[k]
-        if x < 0 or y < 0 or x >= m or y >= m:
-            return k, 1
-        if x == y:
-            return k, 2
-        if outcome[k] < 0 or outcome[k] > 3:
-            return k, 3
-    return -1, 0
+    out_of_range = a.min() < 0 or b.min() < 0 or a.max() >= m or b.max() >= m
+    self_battle = bool(np.any(a == b)) if not out_of_range else True
+    bad_outcome = outcome.min() < 0 or outcome.max() > 3
+    if not (out_of_range or self_battle or bad_outcome):
+        return -1, 0
+    problems = np.zeros(len(a), dtype=np.int8)
+    problems[(outcome < 0) | (outcome > 3)] = 3
+    problems[a == b] = 2
+    problems[(a < 0) | (b < 0) | (a >= m) | (b >= m)] = 1
+    row = int(np.flatnonzero(problems)[0])
+    return row, int(problems[row])
 
 
-@njit(cache=True)
-def _count_dense(
+def count_rows(
     a: np.ndarray,
     b: np.ndarray,
     outcome: np.ndarray,
-    ann: np.ndarray,
-    weight: np.ndarray,
     m: int,
-    n_ann: int,
-    out: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    """Add each battle to ``out[key·4 + outcome]`` (a flat space × 4 table), key = (i·m + j)·n_ann
-    + annotator with i < j, outcome seen from i (A and B swap when model_a is the larger index)."""
-    has_ann = len(ann) > 0
-    has_w = len(weight) > 0
-    for k in range(len(a)):
-        # branch-free: which model is shown first is random, so a branch would mispredict half the time
-        x = np.int64(a[k])
-        y = np.int64(b[k])
-        o = np.int64(outcome[k])
-        swap = x > y
-        lo = y if swap else x
-        hi = x if swap else y
-        o = o ^ (swap & (o < 2))
-        key = lo * m + hi
-        if has_ann:
-            key = key * n_ann + ann[k]
-        out[key * 4 + o] += weight[k] if has_w else 1.0
+    *,
+    weight: np.ndarray | None = None,
+    annotator: np.ndarray | None = None,
+    n_annotators: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """Aggregate battles (valid codes) into count rows: ``(i, j, annotator, table)`` with
+    ``i < j``, one row per (pair[, annotator]) that occurs (zero-weight battles included), rows
+    in key order, and ``table`` (rows × 4) the weighted A/B/tie/both-bad counts seen from i.
 
-
-@njit(cache=True)
-def _nonzero_rows(table: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """Indices of the rows of a (rows × 4) table with any non-zero entry."""
-    keep = np.empty(table.shape[0], dtype=np.int64)
-    k = 0
-    for r in range(table.shape[0]):
-        if table[r, 0] != 0.0 or table[r, 1] != 0.0 or table[r, 2] != 0.0 or table[r, 3] != 0.0:
-            keep[k] = r
-            k += 1
-    return keep[:k]
-
-
-@njit(cache=True)
-def _touched(
-    a: np.ndarray, b: np.ndarray, ann: np.ndarray, m: int, n_ann: int, space: int
-) -> np.ndarray:  # pragma: no cover - compiled
-    """Which keys occur at all (a row of zero-weight battles still exists)."""
-    seen = np.zeros(space, dtype=np.bool_)
-    has_ann = len(ann) > 0
-    for k in range(len(a)):
-        x = np.int64(a[k])
-        y = np.int64(b[k])
-        key = min(x, y) * m + max(x, y)
-        if has_ann:
-            key = key * n_ann + ann[k]
-        seen[key] = True
-    return seen
+    The sufficient statistic of every fit (SPEC §2), vectorised: when the (ordered pair ×
+    annotator × outcome) space is small beside the log, one ``bincount`` over a flat int32 key
+    fills a dense ordered table that is then folded onto i < j (A and B swap where model_a had
+    the larger index); otherwise the unordered keys are sorted (``np.unique``) and summed.
+    """
+    n_ann = n_annotators if annotator is not None else 1
+    space = m * m * n_ann
+    n = len(a)
+    if space * 4 <= max(8 * n, 1 << 20):
+        dt = np.int32 if space * 4 < 2**31 else np.int64
+        key = a.astype(dt) * dt(m)
+        key += b
+        if annotator is not None:
+            key *= dt(n_ann)
+            key += annotator
+        occurs = None
+        if weight is not None:
+            occurs = np.bincount(key, minlength=space).reshape(m, m, n_ann)
+        key *= dt(4)
+        key += outcome
+        t = np.bincount(key, weight, minlength=space * 4).reshape(m, m, n_ann, 4)
+        iu, ju = np.triu_indices(m, 1)
+        folded = t[iu, ju] + t[ju, iu][..., [1, 0, 2, 3]]  # (pairs, n_ann, 4)
+        seen = folded.any(axis=2) if occurs is None else (occurs[iu, ju] + occurs[ju, iu]) > 0
+        pair, ann = np.nonzero(seen)
+        table = folded[pair, ann].astype(float)
+        i, j = iu[pair], ju[pair]
+    else:
+        a64 = a.astype(np.int64)
+        b64 = b.astype(np.int64)
+        oc = outcome.astype(np.int64)
+        oc ^= (a64 > b64) & (oc < 2)
+        key = np.minimum(a64, b64) * m + np.maximum(a64, b64)
+        if annotator is not None:
+            key = key * n_ann + annotator
+        ukey, inv = np.unique(key, return_inverse=True)
+        table = np.bincount(inv * 4 + oc, weight, len(ukey) * 4).reshape(len(ukey), 4)
+        ann = ukey % n_ann
+        pair = ukey // n_ann
+        i, j = pair // m, pair % m
+    return (
+        i.astype(np.int32),
+        j.astype(np.int32),
+        ann.astype(np.int32) if annotator is not None else None,
+        np.ascontiguousarray(table, dtype=float),
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -310,12 +365,7 @@ class Battles:
             if codes is not None and n and (codes.min() < 0 or codes.max() >= len(names)):
                 raise InputError(f"{self.source}: {what} codes must index the {what} names.")
         if self.weight is not None:
-            bad = np.flatnonzero(~np.isfinite(self.weight) | (self.weight < 0))
-            if len(bad):
-                raise InputError(
-                    f"{_row_hint(bad, self.source)}: weight {self.weight[bad[0]]!r} is not a finite "
-                    "non-negative number."
-                )
+            check_weights(self.weight, self.source)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -496,42 +546,24 @@ class Battles:
         """Aggregate into :class:`PairCounts` (per annotator too when ``by_annotator``)."""
         if by_annotator and self.annotator is None:
             raise InputError(f"{self.source}: the log has no annotator column.")
-        m = self.n_models
-        n_ann = len(self.annotators) if by_annotator else 1  # type: ignore[arg-type]
-        space = m * m * n_ann
-        ann_codes = self.annotator if by_annotator else np.zeros(0, dtype=np.int32)
-        w = np.zeros(0) if self.weight is None else self.weight
-        if space * 4 <= max(8 * len(self), 1 << 20):
-            # dense table over the key space, filled in one compiled pass
-            flat = np.zeros(space * 4)
-            _count_dense(self.model_a, self.model_b, self.outcome, ann_codes, w, m, n_ann, flat)
-            flat = flat.reshape(space, 4)
-            ukey = (
-                _nonzero_rows(flat)
-                if self.weight is None
-                else np.flatnonzero(
-                    _touched(self.model_a, self.model_b, ann_codes, m, n_ann, space)
-                )
+        if self.weight is not None and not np.isfinite(self.weight.sum()):
+            raise InputError(
+                f"{self.source}: the weights sum past the largest floating-point number; a weight "
+                "counts its battle that many times (1 = one battle): rescale them (e.g. to mean 1)."
             )
-            table = flat[ukey]
-        else:
-            a = self.model_a.astype(np.int64)
-            b = self.model_b.astype(np.int64)
-            oc = self.outcome.astype(np.int64)
-            oc ^= (a > b) & (oc < 2)
-            key = np.minimum(a, b) * m + np.maximum(a, b)
-            if by_annotator:
-                key = key * n_ann + ann_codes
-            ukey, inv = np.unique(key, return_inverse=True)
-            table = np.bincount(inv * 4 + oc, self.weight, len(ukey) * 4).reshape(len(ukey), 4)
-        ann = None
-        if by_annotator:
-            ann = (ukey % n_ann).astype(np.int32)
-            ukey = ukey // n_ann
+        i, j, ann, table = count_rows(
+            self.model_a,
+            self.model_b,
+            self.outcome,
+            self.n_models,
+            weight=self.weight,
+            annotator=self.annotator if by_annotator else None,
+            n_annotators=len(self.annotators) if by_annotator else 1,  # type: ignore[arg-type]
+        )
         return PairCounts(
             models=self.models,
-            i=(ukey // m).astype(np.int32),
-            j=(ukey % m).astype(np.int32),
+            i=i,
+            j=j,
             wins=table[:, 0].copy(),
             losses=table[:, 1].copy(),
             ties=table[:, 2].copy(),
@@ -543,6 +575,8 @@ class Battles:
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a DataFrame with model names and outcome labels."""
+        import pandas as pd
+
         names = np.array(self.models, dtype=object)
         labels = np.array(["model_a", "model_b", "tie", "tie (bothbad)"], dtype=object)
         df = pd.DataFrame(
@@ -638,6 +672,15 @@ class PairCounts:
             )
         if not np.all(np.isfinite(y)) or (len(y) and y.min() < 0):
             raise InputError(f"{source}: Y must hold finite non-negative counts.")
+        check_total(float(y.sum()), source)
+        rows = y.sum(axis=1)
+        small = np.flatnonzero((rows > 0) & (rows < rows.max() / WEIGHT_RANGE))
+        if len(small):
+            raise InputError(
+                f"{source}: pair row {small[0]} holds {rows[small[0]]:.3g} comparisons, more than "
+                f"{WEIGHT_RANGE:.0e} times fewer than the largest row ({rows.max():.3g}), too few "
+                "to count in double precision; set them to 0 or rescale the counts."
+            )
         swap = p[:, 0] > p[:, 1]
         i = np.where(swap, p[:, 1], p[:, 0]).astype(np.int64)
         j = np.where(swap, p[:, 0], p[:, 1]).astype(np.int64)
@@ -797,6 +840,8 @@ class PairCounts:
         return out
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         names = np.array(self.models, dtype=object)
         df = pd.DataFrame(
             {
@@ -867,16 +912,37 @@ def _filtered(
         a, b = ends(out)
         out = out.take(~(small[a] | small[b])).compact()
     if len(out) == 0:
+        if len(data) == 0:
+            raise InputError(
+                f"{data.source}: there are no {what} (every count or weight is zero); there is "
+                "nothing to rate."
+            )
         raise InputError(f"{data.source}: no {what} are left after filtering.")
     return out
 
 
+def check_total(total: float, source: str) -> None:
+    """Raise :class:`InputError` when a positive number of comparisons lies outside
+    [:data:`MIN_TOTAL_WEIGHT`, :data:`MAX_TOTAL_WEIGHT`] (see :func:`check_weights`)."""
+    if total > 0 and not MIN_TOTAL_WEIGHT <= total <= MAX_TOTAL_WEIGHT:
+        side = "less than one" if total < MIN_TOTAL_WEIGHT else f"more than {MAX_TOTAL_WEIGHT:.0e}"
+        raise InputError(
+            f"{source}: the comparisons sum to {total:.6g}, {side}. Counts and weights count "
+            "battles, and fits, priors and standard errors are in battle units; rescale them "
+            "(e.g. to mean 1 per battle)."
+        )
+
+
 def as_counts(data: Battles | PairCounts, *, by_annotator: bool = False) -> PairCounts:
-    """The pair counts of ``data`` (itself when it already is counts)."""
+    """The pair counts of ``data`` (itself when it already is counts); their total must lie in
+    [1, 1e15] comparisons (:func:`check_total`)."""
     if isinstance(data, PairCounts):
-        return data if by_annotator else data.collapse()
-    if isinstance(data, Battles):
+        out = data if by_annotator else data.collapse()
+    elif isinstance(data, Battles):
         if len(data) == 0:
             raise InputError(f"{data.source}: the battle log is empty.")
-        return data.counts(by_annotator=by_annotator)
-    raise InputError(f"expected Battles or PairCounts, got {type(data).__name__}.")
+        out = data.counts(by_annotator=by_annotator)
+    else:
+        raise InputError(f"expected Battles or PairCounts, got {type(data).__name__}.")
+    check_total(out.n_comparisons, out.source)
+    return out

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .battles import Battles, PairCounts, as_counts
+from .choices import COMPARE_METHODS
 from .errors import InputError
 from .metrics import fit_metrics, kendall_tau_matrix, split_counts
 from .raters.base import Fitted
@@ -39,9 +40,6 @@ __all__ = [
     "compare_models",
     "COMPARE_METHODS",
 ]
-
-#: Methods :func:`compare_models` knows.
-COMPARE_METHODS = ("m-elo", "bt", "rao-kupper", "davidson")
 
 
 @dataclass(frozen=True)

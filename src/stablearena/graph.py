@@ -11,20 +11,23 @@ ratings run to ±∞: the raters then add a small documented prior and warn.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
-from .battles import PairCounts
 from .errors import DisconnectedGraphError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .battles import PairCounts
 
 __all__ = ["GraphCheck", "check_comparison_graph", "components"]
 
 
 def components(m: int, i: np.ndarray, j: np.ndarray, *, directed: bool = False) -> np.ndarray:
     """Component label of each of ``m`` nodes for edges i→j (strong components when directed)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     g = coo_matrix((np.ones(len(i)), (i, j)), shape=(m, m)).tocsr()
     _, labels = connected_components(g, directed=directed, connection="strong")
     return labels
@@ -47,33 +50,35 @@ class GraphCheck:
         return not bool(self.needs_prior.any())
 
 
-@njit(cache=True)
-def _find(parent: np.ndarray, a: int) -> int:  # pragma: no cover - compiled
-    while parent[a] != a:
-        parent[a] = parent[parent[a]]
-        a = parent[a]
-    return a
+def _mutually_connected(m: int, i: np.ndarray, j: np.ndarray, both: np.ndarray) -> bool:
+    """True when the pairs where each side has beaten or tied the other connect all m models
+    (then the comparison graph is connected and the win graph strongly connected).
 
-
-@njit(cache=True)
-def _mutually_connected(
-    m: int, i: np.ndarray, j: np.ndarray, both: np.ndarray
-) -> bool:  # pragma: no cover
-    """Union–find over the pairs where each side has beaten or tied the other: True when that
-    graph connects all m models (then the comparison graph is connected and the win graph
-    strongly connected)."""
-    parent = np.arange(m)
-    left = m - 1
-    for r in range(len(i)):
-        if both[r]:
-            a = _find(parent, i[r])
-            b = _find(parent, j[r])
-            if a != b:
-                parent[a] = b
-                left -= 1
-                if left == 0:
-                    return True
-    return left == 0
+    Vectorised label propagation: every node carries the smallest label of its component found
+    so far; each round lowers the larger endpoint label of every edge to the smaller one (the
+    "hook") and then follows labels to their roots (pointer jumping), so a round costs O(edges)
+    and the number of rounds grows like the logarithm of the component diameter.
+    """
+    if m <= 1:
+        return True
+    a = np.asarray(i, dtype=np.int64)[both]
+    b = np.asarray(j, dtype=np.int64)[both]
+    if len(a) < m - 1:
+        return False
+    label = np.arange(m)
+    while True:
+        la, lb = label[a], label[b]
+        lo, hi = np.minimum(la, lb), np.maximum(la, lb)
+        moved = lo != hi
+        if not moved.any():
+            break
+        np.minimum.at(label, hi[moved], lo[moved])
+        while True:  # pointer jumping: label[v] ← label[label[v]] until stable
+            up = label[label]
+            if np.array_equal(up, label):
+                break
+            label = up
+    return bool(np.all(label == 0))
 
 
 def check_comparison_graph(counts: PairCounts, *, ties_count: bool = True) -> GraphCheck:

@@ -73,27 +73,38 @@ def annotators_payload(
     normalization: str = "mean",
 ) -> dict[str, Any]:
     """The ``stablearena annotators --format json`` payload of a fitted am-ELO result
-    (:class:`~stablearena.raters.annotator.AmEloFitted`): every annotator, worst (lowest
-    ability) first, with ``records, ability, ability_se, flagged, reason, status`` — the one
-    builder for the CLI and the live arena's ``GET /v1/annotators``."""
+    (:class:`~stablearena.raters.annotator.AmEloFitted`) — the one builder for the CLI and the
+    live arena's ``GET /v1/annotators``. Every annotator with ``records, ability, ability_se,
+    flagged, reason, status``: the flagged ones first (``status`` flagged or excluded), then
+    those in the fit, then those waiting for more records (``left_out``: fewer than
+    ``min_records``), each group worst (lowest ability) first; ``flagged`` lists the flagged
+    names, ``n_waiting`` counts the waiting ones."""
     d = fitted.to_dict()
     status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
     for rec in d["annotators"]:
         rec["status"] = status[rec["annotator"]]
+    ordered = sorted(d["annotators"], key=lambda r: ANNOTATOR_GROUPS.get(r["status"], 1))
     return {
         "method": d["method"],
         "source": source,
         "simulated": simulated,
         "n_battles": d["n_battles"],
         "n_models": d["n_models"],
-        "n_annotators": len(d["annotators"]),
+        "n_annotators": len(ordered),
         "n_flagged": int(fitted.flagged.sum()),
+        "n_waiting": sum(r["status"] == "left_out" for r in ordered),
+        "flagged": [r["annotator"] for r in ordered if ANNOTATOR_GROUPS.get(r["status"]) == 0],
         "ability_threshold": ability_threshold,
+        "min_records": int(dict(fitted.params).get("min_records", 0)),
         "normalization": normalization,
         "convergence": d["convergence"],
         "notes": d["notes"],
-        "annotators": d["annotators"],
+        "annotators": ordered,
     }
+
+
+#: Annotator status → group of the annotators listing: 0 flagged, 1 in the fit, 2 waiting.
+ANNOTATOR_GROUPS: dict[str, int] = {"flagged": 0, "excluded": 0, "included": 1, "left_out": 2}
 
 
 def convergence_text(conv: dict[str, Any]) -> str:

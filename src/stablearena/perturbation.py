@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 
 from .battles import Battles, Outcome
+from .choices import PERTURBATIONS
 from .errors import InputError, StableArenaWarning
 from .simulate import OutcomeRule, random_ratings, simulate_battles
 
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 PerturbationKind = Literal["random", "equal", "flip", "mixed"]
-PERTURBATIONS: tuple[str, ...] = ("random", "equal", "flip", "mixed")
 PROFILES: tuple[str, ...] = ("honest", "random", "always_tie", "flipper", "always_a")
 
 _FLIP = np.array([Outcome.B, Outcome.A, Outcome.TIE, Outcome.TIE_BOTH_BAD], dtype=np.int8)

@@ -1218,16 +1218,19 @@ def check_output(path: str | Path, dpi: float = 150) -> str:
 def save_figure(fig: Figure, path: str | Path, *, dpi: float = 150) -> Path:
     """Write ``fig`` to ``path``; the format follows the suffix (.png, .svg, .pdf); ``dpi``:
     pixels per inch of a PNG."""
+    from .atomic import atomic_path
+
     out = Path(path)
     fmt = check_output(out, dpi)
     with plot_style():
         try:
-            fig.savefig(
-                out,
-                format=fmt,
-                dpi=dpi,
-                metadata={"Creator": "stablearena"} if fmt != "png" else None,
-            )
+            with atomic_path(out) as tmp:  # a temporary file beside it, fsynced, then renamed
+                fig.savefig(
+                    tmp,
+                    format=fmt,
+                    dpi=dpi,
+                    metadata={"Creator": "stablearena"} if fmt != "png" else None,
+                )
         except OSError as exc:
             raise InputError(f"cannot write {out}: {exc.strerror}.") from None
     return out

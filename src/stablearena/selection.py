@@ -12,11 +12,19 @@ is played. With ρ_ij = uᵀΣu (the pair's effective resistance):
 - **A-optimality** (paper eq. 5): tr Σ falls by w ‖Σu‖² / (1 + w ρ) (Sherman–Morrison). tr I⁺ is
   half the paper's grounded trace averaged over all N choices of anchor, so this criterion has
   no anchor bias. Gain reported: that fall of the total variance.
+- **Ranking-targeted** (``rank-opt``, SPEC §11; :class:`RankOptimal`): the leaderboard's errors
+  are misordered pairs, E[#misordered] ≈ Σ_{i<j} Φ(−|Δ*_ij|/σ_ij). A battle lowers every σ_ij²
+  by c (v_i − v_j)², so to first order it lowers E[#misordered] by
+  w uᵀ(Σ L Σ)u / (1 + w ρ), L = Σ_{i<j} c_ij (e_i − e_j)(e_i − e_j)ᵀ with c_ij the sensitivity
+  of pair (i, j)'s misordering probability to its variance (:func:`misorder_weights`) — an
+  L-optimal design that spends on the pairs whose order is still in doubt. Gain reported: that
+  first-order fall of the expected number of misordered pairs.
 
-Both score all N(N−1)/2 pairs in O(N²) from Σ (and T = Σ² for A), and Σ, T are updated in
-O(N²) after each battle (Sherman–Morrison: Σ' = Σ − c v vᵀ with v = Σu, c = w/(1 + wρ);
-T' = T − c(a vᵀ + v aᵀ) + c² ‖v‖² v vᵀ with a = T u). A batch of K is chosen greedily, updating
-Σ after each pick as if it had been played (the information does not depend on the outcome).
+All three score all N(N−1)/2 pairs in O(N²) from Σ (and T = Σ² for A, Σ L Σ for the ranking
+design, L fixed between refreshes), and Σ, T are updated in O(N²) after each battle
+(Sherman–Morrison: Σ' = Σ − c v vᵀ with v = Σu, c = w/(1 + wρ); T' = T − c(a vᵀ + v aᵀ) +
+c² q v vᵀ with a = T u, q = uᵀ T u). A batch of K is chosen greedily, updating Σ after each pick
+as if it had been played (the information does not depend on the outcome).
 ``a-opt-grounded`` / ``d-opt-grounded`` reproduce the paper's formulation: the last model's
 rating is fixed and each candidate pair costs a determinant or an inverse; batches are the
 paper's top-K from one state.
@@ -42,7 +50,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numba import njit
-from scipy.special import expit
+from scipy.special import erf, expit
 
 from .battles import Battles, PairCounts, as_counts
 from .errors import InputError
@@ -61,6 +69,9 @@ __all__ = [
     "ArenaWeightsSelector",
     "AOptimal",
     "DOptimal",
+    "RankOptimal",
+    "misorder_weights",
+    "expected_misorder_sensitivity",
     "AOptimalGrounded",
     "DOptimalGrounded",
     "register_selector",
@@ -72,9 +83,11 @@ __all__ = [
 ]
 
 #: The strategy used wherever the project chooses pairs without being told which
-#: (``stablearena next-pairs``, :func:`select_pairs`, the live arena): the best measured one
-#: (README, "Fewer battles").
-DEFAULT_STRATEGY: str = "d-opt"
+#: (``stablearena next-pairs``, :func:`select_pairs`, the live arena): the best measured one —
+#: the highest paired difference from random of the mean pairwise metric, averaged over the six
+#: arenas of the README's 20-seed table ("Fewer battles"; a-opt +0.0091, d-opt +0.0080,
+#: rank-opt +0.0076, each ± about 0.0019: within noise of one another).
+DEFAULT_STRATEGY: str = "a-opt"
 
 BatchMode = Literal["greedy", "top-k"]
 Estimate = Literal["plug-in", "empirical-bayes"]
@@ -90,6 +103,66 @@ def check_estimate(estimate: str) -> None:
 #: Relative tolerance under which two pair scores count as tied (ties are broken at random, so
 #: that symmetric situations — e.g. equal-strength models — do not favour low model indices).
 TIE_RTOL: float = 1e-10
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+MisorderWeights = Literal["expected", "plug-in"]
+MISORDER_WEIGHTS: tuple[str, ...] = ("expected", "plug-in")
+
+#: Smallest variance of a score difference (natural units²) the ranking weights divide by.
+MIN_PAIR_VARIANCE: float = 1e-12
+
+
+def expected_misorder_sensitivity(m: np.ndarray) -> np.ndarray:
+    """G(m) = E_{y ~ N(m, 1)}[|y| φ(y)], in closed form (even in m).
+
+    φ(y) N(y; m, 1) = e^{−m²/4}/(2√π) · N(y; m/2, ½), so with E|N(μ, s²)| =
+    s√(2/π) e^{−μ²/2s²} + μ erf(μ/(s√2)):
+    G(m) = e^{−m²/4}/(2√π) · [e^{−m²/4}/√π + (|m|/2) erf(|m|/2)]; G(0) = 1/(2π).
+    """
+    a = np.abs(np.asarray(m, dtype=float))
+    e = np.exp(-0.25 * a * a)
+    return e / (2.0 * _SQRT_PI) * (e / _SQRT_PI + 0.5 * a * erf(0.5 * a))
+
+
+def misorder_weights(
+    scores: np.ndarray, sigma: np.ndarray, kind: MisorderWeights = "expected"
+) -> np.ndarray:
+    """Weights c_ij of the ranking-targeted criterion tr(L Σ) (SPEC §11), an m×m symmetric matrix
+    with zero diagonal.
+
+    The leaderboard's errors are misordered pairs. If the true gap of pair (i, j) is Δ*_ij, the
+    ranking by scores of covariance Σ misorders it with probability Φ(−|Δ*_ij|/σ_ij),
+    σ_ij² = (e_i − e_j)ᵀΣ(e_i − e_j), so a change δσ_ij² of the pair's variance changes the
+    expected number of misordered pairs by Σ_{i<j} c_ij δσ_ij² to first order, with
+
+    - ``kind="plug-in"``: c_ij = ∂Φ(−|Δ_ij|/σ_ij)/∂σ_ij² = φ(z) z / (2σ_ij²), z = |Δ_ij|/σ_ij,
+      at the estimated gap Δ_ij = x_i − x_j taken as the truth. Zero for a pair whose estimate
+      is a tie (Δ = 0) and for a pair far apart: it trusts the estimate.
+    - ``kind="expected"`` (default): the same sensitivity averaged over what the true gap may be
+      given the estimate, Δ* ~ N(Δ_ij, σ_ij²) (the estimate's own normal approximation):
+      c_ij = E[φ(|Δ*|/σ) |Δ*|] / (2σ³) = G(Δ_ij/σ_ij) / (2σ_ij²)
+      (:func:`expected_misorder_sensitivity`). It is largest for a pair whose estimate is a tie
+      (G(0) = 1/(2π)) and decays like e^{−z²/4}, half as fast in z² as the plug-in's e^{−z²/2}:
+      a pair that looks ordered may not be.
+
+    ``scores`` are the design estimate (natural units), ``sigma`` their covariance Σ = I⁺.
+    """
+    x = np.asarray(scores, dtype=float)
+    d = np.diag(sigma)
+    var = np.maximum(d[:, None] + d[None, :] - 2.0 * sigma, MIN_PAIR_VARIANCE)
+    z = np.abs(x[:, None] - x[None, :]) / np.sqrt(var)
+    if kind == "expected":
+        g = expected_misorder_sensitivity(z)
+    elif kind == "plug-in":
+        g = np.exp(-0.5 * z * z) / _SQRT_2PI * z
+    else:
+        raise InputError(f"weights must be one of {', '.join(MISORDER_WEIGHTS)}, not {kind!r}.")
+    c = g / (2.0 * var)
+    np.fill_diagonal(c, 0.0)
+    return c
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,30 +311,44 @@ def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compile
 
 
 @njit(cache=True)
-def _rank_one_update(sigma, tmat, track_t, i, j, w):  # pragma: no cover - compiled
-    """Sherman–Morrison update of Σ = I⁺ (and T = Σ²) for information w (e_i − e_j)(e_i − e_j)ᵀ."""
-    m = sigma.shape[0]
-    v = np.empty(m)
+def _update_quadratic(tmat, v, c, i, j):  # pragma: no cover - compiled
+    """T' = T − c(a vᵀ + v aᵀ) + c² q v vᵀ, a = T u, q = uᵀ T u: the rank-one update of
+    T = Σ K Σ (K fixed; K = I gives Σ², K = L the ranking matrix) when Σ' = Σ − c v vᵀ."""
+    m = tmat.shape[0]
+    a = np.empty(m)
     for r in range(m):
-        v[r] = sigma[i, r] - sigma[j, r]
-    rho = v[i] - v[j]
-    c = w / (1.0 + w * rho)
-    if track_t:
-        a = np.empty(m)
-        for r in range(m):
-            a[r] = tmat[i, r] - tmat[j, r]
-        q = a[i] - a[j]
-        cq = c * c * q
-        for r in range(m):
-            car = c * a[r]
-            cvr = c * v[r]
-            kr = cq * v[r]
-            for s in range(m):
-                tmat[r, s] += kr * v[s] - car * v[s] - cvr * a[s]
+        a[r] = tmat[i, r] - tmat[j, r]
+    q = a[i] - a[j]
+    cq = c * c * q
+    for r in range(m):
+        car = c * a[r]
+        cvr = c * v[r]
+        kr = cq * v[r]
+        for s in range(m):
+            tmat[r, s] += kr * v[s] - car * v[s] - cvr * a[s]
+
+
+@njit(cache=True)
+def _update_sigma(sigma, v, c):  # pragma: no cover - compiled
+    """Σ' = Σ − c v vᵀ (Sherman–Morrison)."""
+    m = sigma.shape[0]
     for r in range(m):
         cvr = c * v[r]
         for s in range(m):
             sigma[r, s] -= cvr * v[s]
+
+
+def _rank_one_update(
+    sigma: np.ndarray, quadratics: Sequence[np.ndarray], i: int, j: int, w: float
+) -> float:
+    """Sherman–Morrison update of Σ = I⁺ and of each Σ K Σ in ``quadratics`` for the
+    information w (e_i − e_j)(e_i − e_j)ᵀ; returns ρ = uᵀΣu before the update."""
+    v = sigma[i] - sigma[j]
+    rho = float(v[i] - v[j])
+    c = w / (1.0 + w * rho)
+    for tmat in quadratics:
+        _update_quadratic(tmat, v, c, i, j)
+    _update_sigma(sigma, v, c)
     return rho
 
 
@@ -340,6 +427,8 @@ class InformationTracker:
         self.labels = np.arange(m)
         self._sigma: np.ndarray | None = None
         self._tmat: np.ndarray | None = None
+        self._lmat: np.ndarray | None = None
+        self._lkind: MisorderWeights | None = None
         self.track_sigma2 = False
         self.scores = np.zeros(m)
         self.design_scores = np.zeros(m)
@@ -381,10 +470,11 @@ class InformationTracker:
             raise InputError("the counts and the fitted result list different models.")
         return cls.from_counts(c, np.asarray(fitted.scores, dtype=float), estimate=estimate)
 
-    def copy(self, *, keep_sigma2: bool = True) -> InformationTracker:
+    def copy(self, *, keep_sigma2: bool = True, keep_ranking: bool = True) -> InformationTracker:
         """An independent copy (scores and W are shared read-only; they are replaced, never
-        modified in place). ``keep_sigma2=False`` drops T = Σ² from the copy (it is then not
-        updated, which halves the cost of a scratch battle when only Σ is needed)."""
+        modified in place). ``keep_sigma2=False`` drops T = Σ² from the copy, ``keep_ranking=False``
+        the ranking matrix Σ L Σ (they are then not updated, which saves their O(N²) update per
+        scratch battle when only Σ is needed)."""
         new = object.__new__(InformationTracker)
         new.models = self.models
         new.pair_battles = self.pair_battles.copy()
@@ -394,6 +484,9 @@ class InformationTracker:
         keep = keep_sigma2 and self._tmat is not None
         new._tmat = self._tmat.copy() if keep else None
         new.track_sigma2 = keep
+        keep_l = keep_ranking and self._lmat is not None
+        new._lmat = self._lmat.copy() if keep_l else None
+        new._lkind = self._lkind if keep_l else None
         new.scores = self.scores
         new.design_scores = self.design_scores
         new.estimate = self.estimate
@@ -407,7 +500,7 @@ class InformationTracker:
         if estimate == self.estimate:
             return self
         check_estimate(estimate)
-        new = self.copy(keep_sigma2=False)
+        new = self.copy(keep_sigma2=False, keep_ranking=False)
         new.estimate = estimate
         new.refresh()
         return new
@@ -444,6 +537,22 @@ class InformationTracker:
             self._tmat = np.ascontiguousarray(s @ s)
             self.track_sigma2 = True
         return self._tmat
+
+    def ranking_matrix(self, weights: MisorderWeights = "expected") -> np.ndarray:
+        """Σ L Σ, the matrix of the ranking-targeted criterion tr(L Σ) (SPEC §11).
+
+        L = Σ_{i<j} c_ij (e_i − e_j)(e_i − e_j)ᵀ with c_ij = :func:`misorder_weights` at the
+        design estimate and the current Σ. Computed when first asked for after a refresh (two
+        O(N³) products); L is then held fixed and Σ L Σ maintained exactly for that L in O(N²)
+        per battle (:meth:`add`), like Σ², until the next :meth:`refresh`.
+        """
+        if self._lmat is None or self._lkind != weights:
+            sigma = self.sigma
+            c = misorder_weights(self.design_scores, sigma, weights)
+            lap = np.diag(c.sum(axis=1)) - c
+            self._lmat = np.ascontiguousarray(sigma @ lap @ sigma)
+            self._lkind = weights
+        return self._lmat
 
     def index(self, model: str | int) -> int:
         if isinstance(model, (int, np.integer)):
@@ -489,12 +598,16 @@ class InformationTracker:
             np.add.at(self.pair_battles, (c.j, c.i), c.totals)
         iu, ju = np.nonzero(np.triu(self.pair_battles, 1))
         n = self.pair_battles[iu, ju]
-        self.labels = components(m, iu, ju)
+        if counts is not None or not self.connected:
+            # battles are only ever added (here or by add(), which merges components itself),
+            # so a connected graph stays connected
+            self.labels = components(m, iu, ju)
         x = self.scores
         # float even with no battles yet (np.bincount of empty weights is an integer array)
         info = np.asarray(bt_information(x, iu, ju, n), dtype=float)
         self._sigma = None
         self._tmat = None
+        self._lmat = None
         if self.estimate == "empirical-bayes" and len(iu):
             x, self.prior_variance = empirical_bayes_scores(x, info, _block_pinv(info, self.labels))
             info = np.asarray(bt_information(x, iu, ju, n), dtype=float)
@@ -524,10 +637,11 @@ class InformationTracker:
             self.labels[self.labels > max(li, lj)] -= 1
             self._sigma = None
             self._tmat = None
+            self._lmat = None
             return
         if self._sigma is not None and w > 0:
-            track = self._tmat is not None
-            _rank_one_update(self._sigma, self._tmat if track else _DUMMY, track, i, j, w)
+            quads = [t for t in (self._tmat, self._lmat) if t is not None]
+            _rank_one_update(self._sigma, quads, i, j, w)
 
     def block_pair(self, i: int | str, j: int | str) -> None:
         """Never offer pair (i, j) again (e.g. its real battles ran out in a replay)."""
@@ -717,6 +831,8 @@ class Selector(ABC):
     warm_up: ClassVar[bool] = False
     #: whether picks read T = Σ² (scratch copies for greedy batches keep it up to date)
     needs_sigma2: ClassVar[bool] = False
+    #: whether picks read the ranking matrix Σ L Σ (kept up to date in scratch copies too)
+    needs_ranking: ClassVar[bool] = False
     criterion: ClassVar[str] = ""
     #: the design estimate the selector's information is evaluated at
     #: (:class:`InformationTracker`); ``None`` when it reads no information. A tracker with
@@ -775,7 +891,11 @@ class Selector(ABC):
         distinct: bool = False,
     ) -> tuple[list[tuple[int, int]], list[float], list[bool]]:
         """Sequential picks, each followed by a pretend battle on a scratch copy (greedy)."""
-        work = tracker if k == 1 else tracker.copy(keep_sigma2=self.needs_sigma2)
+        work = (
+            tracker
+            if k == 1
+            else tracker.copy(keep_sigma2=self.needs_sigma2, keep_ranking=self.needs_ranking)
+        )
         pairs: list[tuple[int, int]] = []
         values: list[float] = []
         warm: list[bool] = []
@@ -1140,6 +1260,60 @@ class AOptimal(_OptimalDesign):
     mode: ClassVar[int] = 1
     needs_sigma2: ClassVar[bool] = True
     criterion: ClassVar[str] = "fall of tr(covariance), natural units²"
+
+
+@register_selector("rank-opt")
+@dataclass(frozen=True)
+class RankOptimal(_OptimalDesign):
+    """Ranking-targeted pair: the battle that most lowers the expected number of misordered
+    pairs of the leaderboard, to first order (an L-optimal design; SPEC §11).
+
+    Derivation (SPEC notation; scores in natural units). With Σ = I⁺ at the design estimate x̃,
+    u = e_a − e_b for a candidate pair (a, b) and σ_ij² = (e_i − e_j)ᵀΣ(e_i − e_j), the number of
+    pairs the ratings put in the wrong order is, in expectation,
+
+        E[#misordered] ≈ Σ_{i<j} Φ(−|Δ*_ij| / σ_ij),   Δ* the true gaps.
+
+    One battle of (a, b) adds w_ab u uᵀ to I, so Σ' = Σ − c v vᵀ with v = Σu,
+    c = w_ab/(1 + w_ab ρ_ab), ρ_ab = uᵀΣu (Sherman–Morrison), and every pair's variance falls by
+    δσ_ij² = c (v_i − v_j)². To first order in these falls, E[#misordered] drops by
+
+        Σ_{i<j} c_ij c (v_i − v_j)² = c vᵀ L v = w_ab uᵀ(Σ L Σ)u / (1 + w_ab ρ_ab),
+        L = Σ_{i<j} c_ij (e_i − e_j)(e_i − e_j)ᵀ,  c_ij = ∂E[Φ(−|Δ*_ij|/σ_ij)]/∂σ_ij²,
+
+    which is also the *exact* fall of the L-optimality criterion tr(L Σ) for that L. The weights
+    c_ij (:func:`misorder_weights`) are evaluated at the design estimate: by default
+    (``weights="expected"``) averaged over Δ*_ij ~ N(x̃_i − x̃_j, σ_ij²), so that a pair whose
+    order is a coin flip weighs most and a pair ordered beyond doubt weighs (almost) nothing —
+    unlike D and A, which shrink every direction alike. With the empirical-Bayes estimate
+    (default) the gaps are shrunk while the data are thin, so the weights start close to
+    uniform (all pairs look close: the design is then near A-optimal) and concentrate on the
+    close pairs as the ratings firm up. ``weights="plug-in"`` uses the sensitivity at the
+    estimated gap itself, φ(z) z/(2σ²) (zero for an estimated tie).
+
+    Cost: Σ L Σ is formed when first needed after a refresh (two O(N³) products, like Σ²), then
+    each pick is one O(N²) pass (the a-opt kernel with Σ L Σ in place of Σ²) and each battle or
+    greedy-batch pick an O(N²) rank-one update of Σ L Σ with L held fixed:
+    (Σ L Σ)' = Σ L Σ − c(a vᵀ + v aᵀ) + c² q v vᵀ, a = Σ L Σ u, q = uᵀ Σ L Σ u. The reported
+    gain is the first-order fall of the expected number of misordered pairs.
+    """
+
+    batch_mode: BatchMode = "greedy"
+    estimate: Estimate = "empirical-bayes"
+    weights: MisorderWeights = "expected"
+
+    mode: ClassVar[int] = 1
+    needs_ranking: ClassVar[bool] = True
+    criterion: ClassVar[str] = "fall of the expected number of misordered pairs (first order)"
+
+    def __post_init__(self) -> None:
+        if self.weights not in MISORDER_WEIGHTS:
+            raise InputError(
+                f"weights must be one of {', '.join(MISORDER_WEIGHTS)}, not {self.weights!r}."
+            )
+
+    def _matrices(self, tracker):
+        return tracker.sigma, tracker.ranking_matrix(self.weights)
 
 
 # ---------------------------------------------------------------------------------------------

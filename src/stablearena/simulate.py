@@ -9,6 +9,8 @@ one of these rules:
 - ``"paper"``: SPEC §5 (Fewer Battles, App. C.2 reconstructed): W = 1 with p², 0 with (1 − p)²,
   ½ (tie) with 2p(1 − p); the expected score is p.
 - ``"davidson"``: Davidson's tie model with ν = e^η (SPEC §3.5), applied to θ_k C (r_a − r_b).
+- ``"rao-kupper"``: Rao–Kupper's tie model with ν = e^η ≥ 1 (SPEC §3.5): with z the log-odds,
+  A wins with σ(z − η), B with σ(−z − η), and the rest is a tie.
 
 θ_k is the annotator's ability on the mean-1 scale (1 = an average honest annotator; 0 votes at
 random; negative votes against the consensus).
@@ -25,9 +27,17 @@ from .battles import Battles, Outcome
 from .errors import InputError
 from .raters.base import DEFAULT_OFFSET, ELO_SCALE
 
-__all__ = ["OutcomeRule", "simulate_battles", "sample_outcomes", "random_ratings"]
+__all__ = [
+    "OutcomeRule",
+    "OUTCOME_RULES",
+    "simulate_battles",
+    "sample_outcomes",
+    "outcome_probabilities",
+    "random_ratings",
+]
 
-OutcomeRule = Literal["bt", "paper", "davidson"]
+OutcomeRule = Literal["bt", "paper", "davidson", "rao-kupper"]
+OUTCOME_RULES: tuple[str, ...] = ("bt", "paper", "davidson", "rao-kupper")
 
 
 def random_ratings(
@@ -38,28 +48,39 @@ def random_ratings(
     return DEFAULT_OFFSET + spread * rng.standard_normal(n_models)
 
 
+def outcome_probabilities(
+    z: np.ndarray, rule: OutcomeRule = "bt", eta: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """P(model_a wins) and P(model_b wins) for log-odds ``z`` under ``rule`` (the rest is a tie)."""
+    z = np.asarray(z, dtype=float)
+    if rule == "bt":
+        p = 1.0 / (1.0 + np.exp(-z))
+        return p, 1.0 - p
+    if rule == "paper":
+        p = 1.0 / (1.0 + np.exp(-z))
+        return p * p, (1 - p) * (1 - p)
+    if rule == "davidson":
+        ea, eb = np.exp(z / 2), np.exp(-z / 2)
+        den = ea + eb + np.exp(eta)
+        return ea / den, eb / den
+    if rule == "rao-kupper":
+        if not eta >= 0:
+            raise InputError(f"the Rao–Kupper tie parameter eta must be >= 0, not {eta!r}.")
+        return 1.0 / (1.0 + np.exp(eta - z)), 1.0 / (1.0 + np.exp(eta + z))
+    raise InputError(f"outcome rule must be one of {', '.join(OUTCOME_RULES)}, not {rule!r}.")
+
+
 def sample_outcomes(
     z: np.ndarray, rng: np.random.Generator, rule: OutcomeRule = "bt", eta: float = 0.0
 ) -> np.ndarray:
     """Outcome codes (:class:`Outcome`) for log-odds ``z`` of model_a over model_b."""
     u = rng.random(len(z))
-    p = 1.0 / (1.0 + np.exp(-z))
+    pa, pb = outcome_probabilities(z, rule, eta)
     if rule == "bt":
-        return np.where(u < p, Outcome.A, Outcome.B).astype(np.int8)
-    if rule == "paper":
-        pa, pb = p * p, (1 - p) * (1 - p)
-        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
-            np.int8
-        )
-    if rule == "davidson":
-        nu = np.exp(eta)
-        ea, eb = np.exp(z / 2), np.exp(-z / 2)
-        den = ea + eb + nu
-        pa, pb = ea / den, eb / den
-        return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
-            np.int8
-        )
-    raise InputError(f"outcome rule must be 'bt', 'paper' or 'davidson', not {rule!r}.")
+        return np.where(u < pa, Outcome.A, Outcome.B).astype(np.int8)
+    return np.where(u < pa, Outcome.A, np.where(u < pa + pb, Outcome.B, Outcome.TIE)).astype(
+        np.int8
+    )
 
 
 def simulate_battles(

@@ -38,18 +38,16 @@ import os
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 import scipy.linalg
 import scipy.sparse as sp
-from numba import njit
-from scipy.special import expit
-from scipy.stats import norm
 
+from ._numeric import expit, normal_ppf, normal_sf
 from ._threads import single_threaded_blas
 from .battles import Battles, PairCounts
+from .choices import CI_METHODS
 from .errors import (
     ConvergenceError,
     DisconnectedGraphError,
@@ -60,6 +58,9 @@ from .errors import (
 from .graph import check_comparison_graph
 from .information import laplacian, laplacian_pinv
 from .raters.base import _BT_LIKELIHOOD, Fitted, rater_names
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = [
     "CI_METHODS",
@@ -80,8 +81,6 @@ __all__ = [
 
 CIMethod = Literal["fisher", "sandwich", "bootstrap"]
 ClusterBy = Literal["annotator", "prompt"]
-#: The interval methods ``intervals`` and ``stablearena rank --ci`` accept.
-CI_METHODS: tuple[str, ...] = ("fisher", "sandwich", "bootstrap")
 #: Draws from the normal approximation used for its rank intervals (Monte Carlo error of a
 #: 2.5% quantile of a rank with 4,000 draws is well under one rank).
 NORMAL_RANK_DRAWS: int = 4000
@@ -277,10 +276,16 @@ def covariance(
     phi = 1.0
     if kind == "fisher":
         phi = float(fitted.dispersion()) if dispersion is None else float(dispersion)
-        if not (np.isfinite(phi) and phi > 0):
+        if dispersion is None and phi == 0.0:
+            notes += (
+                "every comparison is a tie: the outcome scores (all ½) have no variance, so the "
+                "estimated dispersion φ is 0 and the ratings — all equal — have zero-width "
+                "intervals; the rank intervals span the tied models.",
+            )
+        elif not (np.isfinite(phi) and phi > 0):
             raise InputError(f"dispersion must be a positive number, not {phi}.")
         cov = phi * p
-        if phi != 1.0:
+        if phi not in (0.0, 1.0):
             notes += (
                 f"Fisher covariance scaled by the estimated dispersion φ = {phi:.4f} (ties scored as ½).",
             )
@@ -344,15 +349,19 @@ class Bootstrap:
         return _ranks(self.scores)
 
 
-def _ranks(scores: np.ndarray) -> np.ndarray:
-    """Rank 1 + #{j: x_j > x_i} of each entry of each row (equal scores share the better rank)."""
+def _ranks(scores: np.ndarray, *, worse: bool = False) -> np.ndarray:
+    """Rank 1 + #{j: x_j > x_i} of each entry of each row (equal scores share the better rank),
+    or with ``worse`` #{j: x_j ≥ x_i} (equal scores share the worse rank)."""
     x = np.atleast_2d(np.asarray(scores, dtype=float))
     m = x.shape[1]
     out = np.empty(x.shape, dtype=np.int64)
     step = max(1, (1 << 22) // max(m * m, 1))
     for lo in range(0, len(x), step):
         blk = x[lo : lo + step]
-        out[lo : lo + step] = 1 + np.sum(blk[:, None, :] > blk[:, :, None], axis=2)
+        if worse:
+            out[lo : lo + step] = np.sum(blk[:, None, :] >= blk[:, :, None], axis=2)
+        else:
+            out[lo : lo + step] = 1 + np.sum(blk[:, None, :] > blk[:, :, None], axis=2)
     return out
 
 
@@ -450,8 +459,7 @@ def _refit_round(
     return scores, prior, wm
 
 
-@njit(cache=True)
-def _bt_round(
+def _bt_round_py(
     cells: np.ndarray,
     cell_row: np.ndarray,
     cell_cat: np.ndarray,
@@ -470,8 +478,9 @@ def _bt_round(
     full-data optimum x̂: a resample's Hessian differs from it by O(1/√n), so each iteration
     gains about that factor, and the fixed point is the exact MLE ∇lnL = 0. Stops when
     ‖∇lnL‖/n ≤ tol — the criterion of :class:`~stablearena.raters.MElo`. Returns (scores with
-    mean zero, ok); not ok when a model never won or never lost in the resample (no finite MLE)
-    or the iteration did not converge: the caller then runs the exact Newton fit with the prior.
+    mean zero, ok); not ok when a model never won or never lost in the resample (no finite MLE),
+    the rows drawn leave the comparison graph disconnected, or the iteration did not converge:
+    the caller then runs the exact Newton fit (with the prior; a disconnected resample fails).
     """
     m = len(x_hat)
     rows = len(i)
@@ -499,6 +508,27 @@ def _bt_round(
     x = x_hat.copy()
     if total <= 0.0 or won.min() <= 0.0 or lost.min() <= 0.0:
         return x, False
+    # a resample whose drawn rows leave the comparison graph disconnected has no rating gap
+    # between the parts (the chord iteration would keep the full-data gap and understate the
+    # spread): union–find over the rows drawn, not ok unless they connect every model
+    parent = np.arange(m)
+    left = m - 1
+    for r in range(rows):
+        if n[r] == 0.0:
+            continue
+        a = i[r]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        b = j[r]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            parent[a] = b
+            left -= 1
+    if left > 0:
+        return x, False
     g = np.zeros(m)
     last = np.inf
     for _ in range(max_iter):
@@ -518,6 +548,20 @@ def _bt_round(
         last = gnorm
         x += p0 @ g
     return x, False
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _bt_round(*args: Any) -> tuple[np.ndarray, bool]:
+    """:func:`_bt_round_py` compiled with numba on first use (and cached on disk): importing
+    numba costs ~0.3 s, which only the bootstrap should pay."""
+    fn = _COMPILED.get("bt_round")
+    if fn is None:
+        from numba import njit
+
+        fn = _COMPILED["bt_round"] = njit(cache=True)(_bt_round_py)
+    return fn(*args)
 
 
 def _run_block(task: _Task, k: int) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray | None]:
@@ -814,7 +858,8 @@ def bootstrap(
     failed = int((~ok).sum())
     if failed > rounds // 2:
         raise InputError(
-            f"{failed} of {rounds} bootstrap resamples left a model without a rating (too few battles "
+            f"{base.source}: {failed} of {rounds} bootstrap resamples left a model without a "
+            "rating (too few battles "
             "per model or a sparsely connected comparison graph); remove rarely compared models "
             "(e.g. --min-battles) before bootstrapping."
         )
@@ -915,15 +960,21 @@ def rank_intervals(rank_samples: np.ndarray, level: float = 0.95) -> tuple[np.nd
 
 
 def normal_rank_samples(
-    scores: np.ndarray, cov: np.ndarray, *, draws: int = NORMAL_RANK_DRAWS, seed: int = 0
+    scores: np.ndarray,
+    cov: np.ndarray,
+    *,
+    draws: int = NORMAL_RANK_DRAWS,
+    seed: int = 0,
+    worse: bool = False,
 ) -> np.ndarray:
     """Ranks of ``draws`` score vectors drawn from N(scores, cov) — the normal approximation's
-    distribution of the ranks (a parametric bootstrap of the ranks)."""
+    distribution of the ranks (a parametric bootstrap of the ranks); equal draws share the better
+    rank, or the worse one with ``worse`` (same draws for the same seed)."""
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31 - 1,)))
     vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
     root = vecs * np.sqrt(np.clip(vals, 0.0, None))
     z = rng.standard_normal((draws, len(scores)))
-    return _ranks(np.asarray(scores)[None, :] + z @ root.T)
+    return _ranks(np.asarray(scores)[None, :] + z @ root.T, worse=worse)
 
 
 def displayed_rank(ci_low: np.ndarray, ci_high: np.ndarray) -> np.ndarray:
@@ -958,7 +1009,7 @@ def tiers(
     gap = r[a] - r[b]
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, gap / se, np.where(gap > 0, np.inf, 0.0))
-    p = 2 * norm.sf(np.abs(z))
+    p = 2 * normal_sf(np.abs(z))
     if adjust == "holm":
         k = len(p)
         idx = np.argsort(p, kind="stable")
@@ -1020,6 +1071,8 @@ class Intervals:
         return self.fitted.models
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         """One row per model, best first: model, rating, se, ci_low, ci_high, rank, rank_low,
         rank_high, displayed_rank, tier."""
         order = self.fitted.order()
@@ -1044,13 +1097,13 @@ class Intervals:
         ia, ib = self.fitted.index(a), self.fitted.index(b)
         est = float(self.ratings[ia] - self.ratings[ib])
         se = float(self.covariance.difference_se(ia, ib))
-        z = norm.ppf(0.5 + self.level / 2)
+        z = normal_ppf(0.5 + self.level / 2)
         if self.bootstrap is not None:
             d = self.bootstrap.ratings[:, ia] - self.bootstrap.ratings[:, ib]
             lo, hi = np.quantile(d, [(1 - self.level) / 2, (1 + self.level) / 2])
         else:
             lo, hi = est - z * se, est + z * se
-        p = float(2 * norm.sf(abs(est) / se)) if se > 0 else float(est == 0)
+        p = float(2 * normal_sf(abs(est) / se)) if se > 0 else float(est == 0)
         return {"estimate": est, "se": se, "ci_low": float(lo), "ci_high": float(hi), "p_value": p}
 
 
@@ -1099,17 +1152,23 @@ def intervals(
         low, high = boot.percentile(level)
         se = np.std(boot.ratings, axis=0, ddof=1)
         rank_samples = boot.ranks()
+        worse_samples = _ranks(boot.scores, worse=True)
         notes = boot.notes
     else:
         cov = covariance(fitted, ci, dispersion=dispersion)
         se = cov.se
-        z = norm.ppf(0.5 + level / 2)
+        z = normal_ppf(0.5 + level / 2)
         low, high = ratings - z * se, ratings + z * se
         rank_samples = normal_rank_samples(np.asarray(fitted.scores), cov.scores, seed=seed)
+        worse_samples = normal_rank_samples(
+            np.asarray(fitted.scores), cov.scores, seed=seed, worse=True
+        )
         notes = cov.notes
     rank = np.empty(m, dtype=np.int64)
     rank[fitted.order()] = np.arange(1, m + 1)
-    rank_low, rank_high = rank_intervals(rank_samples, level)
+    # models whose sampled scores tie (e.g. every comparison a tie) share the ranks they span
+    rank_low, _ = rank_intervals(rank_samples, level)
+    _, rank_high = rank_intervals(worse_samples, level)
     # a rank interval always contains the point rank
     rank_low = np.minimum(rank_low, rank)
     rank_high = np.maximum(rank_high, rank)
@@ -1147,6 +1206,8 @@ class WinProbability:
     method: str
 
     def to_frame(self, which: Literal["estimate", "low", "high"] = "estimate") -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(
             getattr(self, which), index=list(self.models), columns=list(self.models)
         )
@@ -1200,7 +1261,7 @@ def win_probability(
         se = cov.difference_se() * fitted.elo_scale
         x = np.asarray(fitted.scores)
         d = x[:, None] - x[None, :]
-        z = norm.ppf(0.5 + level / 2)
+        z = normal_ppf(0.5 + level / 2)
         low, high = expit(d - z * se), expit(d + z * se)
     else:
         raise InputError(f"ci must be one of {', '.join(CI_METHODS)}, not {ci!r}.")

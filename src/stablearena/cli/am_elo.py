@@ -1,24 +1,14 @@
 """am-ELO commands: ``stablearena annotators`` and the am-ELO paper's experiment protocols
 (``stablearena experiment perturbation | prediction | restarts``)."""
 
-from __future__ import annotations
-
+import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..battles import Battles
+from .. import choices
 from ..errors import InputError
-from ..experiments.perturbation import (
-    PerturbationConfig,
-    run_perturbation,
-    simulated_perturbation_arena,
-)
-from ..experiments.prediction import PredictionConfig, run_prediction
-from ..experiments.restarts import RestartsConfig, run_restarts
-from ..leaderboard import annotators_payload
-from ..raters.annotator import AmElo
 from . import (
     BothBadOpt,
     ColOpt,
@@ -28,17 +18,35 @@ from . import (
     MinBattlesOpt,
     OutputOpt,
     PathArg,
+    _metavar,
     app,
+    count,
     emit,
     experiment_app,
+    finite,
+    fit_progress,
     load_data,
+    non_negative,
+    notes_footer,
+    one_of,
+    positive,
+    probability,
     records_table,
+    seed_check,
     split_list,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..battles import Battles
+
 MinRecordsOpt = Annotated[
     int,
-    typer.Option("--min-records", help="Annotators with fewer records are left out (δ)."),
+    typer.Option(
+        "--min-records",
+        help="Annotators with fewer records are left out (δ).",
+        metavar="N",
+        callback=non_negative,
+    ),
 ]
 SimulateOpt = Annotated[
     bool,
@@ -47,21 +55,60 @@ SimulateOpt = Annotated[
         help="Use a simulated arena of honest annotators (see --models/--annotators/--battles).",
     ),
 ]
-SimModelsOpt = Annotated[int, typer.Option("--models", help="--simulate: number of models.")]
-SimAnnOpt = Annotated[int, typer.Option("--annotators", help="--simulate: number of annotators.")]
-SimBattlesOpt = Annotated[int, typer.Option("--battles", help="--simulate: number of battles.")]
-SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="--simulate: arena seed.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the protocol.")]
+SimModelsOpt = Annotated[
+    int,
+    typer.Option(
+        "--models", help="--simulate: number of models.", metavar="N", callback=count(2, 100_000)
+    ),
+]
+SimAnnOpt = Annotated[
+    int,
+    typer.Option(
+        "--annotators",
+        help="--simulate: number of annotators.",
+        metavar="N",
+        callback=count(2, 1_000_000),
+    ),
+]
+SimBattlesOpt = Annotated[
+    int,
+    typer.Option(
+        "--battles",
+        help="--simulate: number of battles.",
+        metavar="N",
+        callback=count(1, 1_000_000_000),
+    ),
+]
+SimSeedOpt = Annotated[
+    int,
+    typer.Option("--sim-seed", help="--simulate: arena seed.", metavar="SEED", callback=seed_check),
+]
+SeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--seed", help="Random seed of the protocol.", metavar="SEED", callback=seed_check
+    ),
+]
 EloShufflesOpt = Annotated[
-    int, typer.Option("--elo-shuffles", help="Online Elo is averaged over this many shuffles.")
+    int,
+    typer.Option(
+        "--elo-shuffles",
+        help="Online Elo is averaged over this many shuffles.",
+        metavar="S",
+        callback=count(1, 1_000_000),
+    ),
 ]
 
 
 def _floats(text: str, flag: str) -> tuple[float, ...]:
     try:
-        return tuple(float(v) for v in split_list([text]))
+        values = tuple(float(v) for v in split_list([text]))
     except ValueError:
         raise InputError(f"{flag} must be comma-separated numbers, not {text!r}.") from None
+    bad = [v for v in values if not math.isfinite(v)]
+    if bad:
+        raise InputError(f"{flag} must be finite numbers, not {bad[0]}.")
+    return values
 
 
 def _experiment_data(
@@ -74,8 +121,12 @@ def _experiment_data(
     col: list[str] | None,
     input_format: str | None,
     both_bad: str,
-) -> tuple[Battles, str, bool]:
+) -> "tuple[Battles, str, bool]":
+    from ..battles import Battles
+
     if simulate:
+        from ..experiments.perturbation import simulated_perturbation_arena
+
         if path is not None:
             raise InputError("give either a PATH or --simulate, not both.")
         if models < 2 or annotators < 2 or battles < 1:
@@ -103,12 +154,21 @@ def annotators(
     col: ColOpt = None,
     input_format: InputFormatOpt = None,
     min_records: Annotated[
-        int, typer.Option("--min-records", help="Annotators with fewer records wait (δ).")
+        int,
+        typer.Option(
+            "--min-records",
+            help="Annotators with fewer records wait (δ).",
+            metavar="N",
+            callback=non_negative,
+        ),
     ] = 0,
     ability_threshold: Annotated[
         float,
         typer.Option(
-            "--ability-threshold", help="Flag annotators below this ability (ε, mean-1 scale)."
+            "--ability-threshold",
+            help="Flag annotators below this ability (ε, mean-1 scale).",
+            metavar="EPS",
+            callback=finite,
         ),
     ] = 0.0,
     exclude_flagged: Annotated[
@@ -119,21 +179,29 @@ def annotators(
         typer.Option(
             "--confidence",
             help="Flag only when the one-sided upper bound at this level is below ε (e.g. 0.95).",
+            metavar="LEVEL",
+            callback=probability,
         ),
     ] = None,
     normalization: Annotated[
         str,
         typer.Option(
-            "--normalization", help="'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1)."
+            "--normalization",
+            help="'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1).",
+            metavar=_metavar(choices.NORMALIZATIONS),
+            callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
         ),
     ] = "mean",
 ) -> None:
-    """Fit am-ELO and list every annotator, worst (lowest ability) first.
+    """Fit am-ELO and list the annotators: flagged ones first, then the others worst
+    (lowest ability) first, then those waiting for more records (fewer than δ).
 
     Ability is relative to the average fitted annotator (1.0); below 0 votes against the
     consensus. JSON: {"method", "n_battles", "n_annotators", "annotators": [{"annotator",
     "records", "ability", "ability_se", "flagged", "reason", "status"}], ...}.
     """
+    from ..raters.annotator import AmElo
+
     rater = AmElo(
         min_records=min_records,
         ability_threshold=ability_threshold,
@@ -148,8 +216,14 @@ def annotators(
         both_bad=both_bad,
         exclude=exclude,
         min_battles=min_battles,
+        counts_only=True,
+        by_annotator=True,
     )
-    fitted = rater.fit(loaded.data)
+    from ..leaderboard import ANNOTATOR_GROUPS as group
+    from ..leaderboard import annotators_payload
+
+    with fit_progress(f"fitting am-elo on {loaded.label}"):
+        fitted = rater.fit(loaded.data)
     payload = annotators_payload(
         fitted,
         source=loaded.label,
@@ -157,20 +231,50 @@ def annotators(
         ability_threshold=ability_threshold,
         normalization=normalization,
     )
+    if loaded.dropped:
+        payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 
     def table(p: dict[str, Any]) -> Any:
-        rows = [
-            {k: v for k, v in r.items() if k != "reason"} | {"reason": r["reason"]}
-            for r in p["annotators"]
-        ]
+        from rich.console import Group
+
+        def rows(which: int) -> list[dict[str, Any]]:
+            return [
+                {k: v for k, v in r.items() if k != "reason"} | {"reason": r["reason"]}
+                for r in p["annotators"]
+                if group.get(r["status"], 1) == which
+            ]
+
         caption = (
             f"{p['n_annotators']} annotators, {p['n_flagged']} flagged (ability < {p['ability_threshold']:g}), "
+            f"{p['n_waiting']} waiting (fewer than {p['min_records']} records), "
             f"{p['n_battles']:,} battles in the fit"
             + (" — SIMULATED data" if p["simulated"] else "")
         )
-        return records_table(rows, title=f"am-ELO annotators — {p['source']}", caption=caption)
+        parts = []
+        titles = (
+            f"FLAGGED annotators (ability < {p['ability_threshold']:g}) — {p['source']}",
+            f"annotators in the fit, worst first — {p['source']}",
+            f"waiting: fewer than {p['min_records']} records, not in the fit — {p['source']}",
+        )
+        for which, title in enumerate(titles):
+            part = rows(which)
+            if part:
+                parts.append(records_table(part, title=title))
+        if not parts:
+            parts.append(records_table([], title=titles[1]))
+        from rich.text import Text
 
-    emit(payload, fmt, output, records_key="annotators", table=table)
+        parts.append(Text(caption))
+        return Group(*parts)
+
+    emit(
+        payload,
+        fmt,
+        output,
+        records_key="annotators",
+        table=table,
+        footer=notes_footer(payload["notes"], loaded.dropped),
+    )
 
 
 # ---------------------------------------------------------------------------- experiments
@@ -185,21 +289,40 @@ def experiment_perturbation(
     kind: Annotated[
         str,
         typer.Option(
-            "--kind", help="Perturbation(s): random, equal, flip, mixed (comma-separated)."
+            "--kind",
+            help="Perturbation(s), comma-separated.",
+            metavar="[" + ",".join(choices.PERTURBATIONS) + "]",
         ),
     ] = "random,equal,flip,mixed",
     ratios: Annotated[
-        str, typer.Option("--ratios", help="Fractions of perturbed annotators, comma-separated.")
+        str,
+        typer.Option(
+            "--ratios",
+            help="Fractions of perturbed annotators, comma-separated.",
+            metavar="R1,R2,…",
+        ),
     ] = "0.1,0.2,0.3,0.4",
-    seeds: Annotated[int, typer.Option("--seeds", help="Repetitions per kind and ratio.")] = 5,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds",
+            help="Repetitions per kind and ratio.",
+            metavar="N",
+            callback=count(1, 100_000),
+        ),
+    ] = 5,
     methods: Annotated[
-        str, typer.Option("--methods", help="Methods compared (must include am-elo).")
+        str,
+        typer.Option(
+            "--methods", help="Methods compared (must include am-elo).", metavar="M1,M2,…"
+        ),
     ] = "elo,m-elo,am-elo",
     thresholds: Annotated[
         str | None,
         typer.Option(
             "--thresholds",
             help="ε values for flagging (mean-1 scale); default 0 and the paper's 0.005·M.",
+            metavar="E1,E2,…",
         ),
     ] = None,
     min_records: MinRecordsOpt = 50,
@@ -224,6 +347,8 @@ def experiment_perturbation(
     By default the protocol starts from the log the Stable Arena screening keeps (annotators
     already anomalous before any perturbation are screened out and listed), so that "perturbed"
     is the true set of anomalous annotators; --no-screen runs it on the unscreened log."""
+    from ..experiments.perturbation import PerturbationConfig, run_perturbation
+
     data, label, simulated = _experiment_data(
         path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
     )
@@ -287,9 +412,17 @@ def experiment_prediction(
     n_annotators: SimAnnOpt = 100,
     battles: SimBattlesOpt = 20_000,
     sim_seed: SimSeedOpt = 0,
-    folds: Annotated[int, typer.Option("--folds", help="Folds of the held-out estimate.")] = 5,
+    folds: Annotated[
+        int,
+        typer.Option(
+            "--folds",
+            help="Folds of the held-out estimate.",
+            metavar="K",
+            callback=count(2, 1000),
+        ),
+    ] = 5,
     methods: Annotated[
-        str, typer.Option("--methods", help="Methods compared.")
+        str, typer.Option("--methods", help="Methods compared.", metavar="M1,M2,…")
     ] = "elo,m-elo,am-elo",
     min_records: MinRecordsOpt = 50,
     elo_shuffles: EloShufflesOpt = 1000,
@@ -301,6 +434,8 @@ def experiment_prediction(
     both_bad: BothBadOpt = "tie",
 ) -> None:
     """am-ELO Table 2: MSE and AUC of predicted outcomes, in-sample and held-out."""
+    from ..experiments.prediction import PredictionConfig, run_prediction
+
     data, label, simulated = _experiment_data(
         path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
     )
@@ -349,11 +484,32 @@ def experiment_restarts(
     n_annotators: SimAnnOpt = 100,
     battles: SimBattlesOpt = 20_000,
     sim_seed: SimSeedOpt = 0,
-    restarts: Annotated[int, typer.Option("--restarts", help="Random restarts per method.")] = 5,
-    steps: Annotated[int, typer.Option("--steps", help="Adam steps (epochs).")] = 2000,
-    lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 0.1,
+    restarts: Annotated[
+        int,
+        typer.Option(
+            "--restarts",
+            help="Random restarts per method.",
+            metavar="N",
+            callback=count(2, 100_000),
+        ),
+    ] = 5,
+    steps: Annotated[
+        int,
+        typer.Option(
+            "--steps", help="Adam steps (epochs).", metavar="N", callback=count(1, 100_000_000)
+        ),
+    ] = 2000,
+    lr: Annotated[
+        float, typer.Option("--lr", help="Adam learning rate.", metavar="LR", callback=positive)
+    ] = 0.1,
     record_every: Annotated[
-        int, typer.Option("--record-every", help="Record loss and consistency every N epochs.")
+        int,
+        typer.Option(
+            "--record-every",
+            help="Record loss and consistency every N epochs.",
+            metavar="N",
+            callback=count(1, 100_000_000),
+        ),
     ] = 20,
     min_records: MinRecordsOpt = 50,
     seed: SeedOpt = 0,
@@ -367,6 +523,8 @@ def experiment_restarts(
 
     JSON adds "epochs" and "curves" {method: {"loss": [...], "consistency": [...]}}.
     """
+    from ..experiments.restarts import RestartsConfig, run_restarts
+
     data, label, simulated = _experiment_data(
         path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
     )

@@ -1,15 +1,10 @@
 """``stablearena compare``: fit many tie / covariance configurations and compare their fit."""
 
-from __future__ import annotations
-
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 
-from ..battles import as_counts
-from ..comparison import COMPARE_METHODS, compare_models, configurations, table_d1_configurations
+from .. import choices
 from ..errors import InputError
 from . import (
     BothBadOpt,
@@ -20,11 +15,18 @@ from . import (
     MinBattlesOpt,
     OutputOpt,
     PathArg,
+    _metavar,
     app,
     emit,
     load_data,
+    notes_footer,
+    one_of,
+    seed_check,
     split_list,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.table import Table
 
 
 def _ints(values: list[str], flag: str, *, allow_none: bool) -> list[int | None]:
@@ -61,7 +63,10 @@ def _fmt(v: Any, digits: int) -> str:
 _SHORT = {"rao-kupper": "RK", "davidson": "DV"}
 
 
-def _table(payload: dict[str, Any]) -> Table:
+def _table(payload: dict[str, Any]) -> "Table":
+    from rich import box
+    from rich.table import Table
+
     rows = payload["configurations"]
     test = bool(payload.get("test_ratio"))
     title = f"Model comparison on {payload['data']} ({payload['n_comparisons']:,} comparisons)"
@@ -144,25 +149,39 @@ def compare(
     path: PathArg = None,
     methods: Annotated[
         str,
-        typer.Option("--methods", help=f"Comma-separated methods: {', '.join(COMPARE_METHODS)}."),
+        typer.Option(
+            "--methods",
+            help="Comma-separated methods.",
+            metavar="[" + ",".join(choices.COMPARE_METHODS) + "]",
+        ),
     ] = "m-elo,rao-kupper,davidson",
     k_tie: Annotated[
-        str, typer.Option("--k-tie", help="Comma-separated tie factor ranks (0 = one threshold).")
+        str,
+        typer.Option(
+            "--k-tie",
+            help="Comma-separated tie factor ranks (0 = one threshold).",
+            metavar="K1,K2,…",
+        ),
     ] = "0",
     k_cov: Annotated[
         str,
         typer.Option(
             "--k-cov",
             help="Comma-separated covariance ranks: none, 0 (diagonal) or k (diagonal + rank k).",
+            metavar="[none|0|K],…",
         ),
     ] = "none",
     tie_form: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--tie-form",
-            help="Factored ties: 'nested' (shared η_0, larger k_tie nests smaller) or 'leaderbot'.",
+            help="Factored ties: 'nested' (shared η_0, larger k_tie nests smaller) or 'leaderbot' "
+            "(leaderbot's parametrisation). Default: leaderbot with --table-d1 (as in its paper), "
+            "nested otherwise.",
+            metavar=_metavar(choices.TIE_FORMS),
+            callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
         ),
-    ] = "nested",
+    ] = None,
     table_d1: Annotated[
         bool,
         typer.Option(
@@ -173,16 +192,26 @@ def compare(
     test_ratio: Annotated[
         float | None,
         typer.Option(
-            "--test-ratio", help="Hold out this fraction for test-set metrics (e.g. 0.1)."
+            "--test-ratio",
+            help="Hold out this fraction for test-set metrics (e.g. 0.1).",
+            metavar="FRACTION",
         ),
     ] = None,
     split: Annotated[
         str,
         typer.Option(
-            "--split", help="Held-out split: 'battle' (each comparison) or 'pair' (whole pairs)."
+            "--split",
+            help="Held-out split: 'battle' (each comparison) or 'pair' (whole pairs).",
+            metavar=_metavar(choices.SPLITS),
+            callback=one_of(*choices.SPLITS, flag="--split"),
         ),
     ] = "battle",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out split.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", help="Seed of the held-out split.", metavar="SEED", callback=seed_check
+        ),
+    ] = 0,
     kendall: Annotated[
         bool,
         typer.Option(
@@ -203,14 +232,19 @@ def compare(
     """Fit every configuration (methods × k_tie × k_cov) and print one comparison table:
     parameters, NLL, cross-entropy per outcome, RMSE, KL/JS divergence, AIC, BIC and fit time
     (plus test-set metrics with --test-ratio)."""
+    from ..battles import as_counts
+    from ..comparison import compare_models, configurations, table_d1_configurations
+
+    if tie_form is None:
+        tie_form = "leaderbot" if table_d1 else "nested"
     if table_d1:
         configs = table_d1_configurations(tie_form)
     else:
         names = split_list([methods])
-        unknown = [m for m in names if m not in COMPARE_METHODS]
+        unknown = [m for m in names if m not in choices.COMPARE_METHODS]
         if unknown:
             raise InputError(
-                f"unknown method(s) {unknown}; choose from {', '.join(COMPARE_METHODS)}."
+                f"unknown method(s) {unknown}; choose from {', '.join(choices.COMPARE_METHODS)}."
             )
         configs = configurations(
             names,
@@ -225,6 +259,7 @@ def compare(
         both_bad=both_bad,
         exclude=exclude,
         min_battles=min_battles,
+        counts_only=True,
     )
     result = compare_models(
         loaded.data, configs, test_ratio=test_ratio, split=split, seed=seed, progress=progress
@@ -233,11 +268,56 @@ def compare(
         "data": loaded.label,
         "simulated": loaded.simulated,
         "n_comparisons": int(round(as_counts(loaded.data).n_comparisons)),
+        "tie_form": tie_form,
         **result.to_dict(),
     }
+    if loaded.dropped:
+        payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
     if kendall:
         tau = result.kendall()
         payload["kendall_tau"] = {
             str(a): {str(b): float(tau.loc[a, b]) for b in tau.columns} for a in tau.index
         }
-    emit(payload, fmt, output, records_key="configurations", table=_table)
+        if fmt == "csv":  # one column per configuration: τ of this row's ranking against it
+            labels = list(payload["kendall_tau"])
+            for label, row in zip(labels, payload["configurations"], strict=True):
+                for other in labels:
+                    row[f"tau[{other}]"] = payload["kendall_tau"][label][other]
+
+    def table(p: dict[str, Any]) -> Any:
+        main = _table(p)
+        if "kendall_tau" not in p:
+            return main
+        from rich.console import Group
+
+        return Group(main, _tau_table(p["kendall_tau"]))
+
+    notes = [f"{r['model']}: {n}" for r in payload["configurations"] for n in r.get("notes", [])]
+    emit(
+        payload,
+        fmt,
+        output,
+        records_key="configurations",
+        table=table,
+        footer=notes_footer(notes, loaded.dropped),
+    )
+
+
+def _tau_table(tau: dict[str, dict[str, float]]) -> "Table":
+    """Kendall's τ between the configurations' rankings, one row and column per configuration."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    labels = list(tau)
+    table = Table(
+        title=Text("Kendall's τ between the rankings of the configurations"),
+        box=box.SIMPLE_HEAD,
+        header_style="bold",
+    )
+    table.add_column("configuration")
+    for k in range(len(labels)):
+        table.add_column(str(k + 1), justify="right")
+    for k, a in enumerate(labels):
+        table.add_row(Text(f"{k + 1} {a}"), *(f"{tau[a][b]:.3f}" for b in labels))
+    return table

@@ -1,51 +1,116 @@
 """``stablearena experiment coverage``: do nominal 95% intervals cover the truth?"""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Any
 
 import typer
 
-from ..experiments.coverage import CoverageConfig, run_coverage
-from . import FormatOpt, OutputOpt, emit, experiment_app, records_table, split_list
+from . import (
+    FormatOpt,
+    OutputOpt,
+    count,
+    emit,
+    experiment_app,
+    finite,
+    non_negative,
+    probability,
+    records_table,
+    seed_check,
+    split_list,
+)
 
 
 @experiment_app.command("coverage")
 def experiment_coverage(
-    arenas: Annotated[int, typer.Option("--arenas", help="Number of simulated arenas.")] = 200,
-    models: Annotated[int, typer.Option("--models", help="Models per arena.")] = 30,
-    battles: Annotated[int, typer.Option("--battles", help="Battles per arena.")] = 5000,
+    arenas: Annotated[
+        int,
+        typer.Option(
+            "--arenas",
+            help="Number of simulated arenas.",
+            metavar="N",
+            callback=count(1, 1_000_000),
+        ),
+    ] = 200,
+    models: Annotated[
+        int,
+        typer.Option("--models", help="Models per arena.", metavar="N", callback=count(2, 100_000)),
+    ] = 30,
+    battles: Annotated[
+        int,
+        typer.Option(
+            "--battles", help="Battles per arena.", metavar="N", callback=count(1, 1_000_000_000)
+        ),
+    ] = 5000,
     method: Annotated[
-        str, typer.Option("--method", "-m", help="Rating method fitted to each arena.")
+        str,
+        typer.Option(
+            "--method", "-m", help="Rating method fitted to each arena.", metavar="METHOD"
+        ),
     ] = "m-elo",
     ci: Annotated[
         str,
         typer.Option(
-            "--ci", help="Interval methods, comma-separated: fisher, sandwich, bootstrap."
+            "--ci",
+            help="Interval methods, comma-separated.",
+            metavar="[fisher,sandwich,bootstrap]",
         ),
     ] = "fisher,sandwich,bootstrap",
-    rounds: Annotated[int, typer.Option("--rounds", help="Bootstrap rounds per arena.")] = 1000,
-    level: Annotated[float, typer.Option("--level", help="Nominal confidence level.")] = 0.95,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            help="Bootstrap rounds per arena.",
+            metavar="N",
+            callback=count(2, 1_000_000),
+        ),
+    ] = 1000,
+    level: Annotated[
+        float,
+        typer.Option(
+            "--level", help="Nominal confidence level.", metavar="LEVEL", callback=probability
+        ),
+    ] = 0.95,
     spread: Annotated[
-        float, typer.Option("--spread", help="Standard deviation of the true ratings (Elo).")
+        float,
+        typer.Option(
+            "--spread",
+            help="Standard deviation of the true ratings (Elo).",
+            metavar="ELO",
+            callback=non_negative,
+        ),
     ] = 200.0,
     annotators: Annotated[
         int,
         typer.Option(
             "--annotators",
             help="Annotators with known abilities (0 = one average judge); use with --method am-elo.",
+            metavar="N",
+            callback=count(0, 1_000_000),
         ),
     ] = 0,
     ability_spread: Annotated[
         float,
         typer.Option(
-            "--ability-spread", help="Abilities are uniform on [1 − s, 1 + s], rescaled to mean 1."
+            "--ability-spread",
+            help="Abilities are uniform on [1 − s, 1 + s], rescaled to mean 1.",
+            metavar="S",
+            callback=finite,
         ),
     ] = 0.5,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the arenas and bootstraps.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", help="Seed of the arenas and bootstraps.", metavar="SEED", callback=seed_check
+        ),
+    ] = 0,
     workers: Annotated[
-        int | None, typer.Option("--workers", help="Processes (default: every CPU).")
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Processes (default: every CPU).",
+            metavar="N",
+            callback=count(1, 1024),
+        ),
     ] = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
@@ -57,6 +122,8 @@ def experiment_coverage(
     fraction of nominal intervals that cover the true rating (mean-zero normalisation) and the
     true difference R_i − R_j, with a standard error over arenas.
     """
+    from ..experiments.coverage import CoverageConfig, run_coverage
+
     config = CoverageConfig(
         arenas=arenas,
         n_models=models,

@@ -7,8 +7,6 @@ fitting code, :func:`stablearena.cli.rank.fit_from_options`); the figures are
 stays fast.
 """
 
-from __future__ import annotations
-
 import shlex
 import sys
 import warnings

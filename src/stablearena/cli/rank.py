@@ -1,39 +1,40 @@
 """``stablearena rank``: a leaderboard from a battle log."""
 
-from __future__ import annotations
-
 import sys
-from dataclasses import fields, is_dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .. import choices
 from ..errors import InputError
-from ..leaderboard import (
-    convergence_text,
-    interval_caption,
-    interval_records,
-    leaderboard_payload,
-)
-from ..raters import get_rater
-from ..raters.base import _REGISTRY
-from ..uncertainty import CI_METHODS
 from . import (
     BothBadOpt,
     ColOpt,
     ExcludeOpt,
     FormatOpt,
     InputFormatOpt,
-    Loaded,
     MinBattlesOpt,
     OutputOpt,
     PathArg,
+    _metavar,
     app,
+    count,
     emit,
+    finite,
+    fit_progress,
     load_data,
+    non_negative,
+    notes_footer,
+    one_of,
+    positive,
+    probability,
     records_table,
+    seed_check,
     split_list,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import Loaded
 
 #: CLI flag → rater option (dataclass field) name.
 RATER_FLAGS: dict[str, str] = {
@@ -57,11 +58,15 @@ RATER_FLAGS: dict[str, str] = {
 
 def build_rater(method: str, given: dict[str, Any]) -> Any:
     """The rater for ``method`` with the options the user set (unset ones keep the rater's defaults)."""
-    if method not in _REGISTRY:
+    from dataclasses import fields, is_dataclass
+
+    from ..raters.base import get_rater, rater_class
+
+    if method not in choices.RATER_MODULES:
         raise InputError(
-            f"unknown --method {method!r}; choose one of {', '.join(sorted(_REGISTRY))}."
+            f"unknown --method {method!r}; choose one of {', '.join(sorted(choices.RATER_MODULES))}."
         )
-    cls = _REGISTRY[method]
+    cls = rater_class(method)
     accepted = {f.name for f in fields(cls)} if is_dataclass(cls) else set()
     options = {}
     for flag, value in given.items():
@@ -80,47 +85,89 @@ def build_rater(method: str, given: dict[str, Any]) -> Any:
 
 def _int(text: str, flag: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise InputError(f"{flag} must be an integer or 'none', not {text!r}.") from None
+    if value < 0:
+        raise InputError(f"{flag} must be 'none' or an integer ≥ 0, not {value}.")
+    return value
+
+
+def needs_battles(method: str, ci: str, cluster: str | None) -> bool:
+    """Whether a fit needs the individual battles (online Elo replays them in order; a
+    clustered bootstrap resamples annotators or prompts) rather than their pair counts."""
+    return method == "elo" or (ci == "bootstrap" and cluster is not None)
 
 
 # ------------------------------------------------------------------ options shared with plot/report
 MethodOpt = Annotated[
     str,
     typer.Option(
-        "--method", "-m", help="Rating method: elo, m-elo, bt, am-elo, rao-kupper, davidson."
+        "--method",
+        "-m",
+        help="Rating method (m-elo: exact Bradley–Terry, ties as half; bt: ties dropped; elo: "
+        "online Elo; am-elo: with annotator abilities; rao-kupper, davidson: tie models; "
+        "bt-cov: Thurstonian covariance; style-*: style control, see --style).",
+        metavar=_metavar(tuple(choices.RATER_MODULES)),
+        callback=one_of(*choices.RATER_MODULES, flag="--method", unknown=True),
     ),
 ]
 AnchorOpt = Annotated[
     str | None,
-    typer.Option("--anchor", help="Fix one model's rating: MODEL=RATING (default: mean 1000)."),
+    typer.Option(
+        "--anchor",
+        help="Fix one model's rating: MODEL=RATING (default: mean 1000).",
+        metavar="MODEL=RATING",
+    ),
 ]
 SolverOpt = Annotated[
     str | None,
     typer.Option(
         "--solver",
-        help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction).",
+        help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
+        "rao-kupper/davidson: 'auto', 'newton' or 'lbfgs'.",
+        metavar=_metavar(choices.SOLVERS),
+        callback=one_of(*choices.SOLVERS, flag="--solver"),
     ),
 ]
-EloKOpt = Annotated[float | None, typer.Option("--elo-k", help="elo: K factor (default 4).")]
+EloKOpt = Annotated[
+    float | None,
+    typer.Option("--elo-k", help="elo: K factor (default 4).", metavar="K", callback=positive),
+]
 ShufflesOpt = Annotated[
     int | None,
     typer.Option(
-        "--shuffles", help="elo: average over this many seeded shuffles (default: order as given)."
+        "--shuffles",
+        help="elo: average over this many seeded shuffles (default: order as given).",
+        metavar="S",
+        callback=count(0, 1_000_000),
     ),
 ]
 SeedOpt = Annotated[
-    int | None, typer.Option("--seed", help="Random seed (elo shuffles, bootstrap).")
+    int | None,
+    typer.Option(
+        "--seed",
+        help="Random seed (elo shuffles, bootstrap).",
+        metavar="SEED",
+        callback=seed_check,
+    ),
 ]
 MinRecordsOpt = Annotated[
     int | None,
-    typer.Option("--min-records", help="am-elo: annotators with fewer records wait (δ)."),
+    typer.Option(
+        "--min-records",
+        help="am-elo: annotators with fewer records wait (δ).",
+        metavar="N",
+        callback=non_negative,
+    ),
 ]
 AbilityThresholdOpt = Annotated[
     float | None,
     typer.Option(
-        "--ability-threshold", help="am-elo: flag annotators below this ability (ε, mean-1 scale)."
+        "--ability-threshold",
+        help="am-elo: flag annotators below this ability (ε, mean-1 scale).",
+        metavar="EPS",
+        callback=finite,
     ),
 ]
 ExcludeFlaggedOpt = Annotated[
@@ -128,17 +175,28 @@ ExcludeFlaggedOpt = Annotated[
 ]
 KTieOpt = Annotated[
     int | None,
-    typer.Option("--k-tie", help="rao-kupper/davidson: tie factors (0 = one threshold)."),
+    typer.Option(
+        "--k-tie",
+        help="rao-kupper/davidson: tie factors (0 = one threshold).",
+        metavar="K",
+        callback=non_negative,
+    ),
 ]
 KCovOpt = Annotated[
     str | None,
-    typer.Option("--k-cov", help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k."),
+    typer.Option(
+        "--k-cov",
+        help="rao-kupper/davidson: covariance rank: none, 0 (diagonal) or k.",
+        metavar="[none|0|K]",
+    ),
 ]
 ConfidenceOpt = Annotated[
     float | None,
     typer.Option(
         "--confidence",
         help="am-elo: flag only annotators whose ability is below the threshold with this confidence (e.g. 0.95).",
+        metavar="LEVEL",
+        callback=probability,
     ),
 ]
 NormalizationOpt = Annotated[
@@ -146,28 +204,55 @@ NormalizationOpt = Annotated[
     typer.Option(
         "--normalization",
         help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
+        metavar=_metavar(choices.NORMALIZATIONS),
+        callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
     ),
 ]
 TieFormOpt = Annotated[
     str | None,
-    typer.Option("--tie-form", help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'."),
+    typer.Option(
+        "--tie-form",
+        help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'.",
+        metavar=_metavar(choices.TIE_FORMS),
+        callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
+    ),
 ]
 CiOpt = Annotated[
     str,
     typer.Option(
         "--ci",
         help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
+        metavar=_metavar(("none", *choices.CI_METHODS)),
+        callback=one_of("none", *choices.CI_METHODS, flag="--ci"),
     ),
 ]
-RoundsOpt = Annotated[int, typer.Option("--rounds", help="Bootstrap rounds (with --ci bootstrap).")]
+RoundsOpt = Annotated[
+    int,
+    typer.Option(
+        "--rounds",
+        help="Bootstrap rounds (with --ci bootstrap).",
+        metavar="N",
+        callback=count(2, 1_000_000),
+    ),
+]
 ClusterOpt = Annotated[
     str | None,
     typer.Option(
         "--cluster",
-        help="Bootstrap whole annotators or prompts instead of battles: annotator or prompt.",
+        help="Bootstrap whole annotators or prompts instead of battles.",
+        metavar=_metavar(choices.CLUSTERS),
+        callback=one_of(*choices.CLUSTERS, flag="--cluster"),
     ),
 ]
-LevelOpt = Annotated[float, typer.Option("--level", help="Confidence level of the intervals.")]
+LevelOpt = Annotated[
+    float,
+    typer.Option(
+        "--level",
+        help="Confidence level of the intervals.",
+        metavar="LEVEL",
+        callback=probability,
+    ),
+]
 
 #: Command parameter → CLI flag, for the rater options above (see RATER_FLAGS).
 RATER_PARAMS: dict[str, str] = {
@@ -200,12 +285,16 @@ def rater_options(options: dict[str, Any]) -> dict[str, Any]:
         options["method"],
         options["seed"],
     )
-    if ci not in ("none", *CI_METHODS):
-        raise InputError(f"--ci must be none, {', '.join(CI_METHODS)}, not {ci!r}.")
+    from dataclasses import fields, is_dataclass
+
+    from ..raters.base import rater_class
+
+    if ci not in ("none", *choices.CI_METHODS):
+        raise InputError(f"--ci must be none, {', '.join(choices.CI_METHODS)}, not {ci!r}.")
     if cluster is not None and ci != "bootstrap":
         raise InputError("--cluster applies to the bootstrap: add --ci bootstrap.")
     given = {flag: options.get(name) for name, flag in RATER_PARAMS.items()}
-    cls = _REGISTRY.get(method)
+    cls = rater_class(method) if method in choices.RATER_MODULES else None
     if seed is not None and ci != "none" and cls is not None and is_dataclass(cls):
         # --seed also seeds the intervals; pass it to the rater only if the rater takes one
         if "seed" not in {f.name for f in fields(cls)}:
@@ -213,11 +302,12 @@ def rater_options(options: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def fit_from_options(options: dict[str, Any]) -> tuple[Loaded, Any]:
+def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
     """Check, read the data and fit the rater — the part of ``rank``, ``plot`` and ``report``
     that is the same. ``options``: as for :func:`rater_options`, plus ``path`` and the filters
     of :func:`load_data`. Returns what was loaded and the fitted result."""
-    rater = build_rater(options["method"], rater_options(options))
+    method = options["method"]
+    rater = build_rater(method, rater_options(options))
     loaded = load_data(
         options["path"],
         col=options["col"],
@@ -225,8 +315,18 @@ def fit_from_options(options: dict[str, Any]) -> tuple[Loaded, Any]:
         both_bad=options["both_bad"],
         exclude=options["exclude"],
         min_battles=options["min_battles"],
+        counts_only=not needs_battles(method, options["ci"], options["cluster"]),
+        by_annotator=method == "am-elo",
     )
-    return loaded, rater.fit(loaded.data)
+    if method == "elo":
+        # every method refuses a log whose ratings cannot be compared; online Elo itself would
+        # rate it (with a warning), so the command checks first
+        from ..battles import as_counts
+        from ..graph import check_comparison_graph
+
+        check_comparison_graph(as_counts(loaded.data))
+    with fit_progress(f"fitting {method} on {loaded.label}"):
+        return loaded, rater.fit(loaded.data)
 
 
 @app.command()
@@ -269,34 +369,52 @@ def rank(
         list[str] | None,
         typer.Option(
             "--covariate",
+            metavar="A:B|COLUMN",
             help="Style covariate (implies --style): A:B per-side numeric columns (normalised "
             "difference (a-b)/(a+b+1)) or a ready difference column. Repeatable.",
         ),
     ] = None,
     text_columns: Annotated[
         str | None,
-        typer.Option("--text-columns", help="--style: answer-text columns A:B to count style in."),
+        typer.Option(
+            "--text-columns",
+            help="--style: answer-text columns A:B to count style in.",
+            metavar="A:B",
+        ),
     ] = None,
     penalty: Annotated[
         str | None,
         typer.Option(
             "--penalty",
             help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
+            metavar="[gamma|all|none]",
+            callback=one_of("gamma", "all", "none", flag="--penalty"),
         ),
     ] = None,
     reg: Annotated[
         float | None,
         typer.Option(
-            "--reg", help="--style: penalty strength λ on the summed log-likelihood (0.5)."
+            "--reg",
+            help="--style: penalty strength λ on the summed log-likelihood (0.5).",
+            metavar="LAMBDA",
+            callback=non_negative,
         ),
     ] = None,
     where: Annotated[
         list[str] | None,
-        typer.Option("--where", help="Keep battles with COLUMN=VALUE (any column; repeatable)."),
+        typer.Option(
+            "--where",
+            help="Keep battles with COLUMN=VALUE (any column; repeatable).",
+            metavar="COLUMN=VALUE",
+        ),
     ] = None,
     by: Annotated[
         str | None,
-        typer.Option("--by", help="One board per value of this column (JSON: keyed by value)."),
+        typer.Option(
+            "--by",
+            help="One board per value of this column (JSON: keyed by value).",
+            metavar="COLUMN",
+        ),
     ] = None,
 ) -> None:
     """Fit a rating method and print the leaderboard.
@@ -335,6 +453,13 @@ def rank(
             output=output,
         )
         return
+    from ..leaderboard import (
+        convergence_text,
+        interval_caption,
+        interval_records,
+        leaderboard_payload,
+    )
+
     loaded, fitted = fit_from_options(options)
     payload = leaderboard_payload(
         fitted,
@@ -348,6 +473,8 @@ def rank(
         seed=seed,
         progress=sys.stderr.isatty(),
     )
+    if loaded.dropped:
+        payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 
     def table(p: dict[str, Any]) -> Any:
         title = f"{p['method']} leaderboard — {p['source']}"
@@ -361,4 +488,5 @@ def rank(
         records = interval_records(p["models"]) if "ci" in p else p["models"]
         return records_table(records, title=title, caption=caption)
 
-    emit(payload, fmt, output, table=table)
+    notes = [*payload["notes"], *payload.get("ci", {}).get("notes", [])]
+    emit(payload, fmt, output, table=table, footer=notes_footer(notes, loaded.dropped))

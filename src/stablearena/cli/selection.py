@@ -1,15 +1,13 @@
 """``stablearena next-pairs`` and ``stablearena experiment selection`` (adaptive pair selection)."""
 
-from __future__ import annotations
-
 import sys
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
+from ..atomic import atomic_path
 from ..errors import InputError, StableArenaWarning
 from . import (
     BothBadOpt,
@@ -21,29 +19,23 @@ from . import (
     OutputOpt,
     PathArg,
     app,
+    check_outputs,
+    count,
     emit,
     err_console,
     experiment_app,
     load_data,
     records_table,
+    require_module,
+    seed_check,
     split_list,
 )
-
-StrategyOpt = Annotated[
-    str,
-    typer.Option(
-        "--strategy",
-        "-s",
-        help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, a-opt-grounded, d-opt-grounded.",
-    ),
-]
-
 
 EstimateOpt = Annotated[
     str,
     typer.Option(
         "--estimate",
-        help="a-opt/d-opt: ratings the information is evaluated at: 'empirical-bayes' "
+        help="a-opt/d-opt/rank-opt: ratings the information is evaluated at: 'empirical-bayes' "
         "(shrunk by their uncertainty) or 'plug-in' (as fitted, the paper's).",
     ),
 ]
@@ -52,14 +44,20 @@ EstimateOpt = Annotated[
 @app.command("next-pairs")
 def next_pairs(
     path: PathArg = None,
-    k: Annotated[int, typer.Option("-k", "--pairs", help="How many pairs to propose.")] = 10,
+    k: Annotated[
+        int,
+        typer.Option(
+            "-k", "--pairs", help="How many pairs to propose.", callback=count(1, 100_000)
+        ),
+    ] = 10,
     strategy: Annotated[
         str | None,
         typer.Option(
             "--strategy",
             "-s",
-            help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, a-opt-grounded, "
-            "d-opt-grounded (default: stablearena.selection.DEFAULT_STRATEGY, the best measured).",
+            help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, rank-opt, "
+            "a-opt-grounded, d-opt-grounded (default: stablearena.selection.DEFAULT_STRATEGY, "
+            "the best measured).",
         ),
     ] = None,
     annotator: Annotated[
@@ -80,17 +78,29 @@ def next_pairs(
         str,
         typer.Option(
             "--batch-mode",
-            help="a-opt/d-opt: 'greedy' (update the information after each pick) or 'top-k' (the paper's).",
+            help="a-opt/d-opt/rank-opt: 'greedy' (update the information after each pick) or "
+            "'top-k' (the paper's).",
         ),
     ] = "greedy",
     estimate: EstimateOpt = "empirical-bayes",
+    weights: Annotated[
+        str,
+        typer.Option(
+            "--weights",
+            help="rank-opt: each pair's weight, the sensitivity of its misordering probability "
+            "'expected' over the true gap given the estimate, or at the 'plug-in' gap.",
+        ),
+    ] = "expected",
     distinct: Annotated[
         bool,
         typer.Option(
             "--distinct", help="No pair twice in the batch (one per concurrent annotator)."
         ),
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for random choices and ties.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed for random choices and ties.", callback=seed_check),
+    ] = 0,
     both_bad: BothBadOpt = "tie",
     exclude: ExcludeOpt = None,
     min_battles: MinBattlesOpt = 0,
@@ -102,9 +112,12 @@ def next_pairs(
     """The pairs to run next for a battle log, with each pick's expected information gain.
 
     d-opt's gain is the rise of ln det of the Fisher information the battle would bring; a-opt's
-    the fall of the total variance of the ratings (natural units²). A batch is greedy: each pick
-    is counted as played before the next one is chosen.
+    the fall of the total variance of the ratings (natural units²); rank-opt's the fall of the
+    expected number of misordered pairs (first order). A batch is greedy: each pick is counted
+    as played before the next one is chosen.
     """
+    import numpy as np
+
     from ..battles import Battles, as_counts
     from ..raters.base import get_rater
     from ..selection import DEFAULT_STRATEGY, InformationTracker, get_selector
@@ -118,12 +131,15 @@ def next_pairs(
         both_bad=both_bad,
         exclude=exclude,
         min_battles=min_battles,
+        counts_only=annotator is None,
     )
     data = loaded.data
     options: dict[str, Any] = {}
-    if strategy in ("a-opt", "d-opt"):
+    if strategy in ("a-opt", "d-opt", "rank-opt"):
         options["batch_mode"] = batch_mode
         options["estimate"] = estimate
+    if strategy == "rank-opt":
+        options["weights"] = weights
     selector = get_selector(strategy, **options)
     exclude_pairs: list[tuple[int, int]] = []
     if annotator is not None:
@@ -198,16 +214,63 @@ def experiment_selection(
     path: PathArg = None,
     simulate: Annotated[
         int | None,
-        typer.Option("--simulate", help="Simulation mode with this many models (instead of PATH)."),
+        typer.Option(
+            "--simulate",
+            help="Simulation mode with this many models (instead of PATH).",
+            callback=count(2, 100_000),
+        ),
+    ] = None,
+    fit: Annotated[
+        str | None,
+        typer.Option(
+            "--fit",
+            help="Simulate from this tie model fitted to PATH (rao-kupper or davidson; with the "
+            "log's annotator abilities when it names annotators) instead of replaying it.",
+        ),
     ] = None,
     strategies: Annotated[
         str, typer.Option("--strategies", help="Comma-separated strategies to compare.")
-    ] = "random,nearest,ada-pair,a-opt,d-opt",
-    init: Annotated[int, typer.Option("--init", help="Initial random battles.")] = 100,
+    ] = "random,nearest,ada-pair,a-opt,d-opt,rank-opt",
+    init: Annotated[
+        int,
+        typer.Option("--init", help="Initial random battles.", callback=count(0, 100_000_000)),
+    ] = 100,
     steps: Annotated[
         str, typer.Option("--steps", help="Selected battles at which to record, comma-separated.")
     ] = "100,200,500,1000",
-    seeds: Annotated[int, typer.Option("--seeds", help="Repetitions.")] = 5,
+    grid: Annotated[
+        int,
+        typer.Option(
+            "--grid",
+            help="Selected battles between two points of the curves.",
+            callback=count(1, 100_000_000),
+        ),
+    ] = 50,
+    seeds: Annotated[
+        int, typer.Option("--seeds", help="Repetitions.", callback=count(1, 100_000))
+    ] = 5,
+    baseline: Annotated[
+        str,
+        typer.Option(
+            "--baseline", help="Strategy of the paired differences and battles-to-target."
+        ),
+    ] = "random",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers", help="Processes running seeds in parallel.", callback=count(1, 256)
+        ),
+    ] = 1,
+    bound_seeds: Annotated[
+        int,
+        typer.Option(
+            "--bound-seeds",
+            help="Simulated arenas: for this many seeds, also the best any allocation of the "
+            "battles can reach in the normal approximation (slow: minutes per seed at 100+ "
+            "models).",
+            callback=count(0, 100_000),
+        ),
+    ] = 0,
     batch: Annotated[
         int, typer.Option("--batch", help="Pairs chosen per refit (greedy batches).")
     ] = 1,
@@ -218,7 +281,7 @@ def experiment_selection(
         float, typer.Option("--spread", help="Simulation: std of the true ratings, Elo points.")
     ] = 100.0,
     estimate: EstimateOpt = "empirical-bayes",
-    seed: Annotated[int, typer.Option("--seed", help="Base seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Base seed.", callback=seed_check)] = 0,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -233,24 +296,38 @@ def experiment_selection(
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
 ) -> None:
-    """The "Fewer Battles, More Gain" Table 2 protocol: replay a real log (PATH) or simulate.
+    """The "Fewer Battles, More Gain" Table 2 protocol: replay a real log (PATH), simulate from
+    a tie model fitted to it (PATH --fit rao-kupper), or simulate (--simulate N).
 
     Each strategy starts from the same INIT random battles per seed and picks pairs (outcomes
-    drawn without replacement from the log, or simulated with ties 2p(1 − p)); the pairwise
-    agreement with the ground truth and the A-Info / D-Info of the chosen battles are recorded
-    at each step.
+    drawn without replacement from the log, from the fitted model, or simulated with ties
+    2p(1 − p)); the pairwise agreement with the ground truth and the A-Info / D-Info of the
+    chosen battles are recorded at each step. The table adds the paired difference from the
+    baseline (mean ± standard error over seeds, seeds won) and battles-to-target: the selected
+    battles each strategy needs to reach the baseline's pairwise metric at the last step.
     """
+    import numpy as np
+
     from .._threads import single_threaded_blas
     from ..experiments.selection import plot_selection_experiment, run_selection_experiment
 
     if (path is None) == (simulate is None):
         raise InputError("give either a battle log PATH (replay mode) or --simulate N_MODELS.")
+    if fit is not None and path is None:
+        raise InputError("--fit simulates from a model fitted to a battle log: give PATH too.")
+    if plot is None and output is not None and str(output) != "-":
+        plot = output.with_suffix(".png")
+    if plot is not None:
+        require_module("matplotlib", "--plot", "plot")
+        check_outputs({"plot": plot, "output": output, "path": path})
     if fmt.lower() == "csv":
         raise InputError("experiment selection writes --format table or json (nested results).")
     try:
         step_list = [int(s) for s in split_list([steps])]
     except ValueError:
         raise InputError(f"--steps must be comma-separated integers, not {steps!r}.") from None
+    if any(s > 100_000_000 for s in step_list):
+        raise InputError(f"--steps must be at most 100,000,000 selected battles, not {steps!r}.")
     names = split_list([strategies])
     data = None
     if path is not None:
@@ -275,10 +352,15 @@ def experiment_selection(
         result = run_selection_experiment(
             data,
             n_models=simulate,
+            fit=fit,
             strategies=names,
             init=init,
             steps=step_list,
+            grid=grid,
             seeds=seeds,
+            baseline=baseline,
+            workers=workers,
+            bound_seeds=bound_seeds,
             batch=batch,
             rater=rater,
             spread=spread,
@@ -287,13 +369,10 @@ def experiment_selection(
             progress=progress,
         )
     payload = result.to_dict()
-    if plot is None and output is not None:
-        plot = output.with_suffix(".png")
     if plot is not None:
         try:
-            plot_selection_experiment(result, plot)
-        except ImportError:
-            raise InputError("--plot needs matplotlib (pip install matplotlib).") from None
+            with atomic_path(plot) as tmp:
+                plot_selection_experiment(result, tmp)
         except OSError as exc:
             raise InputError(f"cannot write {plot}: {exc.strerror}.") from None
         err_console.print(f"wrote {plot}")
@@ -301,21 +380,63 @@ def experiment_selection(
 
     def table(p: dict[str, Any]) -> Any:
         rows = []
+        st = p["settings"]
         for name, v in p["strategies"].items():
             row: dict[str, Any] = {"strategy": name, "mean": v["mean"]}
             for s, vals in v["pairwise"].items():
                 row[f"@{s}"] = float(np.mean(vals))
-            row["A-Info/battle"] = p["summary"][name]["a_info_growth"]
-            row["D-Info/battle"] = p["summary"][name]["d_info_growth"]
-            row["max/median model"] = p["summary"][name]["max_model_share_over_median"]
+            summ = p["summary"][name]
+            paired, reach = summ["paired"], summ["battles_to_target"]
+            if paired is not None and name == st["baseline"]:
+                row["vs baseline"], row["seeds won"] = "(baseline)", ""
+            elif paired is not None:
+                row["vs baseline"] = f"{paired['mean_diff']:+.4f} ± {paired['se']:.4f}"
+                row["seeds won"] = f"{paired['won']}/{st['seeds']}"
+            pe = summ.get("paired_expected")
+            if pe is not None:
+                row["E(pairwise) vs baseline"] = (
+                    "(baseline)" if name == st["baseline"] else f"{pe['mean_diff']:+.4f}"
+                )
+            if reach is not None:
+                b = reach["battles"]
+                row["battles-to-target"] = (
+                    f"> {st['steps'][-1]}" if b is None else f"{b:.0f} ({reach['fraction']:.0%})"
+                )
+            row["A-Info/battle"] = summ["a_info_growth"]
+            row["D-Info/battle"] = summ["d_info_growth"]
+            row["max/median model"] = summ["max_model_share_over_median"]
             rows.append(row)
-        st = p["settings"]
-        what = st.get("source", f"{st['n_models']} simulated models")
+        what = st.get("source") or f"{st['n_models']} simulated models"
         title = f"Pair selection ({st['mode']}): {what}"
         caption = (
             f"pairwise metric vs ground truth ({st['ground_truth']}), mean of {st['seeds']} seeds; "
             f"init {st['init']}, batch {st['batch']}, rater {st['rater']}"
         )
+        if st["baseline"] is not None:
+            caption += (
+                f"; vs baseline: paired difference from {st['baseline']} (mean ± standard error "
+                f"over seeds); battles-to-target: selected battles to reach {st['baseline']}'s "
+                f"seed-mean pairwise metric at step {st['steps'][-1]} (seed-mean curve every "
+                f"{st['grid']} battles, linear interpolation)"
+            )
+        if any(v.get("paired_expected") for v in p["summary"].values()):
+            caption += (
+                "; E(pairwise): expected pairwise metric of the chosen battles in the normal "
+                "approximation (no outcome noise)"
+            )
+        bounds = p.get("bound") or []
+        least = [b["least_selected"] for b in bounds if b.get("least_selected") is not None]
+        if bounds:
+            caption += (
+                f"; bound over {len(bounds)} seeds: the best allocation of "
+                f"{bounds[0]['battles']} battles reaches E(pairwise) "
+                f"{np.mean([b['best'] for b in bounds]):.4f}"
+            )
+            if least:
+                caption += (
+                    f" and needs {np.mean(least):.0f} selected battles "
+                    f"({np.mean(least) / st['steps'][-1]:.0%}) to reach the baseline's E(pairwise) at the last step"
+                )
         return records_table(rows, title=title, caption=caption)
 
     emit(payload, fmt, output, records_key="strategies", table=table)

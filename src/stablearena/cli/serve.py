@@ -1,7 +1,5 @@
 """``stablearena serve``: the live arena (SPEC §9) as an HTTP JSON API."""
 
-from __future__ import annotations
-
 import socket
 import sys
 from pathlib import Path

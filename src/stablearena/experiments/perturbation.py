@@ -115,11 +115,15 @@ class PerturbationResult:
         return out
 
 
-def keep_annotators_with_records(battles: Battles, min_records: int) -> Battles:
-    """The battles of annotators with at least ``min_records`` records (am-ELO §5.1 filter)."""
+def keep_annotators_with_records(
+    battles: Battles, min_records: int, experiment: str = "the perturbation experiment"
+) -> Battles:
+    """The battles of annotators with at least ``min_records`` records (am-ELO §5.1 filter);
+    ``experiment`` names the caller in messages."""
     if battles.annotator is None:
         raise InputError(
-            f"{battles.source}: the perturbation experiment needs an annotator column."
+            f"{battles.source}: {experiment} needs an annotator column "
+            "(map it with --col annotator=NAME)."
         )
     rec = np.bincount(battles.annotator, battles.weights(), len(battles.annotators))  # type: ignore[arg-type]
     keep = rec[battles.annotator] >= min_records

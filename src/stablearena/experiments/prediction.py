@@ -122,7 +122,7 @@ def run_prediction(
     config = config or PredictionConfig()
     config.check()
     t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records)
+    data = keep_annotators_with_records(battles, config.min_records, "the prediction experiment")
     n = len(data)
     if n < config.folds:
         raise InputError(f"{n} battles cannot be split into {config.folds} folds.")

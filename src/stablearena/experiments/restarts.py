@@ -90,7 +90,7 @@ def run_restarts(
     config = config or RestartsConfig()
     config.check()
     t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records)
+    data = keep_annotators_with_records(battles, config.min_records, "the restarts experiment")
     rows = AmEloRows.from_counts(data.counts(by_annotator=True))
     kk = rows.n_annotators
     curves: dict[str, dict[str, list[float]]] = {}

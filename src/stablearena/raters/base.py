@@ -13,15 +13,18 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
-from scipy.special import expit
 
-from ..battles import Battles, PairCounts
+from .._numeric import expit
+from ..choices import RATER_MODULES
 from ..errors import InputError
-from ..information import laplacian
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..battles import Battles, PairCounts
 
 __all__ = [
     "ELO_SCALE",
@@ -184,33 +187,33 @@ class Fitted:
 
     def leaderboard(self) -> pd.DataFrame:
         """Columns ``rank, model, rating, battles``, best first."""
+        import pandas as pd
+
+        return pd.DataFrame(self._leaderboard_records())
+
+    def _leaderboard_records(self) -> list[dict[str, Any]]:
+        """The rows of :meth:`leaderboard` as plain Python records (no pandas needed)."""
         order = self.order()
-        return pd.DataFrame(
+        ratings = self.ratings[order]
+        battles = self.battles[order].round().astype(np.int64)
+        return [
             {
-                "rank": np.arange(1, self.n_models + 1),
-                "model": [self.models[k] for k in order],
-                "rating": self.ratings[order],
-                "battles": self.battles[order].round().astype(np.int64),
+                "rank": rank,
+                "model": str(self.models[k]),
+                "rating": float(ratings[rank - 1]),
+                "battles": int(battles[rank - 1]),
             }
-        )
+            for rank, k in enumerate(order.tolist(), start=1)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of ``stablearena rank --format json`` (SPEC §8, foundation issue)."""
-        lb = self.leaderboard()
         return {
             "method": self.method,
             "n_battles": int(round(self.n_comparisons)),
             "n_models": self.n_models,
             "nll": float(self.nll),
-            "models": [
-                {
-                    "rank": int(r.rank),
-                    "model": str(r.model),
-                    "rating": float(r.rating),
-                    "battles": int(r.battles),
-                }
-                for r in lb.itertuples(index=False)
-            ],
+            "models": self._leaderboard_records(),
             "convergence": self.convergence.to_dict(),
             "notes": list(self.notes),
         }
@@ -257,6 +260,8 @@ class Fitted:
 
         Bradley–Terry (SPEC §3.2, §4): −Σ_rows n_r p_r (1 − p_r)(e_i − e_j)(e_i − e_j)ᵀ, a
         weighted graph Laplacian, singular along 1 (the shift of the scores)."""
+        from ..information import laplacian
+
         i, j, counts, _ = self._bt_rows()
         p = expit(self.scores[i] - self.scores[j])
         return -laplacian(self.n_models, i, j, counts.sum(axis=1) * p * (1 - p))
@@ -334,6 +339,21 @@ class Rater(ABC):
 
 _REGISTRY: dict[str, Callable[..., Rater]] = {}
 
+#: Rater name → the module that registers it. Rater modules are imported only when one of their
+#: raters is asked for (start-up speed, see :mod:`stablearena.cli`); a new rater module adds its
+#: names here (or is imported by the caller before :func:`get_rater`).
+# (the table lives in the light module stablearena.choices so that the CLI can show the names
+# without importing any rater)
+
+
+def _load_rater_modules(name: str | None = None) -> None:
+    """Import the module registering ``name`` (every rater module when ``None``)."""
+    import importlib
+
+    wanted = [RATER_MODULES[name]] if name in RATER_MODULES else sorted(set(RATER_MODULES.values()))
+    for module in wanted:
+        importlib.import_module(module)
+
 
 def register_rater(name: str) -> Callable[[type], type]:
     """Class decorator adding a rater to the registry used by :func:`get_rater` and the CLI."""
@@ -347,17 +367,28 @@ def register_rater(name: str) -> Callable[[type], type]:
 
 
 def rater_names() -> list[str]:
+    """Names of every rater (:func:`get_rater` accepts each)."""
+    _load_rater_modules()
     return sorted(_REGISTRY)
 
 
-def get_rater(name: str, **options: Any) -> Rater:
-    """Construct the rater registered as ``name`` with ``options``."""
+def rater_class(name: str) -> Callable[..., Rater]:
+    """The class registered as ``name`` (its module imported on first use)."""
+    if name not in _REGISTRY:
+        _load_rater_modules(name)
+    if name not in _REGISTRY:
+        _load_rater_modules()
     try:
-        cls = _REGISTRY[name]
+        return _REGISTRY[name]
     except KeyError:
         raise InputError(
             f"unknown method {name!r}; choose one of {', '.join(rater_names())}."
         ) from None
+
+
+def get_rater(name: str, **options: Any) -> Rater:
+    """Construct the rater registered as ``name`` with ``options``."""
+    cls = rater_class(name)
     try:
         return cls(**options)
     except TypeError as exc:

@@ -23,18 +23,22 @@ number)``, so any one order can be reproduced on its own with :func:`shuffle_ord
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numba import njit
-from scipy.special import expit
 
+from .._numeric import expit
 from ..battles import Battles, PairCounts
-from ..errors import InputError
+from ..errors import DisconnectedGraphError, InputError, StableArenaWarning
+from ..graph import check_comparison_graph
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import bradley_terry_loglik
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = [
     "Elo",
@@ -373,6 +377,25 @@ class Elo(Rater):
         _check_options(self.k, self.initial, self.shuffles, self.seed)
         anchor = parse_anchor(self.anchor)
         m = data.n_models
+        counts = data.counts()
+        if counts.n_comparisons <= 0:
+            raise InputError(
+                f"{data.source}: every battle has weight 0, so there is nothing to rate; give "
+                "some battles a positive weight."
+            )
+        # A disconnected comparison graph (or a model with no battle that counts) leaves online
+        # Elo's ratings of separate groups at arbitrary levels relative to each other. The fit
+        # still returns them (online Elo is defined for any log) but says so in a warning and in
+        # the notes; `stablearena rank --method elo` refuses such a log like every other method.
+        notes: tuple[str, ...] = ()
+        try:
+            check_comparison_graph(counts)
+        except DisconnectedGraphError as exc:
+            notes = (
+                f"{exc} Online Elo rated them anyway; ratings in different groups are not "
+                "comparable.",
+            )
+            warnings.warn(notes[0], StableArenaWarning, stacklevel=2)
         score = data.scores
         if self.shuffles == 0:
             runs = online_elo(
@@ -400,7 +423,6 @@ class Elo(Rater):
             self._overflow(runs)
         mean = runs.mean(axis=0)
         x = ELO_SCALE * (mean - mean.mean())
-        counts = data.counts()
         n, s = counts.totals, counts.score
         total = float(n.sum())
         res = s - n * expit(x[counts.i] - x[counts.j])
@@ -437,6 +459,7 @@ class Elo(Rater):
             anchor=anchor,
             counts=counts,
             ratings_std=std,
+            notes=notes,
             shuffles=int(self.shuffles),
             initial=float(self.initial),
         )

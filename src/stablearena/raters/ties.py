@@ -63,6 +63,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
+from .._progress import report
 from .._threads import single_threaded_blas
 from ..battles import Battles, PairCounts, as_counts
 from ..errors import InputError, StableArenaWarning
@@ -881,6 +882,7 @@ def _newton(
         kinks = engine.kink_terms(theta, engine.kink_rows(theta))
         gnorm, on_kink = _kkt_residual(g, nmat, kinks)
         gnorm /= n
+        report(f"{label} iteration {it}, gradient {gnorm:.1e} per comparison (target {tol:.0e})")
         if gnorm <= tol and on_kink:
             converged = True
             break
@@ -1004,10 +1006,18 @@ def _lbfgs(
             return np.inf, np.zeros_like(y)
         return -v / n, -(g / scale) / n
 
+    calls = [0]
+
+    def progress(_: np.ndarray) -> None:
+        calls[0] += 1
+        if calls[0] % 10 == 0:
+            report(f"L-BFGS iteration {calls[0]} of at most {max_iter}")
+
     res = minimize(
         fun,
         theta * scale,
         jac=True,
+        callback=progress,
         method="L-BFGS-B",
         options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-15, "gtol": tol, "maxls": 50},
     )

@@ -103,9 +103,11 @@ class Report:
         )
 
     def write(self, path: str | Path) -> Path:
+        from ..atomic import atomic_write
+
         out = Path(path)
         try:
-            out.write_text(self.html(), encoding="utf-8")
+            atomic_write(out, self.html())  # a temporary file beside it, fsynced, then renamed
         except OSError as exc:
             raise InputError(f"cannot write {out}: {exc.strerror}.") from None
         return out

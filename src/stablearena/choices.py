@@ -1,0 +1,61 @@
+"""The named values options accept, in one light module (standard library only).
+
+The command line shows these in ``--help`` and checks them while parsing, before anything heavy
+is imported; the library modules that implement them import their constants from here, so the
+two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RATER_MODULES",
+    "CI_METHODS",
+    "COMPARE_METHODS",
+    "INPUT_FORMATS",
+    "OUTPUT_FORMATS",
+    "BOTH_BAD",
+    "TIE_FORMS",
+    "SOLVERS",
+    "NORMALIZATIONS",
+    "CLUSTERS",
+    "PERTURBATIONS",
+    "SPLITS",
+]
+
+#: Rater name → the module that defines and registers it (imported on first use; a new rater
+#: module adds its names here).
+RATER_MODULES: dict[str, str] = {
+    "m-elo": "stablearena.raters.bradley_terry",
+    "bt": "stablearena.raters.bradley_terry",
+    "elo": "stablearena.raters.elo",
+    "am-elo": "stablearena.raters.annotator",
+    "rao-kupper": "stablearena.raters.ties",
+    "davidson": "stablearena.raters.ties",
+    "bt-cov": "stablearena.raters.ties",
+    "style-m-elo": "stablearena.raters.style",
+    "style-bt": "stablearena.raters.style",
+    "style-am-elo": "stablearena.raters.style",
+}
+
+#: Interval methods of :func:`stablearena.uncertainty.intervals` (``--ci``).
+CI_METHODS: tuple[str, ...] = ("fisher", "sandwich", "bootstrap")
+#: Methods ``stablearena compare`` fits.
+COMPARE_METHODS: tuple[str, ...] = ("m-elo", "bt", "rao-kupper", "davidson")
+#: Battle-log formats :func:`stablearena.io.read_battles` reads (``--input-format``).
+INPUT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet", "json")
+#: Output formats of every command (``--format``).
+OUTPUT_FORMATS: tuple[str, ...] = ("table", "json", "csv")
+#: What to do with both-bad ties (``--both-bad``).
+BOTH_BAD: tuple[str, ...] = ("tie", "drop")
+#: Factored tie forms of the tie models (``--tie-form``).
+TIE_FORMS: tuple[str, ...] = ("nested", "leaderbot")
+#: Solvers (``--solver``): newton/adam for m-elo, bt and am-elo; auto/newton/lbfgs for the tie models.
+SOLVERS: tuple[str, ...] = ("newton", "adam", "auto", "lbfgs")
+#: am-ELO ability normalisations (``--normalization``).
+NORMALIZATIONS: tuple[str, ...] = ("mean", "sum")
+#: What a clustered bootstrap resamples (``--cluster``).
+CLUSTERS: tuple[str, ...] = ("annotator", "prompt")
+#: Annotator perturbations of the am-ELO paper's experiment (``--kind``).
+PERTURBATIONS: tuple[str, ...] = ("random", "equal", "flip", "mixed")
+#: Held-out splits of ``stablearena compare --test-ratio`` (``--split``).
+SPLITS: tuple[str, ...] = ("battle", "pair")

@@ -1,0 +1,210 @@
+"""Output files: checked before the work, written atomically, never a partial or empty file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stablearena import atomic
+from stablearena.atomic import atomic_open, atomic_path, atomic_write, check_output_path
+from stablearena.errors import InputError
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+# ---------------------------------------------------------------------------- the writer
+@pytest.mark.parametrize("anonymous", [True, False], ids=["O_TMPFILE", "named-temp"])
+def test_atomic_write_replaces_and_leaves_no_temporary_file(tmp_path, monkeypatch, anonymous):
+    monkeypatch.setitem(atomic._ANONYMOUS, "works", anonymous and atomic._ANONYMOUS["works"])
+    target = tmp_path / "board.json"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    atomic_write(target, '{"new": 1}\n')
+    assert target.read_text() == '{"new": 1}\n'
+    assert oct(target.stat().st_mode & 0o777) == oct(0o640)  # the old file's permissions kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["board.json"]
+    atomic_write(tmp_path / "raw.bin", b"\x00\x01")
+    assert (tmp_path / "raw.bin").read_bytes() == b"\x00\x01"
+
+
+@pytest.mark.parametrize("anonymous", [True, False], ids=["O_TMPFILE", "named-temp"])
+def test_failed_write_leaves_the_old_file(tmp_path, monkeypatch, anonymous):
+    monkeypatch.setitem(atomic._ANONYMOUS, "works", anonymous and atomic._ANONYMOUS["works"])
+    target = tmp_path / "board.csv"
+    target.write_text("the old, valid content\n")
+    with pytest.raises(RuntimeError), atomic_open(target) as fh:
+        fh.write("half of the new")
+        raise RuntimeError("killed halfway")
+    assert target.read_text() == "the old, valid content\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["board.csv"]
+
+
+def test_atomic_path_keeps_the_suffix_for_writers_that_infer_the_format(tmp_path):
+    target = tmp_path / "figure.png"
+    with atomic_path(target) as tmp:
+        assert tmp.suffix == ".png" and tmp.parent == tmp_path and tmp != target
+        tmp.write_bytes(b"\x89PNG fake")
+    assert target.read_bytes() == b"\x89PNG fake"
+    with pytest.raises(ValueError), atomic_path(target) as tmp:
+        tmp.write_bytes(b"partial")
+        raise ValueError
+    assert target.read_bytes() == b"\x89PNG fake"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.png"]
+
+
+def test_link_refused_falls_back_to_a_copy(tmp_path, monkeypatch):
+    """Some sandboxes refuse linkat on /proc/self/fd: the writer copies instead."""
+    if not atomic._ANONYMOUS["works"]:
+        pytest.skip("O_TMPFILE is not available here")
+
+    def refuse(*args, **kwargs):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(atomic.os, "link", refuse)
+    monkeypatch.setitem(atomic._ANONYMOUS, "works", True)
+    target = tmp_path / "out.txt"
+    atomic_write(target, "copied\n")
+    assert target.read_text() == "copied\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+# ---------------------------------------------------------------------------- early checks
+def test_check_output_path_refuses_bad_destinations(tmp_path):
+    data = tmp_path / "votes.csv"
+    data.write_text("model_a,model_b,winner\n")
+    with pytest.raises(InputError, match="it is the input file"):
+        check_output_path(data, [data])
+    with pytest.raises(InputError, match="it is the input file"):
+        check_output_path(tmp_path / "." / "votes.csv", [str(data)])
+    link = tmp_path / "link.csv"
+    link.symlink_to(data)
+    with pytest.raises(InputError, match="it is the input file"):
+        check_output_path(link, [data])
+    with pytest.raises(InputError, match="inside the input directory"):
+        check_output_path(tmp_path / "board.json", [tmp_path])
+    with pytest.raises(InputError, match="matches the input pattern"):
+        check_output_path(tmp_path / "board.csv", [str(tmp_path / "*.csv")])
+    with pytest.raises(InputError, match="is a directory"):
+        check_output_path(tmp_path, [])
+    with pytest.raises(InputError, match="does not exist"):
+        check_output_path(tmp_path / "no" / "such" / "dir.json", [])
+    with pytest.raises(InputError, match="is not a directory"):
+        check_output_path(data / "x.json", [])
+    check_output_path(tmp_path / "fine.json", [data])
+    check_output_path("-", [data])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permission bits")
+def test_check_output_path_read_only(tmp_path):  # pragma: no cover - runs as non-root only
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o500)
+    with pytest.raises(InputError, match="not writable"):
+        check_output_path(ro / "x.json", [])
+
+
+def test_unwritable_directory_found_before_the_work(tmp_path, monkeypatch, cli):
+    """The destination is checked before anything is read: a failing temp-file probe stops the
+    command at once (as a read-only mount or a full disk would)."""
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    started = time.perf_counter()
+    code, out, err = cli("rank", "--output", str(tmp_path / "board.json"))
+    assert code == 2 and "not writable" in err and "Read-only" in err
+    assert out == "" and time.perf_counter() - started < 5
+
+
+def test_output_equal_to_input_is_refused_and_input_untouched(tmp_path, cli):
+    data = tmp_path / "votes.csv"
+    content = "model_a,model_b,winner\na,b,model_a\nb,a,model_a\nb,a,model_b\n"
+    data.write_text(content)
+    code, _, err = cli("rank", str(data), "-o", str(data))
+    assert code == 2 and "refusing to write" in err and "input file" in err
+    assert data.read_text() == content
+    code, _, err = cli("rank", str(tmp_path), "-o", str(tmp_path / "board.csv"))
+    assert code == 2 and "inside the input directory" in err
+
+
+def test_output_is_a_directory(tmp_path, cli):
+    code, _, err = cli("rank", "-o", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+
+
+def test_output_dash_is_standard_output(cli):
+    code, out, _ = cli("rank", "-f", "json", "-o", "-")
+    assert code == 0 and json.loads(out)["n_models"] == 12
+
+
+# ---------------------------------------------------------------------------- kill -9
+_SLOW_WRITER = """
+import sys, time
+from stablearena.atomic import atomic_open
+with atomic_open(sys.argv[1]) as fh:
+    fh.write("partial new content\\n" * 1000)
+    fh.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+    fh.write("end\\n")
+"""
+
+
+def test_sigkill_during_the_write_leaves_the_old_file(tmp_path):
+    target = tmp_path / "board.csv"
+    old = "rank,model,rating\n1,a,1010.0\n2,b,990.0\n"
+    target.write_text(old)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_WRITER, str(target)],
+        stdout=subprocess.PIPE,
+        env=_env(),
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert target.read_text() == old
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["board.csv"]
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_of_rank_output(tmp_path):
+    """kill -9 the CLI at many moments while it writes --output: the destination always holds
+    either the old file or a complete new one (valid JSON), never a partial or empty file."""
+    import numpy as np
+
+    target = tmp_path / "board.json"
+    target.write_text('{"old": true}\n')
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for _ in range(25):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stablearena", "rank", "-f", "json", "-o", str(target)],
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(float(rng.uniform(0.2, 2.5)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        text = target.read_text()
+        payload = json.loads(text)  # never partial: always parses
+        outcomes.add("old" if payload == {"old": True} else "new")
+        if payload != {"old": True}:
+            assert payload["n_models"] == 12
+            target.write_text('{"old": true}\n')
+    assert outcomes  # both outcomes are fine; neither may be partial
