@@ -3,59 +3,24 @@
 Checks the DOM (one table row per model, every figure present and drawn at a readable size),
 that the browser logs no error, that nothing but the file itself is requested (the report opens
 offline), that the CSS-only "show at full size" toggle works, and saves screenshots under the
-test's tmp dir. The browser is the system one (/usr/bin/chromium with /usr/bin/chromedriver; no
-download): without it these tests skip and say why — .ci/run installs it.
+test's tmp dir. The browser is the system one (tests/chromium.py: /usr/bin/chromium with
+/usr/bin/chromedriver, no download; .ci/run installs it).
 """
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from chromium import HEIGHT, WIDTH, errors, requested, screenshot, start_browser, wait_loaded
 
 from stablearena.report import REPORT_FIGURES
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-    reason="headless browser tests need Debian's chromium and chromium-driver "
-    "(/usr/bin/chromium, /usr/bin/chromedriver); .ci/run installs them",
-)
-
-WIDTH, HEIGHT = 1280, 900
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-        "--hide-scrollbars",
-        f"--window-size={WIDTH},{HEIGHT}",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
+    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
     yield driver
     driver.quit()
 
@@ -65,36 +30,7 @@ def load(driver, path: Path) -> None:
     driver.get_log("performance")
     driver.set_window_size(WIDTH, HEIGHT)
     driver.get(path.resolve().as_uri())
-    for _ in range(100):
-        if driver.execute_script("return document.readyState") == "complete":
-            break
-        time.sleep(0.05)
-
-
-def errors(driver) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-
-
-def requested(driver) -> list[str]:
-    urls = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
-
-
-def screenshot(driver, path: Path, *, full: bool = False) -> np.ndarray:
-    from PIL import Image
-
-    if full:
-        height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(WIDTH, min(int(height), 12000))
-    driver.save_screenshot(str(path))
-    img = np.asarray(Image.open(path).convert("RGB"))
-    assert img.shape[1] == WIDTH
-    assert np.any(img < 235, axis=2).mean() > 0.05  # not a blank page
-    return img
+    wait_loaded(driver)
 
 
 def dom(driver) -> dict:

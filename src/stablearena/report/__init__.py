@@ -43,6 +43,7 @@ __all__ = [
     "figure_blocks",
     "data_summary",
     "screen_annotators",
+    "annotator_section",
     "template_environment",
     "method_text",
 ]
@@ -140,14 +141,18 @@ def method_text(payload: dict[str, Any]) -> str:
     return text + (f" Options: {', '.join(extra)}." if extra else "")
 
 
-def template_environment() -> jinja2.Environment:
+def template_environment(*packages: str) -> jinja2.Environment:
     """The Jinja2 environment of the package's templates (HTML autoescaped; SVG is passed with
     ``|safe``), with the filters they use: ``num`` (counts, thousands separators) and
-    ``fixed(d)`` (d decimals)."""
+    ``fixed(d)`` (d decimals). ``packages``: more packages whose ``templates`` folder is
+    searched first (the live arena's dashboard adds its pages beside the report's pieces)."""
     import jinja2
 
+    loaders = [jinja2.PackageLoader(p, "templates") for p in packages]
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("stablearena.report", "templates"),
+        loader=jinja2.ChoiceLoader(
+            [*loaders, jinja2.PackageLoader("stablearena.report", "templates")]
+        ),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "j2")),
         trim_blocks=True,
         lstrip_blocks=True,
@@ -251,7 +256,10 @@ def screen_annotators(
     return fit, notes
 
 
-def _annotator_section(fit: AmEloFitted, z: float) -> dict[str, Any]:
+def annotator_section(fit: AmEloFitted, z: float, *, everyone: bool = False) -> dict[str, Any]:
+    """The annotator screening summary of an am-ELO fit for the ``annotator_table`` macro:
+    counts by status and a row per flagged annotator (``everyone``: per annotator, worst first)
+    with its records, ability, interval ability ± ``z``·se, status and reason."""
     tab = fit.annotator_table()
     status = tab["status"].to_numpy(str)
     rows = [
@@ -263,9 +271,10 @@ def _annotator_section(fit: AmEloFitted, z: float) -> dict[str, Any]:
             "high": float(r.ability + z * r.ability_se),
             "status": str(r.status),
             "reason": str(r.reason),
+            "flagged": bool(r.flagged),
         }
         for r in tab.itertuples(index=False)
-        if r.flagged
+        if everyone or r.flagged
     ]
     return {
         "total": len(tab),
@@ -511,7 +520,7 @@ def build_report(
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     section = None
     if screened is not None:
-        section = _annotator_section(screened, float(norm.ppf(0.5 + level / 2)))
+        section = annotator_section(screened, float(norm.ppf(0.5 + level / 2)))
     return Report(
         title=f"{fitted.method} leaderboard — {source}",
         payload=payload,

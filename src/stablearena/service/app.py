@@ -3,8 +3,8 @@
 
 ``create_app(settings)`` returns the application; its lifespan migrates the database, loads
 every cache, and starts the group-commit writer and the refitter. The JSON error of every
-refusal is ``{"error": {"status", "code", "message", "field"}}``. ``/`` is a small JSON pointer
-(a dashboard may take its place: add routes or templates to the returned app).
+refusal is ``{"error": {"status", "code", "message", "field"}}``. ``/`` and ``/admin`` are the
+dashboard (:mod:`.dashboard`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import StableArenaError
 from ..uncertainty import CI_METHODS
-from . import store
+from . import dashboard, store
 from .hot import (
     Hot,
     HotRoutes,
@@ -350,16 +350,7 @@ def create_app(settings: Settings | None = None, *, worker: int = 0) -> HotRoute
         return await asyncio.wrap_future(request.app.state.writer.submit(fn))
 
     # ------------------------------------------------------------------ public
-    @app.get("/", summary="Where things are")
-    async def root() -> dict[str, Any]:
-        return {
-            "name": "stablearena live arena",
-            "docs": "/docs",
-            "api": "/v1",
-            "leaderboard": "/v1/leaderboard",
-            "health": "/healthz",
-            "metrics": "/metrics",
-        }
+    dashboard.install(app)  # / (the live leaderboard) and /admin: stablearena.service.dashboard
 
     @app.get("/healthz", summary="Liveness and the state of the arena")
     async def healthz(request: Request) -> dict[str, Any]:

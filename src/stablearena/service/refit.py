@@ -23,7 +23,7 @@ from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
 from ..screening import StableArena
 
-__all__ = ["Snapshot", "FitOutput", "run_fit", "SOURCE"]
+__all__ = ["Snapshot", "FitOutput", "run_fit", "refit_published", "SOURCE"]
 
 #: The ``source`` of the live arena's payloads.
 SOURCE = "live arena"
@@ -125,6 +125,22 @@ def arena_for(config: dict[str, Any], screening: dict[str, Any] | None) -> Stabl
         arena.excluded_records = dict(screening.get("excluded_records", {}))
         arena.last_status = dict(screening.get("last_status", {}))
     return arena
+
+
+def refit_published(
+    payload: dict[str, Any],
+    counts: PairCounts,
+    *,
+    start: Any = None,
+    config: dict[str, Any] | None = None,
+) -> Any:
+    """am-ELO fitted on ``counts`` with the screening state of a published fit (its ``config``
+    — or ``config`` when it has none — and its excluded annotators): the published fit itself
+    when ``counts`` are the snapshot it was made from. ``start``: a warm start."""
+    arena = arena_for(payload.get("config") or config or {}, payload.get("screening"))
+    return arena.rater.fit(
+        counts, exclude=frozenset(arena.excluded & set(counts.annotators or ())), start=start
+    )
 
 
 def run_fit(

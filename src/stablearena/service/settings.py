@@ -162,6 +162,23 @@ class Settings(BaseModel):
         "Python's interpreter lock); false: in a thread.",
     )
     keep_fits: int = Field(20, ge=1, description="Published fits kept in the database.")
+    dashboard_share: float = Field(
+        0.2,
+        gt=0.0,
+        le=1.0,
+        description="Largest share of one core the dashboard's figures may take: after a "
+        "render of c CPU seconds (in a separate, low-priority process) the next waits "
+        "c·(1/share − 1) seconds.",
+    )
+    dashboard_idle: float = Field(
+        120.0,
+        gt=0.0,
+        description="Seconds after the last dashboard request (page, poll or admin view) "
+        "during which new fits are drawn; an arena nobody watches draws nothing.",
+    )
+    session_hours: float = Field(
+        12.0, gt=0.0, le=24.0 * 30, description="Lifetime of an admin login on the dashboard."
+    )
     switch_interval: float = Field(
         0.0005,
         gt=0.0,

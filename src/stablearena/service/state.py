@@ -45,7 +45,7 @@ from ..errors import StableArenaError
 from ..leaderboard import leaderboard_payload
 from ..selection import InformationTracker, Selector, get_selector
 from . import store
-from .refit import SOURCE, FitOutput, Snapshot, arena_for, run_fit
+from .refit import SOURCE, FitOutput, Snapshot, refit_published, run_fit
 from .security import Principal
 from .settings import ArenaConfig, Settings
 
@@ -677,12 +677,11 @@ class ArenaState:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if method == "am-elo":
-                cfg = fit.payload.get("config", self.config.model_dump())
-                arena = arena_for(cfg, fit.payload.get("screening"))
-                fitted = arena.rater.fit(
+                fitted = refit_published(
+                    fit.payload,
                     counts,
-                    exclude=frozenset(arena.excluded & set(counts.annotators or ())),
                     start=fit.fitted if snap.as_of_vote == fit.as_of_vote else None,
+                    config=self.config.model_dump(),
                 )
             else:
                 fitted = get_rater(method).fit(counts)

@@ -35,6 +35,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -59,6 +60,8 @@ __all__ = [
     "pair_counts",
     "fits",
     "meta",
+    "dashboard_views",
+    "dashboard_sessions",
     "OUTCOMES",
     "EXPORT_LABELS",
     "make_engine",
@@ -152,6 +155,30 @@ meta = Table(
     metadata,
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
+)
+# The dashboard (migration 0002): the pages drawn for a published fit (gzip-compressed HTML,
+# written by the render process, served by every worker) and the admin logins (the SHA-256
+# of each session token; the token itself lives only in the browser's cookie).
+dashboard_views = Table(
+    "dashboard_views",
+    metadata,
+    Column("fit_id", Integer, primary_key=True, autoincrement=False),
+    Column("as_of_vote", Integer, nullable=False),
+    Column("fitted_at", Float, nullable=False),
+    Column("rendered_at", Float, nullable=False),
+    Column("info", Text, nullable=False),
+    Column("page", LargeBinary, nullable=False),
+    Column("main", LargeBinary, nullable=False),
+    Column("admin", LargeBinary, nullable=False),
+)
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("key_id", String(32), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
 )
 
 #: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".

@@ -1,0 +1,693 @@
+"""The live arena's dashboard: ``/`` shows the leaderboard and its figures from the latest
+published fit and refreshes itself; ``/admin`` (after a login with the admin key) shows the
+annotators and the Stable Arena's decisions with their reasons, the pair coverage and the
+arena's health.
+
+How it stays off the votes' path:
+
+- **Drawn once per fit, elsewhere.** A watcher thread notices a newly published fit and hands
+  its fitted object to a separate, low-priority render process (:mod:`.render`), which builds
+  the pages with the HTML report's pieces (the same table macro, figures and styles) and stores
+  them, gzip-compressed, in ``dashboard_views`` keyed by the fit. Every worker loads the newest
+  stored view and serves its bytes as they are; a request never draws, fits or compresses.
+- **Paced.** After a render of c CPU seconds the next waits c·(1/share − 1) seconds
+  (``dashboard_share`` of one core at most), fits published meanwhile are skipped (the newest
+  is drawn next), and nothing is drawn while nobody has opened the dashboard for
+  ``dashboard_idle`` seconds.
+- **Polled cheaply.** An open page asks ``/dashboard/poll`` (a few hundred bytes of JSON) every
+  few seconds and fetches the new content only when a newer fit has been drawn.
+
+The admin login is a form that posts the admin key once; the server answers with a random
+session token in a cookie (HttpOnly, SameSite=Strict, path ``/admin``) and keeps only the
+token's SHA-256, with the key it was made from, in ``dashboard_sessions`` (so every worker knows
+the session, and revoking the key ends it). Pages carry a Content-Security-Policy that allows
+only their own inline script (by hash), inline styles and ``data:`` images, and requests to the
+same server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+import secrets
+import threading
+import time
+from concurrent.futures import Executor, Future
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import sqlalchemy as sa
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from . import store
+from .render import (
+    ADMIN_POLL_SECONDS,
+    PUBLIC_POLL_SECONDS,
+    RenderJob,
+    RenderResult,
+    environment,
+    low_priority_context,
+    render_view,
+    script,
+    script_hash,
+    start_worker,
+    status_line,
+    time_text,
+    version_text,
+)
+from .security import Principal, RateLimiter, hash_key, split_key, verify
+from .settings import Settings
+from .state import ArenaState
+
+__all__ = ["Dashboard", "View", "install", "router", "COOKIE"]
+
+log = logging.getLogger("stablearena.service")
+
+#: The admin session cookie.
+COOKIE = "stablearena_admin"
+#: Seconds a worker without the fit's fitted object waits for another worker to draw it.
+FALLBACK_GRACE = 5.0
+#: Seconds between two writes of "someone watches the dashboard" to the database.
+WATCH_WRITE_EVERY = 30.0
+#: Seconds the count of battles served (an admin figure) is cached.
+COUNT_CACHE = 10.0
+
+router = APIRouter()
+
+
+@dataclass(frozen=True)
+class View:
+    """A stored view as this worker serves it: the public page and its content compressed
+    (sent as they are), the admin content as text (completed per request)."""
+
+    fit_id: int
+    as_of_vote: int
+    fitted_at: float
+    rendered_at: float
+    info: dict[str, Any]
+    page_gz: bytes
+    main_gz: bytes
+    admin_html: str
+
+    @property
+    def version(self) -> str:
+        return str(self.fit_id)
+
+
+class Dashboard:
+    """One worker's dashboard: the view it serves, the render process, the watcher thread and
+    the admin sessions (see the module docstring)."""
+
+    def __init__(self, state: ArenaState, settings: Settings) -> None:
+        self.state = state
+        self.settings = settings
+        self.engine = state.engine
+        self.view: View | None = None
+        self.rendering: int | None = None  # the fit being drawn
+        self.render_error: str | None = None
+        self.last_render: RenderResult | None = None
+        self.renders = 0
+        self.next_render_at = 0.0
+        self.watched_at = 0.0
+        self._watched_db = 0.0
+        self._watch_written = 0.0
+        self._attempted: set[int] = set()
+        self._executor: Executor | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="arena-dashboard", daemon=True)
+        self.login_limiter = RateLimiter(0.5, 10)
+        self._battles: tuple[float, int] = (0.0, 0)
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=30)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception as exc:  # the loop must survive a lost connection
+                log.warning("dashboard: %s: %s", type(exc).__name__, exc)
+            self._wake.wait(self.settings.poll_seconds)
+            self._wake.clear()
+
+    def touch(self) -> None:
+        """Someone looks at the dashboard (called by every dashboard request): keep drawing new
+        fits, and tell the other workers (the one that refits draws) now and then."""
+        now = time.time()
+        idle = now - self.watched_at > self.settings.dashboard_idle
+        self.watched_at = now
+        if now - self._watch_written > WATCH_WRITE_EVERY:
+            self._watch_written = now
+            self.state.writer.submit(
+                lambda conn: store.set_meta(conn, "dashboard_watched_at", repr(now))
+            )
+        if idle:
+            self._wake.set()
+
+    # ------------------------------------------------------------------ the watcher
+    def tick(self) -> None:
+        """Load a newer stored view; start drawing the published fit when it is due."""
+        t = store.dashboard_views
+        with self.engine.connect() as conn:
+            newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
+            row = None
+            if newest is not None and (self.view is None or newest > self.view.fit_id):
+                row = conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
+            watched = store.get_meta(conn, "dashboard_watched_at")
+        self._watched_db = float(watched) if watched else 0.0
+        if row is not None:
+            self.view = View(
+                int(row.fit_id),
+                int(row.as_of_vote),
+                float(row.fitted_at),
+                float(row.rendered_at),
+                json.loads(row.info),
+                bytes(row.page),
+                bytes(row.main),
+                gzip.decompress(bytes(row.admin)).decode("utf-8"),
+            )
+        self._maybe_render()
+
+    def _maybe_render(self) -> None:
+        fit = self.state.fit
+        now = time.time()
+        if fit is None or (self.view is not None and self.view.fit_id >= fit.id):
+            return
+        if max(self.watched_at, self._watched_db) < now - self.settings.dashboard_idle:
+            return
+        if fit.fitted is None and now - fit.fitted_at < FALLBACK_GRACE:
+            return  # made by another worker, which may be drawing it
+        with self._lock:
+            if self.rendering is not None or fit.id in self._attempted or now < self.next_render_at:
+                return
+            self.rendering = fit.id
+            self._attempted = {f for f in self._attempted if f > fit.id - 1000} | {fit.id}
+        job = RenderJob(
+            db=self.settings.db,
+            fit_id=fit.id,
+            as_of_vote=fit.as_of_vote,
+            fitted_at=fit.fitted_at,
+            fit_seconds=fit.seconds,
+            payload=fit.payload,
+            strategy=self.state.strategy_name,
+            fitted=fit.fitted,
+        )
+        try:
+            future = self._pool().submit(render_view, job)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        future.add_done_callback(self._done)
+
+    def _pool(self) -> Executor:
+        if self._executor is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._executor = ProcessPoolExecutor(
+                1, mp_context=low_priority_context(), initializer=start_worker
+            )
+        return self._executor
+
+    def _done(self, future: Future) -> None:
+        try:
+            res: RenderResult = future.result()
+        except BaseException as exc:  # noqa: BLE001 - reported on the admin view
+            self._failed(exc)
+            return
+        share = self.settings.dashboard_share
+        with self._lock:
+            self.rendering = None
+            self.render_error = None
+            self.last_render = res
+            self.renders += res.status == "stored"
+            self.next_render_at = time.time() + res.cpu_seconds * (1.0 / share - 1.0)
+        self._wake.set()
+
+    def _failed(self, exc: BaseException) -> None:
+        msg = f"{type(exc).__name__}: {exc}"
+        log.warning("dashboard: drawing failed: %s", msg)
+        with self._lock:
+            self.rendering = None
+            self.render_error = msg
+            self.next_render_at = time.time() + 5.0
+            if type(exc).__name__ == "BrokenProcessPool":
+                self._executor = None  # the render process died: a new one next time
+
+    # ------------------------------------------------------------------ what pages show
+    def public_state(self) -> dict[str, Any]:
+        """The poll's answer: which view is served, the published fit, the votes, a status."""
+        view, fit, votes = self.view, self.state.fit, self.state.votes_seen
+        return {
+            "version": view.version if view else "none",
+            "view": None
+            if view is None
+            else {
+                "fit_id": view.fit_id,
+                "as_of_vote": view.as_of_vote,
+                "fitted_at": view.fitted_at,
+                "rendered_at": view.rendered_at,
+            },
+            "published": None
+            if fit is None
+            else {"fit_id": fit.id, "as_of_vote": fit.as_of_vote, "fitted_at": fit.fitted_at},
+            "votes": votes,
+            "drawing": self.rendering is not None,
+            "status": self.status(),
+        }
+
+    def status(self) -> str:
+        view, fit, votes = self.view, self.state.fit, self.state.votes_seen
+        if view is None:
+            if fit is not None:
+                return f"Drawing the first leaderboard (the fit of vote {fit.as_of_vote:,})…"
+            if votes == 0:
+                return "No votes yet: the leaderboard appears once the first votes are fitted."
+            return f"{votes:,} votes so far; the first fit is under way…"
+        text = status_line(view.as_of_vote, view.fitted_at, votes)
+        if fit is not None and fit.id > view.fit_id:
+            text += f" · the fit of vote {fit.as_of_vote:,} is published and will be drawn shortly"
+        return text
+
+    def battles_total(self) -> int:
+        """Battles served by the whole arena (all workers), counted at most every 10 s."""
+        at, n = self._battles
+        if time.time() - at > COUNT_CACHE:
+            with self.engine.connect() as conn:
+                n = int(
+                    conn.execute(sa.select(sa.func.count()).select_from(store.battles)).scalar_one()
+                )
+            self._battles = (time.time(), n)
+        return n
+
+    def health(self, battles: int) -> dict[str, Any]:
+        """The admin view's health: votes, battles, staleness in votes and seconds, the last
+        refit's time and duration, the models retired or under outage, the drawing."""
+        st, now = self.state, time.time()
+        fit, view, cfg = st.fit, self.view, st.config
+        votes = st.votes_seen
+        behind = votes - (fit.as_of_vote if fit else 0)
+        age = now - fit.fitted_at if fit is not None and behind > 0 else 0.0
+        models = sorted(st.models.values(), key=lambda m: m.name)
+        retired = [m.name for m in models if m.retired]
+        outage = [m.name for m in models if m.outage and not m.retired]
+        boosted = [
+            f"{m.name} (×{m.boost:g} until {m.boost_until:,} battles)"
+            for m in models
+            if m.boost > 1 and not m.retired
+        ]
+        keys = [p for p in st.principals.values() if not p.is_admin]
+        admins = sum(p.is_admin and not p.revoked for p in st.principals.values())
+        cards: list[dict[str, Any]] = [
+            {"label": "votes", "value": f"{votes:,}", "detail": "recorded (corrections included)"},
+            {
+                "label": "battles served",
+                "value": f"{battles:,}",
+                "detail": f"{st.battles_served:,} by this worker since it started",
+            },
+            {
+                "label": "staleness",
+                "value": f"{behind:,} votes",
+                "detail": f"{age:.1f} s behind" if behind > 0 else "the fit has every vote",
+            },
+            {
+                "label": "last refit",
+                "value": time_text(fit.fitted_at)[11:19] if fit else "none yet",
+                "detail": f"took {fit.seconds:.2f} s; fit {fit.id}, as of vote {fit.as_of_vote:,}"
+                if fit
+                else "",
+            },
+            {
+                "label": "refit after",
+                "value": f"{cfg.refit_votes:,} votes",
+                "detail": f"or {cfg.refit_seconds:g} s behind, whichever comes first",
+            },
+            {
+                "label": "models",
+                "value": f"{len(models) - len(retired) - len(outage):,} active",
+                "detail": f"{len(retired)} retired, {len(outage)} under outage",
+            },
+            {
+                "label": "annotator keys",
+                "value": f"{sum(not p.revoked for p in keys):,}",
+                "detail": f"{sum(p.revoked for p in keys)} revoked; {admins} admin key(s)",
+            },
+            {
+                "label": "pair strategy",
+                "value": st.strategy_name,
+                "detail": f"ε = {cfg.exploration:g}",
+            },
+            {
+                "label": "figures drawn",
+                "value": f"vote {view.as_of_vote:,}" if view else "not yet",
+                "detail": (
+                    f"drawing fit {self.rendering}…"
+                    if self.rendering is not None
+                    else (
+                        f"last drawing {self.last_render.cpu_seconds:.2f} s CPU"
+                        if self.last_render
+                        else ""
+                    )
+                ),
+            },
+        ]
+        return {
+            "cards": cards,
+            "retired": retired,
+            "outage": outage,
+            "boosted": boosted,
+            "refit_error": st.refit_error,
+            "render_error": self.render_error,
+            "db": self.settings.redacted_db(),
+            "now_text": time_text(now),
+        }
+
+    # ------------------------------------------------------------------ admin sessions
+    def admin_for_key(self, key: str) -> Principal | None:
+        """The admin whose key this is (``None``: unknown, revoked or not an admin key)."""
+        key_id = split_key(key)
+        p = self.state.principal_for(key_id) if key_id else None
+        if p is None or not verify(key, p) or not p.is_admin:
+            return None
+        return p
+
+    async def open_session(self, p: Principal) -> str:
+        """A new session for ``p``; returns the token (stored only as its SHA-256)."""
+        token = secrets.token_urlsafe(32)
+        now = time.time()
+        s = store.dashboard_sessions
+
+        def write(conn: sa.Connection) -> None:
+            conn.execute(s.delete().where(s.c.expires_at < now))
+            conn.execute(
+                s.insert().values(
+                    token_hash=hash_key(token),
+                    annotator_id=p.id,
+                    key_id=p.key_id,
+                    created_at=now,
+                    expires_at=now + 3600.0 * self.settings.session_hours,
+                )
+            )
+
+        await asyncio.wrap_future(self.state.writer.submit(write))
+        return token
+
+    async def close_session(self, token: str) -> None:
+        s = store.dashboard_sessions
+        h = hash_key(token)
+        await asyncio.wrap_future(
+            self.state.writer.submit(
+                lambda conn: conn.execute(s.delete().where(s.c.token_hash == h))
+            )
+        )
+
+    def session_admin(self, token: str | None) -> Principal | None:
+        """The admin of a live session token (its key still the admin's and not revoked)."""
+        if not token or len(token) > 100:
+            return None
+        s = store.dashboard_sessions
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(s.c.annotator_id, s.c.key_id).where(
+                    s.c.token_hash == hash_key(token), s.c.expires_at > time.time()
+                )
+            ).first()
+        if row is None:
+            return None
+        p = self.state.principals.get(int(row.annotator_id))
+        if p is None or not p.is_admin or p.revoked or p.key_id != row.key_id:
+            return None
+        return p
+
+
+# ---------------------------------------------------------------------------------- responses
+def _csp() -> str:
+    return (
+        "default-src 'none'; "
+        f"script-src {script_hash()}; "
+        "style-src 'unsafe-inline'; img-src data:; connect-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    )
+
+
+def _headers(cache: str) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": _csp(),
+        "Cache-Control": cache,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",  # so that a form post carries its Origin
+        "Vary": "Accept-Encoding, Cookie",
+    }
+
+
+def _html(
+    request: Request,
+    *,
+    text: str | None = None,
+    gz: bytes | None = None,
+    status: int = 200,
+    cache: str = "no-cache",
+    extra: dict[str, str] | None = None,
+) -> Response:
+    """An HTML answer; stored compressed bytes are sent as they are to clients that take gzip."""
+    headers = {**_headers(cache), **(extra or {})}
+    if gz is not None:
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return Response(gz, status, headers=headers, media_type="text/html; charset=utf-8")
+        text = gzip.decompress(gz).decode("utf-8")
+    return Response(text or "", status, headers=headers, media_type="text/html; charset=utf-8")
+
+
+def _dash(request: Request) -> Dashboard:
+    return request.app.state.dashboard
+
+
+def _render(name: str, **context: Any) -> str:
+    return environment().get_template(name).render(version=version_text(), **context)
+
+
+def _same_origin(request: Request) -> bool:
+    """A form post from this site (browsers send Origin with every POST)."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    u = urlsplit(origin)
+    return f"{u.scheme}://{u.netloc}" == f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _login_page(request: Request, error: str | None = None, status: int = 200) -> Response:
+    hours = _dash(request).settings.session_hours
+    return _html(
+        request,
+        text=_render("login.html.j2", error=error, session_hours=hours, script=None),
+        status=status,
+        cache="no-store",
+    )
+
+
+async def _admin(request: Request) -> Principal | None:
+    return await asyncio.to_thread(_dash(request).session_admin, request.cookies.get(COOKIE))
+
+
+# ---------------------------------------------------------------------------------- public
+@router.get("/", include_in_schema=False)
+async def public_page(request: Request) -> Response:
+    """The live leaderboard (HTML)."""
+    d = _dash(request)
+    d.touch()
+    view = d.view
+    if view is not None:
+        return _html(request, gz=view.page_gz)
+    main = _render("dashboard_empty.html.j2", message=d.status())
+    return _html(
+        request,
+        text=_render(
+            "dashboard.html.j2",
+            main=main,
+            view_version="none",
+            status=d.status(),
+            every=PUBLIC_POLL_SECONDS,
+            script=script(),
+        ),
+    )
+
+
+@router.get("/dashboard/poll", summary="The dashboard's state (polled by the open page)")
+async def public_poll(request: Request) -> JSONResponse:
+    d = _dash(request)
+    d.touch()
+    return JSONResponse(d.public_state(), headers={"Cache-Control": "no-store"})
+
+
+@router.get("/dashboard/fragment", include_in_schema=False)
+async def public_fragment(request: Request) -> Response:
+    """The content of ``/`` (for the page's refresh)."""
+    d = _dash(request)
+    d.touch()
+    view = d.view
+    if view is None:
+        return _html(
+            request,
+            text=_render("dashboard_empty.html.j2", message=d.status()),
+            extra={"X-Dashboard-Version": "none"},
+        )
+    return _html(request, gz=view.main_gz, extra={"X-Dashboard-Version": view.version})
+
+
+# ---------------------------------------------------------------------------------- admin
+@router.get("/admin/login", include_in_schema=False)
+async def login_form(request: Request) -> Response:
+    if await _admin(request) is not None:
+        return RedirectResponse("/admin", status_code=303)
+    return _login_page(request)
+
+
+@router.post("/admin/login", include_in_schema=False)
+async def login(request: Request) -> Response:
+    """Check the posted admin key; on success a session cookie and a redirect to ``/admin``."""
+    d = _dash(request)
+    if not _same_origin(request):
+        return _login_page(request, "This form must be posted from this site.", 403)
+    client = request.client.host if request.client else "unknown"
+    wait = d.login_limiter.take(f"login:{client}")
+    if wait > 0:
+        return _login_page(request, f"Too many attempts; wait {wait:.0f} s and try again.", 429)
+    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return _login_page(request, "Log in with the form below.", 415)
+    try:
+        form = parse_qs((await request.body()).decode("utf-8"), max_num_fields=4)
+    except (UnicodeDecodeError, ValueError):
+        return _login_page(request, "The form could not be read.", 400)
+    key = (form.get("key") or [""])[0].strip()
+    who = await asyncio.to_thread(d.admin_for_key, key) if key else None
+    if who is None:
+        return _login_page(
+            request, "Not an admin key (unknown, revoked or an annotator's key).", 401
+        )
+    token = await d.open_session(who)
+    resp = RedirectResponse("/admin", status_code=303)
+    resp.set_cookie(
+        COOKIE,
+        token,
+        max_age=int(3600 * d.settings.session_hours),
+        path="/admin",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+@router.post("/admin/logout", include_in_schema=False)
+async def logout(request: Request) -> Response:
+    token = request.cookies.get(COOKIE)
+    if token and _same_origin(request):
+        await _dash(request).close_session(token)
+    resp = RedirectResponse("/admin/login", status_code=303)
+    resp.delete_cookie(COOKIE, path="/admin", httponly=True, samesite="strict")
+    return resp
+
+
+@router.get("/admin", include_in_schema=False)
+async def admin_page(request: Request) -> Response:
+    """The admin view (HTML; log in first)."""
+    who = await _admin(request)
+    if who is None:
+        return RedirectResponse("/admin/login", status_code=303)
+    d = _dash(request)
+    d.touch()
+    battles = await asyncio.to_thread(d.battles_total)
+    view = d.view
+    main = view.admin_html if view else _render("dashboard_empty.html.j2", message=d.status())
+    text = _render(
+        "admin.html.j2",
+        who=who.name,
+        main=main,
+        health=d.health(battles),
+        status=d.status(),
+        view_version=view.version if view else "none",
+        every=ADMIN_POLL_SECONDS,
+        script=script(),
+    )
+    return _html(request, text=text, cache="no-store")
+
+
+@router.get("/admin/poll", include_in_schema=False)
+async def admin_poll(request: Request) -> JSONResponse:
+    """The admin view's refresh: its state and the health, rendered (log in first)."""
+    if await _admin(request) is None:
+        return JSONResponse(
+            {
+                "error": {
+                    "status": 401,
+                    "code": "unauthorized",
+                    "message": "log in at /admin/login",
+                    "field": "cookie",
+                }
+            },
+            status_code=401,
+        )
+    d = _dash(request)
+    d.touch()
+    battles = await asyncio.to_thread(d.battles_total)
+    out = d.public_state()
+    out["last_render"] = None if d.last_render is None else asdict(d.last_render)
+    out["health_html"] = str(
+        environment().get_template("health.html.j2").module.health(d.health(battles))
+    )
+    return JSONResponse(out, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/admin/fragment", include_in_schema=False)
+async def admin_fragment(request: Request) -> Response:
+    if await _admin(request) is None:
+        return _html(request, text="", status=401, cache="no-store")
+    d = _dash(request)
+    view = d.view
+    if view is None:
+        return _html(
+            request,
+            text=_render("dashboard_empty.html.j2", message=d.status()),
+            cache="no-store",
+            extra={"X-Dashboard-Version": "none"},
+        )
+    return _html(
+        request, text=view.admin_html, cache="no-store", extra={"X-Dashboard-Version": view.version}
+    )
+
+
+# ---------------------------------------------------------------------------------- wiring
+def install(app: FastAPI) -> None:
+    """Add the dashboard to the live arena's application: its routes, and its watcher (and,
+    when first needed, its render process), started after and stopped before the arena."""
+    app.include_router(router)
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: FastAPI):  # noqa: ANN202
+        async with inner(a) as value:
+            dash = Dashboard(a.state.arena, a.state.settings)
+            a.state.dashboard = dash
+            dash.start()
+            try:
+                yield value
+            finally:
+                dash.stop()
+
+    app.router.lifespan_context = lifespan
