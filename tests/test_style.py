@@ -449,3 +449,38 @@ def test_am_elo_style_annotator_who_always_agrees_gets_virtual_ties():
     assert f.convergence.converged
     assert f.prior_ties is not None and f.prior_ties[4] > 0 and f.prior_ties[:4].sum() == 0
     assert f.abilities[4] == f.abilities.max() and np.all(np.isfinite(f.abilities))
+
+
+@pytest.mark.parametrize("annotators", [1, 7])
+@pytest.mark.parametrize("parts", [2, 3])
+def test_the_pass_split_over_cores_sums_to_the_single_pass(annotators, parts):
+    """Large fits split each pass over the cores (one accumulator per slice, then summed): the
+    objective, gradient, Hessian and annotator blocks equal those of one pass over all rows."""
+    from stablearena.raters.style import _pass, _pass_split
+
+    rng = np.random.default_rng(annotators * 10 + parts)
+    rows, m, d = 1001, 9, 3
+    a = rng.integers(0, m, rows).astype(np.int32)
+    b = ((a + rng.integers(1, m, rows)) % m).astype(np.int32)
+    z = rng.normal(size=(rows, d))
+    k = rng.integers(0, annotators, rows).astype(np.int32)
+    n = rng.integers(1, 4, rows).astype(float)
+    s = np.floor(rng.uniform(0, 1, rows) * (n + 1))
+    x, gamma = rng.normal(size=m), rng.normal(size=d) * 0.3
+    theta = rng.uniform(0.2, 1.5, annotators) if annotators > 1 else np.ones(1)
+
+    def run(fn, *extra):
+        p, kk = m + d, max(annotators, 1)
+        out = [np.empty(p), np.empty((p, p)), np.empty(kk), np.empty(kk)]
+        out += [np.empty((p, kk)), np.empty((p, kk))]
+        total = fn(x, gamma, a, b, z, k, n, s, theta, True, *out, *extra)
+        value = fn(x, gamma, a, b, z, k, n, s, theta, False, *out, *extra)
+        return total, value, out
+
+    t1, v1, one = run(_pass)
+    t2, v2, split = run(_pass_split, parts)
+    assert t1 == pytest.approx(t2, rel=1e-12) and v1 == pytest.approx(v2, rel=1e-12)
+    assert t1 == pytest.approx(v1, rel=1e-12)
+    blocks = one if annotators > 1 else one[:2]
+    for want, got in zip(blocks, split, strict=False):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
-from numba import njit
+from numba import get_num_threads, njit, prange
 from scipy.special import expit, log_expit
 
 from .._threads import single_threaded_blas
@@ -358,14 +358,11 @@ def _pass(
             u += gamma[f] * z[r, f]
         c = theta[k[r]] if ann else 1.0
         eta = c * u
-        if eta >= 0:
-            q = np.exp(-eta)
-            softplus = eta + np.log1p(q)
-            p = 1.0 / (1.0 + q)
-        else:
-            q = np.exp(eta)
-            softplus = np.log1p(q)
-            p = q / (1.0 + q)
+        # branch-free and stable: q = e^{-|η|} ≤ 1, softplus(η) = max(η, 0) + log1p(q),
+        # p = σ(η) = (1 if η ≥ 0 else q) / (1 + q) (the sign of η is unpredictable row to row)
+        q = np.exp(-abs(eta))
+        softplus = max(eta, 0.0) + np.log1p(q)
+        p = (1.0 if eta >= 0 else q) / (1.0 + q)
         total += s[r] * eta - n[r] * softplus
         if not derivatives:
             continue
@@ -405,6 +402,65 @@ def _pass(
             for g2 in range(f + 1, d):
                 hess[m + g2, m + f] = hess[m + f, m + g2]
     return total
+
+
+@njit(parallel=True, cache=True)
+def _pass_split(
+    x: np.ndarray,
+    gamma: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    z: np.ndarray,
+    k: np.ndarray,
+    n: np.ndarray,
+    s: np.ndarray,
+    theta: np.ndarray,
+    derivatives: bool,
+    grad: np.ndarray,
+    hess: np.ndarray,
+    ga: np.ndarray,
+    dd: np.ndarray,
+    cross: np.ndarray,
+    cross_e: np.ndarray,
+    parts: int,
+) -> float:  # pragma: no cover - compiled
+    """:func:`_pass` over ``parts`` contiguous slices of the rows on the cores, each into its
+    own accumulators, then summed (every output of the pass is a sum over rows)."""
+    rows = len(a)
+    totals = np.zeros(parts)
+    grads = np.zeros((parts,) + grad.shape)
+    hesss = np.zeros((parts,) + hess.shape)
+    gas = np.zeros((parts,) + ga.shape)
+    dds = np.zeros((parts,) + dd.shape)
+    crosses = np.zeros((parts,) + cross.shape)
+    cross_es = np.zeros((parts,) + cross_e.shape)
+    for c in prange(parts):
+        lo = rows * c // parts
+        hi = rows * (c + 1) // parts
+        totals[c] = _pass(x, gamma, a[lo:hi], b[lo:hi], z[lo:hi], k[lo:hi], n[lo:hi],
+                          s[lo:hi], theta, derivatives, grads[c], hesss[c], gas[c], dds[c],
+                          crosses[c], cross_es[c])  # fmt: skip
+    if derivatives:
+        grad[:] = grads.sum(axis=0)
+        hess[:, :] = hesss.sum(axis=0)
+        if len(theta) > 1:
+            ga[:] = gas.sum(axis=0)
+            dd[:] = dds.sum(axis=0)
+            cross[:, :] = crosses.sum(axis=0)
+            cross_e[:, :] = cross_es.sum(axis=0)
+    return totals.sum()
+
+
+#: rows from which a pass is split over the cores (below it, thread start-up costs more)
+_SPLIT_ROWS = 200_000
+
+
+def _row_pass(*args: Any) -> float:
+    """:func:`_pass`, or :func:`_pass_split` over the cores numba may use on many rows."""
+    parts = get_num_threads()
+    if parts > 1 and len(args[2]) >= _SPLIT_ROWS:
+        return float(_pass_split(*args, parts))
+    return float(_pass(*args))
 
 
 @dataclass(frozen=True)
@@ -454,7 +510,7 @@ class _Objective:
         return np.ones(1) if theta is None else np.asarray(theta, dtype=float)
 
     def value(self, x: np.ndarray, gamma: np.ndarray, theta: np.ndarray | None = None) -> float:
-        ll = _pass(x, gamma, *self.args, self._theta(theta), False, self.grad, self.hess,
+        ll = _row_pass(x, gamma, *self.args, self._theta(theta), False, self.grad, self.hess,
                    self.ga, self.dd, self.cross, self.cross_e)  # fmt: skip
         return ll - self._penalty_value(x, gamma)
 
@@ -468,7 +524,7 @@ class _Objective:
         self, x: np.ndarray, gamma: np.ndarray, theta: np.ndarray | None = None
     ) -> float:
         """Objective; fills ``grad``/``hess`` (and the annotator blocks) in place."""
-        ll = _pass(x, gamma, *self.args, self._theta(theta), True, self.grad, self.hess,
+        ll = _row_pass(x, gamma, *self.args, self._theta(theta), True, self.grad, self.hess,
                    self.ga, self.dd, self.cross, self.cross_e)  # fmt: skip
         self.last_loglik = ll
         params = np.concatenate([x, gamma])
