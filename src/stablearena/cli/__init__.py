@@ -569,29 +569,112 @@ def _format_cell(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+class RecordsTable:
+    """A Rich renderable for a table of records that draws itself as Rich's default
+    :class:`rich.table.Table` would (heavy-head box, one space of padding, title and caption
+    centred, bold header) but in one pass over the cells: Rich's own table measures and wraps
+    every cell and takes about 0.13 s for a 200-model leaderboard, most of a fast ``rank``.
+    Whenever the plain drawing could differ from Rich's — the table wider than the console,
+    a cell with control characters or line breaks — it hands over to a real Rich table."""
+
+    def __init__(
+        self,
+        headers: list[str],
+        right: list[bool],
+        rows: list[list[str]],
+        title: str | None,
+        caption: str | None,
+    ) -> None:
+        self.headers, self.right, self.rows = headers, right, rows
+        self.title, self.caption = title, caption
+
+    def rich_table(self) -> "Table":
+        """The same table as a :class:`rich.table.Table`."""
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(
+            title=Text(self.title) if self.title else None,
+            caption=Text(self.caption) if self.caption else None,
+            header_style="bold",
+        )
+        for h, r in zip(self.headers, self.right, strict=True):
+            table.add_column(Text(h), justify="right" if r else "left")
+        for row in self.rows:
+            table.add_row(*(Text(c) for c in row))
+        return table
+
+    def _plain(self, max_width: int) -> tuple[list[int], list[list[str]]] | None:
+        from rich.cells import cell_len
+
+        cells = [self.headers, *self.rows]
+        if not self.headers or not all(
+            c.isprintable() and c == c.strip() for row in cells for c in row
+        ):
+            return None  # Rich wraps and strips such cells in its own way
+        widths = [max(cell_len(row[j]) for row in cells) for j in range(len(self.headers))]
+        if sum(widths) + 3 * len(widths) + 1 > max_width:
+            return None
+        return widths, cells
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.cells import cell_len
+        from rich.segment import Segment
+        from rich.style import Style
+        from rich.text import Text
+
+        plain = self._plain(options.max_width)
+        if plain is None:
+            yield self.rich_table()
+            return
+        widths, _ = plain
+        total = sum(widths) + 3 * len(widths) + 1
+
+        def line(left: str, fill: str, mid: str, right: str) -> str:
+            return left + mid.join(fill * (w + 2) for w in widths) + right
+
+        def row(cells: list[str], bar: str) -> list[Any]:
+            parts: list[Any] = [Segment(bar)]
+            for c, w, r in zip(cells, widths, self.right, strict=True):
+                pad = " " * (w - cell_len(c))
+                parts += [Segment(" " + (pad + c if r else c + pad) + " "), Segment(bar)]
+            return parts
+
+        width_options = options.update(width=total, highlight=False)
+        if self.title:
+            title = Text(self.title, justify="center")
+            yield from console.render(title, width_options)
+        yield Segment(line("┏", "━", "┳", "┓"))
+        yield Segment.line()
+        bold = Style(bold=True)
+        head = row(self.headers, "┃")
+        for k in range(1, len(head), 2):
+            head[k] = Segment(head[k].text, bold)
+        yield from head
+        yield Segment.line()
+        yield Segment(line("┡", "━", "╇", "┩"))
+        yield Segment.line()
+        for cells in self.rows:
+            yield from row(cells, "│")
+            yield Segment.line()
+        yield Segment(line("└", "─", "┴", "┘"))
+        yield Segment.line()
+        if self.caption:
+            caption = Text(self.caption, justify="center")
+            yield from console.render(caption, width_options)
+
+
 def records_table(
     records: list[dict[str, Any]], title: str | None = None, caption: str | None = None
-) -> "Table":
-    """A Rich table of homogeneous records (nested values are left out; text is shown as is,
-    never read as Rich markup)."""
-    from rich.table import Table
-    from rich.text import Text
-
+) -> RecordsTable:
+    """A table of homogeneous records for the terminal (nested values are left out; text is
+    shown as is, never read as Rich markup): :class:`RecordsTable`."""
     keys = [
         k for k in (records[0] if records else {}) if not isinstance(records[0][k], (dict, list))
     ]
-    table = Table(
-        title=Text(title) if title else None,
-        caption=Text(caption) if caption else None,
-        header_style="bold",
-    )
-    for k in keys:
-        table.add_column(
-            Text(k), justify="right" if isinstance(records[0][k], (int, float)) else "left"
-        )
-    for r in records:
-        table.add_row(*(Text(_format_cell(r.get(k, ""))) for k in keys))
-    return table
+    right = [isinstance(records[0][k], (int, float)) for k in keys]
+    rows = [[_format_cell(r.get(k, "")) for k in keys] for r in records]
+    return RecordsTable(keys, right, rows, title, caption)
 
 
 def _csv_text(records: list[dict[str, Any]]) -> str:
