@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._numeric import normal_ppf
 from .battles import Battles, PairCounts, as_counts
 from .errors import InputError
 
@@ -648,7 +649,6 @@ def plot_annotators(
     """am-ELO abilities a_k ± z·se (mean 1 = the average fitted annotator; 0 = votes at random;
     below 0 = votes against the consensus), worst first; flagged annotators in vermillion with
     their reason, annotators left out of the fit (too few records) hollow and grey."""
-    from scipy.stats import norm
 
     if not hasattr(fitted, "annotator_table"):
         raise InputError(
@@ -658,7 +658,7 @@ def plot_annotators(
         raise InputError(f"level must lie strictly between 0 and 1, not {level}.")
     tab = fitted.annotator_table()
     k = len(tab)
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(normal_ppf(0.5 + level / 2))
     y = np.arange(k)
     ab = tab["ability"].to_numpy(float)
     se = tab["ability_se"].to_numpy(float)
@@ -777,7 +777,6 @@ def plot_ties(
     (Rao–Kupper, Davidson) predict all three outcomes; Bradley–Terry-type models (m-ELO, am-ELO,
     Elo) predict no ties — for them the expected score P(win) + ½ P(tie) is compared instead.
     """
-    from scipy.stats import norm
 
     if bins < 2:
         raise InputError(f"bins must be at least 2, not {bins}.")
@@ -810,7 +809,7 @@ def plot_ties(
     def frac(v: Any) -> Any:
         return np.bincount(b, v, len(used))[used] / nb
 
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(normal_ppf(0.5 + level / 2))
     with plot_style():
         from matplotlib.legend_handler import HandlerTuple
         from matplotlib.lines import Line2D
@@ -997,7 +996,6 @@ def _cluster_tree(
 ) -> Axes:
     from scipy.cluster.hierarchy import dendrogram, fcluster, linkage
     from scipy.spatial.distance import squareform
-    from scipy.stats import norm
 
     r = np.asarray(fitted.ratings, dtype=float)
     m = len(r)
@@ -1007,7 +1005,7 @@ def _cluster_tree(
     zmat = np.nan_to_num((zmat + zmat.T) / 2, nan=0.0, posinf=0.0)
     np.fill_diagonal(zmat, 0.0)
     tree = linkage(squareform(zmat, checks=False), method="average")
-    zcrit = float(norm.ppf(0.5 + level / 2))
+    zcrit = float(normal_ppf(0.5 + level / 2))
     groups = fcluster(tree, zcrit, criterion="distance")
     leaves: dict[int, list[int]] = {k: [k] for k in range(m)}
     for row in range(len(tree)):

@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 from scipy.special import expit, log_expit
-from scipy.stats import norm
 
+from .._numeric import normal_ppf
 from .._threads import single_threaded_blas
 from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
@@ -1052,7 +1052,7 @@ class AmElo(Rater):
         st = np.array(fitted.status, dtype=object)
         rs = np.array(fitted.reasons, dtype=object)
         ab, se = fitted.abilities, fitted.ability_se
-        z = norm.ppf(self.confidence) if self.confidence is not None else 0.0
+        z = normal_ppf(self.confidence) if self.confidence is not None else 0.0
         upper = ab + z * se
         for k in np.flatnonzero(st == "included"):
             if fitted.annotators[k] == UNKNOWN_ANNOTATOR and fitted.n_annotators == 1:

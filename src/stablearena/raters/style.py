@@ -48,6 +48,7 @@ import pandas as pd
 from numba import get_num_threads, njit, prange
 from scipy.special import expit, log_expit
 
+from .._numeric import normal_ppf
 from .._threads import single_threaded_blas
 from ..battles import Battles, Outcome, PairCounts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
@@ -1011,12 +1012,10 @@ class StyleFitted(Fitted):
     def style_table(self, level: float = 0.95) -> pd.DataFrame:
         """One row per covariate: ``feature, coef`` (γ), Fisher and sandwich standard errors and
         intervals at ``level``, and the standardisation ``mean, std``."""
-        from scipy.stats import norm
-
         from ..uncertainty import covariance
 
         m, d = self.n_models, self.n_features
-        z = norm.ppf(0.5 + level / 2)
+        z = normal_ppf(0.5 + level / 2)
         out: dict[str, Any] = {"feature": list(self.features), "coef": self.gamma.copy()}
         for kind in ("fisher", "sandwich"):
             cov = covariance(self, kind).params  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._numeric import normal_ppf
 from ..errors import InputError, StableArenaError, StableArenaWarning
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -453,8 +454,6 @@ def build_report(
     fit); those raised while building are added. ``command``: the command line, shown so the
     report can be reproduced.
     """
-    from scipy.stats import norm
-
     from ..leaderboard import intervals_for, leaderboard_payload
 
     all_notes = list(notes) + list(fitted.notes)
@@ -520,7 +519,7 @@ def build_report(
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     section = None
     if screened is not None:
-        section = annotator_section(screened, float(norm.ppf(0.5 + level / 2)))
+        section = annotator_section(screened, float(normal_ppf(0.5 + level / 2)))
     return Report(
         title=f"{fitted.method} leaderboard — {source}",
         payload=payload,

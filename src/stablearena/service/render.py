@@ -29,6 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .._numeric import normal_ppf
 from . import store
 from .refit import SOURCE, refit_published
 
@@ -142,8 +143,6 @@ def build_view(fitted: Any, job: RenderJob) -> RenderedView:
     intervals and tiers, the summary cards, the figures and the notes exactly as the HTML
     report builds them (:func:`stablearena.report.build_report` on the fit's own counts), and
     the annotator screening — every annotator with its decision and reason — for the admin."""
-    from scipy.stats import norm
-
     from ..errors import InputError
     from ..leaderboard import interval_caption
     from ..report import annotator_section, build_report, method_text
@@ -161,7 +160,7 @@ def build_view(fitted: Any, job: RenderJob) -> RenderedView:
     level = float(payload.get("ci", {}).get("level", 0.95))
     published = job.payload
     screening = (
-        annotator_section(fitted, float(norm.ppf(0.5 + level / 2)), everyone=True)
+        annotator_section(fitted, float(normal_ppf(0.5 + level / 2)), everyone=True)
         if hasattr(fitted, "annotator_table")
         else None
     )
