@@ -255,7 +255,8 @@ def count_rows(
     n = len(a)
     if space * 4 <= max(8 * n, 1 << 20):
         dt = np.int32 if space * 4 < 2**31 else np.int64
-        key = a.astype(dt) * dt(m)
+        key = a.astype(dt)  # a copy, then in place: one pass fewer than ``a * m``
+        key *= dt(m)
         key += b
         if annotator is not None:
             key *= dt(n_ann)
@@ -265,12 +266,21 @@ def count_rows(
             occurs = np.bincount(key, minlength=space).reshape(m, m, n_ann)
         key *= dt(4)
         key += outcome
-        t = np.bincount(key, weight, minlength=space * 4).reshape(m, m, n_ann, 4)
+        t = np.bincount(key, weight, minlength=space * 4).reshape(m * m, n_ann, 4)
         iu, ju = np.triu_indices(m, 1)
-        folded = t[iu, ju] + t[ju, iu][..., [1, 0, 2, 3]]  # (pairs, n_ann, 4)
-        seen = folded.any(axis=2) if occurs is None else (occurs[iu, ju] + occurs[ju, iu]) > 0
-        pair, ann = np.nonzero(seen)
-        table = folded[pair, ann].astype(float)
+        up, low = iu * m + ju, ju * m + iu  # flat positions of (i, j) and (j, i), i < j
+        folded = t.take(up, axis=0)  # (pairs, n_ann, 4), then A and B swapped from (j, i)
+        seen_low = t.take(low, axis=0)
+        folded[..., 0] += seen_low[..., 1]
+        folded[..., 1] += seen_low[..., 0]
+        folded[..., 2:] += seen_low[..., 2:]
+        if occurs is None:
+            keep = np.flatnonzero(folded.reshape(-1, 4).any(axis=1))
+        else:
+            counts = occurs.reshape(m * m, n_ann)
+            keep = np.flatnonzero((counts[up] + counts[low]).ravel() > 0)
+        table = folded.reshape(-1, 4)[keep].astype(float)
+        pair, ann = np.divmod(keep, n_ann)
         i, j = iu[pair], ju[pair]
     else:
         a64 = a.astype(np.int64)
