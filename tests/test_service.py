@@ -13,6 +13,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
@@ -989,3 +990,57 @@ def test_client_retries_a_vote_whose_answer_was_lost(make_arena):
     engine = arena.tc.app.state.engine
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(store.votes)).scalar_one() == 1
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is ``pid`` (Linux /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_sigkill_of_serve_leaves_no_fit_or_render_process_behind(tmp_path):
+    """The fit process and the dashboard's render process end with a server killed by SIGKILL
+    (before, every crash left both behind as orphans, 150–280 MB each)."""
+    server = ServerProcess(
+        f"sqlite:///{tmp_path / 'orphans.db'}",
+        "--set",
+        "arena.min_records=0",
+        "--set",
+        "arena.refit_votes=10",
+        "--set",
+        "poll_seconds=0.2",
+        "--set",
+        "dashboard_share=1.0",
+        cwd=tmp_path,
+    ).start()
+    try:
+        admin = ArenaClient(server.url, server.admin_key, timeout=120)
+        for m in ("m0", "m1", "m2", "m3"):
+            admin.add_model(m)
+        voter = ArenaClient(server.url, admin.create_annotator("v"), timeout=120)
+        httpx.get(server.url + "/", timeout=30)  # someone watches: fits are drawn
+        for k in range(30):
+            (b,) = voter.next_battles()
+            voter.vote(b["battle_id"], "model_a" if k % 3 else "model_b")
+        admin.refit()
+        deadline = time.time() + 120
+        while time.time() < deadline:  # the fit process and the render process are up
+            if len(_children(server.proc.pid)) >= 2:
+                break
+            time.sleep(0.2)
+        children = _children(server.proc.pid)
+        assert len(children) >= 2, children
+    finally:
+        server.kill()
+    deadline = time.time() + 15
+    while any(_alive(p) for p in children) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in children if _alive(p)]

@@ -31,6 +31,7 @@ import asyncio
 import gzip
 import json
 import logging
+import os
 import secrets
 import threading
 import time
@@ -219,7 +220,10 @@ class Dashboard:
             from concurrent.futures import ProcessPoolExecutor
 
             self._executor = ProcessPoolExecutor(
-                1, mp_context=low_priority_context(), initializer=start_worker
+                1,
+                mp_context=low_priority_context(),
+                initializer=start_worker,
+                initargs=(os.getpid(),),
             )
         return self._executor
 

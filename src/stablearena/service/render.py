@@ -344,9 +344,14 @@ def low_priority_context() -> SpawnContext:
     return _LowPriorityContext()
 
 
-def start_worker() -> None:
-    """Initialiser of the render process: a low CPU priority (also when started another way)
-    and the plotting stack imported once."""
+def start_worker(parent: int | None = None) -> None:
+    """Initialiser of the render process: ends with the server ``parent`` (see
+    :mod:`.lifetime`), a low CPU priority (also when started another way) and the plotting
+    stack imported once."""
+    if parent is not None:
+        from .lifetime import exit_with_parent
+
+        exit_with_parent(parent)
     _lower_priority(0)
     from .. import plots, report  # noqa: F401
     from ..raters import annotator  # noqa: F401

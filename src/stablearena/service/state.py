@@ -774,9 +774,15 @@ class Refitter:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
+            from .lifetime import exit_with_parent
             from .refit import warm_up_worker
 
-            self._executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._executor = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=exit_with_parent,  # no orphan fit process after a crash
+                initargs=(os.getpid(),),
+            )
             self._executor.submit(warm_up_worker)
         else:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="arena-fit")
