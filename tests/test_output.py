@@ -208,3 +208,46 @@ def test_sigkill_at_random_moments_of_rank_output(tmp_path):
             assert payload["n_models"] == 12
             target.write_text('{"old": true}\n')
     assert outcomes  # both outcomes are fine; neither may be partial
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_sigkill_of_a_bootstrap_leaves_no_worker_computing(tmp_path):
+    """kill -9 of `rank --ci bootstrap` while its two workers run: they end with it (each checks
+    once a second that its parent is alive) instead of computing on as orphans."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stablearena", "rank", "--ci", "bootstrap", "--rounds", "200000"],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 60
+    workers: set[int] = set()
+    while time.time() < deadline and len(workers) < 2:
+        time.sleep(0.1)
+        workers = _children(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert len(workers) >= 2, "the bootstrap did not start its workers"
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_running(p) for p in workers):
+        time.sleep(0.1)
+    assert not [p for p in workers if _running(p)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -44,6 +44,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
+from ._lifetime import exit_with_parent
 from ._numeric import expit, normal_ppf, normal_sf
 from ._threads import single_threaded_blas
 from .battles import Battles, PairCounts
@@ -614,8 +615,9 @@ def _run_block_inner(
 _WORKER_TASK: _Task | None = None
 
 
-def _init_worker(task: _Task) -> None:
+def _init_worker(task: _Task, parent: int) -> None:
     global _WORKER_TASK
+    exit_with_parent(parent)  # no orphan left computing when the command is killed
     _WORKER_TASK = task
 
 
@@ -916,7 +918,7 @@ def _execute(task: _Task, n_blocks: int, workers: int, progress: bool, rounds: i
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(task,)
+        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(task, os.getpid())
     ) as ex:
         # submitting starts the workers: do it before the progress bar starts its thread, so that
         # no other thread of ours is running when the worker processes are forked

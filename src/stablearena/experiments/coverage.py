@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from .._lifetime import exit_with_parent
 from ..errors import InputError, StableArenaWarning
 from ..raters import get_rater
 from ..raters.base import DEFAULT_OFFSET
@@ -143,8 +144,9 @@ def _mean_zero_se(cov: Any) -> np.ndarray:
 _CONFIG: CoverageConfig | None = None
 
 
-def _init(config: CoverageConfig) -> None:
+def _init(config: CoverageConfig, parent: int) -> None:
     global _CONFIG
+    exit_with_parent(parent)  # no orphan left computing when the command is killed
     _CONFIG = config
 
 
@@ -227,7 +229,9 @@ def _run(config: CoverageConfig, workers: int, progress: bool) -> list[dict[str,
         return rows
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init, initargs=(config,)) as ex:
+    with ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_init, initargs=(config, os.getpid())
+    ) as ex:
         # submit (which forks the workers) before the progress bar starts its thread
         futures = [ex.submit(_one, a) for a in range(config.arenas)]
         with bar:

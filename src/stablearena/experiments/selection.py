@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from .._lifetime import exit_with_parent
 from ..arena import Arena, ReplayArena, SimulatedArena, run_arena
 from ..battles import Battles, PairCounts
 from ..errors import InputError, StableArenaWarning
@@ -587,7 +588,11 @@ def run_selection_experiment(
                 for name in strategies:
                     progress(name, job.sd)
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, seeds, os.cpu_count() or 1)) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(workers, seeds, os.cpu_count() or 1),
+            initializer=exit_with_parent,  # no orphan left computing when the command is killed
+            initargs=(os.getpid(),),
+        ) as pool:
             for job, res in zip(jobs, pool.map(_run_seed, jobs), strict=True):
                 per_seed.append(res)
                 if progress is not None:

@@ -346,10 +346,10 @@ def low_priority_context() -> SpawnContext:
 
 def start_worker(parent: int | None = None) -> None:
     """Initialiser of the render process: ends with the server ``parent`` (see
-    :mod:`.lifetime`), a low CPU priority (also when started another way) and the plotting
+    :mod:`stablearena._lifetime`), a low CPU priority (also when started another way) and the plotting
     stack imported once."""
     if parent is not None:
-        from .lifetime import exit_with_parent
+        from .._lifetime import exit_with_parent
 
         exit_with_parent(parent)
     _lower_priority(0)

@@ -774,7 +774,7 @@ class Refitter:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from .lifetime import exit_with_parent
+            from .._lifetime import exit_with_parent
             from .refit import warm_up_worker
 
             self._executor = ProcessPoolExecutor(

@@ -1,0 +1,44 @@
+"""Worker processes that end with the process that started them.
+
+The live arena fits in a spawned process and draws the dashboard in another; the bootstrap,
+the coverage and the selection experiments run their work in process pools. A parent killed
+with SIGKILL (a crash, an OOM kill, ``kill -9``, a closed terminal's hang-up escalated) runs no
+clean-up, and on its own a child of ``concurrent.futures.ProcessPoolExecutor`` outlives it:
+each server crash used to leave a fit process and a render process behind (120–280 MB each,
+some still drawing), and a killed ``rank --ci bootstrap`` left its two workers computing.
+Every such child runs :func:`exit_with_parent` first: it exits at once if the parent is already
+gone, and a daemon thread checks once a second that its parent is still the one that started it
+(a dead parent's children are re-parented, so ``os.getppid()`` changes) and ends the process
+when it is not.
+
+Polling the parent id works on every POSIX system and does not depend on which thread of the
+server started the child (Linux's ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the
+child ends, and the executors start their processes from whichever thread first submits).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+__all__ = ["exit_with_parent", "WATCH_SECONDS"]
+
+#: how often a child checks that the server is still its parent
+WATCH_SECONDS = 1.0
+
+
+def exit_with_parent(parent: int, interval: float = WATCH_SECONDS) -> None:
+    """Initialiser of a worker process: end this process (``os._exit``, no clean-up: its work
+    belongs to a parent that no longer exists) as soon as ``parent`` is no longer its parent
+    process."""
+    if os.getppid() != parent:
+        os._exit(0)
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
