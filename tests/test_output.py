@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import HAVE_PROC, alive, children
 
 from stablearena import atomic
 from stablearena.atomic import atomic_open, atomic_path, atomic_write, check_output_path
@@ -210,19 +211,7 @@ def test_sigkill_at_random_moments_of_rank_output(tmp_path):
     assert outcomes  # both outcomes are fine; neither may be partial
 
 
-def _children(pid: int) -> set[int]:
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.add(int(stat.parent.name))
-    return out
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+@pytest.mark.skipif(not HAVE_PROC, reason="reads /proc (Linux)")
 def test_sigkill_of_a_bootstrap_leaves_no_worker_computing(tmp_path):
     """kill -9 of `rank --ci bootstrap` while its two workers run: they end with it (each checks
     once a second that its parent is alive) instead of computing on as orphans."""
@@ -236,18 +225,11 @@ def test_sigkill_of_a_bootstrap_leaves_no_worker_computing(tmp_path):
     workers: set[int] = set()
     while time.time() < deadline and len(workers) < 2:
         time.sleep(0.1)
-        workers = _children(proc.pid)
+        workers = children(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert len(workers) >= 2, "the bootstrap did not start its workers"
     deadline = time.time() + 15
-    while time.time() < deadline and any(_running(p) for p in workers):
+    while time.time() < deadline and any(alive(p) for p in workers):
         time.sleep(0.1)
-    assert not [p for p in workers if _running(p)]
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    assert not [p for p in workers if alive(p)]

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from procs import HAVE_PROC, alive, children
 
 from stablearena.client import ArenaClient, ArenaError
 from stablearena.service import store
@@ -835,14 +836,6 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing_postgresql(postgres, tm
     )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def _workers(url: str, n: int) -> dict[int, int]:
     """Worker number -> pid, from /healthz over fresh connections until all ``n`` answered."""
     import httpx
@@ -856,7 +849,7 @@ def _workers(url: str, n: int) -> dict[int, int]:
     return seen
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+@pytest.mark.skipif(not HAVE_PROC, reason="reads /proc (Linux)")
 def test_workers_share_the_socket_and_die_with_serve_sqlite(tmp_path):
     """``serve --workers 2``: both workers take connections from the one socket; SIGKILL of
     ``serve`` takes the workers with it (none keeps serving the port), and votes sent to the
@@ -866,13 +859,13 @@ def test_workers_share_the_socket_and_die_with_serve_sqlite(tmp_path):
     try:
         pids = _workers(server.url, 2)
         assert set(pids) == {0, 1} and server.proc.pid not in pids.values()
-        assert all(_alive(p) for p in pids.values())
+        assert all(alive(p) for p in pids.values())
     finally:
         server.kill()
     deadline = time.time() + 10
-    while any(_alive(p) for p in pids.values()) and time.time() < deadline:
+    while any(alive(p) for p in pids.values()) and time.time() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(p) for p in pids.values())
+    assert not any(alive(p) for p in pids.values())
     db = f"sqlite:///{tmp_path / 'workers-kill.db'}"
     res = kill_test(db, kills=2, tmp_path=tmp_path, extra=("--workers", "2"))
     assert res["acknowledged"] >= 30
@@ -992,20 +985,7 @@ def test_client_retries_a_vote_whose_answer_was_lost(make_arena):
         assert conn.execute(sa.select(sa.func.count()).select_from(store.votes)).scalar_one() == 1
 
 
-def _children(pid: int) -> set[int]:
-    """Processes whose parent is ``pid`` (Linux /proc)."""
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.add(int(stat.parent.name))
-    return out
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+@pytest.mark.skipif(not HAVE_PROC, reason="reads /proc (Linux)")
 def test_sigkill_of_serve_leaves_no_fit_or_render_process_behind(tmp_path):
     """The fit process and the dashboard's render process end with a server killed by SIGKILL
     (before, every crash left both behind as orphans, 150–280 MB each)."""
@@ -1033,14 +1013,14 @@ def test_sigkill_of_serve_leaves_no_fit_or_render_process_behind(tmp_path):
         admin.refit()
         deadline = time.time() + 120
         while time.time() < deadline:  # the fit process and the render process are up
-            if len(_children(server.proc.pid)) >= 2:
+            if len(children(server.proc.pid)) >= 2:
                 break
             time.sleep(0.2)
-        children = _children(server.proc.pid)
-        assert len(children) >= 2, children
+        kids = children(server.proc.pid)
+        assert len(kids) >= 2, kids
     finally:
         server.kill()
     deadline = time.time() + 15
-    while any(_alive(p) for p in children) and time.time() < deadline:
+    while any(alive(p) for p in kids) and time.time() < deadline:
         time.sleep(0.1)
-    assert not [p for p in children if _alive(p)]
+    assert not [p for p in kids if alive(p)]
