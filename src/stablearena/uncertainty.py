@@ -554,7 +554,7 @@ def _bt_round_py(
 _COMPILED: dict[str, Any] = {}
 
 
-def _bt_round(*args: Any) -> tuple[np.ndarray, bool]:
+def _bt_round_kernel() -> Any:
     """:func:`_bt_round_py` compiled with numba on first use (and cached on disk): importing
     numba costs ~0.3 s, which only the bootstrap should pay."""
     fn = _COMPILED.get("bt_round")
@@ -562,7 +562,11 @@ def _bt_round(*args: Any) -> tuple[np.ndarray, bool]:
         from numba import njit
 
         fn = _COMPILED["bt_round"] = njit(cache=True)(_bt_round_py)
-    return fn(*args)
+    return fn
+
+
+def _bt_round(*args: Any) -> tuple[np.ndarray, bool]:
+    return _bt_round_kernel()(*args)
 
 
 def _run_block(task: _Task, k: int) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray | None]:
@@ -917,6 +921,11 @@ def _execute(task: _Task, n_blocks: int, workers: int, progress: bool, rounds: i
         return results
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    if ctx.get_start_method() == "fork" and task.fast is not None and not task.fast.exact_only:
+        # load (or compile) the round kernel here, once: forked workers share it, where each
+        # would otherwise import numba and load the kernel itself (about 0.5 s and 80 MB each)
+        if not _bt_round_kernel().signatures:  # loaded on its first call: make one round
+            _run_block_inner(replace(task, rounds=1, block=1), 0)
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(task, os.getpid())
     ) as ex:
