@@ -348,6 +348,28 @@ def test_leaderboard_with_intervals_and_other_methods(make_arena):
     assert exc.value.status == 422 and exc.value.field == "ci"
 
 
+def test_a_young_arena_says_it_waits_for_min_records_and_how_to_change_it(make_arena):
+    """Before any annotator has δ = min_records votes there is no am-ELO fit: the leaderboard,
+    a forced refit and /healthz say so (503 "waiting", naming the setting and how to lower it)
+    instead of reporting a failed fit; lowering δ at run time publishes the first fit."""
+    arena = make_arena(models=tuple("abcd"), min_records=50)
+    play(arena, ["u1"], 7, dict(zip("abcd", [0.0, 0.5, 1.0, 1.5], strict=True)))
+    with pytest.raises(ArenaError) as exc:
+        arena.admin.refit()
+    assert exc.value.status == 503 and exc.value.code == "waiting"
+    assert "arena.min_records=50" in str(exc.value) and "the most so far: 7" in str(exc.value)
+    with pytest.raises(ArenaError) as exc:
+        arena.admin.leaderboard()
+    assert exc.value.status == 503 and exc.value.code == "waiting"
+    assert "PATCH /v1/admin/config" in str(exc.value)
+    health = arena.raw("GET", "/healthz").json()
+    assert health["refit_error"] is None and "min_records=50" in health["refit_waiting"]
+    arena.admin.config(min_records=5)
+    arena.admin.refit()
+    assert arena.admin.leaderboard()["as_of_vote"] == 7
+    assert arena.raw("GET", "/healthz").json()["refit_waiting"] is None
+
+
 def test_the_refitter_keeps_the_leaderboard_within_k_votes(make_arena):
     arena = make_arena(models=tuple("abcd"), refit_votes=10, refit_seconds=1000.0)
     truth = dict(zip("abcd", [0.0, 0.5, 1.0, 1.5], strict=True))

@@ -15,6 +15,20 @@ class InputError(StableArenaError, ValueError):
     """The battle log, a column, a label or an option is not what it must be."""
 
 
+class TooFewRecords(InputError):
+    """No annotator has the ``min_records`` comparisons that am-ELO's screening asks before it
+    fits an annotator (the Stable Arena's δ). ``min_records`` is δ, ``most`` the largest number
+    of records any annotator has."""
+
+    def __init__(self, message: str, min_records: float, most: float):
+        super().__init__(message)
+        self.min_records = min_records
+        self.most = most
+
+    def __reduce__(self):  # noqa: ANN204 - picklable (e.g. raised in a fit process)
+        return (type(self), (str(self), self.min_records, self.most))
+
+
 class DisconnectedGraphError(StableArenaError):
     """The comparison graph has more than one component, so ratings cannot be compared.
 

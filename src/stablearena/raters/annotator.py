@@ -51,7 +51,7 @@ from scipy.special import expit, log_expit
 from .._numeric import normal_ppf
 from .._threads import single_threaded_blas
 from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
-from ..errors import ConvergenceError, InputError, StableArenaWarning
+from ..errors import ConvergenceError, InputError, StableArenaWarning, TooFewRecords
 from ..graph import check_comparison_graph
 from ..information import laplacian
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
@@ -994,9 +994,11 @@ class AmElo(Rater):
             reasons[k] = "excluded in an earlier round"
         fit_idx = np.flatnonzero(status == "included")
         if len(fit_idx) == 0:
-            raise InputError(
+            raise TooFewRecords(
                 f"{counts.source}: no annotator has at least min_records={self.min_records} "
-                f"comparisons (the most is {records.max():g}); lower --min-records."
+                f"comparisons (the most is {records.max():g}); lower --min-records.",
+                self.min_records,
+                float(records.max()),
             )
         x0, a0 = _warm_start(start, counts.models, [names[k] for k in fit_idx])  # type: ignore[index]
         fitted = self._fit_fixed(

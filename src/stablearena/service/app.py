@@ -367,6 +367,7 @@ def create_app(settings: Settings | None = None, *, worker: int = 0) -> HotRoute
             "fitted_at": fit.fitted_at if fit else None,
             "strategy": st.strategy_name,
             "refit_error": request.app.state.refitter.last_error,
+            "refit_waiting": st.refit_waiting,
             "worker": worker,
             "pid": os.getpid(),
         }

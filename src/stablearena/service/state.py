@@ -41,7 +41,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from .. import selection
 from ..battles import PairCounts
-from ..errors import StableArenaError
+from ..errors import StableArenaError, TooFewRecords
 from ..leaderboard import leaderboard_payload
 from ..selection import InformationTracker, Selector, get_selector
 from . import store
@@ -192,6 +192,8 @@ class ArenaState:
         self.votes_seen = 0
         self.battles_served = 0
         self.refit_error: str | None = None
+        #: why there is no am-ELO fit yet although nothing failed (too few records: δ)
+        self.refit_waiting: str | None = None
         self._vote_seq = 0
         self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=100_000)
         self._cache: dict[tuple, Future] = {}
@@ -374,6 +376,7 @@ class ArenaState:
             if self.fit is not None and fit.id <= self.fit.id:
                 return
             self.fit = fit
+            self.refit_waiting = None
             self._expire_pending()
         self.rebuild_tracker()
 
@@ -623,6 +626,8 @@ class ArenaState:
                 raise ApiError(
                     503, "no_votes", "no votes yet: the first leaderboard follows the first votes"
                 )
+            if self.refit_waiting:
+                raise ApiError(503, "waiting", f"no leaderboard yet: {self.refit_waiting}")
             why = f" (last attempt: {self.refit_error})" if self.refit_error else ""
             raise ApiError(503, "not_fitted", f"no leaderboard yet: the first fit is pending{why}")
         return fit
@@ -744,6 +749,15 @@ class _FileLock:
             self.fd = None
 
 
+def waiting_message(exc: TooFewRecords) -> str:
+    """Why a young arena has no am-ELO leaderboard yet, and what the admin can do about it."""
+    return (
+        f"waiting for an annotator with arena.min_records={exc.min_records:g} votes (the most "
+        f"so far: {exc.most:g}); the first am-ELO leaderboard follows then. Lower it with "
+        'PATCH /v1/admin/config {"min_records": N} or --set arena.min_records=N'
+    )
+
+
 class Refitter:
     """The background loop of one worker (see the module docstring)."""
 
@@ -805,6 +819,9 @@ class Refitter:
             try:
                 self.tick()
                 self.last_error = self.state.refit_error = None
+            except TooFewRecords as exc:  # not a failure: the arena is young
+                self.last_error = self.state.refit_error = None
+                self.state.refit_waiting = waiting_message(exc)
             except Exception as exc:  # the loop must survive a failed fit or a lost connection
                 msg = f"{type(exc).__name__}: {exc}"
                 if msg != self.last_error:
@@ -869,7 +886,13 @@ class Refitter:
         is running, here or in another worker); returns the fit that includes every vote seen."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            fit = self.refit(force=True, wait=True)
+            try:
+                fit = self.refit(force=True, wait=True)
+            except TooFewRecords as exc:
+                self.state.refit_waiting = waiting_message(exc)
+                raise ApiError(
+                    503, "waiting", f"no leaderboard yet: {waiting_message(exc)}"
+                ) from None
             if fit is not None:
                 return fit
             with self.state.engine.connect() as conn:
