@@ -364,6 +364,12 @@ def test_a_young_arena_says_it_waits_for_min_records_and_how_to_change_it(make_a
     assert "PATCH /v1/admin/config" in str(exc.value)
     health = arena.raw("GET", "/healthz").json()
     assert health["refit_error"] is None and "min_records=50" in health["refit_waiting"]
+    # meanwhile the other methods rank every vote (computed from the counts)
+    young = arena.admin.leaderboard(method="m-elo")
+    assert young["method"] == "m-elo" and young["as_of_vote"] == 7 and young["n_battles"] == 7
+    with pytest.raises(ArenaError) as exc:  # am-ELO with intervals waits for its fit too
+        arena.admin.leaderboard(ci="fisher")
+    assert exc.value.code == "waiting"
     arena.admin.config(min_records=5)
     arena.admin.refit()
     assert arena.admin.leaderboard()["as_of_vote"] == 7

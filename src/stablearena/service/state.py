@@ -650,18 +650,25 @@ class ArenaState:
     def leaderboard(self, method: str, ci: str, level: float) -> dict[str, Any]:
         """The ``rank --format json`` payload plus ``as_of_vote`` and ``fitted_at``: the
         published am-ELO fit, or another method / intervals computed from the counts (cached
-        until the next published fit)."""
-        fit = self.published()
-        if method == "am-elo" and ci == "none":
-            out = dict(fit.payload["leaderboard"])
-            out["as_of_vote"] = fit.as_of_vote
-            out["fitted_at"] = fit.fitted_at
-            return out
-        key = (method, ci, level, fit.id)
+        until the next published fit). Before the first am-ELO fit (no annotator has δ votes
+        yet) the other methods are computed from all the counts, recomputed every K votes."""
+        fit = self.fit
+        generation: Any
+        if fit is None and method != "am-elo" and self.votes_seen > 0:
+            generation = ("young", self.votes_seen // max(int(self.config.refit_votes), 1))
+        else:
+            fit = self.published()
+            if method == "am-elo" and ci == "none":
+                out = dict(fit.payload["leaderboard"])
+                out["as_of_vote"] = fit.as_of_vote
+                out["fitted_at"] = fit.fitted_at
+                return out
+            generation = fit.id
+        key = (method, ci, level, generation)
         with self._cache_lock:
             fut = self._cache.get(key)
             if fut is None:
-                for old in [k for k in self._cache if k[3] != fit.id]:
+                for old in [k for k in self._cache if k[3] != generation]:
                     del self._cache[old]
                 fut = self.cache_pool.submit(self._compute, method, ci, level, fit)
                 self._cache[key] = fut
@@ -672,7 +679,9 @@ class ArenaState:
                 self._cache.pop(key, None)
             raise ApiError(422, "cannot_fit", str(exc), "method") from None
 
-    def _compute(self, method: str, ci: str, level: float, fit: PublishedFit) -> dict[str, Any]:
+    def _compute(
+        self, method: str, ci: str, level: float, fit: PublishedFit | None
+    ) -> dict[str, Any]:
         import warnings
 
         from ..raters import get_rater
@@ -681,7 +690,7 @@ class ArenaState:
         counts = snap.counts()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if method == "am-elo":
+            if method == "am-elo" and fit is not None:
                 fitted = refit_published(
                     fit.payload,
                     counts,
