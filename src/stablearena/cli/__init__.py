@@ -604,7 +604,8 @@ class RecordsTable:
             table.add_row(*(Text(c) for c in row))
         return table
 
-    def _plain(self, max_width: int) -> tuple[list[int], list[list[str]]] | None:
+    def _plain(self, max_width: int) -> list[int] | None:
+        """The column widths of the plain drawing, or None where Rich's could differ."""
         from rich.cells import cell_len
 
         cells = [self.headers, *self.rows]
@@ -615,7 +616,7 @@ class RecordsTable:
         widths = [max(cell_len(row[j]) for row in cells) for j in range(len(self.headers))]
         if sum(widths) + 3 * len(widths) + 1 > max_width:
             return None
-        return widths, cells
+        return widths
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.cells import cell_len
@@ -623,11 +624,10 @@ class RecordsTable:
         from rich.style import Style
         from rich.text import Text
 
-        plain = self._plain(options.max_width)
-        if plain is None:
+        widths = self._plain(options.max_width)
+        if widths is None:
             yield self.rich_table()
             return
-        widths, _ = plain
         total = sum(widths) + 3 * len(widths) + 1
 
         def line(left: str, fill: str, mid: str, right: str) -> str:
