@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_service import Conn, cpu_seconds, pct  # noqa: E402 - the same client and helpers
+from bench_service import Conn, cpu_seconds, pct, play_battle  # noqa: E402 - the same client
 
 
 def children_cpu(pid: int) -> float:
@@ -68,20 +68,11 @@ async def run(url: str, keys: list[str], admin_key: str, truth: dict, args, pid:
         conn = Conn(host, port, keys[k % len(keys)])
         try:
             while not stop.is_set():
-                t0 = time.perf_counter()
-                st, res = await conn.request("POST", "/v1/battles", {})
-                t1 = time.perf_counter()
+                st, st_vote, _, t0, t1, t2 = await play_battle(conn, truth, rng)
                 if st != 200:
                     await asyncio.sleep(0.01)
                     continue
-                b = res["battles"][0]
-                p = 1.0 / (1.0 + np.exp(-(truth[b["model_a"]] - truth[b["model_b"]])))
-                out = "model_a" if rng.random() < p else "model_b"
-                st, _ = await conn.request(
-                    "POST", f"/v1/battles/{b['battle_id']}/vote", {"outcome": out}
-                )
-                t2 = time.perf_counter()
-                if phase["measure"] and st == 200:
+                if phase["measure"] and st_vote == 200:
                     name = phase["name"]
                     d = lat.setdefault(name, {"battles": [], "vote": []})
                     d["battles"].append(t1 - t0)

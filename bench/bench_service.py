@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -102,6 +103,25 @@ class Conn(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+async def play_battle(
+    conn: Conn, truth: dict[str, float], rng: Any
+) -> tuple[int, int, str | None, float, float, float]:
+    """One battle of a closed-loop client: ask for the next pair, vote for a side with the true
+    ratings' win probability (``rng.random()``). Returns the status of the pair request and of
+    the vote (0 when no vote was sent), the battle id, and the times before the request, after
+    it and after the vote."""
+    t0 = time.perf_counter()
+    st, res = await conn.request("POST", "/v1/battles", {})
+    t1 = time.perf_counter()
+    if st != 200:
+        return st, 0, None, t0, t1, t1
+    b = res["battles"][0]
+    p = 1.0 / (1.0 + math.exp(-(truth[b["model_a"]] - truth[b["model_b"]])))
+    out = "model_a" if rng.random() < p else "model_b"
+    st_vote, _ = await conn.request("POST", f"/v1/battles/{b['battle_id']}/vote", {"outcome": out})
+    return st, st_vote, b["battle_id"], t0, t1, time.perf_counter()
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -176,24 +196,15 @@ async def load(
         conn = Conn(host, port, keys[k % len(keys)])
         try:
             while time.perf_counter() < end:
-                t0 = time.perf_counter()
-                st, res = await conn.request("POST", "/v1/battles", {})
-                t1 = time.perf_counter()
+                st, st_vote, battle_id, t0, t1, t2 = await play_battle(conn, truth, rng)
                 if st != 200:
                     errors[st] = errors.get(st, 0) + 1
                     await asyncio.sleep(0.01)
                     continue
-                b = res["battles"][0]
-                p = 1.0 / (1.0 + math.exp(-(truth[b["model_a"]] - truth[b["model_b"]])))
-                out = "model_a" if rng.random() < p else "model_b"
-                st, res = await conn.request(
-                    "POST", f"/v1/battles/{b['battle_id']}/vote", {"outcome": out}
-                )
-                t2 = time.perf_counter()
-                if st != 200:
-                    errors[st] = errors.get(st, 0) + 1
+                if st_vote != 200:
+                    errors[st_vote] = errors.get(st_vote, 0) + 1
                     continue
-                acked.append(b["battle_id"])
+                acked.append(battle_id)
                 if t0 >= warm_until:
                     lat["battles"].append(t1 - t0)
                     lat["vote"].append(t2 - t1)
