@@ -364,6 +364,8 @@ def test_a_young_arena_says_it_waits_for_min_records_and_how_to_change_it(make_a
     assert "PATCH /v1/admin/config" in str(exc.value)
     health = arena.raw("GET", "/healthz").json()
     assert health["refit_error"] is None and "min_records=50" in health["refit_waiting"]
+    status = arena.raw("GET", "/dashboard/poll").json()["status"]  # what the page shows
+    assert "no leaderboard yet" in status and "arena.min_records=50" in status
     # meanwhile the other methods rank every vote (computed from the counts)
     young = arena.admin.leaderboard(method="m-elo")
     assert young["method"] == "m-elo" and young["as_of_vote"] == 7 and young["n_battles"] == 7

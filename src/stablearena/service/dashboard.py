@@ -281,6 +281,8 @@ class Dashboard:
                 return f"Drawing the first leaderboard (the fit of vote {fit.as_of_vote:,})…"
             if votes == 0:
                 return "No votes yet: the leaderboard appears once the first votes are fitted."
+            if self.state.refit_waiting:
+                return f"{votes:,} votes so far; no leaderboard yet: {self.state.refit_waiting}"
             return f"{votes:,} votes so far; the first fit is under way…"
         text = status_line(view.as_of_vote, view.fitted_at, votes)
         if fit is not None and fit.id > view.fit_id:
@@ -375,6 +377,7 @@ class Dashboard:
             "outage": outage,
             "boosted": boosted,
             "refit_error": st.refit_error,
+            "refit_waiting": st.refit_waiting if st.fit is None else None,
             "render_error": self.render_error,
             "db": self.settings.redacted_db(),
             "now_text": time_text(now),
