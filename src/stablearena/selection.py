@@ -259,15 +259,7 @@ def _all_scores(mode, sigma, tmat, wmat, iu, ju):  # pragma: no cover - compiled
     n = len(iu)
     out = np.empty(n)
     for k in range(n):
-        i = iu[k]
-        j = ju[k]
-        w = wmat[i, j]
-        rho = sigma[i, i] + sigma[j, j] - 2.0 * sigma[i, j]
-        if mode == 0:
-            out[k] = w * rho
-        else:
-            q = tmat[i, i] + tmat[j, j] - 2.0 * tmat[i, j]
-            out[k] = w * q / (1.0 + w * rho)
+        out[k] = _pair_score(mode, sigma, tmat, wmat, iu[k], ju[k])
     return out
 
 

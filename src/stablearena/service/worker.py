@@ -34,6 +34,8 @@ import sys
 import time
 from typing import Any
 
+from .._lifetime import exit_with_parent
+
 __all__ = ["run_workers", "main"]
 
 #: Environment variable carrying the settings (JSON) from ``serve`` to its workers.
@@ -137,9 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--index", type=int, required=True, help="this worker's number (0, 1, …)")
     ap.add_argument("--parent", type=int, default=0, help="the serve process (exit with it)")
     args = ap.parse_args(argv)
-    _die_with_parent()
-    if args.parent and os.getppid() != args.parent:  # the parent died before the prctl
-        sys.exit(1)
+    _die_with_parent()  # Linux: at once
+    if args.parent:  # the parent died before the prctl, or another system: within a second
+        exit_with_parent(args.parent)
     from .app import create_app, serve_app
     from .settings import Settings
 
