@@ -17,11 +17,18 @@ with fsync on, started here) this
 5. times ``--bare-seconds`` of single-row inserts, each committed durably, into the same
    database (sqlite3 / psycopg directly, one connection, no web stack).
 
+``--floor`` adds the HTTP floor: the same clients, in the same run, against a null ASGI
+application under uvicorn with the server's settings (uvloop, httptools, no access log, the
+same number of worker processes), which answers the two routes with JSON of the same shape and
+does nothing else — no key, no pair choice, no database. Its battles per second are what the
+web stack alone allows on this machine: no service built on it can serve more.
+
 It prints battles per second, the latency percentiles of each endpoint, staleness, missing
 votes, the bare insert rate and the ratio, with the machine's load average before and after.
 
     python bench/bench_service.py [--backends sqlite,postgresql] [--models 200] [--duration 60]
-        [--clients 32] [--annotators 64] [--warmup 5] [--bare-seconds 10] [--json out.json]
+        [--clients 32] [--annotators 64] [--warmup 5] [--bare-seconds 10] [--floor]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -274,6 +281,201 @@ def run_loop(coro):  # noqa: ANN001, ANN201
     return uvloop.run(coro)
 
 
+# ---------------------------------------------------------------------------------- HTTP floor
+_NULL_NAMES = [f"model-{k:03d}" for k in range(200)]
+# the service's answers in shape (hot.py's templates)
+_FLOOR_BATTLE = (
+    '{"battles":[{"battle_id":"%s","model_a":"%s","model_b":"%s","strategy":"floor",'
+    '"propensity":0.5,"served_at":%r,"expires_at":%r}]}'
+)
+_FLOOR_VOTE = (
+    '{"battle_id":"%s","vote_id":%d,"outcome":"%s","revision":0,"recorded_at":%r,'
+    '"replayed":false,"corrected":false,"model_a":"x","model_b":"y"}'
+)
+_FLOOR_BOARD = '{"as_of_vote":0,"fitted_at":%r,"models":[]}'
+
+
+async def null_app(scope: dict, receive: Any, send: Any) -> None:
+    """The HTTP floor (``--floor``): answers ``POST /v1/battles`` with one battle of two random
+    model names and ``POST /v1/battles/{id}/vote`` with a vote, both in the service's JSON
+    shape, and ``GET /v1/leaderboard`` with an empty board; reads each body, does nothing else."""
+    if scope["type"] == "lifespan":
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    more = True
+    while more:
+        msg = await receive()
+        more = msg.get("more_body", False)
+    path = scope["path"]
+    now = time.time()
+    if path == "/v1/battles":
+        a, b = random.sample(_NULL_NAMES, 2)
+        body = _FLOOR_BATTLE % (os.urandom(16).hex(), a, b, now, now + 3600.0)
+    elif path.endswith("/vote"):
+        body = _FLOOR_VOTE % (path[12:-5], 1, "model_a", now)
+    else:
+        body = _FLOOR_BOARD % now
+    data = body.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+def writes_app() -> Any:
+    """The durable floor (``--floor``, uvicorn ``--factory``): :func:`null_app`'s answers, but
+    each battle and each vote written as the service writes them — ``store.insert_battles``
+    and ``store.record_vote`` (the vote, its history and its pair count) through the
+    service's group-commit ``store.Writer`` on the database ``BENCH_FLOOR_DB`` (the one the
+    service run just used: its models and annotators), with the server's thread switch
+    interval. No key check, no pair choice (two random models), no tracker, no refits."""
+    from stablearena.service import store
+    from stablearena.service.settings import Settings
+
+    engine = store.make_engine(os.environ["BENCH_FLOOR_DB"])
+    with engine.connect() as conn:
+        model_ids = [
+            int(r[0])
+            for r in conn.execute(store.models.select().with_only_columns(store.models.c.id))
+        ]
+        who = int(
+            conn.execute(
+                store.annotators.select()
+                .with_only_columns(store.annotators.c.id)
+                .where(store.annotators.c.role == "annotator")
+                .limit(1)
+            ).scalar_one()
+        )
+    writer = store.Writer(engine, Settings().max_batch)
+    outcome_code = {name: k for k, name in enumerate(store.OUTCOMES)}
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    sys.setswitchinterval(Settings().switch_interval)
+                    writer.start()
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    writer.stop()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        raw = b""
+        more = True
+        while more:
+            msg = await receive()
+            raw += msg.get("body", b"")
+            more = msg.get("more_body", False)
+        path = scope["path"]
+        now = time.time()
+        if path == "/v1/battles":
+            a, b = random.sample(model_ids, 2)
+            bid = os.urandom(16).hex()
+            row = {
+                "id": bid,
+                "annotator_id": who,
+                "model_a": a,
+                "model_b": b,
+                "strategy": "floor",
+                "propensity": 0.5,
+                "served_at": now,
+                "expires_at": now + 3600.0,
+                "check": False,
+            }
+            await writer.submit_async(lambda conn: store.insert_battles(conn, [row]))
+            names = _NULL_NAMES[a % 200], _NULL_NAMES[b % 200]
+            body = _FLOOR_BATTLE % (bid, *names, now, now + 3600.0)
+        elif path.endswith("/vote"):
+            bid = path[12:-5]
+            out = outcome_code[json.loads(raw)["outcome"]]
+            res = await writer.submit_async(
+                lambda conn: store.record_vote(conn, bid, who, out, now, 0.0)
+            )
+            body = _FLOOR_VOTE % (bid, res.vote_id or 0, store.OUTCOMES[out], now)
+        else:
+            body = _FLOOR_BOARD % now
+        data = body.encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(data)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": data})
+
+    return app
+
+
+def run_floor(args, db: str | None = None) -> dict:
+    """The same closed loop against :func:`null_app` (``db`` None) or :func:`writes_app` on
+    ``db`` under uvicorn (``args.workers`` processes, the server's uvicorn settings)."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = ["bench_service:null_app"] if db is None else ["--factory", "bench_service:writes_app"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(Path(__file__).resolve().parent),
+        *target,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(args.workers),
+        "--no-access-log",
+        "--log-level",
+        "warning",
+        "--timeout-keep-alive",
+        "30",
+    ]
+    env = {**os.environ, "BENCH_FLOOR_DB": db or ""}
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the floor server did not start") from None
+                time.sleep(0.1)
+        time.sleep(1.0)  # the workers of a multi-process uvicorn start after the socket
+        rng = np.random.default_rng(1)
+        truth = dict(zip(_NULL_NAMES, rng.normal(0, 1.0, 200), strict=True))
+        url = f"http://127.0.0.1:{port}"
+        res = run_loop(load(url, ["floor"], truth, args, "floor", proc.pid))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    res.pop("acked_ids")
+    return res
+
+
 # ---------------------------------------------------------------------------------- bare loop
 def bare_sqlite(path: str, seconds: float) -> float:
     conn = sqlite3.connect(path, isolation_level=None)
@@ -334,6 +536,8 @@ def run_backend(backend: str, args, workdir: Path) -> dict:
         "--set",
         f"arena.min_records={args.min_records}",
     ]
+    for item in args.set:
+        sets += ["--set", item]
     if args.workers != 1:
         sets += ["--workers", str(args.workers)]
     server = ServerProcess(url, *sets, cwd=workdir).start()
@@ -358,6 +562,8 @@ def run_backend(backend: str, args, workdir: Path) -> dict:
         admin.close()
     finally:
         server.stop()
+    if args.floor:
+        res["floor_writes"] = run_floor(args, url)
     res["bare_inserts_per_s"] = (
         bare_sqlite(db_path, args.bare_seconds)
         if backend == "sqlite"
@@ -397,6 +603,18 @@ def main() -> None:
     ap.add_argument("--refit-votes", type=int, default=100, help="arena.refit_votes (K)")
     ap.add_argument("--refit-seconds", type=float, default=5.0, help="arena.refit_seconds (T)")
     ap.add_argument("--min-records", type=int, default=50, help="arena.min_records (δ)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another setting for the server (repeatable), e.g. arena.strategy=random",
+    )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run the same clients against a null ASGI app under uvicorn (the HTTP floor)",
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -442,6 +660,30 @@ def main() -> None:
             print(
                 f"errors: {res['errors'] or 'none'}; load average before/after: "
                 f"{res['load_before'][0]:.2f} / {res['load_after'][0]:.2f}",
+                flush=True,
+            )
+    if args.floor:
+        res = run_floor(args)
+        results["floor_http"] = res
+        print(f"\n## floors: {args.workers} uvicorn worker process(es), the same clients")
+
+        def floor_line(what: str, r: dict) -> None:
+            cpu = r["server_cpu_ms_per_battle"] + r["refit_cpu_ms_per_battle"]
+            print(
+                f"{what:44s} {r['battles_per_s']:7.1f} battles/s   p99 battles "
+                f"{r['p99_ms']['battles']:.2f} / vote {r['p99_ms']['vote']:.2f} ms   "
+                f"server CPU {cpu:.2f} ms/battle"
+            )
+
+        floor_line("HTTP only (null ASGI app)", res)
+        for backend in backends:
+            fw = results[backend]["floor_writes"]
+            floor_line(f"HTTP + the service's durable writes ({backend})", fw)
+            bare = results[backend]["bare_inserts_per_s"]
+            print(
+                f"  {backend}: bare inserts/s {bare:.1f}; writes floor ÷ bare "
+                f"{fw['battles_per_s'] / bare:.2f}; the service ÷ writes floor "
+                f"{results[backend]['battles_per_s'] / fw['battles_per_s']:.2f}",
                 flush=True,
             )
     if args.json:
