@@ -39,7 +39,14 @@ from .hot import (
     post_battles,
     post_vote,
 )
-from .security import BodyLimit, Principal, RateLimiter, error_body, new_key
+from .security import (
+    BodyLimit,
+    Principal,
+    RateLimiter,
+    SharedRateLimiter,
+    error_body,
+    new_key,
+)
 from .settings import ArenaConfig, Settings, validation_message
 from .state import ApiError, ArenaState, PublishedFit, Refitter
 
@@ -253,12 +260,16 @@ def serve_app(app: Any, settings: Settings, sock: Any) -> None:
     server.run(sockets=[sock])
 
 
-def create_app(settings: Settings | None = None, *, worker: int = 0) -> HotRoutes:
+def create_app(
+    settings: Settings | None = None, *, worker: int = 0, limits_fd: int | None = None
+) -> HotRoutes:
     """The live arena application for ``settings`` (see :mod:`stablearena.service.settings`):
     the FastAPI application behind the plain-ASGI front of the two hot routes
     (:class:`~stablearena.service.hot.HotRoutes`, which exposes the FastAPI application's
     attributes: ``state``, ``routes``, ``include_router``, …). ``worker``: this process's
-    number among ``--workers`` (its random draws differ from the other workers')."""
+    number among ``--workers`` (its random draws differ from the other workers'); ``limits_fd``:
+    the rate-limit table the workers share (:class:`~.security.SharedRateLimiter`), ``None``
+    for a limiter of this process alone."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -284,7 +295,11 @@ def create_app(settings: Settings | None = None, *, worker: int = 0) -> HotRoute
         app.state.arena = state
         app.state.refitter = refitter
         app.state.metrics = metrics
-        app.state.limiter = RateLimiter(settings.rate_limit, settings.rate_burst)
+        app.state.limiter = (
+            RateLimiter(settings.rate_limit, settings.rate_burst)
+            if limits_fd is None
+            else SharedRateLimiter(settings.rate_limit, settings.rate_burst, limits_fd)
+        )
         app.state.admin_key = admin_key
         app.state.settings = settings
         app.state.hot = front.hot = Hot(state, writer, app.state.limiter, metrics)

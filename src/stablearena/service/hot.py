@@ -210,7 +210,7 @@ class Hot:
         p = self.arena.principal_for(key_id) if key_id else None
         if p is None or not verify(key, p):
             raise ApiError(401, "unauthorized", "unknown or revoked key", "authorization")
-        wait = self.limiter.take(p.key_id)
+        wait = self.limiter.take(p.key_id, slot=p.id)
         if wait > 0:
             raise RateLimited(wait)
         return p

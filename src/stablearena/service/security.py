@@ -7,8 +7,12 @@ A key's role is ``annotator`` (asks for battles, votes on its own battles) or ``
 (everything, including the annotators' screening, the export and the configuration).
 
 Rate limits are a token bucket per key (``rate_limit`` requests per second, bursts of
-``rate_burst``), kept by each worker process; the body limit is an ASGI middleware that
-refuses a larger request with 413 before reading it (or as soon as a chunked body passes it).
+``rate_burst``). One ``serve`` process keeps them in memory (:class:`RateLimiter`); the worker
+processes of ``serve --workers N`` share one table of buckets in shared memory
+(:class:`SharedRateLimiter`), so a key's limit is the same whatever the number of workers. (Two
+``serve`` commands on one PostgreSQL database, e.g. on two machines, each keep their own.)
+The body limit is an ASGI middleware that refuses a larger request with 413 before reading it
+(or as soon as a chunked body passes it).
 """
 
 from __future__ import annotations
@@ -16,7 +20,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import mmap
+import os
 import secrets
+import struct
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +37,8 @@ __all__ = [
     "split_key",
     "verify",
     "RateLimiter",
+    "SharedRateLimiter",
+    "shared_buckets_fd",
     "BodyLimit",
     "error_body",
 ]
@@ -86,7 +96,10 @@ def verify(key: str, principal: Principal) -> bool:
 
 
 class RateLimiter:
-    """Token bucket per key: ``rate`` tokens per second, at most ``burst`` stored."""
+    """Token bucket per key: ``rate`` tokens per second, at most ``burst`` stored.
+
+    :meth:`take` is called with the key id and the annotator's number (``slot``); this
+    in-memory limiter keys its buckets by the key id."""
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate = float(rate)
@@ -94,17 +107,97 @@ class RateLimiter:
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
-    def take(self, who: str, now: float | None = None) -> float:
+    def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
         """0 when the request may go ahead, else the seconds to wait before retrying."""
         now = time.monotonic() if now is None else now
         with self._lock:
             tokens, last = self._buckets.get(who, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - last) * self.rate)
-            if tokens >= 1.0:
-                self._buckets[who] = (tokens - 1.0, now)
-                return 0.0
+            tokens, wait = self._spend(tokens, last, now)
             self._buckets[who] = (tokens, now)
-            return (1.0 - tokens) / self.rate
+            return wait
+
+    def _spend(self, tokens: float, last: float, now: float) -> tuple[float, float]:
+        """The bucket refilled from ``last`` to ``now``, one token taken if there is one:
+        (tokens left, 0) or (tokens, seconds until a token is there)."""
+        tokens = min(self.burst, tokens + max(0.0, now - last) * self.rate)
+        if tokens >= 1.0:
+            return tokens - 1.0, 0.0
+        return tokens, (1.0 - tokens) / self.rate
+
+
+#: One bucket in :class:`SharedRateLimiter`'s table: tokens, time of the last refill
+#: (``time.monotonic``, the same clock in every process of the machine); all zero = unused.
+_BUCKET = struct.Struct("dd")
+#: Byte offset whose record lock serialises growing the table (far past any bucket).
+_GROW_LOCK = 1 << 60
+
+
+def shared_buckets_fd() -> int:
+    """A new, empty, inheritable file for :class:`SharedRateLimiter` (Linux: ``memfd``, in
+    memory; elsewhere an unlinked temporary file). The ``serve --workers N`` process creates
+    it and passes it to its workers."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("stablearena-rate-limits", 0)
+    else:  # pragma: no cover - not Linux
+        fd = os.dup(tempfile.TemporaryFile().fileno())
+    os.set_inheritable(fd, True)
+    return fd
+
+
+class SharedRateLimiter(RateLimiter):
+    """:class:`RateLimiter` whose buckets several processes share: a table of
+    ``(tokens, last refill)`` pairs in the file ``fd`` (see :func:`shared_buckets_fd`),
+    mapped into each process, one bucket per annotator number (``slot``, the key's record
+    id: one key per record). A request takes its bucket under a record lock of the bucket's
+    16 bytes (``fcntl.lockf``, between processes) and a thread lock (within this one), so the
+    N workers of ``serve --workers N`` enforce one limit per key. The table grows (sparse) as
+    annotator numbers grow."""
+
+    def __init__(self, rate: float, burst: int, fd: int) -> None:
+        import fcntl  # POSIX only: imported here, not by the single-process server
+
+        super().__init__(rate, burst)
+        self.fd = fd
+        self._lockf, self._ex, self._un = fcntl.lockf, fcntl.LOCK_EX, fcntl.LOCK_UN
+        self._map: mmap.mmap | None = None
+        self._size = 0
+
+    def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
+        if slot is None or slot < 0:
+            return super().take(who, now)
+        now = time.monotonic() if now is None else now
+        at = slot * _BUCKET.size
+        with self._lock:
+            buf = self._mapped(at + _BUCKET.size)
+            self._lockf(self.fd, self._ex, _BUCKET.size, at)
+            try:
+                tokens, last = _BUCKET.unpack_from(buf, at)
+                if last == 0.0:  # first request of this key anywhere
+                    tokens, last = self.burst, now
+                tokens, wait = self._spend(tokens, last, now)
+                _BUCKET.pack_into(buf, at, tokens, max(now, last))
+            finally:
+                self._lockf(self.fd, self._un, _BUCKET.size, at)
+        return wait
+
+    def _mapped(self, need: int) -> mmap.mmap:
+        """The table mapped with at least ``need`` bytes (grown under the grow lock: sizes
+        only increase, so no process's mapping ever loses its pages)."""
+        if self._map is not None and self._size >= need:
+            return self._map
+        self._lockf(self.fd, self._ex, 1, _GROW_LOCK)
+        try:
+            size = os.fstat(self.fd).st_size
+            if size < need:
+                size = max(1 << 20, 1 << (need - 1).bit_length())
+                os.ftruncate(self.fd, size)
+        finally:
+            self._lockf(self.fd, self._un, 1, _GROW_LOCK)
+        if self._map is not None:
+            self._map.close()
+        self._map = mmap.mmap(self.fd, size)
+        self._size = size
+        return self._map
 
 
 def error_body(status: int, code: str, message: str, field: str | None = None) -> bytes:

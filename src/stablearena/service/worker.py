@@ -14,6 +14,8 @@ same design as several ``serve`` processes on one PostgreSQL database, and the s
   the transaction that stores it), and otherwise learns the pair and draws again;
 - one refit at a time (SQLite: a lock file; PostgreSQL: an advisory lock); every worker
   installs the newest published fit within ``poll_seconds``;
+- one rate limit per key: the workers share their token buckets (a table in shared memory,
+  :class:`~stablearena.service.security.SharedRateLimiter`);
 - on SQLite the workers' writers take turns through a lock file (a blocking ``flock``, woken
   at once when the other commits) instead of SQLite's sleeping busy handler.
 
@@ -57,7 +59,7 @@ def _die_with_parent() -> None:
         return
 
 
-def _spawn(settings_json: str, sock: socket.socket, index: int) -> subprocess.Popen:
+def _spawn(settings_json: str, sock: socket.socket, index: int, limits_fd: int) -> subprocess.Popen:
     fd = sock.fileno()
     env = {**os.environ, SETTINGS_ENV: settings_json}
     return subprocess.Popen(
@@ -71,8 +73,10 @@ def _spawn(settings_json: str, sock: socket.socket, index: int) -> subprocess.Po
             str(index),
             "--parent",
             str(os.getpid()),
+            "--limits-fd",
+            str(limits_fd),
         ],
-        pass_fds=(fd,),
+        pass_fds=(fd, limits_fd),
         env=env,
     )
 
@@ -80,7 +84,10 @@ def _spawn(settings_json: str, sock: socket.socket, index: int) -> subprocess.Po
 def run_workers(settings: Any, sock: socket.socket, workers: int) -> int:
     """Serve ``sock`` with ``workers`` worker processes until SIGTERM / SIGINT; returns the
     exit code (0 after a signal, 1 when a worker fails at start)."""
+    from .security import shared_buckets_fd
+
     settings_json = settings.model_dump_json()
+    limits_fd = shared_buckets_fd()  # one rate-limit table for all the workers
     procs: dict[int, tuple[subprocess.Popen, float]] = {}
     stopping = {"signal": 0}
 
@@ -91,7 +98,7 @@ def run_workers(settings: Any, sock: socket.socket, workers: int) -> int:
     code = 0
     try:
         for k in range(workers):
-            procs[k] = (_spawn(settings_json, sock, k), time.monotonic())
+            procs[k] = (_spawn(settings_json, sock, k, limits_fd), time.monotonic())
         while not stopping["signal"]:
             time.sleep(0.2)
             for k, (proc, started) in list(procs.items()):
@@ -112,7 +119,7 @@ def run_workers(settings: Any, sock: socket.socket, workers: int) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-                procs[k] = (_spawn(settings_json, sock, k), time.monotonic())
+                procs[k] = (_spawn(settings_json, sock, k, limits_fd), time.monotonic())
     finally:
         for proc, _ in procs.values():
             if proc.poll() is None:
@@ -126,6 +133,7 @@ def run_workers(settings: Any, sock: socket.socket, workers: int) -> int:
                 proc.wait()
         for s, handler in old.items():
             signal.signal(s, handler)
+        os.close(limits_fd)
     return code
 
 
@@ -138,6 +146,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fd", type=int, required=True, help="the inherited listening socket")
     ap.add_argument("--index", type=int, required=True, help="this worker's number (0, 1, …)")
     ap.add_argument("--parent", type=int, default=0, help="the serve process (exit with it)")
+    ap.add_argument(
+        "--limits-fd", type=int, default=-1, help="the workers' shared rate-limit table"
+    )
     args = ap.parse_args(argv)
     _die_with_parent()  # Linux: at once
     if args.parent:  # the parent died before the prctl, or another system: within a second
@@ -147,7 +158,8 @@ def main(argv: list[str] | None = None) -> None:
 
     settings = Settings.model_validate(json.loads(os.environ[SETTINGS_ENV]))
     sock = socket.socket(fileno=args.fd)
-    serve_app(create_app(settings, worker=args.index), settings, sock)
+    limits = args.limits_fd if args.limits_fd >= 0 else None
+    serve_app(create_app(settings, worker=args.index, limits_fd=limits), settings, sock)
 
 
 if __name__ == "__main__":
