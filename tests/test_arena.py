@@ -327,6 +327,31 @@ def test_selection_experiment_json_shape_and_values(tmp_path):
     assert png.stat().st_size > 10_000
 
 
+@pytest.mark.filterwarnings("ignore::stablearena.StableArenaWarning")
+def test_the_bound_at_every_step_is_above_every_design_in_expectation():
+    """``bound_seeds``: at each recorded step the best allocation's E[pairwise] is at least
+    each design's and the even allocation's, and ``best_gain`` is the mean difference."""
+    res = run_selection_experiment(
+        n_models=6,
+        strategies=["random", "a-opt", "rank-opt"],
+        init=20,
+        steps=[10, 40],
+        seeds=2,
+        bound_seeds=1,
+    )
+    (b,) = res.bound
+    assert b["battles"] == 60 and len(b["best_by_step"]) == len(b["uniform_by_step"]) == 2
+    assert b["best"] == b["best_by_step"][-1] and b["uniform"] == b["uniform_by_step"][-1]
+    assert all(x >= u - 1e-12 for x, u in zip(b["best_by_step"], b["uniform_by_step"], strict=True))
+    assert b["best_gain"] == pytest.approx(
+        np.mean(b["best_by_step"]) - np.mean(b["uniform_by_step"])
+    )
+    for name in res.strategies:  # seed 0 is the bound's seed
+        expected = res.expected[name][0]
+        assert all(e <= x + 1e-9 for e, x in zip(expected, b["best_by_step"], strict=True))
+    json.dumps(res.to_dict())  # serialisable
+
+
 def test_battles_to_target_interpolates_the_first_crossing():
     steps = [0, 50, 100, 150, 200]
     # crosses 0.80 between 50 (0.78) and 100 (0.82): 50 + (0.02/0.04)·50 = 75

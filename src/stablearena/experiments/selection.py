@@ -146,8 +146,12 @@ class SelectionExperiment:
             arenas only, else empty): the design's effect without the noise of the outcomes.
         bound: per seed for which it was computed (``bound_seeds``), what no design can beat in
             that approximation: the best E[pairwise] of any allocation of the same number of
-            battles, and the fewest battles any allocation needs to reach the baseline's
-            E[pairwise] at the last step.
+            battles (``best``; at every recorded step: ``best_by_step``), E[pairwise] of the
+            same battles spread evenly over the pairs (``uniform``, ``uniform_by_step``: what
+            random pairs give, to first order), ``best_gain`` = the mean over the steps of the
+            difference (the largest mean gain over random any design can expect), and the
+            fewest battles any allocation needs to reach the baseline's E[pairwise] at the
+            last step.
         choices: ``{strategy: (m, m) array}`` — how often each pair was chosen, summed over
             seeds, rows and columns ordered by true strength (best first).
         info_at_start: ``(seeds, 2)`` A-Info and D-Info of the initial battles.
@@ -467,11 +471,17 @@ def _run_seed_inner(job: _SeedJob) -> dict[str, Any]:
         }
     if job.bound and asym is not None:
         total = job.init + job.steps[-1]
-        best, _ = asym.best_allocation(total)
+        totals = [job.init + s for s in job.steps]
+        best_by_step = [asym.best_allocation(t)[0] for t in totals]
+        uniform_by_step = [asym.uniform_pairwise(t) for t in totals]
         bound: dict[str, Any] = {
             "battles": total,
-            "best": best,
-            "uniform": asym.uniform_pairwise(total),
+            "best": best_by_step[-1],
+            "uniform": uniform_by_step[-1],
+            # per recorded step (init + step battles): what no design beats, and even pairs
+            "best_by_step": best_by_step,
+            "uniform_by_step": uniform_by_step,
+            "best_gain": float(np.mean(best_by_step) - np.mean(uniform_by_step)),
         }
         if job.baseline in out:
             target = float(out[job.baseline]["expected"][-1])
