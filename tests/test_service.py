@@ -228,6 +228,30 @@ def test_serving_rule_excludes_retired_and_outage_models_and_respects_models(mak
     assert exc.value.status == 422 and exc.value.field == "models"
 
 
+def test_a_model_added_before_the_tracker_knows_it_waits_and_nothing_fails(make_arena, monkeypatch):
+    """Between a registry reload that brings a new model and the rebuild of the information
+    tracker (another thread, or another worker's change seen by a poll), requests are served
+    among the models the tracker knows; asking for the new one is 503 'retry shortly', never a
+    500; after the rebuild it is served."""
+    arena = make_arena(models=("a", "b", "c"))
+    ann = arena.annotator("alice")
+    st = arena.tc.app.state.arena
+    rebuild = st.rebuild_tracker
+    monkeypatch.setattr(st, "rebuild_tracker", lambda **kw: None)  # the window, held open
+    arena.admin.add_model("d")
+    assert "d" in st.model_ids
+    for _ in range(10):
+        (b,) = ann.next_battles()
+        assert {b["model_a"], b["model_b"]} <= {"a", "b", "c"}
+    with pytest.raises(ArenaError) as exc:
+        ann.next_battles(models=["a", "d"])
+    assert exc.value.status == 503 and exc.value.code == "not_ready"
+    monkeypatch.setattr(st, "rebuild_tracker", rebuild)
+    st.rebuild_tracker()
+    forced = ann.next_battles(models=["a", "d"])
+    assert {forced[0]["model_a"], forced[0]["model_b"]} == {"a", "d"}
+
+
 def test_sides_are_randomised_and_judged_pairs_wait_while_others_remain(make_arena):
     arena = make_arena(models=("a", "b", "c", "d"))
     ann = arena.annotator("alice")

@@ -415,7 +415,17 @@ class ArenaState:
         tracker = self.tracker
         if tracker is None or self.selector is None:
             raise ApiError(503, "not_ready", "the arena is still loading; retry shortly")
-        pos = np.array(sorted(self.tracker_pos[m.id] for m in active), dtype=np.int64)
+        # a model added a moment ago waits for the tracker's rebuild (which follows every
+        # registry change); meanwhile the others are served
+        known = [self.tracker_pos[m.id] for m in active if m.id in self.tracker_pos]
+        if len(known) < 2:
+            raise ApiError(
+                503,
+                "not_ready",
+                "a requested model was added a moment ago and is being loaded; retry shortly",
+                "models" if models is not None else None,
+            )
+        pos = np.array(sorted(known), dtype=np.int64)
         is_cand = np.zeros(tracker.n_models, dtype=bool)
         is_cand[pos] = True
         blocked = tracker.mask(np.flatnonzero(~is_cand), np.zeros((0, 2), dtype=np.int64))
@@ -715,8 +725,8 @@ class ArenaState:
         with self.lock:
             tracker, pos = self.tracker, self.tracker_pos
             battles = tracker.pair_battles.sum(axis=1) if tracker is not None else None
-            return [
-                m.to_dict(float(battles[pos[m.id]]) if battles is not None else 0.0)
+            return [  # a model the tracker does not know yet (added a moment ago): 0
+                m.to_dict(float(battles[pos[m.id]]) if battles is not None and m.id in pos else 0.0)
                 for m in sorted(self.models.values(), key=lambda m: m.id)
             ]
 
