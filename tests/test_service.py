@@ -655,6 +655,28 @@ def test_the_hot_routes_answer_as_their_fastapi_routes(make_arena):
     inner.close()
 
 
+def test_a_model_added_through_another_worker_is_found_at_once(make_arena, db_url):
+    """A request naming a model that another worker added since this one last polled looks
+    the registry up again instead of answering 422 unknown_model."""
+    arena = make_arena(models=("a", "b"))
+    other = TestClient(create_app(settings_for(db_url), worker=1))
+    other.__enter__()
+    try:
+        other.app.state.refitter.tick = lambda: None  # this worker hears of nothing by itself
+        key = arena.admin.create_annotator("u")
+        auth = {"Authorization": f"Bearer {key}"}
+        assert other.post("/v1/battles", json={}, headers=auth).status_code == 200
+        arena.admin.add_model("c")
+        r = other.post("/v1/battles", json={"models": ["a", "c"]}, headers=auth)
+        assert r.status_code == 200, r.text
+        (b,) = r.json()["battles"]
+        assert {b["model_a"], b["model_b"]} == {"a", "c"}
+        bad = other.post("/v1/battles", json={"models": ["a", "nope"]}, headers=auth)
+        assert bad.status_code == 422 and bad.json()["error"]["code"] == "unknown_model"
+    finally:
+        other.__exit__(None, None, None)
+
+
 def test_two_workers_on_one_database_keep_every_rule(make_arena, db_url):
     """Two workers (two applications, each with its own caches and writer) on one database:
     an annotator served and voting through either one never gets a pair it has judged while

@@ -22,6 +22,7 @@ before; an unexpected error is a 500 JSON error, logged, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -227,8 +228,19 @@ async def post_battles(
     who = hot.authenticate(authorization, x_api_key)
     k, models = battle_request(await read_body())
     st = hot.arena
+    refreshed = False
     for _ in range(_DRAWS):
-        rows = st.serve(who, k, models)
+        try:
+            rows = st.serve(who, k, models)
+        except ApiError as exc:
+            # a model named in ``models`` may have been added through another worker since
+            # this one last polled: look once before calling it unknown
+            if exc.code != "unknown_model" or refreshed:
+                raise
+            refreshed = True
+            if not await asyncio.to_thread(st.refresh_registry):
+                raise
+            rows = st.serve(who, k, models)
         refused = await hot.writer.submit_async(partial(store.insert_battles, rows=rows))
         if not refused:
             hot.battles_served.inc(len(rows))

@@ -261,6 +261,16 @@ class ArenaState:
         if stale:
             self.rebuild_tracker()
 
+    def refresh_registry(self) -> bool:
+        """Reload the models, keys and settings when the database has a newer revision than
+        this worker's (a change made through another worker since its last poll); returns
+        whether it did. One small query when nothing changed."""
+        with self.engine.connect() as conn:
+            if int(store.get_meta(conn, "revision") or 0) <= self.revision:
+                return False
+            self._load_registry(conn)
+        return True
+
     @property
     def strategy_name(self) -> str:
         """The configured strategy, or the project's default read now (issue 13 may change it)."""
