@@ -1100,3 +1100,19 @@ def test_sigkill_of_serve_leaves_no_fit_or_render_process_behind(tmp_path):
     while any(alive(p) for p in kids) and time.time() < deadline:
         time.sleep(0.1)
     assert not [p for p in kids if alive(p)]
+
+
+def test_library_messages_name_the_services_setting_not_the_cli_flag():
+    """A fit that fails in the arena tells the admin to raise ``arena.min_records`` (how to
+    change it here), not the command line's ``--min-records``."""
+    from stablearena import AmElo
+    from stablearena.errors import ConvergenceError
+    from stablearena.service.state import for_the_service
+    from stablearena.simulate import simulate_arena
+
+    arena = simulate_arena(3, 300, profiles={"honest": 5}, seed=1)
+    with pytest.raises(ConvergenceError) as exc:
+        AmElo().fit(arena.battles)
+    assert "--min-records" in str(exc.value)
+    text = for_the_service(str(exc.value))
+    assert "--min-records" not in text and "arena.min_records (PATCH /v1/admin/config" in text

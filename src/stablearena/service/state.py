@@ -697,7 +697,7 @@ class ArenaState:
         except StableArenaError as exc:
             with self._cache_lock:
                 self._cache.pop(key, None)
-            raise ApiError(422, "cannot_fit", str(exc), "method") from None
+            raise ApiError(422, "cannot_fit", for_the_service(str(exc)), "method") from None
 
     def _compute(
         self, method: str, ci: str, level: float, fit: PublishedFit | None
@@ -778,6 +778,15 @@ class _FileLock:
             self.fd = None
 
 
+def for_the_service(message: str) -> str:
+    """A library message as the arena's admin reads it: the command line's ``--min-records``
+    (δ) is the setting ``arena.min_records`` here."""
+    return message.replace(
+        "--min-records",
+        'arena.min_records (PATCH /v1/admin/config {"min_records": N})',
+    )
+
+
 def waiting_message(exc: TooFewRecords) -> str:
     """Why a young arena has no am-ELO leaderboard yet, and what the admin can do about it."""
     return (
@@ -852,7 +861,7 @@ class Refitter:
                 self.last_error = self.state.refit_error = None
                 self.state.refit_waiting = waiting_message(exc)
             except Exception as exc:  # the loop must survive a failed fit or a lost connection
-                msg = f"{type(exc).__name__}: {exc}"
+                msg = for_the_service(f"{type(exc).__name__}: {exc}")
                 if msg != self.last_error:
                     log.warning("refitter: %s", msg)
                 self.last_error = msg
