@@ -1107,8 +1107,8 @@ def test_library_messages_name_the_services_setting_not_the_cli_flag():
     change it here), not the command line's ``--min-records``."""
     from stablearena import AmElo
     from stablearena.errors import ConvergenceError
+    from stablearena.perturbation import simulate_arena
     from stablearena.service.state import for_the_service
-    from stablearena.simulate import simulate_arena
 
     arena = simulate_arena(3, 300, profiles={"honest": 5}, seed=1)
     with pytest.raises(ConvergenceError) as exc:
