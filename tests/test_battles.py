@@ -80,6 +80,51 @@ def test_counts_by_annotator_collapse_to_pair_counts(log):
     assert as_dict(b.counts(by_annotator=True).collapse()) == as_dict(b.counts())
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([3, 9, 700]),
+    st.integers(1, 80),
+    st.integers(1, 3),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_count_rows_both_paths_match_reference(m, n, n_ann, by_annotator, weighted, seed):
+    """count_rows against a per-battle loop, rows in (i, j, annotator) order: m = 3 and 9 take
+    the dense bincount table (every pair seen, or some pairs missing), m = 700 the sorted keys;
+    zero-weight battles still make their row."""
+    from stablearena.battles import count_rows
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    oc = rng.integers(0, 4, n).astype(np.int8)
+    w = rng.choice([0.0, 0.5, 2.0], n) if weighted else None
+    ann = rng.integers(0, n_ann, n).astype(np.int32) if by_annotator else None
+    ref: dict[tuple[int, int, int], list[float]] = {}
+    for r in range(n):
+        lo, hi = sorted((int(a[r]), int(b[r])))
+        code = int(oc[r]) if a[r] < b[r] or oc[r] >= 2 else 1 - int(oc[r])
+        cell = ref.setdefault((lo, hi, 0 if ann is None else int(ann[r])), [0.0] * 4)
+        cell[code] += 1.0 if w is None else float(w[r])
+    i, j, got_ann, table = count_rows(
+        a.astype(np.int32),
+        b.astype(np.int32),
+        oc,
+        m,
+        weight=w,
+        annotator=ann,
+        n_annotators=n_ann,
+    )
+    keys = sorted(ref)
+    assert (got_ann is None) == (ann is None)
+    got_ann_list = [0] * len(i) if got_ann is None else got_ann.tolist()
+    got_keys = zip(i.tolist(), j.tolist(), got_ann_list, strict=True)
+    assert list(got_keys) == keys
+    assert i.dtype == j.dtype == np.int32 and table.dtype == float and table.flags.c_contiguous
+    np.testing.assert_allclose(table, np.array([ref[k] for k in keys]).reshape(-1, 4), rtol=1e-12)
+
+
 @pytest.mark.parametrize(
     ("label", "code"),
     [

@@ -93,6 +93,72 @@ def test_solver_gradient_matches_finite_differences_away_from_optimum():
     assert sol.convergence.converged
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 9), st.booleans(), st.floats(0.1, 40.0), st.integers(0, 2**32 - 1))
+def test_newton_pass_matches_direct_formulas(m, scaled, spread, seed):
+    """The solver's row pass (gradient, Hessian weights, lnL from z and e^{-|z|}) and Laplacian
+    against the textbook formulas evaluated per row, for both signs of z and |z| up to ~80."""
+    from stablearena.raters.bradley_terry import _bt_pass, _bt_value, _laplacian
+
+    rng = np.random.default_rng(seed)
+    i, j = np.triu_indices(m, 1)
+    keep = rng.random(len(i)) < 0.8
+    keep[0] = True
+    i, j = i[keep].astype(np.int64), j[keep].astype(np.int64)
+    n = rng.integers(1, 30, len(i)).astype(float)
+    s = np.floor(rng.random(len(i)) * n * 2) / 2
+    c = rng.uniform(0.5, 2.0, len(i)) if scaled else None
+    x = rng.normal(scale=spread, size=m)
+    g = np.empty(m)
+    z, e, w = _bt_pass(x, i, j, n, s, c, g)
+    cc = np.ones(len(i)) if c is None else c
+    grad = np.zeros(m)
+    hess = np.zeros((m, m))
+    ll = 0.0
+    for r in range(len(i)):
+        zr = cc[r] * (x[i[r]] - x[j[r]])
+        p = 1.0 / (1.0 + math.exp(-zr)) if zr >= 0 else math.exp(zr) / (1.0 + math.exp(zr))
+        q = 1.0 / (1.0 + math.exp(zr)) if zr <= 0 else math.exp(-zr) / (1.0 + math.exp(-zr))
+        ll += s[r] * zr - n[r] * (max(zr, 0.0) + math.log1p(math.exp(-abs(zr))))
+        grad[i[r]] += cc[r] * (s[r] - n[r] * p)
+        grad[j[r]] -= cc[r] * (s[r] - n[r] * p)
+        h = cc[r] ** 2 * n[r] * p * q  # p (1 − p), 1 − p without cancellation
+        hess[i[r], i[r]] += h
+        hess[j[r], j[r]] += h
+        hess[i[r], j[r]] -= h
+        hess[j[r], i[r]] -= h
+    np.testing.assert_allclose(g, grad, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(_laplacian(w, i * m + j, m), hess, rtol=1e-10, atol=1e-300)
+    assert _bt_value(z, e, n, s) == pytest.approx(ll, rel=1e-12, abs=1e-12)
+    assert _bt_value(z, e, n, s) == pytest.approx(
+        bradley_terry_loglik(x, i, j, n, s, cc), rel=1e-12, abs=1e-12
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 12), st.integers(20, 400), st.booleans(), st.integers(0, 2**32 - 1))
+def test_newton_start_does_not_change_the_optimum(m, n_battles, close_pairs, seed):
+    """The default start (log-odds corrected for the opponents met) and a cold start at 0
+    converge to the same ratings and lnL; lnL is that of the returned ratings."""
+    truth = random_ratings(m, seed=seed % 1000)
+    pp = None
+    if close_pairs:
+        pp = np.exp(-np.abs(truth[:, None] - truth[None, :]) / 100.0)
+        np.fill_diagonal(pp, 0.0)
+    b = simulate_battles(truth, n_battles, rule="paper", pair_probs=pp, seed=seed)
+    c = b.counts().nonempty()
+    n, s = c.totals, c.score
+    mask = np.ones(m, dtype=bool)  # the existence prior keeps every case finite
+    warm = solve_bradley_terry(m, c.i, c.j, n, s, prior_mask=mask, raise_on_failure=True)
+    cold = solve_bradley_terry(
+        m, c.i, c.j, n, s, prior_mask=mask, x0=np.zeros(m), raise_on_failure=True
+    )
+    np.testing.assert_allclose(warm.x, cold.x, atol=1e-7)
+    # (lnL without the prior moves to first order in x at the prior's optimum)
+    assert warm.loglik == pytest.approx(cold.loglik, rel=1e-10, abs=1e-7)
+    assert warm.loglik == pytest.approx(bradley_terry_loglik(warm.x, c.i, c.j, n, s), rel=1e-12)
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000))
 def test_order_independent_under_any_shuffle(seed):
