@@ -668,10 +668,12 @@ def _as_names(col: pa.Array, what: str, source: str) -> pa.Array:
     )
 
 
-def _encode_arrow(
+def _encode_parts(
     col: pa.ChunkedArray | pa.Array, what: str, source: str, missing: str | None = None
-) -> tuple[np.ndarray, list[str]]:
-    """Dictionary-encode a column of names: (codes into the names, sorted unique names).
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Dictionary-encode a column of names: ``(indices, remap, names)`` with ``names`` the
+    sorted unique names and ``remap[indices]`` each row's code into them (the caller gathers
+    once, after composing ``remap`` with any other mapping of the names).
 
     The work on strings is done once per distinct value (on the dictionary), not once per row:
     surrounding blanks are trimmed and empty or missing names are an error naming the rows —
@@ -691,11 +693,20 @@ def _encode_arrow(
         values = [v if v else missing for v in values]
     trimmed = np.asarray(values, dtype=object)
     names, remap = np.unique(trimmed, return_inverse=True)
-    codes = remap.astype(np.int32)[_numpy(indices)]
+    idx = _numpy(indices)
     if len(names) and names[0] == "":
-        bad = np.flatnonzero(codes == 0)
+        bad = np.flatnonzero(remap[idx] == 0)
         raise InputError(f"{_row_hint(bad, source)}: the {what} name is empty or missing.")
-    return codes, [str(n) for n in names]
+    return idx, remap.astype(np.int32), [str(n) for n in names]
+
+
+def _encode_arrow(
+    col: pa.ChunkedArray | pa.Array, what: str, source: str, missing: str | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """Dictionary-encode a column of names: (codes into the names, sorted unique names); see
+    :func:`_encode_parts`."""
+    idx, remap, names = _encode_parts(col, what, source, missing)
+    return remap[idx], names
 
 
 def _outcomes_arrow(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
@@ -835,12 +846,14 @@ def _battles_from_table(
     )
     if table.num_rows == 0:
         raise InputError(f"{source}: the battle log is empty (no data rows).")
-    a_codes, a_names = _encode_arrow(table[roles["model_a"]], "model", source)
-    b_codes, b_names = _encode_arrow(table[roles["model_b"]], "model", source)
+    a_idx, a_remap, a_names = _encode_parts(table[roles["model_a"]], "model", source)
+    b_idx, b_remap, b_names = _encode_parts(table[roles["model_b"]], "model", source)
     names = sorted(set(a_names) | set(b_names))
     lookup = np.asarray(names, dtype=object)
-    a_map = np.searchsorted(lookup, np.asarray(a_names, dtype=object)).astype(np.int32)
-    b_map = np.searchsorted(lookup, np.asarray(b_names, dtype=object)).astype(np.int32)
+    # each side's dictionary → its sorted names → the shared table: composed on the
+    # dictionaries, then one gather per row
+    a_map = np.searchsorted(lookup, np.asarray(a_names, dtype=object)).astype(np.int32)[a_remap]
+    b_map = np.searchsorted(lookup, np.asarray(b_names, dtype=object)).astype(np.int32)[b_remap]
     if _ONE_HOT_ROLE in roles:
         outcome = _one_hot_outcomes(table, roles[_ONE_HOT_ROLE], source)
     else:
@@ -864,8 +877,9 @@ def _battles_from_table(
         )
     return Battles(
         models=tuple(str(n) for n in names),
-        model_a=a_map[a_codes],
-        model_b=b_map[b_codes],
+        # dictionary indices are in range: "clip" skips numpy's bounds check per row
+        model_a=np.take(a_map, a_idx, mode="clip"),
+        model_b=np.take(b_map, b_idx, mode="clip"),
         outcome=outcome,
         source=source,
         **extra,
