@@ -183,8 +183,8 @@ def codes_from_labels(labels: Sequence[object], index: np.ndarray, source: str) 
         if code is not None:
             table[k] = code
     codes = table[index]
-    bad = np.flatnonzero(codes < 0)
-    if len(bad):
+    if table.min(initial=0) < 0 and len(bad := np.flatnonzero(codes < 0)):
+        # (rows are searched only when some distinct label is unknown)
         known = ", ".join(sorted(OUTCOME_LABELS))
         raise InputError(
             f"{_row_hint(bad, source)}: unknown outcome label {str(labels[index[bad[0]]])!r}. "
