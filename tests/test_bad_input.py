@@ -77,7 +77,12 @@ FILE_CASES = [
     (
         "votes.csv",
         "model_a,model_b,winner\ncafé,thé,model_a\n".encode("latin-1"),
-        ["not UTF-8", "UTF-8"],
+        ["not UTF-8", "UTF-8", "column 'model_a'", "caf"],
+    ),
+    (  # a bad byte in a later column and row: named too (UTF-8 is checked per distinct value)
+        "votes.csv",
+        "model_a,model_b,winner\nx,y,model_a\nx,y,modèl_b\n".encode("latin-1"),
+        ["not UTF-8", "column 'winner'", "mod"],
     ),
     ("votes.xyz", GOOD.encode(), ["cannot tell the format", ".xyz", "--input-format"]),
     # compressed, corrupt or truncated

@@ -1094,6 +1094,7 @@ def _csv_options(
     roles: Mapping[str, Any],
     newlines: bool,
     extra_tops: Sequence[str] = (),
+    check_utf8: bool = True,
 ) -> Any:
     from pyarrow import csv as pacsv
 
@@ -1111,6 +1112,7 @@ def _csv_options(
             column_types=types,
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,
+            check_utf8=check_utf8,
         ),
     )
 
@@ -1146,6 +1148,26 @@ def _csv_error(src: _Source, exc: Exception) -> InputError:
     return InputError(f"{src.name}: not a readable CSV file ({msg}).")
 
 
+def _check_dictionaries_utf8(table: pa.Table) -> None:
+    """Raise ``ArrowInvalid`` (as the CSV reader would) when a dictionary-encoded text column
+    of ``table`` holds a value that is not valid UTF-8 (each chunk's dictionary is checked)."""
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_dictionary(col.type) and pa.types.is_string(col.type.value_type):
+            for chunk in col.chunks:
+                try:
+                    chunk.dictionary.validate(full=True)
+                except pa.ArrowInvalid:
+                    for raw in chunk.dictionary.cast(pa.binary()).to_pylist():
+                        try:
+                            raw.decode("utf-8")
+                        except UnicodeDecodeError:
+                            shown = raw.decode("utf-8", errors="replace")
+                            raise pa.ArrowInvalid(
+                                f"column {name!r}: invalid UTF8 data in {shown!r}"
+                            ) from None
+                    raise
+
+
 def _read_csv_table(
     src: _Source, columns: Mapping[str, str] | None, extra: Sequence[str] | str | None = None
 ) -> tuple[pa.Table, dict]:
@@ -1156,14 +1178,21 @@ def _read_csv_table(
     header = _csv_header(src)
     roles = _resolve_columns(header, columns, src.name)
     tops = _extra_top_columns(header, extra, src.name)
+    # Every text column read is dictionary-encoded unless extra columns are asked for: then
+    # UTF-8 is checked on the dictionaries (the distinct values) after the read instead of on
+    # every row while parsing (about 10 ms of a 1M-row file's 100)
+    lazy_utf8 = not tops
     last: Exception | None = None
     for newlines in (False, True):
-        read, parse, convert = _csv_options(src, header, roles, newlines, tops)
+        read, parse, convert = _csv_options(src, header, roles, newlines, tops, not lazy_utf8)
         try:
             with src.stream() as stream:
-                return pacsv.read_csv(
+                table = pacsv.read_csv(
                     stream, read_options=read, parse_options=parse, convert_options=convert
-                ), roles
+                )
+            if lazy_utf8:
+                _check_dictionaries_utf8(table)
+            return table, roles
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
             last = exc
             if "columns" not in str(exc):
