@@ -151,3 +151,36 @@ def test_chatbot_arena_report_at_1280px_shows_table_and_interval_chart(
     assert errors(browser) == []
     assert all(u.startswith(("file://", "data:")) for u in requested(browser))
     screenshot(browser, tmp_path / "chatbot-arena-1280.png")
+
+
+def test_style_controlled_report_shows_the_gamma_table_within_the_page(browser, tmp_path):
+    """``report --style`` at 1280 px: the Style section's γ table (one row per feature) and the
+    leaderboard's raw-rank columns are drawn, nothing overflows the page width, no errors."""
+    import json
+
+    from test_style_features import _records
+
+    from stablearena.cli import main
+
+    _, recs = _records()
+    log = tmp_path / "arena.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "style.html"
+    main(["report", str(log), "--style", "-o", str(out)])
+    load(browser, out)
+    info = browser.execute_script(
+        """
+        const t = document.querySelector('#style table.style-coefficients');
+        const r = t.getBoundingClientRect();
+        const heads = [...document.querySelectorAll('table.leaderboard thead th')]
+          .map(h => h.textContent.trim());
+        return {features: t.querySelectorAll('tbody tr').length, right: r.right, width: r.width,
+                page: document.documentElement.scrollWidth, view: window.innerWidth, heads};
+        """
+    )
+    assert info["features"] == 4
+    assert info["width"] > 300 and info["right"] <= info["view"] + 1, info
+    assert info["page"] <= info["view"], info  # no horizontal scrolling
+    assert "raw rank" in info["heads"] and "shift" in info["heads"]
+    assert errors(browser) == []
+    screenshot(browser, tmp_path / "style-full.png", full=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -321,3 +322,57 @@ def test_cli_style_refuses_pair_counts(cli, tmp_path):
     path.write_text(json.dumps({"models": ["a", "b"], "X": [[0, 1]], "Y": [[3, 2, 1]]}))
     code, _, err = cli("rank", path, "--style")
     assert code == 2 and "pair counts" in err
+
+
+# ---------------------------------------------------------------------------------- plot, report
+def test_report_with_style_shows_gamma_raw_ranks_and_the_same_board_as_rank(
+    cli, arena_jsonl, tmp_path
+):
+    """``report --style``: the style-controlled board of ``rank --style`` (same order), a Style
+    section with every feature's γ as ``rank`` prints it, the raw rank and shift columns, and
+    the command to reproduce it."""
+    _, path = arena_jsonl
+    code, out, err = cli("rank", path, "--style", "--ci", "fisher", "--format", "json")
+    assert code == 0, err
+    board = json.loads(out)
+    html_path = tmp_path / "style.html"
+    code, _, err = cli("report", path, "--style", "-o", html_path)
+    assert code == 0, err
+    html = html_path.read_text()
+    assert 'id="style"' in html and 'href="#style"' in html
+    assert "Style-controlled m-ELO" in html
+    for f in board["style"]["features"]:
+        assert f'data-feature="{f["feature"]}"' in html
+        assert f"{f['coef']:.4f}" in html
+    order = re.findall(r'<tr class="[^"]*" data-model="([^"]+)"', html)
+    assert order == [m["model"] for m in board["models"]]
+    assert "raw rank" in html and "shift" in html
+    shifts = {m["model"]: m["rank_shift"] for m in board["models"]}
+    assert any(shifts.values())  # the fixture's style effects move some model
+    assert "--style" in html  # the reproduce command
+
+
+def test_report_and_plot_take_where_and_refuse_style_where_it_has_no_meaning(
+    cli, arena_jsonl, tmp_path
+):
+    _, path = arena_jsonl
+    code, out, err = cli("rank", path, "--where", "category=math", "--format", "json")
+    assert code == 0, err
+    n_math = json.loads(out)["n_battles"]
+    html_path = tmp_path / "math.html"
+    code, _, err = cli("report", path, "--where", "category=math", "-o", html_path)
+    assert code == 0, err
+    html = html_path.read_text()
+    assert "[category=math]" in html and 'id="style"' not in html
+    assert f"{n_math:,}" in html
+    png = tmp_path / "style.png"
+    code, _, err = cli("plot", path, "--style", "--kind", "leaderboard", "-o", png)
+    assert code == 0, err
+    assert png.stat().st_size > 10_000
+    code, _, err = cli("plot", path, "--style", "--method", "elo", "-o", png)
+    assert code != 0 and "work with --method m-elo" in err
+    html_path = tmp_path / "boot.html"
+    code, _, err = cli(
+        "report", path, "--ci", "bootstrap", "--style", "--rounds", "4", "-o", html_path
+    )
+    assert code != 0 and "bootstrap" in err and not html_path.exists()

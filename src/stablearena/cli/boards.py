@@ -14,7 +14,15 @@ from typing import Any
 
 from ..errors import InputError, StableArenaError
 
-__all__ = ["STYLE_METHODS", "style_method", "extra_columns_needed", "rank_boards"]
+__all__ = [
+    "STYLE_METHODS",
+    "style_method",
+    "extra_columns_needed",
+    "uses_boards",
+    "load_board",
+    "fit_board",
+    "rank_boards",
+]
 
 #: ``--method`` → its style-controlled rater under ``--style``/``--covariate``.
 STYLE_METHODS: dict[str, str] = {
@@ -117,6 +125,92 @@ def _board_renderable(p: dict[str, Any]) -> Any:
     return Group(*parts)
 
 
+def uses_boards(options: dict[str, Any]) -> bool:
+    """Whether a command's options ask for the per-battle columns (style covariates, --where,
+    --by) that :func:`load_board` reads."""
+    return bool(
+        options.get("style")
+        or options.get("covariate")
+        or options.get("text_columns")
+        or options.get("where")
+        or options.get("by")
+    )
+
+
+def load_board(
+    path: Path | None,
+    *,
+    style: bool,
+    covariates: Sequence[str],
+    text_columns: str | None,
+    where_items: Sequence[str],
+    by: str | None,
+    col: Sequence[str] | None,
+    input_format: str | None,
+) -> tuple[Any, Any, dict[str, list[str]]]:
+    """Read the log keeping the columns the options need, keep the battles of ``--where`` and
+    attach the style covariates (``--style``/``--covariate``/``--text-columns``): returns
+    what was read (:class:`~stablearena.cli.Loaded`), the battles and the parsed conditions."""
+    from ..battles import PairCounts
+    from ..categories import parse_where, where
+    from ..style_features import add_covariates
+    from . import load_data
+
+    conditions = parse_where(where_items)
+    use_style = style or bool(covariates) or text_columns is not None
+    extra = extra_columns_needed(use_style, covariates, text_columns, list(conditions), by)
+    loaded = load_data(path, col=col, input_format=input_format, extra=extra)
+    data = loaded.data
+    if isinstance(data, PairCounts):
+        raise InputError(
+            f"{loaded.label}: pair counts carry no per-battle columns; --style, --covariate, "
+            "--where and --by need a battle log."
+        )
+    if conditions:
+        data = where(data, conditions)
+    if use_style:
+        data = add_covariates(data, list(covariates) or None, text_columns=_text_pair(text_columns))
+    return loaded, data, conditions
+
+
+def fit_board(options: dict[str, Any]) -> tuple[Any, Any]:
+    """``plot`` and ``report`` with style control or ``--where``: the board read by
+    :func:`load_board`, filtered (``--exclude``, ``--min-battles``, ``--both-bad``) and fitted
+    with the method's style-controlled rater when covariates are asked for. Returns what was
+    loaded (its ``data`` the fitted battles) and the fitted result."""
+    from dataclasses import replace
+
+    from . import fit_progress, split_list
+    from .rank import build_rater, rater_options
+
+    use_style = bool(
+        options.get("style") or options.get("covariate") or options.get("text_columns")
+    )
+    method = style_method(options["method"]) if use_style else options["method"]
+    rater = build_rater(method, rater_options({**options, "method": method}))
+    loaded, data, _ = load_board(
+        options["path"],
+        style=bool(options.get("style")),
+        covariates=options.get("covariate") or [],
+        text_columns=options.get("text_columns"),
+        where_items=options.get("where") or [],
+        by=None,
+        col=options["col"],
+        input_format=options["input_format"],
+    )
+    fitted_on = data.filter(
+        exclude_models=split_list(options["exclude"]),
+        min_battles=options["min_battles"],
+        both_bad=options["both_bad"],
+    )
+    label = loaded.label + (
+        " [" + "; ".join(options["where"]) + "]" if options.get("where") else ""
+    )
+    loaded = replace(loaded, data=fitted_on, label=label)
+    with fit_progress(f"fitting {method} on {loaded.label}"):
+        return loaded, rater.fit(fitted_on)
+
+
 def rank_boards(
     rater: Any,
     path: Path | None,
@@ -137,26 +231,20 @@ def rank_boards(
 ) -> None:
     """Read the log keeping the needed columns, filter (``--where``), attach covariates
     (``--style``/``--covariate``), split (``--by``), fit ``rater`` on each board and emit."""
-    from ..battles import PairCounts
-    from ..categories import parse_where, split_by, where
+    from ..categories import split_by
     from ..leaderboard import leaderboard_payload
-    from ..style_features import add_covariates
-    from . import emit, load_data
+    from . import emit
 
-    conditions = parse_where(where_items)
-    use_style = style or bool(covariates)
-    extra = extra_columns_needed(use_style, covariates, text_columns, list(conditions), by)
-    loaded = load_data(path, col=col, input_format=input_format, extra=extra)
-    data = loaded.data
-    if isinstance(data, PairCounts):
-        raise InputError(
-            f"{loaded.label}: pair counts carry no per-battle columns; --style, --covariate, "
-            "--where and --by need a battle log."
-        )
-    if conditions:
-        data = where(data, conditions)
-    if use_style:
-        data = add_covariates(data, list(covariates) or None, text_columns=_text_pair(text_columns))
+    loaded, data, conditions = load_board(
+        path,
+        style=style,
+        covariates=covariates,
+        text_columns=text_columns,
+        where_items=where_items,
+        by=by,
+        col=col,
+        input_format=input_format,
+    )
     boards = split_by(data, by) if by else {"": data}
     payloads: dict[str, dict[str, Any]] = {}
     for value, board in boards.items():

@@ -32,6 +32,7 @@ from .rank import (
     CiOpt,
     ClusterOpt,
     ConfidenceOpt,
+    CovariateOpt,
     EloKOpt,
     ExcludeFlaggedOpt,
     KCovOpt,
@@ -40,11 +41,16 @@ from .rank import (
     MethodOpt,
     MinRecordsOpt,
     NormalizationOpt,
+    PenaltyOpt,
+    RegOpt,
     RoundsOpt,
     SeedOpt,
     ShufflesOpt,
     SolverOpt,
+    StyleOpt,
+    TextColumnsOpt,
     TieFormOpt,
+    WhereOpt,
     fit_from_options,
 )
 
@@ -56,9 +62,11 @@ PLOT_KINDS = ("leaderboard", "winrate", "battles", "annotators", "ties", "map")
 def _fit(options: dict[str, Any]) -> tuple[Any, Any, list[str]]:
     """Fit as ``rank`` does, keeping the warnings raised on the way (they are shown as usual and
     also returned, for the report's notes)."""
+    from .boards import fit_board, uses_boards
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StableArenaWarning)
-        loaded, fitted = fit_from_options(options)
+        loaded, fitted = fit_board(options) if uses_boards(options) else fit_from_options(options)
     notes = []
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
@@ -130,13 +138,20 @@ def plot(
     rounds: RoundsOpt = 1000,
     cluster: ClusterOpt = None,
     level: LevelOpt = 0.95,
+    style: StyleOpt = False,
+    covariate: CovariateOpt = None,
+    text_columns: TextColumnsOpt = None,
+    penalty: PenaltyOpt = None,
+    reg: RegOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Draw one figure of a fitted battle log (takes rank's data, method and interval options).
 
     Kinds: leaderboard (ratings with intervals, tiers, rank intervals), winrate (predicted and
     observed win-rate matrices), battles (pair coverage), annotators (am-ELO abilities, flagged
     annotators with the reason), ties (outcomes against the rating gap), map (MDS of a
-    covariance model's dissimilarity, or a cluster tree).
+    covariance model's dissimilarity, or a cluster tree). --style / --covariate draw the
+    style-controlled board (predicted win rates at equal style); --where a subset.
     """
     from .. import plots
 
@@ -224,6 +239,12 @@ def report(
     rounds: RoundsOpt = 1000,
     cluster: ClusterOpt = None,
     level: LevelOpt = 0.95,
+    style: StyleOpt = False,
+    covariate: CovariateOpt = None,
+    text_columns: TextColumnsOpt = None,
+    penalty: PenaltyOpt = None,
+    reg: RegOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Write a self-contained HTML report (takes rank's data, method and interval options).
 
@@ -231,6 +252,9 @@ def report(
     tier, battles) beside the interval chart, the win-rate, coverage, tie and map figures as
     inline SVG, the annotator screening (flagged annotators with reasons) when the log names
     annotators, and every note and warning. It needs no network access to be viewed.
+    With --style (or --covariate) the board is style-controlled: the report adds the style
+    coefficients γ with their intervals and each model's rank without style control. --where
+    keeps a subset of the battles.
     """
     command = _command_line(ctx)
     loaded, fitted, notes = _fit(locals())

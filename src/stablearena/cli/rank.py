@@ -255,6 +255,59 @@ LevelOpt = Annotated[
 ]
 
 #: Command parameter → CLI flag, for the rater options above (see RATER_FLAGS).
+StyleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--style",
+        help="Style control (m-elo, bt, am-elo): LMArena's length/headers/lists/bold covariates "
+        "from conv_metadata or answer text, or those named by --covariate.",
+    ),
+]
+CovariateOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--covariate",
+        metavar="A:B|COLUMN",
+        help="Style covariate (implies --style): A:B per-side numeric columns (normalised "
+        "difference (a-b)/(a+b+1)) or a ready difference column. Repeatable.",
+    ),
+]
+TextColumnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--text-columns",
+        help="--style: answer-text columns A:B to count style in.",
+        metavar="A:B",
+    ),
+]
+PenaltyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--penalty",
+        help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
+        metavar="[gamma|all|none]",
+        callback=one_of("gamma", "all", "none", flag="--penalty"),
+    ),
+]
+RegOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--reg",
+        help="--style: penalty strength λ on the summed log-likelihood (0.5).",
+        metavar="LAMBDA",
+        callback=non_negative,
+    ),
+]
+WhereOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        help="Keep battles with COLUMN=VALUE (any column; repeatable).",
+        metavar="COLUMN=VALUE",
+    ),
+]
+
+
 RATER_PARAMS: dict[str, str] = {
     "solver": "--solver",
     "anchor": "--anchor",
@@ -357,57 +410,12 @@ def rank(
     rounds: RoundsOpt = 1000,
     cluster: ClusterOpt = None,
     level: LevelOpt = 0.95,
-    style: Annotated[
-        bool,
-        typer.Option(
-            "--style",
-            help="Style control (m-elo, bt, am-elo): LMArena's length/headers/lists/bold covariates "
-            "from conv_metadata or answer text, or those named by --covariate.",
-        ),
-    ] = False,
-    covariate: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--covariate",
-            metavar="A:B|COLUMN",
-            help="Style covariate (implies --style): A:B per-side numeric columns (normalised "
-            "difference (a-b)/(a+b+1)) or a ready difference column. Repeatable.",
-        ),
-    ] = None,
-    text_columns: Annotated[
-        str | None,
-        typer.Option(
-            "--text-columns",
-            help="--style: answer-text columns A:B to count style in.",
-            metavar="A:B",
-        ),
-    ] = None,
-    penalty: Annotated[
-        str | None,
-        typer.Option(
-            "--penalty",
-            help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
-            metavar="[gamma|all|none]",
-            callback=one_of("gamma", "all", "none", flag="--penalty"),
-        ),
-    ] = None,
-    reg: Annotated[
-        float | None,
-        typer.Option(
-            "--reg",
-            help="--style: penalty strength λ on the summed log-likelihood (0.5).",
-            metavar="LAMBDA",
-            callback=non_negative,
-        ),
-    ] = None,
-    where: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--where",
-            help="Keep battles with COLUMN=VALUE (any column; repeatable).",
-            metavar="COLUMN=VALUE",
-        ),
-    ] = None,
+    style: StyleOpt = False,
+    covariate: CovariateOpt = None,
+    text_columns: TextColumnsOpt = None,
+    penalty: PenaltyOpt = None,
+    reg: RegOpt = None,
+    where: WhereOpt = None,
     by: Annotated[
         str | None,
         typer.Option(

@@ -127,6 +127,13 @@ _METHOD_TEXT = {
     "with tie thresholds, exact constrained maximum likelihood.",
     "davidson": "Davidson tie model (leaderbot): explicit win / tie / loss probabilities, exact "
     "constrained maximum likelihood.",
+    "style-m-elo": "Style-controlled m-ELO (contextual Bradley–Terry, LMArena's default board): "
+    "P(A beats B) = σ(x_A − x_B + γᵀz), z the battle's standardised style differences, ties as "
+    "half a win, fitted jointly with an L2 penalty; the ratings are at equal style.",
+    "style-bt": "Style-controlled Bradley–Terry: P(A beats B) = σ(x_A − x_B + γᵀz), ties left "
+    "out, fitted jointly with an L2 penalty; the ratings are at equal style.",
+    "style-am-elo": "Style-controlled am-ELO: P(A beats B | k) = σ(θ_k (x_A − x_B + γᵀz)) with "
+    "every annotator's ability θ_k, fitted jointly; the ratings are at equal style.",
 }
 
 
