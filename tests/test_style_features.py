@@ -305,7 +305,7 @@ def test_cli_where_plain_method(cli, arena_jsonl):
         (["--style", "--method", "elo"], "work with --method m-elo"),
         (["--where", "ghost=1"], "no column 'ghost'"),
         (["--by", "ghost"], "no column 'ghost'"),
-        (["--style", "--ci", "bootstrap", "--rounds", "4"], "no bootstrap"),
+        (["--style", "--method", "am-elo", "--ci", "bootstrap", "--rounds", "4"], "no bootstrap"),
         (["--covariate", "len_a:nope"], "no column 'nope'"),
         (["--style", "--solver", "adam"], "does not apply"),
     ],
@@ -373,6 +373,11 @@ def test_report_and_plot_take_where_and_refuse_style_where_it_has_no_meaning(
     assert code != 0 and "work with --method m-elo" in err
     html_path = tmp_path / "boot.html"
     code, _, err = cli(
-        "report", path, "--ci", "bootstrap", "--style", "--rounds", "4", "-o", html_path
+        "report", path, "--ci", "bootstrap", "--style", "--rounds", "20", "-o", html_path
     )
-    assert code != 0 and "bootstrap" in err and not html_path.exists()
+    assert code == 0, err  # style-controlled m-ELO's battle bootstrap
+    assert "bootstrap" in html_path.read_text()
+    code, _, err = cli(
+        "report", path, "--ci", "bootstrap", "--style", "--method", "am-elo", "-o", html_path
+    )
+    assert code != 0 and "no bootstrap" in err

@@ -374,7 +374,7 @@ class _Task:
     seed: int
     rounds: int
     block: int
-    base: PairCounts  # the rows being resampled (fitted.counts)
+    n_rows: int  # rows of fitted.resampling_table()
     cell_row: np.ndarray  # row of each nonzero (row, outcome) cell
     cell_cat: np.ndarray  # outcome 0..3 of each cell
     cell_weight: np.ndarray  # its (weighted) count
@@ -435,21 +435,22 @@ def _draw_cells(task: _Task, r: int) -> np.ndarray:
     return task.cluster_matrix @ mult
 
 
-def _cells_to_counts(task: _Task, cells: np.ndarray) -> PairCounts:
-    table = np.zeros((len(task.base), 4))
+def _cells_to_table(task: _Task, cells: np.ndarray) -> np.ndarray:
+    table = np.zeros((task.n_rows, 4))
     np.add.at(table, (task.cell_row, task.cell_cat), cells)
-    return task.base.with_counts(table[:, 0], table[:, 1], table[:, 2], table[:, 3])
+    return table
 
 
 def _refit_round(
     task: _Task, cells: np.ndarray
 ) -> tuple[np.ndarray | None, bool, np.ndarray | None]:
-    """(scores or None on failure, needed the prior, win matrix) of one round via ``refit``."""
-    counts = _cells_to_counts(task, cells)
+    """(scores or None on failure, needed the prior, win matrix) of one round via
+    ``refit_table``."""
+    table = _cells_to_table(task, cells)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StableArenaWarning)
         try:
-            res = task.fitted.refit(counts)
+            res = task.fitted.refit_table(table)
         except (DisconnectedGraphError, ConvergenceError):
             return None, False, None
     prior = any(issubclass(w.category, StableArenaWarning) for w in caught)
@@ -794,7 +795,12 @@ def bootstrap(
             f"{fitted.method}: no bootstrap — {type(fitted).__name__} does not implement refit() "
             "and its method is not a registered rater."
         )
-    table = np.column_stack([base.wins, base.losses, base.ties, base.ties_both_bad])
+    if cluster is not None and not fitted.resamples_pair_counts:
+        raise InputError(
+            f"{fitted.method}: no clustered bootstrap (its likelihood's rows are not pair "
+            "counts); use the battle bootstrap (no --cluster) or sandwich intervals."
+        )
+    table = fitted.resampling_table()
     flat = table.ravel()
     nz = np.flatnonzero(flat > 0)
     if not len(nz):
@@ -829,7 +835,7 @@ def bootstrap(
         seed=int(seed),
         rounds=rounds,
         block=block,
-        base=base,
+        n_rows=len(table),
         cell_row=cell_row,
         cell_cat=cell_cat,
         cell_weight=weight,

@@ -314,6 +314,31 @@ class Fitted:
         counts, e.g. a bootstrap resample), warm-started from this result."""
         return get_rater(self.method, **dict(self.params)).fit_warm(counts, self)
 
+    def resampling_table(self) -> np.ndarray:
+        """What a battle bootstrap resamples: rows × 4 counts (A won, B won, tie, both bad) of
+        the rows the likelihood is evaluated on — the pair counts, unless a model's likelihood
+        needs finer rows (style covariates). Resampling battles = multinomial on these cells."""
+        c = self.counts
+        if c is None:
+            raise InputError(
+                f"this {self.method} result does not keep its pair counts; it cannot be "
+                "bootstrapped."
+            )
+        return np.column_stack([c.wins, c.losses, c.ties, c.ties_both_bad])
+
+    def refit_table(self, table: np.ndarray) -> Fitted:
+        """:meth:`refit` on the rows of :meth:`resampling_table` with the counts ``table``
+        (rows × 4; a bootstrap resample), warm-started from this result."""
+        c = self.counts
+        assert c is not None  # resampling_table has checked
+        return self.refit(c.with_counts(table[:, 0], table[:, 1], table[:, 2], table[:, 3]))
+
+    @property
+    def resamples_pair_counts(self) -> bool:
+        """Whether :meth:`resampling_table` is the pair counts (a clustered bootstrap maps
+        battles to its rows only then)."""
+        return type(self).resampling_table is Fitted.resampling_table
+
 
 #: How Bradley–Terry-type methods treat ties in their likelihood (information contract).
 _BT_LIKELIHOOD: dict[str, str] = {"m-elo": "half", "elo": "half", "bt": "drop"}

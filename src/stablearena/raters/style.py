@@ -1005,7 +1005,59 @@ class StyleFitted(Fitted):
     def refit(self, counts: PairCounts) -> Fitted:
         raise NotImplementedError(
             "a style-controlled fit depends on per-battle covariates, which pair counts do not "
-            "carry, so it has no battle-count bootstrap; use Fisher or sandwich intervals"
+            "carry; refit_table() refits its own rows"
+        )
+
+    def resampling_table(self) -> np.ndarray:
+        """The likelihood's rows (pair × style cell [× annotator]) as rows × 4 counts: a
+        battle bootstrap resamples battles among them, covariates and all (the rows are the
+        battles, those with identical covariates aggregated)."""
+        r = self.rows
+        return np.column_stack([r.wins, r.losses, r.ties, np.zeros(len(r))])
+
+    def refit_table(self, table: np.ndarray) -> StyleFitted:
+        """The same model refitted (Newton, warm-started from this fit) on its rows with the
+        counts ``table`` (a bootstrap resample). A model that never won or never lost in the
+        resample gets m-ELO's existence prior (a :class:`StableArenaWarning` says so); no
+        convergence raises :class:`ConvergenceError`. The refit's z standardisation stays the
+        full data's, as the rows are the same battles."""
+        r = self.rows
+        rows = replace(r, wins=table[:, 0], losses=table[:, 1], ties=table[:, 2] + table[:, 3])
+        m = self.n_models
+        score = np.bincount(rows.a, rows.s, m) + np.bincount(rows.b, rows.n - rows.s, m)
+        played = np.bincount(rows.a, rows.n, m) + np.bincount(rows.b, rows.n, m)
+        prior = self.prior_mask
+        if self.penalty != "all":
+            extreme = (played > 0) & ((score <= 0) | (score >= played))
+            if extreme.any():
+                prior = extreme if prior is None else (prior | extreme)
+                warnings.warn(
+                    f"{int(extreme.sum())} model(s) never won or never lost in this resample: "
+                    "existence prior",
+                    StableArenaWarning,
+                    stacklevel=2,
+                )
+        sol = solve_style(
+            rows,
+            penalty=self.penalty,  # type: ignore[arg-type]
+            reg=self.reg,
+            prior_mask=prior,
+            x0=np.asarray(self.scores, dtype=float),
+            gamma0=np.asarray(self.gamma, dtype=float),
+            tol=float(self.params.get("tol", 1e-9)),
+            max_iter=int(self.params.get("max_iter", 100)),
+        )
+        if not sol.convergence.converged:
+            raise ConvergenceError(f"style refit did not converge: {sol.convergence.message}")
+        return replace(
+            self,
+            scores=sol.x,
+            gamma=sol.gamma,
+            loglik=sol.loglik,
+            convergence=sol.convergence,
+            rows=rows,
+            raw=None,
+            prior_mask=prior,
         )
 
     # ------------------------------------------------------------------ presentation
@@ -1098,6 +1150,12 @@ class StyleAmEloFitted(StyleFitted):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._freeze_finite("abilities", "records")
+
+    def refit_table(self, table: np.ndarray) -> StyleFitted:
+        raise NotImplementedError(
+            "style-controlled am-ELO has no bootstrap yet (the abilities would be refitted on "
+            "every resample); use Fisher or sandwich intervals"
+        )
 
     @property
     def n_annotators(self) -> int:
