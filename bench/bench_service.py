@@ -295,6 +295,22 @@ _FLOOR_VOTE = (
 _FLOOR_BOARD = '{"as_of_vote":0,"fitted_at":%r,"models":[]}'
 
 
+async def _floor_send(send: Any, body: str) -> None:
+    """A 200 JSON answer of the floors' apps."""
+    data = body.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
 async def null_app(scope: dict, receive: Any, send: Any) -> None:
     """The HTTP floor (``--floor``): answers ``POST /v1/battles`` with one battle of two random
     model names and ``POST /v1/battles/{id}/vote`` with a vote, both in the service's JSON
@@ -320,18 +336,7 @@ async def null_app(scope: dict, receive: Any, send: Any) -> None:
         body = _FLOOR_VOTE % (path[12:-5], 1, "model_a", now)
     else:
         body = _FLOOR_BOARD % now
-    data = body.encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
+    await _floor_send(send, body)
 
 
 def writes_app() -> Any:
@@ -407,18 +412,7 @@ def writes_app() -> Any:
             body = _FLOOR_VOTE % (bid, res.vote_id or 0, store.OUTCOMES[out], now)
         else:
             body = _FLOOR_BOARD % now
-        data = body.encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(data)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": data})
+        await _floor_send(send, body)
 
     return app
 
