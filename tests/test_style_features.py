@@ -305,7 +305,10 @@ def test_cli_where_plain_method(cli, arena_jsonl):
         (["--style", "--method", "elo"], "work with --method m-elo"),
         (["--where", "ghost=1"], "no column 'ghost'"),
         (["--by", "ghost"], "no column 'ghost'"),
-        (["--style", "--method", "am-elo", "--ci", "bootstrap", "--rounds", "4"], "no bootstrap"),
+        (
+            ["--style", "--ci", "bootstrap", "--cluster", "prompt", "--rounds", "4"],
+            "no clustered bootstrap",
+        ),
         (["--covariate", "len_a:nope"], "no column 'nope'"),
         (["--style", "--solver", "adam"], "does not apply"),
     ],
@@ -378,6 +381,6 @@ def test_report_and_plot_take_where_and_refuse_style_where_it_has_no_meaning(
     assert code == 0, err  # style-controlled m-ELO's battle bootstrap
     assert "bootstrap" in html_path.read_text()
     code, _, err = cli(
-        "report", path, "--ci", "bootstrap", "--style", "--method", "am-elo", "-o", html_path
+        "report", path, "--ci", "bootstrap", "--style", "--cluster", "prompt", "-o", html_path
     )
-    assert code != 0 and "no bootstrap" in err
+    assert code != 0 and "no clustered bootstrap" in err

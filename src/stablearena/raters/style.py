@@ -1015,12 +1015,10 @@ class StyleFitted(Fitted):
         r = self.rows
         return np.column_stack([r.wins, r.losses, r.ties, np.zeros(len(r))])
 
-    def refit_table(self, table: np.ndarray) -> StyleFitted:
-        """The same model refitted (Newton, warm-started from this fit) on its rows with the
-        counts ``table`` (a bootstrap resample). A model that never won or never lost in the
-        resample gets m-ELO's existence prior (a :class:`StableArenaWarning` says so); no
-        convergence raises :class:`ConvergenceError`. The refit's z standardisation stays the
-        full data's, as the rows are the same battles."""
+    def _resampled(self, table: np.ndarray) -> tuple[StyleRows, np.ndarray | None]:
+        """This fit's rows with the counts ``table`` (rows × 4), and the models that need the
+        existence prior there: the full data's, plus any that never won or never lost in the
+        resample (a :class:`StableArenaWarning` says so)."""
         r = self.rows
         rows = replace(r, wins=table[:, 0], losses=table[:, 1], ties=table[:, 2] + table[:, 3])
         m = self.n_models
@@ -1035,8 +1033,17 @@ class StyleFitted(Fitted):
                     f"{int(extreme.sum())} model(s) never won or never lost in this resample: "
                     "existence prior",
                     StableArenaWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
+        return rows, prior
+
+    def refit_table(self, table: np.ndarray) -> StyleFitted:
+        """The same model refitted (Newton, warm-started from this fit) on its rows with the
+        counts ``table`` (a bootstrap resample). A model that never won or never lost in the
+        resample gets m-ELO's existence prior; no convergence raises
+        :class:`ConvergenceError`. The z standardisation stays the full data's, as the rows are
+        the same battles."""
+        rows, prior = self._resampled(table)
         sol = solve_style(
             rows,
             penalty=self.penalty,  # type: ignore[arg-type]
@@ -1151,10 +1158,36 @@ class StyleAmEloFitted(StyleFitted):
         super().__post_init__()
         self._freeze_finite("abilities", "records")
 
-    def refit_table(self, table: np.ndarray) -> StyleFitted:
-        raise NotImplementedError(
-            "style-controlled am-ELO has no bootstrap yet (the abilities would be refitted on "
-            "every resample); use Fisher or sandwich intervals"
+    def refit_table(self, table: np.ndarray) -> StyleAmEloFitted:
+        """:meth:`StyleFitted.refit_table` for the joint model: ratings, γ and every
+        annotator's ability refitted on the resample (warm-started from this fit; an annotator
+        whose votes all go one way gets its half virtual tie as in the fit)."""
+        rows, prior = self._resampled(table)
+        sol, virtual = solve_style_am_elo(
+            rows,
+            penalty=self.penalty,  # type: ignore[arg-type]
+            reg=self.reg,
+            prior_mask=prior,
+            x0=np.asarray(self.scores, dtype=float),
+            gamma0=np.asarray(self.gamma, dtype=float),
+            theta0=np.asarray(self.abilities, dtype=float),
+            tol=float(self.params.get("tol", 1e-9)),
+            max_iter=int(self.params.get("max_iter", 200)),
+        )
+        if not sol.convergence.converged:
+            raise ConvergenceError(f"style refit did not converge: {sol.convergence.message}")
+        return replace(
+            self,
+            scores=sol.x,
+            gamma=sol.gamma,
+            abilities=sol.theta,
+            loglik=sol.loglik,
+            convergence=sol.convergence,
+            rows=rows,
+            raw=None,
+            prior_mask=prior,
+            records=np.bincount(rows.k, rows.n, rows.n_annotators),
+            prior_ties=virtual if virtual.any() else None,
         )
 
     @property

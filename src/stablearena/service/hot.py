@@ -233,9 +233,9 @@ async def post_battles(
         try:
             rows = st.serve(who, k, models)
         except ApiError as exc:
-            # a model named in ``models`` may have been added through another worker since
-            # this one last polled: look once before calling it unknown
-            if exc.code != "unknown_model" or refreshed:
+            # models may have been added (or brought back) through another worker since this
+            # one last polled: look once before calling a model unknown or the pairs too few
+            if exc.code not in ("unknown_model", "no_pair") or refreshed:
                 raise
             refreshed = True
             if not await asyncio.to_thread(st.refresh_registry):
