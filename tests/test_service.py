@@ -677,6 +677,29 @@ def test_a_model_added_through_another_worker_is_found_at_once(make_arena, db_ur
         other.__exit__(None, None, None)
 
 
+def test_models_added_through_another_worker_end_no_pair_at_once(make_arena, db_url):
+    """A worker that has heard of fewer than two active models looks the registry up again
+    before answering 409 no_pair: models added through another worker are served at once
+    (found by serve --workers 2, where the worker that did not take the admin's calls answered
+    409 until its next poll)."""
+    arena = make_arena(models=("a",))
+    other = TestClient(create_app(settings_for(db_url), worker=1))
+    other.__enter__()
+    try:
+        other.app.state.refitter.tick = lambda: None  # this worker hears of nothing by itself
+        key = arena.admin.create_annotator("u")
+        auth = {"Authorization": f"Bearer {key}"}
+        lonely = other.post("/v1/battles", json={}, headers=auth)
+        assert lonely.status_code == 409 and lonely.json()["error"]["code"] == "no_pair"
+        arena.admin.add_model("b")
+        r = other.post("/v1/battles", json={}, headers=auth)
+        assert r.status_code == 200, r.text
+        (b,) = r.json()["battles"]
+        assert {b["model_a"], b["model_b"]} == {"a", "b"}
+    finally:
+        other.__exit__(None, None, None)
+
+
 def test_two_workers_on_one_database_keep_every_rule(make_arena, db_url):
     """Two workers (two applications, each with its own caches and writer) on one database:
     an annotator served and voting through either one never gets a pair it has judged while
