@@ -5,12 +5,14 @@ export, security and bad input, restart, crash (SIGKILL) and two workers on one 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -655,14 +657,24 @@ def test_the_hot_routes_answer_as_their_fastapi_routes(make_arena):
     inner.close()
 
 
+@contextlib.contextmanager
+def deaf_worker(db_url: str) -> Iterator[TestClient]:
+    """A second worker on the arena's database that hears of changes made through the first
+    only when a request makes it look (its refitter's poll is switched off)."""
+    other = TestClient(create_app(settings_for(db_url), worker=1))
+    other.__enter__()
+    try:
+        other.app.state.refitter.tick = lambda: None
+        yield other
+    finally:
+        other.__exit__(None, None, None)
+
+
 def test_a_model_added_through_another_worker_is_found_at_once(make_arena, db_url):
     """A request naming a model that another worker added since this one last polled looks
     the registry up again instead of answering 422 unknown_model."""
     arena = make_arena(models=("a", "b"))
-    other = TestClient(create_app(settings_for(db_url), worker=1))
-    other.__enter__()
-    try:
-        other.app.state.refitter.tick = lambda: None  # this worker hears of nothing by itself
+    with deaf_worker(db_url) as other:
         key = arena.admin.create_annotator("u")
         auth = {"Authorization": f"Bearer {key}"}
         assert other.post("/v1/battles", json={}, headers=auth).status_code == 200
@@ -673,8 +685,6 @@ def test_a_model_added_through_another_worker_is_found_at_once(make_arena, db_ur
         assert {b["model_a"], b["model_b"]} == {"a", "c"}
         bad = other.post("/v1/battles", json={"models": ["a", "nope"]}, headers=auth)
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "unknown_model"
-    finally:
-        other.__exit__(None, None, None)
 
 
 def test_models_added_through_another_worker_end_no_pair_at_once(make_arena, db_url):
@@ -683,10 +693,7 @@ def test_models_added_through_another_worker_end_no_pair_at_once(make_arena, db_
     (found by serve --workers 2, where the worker that did not take the admin's calls answered
     409 until its next poll)."""
     arena = make_arena(models=("a",))
-    other = TestClient(create_app(settings_for(db_url), worker=1))
-    other.__enter__()
-    try:
-        other.app.state.refitter.tick = lambda: None  # this worker hears of nothing by itself
+    with deaf_worker(db_url) as other:
         key = arena.admin.create_annotator("u")
         auth = {"Authorization": f"Bearer {key}"}
         lonely = other.post("/v1/battles", json={}, headers=auth)
@@ -696,8 +703,6 @@ def test_models_added_through_another_worker_end_no_pair_at_once(make_arena, db_
         assert r.status_code == 200, r.text
         (b,) = r.json()["battles"]
         assert {b["model_a"], b["model_b"]} == {"a", "b"}
-    finally:
-        other.__exit__(None, None, None)
 
 
 def test_two_workers_on_one_database_keep_every_rule(make_arena, db_url):

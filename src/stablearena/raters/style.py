@@ -1044,16 +1044,7 @@ class StyleFitted(Fitted):
         :class:`ConvergenceError`. The z standardisation stays the full data's, as the rows are
         the same battles."""
         rows, prior = self._resampled(table)
-        sol = solve_style(
-            rows,
-            penalty=self.penalty,  # type: ignore[arg-type]
-            reg=self.reg,
-            prior_mask=prior,
-            x0=np.asarray(self.scores, dtype=float),
-            gamma0=np.asarray(self.gamma, dtype=float),
-            tol=float(self.params.get("tol", 1e-9)),
-            max_iter=int(self.params.get("max_iter", 100)),
-        )
+        sol, extra = self._solve_on(rows, prior)
         if not sol.convergence.converged:
             raise ConvergenceError(f"style refit did not converge: {sol.convergence.message}")
         return replace(
@@ -1065,7 +1056,24 @@ class StyleFitted(Fitted):
             rows=rows,
             raw=None,
             prior_mask=prior,
+            **extra,
         )
+
+    def _warm_start(self, prior: np.ndarray | None) -> dict[str, Any]:
+        """The solver options of a refit: this fit's penalty, tolerance and optimum as start."""
+        return {
+            "penalty": self.penalty,
+            "reg": self.reg,
+            "prior_mask": prior,
+            "x0": np.asarray(self.scores, dtype=float),
+            "gamma0": np.asarray(self.gamma, dtype=float),
+            "tol": float(self.params.get("tol", 1e-9)),
+        }
+
+    def _solve_on(self, rows: StyleRows, prior: np.ndarray | None) -> tuple[Any, dict[str, Any]]:
+        """The solution on ``rows`` and the further fields of the refitted result."""
+        max_iter = int(self.params.get("max_iter", 100))
+        return solve_style(rows, **self._warm_start(prior), max_iter=max_iter), {}
 
     # ------------------------------------------------------------------ presentation
     def style_table(self, level: float = 0.95) -> pd.DataFrame:
@@ -1158,37 +1166,21 @@ class StyleAmEloFitted(StyleFitted):
         super().__post_init__()
         self._freeze_finite("abilities", "records")
 
-    def refit_table(self, table: np.ndarray) -> StyleAmEloFitted:
-        """:meth:`StyleFitted.refit_table` for the joint model: ratings, γ and every
-        annotator's ability refitted on the resample (warm-started from this fit; an annotator
-        whose votes all go one way gets its half virtual tie as in the fit)."""
-        rows, prior = self._resampled(table)
+    def _solve_on(self, rows: StyleRows, prior: np.ndarray | None) -> tuple[Any, dict[str, Any]]:
+        """The joint refit of a bootstrap round: ratings, γ and every annotator's ability
+        (warm-started from this fit; an annotator whose votes all go one way gets its half
+        virtual tie as in the fit)."""
         sol, virtual = solve_style_am_elo(
             rows,
-            penalty=self.penalty,  # type: ignore[arg-type]
-            reg=self.reg,
-            prior_mask=prior,
-            x0=np.asarray(self.scores, dtype=float),
-            gamma0=np.asarray(self.gamma, dtype=float),
+            **self._warm_start(prior),
             theta0=np.asarray(self.abilities, dtype=float),
-            tol=float(self.params.get("tol", 1e-9)),
             max_iter=int(self.params.get("max_iter", 200)),
         )
-        if not sol.convergence.converged:
-            raise ConvergenceError(f"style refit did not converge: {sol.convergence.message}")
-        return replace(
-            self,
-            scores=sol.x,
-            gamma=sol.gamma,
-            abilities=sol.theta,
-            loglik=sol.loglik,
-            convergence=sol.convergence,
-            rows=rows,
-            raw=None,
-            prior_mask=prior,
-            records=np.bincount(rows.k, rows.n, rows.n_annotators),
-            prior_ties=virtual if virtual.any() else None,
-        )
+        return sol, {
+            "abilities": sol.theta,
+            "records": np.bincount(rows.k, rows.n, rows.n_annotators),
+            "prior_ties": virtual if virtual.any() else None,
+        }
 
     @property
     def n_annotators(self) -> int:
