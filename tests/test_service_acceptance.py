@@ -24,12 +24,7 @@ import numpy as np
 import pytest
 
 from stablearena.client import ArenaClient
-from stablearena.metrics import kendall_tau
-from stablearena.raters.base import ELO_SCALE
-from stablearena.service.testing import ServerProcess
-from stablearena.simulate import random_ratings
-
-FAST = ["--set", "rate_limit=1000000", "--set", "rate_burst=1000000"]
+from stablearena.service.testing import FAST, ServerProcess, simulated_arena_run
 
 
 def _cli_json(*args: str) -> dict:
@@ -129,80 +124,6 @@ def test_llmfao_replayed_through_the_api_matches_rank_and_annotators(llmfao_path
     assert order_live == order_off
     assert diff.max() < 1e-4
     assert flagged_live == flagged_off
-
-
-def simulated_arena_run(
-    tmp_path, *, n_models: int, n_annotators: int, n_votes: int, threads: int, seed: int = 0
-) -> dict:
-    """Drive a simulated arena through the API (the arena chooses every pair) with 10% of the
-    annotators flipping their votes; return detection and Kendall τ figures."""
-    rng = np.random.default_rng(seed)
-    truth_r = random_ratings(n_models, spread=200.0, seed=seed)
-    models = [f"model-{k:02d}" for k in range(n_models)]
-    truth = dict(zip(models, truth_r, strict=True))
-    names = [f"ann-{k:03d}" for k in range(n_annotators)]
-    n_flip = max(1, n_annotators // 10)
-    flippers = set(rng.choice(names, n_flip, replace=False).tolist())
-    ability = {n: rng.uniform(0.5, 1.5) * (-1.0 if n in flippers else 1.0) for n in names}
-    server = ServerProcess(
-        f"sqlite:///{tmp_path / 'sim.db'}",
-        *FAST,
-        "--set",
-        "arena.min_records=50",
-        "--set",
-        "arena.ability_threshold=0",
-        "--set",
-        "arena.policy='exclude'",
-        cwd=tmp_path,
-    ).start()
-    t0 = time.time()
-    try:
-        admin = ArenaClient(server.url, server.admin_key, timeout=120)
-        for m in models:
-            admin.add_model(m)
-        keys = {n: admin.create_annotator(n) for n in names}
-        per_thread = [names[k::threads] for k in range(threads)]
-        votes_each = n_votes // threads
-
-        def run(group: list[str], seed: int) -> None:
-            r = np.random.default_rng(seed)
-            clients = {n: ArenaClient(server.url, keys[n], timeout=120) for n in group}
-            for t in range(votes_each):
-                name = group[t % len(group)]
-                (b,) = clients[name].next_battles()
-                z = ability[name] * ELO_SCALE * (truth[b["model_a"]] - truth[b["model_b"]])
-                out = "model_a" if r.random() < 1.0 / (1.0 + np.exp(-z)) else "model_b"
-                clients[name].vote(b["battle_id"], out)
-            for c in clients.values():
-                c.close()
-
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(run, per_thread, range(threads)))
-        seconds = time.time() - t0
-        admin.refit()
-        am = admin.leaderboard()
-        m_all = admin.leaderboard(method="m-elo")
-        ann = admin.annotators()
-        admin.close()
-    finally:
-        server.stop()
-    flagged = {a["annotator"] for a in ann["annotators"] if a["flagged"]}
-
-    def tau(payload: dict) -> float:
-        rated = {m["model"]: m["rating"] for m in payload["models"]}
-        common = [m for m in models if m in rated]
-        return kendall_tau([truth[m] for m in common], [rated[m] for m in common])
-
-    return {
-        "votes": m_all["n_battles"],
-        "seconds": seconds,
-        "flippers": len(flippers),
-        "flippers_flagged": len(flippers & flagged),
-        "honest_flagged": len(flagged - flippers),
-        "tau_am_elo": tau(am),
-        "tau_m_elo_all_votes": tau(m_all),
-        "am_elo_battles_in_fit": am["n_battles"],
-    }
 
 
 @pytest.mark.slow

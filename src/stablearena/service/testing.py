@@ -2,7 +2,8 @@
 
 :class:`ServerProcess` starts the command on a free port (``--port 0``), reads the admin key
 (first start) and the address it prints, waits until ``/healthz`` answers, and can be killed
-with SIGKILL (the crash tests) or stopped.
+with SIGKILL (the crash tests) or stopped. :func:`simulated_arena_run` drives a simulated arena
+with flipping annotators through one.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "simulated_arena_run"]
+
+#: Rate limits out of the way of a test or benchmark driving the arena at full speed.
+FAST = ["--set", "rate_limit=1000000", "--set", "rate_burst=1000000"]
 
 
 class ServerProcess:
@@ -117,3 +123,90 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def simulated_arena_run(
+    tmp_path: Path, *, n_models: int, n_annotators: int, n_votes: int, threads: int, seed: int = 0
+) -> dict[str, Any]:
+    """Drive a simulated arena through the API of a ``stablearena serve`` child process on a
+    fresh SQLite file in ``tmp_path`` (the arena chooses every pair): ``n_models`` models with
+    true ratings of spread 200 Elo, ``n_annotators`` annotators of ability U(0.5, 1.5), 10% of
+    them flipping every vote (ability negated), ``n_votes`` votes from ``threads`` client
+    threads; Stable Arena screening with δ = 50, ε = 0, exclude. Returns the votes, the
+    flippers flagged, honest annotators flagged, and Kendall τ with the truth of the service's
+    am-ELO and of m-ELO on all votes (the live arena's acceptance run; ``bench/bench_flippers.py``
+    repeats it over seeds)."""
+    import numpy as np
+
+    from ..client import ArenaClient
+    from ..metrics import kendall_tau
+    from ..raters.base import ELO_SCALE
+    from ..simulate import random_ratings
+
+    rng = np.random.default_rng(seed)
+    truth_r = random_ratings(n_models, spread=200.0, seed=seed)
+    models = [f"model-{k:02d}" for k in range(n_models)]
+    truth = dict(zip(models, truth_r, strict=True))
+    names = [f"ann-{k:03d}" for k in range(n_annotators)]
+    n_flip = max(1, n_annotators // 10)
+    flippers = set(rng.choice(names, n_flip, replace=False).tolist())
+    ability = {n: rng.uniform(0.5, 1.5) * (-1.0 if n in flippers else 1.0) for n in names}
+    server = ServerProcess(
+        f"sqlite:///{tmp_path / 'sim.db'}",
+        *FAST,
+        "--set",
+        "arena.min_records=50",
+        "--set",
+        "arena.ability_threshold=0",
+        "--set",
+        "arena.policy='exclude'",
+        cwd=tmp_path,
+    ).start()
+    t0 = time.time()
+    try:
+        admin = ArenaClient(server.url, server.admin_key, timeout=120)
+        for m in models:
+            admin.add_model(m)
+        keys = {n: admin.create_annotator(n) for n in names}
+        per_thread = [names[k::threads] for k in range(threads)]
+        votes_each = n_votes // threads
+
+        def run(group: list[str], seed: int) -> None:
+            r = np.random.default_rng(seed)
+            clients = {n: ArenaClient(server.url, keys[n], timeout=120) for n in group}
+            for t in range(votes_each):
+                name = group[t % len(group)]
+                (b,) = clients[name].next_battles()
+                z = ability[name] * ELO_SCALE * (truth[b["model_a"]] - truth[b["model_b"]])
+                out = "model_a" if r.random() < 1.0 / (1.0 + np.exp(-z)) else "model_b"
+                clients[name].vote(b["battle_id"], out)
+            for c in clients.values():
+                c.close()
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(run, per_thread, range(threads)))
+        seconds = time.time() - t0
+        admin.refit()
+        am = admin.leaderboard()
+        m_all = admin.leaderboard(method="m-elo")
+        ann = admin.annotators()
+        admin.close()
+    finally:
+        server.stop()
+    flagged = {a["annotator"] for a in ann["annotators"] if a["flagged"]}
+
+    def tau(payload: dict) -> float:
+        rated = {m["model"]: m["rating"] for m in payload["models"]}
+        common = [m for m in models if m in rated]
+        return kendall_tau([truth[m] for m in common], [rated[m] for m in common])
+
+    return {
+        "votes": m_all["n_battles"],
+        "seconds": seconds,
+        "flippers": len(flippers),
+        "flippers_flagged": len(flippers & flagged),
+        "honest_flagged": len(flagged - flippers),
+        "tau_am_elo": tau(am),
+        "tau_m_elo_all_votes": tau(m_all),
+        "am_elo_battles_in_fit": am["n_battles"],
+    }
