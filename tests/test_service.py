@@ -705,6 +705,49 @@ def test_models_added_through_another_worker_end_no_pair_at_once(make_arena, db_
         assert {b["model_a"], b["model_b"]} == {"a", "b"}
 
 
+def test_a_key_revoked_through_another_worker_is_refused_at_once(make_arena, db_url):
+    """A key revoked through one worker is refused by another at once — for the next battle
+    and for a vote on a battle served before — though the other has not polled since: each
+    write checks the registry's revision in its transaction (otherwise the key would keep
+    working there until the next poll)."""
+    arena = make_arena(models=("a", "b", "c"))
+    with deaf_worker(db_url) as other:
+        key = arena.admin.create_annotator("u")
+        auth = {"Authorization": f"Bearer {key}"}
+        first, second = (
+            other.post("/v1/battles", json={}, headers=auth).json()["battles"][0] for _ in range(2)
+        )
+        ok = other.post(
+            f"/v1/battles/{first['battle_id']}/vote", json={"outcome": "tie"}, headers=auth
+        )
+        assert ok.status_code == 200, ok.text
+        arena.admin.revoke_annotator("u")
+        served = other.post("/v1/battles", json={}, headers=auth)
+        assert served.status_code == 401, served.text
+        voted = other.post(
+            f"/v1/battles/{second['battle_id']}/vote", json={"outcome": "tie"}, headers=auth
+        )
+        assert voted.status_code == 401, voted.text
+    export = arena.admin.export("jsonl").decode().splitlines()
+    assert len(export) == 1  # the vote before the revocation only
+
+
+def test_a_model_retired_through_another_worker_is_never_served_again(make_arena, db_url):
+    """After the admin's call to retire a model (or put it under outage) returns, no worker
+    serves it, even one that has not polled since."""
+    arena = make_arena(models=("a", "b", "c", "d"))
+    with deaf_worker(db_url) as other:
+        auth = {"Authorization": f"Bearer {arena.admin.create_annotator('u')}"}
+        assert other.post("/v1/battles", json={"k": 4}, headers=auth).status_code == 200
+        arena.admin.update_model("c", retired=True)
+        arena.admin.update_model("d", outage=True)
+        for _ in range(12):
+            r = other.post("/v1/battles", json={}, headers=auth)
+            assert r.status_code == 200, r.text
+            (b,) = r.json()["battles"]
+            assert {b["model_a"], b["model_b"]} == {"a", "b"}
+
+
 def test_two_workers_on_one_database_keep_every_rule(make_arena, db_url):
     """Two workers (two applications, each with its own caches and writer) on one database:
     an annotator served and voting through either one never gets a pair it has judged while

@@ -216,6 +216,15 @@ class Hot:
             raise RateLimited(wait)
         return p
 
+    async def reload(self, who: Principal) -> Principal:
+        """After a write found the registry changed through another worker: reload it and
+        return the key's principal as it now stands (401 if the key was revoked meanwhile)."""
+        await asyncio.to_thread(self.arena.refresh_registry)
+        p = self.arena.keys.get(who.key_id)
+        if p is None or p.revoked:
+            raise ApiError(401, "unauthorized", "unknown or revoked key", "authorization")
+        return p
+
 
 BodyReader = Callable[[], Awaitable[bytes]]
 
@@ -230,6 +239,7 @@ async def post_battles(
     st = hot.arena
     refreshed = False
     for _ in range(_DRAWS):
+        revision = st.revision  # the registry this draw decides by
         try:
             rows = st.serve(who, k, models)
         except ApiError as exc:
@@ -241,14 +251,22 @@ async def post_battles(
             if not await asyncio.to_thread(st.refresh_registry):
                 raise
             rows = st.serve(who, k, models)
-        refused = await hot.writer.submit_async(partial(store.insert_battles, rows=rows))
+        refused = await hot.writer.submit_async(
+            partial(store.insert_battles, rows=rows, revision=revision)
+        )
+        if refused is None:
+            # a model retired or paused, a key revoked… through another worker since this one
+            # last polled: nothing was stored; reload, check the key again and draw again
+            st.refused(who, rows, [])
+            who = await hot.reload(who)
+            continue
         if not refused:
             hot.battles_served.inc(len(rows))
             return Reply(200, _battles_json(st, rows))
         # the annotator has judged a drawn pair through another worker: learn it, draw again
         st.refused(who, rows, refused)
         hot.redrawn.inc(len(refused))
-    raise ApiError(503, "busy", "the annotator's votes are changing fast; retry the request")
+    raise ApiError(503, "busy", "the arena is changing fast; retry the request")
 
 
 async def post_vote(
@@ -264,11 +282,26 @@ async def post_vote(
         raise ApiError(404, "not_found", f"no battle {battle_id!r}", "battle_id")
     outcome = vote_request(await read_body())
     st = hot.arena
-    window = st.config.correction_window
     now = time.time()
-    res: store.VoteResult = await hot.writer.submit_async(
-        lambda conn: store.record_vote(conn, battle_id, who.id, outcome, now, window)
-    )
+    for _ in range(_DRAWS):
+        res: store.VoteResult = await hot.writer.submit_async(
+            partial(
+                store.record_vote,
+                battle_id=battle_id,
+                annotator_id=who.id,
+                outcome=outcome,
+                now=now,
+                revision=st.revision,  # read first: a reload after it can only make it stale
+                correction_window=st.config.correction_window,
+            )
+        )
+        if res.kind != "stale":
+            break
+        # a key revoked (or the correction window changed) through another worker since this
+        # one last polled: nothing was recorded; reload and check the key again
+        who = await hot.reload(who)
+    else:
+        raise ApiError(503, "busy", "the arena is changing fast; retry the request")
     refused = _VOTE_ERRORS.get(res.kind)
     if refused is not None:
         status, code, fld = refused

@@ -494,6 +494,7 @@ def load_config(conn: Connection) -> dict[str, Any]:
 _HOT_SQL: dict[str, str] = {
     "battle": "INSERT INTO battles (id, annotator_id, model_a, model_b, strategy, propensity, "
     "served_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "revision": "SELECT value FROM meta WHERE key = 'revision'",
     "judged": "SELECT 1 FROM pair_counts WHERE i = ? AND j = ? AND annotator_id = ? "
     "AND wins + losses + ties + ties_both_bad > 0",
     "lookup": "SELECT b.annotator_id, b.model_a, b.model_b, b.expires_at, v.id, v.revision, "
@@ -537,12 +538,29 @@ def cursor(conn: Connection) -> Any:
     return conn.connection.dbapi_connection.cursor()
 
 
-def insert_battles(conn: Connection, rows: list[dict[str, Any]]) -> list[str]:
+def registry_changed(cur: Any, conn: Connection, revision: int | None) -> bool:
+    """Whether the models, keys or settings changed (through any worker) since ``revision``,
+    the registry revision a worker decided by (``None``: do not check). Read inside the
+    write's transaction, so a change committed before the write began is always seen."""
+    if revision is None:
+        return False
+    cur.execute(_hot(conn, "revision"))
+    row = cur.fetchone()
+    return row is not None and int(row[0]) > revision
+
+
+def insert_battles(
+    conn: Connection, rows: list[dict[str, Any]], revision: int | None = None
+) -> list[str] | None:
     """Store served battles (dicts with the ``battles`` columns), all or none: a row with
     ``check`` true is refused when the database holds a vote of its annotator on its pair (a
     vote recorded by another worker). Returns the ids of the refused rows (nothing is stored
-    then), ``[]`` when every row is stored."""
+    then), ``[]`` when every row is stored, and ``None`` (nothing stored) when the registry
+    changed since ``revision`` (a model retired or paused, a key revoked through another
+    worker: the caller reloads it and decides again)."""
     cur = cursor(conn)
+    if registry_changed(cur, conn, revision):
+        return None
     refused = []
     for r in rows:
         if r.get("check"):
@@ -604,7 +622,8 @@ def _insert_vote(cur: Any, sql: str, *values: Any) -> int:
 class VoteResult:
     """What :func:`record_vote` did: ``kind`` is ``new``, ``replay`` (the same vote again:
     the stored one is returned), ``corrected``, or an error — ``missing`` (404), ``forbidden``
-    (403), ``conflict`` (409), ``expired`` (410)."""
+    (403), ``conflict`` (409), ``expired`` (410) — or ``stale`` (nothing done: the registry
+    changed since the caller's revision; reload it and try again)."""
 
     kind: str
     vote_id: int | None = None
@@ -624,9 +643,13 @@ def record_vote(
     outcome: int,
     now: float,
     correction_window: float,
+    revision: int | None = None,
 ) -> VoteResult:
-    """Record one vote and its count in the caller's transaction (see :class:`VoteResult`)."""
+    """Record one vote and its count in the caller's transaction (see :class:`VoteResult`);
+    nothing when the registry changed since ``revision`` (:func:`registry_changed`)."""
     cur = cursor(conn)
+    if registry_changed(cur, conn, revision):
+        return VoteResult("stale", message="the arena's keys, models or settings changed")
     cur.execute(_hot(conn, "lookup"), (battle_id,))
     row = cur.fetchone()
     if row is None:
