@@ -705,6 +705,34 @@ def test_models_added_through_another_worker_end_no_pair_at_once(make_arena, db_
         assert {b["model_a"], b["model_b"]} == {"a", "b"}
 
 
+def test_the_registry_check_reads_once_per_transaction_and_again_after_a_bump(db_url):
+    """store.registry_changed reads the revision at the first write of a transaction that asks
+    (a change committed by another connection before it is seen), keeps it for the rest of
+    the transaction, and reads it again after bump_revision in the same transaction."""
+    engine = store.make_engine(db_url)
+    store.migrate(engine)
+    with engine.connect() as conn:
+        rev = int(store.get_meta(conn, "revision") or 0)
+    writer, other = store._write_conn(engine), store._write_conn(engine)
+    try:
+        with writer.begin():
+            cur = store.cursor(writer)
+            assert not store.registry_changed(cur, writer, rev)
+            store.bump_revision(writer)
+            assert store.registry_changed(cur, writer, rev)
+        with other.begin():
+            store.bump_revision(other)  # another worker's change, committed before
+        with writer.begin():
+            cur = store.cursor(writer)
+            assert store.registry_changed(cur, writer, rev + 1)
+            assert not store.registry_changed(cur, writer, rev + 2)
+            assert not store.registry_changed(cur, writer, None)
+    finally:
+        writer.close()
+        other.close()
+    engine.dispose()
+
+
 def test_a_key_revoked_through_another_worker_is_refused_at_once(make_arena, db_url):
     """A key revoked through one worker is refused by another at once — for the next battle
     and for a vote on a battle served before — though the other has not polled since: each

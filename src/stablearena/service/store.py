@@ -463,6 +463,7 @@ def _set_all(items: list[tuple[asyncio.Future, Any, BaseException | None]]) -> N
 # ---------------------------------------------------------------------------------- queries
 def bump_revision(conn: Connection) -> None:
     """Tell every worker to reload models, keys and the configuration."""
+    conn.info.pop("revision_seen", None)  # read again by the next write of this transaction
     conn.execute(
         meta.update()
         .where(meta.c.key == "revision")
@@ -540,13 +541,21 @@ def cursor(conn: Connection) -> Any:
 
 def registry_changed(cur: Any, conn: Connection, revision: int | None) -> bool:
     """Whether the models, keys or settings changed (through any worker) since ``revision``,
-    the registry revision a worker decided by (``None``: do not check). Read inside the
-    write's transaction, so a change committed before the write began is always seen."""
+    the registry revision a worker decided by (``None``: do not check).
+
+    Read once per transaction, at its first write that asks (a group commit's writes were all
+    submitted before it began, so a change committed before any of them was submitted is
+    seen), and again after :func:`bump_revision` in the same transaction. One read per batch
+    instead of per write: on PostgreSQL each read is a round trip of the single writer."""
     if revision is None:
         return False
-    cur.execute(_hot(conn, "revision"))
-    row = cur.fetchone()
-    return row is not None and int(row[0]) > revision
+    txn = conn.get_transaction()
+    seen = conn.info.get("revision_seen")
+    if seen is None or seen[0] is not txn:
+        cur.execute(_hot(conn, "revision"))
+        row = cur.fetchone()
+        seen = conn.info["revision_seen"] = (txn, None if row is None else int(row[0]))
+    return seen[1] is not None and seen[1] > revision
 
 
 def insert_battles(
