@@ -151,7 +151,8 @@ class Settings(BaseModel):
         0.5,
         gt=0.0,
         description="How often a worker checks the database for a newer fit, new votes "
-        "and configuration changes.",
+        "and configuration changes (every battle and vote written also checks that the "
+        "models, keys and settings it was decided by are still current).",
     )
     max_batch: int = Field(
         512, ge=1, description="Most writes committed together in one transaction (group commit)."
