@@ -139,7 +139,10 @@ def test_newton_pass_matches_direct_formulas(m, scaled, spread, seed):
 @given(st.integers(2, 12), st.integers(20, 400), st.booleans(), st.integers(0, 2**32 - 1))
 def test_newton_start_does_not_change_the_optimum(m, n_battles, close_pairs, seed):
     """The default start (log-odds corrected for the opponents met) and a cold start at 0
-    converge to the same ratings and lnL; lnL is that of the returned ratings."""
+    converge to the same ratings and lnL; lnL is that of the returned ratings. Both solve to
+    ‖∇ lnL‖/Σn ≤ 1e-12: at the default 1e-9 a weakly identified model (one battle, held by
+    the existence prior) is only pinned to ‖∇‖/λ_min ≈ 3e-7 (m=3, 128 battles, seed 67238),
+    which says nothing about the start."""
     truth = random_ratings(m, seed=seed % 1000)
     pp = None
     if close_pairs:
@@ -149,10 +152,9 @@ def test_newton_start_does_not_change_the_optimum(m, n_battles, close_pairs, see
     c = b.counts().nonempty()
     n, s = c.totals, c.score
     mask = np.ones(m, dtype=bool)  # the existence prior keeps every case finite
-    warm = solve_bradley_terry(m, c.i, c.j, n, s, prior_mask=mask, raise_on_failure=True)
-    cold = solve_bradley_terry(
-        m, c.i, c.j, n, s, prior_mask=mask, x0=np.zeros(m), raise_on_failure=True
-    )
+    opts = {"prior_mask": mask, "raise_on_failure": True, "tol": 1e-12}
+    warm = solve_bradley_terry(m, c.i, c.j, n, s, **opts)
+    cold = solve_bradley_terry(m, c.i, c.j, n, s, x0=np.zeros(m), **opts)
     np.testing.assert_allclose(warm.x, cold.x, atol=1e-7)
     # (lnL without the prior moves to first order in x at the prior's optimum)
     assert warm.loglik == pytest.approx(cold.loglik, rel=1e-10, abs=1e-7)
