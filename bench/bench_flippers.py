@@ -25,12 +25,13 @@ import numpy as np
 
 
 def summary(label: str, diffs: list[float]) -> None:
-    d = np.asarray(diffs, dtype=float)
-    se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
-    won, lost = int((d > 1e-12).sum()), int((d < -1e-12).sum())
+    from stablearena.metrics import paired_difference
+
+    p = paired_difference(diffs)
     print(
-        f"{label}: {len(d)} seeds, tau(am-ELO) - tau(m-ELO, all votes) = {d.mean():+.4f} "
-        f"+- {se:.4f} (standard error); won {won}, tied {len(d) - won - lost}, lost {lost}"
+        f"{label}: {len(diffs)} seeds, tau(am-ELO) - tau(m-ELO, all votes) = "
+        f"{p['mean_diff']:+.4f} +- {p['se']:.4f} (standard error); won {p['won']}, "
+        f"tied {p['tied']}, lost {p['lost']}"
     )
 
 

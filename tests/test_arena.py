@@ -631,3 +631,15 @@ def test_cli_next_pairs_rank_opt_and_default(llmfao_path, cli):
 def test_cli_experiment_fitted_mode_needs_a_log(cli):
     code, _, err = cli("experiment", "selection", "--simulate", "5", "--fit", "rao-kupper")
     assert code == 2 and "--fit" in err
+
+
+def test_paired_difference_counts_seeds_and_refuses_empty_input():
+    from stablearena.metrics import paired_difference
+
+    p = paired_difference([0.02, 0.0, -0.01, 0.03])
+    assert p["won"] == 2 and p["tied"] == 1 and p["lost"] == 1
+    assert p["mean_diff"] == pytest.approx(0.01)
+    assert p["se"] == pytest.approx(np.std([0.02, 0.0, -0.01, 0.03], ddof=1) / 2)
+    assert paired_difference([0.5])["se"] == 0.0
+    with pytest.raises(InputError, match="non-empty"):
+        paired_difference([])

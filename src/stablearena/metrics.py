@@ -6,6 +6,8 @@
 - :func:`kendall_tau`: Kendall's τ-b (τ = 2·pairwise − 1 when there are no ties).
 - :func:`prediction_mse`, :func:`prediction_auc`: am-ELO Table 2's prediction metrics.
 - :func:`detection_scores`: precision, recall and F1 of a flagged set against the truth.
+- :func:`paired_difference`: per-seed differences of two strategies summarised as mean ± standard
+  error with the seeds won, tied and lost.
 """
 
 from __future__ import annotations
@@ -25,7 +27,25 @@ __all__ = [
     "prediction_mse",
     "prediction_auc",
     "detection_scores",
+    "paired_difference",
 ]
+
+
+def paired_difference(diffs: Sequence[float] | np.ndarray) -> dict[str, float | int]:
+    """Summary of per-seed differences d_s (a strategy minus its baseline on the same seed):
+    ``mean_diff`` = mean d, ``se`` = sample sd/√seeds (0 with one seed), and the seeds
+    ``won`` (d > 0), ``tied`` (d = 0) and ``lost`` (d < 0)."""
+    d = np.asarray(diffs, dtype=float)
+    if d.ndim != 1 or len(d) == 0:
+        raise InputError("paired_difference() takes a non-empty vector of per-seed differences.")
+    n = len(d)
+    return {
+        "mean_diff": float(d.mean()),
+        "se": float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0,
+        "won": int(np.sum(d > 0)),
+        "tied": int(np.sum(d == 0)),
+        "lost": int(np.sum(d < 0)),
+    }
 
 
 def _pair(

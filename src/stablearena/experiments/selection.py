@@ -66,7 +66,7 @@ from ..arena import Arena, ReplayArena, SimulatedArena, run_arena
 from ..battles import Battles, PairCounts
 from ..errors import InputError, StableArenaWarning
 from ..information import bt_information
-from ..metrics import pairwise_agreement
+from ..metrics import paired_difference, pairwise_agreement
 from ..selection import Estimate, Selector, a_info, check_estimate, d_info, get_selector
 from ..simulate import OutcomeRule, random_ratings
 
@@ -195,16 +195,7 @@ class SelectionExperiment:
         table = self.pairwise if what == "pairwise" else self.expected
         if self.baseline is None or strategy not in table:
             return None
-        d = table[strategy].mean(axis=1) - table[self.baseline].mean(axis=1)
-        n = len(d)
-        se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
-        return {
-            "mean_diff": float(d.mean()),
-            "se": se,
-            "won": int(np.sum(d > 0)),
-            "tied": int(np.sum(d == 0)),
-            "lost": int(np.sum(d < 0)),
-        }
+        return paired_difference(table[strategy].mean(axis=1) - table[self.baseline].mean(axis=1))
 
     def target(self, seeds: np.ndarray | None = None) -> float | None:
         """The baseline's pairwise metric at the last step, averaged over (these) seeds."""
