@@ -9,8 +9,8 @@ stablearena) and both NLLs per comparison (leaderbot's is its own loss without i
 terms). Configurations leaderbot does not finish within the limit are reported as such.
 
 Data: the Chatbot Arena pair counts of 2024-08-14 shipped with leaderbot (both-bad ties dropped,
-1,374,996 comparisons), read from ``../shared/data/chatbot_arena_20240814_pairs.json`` or, when
-that is absent, from the installed leaderbot package.
+1,374,996 comparisons): the copy bundled with stablearena (``stablearena.datasets.path(
+"chatbot-arena-2024")``, byte-identical to leaderbot's ``leaderbot/data/chatbotarena_20240814.json``).
 
 Timing: stablearena is timed warm (after one untimed fit) as the median of ``--repeats`` fits
 (one fit for configurations slower than 5 s); leaderbot as the median of ``--lb-repeats`` runs of
@@ -37,9 +37,9 @@ import numpy as np
 
 from stablearena import PairCounts
 from stablearena.comparison import ModelConfig, table_d1_configurations
+from stablearena.datasets import path as dataset_path
 
 HERE = Path(__file__).resolve().parent
-SHARED = HERE.parents[1] / "shared" / "data" / "chatbot_arena_20240814_pairs.json"
 
 LEADERBOT_CHILD = r"""
 import json, statistics, sys, time
@@ -74,11 +74,7 @@ print(json.dumps({"seconds": statistics.median(times), "runs": len(times), "nll"
 
 
 def load_counts() -> tuple[PairCounts, Path]:
-    path = SHARED
-    if not path.exists():
-        import leaderbot
-
-        path = Path(leaderbot.__file__).parent / "data" / "chatbotarena_20240814.json"
+    path = dataset_path("chatbot-arena-2024")
     raw = json.loads(path.read_text())
     counts = PairCounts.from_arrays(raw["models"], np.asarray(raw["X"]), np.asarray(raw["Y"]))
     return counts.drop_both_bad(), path

@@ -1,37 +1,27 @@
-"""Shared fixtures: paths to the real data beside the checkout (tests skip when absent)."""
+"""Shared fixtures: paths to the real data sets bundled with the package
+(:mod:`stablearena.datasets`: LLMFAO and the Chatbot Arena 2024 pair counts)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-DATA_DIR = Path(
-    os.environ.get(
-        "STABLEARENA_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
-    )
-)
-LLMFAO = DATA_DIR / "llmfao.csv"
-CHATBOT_ARENA = DATA_DIR / "chatbot_arena_20240814_pairs.json"
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(
-            f"real data not available: {path} is absent (it lives in ../shared/data beside the checkout)"
-        )
-    return path
-
 
 @pytest.fixture
 def llmfao_path() -> Path:
-    return _need(LLMFAO)
+    """The bundled LLMFAO battle log (``stablearena.datasets.path("llmfao")``)."""
+    from stablearena.datasets import path
+
+    return path("llmfao")
 
 
 @pytest.fixture
 def chatbot_arena_path() -> Path:
-    return _need(CHATBOT_ARENA)
+    """The bundled Chatbot Arena 2024 pair counts (``path("chatbot-arena-2024")``)."""
+    from stablearena.datasets import path
+
+    return path("chatbot-arena-2024")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from stablearena import (
     StableArenaWarning,
     get_rater,
 )
+from stablearena.datasets import path as dataset_path
 from stablearena.metrics import kendall_tau
 from stablearena.perturbation import simulate_arena
 from stablearena.raters.annotator import (
@@ -38,8 +38,7 @@ from stablearena.raters.annotator import (
 )
 from stablearena.raters.bradley_terry import MElo
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-LLMFAO = DATA / "llmfao.csv"
+LLMFAO = dataset_path("llmfao")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -526,7 +525,6 @@ def test_converges_and_is_equivariant_under_relabelling_annotators(seed, n_model
 
 
 # ------------------------------------------------------------------------------ real data
-@pytest.mark.skipif(not LLMFAO.exists(), reason=f"real data folder absent ({LLMFAO})")
 def test_llmfao_converges_fast_and_identically():
     import pandas as pd
 

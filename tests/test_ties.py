@@ -6,7 +6,6 @@ import json
 import math
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles, PairCounts
+from stablearena.datasets import path as dataset_path
 from stablearena.errors import DisconnectedGraphError, InputError, StableArenaWarning
 from stablearena.raters import BradleyTerry, MElo, get_rater
 from stablearena.raters.ties import (
@@ -27,7 +27,7 @@ from stablearena.raters.ties import (
 )
 from stablearena.simulate import random_ratings, simulate_battles
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "chatbot_arena_20240814_pairs.json"
+DATA = dataset_path("chatbot-arena-2024")
 
 FAMILIES = ["rao-kupper", "davidson", "bt-half", "bt-drop"]
 STRUCTURES = [  # (k_tie, k_cov, tie_form)
@@ -532,8 +532,6 @@ def test_empty_battles_are_an_input_error():
 
 # ------------------------------------------------------------------------------------ real data (leaderbot)
 def load_arena() -> PairCounts:
-    if not DATA.exists():
-        pytest.skip(f"real data not available at {DATA}")
     d = json.loads(DATA.read_text())
     return PairCounts.from_arrays(d["models"], np.array(d["X"]), np.array(d["Y"])).drop_both_bad()
 

@@ -361,8 +361,8 @@ PathArg = Annotated[
     typer.Argument(
         help="Battle log: a CSV, TSV, JSON Lines, Parquet or JSON file (also .gz, .bz2, .xz, "
         ".zst), a directory or glob of such files read as one log, or '-' for standard input; "
-        "or 'example' (the built-in simulated arena, the default) or 'chatbot-arena-2024' (the "
-        "pair counts shipped with leaderbot).",
+        "or a built-in data set: 'example' (simulated, the default), 'llmfao' or "
+        "'chatbot-arena-2024' (see 'stablearena datasets').",
         metavar="PATH",
     ),
 ]
@@ -463,8 +463,15 @@ def split_list(values: Sequence[str] | None) -> list[str]:
     return [v.strip() for item in values or () for v in item.split(",") if v.strip()]
 
 
-def _is_builtin(path: Path | None, name: str) -> bool:
-    return path is not None and str(path) == name and not path.exists()
+def builtin_name(path: Path | None) -> str | None:
+    """The built-in data set ``path`` names (``None`` → ``example``), or ``None`` for a path:
+    an existing file or directory of the same name wins (``stablearena datasets`` lists them)."""
+    if path is None:
+        return "example"
+    from ..datasets import DATASETS
+
+    text = str(path)
+    return text if text in DATASETS and not path.exists() else None
 
 
 def load_data(
@@ -499,31 +506,30 @@ def load_data(
             raise InputError(
                 f"unknown column role(s) {unknown} in --col; roles are {', '.join(COLUMN_ALIASES)}."
             )
-    builtin = (
-        path is None or _is_builtin(path, "example") or _is_builtin(path, "chatbot-arena-2024")
-    )
-    if builtin and (columns or input_format):
+    name = builtin_name(path)
+    if name is not None and (columns or input_format):
         raise InputError(
             "--col and --input-format describe a battle-log file; the built-in data need neither."
         )
-    if path is None or _is_builtin(path, "example"):
+    if name == "example":
         from ..datasets import EXAMPLE_SOURCE, example_arena
 
         data: Battles | PairCounts = example_arena().battles  # noqa: F821
         label, simulated = EXAMPLE_SOURCE, True
-    elif _is_builtin(path, "chatbot-arena-2024"):
-        from ..datasets import chatbot_arena_2024
-
-        data = chatbot_arena_2024()
-        label, simulated = "Chatbot Arena 2024-08-14 pair counts (leaderbot)", False
     else:
         from ..io import read_battles, read_counts, should_stream
 
+        if name is not None:  # a bundled real data set: its file, under the data set's label
+            from .. import datasets
+
+            path, label = datasets.path(name), datasets.info(name).label
+        else:
+            label = "<stdin>" if str(path) == "-" else str(path)
         if counts_only and extra is None and should_stream(path):
             data = read_counts(path, columns=columns, fmt=input_format, by_annotator=by_annotator)
         else:
             data = read_battles(path, columns=columns, fmt=input_format, extra=extra)
-        label, simulated = ("<stdin>" if str(path) == "-" else str(path)), False
+        simulated = False
     before = list(data.models)
     excluded = split_list(exclude)
     data = data.filter(exclude_models=excluded, min_battles=min_battles, both_bad=both_bad)  # type: ignore[arg-type]
@@ -950,4 +956,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # command modules register themselves on import (keep at the end)
-from . import am_elo, compare, coverage, plot, rank, selection, serve  # noqa: E402,F401
+from . import am_elo, compare, coverage, data_sets, plot, rank, selection, serve  # noqa: E402,F401
