@@ -38,7 +38,6 @@ extensions = [
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**/.ipynb_checkpoints"]
-templates_path = ["_templates"]
 # curly quotes and ellipses, but no dashes: "--ci" in prose stays two hyphens
 smartquotes_action = "qe"
 
@@ -81,5 +80,4 @@ napoleon_custom_sections = [("Options", "params_style")]
 # ---------------------------------------------------------------- HTML
 html_theme = "furo"  # the `docs` extra installs it
 html_title = f"stablearena {release}"
-html_static_path = ["_static"]
 html_show_sourcelink = False

@@ -7,7 +7,7 @@ whether it runs.
   ``\\`` continues on the next); the lines after it, up to the next ``$ ``, are its expected
   output (standard output and standard error together). Commands run with the project's
   environment (the Python running the tests first on ``PATH``, ``COLUMNS=80`` unless the
-  command sets it) in a scratch directory that mirrors the repository root (its top-level
+  command line sets its own) in a scratch directory that mirrors the repository root (its top-level
   entries are linked there, so ``docs/…`` paths work and written files do not land in the
   checkout); the blocks of one page share that directory, in order. Output is compared after
   removing trailing whitespace and leading/trailing blank lines; in the expected output a line
@@ -183,7 +183,7 @@ _SCRATCH: dict[str, Path] = {}
 def command_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env.setdefault("COLUMNS", "80")
+    env["COLUMNS"] = "80"  # what the pages show; a command may set its own (COLUMNS=120 …)
     env["MPLBACKEND"] = "Agg"
     for name in ("STABLEARENA_DEBUG", "FORCE_COLOR", "CLICOLOR_FORCE"):
         env.pop(name, None)

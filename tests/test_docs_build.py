@@ -91,3 +91,18 @@ def test_python_reference_documents_the_public_names(site: Path) -> None:
         module = "stablearena" + stablearena._LAZY[name]
         page = module.removeprefix("stablearena.") + ".html"
         assert f'href="api/{page}#{module}.{name}"' in index, f"{name}: no link to its docs"
+
+
+def test_glob_entries_that_match_nothing_new_are_dropped() -> None:
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    pytest.importorskip("sphinx")
+    from stablearena_docs import drop_empty_globs
+
+    text = "```{toctree}\n:glob:\n\nguides/a\nguides/*\ndatasets*\n```\n"
+    assert drop_empty_globs(text, "index", {"index", "guides/a"}) == (
+        "```{toctree}\n:glob:\n\nguides/a\n```\n"
+    )
+    kept = drop_empty_globs(text, "index", {"index", "guides/a", "guides/b", "datasets"})
+    assert kept == text
+    plain = "```{toctree}\n\nmissing*\n```\n"  # not a :glob: toctree: left alone
+    assert drop_empty_globs(plain, "index", {"index"}) == plain

@@ -229,6 +229,20 @@ def _body(schema: Any) -> list[str]:
     return [f"Type: {schema_type(schema)}."]
 
 
+def resolve(spec: dict, obj: Any) -> Any:
+    """``obj``, or what its local ``$ref`` (``#/components/...``) points to."""
+    seen = 0
+    while isinstance(obj, dict) and isinstance(obj.get("$ref"), str) and seen < 20:
+        ref = obj["$ref"]
+        if not ref.startswith("#/"):
+            break
+        target: Any = spec
+        for key in ref[2:].split("/"):
+            target = target.get(key, {}) if isinstance(target, dict) else {}
+        obj, seen = target, seen + 1
+    return obj
+
+
 def http_markdown() -> str:
     """The HTTP API reference: one section per path and method of the OpenAPI schema."""
     from stablearena.service.app import create_app
@@ -253,7 +267,7 @@ def http_markdown() -> str:
                 for para in re.split(r"\n\s*\n", (text or "").strip()):
                     if para:
                         out += [markdown_inline(para), ""]
-            params = op.get("parameters", [])
+            params = [resolve(spec, p) for p in op.get("parameters", [])]
             if params:
                 rows = []
                 for p in params:
@@ -271,7 +285,7 @@ def http_markdown() -> str:
                     )
                 out += ["**Parameters**", ""]
                 out += table(["name", "in", "type", "required", "description"], rows) + [""]
-            body = op.get("requestBody")
+            body = resolve(spec, op.get("requestBody"))
             if isinstance(body, dict):
                 for media, content in body.get("content", {}).items():
                     needed = "required" if body.get("required") else "optional"
@@ -281,6 +295,7 @@ def http_markdown() -> str:
             if responses:
                 rows = []
                 for status, resp in responses.items():
+                    resp = resolve(spec, resp)
                     media = ", ".join(
                         f"{code(m)}: {schema_type(c.get('schema', {}))}"
                         for m, c in resp.get("content", {}).items()
@@ -353,7 +368,8 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 def drop_empty_globs(text: str, docname: str, found: set[str]) -> str:
-    """``text`` with the glob entries of its ``:glob:`` toctrees that match no page removed.
+    """``text`` with the glob entries of its ``:glob:`` toctrees that match no page (besides the
+    pages listed by name above them) removed.
 
     Pages written separately (a guide, the data sets page) join the site through glob entries
     (``guides/*``, ``datasets*``); until they exist the entry is simply absent instead of a
@@ -366,12 +382,14 @@ def drop_empty_globs(text: str, docname: str, found: set[str]) -> str:
         body = match.group(2)
         if not re.search(r"^:glob:", body, re.MULTILINE):
             return match.group(0)
-        kept = []
+        kept, listed = [], set()
         for line in body.splitlines(keepends=True):
             entry = line.strip()
-            is_glob = entry and not entry.startswith(":") and _GLOB_CHARS.search(entry)
-            if is_glob and not patfilter(found, docname_join(docname, entry)):
-                continue
+            if entry and not entry.startswith(":"):
+                if not _GLOB_CHARS.search(entry):
+                    listed.add(docname_join(docname, entry))
+                elif not set(patfilter(found, docname_join(docname, entry))) - listed:
+                    continue  # matches nothing, or only pages listed above it
             kept.append(line)
         return match.group(0).replace(body, "".join(kept), 1)
 
