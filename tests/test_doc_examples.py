@@ -307,3 +307,14 @@ def test_blocks_are_found() -> None:
     """The collector sees the README's examples (a broken fence parser would pass silently)."""
     readme = [b for b in ALL_BLOCKS if b.path.name == "README.md"]
     assert any(b.language == "console" for b in readme)
+
+
+def test_readme_is_short_and_self_contained() -> None:
+    """The README stays a front page (≤ 250 lines), and no page points outside the repository
+    (a ``shared/data`` folder beside the checkout) or to a design document it does not have."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    for path in doc_files():
+        text = path.read_text(encoding="utf-8")
+        for needle in ("shared/data", "SPEC §"):
+            assert needle not in text, f"{path.relative_to(ROOT)} mentions {needle!r}"
