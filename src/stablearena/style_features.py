@@ -8,7 +8,8 @@ LMArena's style control (FastChat ``elo_analysis``/``rating_systems``; arena-har
 - **lists**: list items, ordered ``^\\s*\\d+\\.\\s`` plus unordered ``^\\s*[-*+]\\s``;
 - **bold**: bold spans ``\\*\\*[^*\\n]+\\*\\*`` plus ``__[^_\\n]+__``;
 
-the markdown elements counted after removing fenced code blocks (```` ```…``` ````), the tokens on the
+the markdown elements counted after removing fenced code blocks (between lines of three
+backticks), the tokens on the
 whole answer, summed over the assistant turns. Each feature enters the model as the normalised
 difference (a − b)/(a + b + 1) of the two answers, standardised over the battles at fit time
 (:mod:`stablearena.raters.style`).

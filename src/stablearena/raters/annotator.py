@@ -628,9 +628,10 @@ _STATUS = ("included", "flagged", "excluded", "left_out")
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class AmEloFitted(Fitted):
-    """A fitted am-ELO model: model scores plus every annotator's ability.
+    """A fitted am-ELO model: model scores plus every annotator's ability (besides the attributes
+    of :class:`~stablearena.raters.base.Fitted`).
 
-    Attributes (besides :class:`~stablearena.raters.base.Fitted`'s):
+    Attributes:
         annotators: every annotator in the data (including those left out of the fit).
         abilities: a_k relative to the average fitted annotator (mean 1 over ``included``);
             for annotators not in the fit, the ability MLE with the ratings held fixed.

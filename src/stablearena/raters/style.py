@@ -891,10 +891,11 @@ def _scatter_diff(rows: StyleRows, vals: np.ndarray, m: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class StyleFitted(Fitted):
-    """A fitted style-controlled model: ratings x with the style coefficients γ.
+    """A fitted style-controlled model: ratings x with the style coefficients γ (besides the
+    attributes of :class:`~stablearena.raters.base.Fitted`, whose ``scores``/``ratings`` are the
+    style-controlled ones).
 
-    Attributes (besides :class:`~stablearena.raters.base.Fitted`'s, whose ``scores``/``ratings``
-    are the style-controlled ones):
+    Attributes:
         gamma: γ, log-odds per standard deviation of each normalised style difference.
         features: covariate names, in the order of ``gamma``.
         z_mean, z_std: the standardisation z = (difference − mean) / std (over the fitted battles).
