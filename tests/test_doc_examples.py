@@ -239,6 +239,7 @@ def run_python_text(block: Block, namespace: dict) -> None:
         runner = doctest.DocTestRunner(optionflags=flags)
         report: list[str] = []
         runner.run(test, out=report.append, clear_globs=False)
+        namespace.update(test.globs)  # DocTest runs on a copy: later blocks see its names
         if runner.failures:
             pytest.fail(f"{block.name}:\n{''.join(report)}", pytrace=False)
     else:
@@ -270,30 +271,10 @@ def run_python(block: Block) -> None:
 
 
 # ------------------------------------------------------------------------------- the test
-def _needs_missing_dataset(block: Block) -> str | None:
-    """The bundled data set a block (or, for Python, an earlier block of its page it runs
-    after) uses by name while this checkout cannot load data sets by name."""
-    import stablearena.datasets as datasets
-
-    if hasattr(datasets, "load"):
-        return None
-    texts = [block.text]
-    if block.language == "python":
-        texts = [b.text for b in _page_python(block)[: block.index + 1]]
-    for name in ("llmfao", "chatbot-arena-2024"):
-        pattern = rf"(?<![\w/.-]){re.escape(name)}(?![\w.-])"
-        if any(re.search(pattern, text) for text in texts):
-            return name
-    return None
-
-
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.name) for b in ALL_BLOCKS])
 def test_doc_example(
     block: Block, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    missing = _needs_missing_dataset(block)
-    if missing:
-        pytest.skip(f"uses the bundled data set {missing!r}, which stablearena.datasets lacks")
     cwd = _scratch(tmp_path_factory, block.path)
     if block.language == "console":
         run_console(block, cwd)
