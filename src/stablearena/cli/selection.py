@@ -524,7 +524,7 @@ def experiment_selection_pooled(
             for label, a, n in zip(p["arenas"], c["arenas"], p["seeds"], strict=True):
                 row[label] = f"{a['mean_diff']:+.4f} ± {a['se']:.4f} ({a['won']}/{n})"
             row["pooled"] = f"{c['mean_diff']:+.4f} ± {c['se']:.4f}"
-            row["z"] = c["mean_diff"] / c["se"]
+            row["z"] = f"{c['mean_diff'] / c['se']:+.2f}"
             row["tau"] = f"{c['tau']:.4f}"
             row["seeds won/lost"] = f"{c['won']}/{c['lost']} (p={c['sign_p']:.2g})"
             rows.append(row)
@@ -543,7 +543,10 @@ def experiment_selection_pooled(
                 + (f" ({', '.join(beat)} beat it)" if beat else " (no challenger did)")
             )
         return records_table(
-            rows, title=f"Pair selection pooled over {len(p['arenas'])} arenas", caption=caption
+            rows,
+            title=f"Pair selection pooled over {len(p['arenas'])} arena"
+            + ("s" if len(p["arenas"]) > 1 else ""),
+            caption=caption,
         )
 
     emit(res, fmt, output, records_key="comparisons", table=table)
