@@ -8,12 +8,16 @@
 - :func:`detection_scores`: precision, recall and F1 of a flagged set against the truth.
 - :func:`paired_difference`: per-seed differences of two strategies summarised as mean ± standard
   error with the seeds won, tied and lost.
+- :func:`random_effects_mean`: DerSimonian–Laird pooling of per-arena estimates with the
+  between-arena variance; :func:`pooled_paired_difference` applies it to per-seed differences
+  on several arenas and adds a sign test over arena × seed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 from scipy.stats import kendalltau, rankdata
@@ -28,6 +32,8 @@ __all__ = [
     "prediction_auc",
     "detection_scores",
     "paired_difference",
+    "random_effects_mean",
+    "pooled_paired_difference",
 ]
 
 
@@ -45,6 +51,84 @@ def paired_difference(diffs: Sequence[float] | np.ndarray) -> dict[str, float | 
         "won": int(np.sum(d > 0)),
         "tied": int(np.sum(d == 0)),
         "lost": int(np.sum(d < 0)),
+    }
+
+
+def random_effects_mean(
+    means: Sequence[float] | np.ndarray, ses: Sequence[float] | np.ndarray
+) -> dict[str, float | int]:
+    """DerSimonian–Laird random-effects mean of K estimates y_k with standard errors s_k.
+
+    Fixed-effect weights w_k = 1/s_k², ȳ = Σ w_k y_k / Σ w_k, Cochran's Q = Σ w_k (y_k − ȳ)²;
+    the between-estimate variance τ² = max(0, (Q − (K − 1)) / (Σ w_k − Σ w_k² / Σ w_k)); then
+    w*_k = 1/(s_k² + τ²), ``mean`` = Σ w*_k y_k / Σ w*_k and ``se`` = (Σ w*_k)^(−1/2)
+    (DerSimonian & Laird 1986, "Meta-analysis in clinical trials"). Also returns ``tau`` = τ,
+    ``q`` = Q, ``i2`` = max(0, (Q − (K − 1))/Q) (the share of the spread that is between
+    estimates; 0 when Q = 0), ``fixed_mean`` = ȳ, ``fixed_se`` = (Σ w_k)^(−1/2) and ``k``.
+    With one estimate it is that estimate and its standard error; the random-effects standard
+    error is never below the fixed-effect one, and it grows with the spread of the y_k.
+    """
+    y = np.asarray(means, dtype=float)
+    s = np.asarray(ses, dtype=float)
+    if y.ndim != 1 or y.shape != s.shape or len(y) == 0:
+        raise InputError("random_effects_mean() takes two non-empty vectors of the same length.")
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(s)) and np.all(s > 0)):
+        raise InputError(
+            "random_effects_mean() needs finite estimates with positive standard errors "
+            "(an arena with one seed, or with identical results for both strategies, has a "
+            "standard error of 0: run at least two seeds)."
+        )
+    k = len(y)
+    w = 1.0 / s**2
+    fixed = float(np.sum(w * y) / np.sum(w))
+    q = float(np.sum(w * (y - fixed) ** 2))
+    c = float(np.sum(w) - np.sum(w**2) / np.sum(w))
+    tau2 = max(0.0, (q - (k - 1)) / c) if k > 1 and c > 0 else 0.0
+    ws = 1.0 / (s**2 + tau2)
+    return {
+        "mean": float(np.sum(ws * y) / np.sum(ws)),
+        "se": float(1.0 / np.sqrt(np.sum(ws))),
+        "tau": float(np.sqrt(tau2)),
+        "q": q,
+        "i2": max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0,
+        "fixed_mean": fixed,
+        "fixed_se": float(1.0 / np.sqrt(np.sum(w))),
+        "k": k,
+    }
+
+
+def pooled_paired_difference(
+    per_arena: Sequence[Sequence[float] | np.ndarray],
+) -> dict[str, Any]:
+    """Per-seed differences of two strategies on several arenas, pooled.
+
+    Each arena's differences are summarised by :func:`paired_difference` (mean ± sample
+    sd/√seeds); the arenas' means are pooled by :func:`random_effects_mean` (so a lead that
+    varies from arena to arena carries that variance in its standard error). Returns
+    ``mean_diff``, ``se``, ``tau``, ``i2`` and ``q`` of the pooled mean; ``won``, ``tied``,
+    ``lost`` summed over arena × seed with ``sign_p``, the two-sided sign-test p-value of
+    won against lost (ties left out; 1 when every seed is tied); and ``arenas``: the per-arena
+    summaries.
+    """
+    from scipy.stats import binomtest
+
+    if len(per_arena) == 0:
+        raise InputError("pooled_paired_difference() needs at least one arena.")
+    arenas = [paired_difference(d) for d in per_arena]
+    pooled = random_effects_mean([a["mean_diff"] for a in arenas], [a["se"] for a in arenas])
+    won = sum(int(a["won"]) for a in arenas)
+    lost = sum(int(a["lost"]) for a in arenas)
+    return {
+        "mean_diff": pooled["mean"],
+        "se": pooled["se"],
+        "tau": pooled["tau"],
+        "i2": pooled["i2"],
+        "q": pooled["q"],
+        "won": won,
+        "tied": sum(int(a["tied"]) for a in arenas),
+        "lost": lost,
+        "sign_p": float(binomtest(won, won + lost).pvalue) if won + lost else 1.0,
+        "arenas": arenas,
     }
 
 

@@ -25,6 +25,7 @@ from . import (
     err_console,
     experiment_app,
     load_data,
+    positive,
     records_table,
     require_module,
     seed_check,
@@ -442,3 +443,110 @@ def experiment_selection(
         return records_table(rows, title=title, caption=caption)
 
     emit(payload, fmt, output, records_key="strategies", table=table)
+
+
+@experiment_app.command("selection-pooled")
+def experiment_selection_pooled(
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            help="JSON results of `stablearena experiment selection --format json`, one per "
+            "arena (the file name, without .json, labels the arena).",
+            metavar="RESULT.json...",
+        ),
+    ],
+    strategies: Annotated[
+        str | None,
+        typer.Option(
+            "--strategies", help="Comma-separated strategies to compare (default: all run)."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str, typer.Option("--baseline", help="Strategy every other is compared with first.")
+    ] = "random",
+    incumbent: Annotated[
+        str,
+        typer.Option(
+            "--incumbent",
+            help="The default a challenger must beat (docs/methods/default-design.md).",
+        ),
+    ] = "d-opt",
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold",
+            help="Pooled standard errors by which a challenger must beat the incumbent.",
+            callback=positive,
+        ),
+    ] = 2.0,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+) -> None:
+    """Pool `experiment selection` results over arenas and apply the default-design rule.
+
+    Per pair of strategies (each minus the baseline, then each pair of the others with the
+    incumbent as the reference): the paired difference of the pairwise metric (per seed, the
+    mean over the recorded steps) on each arena, mean ± standard error (seeds won), and pooled
+    over the arenas by a DerSimonian–Laird random-effects mean, whose standard error carries
+    the between-arena variance; sign test over arena × seed. The rule: the incumbent stays the
+    default unless a challenger's pooled lead over it is at least THRESHOLD standard errors.
+    """
+    import json
+
+    from ..experiments.selection import pooled_comparison
+
+    payloads = []
+    for path in results:
+        try:
+            payloads.append(json.loads(path.read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}.") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(
+                f"{path}: not JSON ({exc}); give the file `stablearena experiment selection "
+                "--format json -o FILE` wrote."
+            ) from None
+    labels = [p.name.removesuffix(".json") for p in results]
+    res = pooled_comparison(
+        payloads,
+        labels=labels,
+        strategies=split_list([strategies]) if strategies else None,
+        baseline=baseline,
+        incumbent=incumbent,
+        threshold=threshold,
+    )
+    res["files"] = [str(p) for p in results]
+
+    def table(p: dict[str, Any]) -> Any:
+        rows = []
+        for c in p["comparisons"]:
+            row: dict[str, Any] = {"difference": f"{c['strategy']} − {c['reference']}"}
+            for label, a, n in zip(p["arenas"], c["arenas"], p["seeds"], strict=True):
+                row[label] = f"{a['mean_diff']:+.4f} ± {a['se']:.4f} ({a['won']}/{n})"
+            row["pooled"] = f"{c['mean_diff']:+.4f} ± {c['se']:.4f}"
+            row["z"] = f"{c['mean_diff'] / c['se']:+.2f}"
+            row["tau"] = f"{c['tau']:.4f}"
+            row["seeds won/lost"] = f"{c['won']}/{c['lost']} (p={c['sign_p']:.2g})"
+            rows.append(row)
+        caption = (
+            "paired difference of the pairwise metric (per seed: mean over the steps), per arena "
+            "mean ± SE (seeds won/seeds); pooled: DerSimonian–Laird random-effects mean ± SE "
+            "over the arenas, tau: between-arena sd; seeds won/lost over arena × seed with the "
+            "two-sided sign-test p"
+        )
+        rule = p["rule"]
+        if rule is not None:
+            beat = [n for n, ch in rule["challengers"].items() if ch["beats_incumbent"]]
+            caption += (
+                f". Rule: {rule['incumbent']} stays unless a challenger leads it by ≥ "
+                f"{rule['threshold']:g} SE → default: {rule['default']}"
+                + (f" ({', '.join(beat)} beat it)" if beat else " (no challenger did)")
+            )
+        return records_table(
+            rows,
+            title=f"Pair selection pooled over {len(p['arenas'])} arena"
+            + ("s" if len(p["arenas"]) > 1 else ""),
+            caption=caption,
+        )
+
+    emit(res, fmt, output, records_key="comparisons", table=table)

@@ -42,6 +42,10 @@ Summaries (:class:`SelectionExperiment`):
   steps around the first crossing, and ``None`` when the curve stays below the target up to the
   last step. Its uncertainty is a paired bootstrap over seeds (the seeds resampled, the target
   and the curve recomputed from the same resample).
+- **Pooled over arenas** (:func:`pooled_comparison`, ``stablearena experiment selection-pooled``):
+  per pair of strategies, the per-arena paired differences pooled by a random-effects mean
+  (:func:`stablearena.metrics.pooled_paired_difference`); :func:`choose_default` applies the
+  rule of docs/methods/default-design.md to it.
 - The growth of A-Info and D-Info: the information added per selected battle from the shared
   start to the last step (seed mean); ``max_model_share_over_median`` is the anchor-bias measure
   (how much more the most-chosen model battled than the median model).
@@ -53,7 +57,7 @@ import os
 import time
 import warnings
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -66,7 +70,7 @@ from ..arena import Arena, ReplayArena, SimulatedArena, run_arena
 from ..battles import Battles, PairCounts
 from ..errors import InputError, StableArenaWarning
 from ..information import bt_information
-from ..metrics import paired_difference, pairwise_agreement
+from ..metrics import paired_difference, pairwise_agreement, pooled_paired_difference
 from ..selection import Estimate, Selector, a_info, check_estimate, d_info, get_selector
 from ..simulate import OutcomeRule, random_ratings
 
@@ -80,10 +84,15 @@ __all__ = [
     "FIT_FAMILIES",
     "SelectionExperiment",
     "battles_to_target",
+    "choose_default",
     "fitted_arena",
     "run_selection_experiment",
     "selection_figure",
     "plot_selection_experiment",
+    "pooled_comparison",
+    "per_seed_means",
+    "INCUMBENT",
+    "RULE_THRESHOLD",
 ]
 
 DEFAULT_STRATEGIES: tuple[str, ...] = (
@@ -105,6 +114,11 @@ FIT_FAMILIES: tuple[str, ...] = ("rao-kupper", "davidson")
 TARGET_TOL: float = 1e-12
 #: Bootstrap resamples of the seeds for the battles-to-target interval.
 BOOTSTRAP_ROUNDS: int = 2000
+#: The default design's incumbent (the "Fewer Battles, More Gain" paper's recommendation), which
+#: :func:`choose_default` keeps unless a challenger beats it on the pooled evidence.
+INCUMBENT: str = "d-opt"
+#: Standard errors by which a challenger's pooled lead over the incumbent must exceed zero.
+RULE_THRESHOLD: float = 2.0
 
 
 def battles_to_target(steps: Sequence[int], curve: Sequence[float], target: float) -> float | None:
@@ -303,6 +317,121 @@ class SelectionExperiment:
                 for name in self.strategies
             },
         }
+
+
+def per_seed_means(result: SelectionExperiment | Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Per strategy, each seed's pairwise metric averaged over the recorded steps — the
+    quantity the paired differences compare — from a :class:`SelectionExperiment` or from its
+    :meth:`~SelectionExperiment.to_dict` (the JSON that ``stablearena experiment selection
+    --format json`` writes)."""
+    if isinstance(result, SelectionExperiment):
+        return {name: arr.mean(axis=1) for name, arr in result.pairwise.items()}
+    try:
+        return {
+            name: np.mean([np.asarray(v, dtype=float) for v in entry["pairwise"].values()], axis=0)
+            for name, entry in result["strategies"].items()
+        }
+    except (KeyError, TypeError, AttributeError, ValueError):
+        raise InputError(
+            "not a selection experiment's result: expected the JSON that `stablearena "
+            "experiment selection --format json` writes ({'strategies': {name: {'pairwise': "
+            "{step: [per seed]}}}})."
+        ) from None
+
+
+def _comparisons(
+    names: Sequence[str], baseline: str | None, incumbent: str
+) -> list[tuple[str, str]]:
+    """(strategy, reference) pairs: each strategy against the baseline, then each pair of the
+    others (the incumbent always the reference, so that a positive difference favours the
+    challenger)."""
+    others = [n for n in names if n != baseline]
+    out = [(n, baseline) for n in others] if baseline in names else []
+    for k, a in enumerate(others):
+        for b in others[k + 1 :]:
+            out.append((a, b) if b == incumbent else (b, a))
+    return out
+
+
+def pooled_comparison(
+    arenas: Sequence[SelectionExperiment | Mapping[str, Any]],
+    *,
+    labels: Sequence[str] | None = None,
+    strategies: Sequence[str] | None = None,
+    baseline: str | None = "random",
+    incumbent: str = INCUMBENT,
+    threshold: float = RULE_THRESHOLD,
+) -> dict[str, Any]:
+    """Pairwise metric differences between strategies, pooled over arenas.
+
+    For every (strategy, reference) pair — each strategy minus ``baseline``, then each pair of
+    the others with the ``incumbent`` as the reference — the per-seed differences of the
+    seed's pairwise metric averaged over the steps are summarised per arena (mean ± SE, seeds
+    won) and pooled by :func:`stablearena.metrics.pooled_paired_difference` (DerSimonian–Laird
+    random-effects mean over the arenas; sign test over arena × seed). ``rule``: the outcome of
+    :func:`choose_default` (``None`` when the incumbent was not run). Every arena must have run
+    every strategy compared (``strategies``; default: those of the first arena).
+    """
+    if len(arenas) == 0:
+        raise InputError("pooled_comparison() needs at least one arena's result.")
+    means = [per_seed_means(a) for a in arenas]
+    names = list(strategies) if strategies is not None else list(means[0])
+    if labels is None:
+        labels = [f"arena {k + 1}" for k in range(len(arenas))]
+    if len(labels) != len(arenas):
+        raise InputError(f"{len(labels)} labels for {len(arenas)} arenas.")
+    for label, m in zip(labels, means, strict=True):
+        missing = [n for n in names if n not in m]
+        if missing:
+            raise InputError(
+                f"{label} has no results for {', '.join(missing)}: pool arenas that ran the "
+                "same strategies (or name the common ones with strategies=)."
+            )
+    rows = []
+    for a, b in _comparisons(names, baseline, incumbent):
+        pooled = pooled_paired_difference([m[a] - m[b] for m in means])
+        rows.append({"strategy": a, "reference": b, **pooled})
+    return {
+        "arenas": list(labels),
+        "seeds": [int(len(m[names[0]])) for m in means],
+        "strategies": names,
+        "baseline": baseline if baseline in names else None,
+        "comparisons": rows,
+        "rule": choose_default(rows, incumbent, threshold) if incumbent in names else None,
+    }
+
+
+def choose_default(
+    comparisons: Sequence[Mapping[str, Any]],
+    incumbent: str = INCUMBENT,
+    threshold: float = RULE_THRESHOLD,
+) -> dict[str, Any]:
+    """The rule of docs/methods/default-design.md: the ``incumbent`` stays the default unless a
+    challenger's pooled difference from it (``comparisons`` rows with ``reference`` =
+    incumbent, as :func:`pooled_comparison` makes them) is at least ``threshold`` standard
+    errors above zero: mean ≥ threshold · SE with SE > 0. Of several such challengers the one
+    with the largest mean/SE wins. Returns the ``default``, and per challenger its mean, SE,
+    z = mean/SE and whether it beat the incumbent."""
+    challengers: dict[str, dict[str, Any]] = {}
+    for row in comparisons:
+        if row["reference"] != incumbent:
+            continue
+        mean, se = float(row["mean_diff"]), float(row["se"])
+        z = mean / se if se > 0 else None
+        challengers[row["strategy"]] = {
+            "mean_diff": mean,
+            "se": se,
+            "z": z,
+            "beats_incumbent": bool(se > 0 and mean >= threshold * se),
+        }
+    winners = [n for n, c in challengers.items() if c["beats_incumbent"]]
+    default = max(winners, key=lambda n: challengers[n]["z"]) if winners else incumbent
+    return {
+        "incumbent": incumbent,
+        "threshold": threshold,
+        "default": default,
+        "challengers": challengers,
+    }
 
 
 def _info_at(truth: np.ndarray, pair_battles: np.ndarray) -> tuple[float, float]:
