@@ -201,24 +201,30 @@ def run_console(block: Block, cwd: Path) -> None:
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            capture_output=True,
             text=True,
             timeout=COMMAND_TIMEOUT,
         )
+        # what a page shows is the command's standard output; an error example (or a command
+        # whose page shows its messages) is matched against both streams as a terminal has them
+        both = proc.stdout + proc.stderr
         error_example = normalise(expected).startswith("error:")
         if proc.returncode != 0 and not error_example:
             pytest.fail(
-                f"{block.name}: `{command}` exited {proc.returncode}:\n{proc.stdout}",
+                f"{block.name}: `{command}` exited {proc.returncode}:\n{both}",
                 pytrace=False,
             )
         if error_example and proc.returncode == 0:
             pytest.fail(f"{block.name}: `{command}` succeeded; the page shows an error")
-        if expected.strip() and not output_matches(expected, proc.stdout):
+        if (
+            expected.strip()
+            and not output_matches(expected, proc.stdout)
+            and not output_matches(expected, both)
+        ):
             diff = "\n".join(
                 difflib.unified_diff(
                     normalise(expected).splitlines(),
-                    normalise(proc.stdout).splitlines(),
+                    normalise(both).splitlines(),
                     "printed in the page",
                     "printed by the command",
                     lineterm="",
