@@ -255,6 +255,46 @@ def _install_fast_coercion() -> None:
 
 _install_fast_coercion()
 
+
+def _install_readable_metavars() -> None:
+    """Show option values in ``--help`` as click does — ``TEXT``, ``INTEGER``, ``FLOAT``,
+    ``FILE`` — instead of Typer 0.2x's ``<str>``, ``<int>``, ``<list[Path]>``; an argument shows
+    its name alone (``PATH``). An option with its own ``metavar`` keeps it, and any other type
+    (choices, dates, ranges) keeps Typer's label. Typer versions without this machinery are left
+    alone (they show click's names already)."""
+    try:
+        from typer.core import TyperArgument, _TyperParameter
+    except ImportError:  # pragma: no cover - an older Typer shows click's names
+        return
+    original = getattr(_TyperParameter, "display_type", None)
+    if original is None or getattr(original, "_stablearena_readable", False):  # pragma: no cover
+        return
+    import typing
+
+    names: dict[Any, str] = {
+        str: "TEXT",
+        int: "INTEGER",
+        float: "FLOAT",
+        bool: "BOOLEAN",
+        Path: "FILE",
+    }
+
+    def display_type(self: Any, ctx: Any) -> str:
+        descriptor = self.type_descriptor
+        annotation = descriptor.annotation
+        if typing.get_origin(annotation) is list and len(typing.get_args(annotation)) == 1:
+            annotation = typing.get_args(annotation)[0]  # a repeatable option: one value each
+        if descriptor.is_choice or annotation not in names:
+            return str(original(self, ctx))
+        return names[annotation]
+
+    display_type._stablearena_readable = True  # type: ignore[attr-defined]
+    _TyperParameter.display_type = display_type  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign,assignment]
+
+
+_install_readable_metavars()
+
 _APP_SETTINGS: dict[str, Any] = {
     "name": "stablearena",
     "help": "Exact, robust and honest leaderboards from LLM arena battle logs.",

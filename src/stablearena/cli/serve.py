@@ -16,6 +16,7 @@ def serve(
         str | None,
         typer.Option(
             "--db",
+            metavar="URL",
             help="Database URL: sqlite:///FILE (default sqlite:///arena.db) or "
             "postgresql+psycopg://USER@HOST:PORT/DB.",
         ),
@@ -41,6 +42,7 @@ def serve(
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="KEY=VALUE",
             help="Any setting as KEY=VALUE, e.g. --set rate_limit=20 --set arena.exploration=0.2 "
             "(see the README, 'The live arena').",
         ),
