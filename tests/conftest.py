@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from chromium import pytest_terminal_summary  # noqa: F401  (one line when browser tests skip)
 
 DATA_DIR = Path(
     os.environ.get(
