@@ -733,20 +733,8 @@ class RecordsTable:
         """How the table is drawn at ``max_width`` columns: whether with the compact box, and
         its parts as (column indices, widths); one part when the table fits, with its wrapping
         columns narrowed if need be."""
-        from rich.cells import cell_len
-
         n = len(self.headers)
-        cells = [self.headers, *self.rows]
-        natural = [
-            max((cell_len(line) for row in cells for line in row[j].splitlines()), default=0)
-            for j in range(n)
-        ]
-        least = [
-            natural[j]
-            if j < self.keys  # the rows' names: never wrapped
-            else max((_widest_word(row[j]) for row in cells), default=0)
-            for j in range(n)
-        ]
+        natural, least = self._widths()
         compact = self.compact
         overhead = [self._overhead(k, compact) for k in range(n + 1)]
 
@@ -782,25 +770,25 @@ class RecordsTable:
                 parts.append([*keys, j])
         return compact, [(columns, fitted(columns)) for columns in parts or [everything]]
 
-    def one_table_width(self) -> int:
-        """The narrowest terminal that shows the table in one part (with the compact box)."""
+    def _widths(self) -> tuple[list[int], list[int]]:
+        """Each column's natural width (its longest line) and least width (its widest word; the
+        longest line for the ``keys`` columns, which never wrap)."""
         from rich.cells import cell_len
 
-        n = len(self.headers)
         cells = [self.headers, *self.rows]
-        least = [
-            max(
-                (
-                    max((cell_len(line) for line in row[j].splitlines()), default=0)
-                    if j < self.keys
-                    else _widest_word(row[j])
-                    for row in cells
-                ),
-                default=0,
-            )
-            for j in range(n)
+        natural = [
+            max((cell_len(line) for row in cells for line in row[j].splitlines()), default=0)
+            for j in range(len(self.headers))
         ]
-        return sum(least) + self._overhead(n, True)
+        least = [
+            natural[j] if j < self.keys else max(_widest_word(row[j]) for row in cells)
+            for j in range(len(self.headers))
+        ]
+        return natural, least
+
+    def one_table_width(self) -> int:
+        """The narrowest terminal that shows the table in one part (with the compact box)."""
+        return sum(self._widths()[1]) + self._overhead(len(self.headers), True)
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.cells import cell_len
