@@ -36,6 +36,7 @@ import functools
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -623,6 +624,28 @@ def _widest_word(text: str) -> int:
     return widest
 
 
+def _header_pieces(word: str) -> list[str]:
+    """A header word cut after each underscore (``battles_so_far`` → ``battles_``, ``so_``,
+    ``far``): where a header may wrap besides spaces."""
+    return re.findall(r"[^_]*_+|[^_]+", word)
+
+
+def _wrap_header(header: str, width: int) -> str:
+    """``header`` on lines of at most ``width`` cells, broken at spaces and after underscores
+    (a piece wider than ``width`` stays whole; Rich folds it)."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    for word in header.split():
+        for k, piece in enumerate(_header_pieces(word)):
+            glue = "" if k else " "
+            if lines and cell_len(lines[-1] + glue + piece) <= width:
+                lines[-1] += glue + piece
+            else:
+                lines.append(piece)
+    return "\n".join(lines)
+
+
 class RecordsTable:
     """A Rich renderable for a table of records that fits the terminal without cutting a cell.
 
@@ -636,8 +659,9 @@ class RecordsTable:
     1. it is drawn with the lighter box of Rich's ``SIMPLE_HEAD`` (two characters fewer per
        column);
     2. if it is still too wide, the columns whose cells have spaces (headers such as
-       ``shown rank``, free text such as a reason) wrap at the spaces; a word — a number, a
-       name, an interval — is never broken nor cut with "…";
+       ``shown rank``, free text such as a reason) wrap at the spaces, and headers also after
+       an underscore (``battles_so_far``); a word — a number, a name, an interval — is never
+       broken nor cut with "…";
     3. if even then it is too wide, it is split into parts stacked one under the other,
        each repeating the ``keys`` leading columns (rank and model, say) with as many of the
        other columns as fit, and a note says how wide a terminal shows it in one
@@ -675,6 +699,7 @@ class RecordsTable:
         the ``columns`` (indices) at fixed ``widths`` (cells wrap at spaces, and only a word
         wider than its column — wider than the terminal — is folded, never cut)."""
         from rich import box
+        from rich.cells import cell_len
         from rich.table import Table
         from rich.text import Text
 
@@ -691,8 +716,11 @@ class RecordsTable:
         )
         picked = range(len(self.headers)) if columns is None else columns
         for k, j in enumerate(picked):
+            header = self.headers[j]
+            if widths is not None and header.isprintable() and cell_len(header) > widths[k]:
+                header = _wrap_header(header, widths[k])
             table.add_column(
-                Text(self.headers[j]),
+                Text(header),
                 justify="right" if self.right[j] else "left",
                 width=None if widths is None else widths[k],
                 overflow="fold",
@@ -781,7 +809,17 @@ class RecordsTable:
             for j in range(len(self.headers))
         ]
         least = [
-            natural[j] if j < self.keys else max(_widest_word(row[j]) for row in cells)
+            natural[j]
+            if j < self.keys
+            else max(
+                max(_widest_word(row[j]) for row in self.rows) if self.rows else 0,
+                max(
+                    (cell_len(p) for w in self.headers[j].split() for p in _header_pieces(w)),
+                    default=0,
+                )
+                if self.headers[j].isprintable()
+                else _widest_word(self.headers[j]),
+            )
             for j in range(len(self.headers))
         ]
         return natural, least
