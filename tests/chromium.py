@@ -1,47 +1,81 @@
 """Debian's headless Chromium driven by selenium, for the tests that look at pages as a person
 would (the HTML report, the live dashboard).
 
-The browser is the system one (/usr/bin/chromium with /usr/bin/chromedriver; nothing is
-downloaded). Without it the browser tests FAIL and say so — .ci/run installs both — unless
-STABLEARENA_SKIP_BROWSER=1 asks to skip them on a machine that cannot have them.
+The browser is the system one — ``chromium`` and ``chromedriver`` found on PATH (Debian installs
+them as /usr/bin/chromium and /usr/bin/chromedriver); nothing is downloaded. When they are
+missing:
+
+* on a developer's machine the browser tests are SKIPPED, and the run ends with one line saying
+  what to install (``apt-get install chromium chromium-driver``);
+* in CI (``CI=true``, as GitHub Actions and most CI services set it) they FAIL with that line:
+  .ci/run installs both, so a missing browser there is a broken set-up, not a reason to skip;
+* ``STABLEARENA_SKIP_BROWSER=1`` skips them anywhere, CI included.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WIDTH, HEIGHT = 1280, 900
+INSTALL = "apt-get install chromium chromium-driver"
+#: The words every skip and failure for a missing browser starts with (the summary counts them).
+MISSING = "headless browser tests need Chromium"
 
 
-def require_browser() -> None:
-    if CHROMIUM.exists() and CHROMEDRIVER.exists():
-        return
-    why = (
-        "headless browser tests need Debian's chromium and chromium-driver (/usr/bin/chromium, "
-        "/usr/bin/chromedriver); .ci/run installs them"
-    )
-    if os.environ.get("STABLEARENA_SKIP_BROWSER") == "1":
-        pytest.skip(why)
-    pytest.fail(why + " (set STABLEARENA_SKIP_BROWSER=1 to skip these tests instead)")
+def find_browser() -> tuple[Path, Path] | None:
+    """(chromium, chromedriver) found on PATH, or None when either is missing."""
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    return (Path(chromium), Path(driver)) if chromium and driver else None
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def missing_message() -> str:
+    """One line: what is missing and the command that installs it."""
+    absent = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
+    return f"{MISSING}: {' and '.join(absent)} not on PATH; install them with: {INSTALL}"
+
+
+def require_browser() -> tuple[Path, Path]:
+    """The browser and its driver; skip (fail with ``CI=true``) when they are missing."""
+    found = find_browser()
+    if found is not None:
+        return found
+    why = missing_message()
+    if in_ci() and os.environ.get("STABLEARENA_SKIP_BROWSER") != "1":
+        pytest.fail(f"{why} (CI=true: the browser tests must run there)", pytrace=False)
+    pytest.skip(why)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """After a run that skipped browser tests, say once why and what to install."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if MISSING in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} browser test(s) skipped: Chromium is missing; install it with: "
+            f"{INSTALL} (with CI=true they fail instead)",
+            yellow=True,
+        )
 
 
 def start_browser(profile: Path, width: int = WIDTH, height: int = HEIGHT):
     """A headless Chromium that logs the console and every network request."""
+    chromium, chromedriver = require_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
-    require_browser()
     options = Options()
-    options.binary_location = str(CHROMIUM)
+    options.binary_location = str(chromium)
     for arg in (
         "--headless=new",
         "--no-sandbox",
@@ -58,7 +92,7 @@ def start_browser(profile: Path, width: int = WIDTH, height: int = HEIGHT):
     ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver = webdriver.Chrome(service=Service(executable_path=str(chromedriver)), options=options)
     driver.set_page_load_timeout(60)
     return driver
 

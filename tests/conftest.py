@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chromium import pytest_terminal_summary  # noqa: F401  (one line when browser tests skip)
 
 
 @pytest.fixture

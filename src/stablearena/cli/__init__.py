@@ -36,6 +36,7 @@ import functools
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -254,6 +255,46 @@ def _install_fast_coercion() -> None:
 
 
 _install_fast_coercion()
+
+
+def _install_readable_metavars() -> None:
+    """Show option values in ``--help`` as click does — ``TEXT``, ``INTEGER``, ``FLOAT``,
+    ``FILE`` — instead of Typer 0.2x's ``<str>``, ``<int>``, ``<list[Path]>``; an argument shows
+    its name alone (``PATH``). An option with its own ``metavar`` keeps it, and any other type
+    (choices, dates, ranges) keeps Typer's label. Typer versions without this machinery are left
+    alone (they show click's names already)."""
+    try:
+        from typer.core import TyperArgument, _TyperParameter
+    except ImportError:  # pragma: no cover - an older Typer shows click's names
+        return
+    original = getattr(_TyperParameter, "display_type", None)
+    if original is None or getattr(original, "_stablearena_readable", False):  # pragma: no cover
+        return
+    import typing
+
+    names: dict[Any, str] = {
+        str: "TEXT",
+        int: "INTEGER",
+        float: "FLOAT",
+        bool: "BOOLEAN",
+        Path: "FILE",
+    }
+
+    def display_type(self: Any, ctx: Any) -> str:
+        descriptor = self.type_descriptor
+        annotation = descriptor.annotation
+        if typing.get_origin(annotation) is list and len(typing.get_args(annotation)) == 1:
+            annotation = typing.get_args(annotation)[0]  # a repeatable option: one value each
+        if descriptor.is_choice or annotation not in names:
+            return str(original(self, ctx))
+        return names[annotation]
+
+    display_type._stablearena_readable = True  # type: ignore[attr-defined]
+    _TyperParameter.display_type = display_type  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign,assignment]
+
+
+_install_readable_metavars()
 
 _APP_SETTINGS: dict[str, Any] = {
     "name": "stablearena",
@@ -575,13 +616,65 @@ def _format_cell(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+def _widest_word(text: str) -> int:
+    """Cells of the widest word of ``text`` as Rich wraps it: at spaces, with a line's leading
+    spaces kept with its first word."""
+    from rich.cells import cell_len
+
+    widest = 0
+    for line in text.splitlines():
+        words = line.split()
+        if words:
+            widest = max(widest, cell_len(line[: line.index(words[0]) + len(words[0])]))
+            widest = max(widest, *(cell_len(w) for w in words))
+    return widest
+
+
+def _header_pieces(word: str) -> list[str]:
+    """A header word cut after each underscore (``battles_so_far`` → ``battles_``, ``so_``,
+    ``far``): where a header may wrap besides spaces."""
+    return re.findall(r"[^_]*_+|[^_]+", word)
+
+
+def _wrap_header(header: str, width: int) -> str:
+    """``header`` on lines of at most ``width`` cells, broken at spaces and after underscores
+    (a piece wider than ``width`` stays whole; Rich folds it)."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    for word in header.split():
+        for k, piece in enumerate(_header_pieces(word)):
+            glue = "" if k else " "
+            if lines and cell_len(lines[-1] + glue + piece) <= width:
+                lines[-1] += glue + piece
+            else:
+                lines.append(piece)
+    return "\n".join(lines)
+
+
 class RecordsTable:
-    """A Rich renderable for a table of records that draws itself as Rich's default
-    :class:`rich.table.Table` would (heavy-head box, one space of padding, title and caption
-    centred, bold header) but in one pass over the cells: Rich's own table measures and wraps
-    every cell and takes about 0.13 s for a 200-model leaderboard, most of a fast ``rank``.
-    Whenever the plain drawing could differ from Rich's — the table wider than the console,
-    a cell with control characters or line breaks — it hands over to a real Rich table."""
+    """A Rich renderable for a table of records that fits the terminal without cutting a cell.
+
+    When the table fits as it is, it draws itself as Rich's default :class:`rich.table.Table`
+    would (heavy-head box, one space of padding, title and caption centred, bold header) but in
+    one pass over the cells: Rich's own table measures and wraps every cell and takes about
+    0.13 s for a 200-model leaderboard, most of a fast ``rank``.
+
+    When it is wider than the console (see docs/guides/terminal-output.md):
+
+    1. it is drawn with the lighter box of Rich's ``SIMPLE_HEAD`` (two characters fewer per
+       column);
+    2. if it is still too wide, the columns whose cells have spaces (headers such as
+       ``shown rank``, free text such as a reason) wrap at the spaces, and headers also after
+       an underscore (``battles_so_far``); a word — a number, a name, an interval — is never
+       broken nor cut with "…";
+    3. if even then it is too wide, it is split into parts stacked one under the other,
+       each repeating the ``keys`` leading columns (rank and model, say) with as many of the
+       other columns as fit, and a note says how wide a terminal shows it in one
+       (``COLUMNS=…``) and that ``--format csv`` / ``json`` give every column.
+
+    ``compact``: the lighter box of Rich's ``SIMPLE_HEAD`` with collapsed padding, for tables
+    with many narrow numeric columns."""
 
     def __init__(
         self,
@@ -590,24 +683,56 @@ class RecordsTable:
         rows: list[list[str]],
         title: str | None,
         caption: str | None,
+        *,
+        keys: int = 1,
+        compact: bool = False,
     ) -> None:
         self.headers, self.right, self.rows = headers, right, rows
         self.title, self.caption = title, caption
+        self.keys = max(0, min(keys, len(headers)))
+        self.compact = compact
 
-    def rich_table(self) -> "Table":
-        """The same table as a :class:`rich.table.Table`."""
+    def rich_table(
+        self,
+        columns: Sequence[int] | None = None,
+        widths: Sequence[int] | None = None,
+        *,
+        title: bool = True,
+        caption: bool = True,
+        compact: bool | None = None,
+    ) -> "Table":
+        """The table as a :class:`rich.table.Table`: all columns at their natural widths, or
+        the ``columns`` (indices) at fixed ``widths`` (cells wrap at spaces, and only a word
+        wider than its column — wider than the terminal — is folded, never cut)."""
+        from rich import box
+        from rich.cells import cell_len
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(
-            title=Text(self.title) if self.title else None,
-            caption=Text(self.caption) if self.caption else None,
-            header_style="bold",
+        style: dict[str, Any] = (
+            {"box": box.SIMPLE_HEAD, "pad_edge": False, "collapse_padding": True}
+            if (self.compact if compact is None else compact)
+            else {}
         )
-        for h, r in zip(self.headers, self.right, strict=True):
-            table.add_column(Text(h), justify="right" if r else "left")
+        table = Table(
+            title=Text(self.title) if self.title and title else None,
+            caption=Text(self.caption) if self.caption and caption else None,
+            header_style="bold",
+            **style,
+        )
+        picked = range(len(self.headers)) if columns is None else columns
+        for k, j in enumerate(picked):
+            header = self.headers[j]
+            if widths is not None and header.isprintable() and cell_len(header) > widths[k]:
+                header = _wrap_header(header, widths[k])
+            table.add_column(
+                Text(header),
+                justify="right" if self.right[j] else "left",
+                width=None if widths is None else widths[k],
+                overflow="fold",
+            )
         for row in self.rows:
-            table.add_row(*(Text(c) for c in row))
+            table.add_row(*(Text(row[j]) for j in picked))
         return table
 
     def _plain(self, max_width: int) -> list[int] | None:
@@ -615,14 +740,99 @@ class RecordsTable:
         from rich.cells import cell_len
 
         cells = [self.headers, *self.rows]
-        if not self.headers or not all(
-            c.isprintable() and c == c.strip() for row in cells for c in row
+        if (
+            self.compact
+            or not self.headers
+            or not all(c.isprintable() and c == c.strip() for row in cells for c in row)
         ):
             return None  # Rich wraps and strips such cells in its own way
         widths = [max(cell_len(row[j]) for row in cells) for j in range(len(self.headers))]
         if sum(widths) + 3 * len(widths) + 1 > max_width:
             return None
         return widths
+
+    @staticmethod
+    def _overhead(n: int, compact: bool) -> int:
+        """Columns taken by borders and padding in a table of ``n`` columns."""
+        from rich.console import Console
+
+        if not compact:
+            return 3 * n + 1
+        probe = RecordsTable([""] * n, [False] * n, [], None, None, compact=True)
+        table = probe.rich_table(range(n), [0] * n)
+        with open(os.devnull, "w") as devnull:
+            return Console(file=devnull, width=10_000).measure(table).maximum
+
+    def layout(self, max_width: int) -> tuple[bool, list[tuple[list[int], list[int]]]]:
+        """How the table is drawn at ``max_width`` columns: whether with the compact box, and
+        its parts as (column indices, widths); one part when the table fits, with its wrapping
+        columns narrowed if need be."""
+        n = len(self.headers)
+        natural, least = self._widths()
+        compact = self.compact
+        overhead = [self._overhead(k, compact) for k in range(n + 1)]
+
+        def fitted(columns: list[int]) -> list[int]:
+            widths = [natural[j] for j in columns]
+            excess = sum(widths) + overhead[len(columns)] - max_width
+            while excess > 0:  # narrow the widest column that can wrap, one cell at a time
+                slack = [k for k, j in enumerate(columns) if widths[k] > least[j]]
+                if not slack:  # a word wider than the terminal: fold the widest column
+                    slack = [k for k in range(len(columns)) if widths[k] > 1]
+                    if not slack:
+                        break
+                k = max(slack, key=lambda i: widths[i])
+                widths[k] -= 1
+                excess -= 1
+            return widths
+
+        def fits(columns: list[int]) -> bool:
+            return sum(least[j] for j in columns) + overhead[len(columns)] <= max_width
+
+        everything = list(range(n))
+        if not compact and sum(natural) + overhead[n] > max_width:
+            compact = True
+            overhead = [self._overhead(k, compact) for k in range(n + 1)]
+        if fits(everything):
+            return compact, [(everything, fitted(everything))]
+        keys = list(range(self.keys))
+        parts: list[list[int]] = []
+        for j in range(self.keys, n):
+            if parts and fits([*parts[-1], j]):
+                parts[-1].append(j)
+            else:
+                parts.append([*keys, j])
+        return compact, [(columns, fitted(columns)) for columns in parts or [everything]]
+
+    def _widths(self) -> tuple[list[int], list[int]]:
+        """Each column's natural width (its longest line) and least width (its widest word; the
+        longest line for the ``keys`` columns, which never wrap)."""
+        from rich.cells import cell_len
+
+        cells = [self.headers, *self.rows]
+        natural = [
+            max((cell_len(line) for row in cells for line in row[j].splitlines()), default=0)
+            for j in range(len(self.headers))
+        ]
+        least = [
+            natural[j]
+            if j < self.keys
+            else max(
+                max(_widest_word(row[j]) for row in self.rows) if self.rows else 0,
+                max(
+                    (cell_len(p) for w in self.headers[j].split() for p in _header_pieces(w)),
+                    default=0,
+                )
+                if self.headers[j].isprintable()
+                else _widest_word(self.headers[j]),
+            )
+            for j in range(len(self.headers))
+        ]
+        return natural, least
+
+    def one_table_width(self) -> int:
+        """The narrowest terminal that shows the table in one part (with the compact box)."""
+        return sum(self._widths()[1]) + self._overhead(len(self.headers), True)
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.cells import cell_len
@@ -632,7 +842,28 @@ class RecordsTable:
 
         widths = self._plain(options.max_width)
         if widths is None:
-            yield self.rich_table()
+            if not self.headers:
+                yield self.rich_table()
+                return
+            compact, parts = self.layout(options.max_width)
+            if len(parts) == 1:
+                yield self.rich_table(*parts[0], compact=compact)
+                return
+            # several parts: the title and the caption span the terminal, not one part
+            if self.title:
+                yield Text(self.title, justify="center")
+            for columns, part_widths in parts:
+                yield self.rich_table(
+                    columns, part_widths, title=False, caption=False, compact=compact
+                )
+            if self.caption:
+                yield Text(self.caption, justify="center")
+            if len(parts) > 1:
+                yield Text(
+                    f"note: the table is shown in {len(parts)} parts to fit {options.max_width} "
+                    f"columns; COLUMNS={self.one_table_width()} (a wider terminal) shows it in "
+                    "one, and --format csv or --format json give every column."
+                )
             return
         total = sum(widths) + 3 * len(widths) + 1
 
@@ -671,16 +902,25 @@ class RecordsTable:
 
 
 def records_table(
-    records: list[dict[str, Any]], title: str | None = None, caption: str | None = None
+    records: list[dict[str, Any]],
+    title: str | None = None,
+    caption: str | None = None,
+    *,
+    keys: int | None = None,
 ) -> RecordsTable:
     """A table of homogeneous records for the terminal (nested values are left out; text is
-    shown as is, never read as Rich markup): :class:`RecordsTable`."""
-    keys = [
+    shown as is, never read as Rich markup): :class:`RecordsTable`. ``keys``: the leading
+    columns repeated in each part when the table is split to fit (default: up to the first
+    text column, e.g. rank and model)."""
+    keys_ = [
         k for k in (records[0] if records else {}) if not isinstance(records[0][k], (dict, list))
     ]
-    right = [isinstance(records[0][k], (int, float)) for k in keys]
-    rows = [[_format_cell(r.get(k, "")) for k in keys] for r in records]
-    return RecordsTable(keys, right, rows, title, caption)
+    right = [isinstance(records[0][k], (int, float)) for k in keys_]
+    rows = [[_format_cell(r.get(k, "")) for k in keys_] for r in records]
+    if keys is None:
+        first_text = next((j for j, r in enumerate(right) if not r), 0)
+        keys = first_text + 1 if first_text < 3 else 1
+    return RecordsTable(keys_, right, rows, title, caption, keys=keys)
 
 
 def _csv_text(records: list[dict[str, Any]]) -> str:

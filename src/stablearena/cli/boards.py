@@ -75,26 +75,28 @@ def _text_pair(text_columns: str | None) -> tuple[str, str] | None:
 
 
 def _gamma_table(style: dict[str, Any]) -> Any:
-    from rich.table import Table
+    from . import RecordsTable
 
     level = style["level"]
-    table = Table(
-        title=f"style coefficients γ (penalty {style['penalty']}, λ = {style['reg']:g})",
-        caption=f"{style['scale']}; {level:.0%} intervals",
-        header_style="bold",
-    )
-    for col in ("feature", "γ", "Fisher se", "Fisher interval", "sandwich se", "sandwich interval"):
-        table.add_column(col, justify="left" if col == "feature" else "right")
-    for f in style["features"]:
-        table.add_row(
+    headers = ["feature", "γ", "Fisher se", "Fisher interval", "sandwich se", "sandwich interval"]
+    rows = [
+        [
             f["feature"],
             f"{f['coef']:.4f}",
             f"{f['se_fisher']:.4f}",
             f"{f['ci_low_fisher']:.4f}–{f['ci_high_fisher']:.4f}",
             f"{f['se_sandwich']:.4f}",
             f"{f['ci_low_sandwich']:.4f}–{f['ci_high_sandwich']:.4f}",
-        )
-    return table
+        ]
+        for f in style["features"]
+    ]
+    return RecordsTable(
+        headers,
+        [h != "feature" for h in headers],
+        rows,
+        f"style coefficients γ (penalty {style['penalty']}, λ = {style['reg']:g})",
+        f"{style['scale']}; {level:.0%} intervals",
+    )
 
 
 def _board_renderable(p: dict[str, Any]) -> Any:

@@ -1,6 +1,6 @@
 """``stablearena compare``: fit many tie / covariance configurations and compare their fit."""
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -15,6 +15,7 @@ from . import (
     MinBattlesOpt,
     OutputOpt,
     PathArg,
+    RecordsTable,
     _metavar,
     app,
     emit,
@@ -24,9 +25,6 @@ from . import (
     seed_check,
     split_list,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rich.table import Table
 
 
 def _ints(values: list[str], flag: str, *, allow_none: bool) -> list[int | None]:
@@ -63,10 +61,7 @@ def _fmt(v: Any, digits: int) -> str:
 _SHORT = {"rao-kupper": "RK", "davidson": "DV"}
 
 
-def _table(payload: dict[str, Any]) -> "Table":
-    from rich import box
-    from rich.table import Table
-
+def _table(payload: dict[str, Any]) -> RecordsTable:
     rows = payload["configurations"]
     test = bool(payload.get("test_ratio"))
     title = f"Model comparison on {payload['data']} ({payload['n_comparisons']:,} comparisons)"
@@ -76,14 +71,6 @@ def _table(payload: dict[str, Any]) -> "Table":
         "parameters. Bradley–Terry rows are scored on their own outcomes (m-elo: ties as half; "
         "bt: ties dropped) and are not comparable in NLL with tie models. RK = Rao–Kupper, "
         "DV = Davidson."
-    )
-    table = Table(
-        title=title,
-        caption=caption,
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
     )
     cols = [
         ("model", "left"),
@@ -136,12 +123,15 @@ def _table(payload: dict[str, Any]) -> "Table":
             ]
         cells.append(_fmt(r["converged"], 0))
         body.append(cells)
-    for k, (name, justify) in enumerate(cols):  # numbers are never cut; headers wrap instead
-        widest = max((len(row[k]) for row in body), default=1)
-        table.add_column(name, justify=justify, min_width=widest, no_wrap=False)
-    for cells in body:
-        table.add_row(*cells)
-    return table
+    return RecordsTable(
+        [name for name, _ in cols],
+        [justify == "right" for _, justify in cols],
+        body,
+        title,
+        caption,
+        keys=3,  # model, k_tie, k_cov name a configuration
+        compact=True,
+    )
 
 
 @app.command()
@@ -303,21 +293,14 @@ def compare(
     )
 
 
-def _tau_table(tau: dict[str, dict[str, float]]) -> "Table":
+def _tau_table(tau: dict[str, dict[str, float]]) -> RecordsTable:
     """Kendall's τ between the configurations' rankings, one row and column per configuration."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
     labels = list(tau)
-    table = Table(
-        title=Text("Kendall's τ between the rankings of the configurations"),
-        box=box.SIMPLE_HEAD,
-        header_style="bold",
+    return RecordsTable(
+        ["configuration", *(str(k + 1) for k in range(len(labels)))],
+        [False] + [True] * len(labels),
+        [[f"{k + 1} {a}", *(f"{tau[a][b]:.3f}" for b in labels)] for k, a in enumerate(labels)],
+        "Kendall's τ between the rankings of the configurations",
+        None,
+        compact=True,
     )
-    table.add_column("configuration")
-    for k in range(len(labels)):
-        table.add_column(str(k + 1), justify="right")
-    for k, a in enumerate(labels):
-        table.add_row(Text(f"{k + 1} {a}"), *(f"{tau[a][b]:.3f}" for b in labels))
-    return table

@@ -1,5 +1,6 @@
 """``stablearena serve``: the live arena (SPEC §9) as an HTTP JSON API."""
 
+import errno
 import socket
 import sys
 from pathlib import Path
@@ -10,12 +11,37 @@ import typer
 from . import app, err_console
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (not yet listening), or an :class:`InputError` saying
+    which port is busy and how to choose another — checked before anything else is done."""
+    from ..errors import InputError
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InputError(
+                f"port {port} on {host} is busy (another program listens there); nothing was "
+                f"created. Choose another port with --port N (--port 0 picks a free one) or "
+                f"--set port=N, or stop the program using port {port}."
+            ) from None
+        raise InputError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; nothing was created. "
+            "Check --host, or choose another port with --port N (--port 0 picks a free one)."
+        ) from None
+    return sock
+
+
 @app.command()
 def serve(
     db: Annotated[
         str | None,
         typer.Option(
             "--db",
+            metavar="URL",
             help="Database URL: sqlite:///FILE (default sqlite:///arena.db) or "
             "postgresql+psycopg://USER@HOST:PORT/DB.",
         ),
@@ -41,6 +67,7 @@ def serve(
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="KEY=VALUE",
             help="Any setting as KEY=VALUE, e.g. --set rate_limit=20 --set arena.exploration=0.2 "
             "(see the README, 'The live arena').",
         ),
@@ -67,6 +94,7 @@ def serve(
     from ..service.app import create_app, prepare, serve_app
     from ..service.seed import import_log
     from ..service.settings import load_settings
+    from ..service.store import make_engine
 
     settings = load_settings(
         config,
@@ -79,33 +107,26 @@ def serve(
         },
         sets=list(sets or ()),
     )
-    engine, admin_key = prepare(settings)
-    if admin_key is not None:
-        print(
-            "created a new arena database; the admin key (shown once, store it now):\n"
-            f"  {admin_key}",
-            flush=True,
-        )
-    for path in import_logs or ():
-        added = import_log(engine, path)
-        err_console.print(
-            f"imported {added['battles']:,} battles ({added['models']} models, "
-            f"{added['annotators']} annotators) from {path}"
-        )
-    engine.dispose()
+    make_engine(settings.db).dispose()  # checks the URL and its directory; connects to nothing
+    sock = _bind(settings.host, settings.port)  # before the database is created or touched
     try:
-        sock = socket.socket(
-            socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM
-        )
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((settings.host, settings.port))
-    except OSError as exc:
-        from ..errors import InputError
-
-        raise InputError(
-            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
-            "choose another --port (0 picks a free one)."
-        ) from None
+        engine, admin_key = prepare(settings)
+        if admin_key is not None:
+            print(
+                "created a new arena database; the admin key (shown once, store it now):\n"
+                f"  {admin_key}",
+                flush=True,
+            )
+        for path in import_logs or ():
+            added = import_log(engine, path)
+            err_console.print(
+                f"imported {added['battles']:,} battles ({added['models']} models, "
+                f"{added['annotators']} annotators) from {path}"
+            )
+        engine.dispose()
+    except BaseException:
+        sock.close()
+        raise
     bound = sock.getsockname()[1]
     many = f"; {settings.workers} workers" if settings.workers > 1 else ""
     print(
