@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The folder the bundled files were copied from, beside the checkout (only for the comparison).
-ORIGINALS = Path(os.environ.get("STABLEARENA_SHARED_DATA", ROOT.parent.parent / "shared" / "data"))
+ORIGINALS = Path(os.environ.get("STABLEARENA_SHARED_DATA", ROOT.parent / "shared" / "data"))
 REAL = ("llmfao", "chatbot-arena-2024")
 
 
