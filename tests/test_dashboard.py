@@ -106,7 +106,7 @@ def arena(tmp_path_factory):
 # ---------------------------------------------------------------------------------- the pages
 def test_the_view_is_the_reports_table_and_figures_for_the_published_fit(arena):
     from stablearena.service.refit import refit_published
-    from stablearena.service.state import read_snapshot
+    from stablearena.service.store import read_snapshot
 
     tc, admin = arena
     st = tc.app.state.arena
