@@ -1,4 +1,5 @@
-"""Shared fixtures: paths to the real data beside the checkout (tests skip when absent)."""
+"""Shared fixtures: paths to the real data beside the checkout (tests skip when absent), the
+in-process CLI, and a throwaway PostgreSQL server for the live arena's tests."""
 
 from __future__ import annotations
 
@@ -50,3 +51,15 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL server (tests/pgserver.py) for the module's tests; each test
+    creates its own database on it."""
+    from pgserver import PostgresServer, find_bin_dir
+
+    if find_bin_dir() is None:  # pragma: no cover - .ci/run installs it
+        pytest.fail("PostgreSQL is not installed: .ci/run installs Debian's 'postgresql' package")
+    with PostgresServer() as pg:
+        yield pg
