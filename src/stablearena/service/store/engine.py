@@ -62,17 +62,72 @@ def write_conn(engine: Engine) -> Connection:
     return conn
 
 
+def alembic_config() -> Any:
+    """The Alembic configuration of the arena's migrations (``migrations/`` beside this module)."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", "stablearena.service.store:migrations")
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the schema to ``revision`` (no admin key, no lock: tests and tools)."""
+    from alembic import command
+
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def schema_differences(engine: Engine, target: sa.MetaData | None = None) -> list[Any]:
+    """What differs between the database's schema and ``target`` (by default
+    :data:`~.tables.metadata`): Alembic's ``compare_metadata``, empty when they agree."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from .tables import metadata
+
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        return list(compare_metadata(ctx, metadata if target is None else target))
+
+
+def new_migration(message: str) -> Path:
+    """Generate the next migration from :data:`~.tables.metadata` (Alembic autogenerate against a
+    scratch SQLite database upgraded to the current head) into ``migrations/versions``; returns
+    its path. Review it (and run the migration test) before committing. The revision id is the
+    next number (``0003``, ``0004``, …)."""
+    import tempfile
+
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    cfg = alembic_config()
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    rev_id = f"{int(head or 0) + 1:04d}"
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = make_engine(f"sqlite:///{tmp}/scratch.db")
+        try:
+            upgrade(engine)
+            with engine.begin() as conn:
+                cfg.attributes["connection"] = conn
+                script = command.revision(cfg, message, autogenerate=True, rev_id=rev_id)
+        finally:
+            engine.dispose()
+    return Path(script.path)  # type: ignore[union-attr]
+
+
 def migrate(engine: Engine) -> str | None:
     """Create or upgrade the tables (Alembic, ``stablearena/service/store/migrations``) under a lock,
     so that workers starting together migrate once. On the first start also create the admin
     key: returned once (only its hash is stored); ``None`` on later starts."""
     from alembic import command
-    from alembic.config import Config
 
     from ..security import new_key
 
-    cfg = Config()
-    cfg.set_main_option("script_location", "stablearena.service.store:migrations")
+    cfg = alembic_config()
     conn = write_conn(engine)
     try:
         with conn.begin():
