@@ -183,6 +183,8 @@ def create_app(
         description="Pairs out, votes in, am-ELO leaderboard and annotator screening as the votes "
         "arrive (am-ELO Algorithm 3; docs/methods/live-arena.md).",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc: stablearena.service.api.docs (no CDN)
+        redoc_url=None,
     )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     front = HotRoutes(app, settings.max_body_bytes)

@@ -6,7 +6,7 @@ authorise and call :mod:`stablearena.service.state` and :mod:`stablearena.servic
 - :mod:`.health`       ``GET /healthz``, ``GET /metrics``;
 - :mod:`.admin`        ``/v1/admin/…``, ``/v1/annotators``, ``/v1/export`` (admin key);
 - :mod:`.dashboard`    ``/``, ``/dashboard/…``, ``/admin…`` (HTML pages);
-- :mod:`.docs`         ``/docs`` (Swagger UI, served from the package).
+- :mod:`.docs`         ``/docs`` (Swagger UI) and ``/redoc``, their assets served from here.
 
 A new route goes into the module of its area (or a new module listed in :data:`ROUTERS`).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, battles, dashboard, health, leaderboard
+from . import admin, battles, dashboard, docs, health, leaderboard
 
 __all__ = ["ROUTERS"]
 
@@ -26,4 +26,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     leaderboard.router,
     battles.router,
     admin.router,
+    docs.router,
 )
