@@ -245,8 +245,10 @@ def main() -> None:
     if args.settle >= args.phase:
         ap.error("--settle must be shorter than --phase")
 
+    import _suite  # noqa: F401 - tests/ on sys.path
+    from arena_process import ServerProcess
+
     from stablearena.client import ArenaClient
-    from stablearena.service.testing import ServerProcess
 
     print(
         f"# {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; load "

@@ -1,6 +1,6 @@
 """The live arena's flipper acceptance run, repeated over seeds and summarised paired by seed.
 
-Each seed runs :func:`stablearena.service.testing.simulated_arena_run` — a ``stablearena serve``
+Each seed runs :func:`simulated_arena_run` (tests/arena_process.py) — a ``stablearena serve``
 child process on a fresh SQLite file, 30 models (true spread 200 Elo), 100 annotators of whom
 10 flip every vote, 20,000 votes on pairs the arena chooses, Stable Arena screening with
 δ = 50, ε = 0, exclude — and compares Kendall τ with the truth of the service's am-ELO against
@@ -63,7 +63,8 @@ def main() -> None:
     ap.add_argument("--votes", type=int, default=20_000)
     ap.add_argument("--offline", type=int, default=0, help="seeds of the in-process comparison")
     args = ap.parse_args()
-    from stablearena.service.testing import simulated_arena_run
+    import _suite  # noqa: F401 - tests/ on sys.path
+    from arena_process import simulated_arena_run
 
     diffs, flagged, honest = [], [], []
     for seed in range(args.first, args.first + args.seeds):

@@ -506,15 +506,17 @@ def bare_postgres(url: str, seconds: float) -> float:
 
 # ---------------------------------------------------------------------------------- one backend
 def run_backend(backend: str, args, workdir: Path) -> dict:
+    import _suite  # noqa: F401 - tests/ on sys.path
+    from arena_process import ServerProcess
+
     from stablearena.client import ArenaClient
-    from stablearena.service.testing import ServerProcess
 
     pg = None
     if backend == "sqlite":
         db_path = str(workdir / "bench.db")
         url = f"sqlite:///{db_path}"
     else:
-        from stablearena.service.pgserver import PostgresServer
+        from pgserver import PostgresServer
 
         pg = PostgresServer().start()
         url = pg.create_database("bench")

@@ -1,5 +1,6 @@
 """Shared fixtures: paths to the real data sets bundled with the package
-(:mod:`stablearena.datasets`: LLMFAO and the Chatbot Arena 2024 pair counts)."""
+(:mod:`stablearena.datasets`: LLMFAO and the Chatbot Arena 2024 pair counts), the in-process CLI,
+and a throwaway PostgreSQL server for the live arena's tests."""
 
 from __future__ import annotations
 
@@ -41,3 +42,15 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL server (tests/pgserver.py) for the module's tests; each test
+    creates its own database on it."""
+    from pgserver import PostgresServer, find_bin_dir
+
+    if find_bin_dir() is None:  # pragma: no cover - .ci/run installs it
+        pytest.fail("PostgreSQL is not installed: .ci/run installs Debian's 'postgresql' package")
+    with PostgresServer() as pg:
+        yield pg

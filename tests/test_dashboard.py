@@ -24,7 +24,6 @@ from stablearena.client import ArenaClient
 from stablearena.service import dashboard as dash_module
 from stablearena.service import store
 from stablearena.service.app import create_app
-from stablearena.service.pgserver import PostgresServer, find_bin_dir
 from stablearena.service.render import (
     ADMIN_FIGURES,
     PUBLIC_FIGURES,
@@ -106,7 +105,7 @@ def arena(tmp_path_factory):
 # ---------------------------------------------------------------------------------- the pages
 def test_the_view_is_the_reports_table_and_figures_for_the_published_fit(arena):
     from stablearena.service.refit import refit_published
-    from stablearena.service.state import read_snapshot
+    from stablearena.service.store import read_snapshot
 
     tc, admin = arena
     st = tc.app.state.arena
@@ -220,10 +219,8 @@ def db_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'shared.db'}"
         return
-    if find_bin_dir() is None:  # pragma: no cover - .ci/run installs it
-        pytest.fail("PostgreSQL is not installed: .ci/run installs Debian's 'postgresql' package")
-    with PostgresServer() as pg:
-        yield pg.create_database("d" + uuid.uuid4().hex[:12])
+    pg = request.getfixturevalue("postgres")
+    yield pg.create_database("d" + uuid.uuid4().hex[:12])
 
 
 def test_every_worker_serves_the_view_one_drew_and_a_restart_keeps_it(db_url, monkeypatch):

@@ -19,11 +19,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from arena_process import ServerProcess
 from chromium import WIDTH, errors, requested, screenshot, start_browser, wait_loaded
 
 from stablearena.client import ArenaClient
 from stablearena.service.render import PUBLIC_FIGURES
-from stablearena.service.testing import ServerProcess
 
 MODELS = (
     "gpt-4o",

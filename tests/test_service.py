@@ -20,26 +20,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import sqlalchemy as sa
+from arena_process import ServerProcess
 from fastapi.testclient import TestClient
 from procs import HAVE_PROC, alive, children
 
 from stablearena.client import ArenaClient, ArenaError
 from stablearena.service import store
 from stablearena.service.app import create_app
-from stablearena.service.pgserver import PostgresServer, find_bin_dir
 from stablearena.service.settings import Settings
-from stablearena.service.testing import ServerProcess
 
 
 # ---------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def postgres():
-    if find_bin_dir() is None:  # pragma: no cover - .ci/run installs it
-        pytest.fail("PostgreSQL is not installed: .ci/run installs Debian's 'postgresql' package")
-    with PostgresServer() as pg:
-        yield pg
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path):
     if request.param == "sqlite":

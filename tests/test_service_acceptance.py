@@ -22,9 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from arena_process import FAST, ServerProcess, simulated_arena_run
 
 from stablearena.client import ArenaClient
-from stablearena.service.testing import FAST, ServerProcess, simulated_arena_run
 
 
 def _cli_json(*args: str) -> dict:

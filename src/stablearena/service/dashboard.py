@@ -36,36 +36,24 @@ import secrets
 import threading
 import time
 from concurrent.futures import Executor, Future
-from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
-
-import sqlalchemy as sa
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from . import store
 from .render import (
-    ADMIN_POLL_SECONDS,
-    PUBLIC_POLL_SECONDS,
     RenderJob,
     RenderResult,
-    environment,
     low_priority_context,
     render_view,
-    script,
-    script_hash,
     start_worker,
     status_line,
     time_text,
-    version_text,
 )
 from .security import Principal, RateLimiter, hash_key, split_key, verify
 from .settings import Settings
 from .state import ArenaState
 
-__all__ = ["Dashboard", "View", "install", "router", "COOKIE"]
+__all__ = ["Dashboard", "View", "COOKIE"]
 
 log = logging.getLogger("stablearena.service")
 
@@ -77,8 +65,6 @@ FALLBACK_GRACE = 5.0
 WATCH_WRITE_EVERY = 30.0
 #: Seconds the count of battles served (an admin figure) is cached.
 COUNT_CACHE = 10.0
-
-router = APIRouter()
 
 
 @dataclass(frozen=True)
@@ -163,14 +149,9 @@ class Dashboard:
     # ------------------------------------------------------------------ the watcher
     def tick(self) -> None:
         """Load a newer stored view; start drawing the published fit when it is due."""
-        t = store.dashboard_views
-        with self.engine.connect() as conn:
-            newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
-            row = None
-            if newest is not None and (self.view is None or newest > self.view.fit_id):
-                row = conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
-            watched = store.get_meta(conn, "dashboard_watched_at")
-        self._watched_db = float(watched) if watched else 0.0
+        row, self._watched_db = store.newest_view(
+            self.engine, None if self.view is None else self.view.fit_id
+        )
         if row is not None:
             self.view = View(
                 int(row.fit_id),
@@ -293,10 +274,7 @@ class Dashboard:
         """Battles served by the whole arena (all workers), counted at most every 10 s."""
         at, n = self._battles
         if time.time() - at > COUNT_CACHE:
-            with self.engine.connect() as conn:
-                n = int(
-                    conn.execute(sa.select(sa.func.count()).select_from(store.battles)).scalar_one()
-                )
+            n = store.count_battles(self.engine)
             self._battles = (time.time(), n)
         return n
 
@@ -396,305 +374,28 @@ class Dashboard:
         """A new session for ``p``; returns the token (stored only as its SHA-256)."""
         token = secrets.token_urlsafe(32)
         now = time.time()
-        s = store.dashboard_sessions
-
-        def write(conn: sa.Connection) -> None:
-            conn.execute(s.delete().where(s.c.expires_at < now))
-            conn.execute(
-                s.insert().values(
-                    token_hash=hash_key(token),
-                    annotator_id=p.id,
-                    key_id=p.key_id,
-                    created_at=now,
-                    expires_at=now + 3600.0 * self.settings.session_hours,
-                )
+        hours = self.settings.session_hours
+        await asyncio.wrap_future(
+            self.state.writer.submit(
+                lambda conn: store.open_session(conn, hash_key(token), p.id, p.key_id, now, hours)
             )
-
-        await asyncio.wrap_future(self.state.writer.submit(write))
+        )
         return token
 
     async def close_session(self, token: str) -> None:
-        s = store.dashboard_sessions
         h = hash_key(token)
         await asyncio.wrap_future(
-            self.state.writer.submit(
-                lambda conn: conn.execute(s.delete().where(s.c.token_hash == h))
-            )
+            self.state.writer.submit(lambda conn: store.close_session(conn, h))
         )
 
     def session_admin(self, token: str | None) -> Principal | None:
         """The admin of a live session token (its key still the admin's and not revoked)."""
         if not token or len(token) > 100:
             return None
-        s = store.dashboard_sessions
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                sa.select(s.c.annotator_id, s.c.key_id).where(
-                    s.c.token_hash == hash_key(token), s.c.expires_at > time.time()
-                )
-            ).first()
+        row = store.session_row(self.engine, hash_key(token))
         if row is None:
             return None
         p = self.state.principals.get(int(row.annotator_id))
         if p is None or not p.is_admin or p.revoked or p.key_id != row.key_id:
             return None
         return p
-
-
-# ---------------------------------------------------------------------------------- responses
-def _csp() -> str:
-    return (
-        "default-src 'none'; "
-        f"script-src {script_hash()}; "
-        "style-src 'unsafe-inline'; img-src data:; connect-src 'self'; "
-        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-    )
-
-
-def _headers(cache: str) -> dict[str, str]:
-    return {
-        "Content-Security-Policy": _csp(),
-        "Cache-Control": cache,
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "same-origin",  # so that a form post carries its Origin
-        "Vary": "Accept-Encoding, Cookie",
-    }
-
-
-def _html(
-    request: Request,
-    *,
-    text: str | None = None,
-    gz: bytes | None = None,
-    status: int = 200,
-    cache: str = "no-cache",
-    extra: dict[str, str] | None = None,
-) -> Response:
-    """An HTML answer; stored compressed bytes are sent as they are to clients that take gzip."""
-    headers = {**_headers(cache), **(extra or {})}
-    if gz is not None:
-        if "gzip" in request.headers.get("accept-encoding", ""):
-            headers["Content-Encoding"] = "gzip"
-            return Response(gz, status, headers=headers, media_type="text/html; charset=utf-8")
-        text = gzip.decompress(gz).decode("utf-8")
-    return Response(text or "", status, headers=headers, media_type="text/html; charset=utf-8")
-
-
-def _dash(request: Request) -> Dashboard:
-    return request.app.state.dashboard
-
-
-def _render(name: str, **context: Any) -> str:
-    return environment().get_template(name).render(version=version_text(), **context)
-
-
-def _same_origin(request: Request) -> bool:
-    """A form post from this site (browsers send Origin with every POST)."""
-    origin = request.headers.get("origin")
-    if origin is None:
-        return True
-    u = urlsplit(origin)
-    return f"{u.scheme}://{u.netloc}" == f"{request.url.scheme}://{request.url.netloc}"
-
-
-def _login_page(request: Request, error: str | None = None, status: int = 200) -> Response:
-    hours = _dash(request).settings.session_hours
-    return _html(
-        request,
-        text=_render("login.html.j2", error=error, session_hours=hours, script=None),
-        status=status,
-        cache="no-store",
-    )
-
-
-async def _admin(request: Request) -> Principal | None:
-    return await asyncio.to_thread(_dash(request).session_admin, request.cookies.get(COOKIE))
-
-
-# ---------------------------------------------------------------------------------- public
-@router.get("/", include_in_schema=False)
-async def public_page(request: Request) -> Response:
-    """The live leaderboard (HTML)."""
-    d = _dash(request)
-    d.touch()
-    view = d.view
-    if view is not None:
-        return _html(request, gz=view.page_gz)
-    main = _render("dashboard_empty.html.j2", message=d.status())
-    return _html(
-        request,
-        text=_render(
-            "dashboard.html.j2",
-            main=main,
-            view_version="none",
-            status=d.status(),
-            every=PUBLIC_POLL_SECONDS,
-            script=script(),
-        ),
-    )
-
-
-@router.get("/dashboard/poll", summary="The dashboard's state (polled by the open page)")
-async def public_poll(request: Request) -> JSONResponse:
-    d = _dash(request)
-    d.touch()
-    return JSONResponse(d.public_state(), headers={"Cache-Control": "no-store"})
-
-
-@router.get("/dashboard/fragment", include_in_schema=False)
-async def public_fragment(request: Request) -> Response:
-    """The content of ``/`` (for the page's refresh)."""
-    d = _dash(request)
-    d.touch()
-    view = d.view
-    if view is None:
-        return _html(
-            request,
-            text=_render("dashboard_empty.html.j2", message=d.status()),
-            extra={"X-Dashboard-Version": "none"},
-        )
-    return _html(request, gz=view.main_gz, extra={"X-Dashboard-Version": view.version})
-
-
-# ---------------------------------------------------------------------------------- admin
-@router.get("/admin/login", include_in_schema=False)
-async def login_form(request: Request) -> Response:
-    if await _admin(request) is not None:
-        return RedirectResponse("/admin", status_code=303)
-    return _login_page(request)
-
-
-@router.post("/admin/login", include_in_schema=False)
-async def login(request: Request) -> Response:
-    """Check the posted admin key; on success a session cookie and a redirect to ``/admin``."""
-    d = _dash(request)
-    if not _same_origin(request):
-        return _login_page(request, "This form must be posted from this site.", 403)
-    client = request.client.host if request.client else "unknown"
-    wait = d.login_limiter.take(f"login:{client}")
-    if wait > 0:
-        return _login_page(request, f"Too many attempts; wait {wait:.0f} s and try again.", 429)
-    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        return _login_page(request, "Log in with the form below.", 415)
-    try:
-        form = parse_qs((await request.body()).decode("utf-8"), max_num_fields=4)
-    except (UnicodeDecodeError, ValueError):
-        return _login_page(request, "The form could not be read.", 400)
-    key = (form.get("key") or [""])[0].strip()
-    who = await asyncio.to_thread(d.admin_for_key, key) if key else None
-    if who is None:
-        return _login_page(
-            request, "Not an admin key (unknown, revoked or an annotator's key).", 401
-        )
-    token = await d.open_session(who)
-    resp = RedirectResponse("/admin", status_code=303)
-    resp.set_cookie(
-        COOKIE,
-        token,
-        max_age=int(3600 * d.settings.session_hours),
-        path="/admin",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
-    resp.headers["Cache-Control"] = "no-store"
-    return resp
-
-
-@router.post("/admin/logout", include_in_schema=False)
-async def logout(request: Request) -> Response:
-    token = request.cookies.get(COOKIE)
-    if token and _same_origin(request):
-        await _dash(request).close_session(token)
-    resp = RedirectResponse("/admin/login", status_code=303)
-    resp.delete_cookie(COOKIE, path="/admin", httponly=True, samesite="strict")
-    return resp
-
-
-@router.get("/admin", include_in_schema=False)
-async def admin_page(request: Request) -> Response:
-    """The admin view (HTML; log in first)."""
-    who = await _admin(request)
-    if who is None:
-        return RedirectResponse("/admin/login", status_code=303)
-    d = _dash(request)
-    d.touch()
-    battles = await asyncio.to_thread(d.battles_total)
-    view = d.view
-    main = view.admin_html if view else _render("dashboard_empty.html.j2", message=d.status())
-    text = _render(
-        "admin.html.j2",
-        who=who.name,
-        main=main,
-        health=d.health(battles),
-        status=d.status(),
-        view_version=view.version if view else "none",
-        every=ADMIN_POLL_SECONDS,
-        script=script(),
-    )
-    return _html(request, text=text, cache="no-store")
-
-
-@router.get("/admin/poll", include_in_schema=False)
-async def admin_poll(request: Request) -> JSONResponse:
-    """The admin view's refresh: its state and the health, rendered (log in first)."""
-    if await _admin(request) is None:
-        return JSONResponse(
-            {
-                "error": {
-                    "status": 401,
-                    "code": "unauthorized",
-                    "message": "log in at /admin/login",
-                    "field": "cookie",
-                }
-            },
-            status_code=401,
-        )
-    d = _dash(request)
-    d.touch()
-    battles = await asyncio.to_thread(d.battles_total)
-    out = d.public_state()
-    out["last_render"] = None if d.last_render is None else asdict(d.last_render)
-    out["health_html"] = str(
-        environment().get_template("health.html.j2").module.health(d.health(battles))
-    )
-    return JSONResponse(out, headers={"Cache-Control": "no-store"})
-
-
-@router.get("/admin/fragment", include_in_schema=False)
-async def admin_fragment(request: Request) -> Response:
-    if await _admin(request) is None:
-        return _html(request, text="", status=401, cache="no-store")
-    d = _dash(request)
-    view = d.view
-    if view is None:
-        return _html(
-            request,
-            text=_render("dashboard_empty.html.j2", message=d.status()),
-            cache="no-store",
-            extra={"X-Dashboard-Version": "none"},
-        )
-    return _html(
-        request, text=view.admin_html, cache="no-store", extra={"X-Dashboard-Version": view.version}
-    )
-
-
-# ---------------------------------------------------------------------------------- wiring
-def install(app: FastAPI) -> None:
-    """Add the dashboard to the live arena's application: its routes, and its watcher (and,
-    when first needed, its render process), started after and stopped before the arena."""
-    app.include_router(router)
-    inner = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(a: FastAPI):  # noqa: ANN202
-        async with inner(a) as value:
-            dash = Dashboard(a.state.arena, a.state.settings)
-            a.state.dashboard = dash
-            dash.start()
-            try:
-                yield value
-            finally:
-                dash.stop()
-
-    app.router.lifespan_context = lifespan

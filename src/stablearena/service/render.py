@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as _dt
 import gzip
 import hashlib
-import json
 import os
 import time
 import warnings
@@ -238,43 +237,16 @@ def _gzip(text: str) -> bytes:
 def store_view(engine: sa.engine.Engine, view: RenderedView, rendered_at: float) -> dict[str, int]:
     """Insert the view (its pages gzip-compressed) unless one exists for the fit, and delete all
     but the newest :data:`KEEP_VIEWS`; returns the compressed sizes (empty when it existed)."""
-    t = store.dashboard_views
-    info = view.info
     blobs = {"page": _gzip(view.page), "main": _gzip(view.main), "admin": _gzip(view.admin)}
-    conn = engine.connect()
-    if store.is_sqlite(engine):
-        conn.info["immediate"] = True
-    try:
-        with conn.begin():
-            if conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == info["fit_id"])).first():
-                return {}
-            conn.execute(
-                t.insert().values(
-                    fit_id=info["fit_id"],
-                    as_of_vote=info["as_of_vote"],
-                    fitted_at=info["fitted_at"],
-                    rendered_at=rendered_at,
-                    info=json.dumps(info, allow_nan=False),
-                    **blobs,
-                )
-            )
-            newest = sa.select(t.c.fit_id).order_by(t.c.fit_id.desc()).limit(KEEP_VIEWS).subquery()
-            cutoff = sa.select(sa.func.min(newest.c.fit_id)).scalar_subquery()
-            conn.execute(t.delete().where(t.c.fit_id < cutoff))
-    except sa.exc.IntegrityError:  # another worker stored the same fit a moment ago
+    if not store.insert_view(engine, view.info, blobs, rendered_at, KEEP_VIEWS):
         return {}
-    finally:
-        conn.info.pop("immediate", None)
-        conn.close()
     return {k: len(v) for k, v in blobs.items()}
 
 
 def _refit(engine: sa.engine.Engine, job: RenderJob) -> Any:
     """The published fit again from the counts table — only while it still holds exactly the
     votes of the fit (otherwise ``None``)."""
-    from .state import read_snapshot
-
-    snap = read_snapshot(engine)
+    snap = store.read_snapshot(engine)
     if snap.as_of_vote != job.as_of_vote or snap.empty:
         return None
     return refit_published(job.payload, snap.counts())
@@ -284,9 +256,7 @@ def render_view(job: RenderJob) -> RenderResult:
     """Draw and store the view of ``job``'s fit (the render process's one task)."""
     t0, c0 = time.perf_counter(), time.process_time()
     engine = _engine(job.db)
-    t = store.dashboard_views
-    with engine.connect() as conn:
-        exists = conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == job.fit_id)).first()
+    exists = store.view_exists(engine, job.fit_id)
 
     def result(status: str, sizes: dict[str, int] | None = None) -> RenderResult:
         return RenderResult(

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import time
-import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sqlalchemy as sa
 
 from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts
 from ..errors import InputError
 from . import store
 
-__all__ = ["import_log", "counts_to_battles"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
-_CHUNK = 20_000
+__all__ = ["import_log", "counts_to_battles"]
 
 
 def counts_to_battles(counts: PairCounts) -> Battles:
@@ -50,25 +49,7 @@ def counts_to_battles(counts: PairCounts) -> Battles:
     return Battles.from_arrays(a, b, oc, models=counts.models, annotator=ann, source=counts.source)
 
 
-def _ids(
-    conn: sa.Connection, table: sa.Table, names: list[str], extra: dict[str, Any]
-) -> np.ndarray:
-    """Database ids of ``names`` in ``table`` (by name), inserting the missing ones."""
-    have = (
-        dict(conn.execute(sa.select(table.c.name, table.c.id).where(table.c.name.in_(names))).all())
-        if len(names) < 30000
-        else dict(conn.execute(sa.select(table.c.name, table.c.id)).all())
-    )
-    missing = [n for n in names if n not in have]
-    if missing:
-        conn.execute(table.insert(), [{"name": n, **extra} for n in missing])
-        have.update(
-            conn.execute(sa.select(table.c.name, table.c.id).where(table.c.name.in_(missing))).all()
-        )
-    return np.array([have[n] for n in names], dtype=np.int64)
-
-
-def import_log(engine: sa.engine.Engine, path: Path, progress: Any = None) -> dict[str, Any]:
+def import_log(engine: Engine, path: Path, progress: Any = None) -> dict[str, Any]:
     """Import the battle log at ``path`` in one transaction; returns what was added."""
     from ..io import read_battles
 
@@ -89,90 +70,20 @@ def import_log(engine: sa.engine.Engine, path: Path, progress: Any = None) -> di
     ts = battles.timestamp if battles.timestamp is not None else np.full(n, now)
     ann_names = list(battles.annotators) if battles.annotator is not None else [UNKNOWN_ANNOTATOR]
     ann_codes = battles.annotator if battles.annotator is not None else np.zeros(n, dtype=np.int64)
-    conn = engine.connect()
-    if store.is_sqlite(engine):
-        conn.info["immediate"] = True
-    try:
-        with conn.begin():
-            key = f"import:{digest[:48]}"
-            if store.get_meta(conn, key) is not None:
-                raise InputError(
-                    f"--import {path}: this log (same content) was imported already, as "
-                    f"{store.get_meta(conn, key)!r}; importing it again would count every vote twice."
-                )
-            mid = _ids(conn, store.models, list(battles.models), {"added_at": now})
-            aid = _ids(conn, store.annotators, ann_names, {"role": "imported", "created_at": now})
-            a = mid[battles.model_a]
-            b = mid[battles.model_b]
-            k = aid[ann_codes]
-            oc = battles.outcome
-            for start in range(0, n, _CHUNK):
-                sl = slice(start, min(n, start + _CHUNK))
-                ids = [uuid.uuid4().hex for _ in range(sl.stop - sl.start)]
-                conn.execute(
-                    store.battles.insert(),
-                    [
-                        {
-                            "id": bid,
-                            "annotator_id": int(kk),
-                            "model_a": int(x),
-                            "model_b": int(y),
-                            "strategy": "import",
-                            "propensity": None,
-                            "served_at": float(t),
-                            "expires_at": float(t),
-                        }
-                        for bid, kk, x, y, t in zip(ids, k[sl], a[sl], b[sl], ts[sl], strict=True)
-                    ],
-                )
-                conn.execute(
-                    store.votes.insert(),
-                    [
-                        {
-                            "battle_id": bid,
-                            "revision": 0,
-                            "outcome": int(o),
-                            "annotator_id": int(kk),
-                            "model_a": int(x),
-                            "model_b": int(y),
-                            "created_at": float(t),
-                            "first_at": float(t),
-                            "superseded": False,
-                        }
-                        for bid, o, kk, x, y, t in zip(
-                            ids, oc[sl], k[sl], a[sl], b[sl], ts[sl], strict=True
-                        )
-                    ],
-                )
-                if progress is not None:
-                    progress(sl.stop, n)
-            # pair counts: oriented by model id, aggregated per (pair, annotator, outcome)
-            lo, hi = np.minimum(a, b), np.maximum(a, b)
-            col = oc.astype(np.int64)
-            col = np.where((a > b) & (col < 2), 1 - col, col)
-            keys = np.stack([lo, hi, k, col], axis=1)
-            uniq, cnt = np.unique(keys, axis=0, return_counts=True)
-            rows: dict[tuple[int, int, int], dict[str, Any]] = {}
-            for (i, j, kk, c), m in zip(uniq.tolist(), cnt.tolist(), strict=True):
-                row = rows.setdefault(
-                    (i, j, kk),
-                    {
-                        "i": i,
-                        "j": j,
-                        "annotator_id": kk,
-                        "wins": 0.0,
-                        "losses": 0.0,
-                        "ties": 0.0,
-                        "ties_both_bad": 0.0,
-                    },
-                )
-                row[("wins", "losses", "ties", "ties_both_bad")[c]] += float(m)
-            store.add_counts(conn, list(rows.values()))
-            store.set_meta(conn, key, str(path))
-            store.bump_revision(conn)
-    finally:
-        conn.info.pop("immediate", None)
-        conn.close()
+    store.import_votes(
+        engine,
+        key=f"import:{digest[:48]}",
+        label=str(path),
+        model_names=list(battles.models),
+        annotator_names=ann_names,
+        model_a=battles.model_a,
+        model_b=battles.model_b,
+        annotator=ann_codes,
+        outcome=battles.outcome,
+        timestamp=ts,
+        now=now,
+        progress=progress,
+    )
     return {
         "battles": n,
         "models": len(battles.models),

@@ -1,68 +1,57 @@
-"""What one worker process of the live arena keeps in memory, and the background refitter.
+"""What one worker process of the live arena keeps in memory, and how it serves battles.
 
-Everything here is a cache of the database (SPEC §9): the models and keys, the arena's
-configuration, the latest published fit, the information tracker of pair selection
+Everything here is a cache of the database: the models and keys, the arena's configuration,
+the latest published fit, the information tracker of pair selection
 (:class:`stablearena.selection.InformationTracker`) and the pairs each annotator has judged.
 :meth:`ArenaState.load` rebuilds all of it, so a restart or a second worker loses nothing.
 
-Serving (SPEC §9, "Serving rule"): with probability 1 − ε the strategy's pick, with
-probability ε a draw from the exploration distribution over the allowed pairs (uniform, or
-weighted by the boosts of boosted models); the stored propensity is
-π = (1 − ε)·P_strategy(pair) + ε·P_explore(pair) > 0, P_strategy from
-:meth:`~stablearena.selection.Selector.pick_probabilities`. Allowed pairs: both models active
-(not retired, no outage), among the requested ``models`` if given, and not judged by this
+Serving: :func:`stablearena.serving.serving_draw` (the ε-mixture of the strategy's pick and the
+exploration distribution, with each pair's propensity), over the allowed pairs: both models
+active (not retired, no outage), among the requested ``models`` if given, and not judged by this
 annotator before unless every such pair has been. A served battle counts in the tracker at
-once (as if played — the greedy batch rule of SPEC §5, which keeps concurrent annotators from
-all getting the same pair); the tracker is rebuilt from the counts after every refit.
-
-The refitter (a thread) polls the database every ``poll_seconds``: a newer fit published by any
-worker is installed; when the newest fit is K votes or T seconds behind, the worker that gets
-the refit lock (PostgreSQL: an advisory lock; SQLite: a lock file) reads a snapshot of the
-counts, runs the Stable Arena step (:func:`stablearena.service.refit.run_fit`, in a separate
-process by default) and publishes it. Votes never wait for a fit.
+once (as if played — the greedy batch rule, which keeps concurrent annotators from all getting
+the same pair); the tracker is rebuilt from the counts after every refit
+(:mod:`stablearena.service.refitter`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 import uuid
 from collections import deque
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .. import selection
 from ..battles import PairCounts
-from ..errors import StableArenaError, TooFewRecords
+from ..errors import StableArenaError
 from ..leaderboard import leaderboard_payload
 from ..selection import InformationTracker, Selector, get_selector
+from ..serving import boost_weights, serving_draw
 from . import store
-from .refit import SOURCE, FitOutput, Snapshot, refit_published, run_fit
+from .errors import ApiError, for_the_service, waiting_message
+from .refit import SOURCE, refit_published
 from .security import Principal
 from .settings import ArenaConfig, Settings
 
-__all__ = ["ApiError", "ModelInfo", "PublishedFit", "ArenaState", "Refitter", "read_snapshot"]
+__all__ = [
+    "ApiError",
+    "ModelInfo",
+    "PublishedFit",
+    "ArenaState",
+    "published_fit",
+    "for_the_service",
+    "waiting_message",
+]
 
 log = logging.getLogger("stablearena.service")
-
-
-class ApiError(Exception):
-    """An expected refusal: HTTP ``status``, a short ``code``, a message and the field at fault."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -125,39 +114,6 @@ class _PairBuffer:
         return self._data[: self._n]
 
 
-def read_snapshot(engine: Engine) -> Snapshot:
-    """The pair counts and the newest vote id, read in one transaction (one snapshot). The
-    number of (current) votes is the counts' total: each vote adds one count, a correction
-    moves it."""
-    with engine.connect() as conn, conn.begin():
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        wm = store.watermark(conn)
-        cur = store.cursor(conn)
-        cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
-        rows = np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
-        cur.execute("SELECT id, name FROM models ORDER BY id")
-        models = cur.fetchall()
-        cur.execute("SELECT id, name FROM annotators ORDER BY id")
-        annotators = cur.fetchall()
-    model_ids = np.array([r[0] for r in models], dtype=np.int64)
-    annotator_ids = np.array([r[0] for r in annotators], dtype=np.int64)
-    ids = rows[:, :3].astype(np.int64)
-    return Snapshot(
-        as_of_vote=int(wm),
-        n_votes=int(round(rows[:, 3:].sum())),
-        model_names=tuple(r[1] for r in models),
-        annotator_names=tuple(r[1] for r in annotators),
-        i=np.searchsorted(model_ids, ids[:, 0]),
-        j=np.searchsorted(model_ids, ids[:, 1]),
-        annotator=np.searchsorted(annotator_ids, ids[:, 2]),
-        wins=rows[:, 3].copy(),
-        losses=rows[:, 4].copy(),
-        ties=rows[:, 5].copy(),
-        ties_both_bad=rows[:, 6].copy(),
-    )
-
-
 class ArenaState:
     """The worker's caches of the database and the serving rule (see the module docstring)."""
 
@@ -209,16 +165,14 @@ class ArenaState:
             row = store.latest_fit_row(conn)
             self.votes_seen = store.watermark(conn)
         if row is not None:
-            self.fit = _published(row)
+            self.fit = published_fit(row)
         self.rebuild_tracker(judged=True)
 
     def _load_registry(self, conn: Connection) -> None:
         rev = store.get_meta(conn, "revision")
         cfg = store.load_config(conn)
-        mrows = conn.execute(sa.select(store.models).order_by(store.models.c.id)).all()
-        arows = conn.execute(
-            sa.select(store.annotators).where(store.annotators.c.key_id.is_not(None))
-        ).all()
+        mrows = store.model_rows(conn)
+        arows = store.key_rows(conn)
         with self.lock:
             if int(rev or 0) < self.revision:
                 # read before a change another thread has installed already (e.g. the
@@ -261,6 +215,11 @@ class ArenaState:
         if stale:
             self.rebuild_tracker()
 
+    def reload_registry(self) -> None:
+        """Reload the models, keys and settings now (after a change made through this worker)."""
+        with self.engine.connect() as conn:
+            self._load_registry(conn)
+
     def refresh_registry(self) -> bool:
         """Reload the models, keys and settings when the database has a newer revision than
         this worker's (a change made through another worker since its last poll); returns
@@ -283,9 +242,7 @@ class ArenaState:
         if p is not None:
             return p
         with self.engine.connect() as conn:
-            r = conn.execute(
-                sa.select(store.annotators).where(store.annotators.c.key_id == key_id)
-            ).first()
+            r = store.key_row(conn, key_id)
         if r is None:
             return None
         p = Principal(r.id, r.name, r.role, r.key_id, r.key_hash, r.revoked_at is not None)
@@ -303,19 +260,8 @@ class ArenaState:
         with self.lock:
             mark = self._vote_seq
         with self.engine.connect() as conn:
-            cur = store.cursor(conn)
-            cur.execute(
-                "SELECT i, j, SUM(wins + losses + ties + ties_both_bad) FROM pair_counts "
-                "GROUP BY i, j"
-            )
-            pairs = np.array(cur.fetchall(), dtype=float).reshape(-1, 3)
-            judged_rows: list[tuple[int, int, int]] = []
-            if judged:
-                cur.execute(
-                    "SELECT annotator_id, i, j FROM pair_counts "
-                    "WHERE wins + losses + ties + ties_both_bad > 0"
-                )
-                judged_rows = cur.fetchall()
+            pairs = store.pair_totals(conn)
+            judged_rows = store.judged_rows(conn) if judged else []
         with self.lock:
             ids = sorted(self.models)
             fit = self.fit
@@ -493,12 +439,26 @@ class ArenaState:
                 base[judged[:, 0], judged[:, 1]] = True
                 base[judged[:, 1], judged[:, 0]] = True
             blocked, n_excluded = base, len(judged)
-            boost = self._boost_weights(tracker)
+            boost = boost_weights(
+                tracker,
+                (
+                    (self.tracker_pos[m.id], m.boost, m.boost_until)
+                    for m in self._boosted
+                    if m.id in self.tracker_pos
+                ),
+            )
             now = time.time()
             out: list[dict[str, Any]] = []
             for t in range(k):
-                i, j, strategy, prop = self._pick(
-                    tracker, selector, cfg, cands.pos, blocked, n_excluded, boost
+                i, j, strategy, prop = serving_draw(
+                    tracker,
+                    selector,
+                    cands.pos,
+                    blocked,
+                    n_excluded,
+                    exploration=cfg.exploration,
+                    boost=boost,
+                    rng=self.rng,
                 )
                 tracker.add(i, j)
                 if t < k - 1:  # distinct pairs in a batch, while pairs remain
@@ -546,80 +506,6 @@ class ArenaState:
                     a, b = r["model_a"], r["model_b"]
                     self._judge(principal.id, min(a, b), max(a, b))
             self.battles_served -= len(rows)
-
-    def _boost_weights(self, tracker: InformationTracker) -> np.ndarray | None:
-        """Exploration weight per tracker model: a boosted model with fewer than ``boost_until``
-        battles gets its boost factor, every other model 1 (``None``: no boost in force)."""
-        boosted = self._boosted
-        if not boosted:
-            return None
-        w = np.ones(tracker.n_models)
-        any_boost = False
-        for m in boosted:
-            p = self.tracker_pos.get(m.id)
-            if p is not None and tracker.pair_battles[p].sum() < m.boost_until:
-                w[p] = m.boost
-                any_boost = True
-        return w if any_boost else None
-
-    def _pick(
-        self,
-        tracker: InformationTracker,
-        selector: Selector,
-        cfg: ArenaConfig,
-        ca: np.ndarray,
-        blocked: np.ndarray,
-        n_excluded: int,
-        boost: np.ndarray | None,
-    ) -> tuple[int, int, str, float]:
-        """One draw of the serving rule: (i, j) (i < j), which part chose it, its propensity.
-
-        ``blocked``: the mask of the pairs left out (models that are not candidates, pairs
-        judged or already in the batch); ``n_excluded`` of those are distinct pairs of
-        candidates, so the allowed pairs number C(len(ca), 2) − n_excluded. The strategy's
-        part is drawn from its own pick distribution
-        (:meth:`~stablearena.selection.Selector.pick_distribution`, the distribution its
-        ``select`` draws from), so the stored probability is the one the pair was drawn with."""
-        eps = cfg.exploration
-        rng = self.rng
-        si, sj, sp = selector.pick_distribution(tracker, blocked=blocked)
-        if boost is None:
-            b = None
-            total = len(ca) * (len(ca) - 1) / 2.0 - n_excluded
-        else:
-            b = boost[ca]
-            outer = np.outer(b, b)
-            sub = blocked[np.ix_(ca, ca)]
-            total = (outer.sum() - np.trace(outer)) / 2.0 - (outer * sub).sum() / 2.0
-        if len(si) == 0 or rng.random() < eps:
-            i, j = self._explore_draw(blocked, ca, np.ones(len(ca)) if b is None else b)
-            path = "explore"
-        else:
-            r = int(rng.choice(len(sp), p=sp / sp.sum())) if len(sp) > 1 else 0
-            i, j = int(si[r]), int(sj[r])
-            path = selector.name
-        hit = np.flatnonzero((si == i) & (sj == j))
-        p_sel = float(sp[hit[0]]) if len(hit) else 0.0
-        w_ij = 1.0 if boost is None else float(boost[i] * boost[j])
-        prop = (1.0 - eps) * p_sel + eps * w_ij / float(total)
-        return int(i), int(j), path, prop
-
-    def _explore_draw(self, blocked: np.ndarray, ca: np.ndarray, b: np.ndarray) -> tuple[int, int]:
-        """A pair of allowed candidates with probability ∝ b_i b_j (uniform without boosts):
-        both ends drawn ∝ b, redrawn while equal or blocked (few redraws: most pairs are
-        allowed); after many redraws, an exact draw over the enumerated allowed pairs."""
-        rng = self.rng
-        prob = b / b.sum()
-        for _ in range(64):
-            x, y = rng.choice(ca, 2, p=prob)
-            if x != y and not blocked[x, y]:
-                return (int(x), int(y)) if x < y else (int(y), int(x))
-        sub = ~blocked[np.ix_(ca, ca)]
-        iu, ju = np.nonzero(np.triu(sub, 1))
-        w = b[iu] * b[ju]
-        r = int(rng.choice(len(iu), p=w / w.sum()))
-        x, y = int(ca[iu[r]]), int(ca[ju[r]])
-        return (x, y) if x < y else (y, x)
 
     # ------------------------------------------------------------------ votes
     def after_vote(self, principal: Principal, battle_id: str, res: store.VoteResult) -> None:
@@ -706,7 +592,7 @@ class ArenaState:
 
         from ..raters import get_rater
 
-        snap = read_snapshot(self.engine)
+        snap = store.read_snapshot(self.engine)
         counts = snap.counts()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -741,7 +627,7 @@ class ArenaState:
             ]
 
 
-def _published(row: Any, fitted: Any = None) -> PublishedFit:
+def published_fit(row: Any, fitted: Any = None) -> PublishedFit:
     return PublishedFit(
         int(row.id),
         int(row.as_of_vote),
@@ -750,251 +636,3 @@ def _published(row: Any, fitted: Any = None) -> PublishedFit:
         json.loads(row.payload),
         fitted,
     )
-
-
-# ---------------------------------------------------------------------------------- refitter
-class _FileLock:
-    """An exclusive, non-blocking lock file (SQLite: one refitter per database file)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def acquire(self) -> bool:
-        import fcntl
-
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self.fd = fd
-        return True
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-def for_the_service(message: str) -> str:
-    """A library message as the arena's admin reads it: the command line's ``--min-records``
-    (δ) is the setting ``arena.min_records`` here."""
-    return message.replace(
-        "--min-records",
-        'arena.min_records (PATCH /v1/admin/config {"min_records": N})',
-    )
-
-
-def waiting_message(exc: TooFewRecords) -> str:
-    """Why a young arena has no am-ELO leaderboard yet, and what the admin can do about it."""
-    return (
-        f"waiting for an annotator with arena.min_records={exc.min_records:g} votes (the most "
-        f"so far: {exc.most:g}); the first am-ELO leaderboard follows then. Lower it with "
-        'PATCH /v1/admin/config {"min_records": N} or --set arena.min_records=N'
-    )
-
-
-class Refitter:
-    """The background loop of one worker (see the module docstring)."""
-
-    def __init__(self, state: ArenaState, *, on_fit: Any = None) -> None:
-        self.state = state
-        self.settings = state.settings
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="arena-refitter", daemon=True)
-        self._executor: Executor | None = None
-        self.on_fit = on_fit
-        self.last_error: str | None = None
-        self.fits_done = 0
-        self._lock_conn: Connection | None = None
-        self._wake = threading.Event()
-        self._local = threading.Lock()
-        engine = state.engine
-        if store.is_sqlite(engine):
-            self._file_lock: _FileLock | None = _FileLock(str(engine.url.database) + ".refit-lock")
-        else:
-            self._file_lock = None
-
-    def start(self) -> None:
-        self._start_executor()
-        self._thread.start()
-
-    def _start_executor(self) -> None:
-        if self.settings.fit_in_process:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            from .._lifetime import exit_with_parent
-            from .refit import warm_up_worker
-
-            self._executor = ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=exit_with_parent,  # no orphan fit process after a crash
-                initargs=(os.getpid(),),
-            )
-            self._executor.submit(warm_up_worker)
-        else:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="arena-fit")
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=60)
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-        if self._lock_conn is not None:
-            self._lock_conn.close()
-
-    def nudge(self) -> None:
-        """Look now (e.g. after an admin change) instead of at the next poll."""
-        self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-                self.last_error = self.state.refit_error = None
-            except TooFewRecords as exc:  # not a failure: the arena is young
-                self.last_error = self.state.refit_error = None
-                self.state.refit_waiting = waiting_message(exc)
-            except Exception as exc:  # the loop must survive a failed fit or a lost connection
-                msg = for_the_service(f"{type(exc).__name__}: {exc}")
-                if msg != self.last_error:
-                    log.warning("refitter: %s", msg)
-                self.last_error = msg
-                self.state.refit_error = msg
-                if type(exc).__name__ == "BrokenProcessPool" and not self._stop.is_set():
-                    self._start_executor()  # the fit process died (e.g. killed): a new one
-            self._wake.wait(self.settings.poll_seconds)
-            self._wake.clear()
-
-    def tick(self) -> None:
-        st = self.state
-        with st.engine.connect() as conn:
-            rev = int(store.get_meta(conn, "revision") or 0)
-            wm = store.watermark(conn)
-            newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
-            if rev != st.revision:
-                st._load_registry(conn)
-        with st.lock:
-            st.votes_seen = max(st.votes_seen, wm)
-        if newer is not None:
-            st.install_fit(_published(newer))
-        if self._due(wm):
-            self.refit()
-
-    def _due(self, wm: int) -> bool:
-        fit = self.state.fit
-        if wm == 0:
-            return False
-        if fit is None:
-            return True
-        cfg = self.state.config
-        behind = wm - fit.as_of_vote
-        return behind > 0 and (
-            behind >= cfg.refit_votes or time.time() - fit.fitted_at >= cfg.refit_seconds
-        )
-
-    def _acquire(self) -> bool:
-        if self._file_lock is not None:
-            return self._file_lock.acquire()
-        if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.invalidated:
-            self._lock_conn = self.state.engine.connect()
-        got = self._lock_conn.execute(
-            sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": store.REFIT_LOCK}
-        ).scalar_one()
-        self._lock_conn.commit()
-        return bool(got)
-
-    def _release(self) -> None:
-        if self._file_lock is not None:
-            self._file_lock.release()
-            return
-        if self._lock_conn is not None:
-            self._lock_conn.execute(
-                sa.text("SELECT pg_advisory_unlock(:k)"), {"k": store.REFIT_LOCK}
-            )
-            self._lock_conn.commit()
-
-    def refit_now(self, timeout: float = 120.0) -> PublishedFit | None:
-        """Refit at once if any vote is newer than the published fit (waiting for a refit that
-        is running, here or in another worker); returns the fit that includes every vote seen."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                fit = self.refit(force=True, wait=True)
-            except TooFewRecords as exc:
-                self.state.refit_waiting = waiting_message(exc)
-                raise ApiError(
-                    503, "waiting", f"no leaderboard yet: {waiting_message(exc)}"
-                ) from None
-            if fit is not None:
-                return fit
-            with self.state.engine.connect() as conn:
-                wm = store.watermark(conn)
-            cur = self.state.fit
-            if cur is not None and cur.as_of_vote >= wm:
-                return cur
-            if wm == 0:
-                return None
-            time.sleep(0.05)
-        raise ApiError(503, "busy", "another refit is taking long; retry later")
-
-    def refit(self, *, force: bool = False, wait: bool = False) -> PublishedFit | None:
-        """Refit now if this worker gets the lock and no other worker has just published
-        (``force``: whenever a vote is newer than the published fit)."""
-        if not self._local.acquire(blocking=wait):
-            return None
-        try:
-            return self._refit_locked(force)
-        finally:
-            self._local.release()
-
-    def _refit_locked(self, force: bool) -> PublishedFit | None:
-        st = self.state
-        if not self._acquire():
-            return None
-        try:
-            with st.engine.connect() as conn:
-                newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
-                wm = store.watermark(conn)
-            if newer is not None:
-                st.install_fit(_published(newer))
-            fit = st.fit
-            stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
-            if not (self._due(wm) or (force and stale)):
-                return None
-            snap = read_snapshot(st.engine)
-            if snap.empty:
-                return None
-            cfg = st.config.model_dump()
-            screening = st.fit.payload.get("screening") if st.fit else None
-            assert self._executor is not None
-            out: FitOutput = self._executor.submit(
-                run_fit, snap, cfg, screening, self.settings.db
-            ).result()
-            fitted_at = time.time()
-            fid = st.writer.run(
-                lambda c: store.publish_fit(
-                    c,
-                    "am-elo",
-                    snap.as_of_vote,
-                    fitted_at,
-                    out.seconds,
-                    out.payload,
-                    self.settings.keep_fits,
-                )
-            )
-            fit = PublishedFit(
-                fid, snap.as_of_vote, fitted_at, out.seconds, out.payload, out.fitted
-            )
-            st.install_fit(fit)
-            self.fits_done += 1
-            if self.on_fit is not None:
-                self.on_fit(fit)
-            return fit
-        finally:
-            self._release()

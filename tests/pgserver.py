@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server for the live arena's tests and benchmarks.
+"""A throwaway PostgreSQL server for the live arena's tests and benchmarks (not part of the
+package: the benchmarks under bench/ import it from here).
 
 Starts Debian's (or any installed) PostgreSQL in a temporary directory, listening on a free TCP
 port of 127.0.0.1 and on a Unix socket in that directory, and removes everything on

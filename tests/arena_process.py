@@ -1,4 +1,5 @@
-"""Running ``stablearena serve`` as a child process (tests, benchmarks, acceptance runs).
+"""Running ``stablearena serve`` as a child process (tests, benchmarks, acceptance runs; not
+part of the package: the benchmarks under bench/ import it from here).
 
 :class:`ServerProcess` starts the command on a free port (``--port 0``), reads the admin key
 (first start) and the address it prints, waits until ``/healthz`` answers, and can be killed
@@ -35,7 +36,7 @@ class ServerProcess:
         self.db = db
         self.args = [str(a) for a in args]
         self.env = {**os.environ, **(env or {})}
-        src = str(Path(__file__).resolve().parents[2])
+        src = str(Path(__file__).resolve().parents[1] / "src")
         self.env["PYTHONPATH"] = src + os.pathsep + self.env.get("PYTHONPATH", "")
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None
@@ -138,10 +139,10 @@ def simulated_arena_run(
     repeats it over seeds)."""
     import numpy as np
 
-    from ..client import ArenaClient
-    from ..metrics import kendall_tau
-    from ..raters.base import ELO_SCALE
-    from ..simulate import random_ratings
+    from stablearena.client import ArenaClient
+    from stablearena.metrics import kendall_tau
+    from stablearena.raters.base import ELO_SCALE
+    from stablearena.simulate import random_ratings
 
     rng = np.random.default_rng(seed)
     truth_r = random_ratings(n_models, spread=200.0, seed=seed)

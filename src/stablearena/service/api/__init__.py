@@ -1,0 +1,30 @@
+"""The live arena's HTTP routes, one :class:`fastapi.APIRouter` per area. Routes only parse,
+authorise and call :mod:`stablearena.service.state` and :mod:`stablearena.service.store`.
+
+- :mod:`.battles`      ``POST /v1/battles``, ``POST /v1/battles/{id}/vote`` (annotators);
+- :mod:`.leaderboard`  ``GET /v1/leaderboard``, ``GET /v1/models`` (public);
+- :mod:`.health`       ``GET /healthz``, ``GET /metrics``;
+- :mod:`.admin`        ``/v1/admin/…``, ``/v1/annotators``, ``/v1/export`` (admin key);
+- :mod:`.dashboard`    ``/``, ``/dashboard/…``, ``/admin…`` (HTML pages);
+- :mod:`.docs`         ``/docs`` (Swagger UI) and ``/redoc``, their assets served from here.
+
+A new route goes into the module of its area (or a new module listed in :data:`ROUTERS`).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from . import admin, battles, dashboard, docs, health, leaderboard
+
+__all__ = ["ROUTERS"]
+
+#: Every router of the application, in the order they are included.
+ROUTERS: tuple[APIRouter, ...] = (
+    dashboard.router,
+    health.router,
+    leaderboard.router,
+    battles.router,
+    admin.router,
+    docs.router,
+)

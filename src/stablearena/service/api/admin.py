@@ -1,0 +1,207 @@
+"""The admin's routes (an admin key): the annotators' screening, the export, the arena's
+configuration, models, annotator keys, and a refit on demand."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Annotated, Any, Literal
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+
+from .. import store
+from ..deps import Admin, arena, reload, write
+from ..errors import ApiError
+from ..schemas import AnnotatorCreate, ModelCreate, ModelPatch
+from ..security import new_key
+from ..settings import ArenaConfig, validation_message
+from ..state import ArenaState, PublishedFit
+
+__all__ = ["router", "apply_config", "export"]
+
+router = APIRouter()
+
+
+# ---------------------------------------------------------------------------------- helpers
+def apply_config(engine: sa.engine.Engine, changes: dict[str, Any]) -> ArenaConfig:
+    """Merge ``changes`` into the stored arena configuration (validated); bump the revision."""
+    with engine.connect() as conn:
+        conn.info["immediate"] = store.is_sqlite(engine)
+        try:
+            with conn.begin():
+                current = store.load_config(conn)
+                merged = {**ArenaConfig().model_dump(), **current, **changes}
+                try:
+                    cfg = ArenaConfig.model_validate(merged)
+                except ValidationError as exc:
+                    raise ApiError(
+                        422, "invalid_config", validation_message(exc, "arena"), _loc(exc)
+                    ) from None
+                new = cfg.model_dump_json()
+                if store.get_meta(conn, "arena_config") != new:
+                    store.set_meta(conn, "arena_config", new)
+                    store.bump_revision(conn)
+        finally:
+            conn.info.pop("immediate", None)
+    return cfg
+
+
+def _loc(exc: ValidationError) -> str | None:
+    errs = exc.errors()
+    return ".".join(str(x) for x in errs[0]["loc"]) if errs else None
+
+
+def _model(st: ArenaState, name: str) -> dict[str, Any]:
+    return next(m for m in st.model_list() if m["name"] == name)
+
+
+def export(engine: sa.engine.Engine, fmt: str, history: bool) -> tuple[bytes, str]:
+    """The vote log as FastChat-style records: model_a, model_b, winner, judge, tstamp, plus
+    battle_id, revision, strategy, propensity (and superseded with ``history``)."""
+    import pandas as pd
+
+    rows, columns = store.vote_log(engine, history)
+    df = pd.DataFrame(rows, columns=columns)
+    labels = list(store.EXPORT_LABELS)
+    df.insert(2, "winner", [labels[int(o)] for o in df.pop("outcome")])
+    if not history:
+        df = df.drop(columns=["superseded"])
+    if fmt == "csv":
+        return df.to_csv(index=False).encode(), "text/csv"
+    if fmt == "jsonl":
+        return df.to_json(orient="records", lines=True).encode(), "application/x-ndjson"
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue(), "application/vnd.apache.parquet"
+
+
+# ---------------------------------------------------------------------------------- routes
+@router.get("/v1/annotators", summary="Annotators with the Stable Arena's decisions (admin)")
+async def annotators(request: Request, who: Admin) -> dict[str, Any]:
+    return arena(request).annotators()
+
+
+@router.get("/v1/export", summary="The vote log, which `stablearena rank` reads (admin)")
+async def export_votes(
+    request: Request,
+    who: Admin,
+    format: Annotated[Literal["jsonl", "csv", "parquet"], Query()] = "jsonl",
+    history: Annotated[bool, Query(description="also the corrected (superseded) votes")] = False,
+) -> Response:
+    data, media = await asyncio.to_thread(export, arena(request).engine, format, history)
+    return Response(
+        data,
+        media_type=media,
+        headers={"Content-Disposition": f'attachment; filename="votes.{format}"'},
+    )
+
+
+@router.get("/v1/admin/config", summary="The arena's configuration (admin)")
+async def get_config(request: Request, who: Admin) -> dict[str, Any]:
+    out = arena(request).config.model_dump()
+    out["strategy_in_use"] = arena(request).strategy_name
+    return out
+
+
+@router.patch("/v1/admin/config", summary="Change the arena's configuration (admin)")
+async def patch_config(request: Request, who: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(body) - set(ArenaConfig.model_fields))
+    if unknown:
+        raise ApiError(
+            422, "invalid_input", f"unknown setting(s): {', '.join(unknown)}", unknown[0]
+        )
+    cfg = await asyncio.to_thread(apply_config, arena(request).engine, body)
+    await reload(request)
+    return cfg.model_dump()
+
+
+@router.get("/v1/admin/models", summary="Models (admin)")
+async def admin_models(request: Request, who: Admin) -> dict[str, Any]:
+    return {"models": arena(request).model_list()}
+
+
+@router.post("/v1/admin/models", status_code=201, summary="Add a model (admin)")
+async def add_model(request: Request, who: Admin, body: ModelCreate) -> dict[str, Any]:
+    st = arena(request)
+    name = body.name.strip()
+    if not name:
+        raise ApiError(422, "invalid_input", "the model name is empty", "name")
+    if name in st.model_ids:
+        raise ApiError(409, "conflict", f"model {name!r} exists", "name")
+    cfg = st.config
+    boost = body.boost if body.boost is not None else 1.0
+    until = (
+        body.boost_until if body.boost_until is not None else (cfg.boost_until if boost > 1 else 0)
+    )
+    try:
+        await write(request, lambda conn: store.add_model(conn, name, boost, until))
+    except sa.exc.IntegrityError:
+        raise ApiError(409, "conflict", f"model {name!r} exists", "name") from None
+    await reload(request)
+    return {"model": _model(st, name)}
+
+
+@router.patch("/v1/admin/models/{name}", summary="Retire, outage on/off, boost (admin)")
+async def patch_model(request: Request, who: Admin, name: str, body: ModelPatch) -> dict[str, Any]:
+    st = arena(request)
+    if name not in st.model_ids:
+        raise ApiError(404, "not_found", f"no model {name!r}", "name")
+    values = body.model_dump(exclude_none=True)
+    if "boost" in values and values["boost"] > 1 and "boost_until" not in values:
+        values["boost_until"] = st.config.boost_until
+    if not values:
+        raise ApiError(
+            422,
+            "invalid_input",
+            "nothing to change: give retired, outage, boost or boost_until",
+            "body",
+        )
+    mid = st.model_ids[name]
+    await write(request, lambda conn: store.change_model(conn, mid, values))
+    await reload(request)
+    return {"model": _model(st, name)}
+
+
+@router.get("/v1/admin/annotators", summary="Annotator keys (admin; never the keys themselves)")
+async def list_keys(request: Request, who: Admin) -> dict[str, Any]:
+    return {"annotators": await asyncio.to_thread(store.annotator_list, arena(request).engine)}
+
+
+@router.post("/v1/admin/annotators", status_code=201, summary="Create an annotator key (admin)")
+async def create_key(request: Request, who: Admin, body: AnnotatorCreate) -> dict[str, Any]:
+    key = new_key()
+    name = body.name.strip()
+    done = await write(
+        request, lambda conn: store.set_key(conn, name, body.role, key.key_id, key.key_hash)
+    )
+    if done == "exists":
+        raise ApiError(409, "conflict", f"annotator {name!r} has a key; revoke it first", "name")
+    await reload(request)
+    return {"name": name, "role": body.role, "key": key.secret}
+
+
+@router.delete("/v1/admin/annotators/{name}", summary="Revoke an annotator's key (admin)")
+async def revoke_key(request: Request, who: Admin, name: str) -> dict[str, Any]:
+    if name == who.name:
+        raise ApiError(409, "conflict", "an admin cannot revoke its own key", "name")
+    if not await write(request, lambda conn: store.revoke_key(conn, name)):
+        raise ApiError(404, "not_found", f"no annotator {name!r} with a key", "name")
+    await reload(request)
+    return {"name": name, "revoked": True}
+
+
+@router.post("/v1/admin/refit", summary="Refit now (admin)")
+async def refit_now(request: Request, who: Admin) -> dict[str, Any]:
+    fit: PublishedFit | None = await asyncio.to_thread(request.app.state.refitter.refit_now)
+    fit = fit or arena(request).fit
+    if fit is None:
+        raise ApiError(503, "no_votes", "nothing to fit yet")
+    return {
+        "fit_id": fit.id,
+        "as_of_vote": fit.as_of_vote,
+        "fitted_at": fit.fitted_at,
+        "seconds": fit.seconds,
+    }

@@ -1,0 +1,57 @@
+"""The public reads: the leaderboard (the ``stablearena rank --format json`` contract) and the
+models."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from ...uncertainty import CI_METHODS
+from ..deps import arena
+from ..errors import ApiError
+
+__all__ = ["router", "METHODS"]
+
+#: The methods ``/v1/leaderboard?method=`` accepts (am-elo is the published fit).
+METHODS = ("am-elo", "m-elo", "bt", "rao-kupper", "davidson")
+
+router = APIRouter()
+
+
+@router.get("/v1/models", summary="The arena's models and their state")
+async def list_models(request: Request) -> dict[str, Any]:
+    return {"models": arena(request).model_list()}
+
+
+@router.get(
+    "/v1/leaderboard", summary="The leaderboard (the `stablearena rank --format json` contract)"
+)
+async def leaderboard(
+    request: Request,
+    method: Annotated[
+        str, Query(description="am-elo (published), m-elo, bt, rao-kupper, davidson")
+    ] = "am-elo",
+    ci: Annotated[str, Query(description="none, fisher, sandwich or bootstrap")] = "none",
+    level: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.95,
+) -> Response:
+    if method not in METHODS:
+        raise ApiError(
+            422,
+            "invalid_input",
+            f"method must be one of {', '.join(METHODS)}, not {method!r}",
+            "method",
+        )
+    if ci not in ("none", *CI_METHODS):
+        raise ApiError(
+            422,
+            "invalid_input",
+            f"ci must be none or one of {', '.join(CI_METHODS)}, not {ci!r}",
+            "ci",
+        )
+    st = arena(request)
+    if method == "am-elo" and ci == "none":
+        return Response(st.published_json(), media_type="application/json")
+    return JSONResponse(await asyncio.to_thread(st.leaderboard, method, ci, level))

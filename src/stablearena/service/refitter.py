@@ -1,0 +1,255 @@
+"""The background refitter of one worker (a thread): installs the newest published fit and,
+when the newest fit is K votes or T seconds behind, refits.
+
+It polls the database every ``poll_seconds``: a newer fit published by any worker is installed;
+when the newest fit is K votes or T seconds behind, the worker that gets the refit lock
+(PostgreSQL: an advisory lock; SQLite: a lock file) reads a snapshot of the counts, runs the
+Stable Arena step (:func:`stablearena.service.refit.run_fit`, in a separate process by default)
+and publishes it. Votes never wait for a fit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Connection
+
+from ..errors import TooFewRecords
+from . import store
+from .errors import ApiError, for_the_service, waiting_message
+from .refit import FitOutput, run_fit
+from .state import PublishedFit, published_fit
+
+if TYPE_CHECKING:
+    from .state import ArenaState
+
+__all__ = ["Refitter"]
+
+log = logging.getLogger("stablearena.service")
+
+
+class _FileLock:
+    """An exclusive, non-blocking lock file (SQLite: one refitter per database file)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Refitter:
+    """The background loop of one worker (see the module docstring)."""
+
+    def __init__(self, state: ArenaState, *, on_fit: Any = None) -> None:
+        self.state = state
+        self.settings = state.settings
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="arena-refitter", daemon=True)
+        self._executor: Executor | None = None
+        self.on_fit = on_fit
+        self.last_error: str | None = None
+        self.fits_done = 0
+        self._lock_conn: Connection | None = None
+        self._wake = threading.Event()
+        self._local = threading.Lock()
+        engine = state.engine
+        if store.is_sqlite(engine):
+            self._file_lock: _FileLock | None = _FileLock(str(engine.url.database) + ".refit-lock")
+        else:
+            self._file_lock = None
+
+    def start(self) -> None:
+        self._start_executor()
+        self._thread.start()
+
+    def _start_executor(self) -> None:
+        if self.settings.fit_in_process:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from .._lifetime import exit_with_parent
+            from .refit import warm_up_worker
+
+            self._executor = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=exit_with_parent,  # no orphan fit process after a crash
+                initargs=(os.getpid(),),
+            )
+            self._executor.submit(warm_up_worker)
+        else:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="arena-fit")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=60)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._lock_conn is not None:
+            self._lock_conn.close()
+
+    def nudge(self) -> None:
+        """Look now (e.g. after an admin change) instead of at the next poll."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+                self.last_error = self.state.refit_error = None
+            except TooFewRecords as exc:  # not a failure: the arena is young
+                self.last_error = self.state.refit_error = None
+                self.state.refit_waiting = waiting_message(exc)
+            except Exception as exc:  # the loop must survive a failed fit or a lost connection
+                msg = for_the_service(f"{type(exc).__name__}: {exc}")
+                if msg != self.last_error:
+                    log.warning("refitter: %s", msg)
+                self.last_error = msg
+                self.state.refit_error = msg
+                if type(exc).__name__ == "BrokenProcessPool" and not self._stop.is_set():
+                    self._start_executor()  # the fit process died (e.g. killed): a new one
+            self._wake.wait(self.settings.poll_seconds)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        st = self.state
+        with st.engine.connect() as conn:
+            rev = int(store.get_meta(conn, "revision") or 0)
+            wm = store.watermark(conn)
+            newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
+            if rev != st.revision:
+                st._load_registry(conn)
+        with st.lock:
+            st.votes_seen = max(st.votes_seen, wm)
+        if newer is not None:
+            st.install_fit(published_fit(newer))
+        if self._due(wm):
+            self.refit()
+
+    def _due(self, wm: int) -> bool:
+        fit = self.state.fit
+        if wm == 0:
+            return False
+        if fit is None:
+            return True
+        cfg = self.state.config
+        behind = wm - fit.as_of_vote
+        return behind > 0 and (
+            behind >= cfg.refit_votes or time.time() - fit.fitted_at >= cfg.refit_seconds
+        )
+
+    def _acquire(self) -> bool:
+        if self._file_lock is not None:
+            return self._file_lock.acquire()
+        if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.invalidated:
+            self._lock_conn = self.state.engine.connect()
+        return store.try_refit_lock(self._lock_conn)
+
+    def _release(self) -> None:
+        if self._file_lock is not None:
+            self._file_lock.release()
+            return
+        if self._lock_conn is not None:
+            store.release_refit_lock(self._lock_conn)
+
+    def refit_now(self, timeout: float = 120.0) -> PublishedFit | None:
+        """Refit at once if any vote is newer than the published fit (waiting for a refit that
+        is running, here or in another worker); returns the fit that includes every vote seen."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                fit = self.refit(force=True, wait=True)
+            except TooFewRecords as exc:
+                self.state.refit_waiting = waiting_message(exc)
+                raise ApiError(
+                    503, "waiting", f"no leaderboard yet: {waiting_message(exc)}"
+                ) from None
+            if fit is not None:
+                return fit
+            with self.state.engine.connect() as conn:
+                wm = store.watermark(conn)
+            cur = self.state.fit
+            if cur is not None and cur.as_of_vote >= wm:
+                return cur
+            if wm == 0:
+                return None
+            time.sleep(0.05)
+        raise ApiError(503, "busy", "another refit is taking long; retry later")
+
+    def refit(self, *, force: bool = False, wait: bool = False) -> PublishedFit | None:
+        """Refit now if this worker gets the lock and no other worker has just published
+        (``force``: whenever a vote is newer than the published fit)."""
+        if not self._local.acquire(blocking=wait):
+            return None
+        try:
+            return self._refit_locked(force)
+        finally:
+            self._local.release()
+
+    def _refit_locked(self, force: bool) -> PublishedFit | None:
+        st = self.state
+        if not self._acquire():
+            return None
+        try:
+            with st.engine.connect() as conn:
+                newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
+                wm = store.watermark(conn)
+            if newer is not None:
+                st.install_fit(published_fit(newer))
+            fit = st.fit
+            stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
+            if not (self._due(wm) or (force and stale)):
+                return None
+            snap = store.read_snapshot(st.engine)
+            if snap.empty:
+                return None
+            cfg = st.config.model_dump()
+            screening = st.fit.payload.get("screening") if st.fit else None
+            assert self._executor is not None
+            out: FitOutput = self._executor.submit(
+                run_fit, snap, cfg, screening, self.settings.db
+            ).result()
+            fitted_at = time.time()
+            fid = st.writer.run(
+                lambda c: store.publish_fit(
+                    c,
+                    "am-elo",
+                    snap.as_of_vote,
+                    fitted_at,
+                    out.seconds,
+                    out.payload,
+                    self.settings.keep_fits,
+                )
+            )
+            fit = PublishedFit(
+                fid, snap.as_of_vote, fitted_at, out.seconds, out.payload, out.fitted
+            )
+            st.install_fit(fit)
+            self.fits_done += 1
+            if self.on_fit is not None:
+                self.on_fit(fit)
+            return fit
+        finally:
+            self._release()

@@ -1,0 +1,115 @@
+"""The dashboard's statements: the pages drawn per published fit (``dashboard_views``) and the
+admin logins (``dashboard_sessions``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from .engine import write_conn
+from .queries import get_meta
+from .tables import battles, dashboard_sessions, dashboard_views
+
+__all__ = [
+    "newest_view",
+    "view_exists",
+    "insert_view",
+    "count_battles",
+    "open_session",
+    "close_session",
+    "session_row",
+]
+
+
+def newest_view(engine: Engine, after: int | None) -> tuple[Any, float]:
+    """The newest stored view if newer than fit id ``after`` (``None``: any), else ``None``; and
+    when someone last watched the dashboard (any worker; 0 = never)."""
+    t = dashboard_views
+    with engine.connect() as conn:
+        newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
+        row = None
+        if newest is not None and (after is None or newest > after):
+            row = conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
+        watched = get_meta(conn, "dashboard_watched_at")
+    return row, float(watched) if watched else 0.0
+
+
+def view_exists(engine: Engine, fit_id: int) -> bool:
+    t = dashboard_views
+    with engine.connect() as conn:
+        return conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == fit_id)).first() is not None
+
+
+def insert_view(
+    engine: Engine, info: dict[str, Any], blobs: dict[str, bytes], rendered_at: float, keep: int
+) -> bool:
+    """Insert the view of fit ``info["fit_id"]`` (its compressed ``page``, ``main``, ``admin``)
+    unless one exists, and delete all but the newest ``keep``; returns whether it inserted."""
+    t = dashboard_views
+    conn = write_conn(engine)
+    try:
+        with conn.begin():
+            if conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == info["fit_id"])).first():
+                return False
+            conn.execute(
+                t.insert().values(
+                    fit_id=info["fit_id"],
+                    as_of_vote=info["as_of_vote"],
+                    fitted_at=info["fitted_at"],
+                    rendered_at=rendered_at,
+                    info=json.dumps(info, allow_nan=False),
+                    **blobs,
+                )
+            )
+            newest = sa.select(t.c.fit_id).order_by(t.c.fit_id.desc()).limit(keep).subquery()
+            cutoff = sa.select(sa.func.min(newest.c.fit_id)).scalar_subquery()
+            conn.execute(t.delete().where(t.c.fit_id < cutoff))
+    except sa.exc.IntegrityError:  # another worker stored the same fit a moment ago
+        return False
+    finally:
+        conn.info.pop("immediate", None)
+        conn.close()
+    return True
+
+
+def count_battles(engine: Engine) -> int:
+    """Battles served by the whole arena."""
+    with engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(battles)).scalar_one())
+
+
+def open_session(
+    conn: Connection, token_hash: str, annotator_id: int, key_id: str, now: float, hours: float
+) -> None:
+    """Store a new admin session (and drop the expired ones)."""
+    s = dashboard_sessions
+    conn.execute(s.delete().where(s.c.expires_at < now))
+    conn.execute(
+        s.insert().values(
+            token_hash=token_hash,
+            annotator_id=annotator_id,
+            key_id=key_id,
+            created_at=now,
+            expires_at=now + 3600.0 * hours,
+        )
+    )
+
+
+def close_session(conn: Connection, token_hash: str) -> None:
+    s = dashboard_sessions
+    conn.execute(s.delete().where(s.c.token_hash == token_hash))
+
+
+def session_row(engine: Engine, token_hash: str) -> Any:
+    """(annotator_id, key_id) of a live session, or None."""
+    s = dashboard_sessions
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(s.c.annotator_id, s.c.key_id).where(
+                s.c.token_hash == token_hash, s.c.expires_at > time.time()
+            )
+        ).first()

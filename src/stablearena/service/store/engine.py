@@ -1,0 +1,158 @@
+"""Opening the live arena's database and migrating it (Alembic, ``migrations/``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event, select
+from sqlalchemy.engine import Connection, Engine
+
+from ...errors import InputError
+from .tables import MIGRATION_LOCK, annotators, meta
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``. SQLite: WAL, ``synchronous=FULL``, foreign keys, a 30 s busy
+    timeout, and explicit ``BEGIN`` (``BEGIN IMMEDIATE`` on write connections) instead of the
+    driver's implicit transactions, so that reads inside a transaction see one snapshot."""
+    if url.startswith("sqlite"):
+        u = sa.engine.make_url(url)
+        if not u.database or u.database == ":memory:":
+            raise InputError(
+                f"--db {url!r}: the live arena needs a database file, e.g. sqlite:///arena.db."
+            )
+        parent = Path(u.database).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise InputError(f"--db {url!r}: the directory {parent} does not exist.")
+        engine = sa.create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=8
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("immediate") else "BEGIN")
+
+        return engine
+    if url.startswith("postgresql"):
+        return sa.create_engine(url, pool_size=8, max_overflow=16, pool_pre_ping=True)
+    raise InputError(f"--db {url!r}: use sqlite:///FILE or postgresql+psycopg://… .")
+
+
+def is_sqlite(engine: Engine | Connection) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def write_conn(engine: Engine) -> Connection:
+    conn = engine.connect()
+    if is_sqlite(engine):
+        conn.info["immediate"] = True
+    return conn
+
+
+def alembic_config() -> Any:
+    """The Alembic configuration of the arena's migrations (``migrations/`` beside this module)."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", "stablearena.service.store:migrations")
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the schema to ``revision`` (no admin key, no lock: tests and tools)."""
+    from alembic import command
+
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def schema_differences(engine: Engine, target: sa.MetaData | None = None) -> list[Any]:
+    """What differs between the database's schema and ``target`` (by default
+    :data:`~.tables.metadata`): Alembic's ``compare_metadata``, empty when they agree."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from .tables import metadata
+
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        return list(compare_metadata(ctx, metadata if target is None else target))
+
+
+def new_migration(message: str) -> Path:
+    """Generate the next migration from :data:`~.tables.metadata` (Alembic autogenerate against a
+    scratch SQLite database upgraded to the current head) into ``migrations/versions``; returns
+    its path. Review it (and run the migration test) before committing. The revision id is the
+    next number (``0003``, ``0004``, …)."""
+    import tempfile
+
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    cfg = alembic_config()
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    rev_id = f"{int(head or 0) + 1:04d}"
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = make_engine(f"sqlite:///{tmp}/scratch.db")
+        try:
+            upgrade(engine)
+            with engine.begin() as conn:
+                cfg.attributes["connection"] = conn
+                script = command.revision(cfg, message, autogenerate=True, rev_id=rev_id)
+        finally:
+            engine.dispose()
+    return Path(script.path)  # type: ignore[union-attr]
+
+
+def migrate(engine: Engine) -> str | None:
+    """Create or upgrade the tables (Alembic, ``stablearena/service/store/migrations``) under a lock,
+    so that workers starting together migrate once. On the first start also create the admin
+    key: returned once (only its hash is stored); ``None`` on later starts."""
+    from alembic import command
+
+    from ..security import new_key
+
+    cfg = alembic_config()
+    conn = write_conn(engine)
+    try:
+        with conn.begin():
+            if not is_sqlite(engine):
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+            admin = conn.execute(
+                select(annotators.c.id).where(annotators.c.role == "admin")
+            ).first()
+            if admin is not None:
+                return None
+            key = new_key()
+            conn.execute(
+                annotators.insert().values(
+                    name="admin",
+                    role="admin",
+                    key_id=key.key_id,
+                    key_hash=key.key_hash,
+                    created_at=time.time(),
+                )
+            )
+            for k, v in (("revision", "0"), ("created_at", repr(time.time()))):
+                conn.execute(meta.insert().values(key=k, value=v))
+            return key.secret
+    finally:
+        conn.info.pop("immediate", None)
+        conn.close()

@@ -1,0 +1,168 @@
+"""The arena's reads and small writes: the configuration and registry revision (``meta``),
+the registry (models and keys), the counts, the published fits, the refit lock."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy import Integer, Text, func, select
+from sqlalchemy.engine import Connection, Engine
+
+from ..refit import Snapshot
+from .tables import REFIT_LOCK, annotators, fits, meta, models, votes
+from .votes import cursor
+
+
+def bump_revision(conn: Connection) -> None:
+    """Tell every worker to reload models, keys and the configuration."""
+    conn.info.pop("revision_seen", None)  # read again by the next write of this transaction
+    conn.execute(
+        meta.update()
+        .where(meta.c.key == "revision")
+        .values(value=sa.cast(sa.cast(meta.c.value, Integer) + 1, Text))
+    )
+
+
+def get_meta(conn: Connection, key: str) -> str | None:
+    row = conn.execute(select(meta.c.value).where(meta.c.key == key)).first()
+    return None if row is None else row[0]
+
+
+def set_meta(conn: Connection, key: str, value: str) -> None:
+    done = conn.execute(meta.update().where(meta.c.key == key).values(value=value)).rowcount
+    if not done:
+        conn.execute(meta.insert().values(key=key, value=value))
+
+
+def load_config(conn: Connection) -> dict[str, Any]:
+    raw = get_meta(conn, "arena_config")
+    return {} if raw is None else json.loads(raw)
+
+
+def watermark(conn: Connection) -> int:
+    """The newest vote id (0 with no votes)."""
+    return int(conn.execute(select(func.coalesce(func.max(votes.c.id), 0))).scalar_one())
+
+
+def latest_fit_row(conn: Connection, after: int = 0) -> Any:
+    """The newest published fit (id, method, as_of_vote, fitted_at, seconds, payload), or None
+    when there is none newer than id ``after``."""
+    return conn.execute(
+        select(fits).where(fits.c.id > after).order_by(fits.c.id.desc()).limit(1)
+    ).first()
+
+
+def publish_fit(
+    conn: Connection,
+    method: str,
+    as_of_vote: int,
+    fitted_at: float,
+    seconds: float,
+    payload: dict[str, Any],
+    keep: int,
+) -> int:
+    """Insert a fit and delete all but the newest ``keep``; returns its id."""
+    fid = conn.execute(
+        fits.insert().values(
+            method=method,
+            as_of_vote=as_of_vote,
+            fitted_at=fitted_at,
+            seconds=seconds,
+            payload=json.dumps(payload, allow_nan=False),
+        )
+    ).inserted_primary_key[0]
+    conn.execute(fits.delete().where(fits.c.id <= fid - keep))
+    return int(fid)
+
+
+def read_snapshot(engine: Engine) -> Snapshot:
+    """The pair counts and the newest vote id, read in one transaction (one snapshot). The
+    number of (current) votes is the counts' total: each vote adds one count, a correction
+    moves it."""
+    with engine.connect() as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        wm = watermark(conn)
+        cur = cursor(conn)
+        cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
+        rows = np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
+        cur.execute("SELECT id, name FROM models ORDER BY id")
+        model_rows = cur.fetchall()
+        cur.execute("SELECT id, name FROM annotators ORDER BY id")
+        annotator_rows = cur.fetchall()
+    model_ids = np.array([r[0] for r in model_rows], dtype=np.int64)
+    annotator_ids = np.array([r[0] for r in annotator_rows], dtype=np.int64)
+    ids = rows[:, :3].astype(np.int64)
+    return Snapshot(
+        as_of_vote=int(wm),
+        n_votes=int(round(rows[:, 3:].sum())),
+        model_names=tuple(r[1] for r in model_rows),
+        annotator_names=tuple(r[1] for r in annotator_rows),
+        i=np.searchsorted(model_ids, ids[:, 0]),
+        j=np.searchsorted(model_ids, ids[:, 1]),
+        annotator=np.searchsorted(annotator_ids, ids[:, 2]),
+        wins=rows[:, 3].copy(),
+        losses=rows[:, 4].copy(),
+        ties=rows[:, 5].copy(),
+        ties_both_bad=rows[:, 6].copy(),
+    )
+
+
+# ---------------------------------------------------------------------------------- registry
+def model_rows(conn: Connection) -> list[Any]:
+    """Every model, in id order."""
+    return conn.execute(select(models).order_by(models.c.id)).all()
+
+
+def key_rows(conn: Connection) -> list[Any]:
+    """Every annotator that has (or had) a key."""
+    return conn.execute(select(annotators).where(annotators.c.key_id.is_not(None))).all()
+
+
+def key_row(conn: Connection, key_id: str) -> Any:
+    """The annotator of ``key_id``, or None."""
+    return conn.execute(select(annotators).where(annotators.c.key_id == key_id)).first()
+
+
+def pair_totals(conn: Connection) -> np.ndarray:
+    """(i, j, votes) per pair of model ids, summed over annotators and outcomes."""
+    cur = cursor(conn)
+    cur.execute(
+        "SELECT i, j, SUM(wins + losses + ties + ties_both_bad) FROM pair_counts GROUP BY i, j"
+    )
+    return np.array(cur.fetchall(), dtype=float).reshape(-1, 3)
+
+
+def judged_rows(conn: Connection) -> list[tuple[int, int, int]]:
+    """(annotator id, i, j) of every pair an annotator has a vote on."""
+    cur = cursor(conn)
+    cur.execute(
+        "SELECT annotator_id, i, j FROM pair_counts WHERE wins + losses + ties + ties_both_bad > 0"
+    )
+    return cur.fetchall()
+
+
+# ---------------------------------------------------------------------------------- health, locks
+def ping(engine: Engine) -> bool:
+    """Whether the database answers."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+def try_refit_lock(conn: Connection) -> bool:
+    """PostgreSQL: take the session's "one refitter at a time" advisory lock if it is free."""
+    got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": REFIT_LOCK}).scalar_one()
+    conn.commit()
+    return bool(got)
+
+
+def release_refit_lock(conn: Connection) -> None:
+    conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": REFIT_LOCK})
+    conn.commit()

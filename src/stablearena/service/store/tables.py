@@ -1,0 +1,141 @@
+"""The live arena's tables: one SQLAlchemy :data:`metadata`, the single source of the schema
+(the Alembic migrations under ``migrations/`` are generated from it, and a test checks that they
+agree).
+
+Durable state: the vote log (``votes``, each referring to a served ``battles`` row) and, updated
+in the same transaction as each vote, ``pair_counts`` — per (pair i < j of model ids,
+annotator) the numbers of wins of i, wins of j, ties and both-bad ties, the sufficient
+statistic every fit reads. A correction keeps the old vote (``superseded``) and moves one count
+from its outcome to the new one. Published fits are rows of ``fits``; ``meta`` holds the
+arena's configuration and a revision number that tells other workers to reload models and keys.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    false,
+)
+
+#: API outcome labels, in :class:`stablearena.Outcome` code order.
+OUTCOMES: tuple[str, ...] = ("model_a", "model_b", "tie", "both_bad")
+#: Labels written by the export (FastChat's, read back by ``stablearena rank``).
+EXPORT_LABELS: tuple[str, ...] = ("model_a", "model_b", "tie", "tie (bothbad)")
+
+metadata = MetaData()
+
+models = Table(
+    "models",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("retired", Boolean, nullable=False, server_default=false()),
+    Column("outage", Boolean, nullable=False, server_default=false()),
+    Column("boost", Float, nullable=False, server_default="1"),
+    Column("boost_until", Integer, nullable=False, server_default="0"),
+    Column("added_at", Float, nullable=False),
+)
+annotators = Table(
+    "annotators",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("role", String(16), nullable=False),  # annotator | admin | imported
+    Column("key_id", String(32), unique=True),
+    Column("key_hash", String(64)),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float),
+)
+battles = Table(
+    "battles",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("model_a", Integer, ForeignKey("models.id"), nullable=False),
+    Column("model_b", Integer, ForeignKey("models.id"), nullable=False),
+    Column("strategy", String(40), nullable=False),
+    Column("propensity", Float),
+    Column("served_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+votes = Table(
+    "votes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("battle_id", String(32), ForeignKey("battles.id"), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("outcome", SmallInteger, nullable=False),
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("model_a", Integer, nullable=False),
+    Column("model_b", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("first_at", Float, nullable=False),
+    Column("superseded", Boolean, nullable=False, server_default=false()),
+    UniqueConstraint("battle_id", "revision", name="uq_votes_battle_revision"),
+)
+pair_counts = Table(
+    "pair_counts",
+    metadata,
+    Column("i", Integer, primary_key=True),
+    Column("j", Integer, primary_key=True),
+    Column("annotator_id", Integer, primary_key=True),
+    Column("wins", Float, nullable=False, server_default="0"),
+    Column("losses", Float, nullable=False, server_default="0"),
+    Column("ties", Float, nullable=False, server_default="0"),
+    Column("ties_both_bad", Float, nullable=False, server_default="0"),
+)
+fits = Table(
+    "fits",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("method", String(40), nullable=False),
+    Column("as_of_vote", Integer, nullable=False),
+    Column("fitted_at", Float, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("payload", Text, nullable=False),
+)
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+# The dashboard (migration 0002): the pages drawn for a published fit (gzip-compressed HTML,
+# written by the render process, served by every worker) and the admin logins (the SHA-256
+# of each session token; the token itself lives only in the browser's cookie).
+dashboard_views = Table(
+    "dashboard_views",
+    metadata,
+    Column("fit_id", Integer, primary_key=True, autoincrement=False),
+    Column("as_of_vote", Integer, nullable=False),
+    Column("fitted_at", Float, nullable=False),
+    Column("rendered_at", Float, nullable=False),
+    Column("info", Text, nullable=False),
+    Column("page", LargeBinary, nullable=False),
+    Column("main", LargeBinary, nullable=False),
+    Column("admin", LargeBinary, nullable=False),
+)
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("key_id", String(32), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
+#: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".
+MIGRATION_LOCK = 0x5AB1E_0001
+REFIT_LOCK = 0x5AB1E_0002
