@@ -150,3 +150,52 @@ def test_cli_selection_pooled(two_arenas, tmp_path, cli):
     assert code == 2 and "not JSON" in err
     code, _, err = cli("experiment", "selection-pooled", *files, "--threshold", "0")
     assert code == 2
+
+
+# The evidence the default was chosen on (docs/methods/default-design.md; 20 seeds per arena,
+# init 100, steps 100/200/500/1000, measured 2026-11-25): per arena, the challenger's paired
+# difference from d-opt (mean, SE) on sim20, sim100, Chatbot Arena 2024 fitted Rao–Kupper,
+# LLMFAO even prompts fitted Rao–Kupper + annotators, Chatbot Arena 2024 replay, LLMFAO even
+# prompts replay. Pooled (DerSimonian–Laird): a-opt − d-opt −0.0001 ± 0.0031 (z −0.04),
+# rank-opt − d-opt −0.0009 ± 0.0021 (z −0.42): no challenger leads by two standard errors, so
+# the incumbent d-opt stays. Changing the default needs new evidence here, not a new opinion.
+EVIDENCE = {
+    "a-opt": [
+        (-0.006382, 0.001969),
+        (0.008121, 0.003006),
+        (-0.000816, 0.004906),
+        (-0.011185, 0.00544),
+        (0.005045, 0.005803),
+        (0.003375, 0.002646),
+    ],
+    "rank-opt": [
+        (-0.002434, 0.002192),
+        (0.000591, 0.004304),
+        (-0.005764, 0.003749),
+        (-0.008226, 0.00547),
+        (0.003457, 0.006443),
+        (0.005267, 0.002641),
+    ],
+}
+
+
+def test_the_default_is_what_the_rule_chose_on_the_recorded_evidence():
+    from stablearena.selection import DEFAULT_STRATEGY
+
+    rows = []
+    for name, arenas in EVIDENCE.items():
+        pooled = random_effects_mean([m for m, _ in arenas], [s for _, s in arenas])
+        rows.append(
+            {
+                "strategy": name,
+                "reference": INCUMBENT,
+                "mean_diff": pooled["mean"],
+                "se": pooled["se"],
+            }
+        )
+    a_opt, rank_opt = rows
+    assert a_opt["mean_diff"] == pytest.approx(-0.0001, abs=5e-5)
+    assert a_opt["se"] == pytest.approx(0.0031, abs=5e-5)
+    assert rank_opt["mean_diff"] == pytest.approx(-0.0009, abs=5e-5)
+    assert rank_opt["se"] == pytest.approx(0.0021, abs=5e-5)
+    assert choose_default(rows)["default"] == DEFAULT_STRATEGY == "d-opt"

@@ -83,11 +83,12 @@ __all__ = [
 ]
 
 #: The strategy used wherever the project chooses pairs without being told which
-#: (``stablearena next-pairs``, :func:`select_pairs`, the live arena): the best measured one —
-#: the highest paired difference from random of the mean pairwise metric, averaged over the six
-#: arenas of the README's 20-seed table ("Fewer battles"; a-opt +0.0091, d-opt +0.0080,
-#: rank-opt +0.0076, each ± about 0.0019: within noise of one another).
-DEFAULT_STRATEGY: str = "a-opt"
+#: (``stablearena next-pairs``, :func:`select_pairs`, the live arena), chosen by the rule of
+#: docs/methods/default-design.md: the incumbent d-opt stays unless a challenger beats it by two
+#: standard errors of the random-effects mean over six arenas. Neither did (20 seeds per arena,
+#: 2026-11-25): a-opt − d-opt −0.0001 ± 0.0031, rank-opt − d-opt −0.0009 ± 0.0021; pinned by
+#: tests/test_default_design.py.
+DEFAULT_STRATEGY: str = "d-opt"
 
 BatchMode = Literal["greedy", "top-k"]
 Estimate = Literal["plug-in", "empirical-bayes"]

@@ -58,7 +58,7 @@ def next_pairs(
             "-s",
             help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, rank-opt, "
             "a-opt-grounded, d-opt-grounded (default: stablearena.selection.DEFAULT_STRATEGY, "
-            "the best measured).",
+            "d-opt, chosen on pooled evidence: docs/methods/default-design.md).",
         ),
     ] = None,
     annotator: Annotated[
