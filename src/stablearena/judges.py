@@ -171,11 +171,14 @@ def combine_orders(first: str, second: str) -> str:
 
 
 class JudgeClient:
-    """Calls a judge: :meth:`judge` one battle in both orders (the two calls run at once)."""
+    """Calls a judge: :meth:`judge_pair` judges one battle in both orders (the two calls run at
+    once). ``client``: another transport with the same ``messages``/``complete`` calls (e.g.
+    :class:`~stablearena.endpoints.demo.LocalDemoClient`); by default an
+    :class:`EndpointClient` of the judge's endpoint (``options`` go to it)."""
 
-    def __init__(self, judge: Judge, **options: Any):
+    def __init__(self, judge: Judge, client: Any = None, **options: Any):
         self.judge = judge
-        self.client = EndpointClient(judge.endpoint, **options)
+        self.client = client if client is not None else EndpointClient(judge.endpoint, **options)
 
     @property
     def name(self) -> str:

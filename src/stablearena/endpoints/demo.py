@@ -36,6 +36,8 @@ __all__ = [
     "demo_verdict",
     "parse_judge_prompt",
     "is_correct",
+    "demo_reply",
+    "LocalDemoClient",
 ]
 
 #: The look-up table of the demo prompts.
@@ -197,3 +199,56 @@ def demo_verdict(judge: DemoJudge, message: str, seed: int = 0) -> str:
         f"Assistant A's answer is {'right' if ok_a else 'wrong'}; assistant B's answer is "
         f"{'right' if ok_b else 'wrong'}. My final verdict is [[{verdict}]]."
     )
+
+
+_MODELS_BY_NAME = {m.name: m for m in DEMO_MODELS}
+_JUDGES_BY_NAME = {j.name: j for j in DEMO_JUDGES}
+
+
+def demo_reply(model: str, messages: list[dict[str, str]], seed: int = 0) -> str | None:
+    """The reply of demo model or judge ``model`` to chat ``messages`` (``None``: no such
+    model). A demo model answers the last user message; a demo judge reads all of them."""
+    if model in _MODELS_BY_NAME:
+        user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+        return demo_answer(_MODELS_BY_NAME[model], str(user), seed)
+    if model in _JUDGES_BY_NAME:
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        return demo_verdict(_JUDGES_BY_NAME[model], text, seed)
+    return None
+
+
+class LocalDemoClient:
+    """The demo models and judges called in process: the same replies as the demo server
+    (:func:`demo_reply`), without HTTP. It has the calls of
+    :class:`~stablearena.endpoints.client.EndpointClient` that the arena uses (``answer``,
+    ``complete``, ``messages``, ``aclose``), so experiments run the arena loop unchanged."""
+
+    def __init__(self, name: str, model: str | None = None, seed: int = 0,
+                 system_prompt: str | None = None):  # fmt: skip
+        self.name, self.model, self.seed = name, model or name, seed
+        self.system_prompt = system_prompt
+        if self.model not in _MODELS_BY_NAME and self.model not in _JUDGES_BY_NAME:
+            from ..errors import InputError
+
+            raise InputError(f"no demo model or judge {self.model!r}")
+
+    def messages(self, prompt: str) -> list[dict[str, str]]:
+        """As :meth:`EndpointClient.messages`."""
+        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return [*out, {"role": "user", "content": prompt}]
+
+    async def complete(self, messages: list[dict[str, str]]):  # noqa: ANN201 - Answer
+        """One reply, as an :class:`~stablearena.endpoints.client.Answer` (tokens counted as the
+        demo server counts them: words)."""
+        from .client import Answer
+
+        text = demo_reply(self.model, list(messages), self.seed) or ""
+        n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
+        return Answer(self.name, text, "stop", 0.0, 0.0, n_in, len(text.split()), "server")
+
+    async def answer(self, prompt: str, prompt_id: str | None = None):  # noqa: ANN201
+        """The reply to a one-turn prompt."""
+        return await self.complete(self.messages(prompt))
+
+    async def aclose(self) -> None:
+        """Nothing to close."""

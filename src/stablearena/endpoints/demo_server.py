@@ -37,12 +37,10 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .demo import DEMO_JUDGES, DEMO_MODELS, demo_answer, demo_verdict
+from .demo import DEMO_JUDGES, DEMO_MODELS, demo_reply
 
 __all__ = ["create_app", "main", "DemoServer", "tokens"]
 
-_MODELS = {m.name: m for m in DEMO_MODELS}
-_JUDGES = {j.name: j for j in DEMO_JUDGES}
 _TOKEN = re.compile(r"\S+\s*")
 
 
@@ -85,7 +83,7 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
     async def models(request: Request) -> JSONResponse:
         if not authorised(request):
             return _error(401, "missing or wrong API key", "invalid_api_key")
-        names = [*_MODELS, *_JUDGES]
+        names = [m.name for m in (*DEMO_MODELS, *DEMO_JUDGES)]
         data = [
             {"id": n, "object": "model", "created": 0, "owned_by": "stablearena"} for n in names
         ]
@@ -115,13 +113,8 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
                 return _error(429, "rate limited", "rate_limited", {"Retry-After": wait or "1"})
         if "fail500" in modes or ("flaky" in modes and n <= int(modes["flaky"])):
             return _error(500, "the demo model failed (fail mode)", "server_error")
-        req_seed = int(body.get("seed", seed) or 0)
-        if base in _MODELS:
-            user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
-            text = demo_answer(_MODELS[base], str(user), req_seed)
-        elif base in _JUDGES:
-            text = demo_verdict(_JUDGES[base], text_in, req_seed)
-        else:
+        text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
+        if text is None:
             return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
         toks = tokens(text)
         finish = "stop"
