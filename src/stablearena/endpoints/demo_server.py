@@ -39,7 +39,7 @@ from typing import Any
 
 from .demo import DEMO_JUDGES, DEMO_MODELS, demo_reply
 
-__all__ = ["create_app", "main", "DemoServer", "tokens"]
+__all__ = ["create_app", "main", "DemoServer", "tokens", "demo_endpoints"]
 
 _TOKEN = re.compile(r"\S+\s*")
 
@@ -257,6 +257,16 @@ class DemoServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def demo_endpoints(base_url: str):  # noqa: ANN201 - (models, judges)
+    """The eight demo models (:class:`ModelEndpoint`) and five demo judges
+    (:class:`~stablearena.judges.Judge`) served at ``base_url``."""
+    from ..judges import demo_judges
+    from .config import ModelEndpoint
+
+    models = [ModelEndpoint(m.name, base_url, m.name) for m in DEMO_MODELS]
+    return models, demo_judges(base_url)
 
 
 if __name__ == "__main__":  # pragma: no cover
