@@ -623,7 +623,8 @@ class AutoArena:
 
 
 def fit_leaderboard(result: AutoResult, rater: str = "am-elo") -> tuple[Any, list[str]]:
-    """The fitted leaderboard of an automatic arena's judgements, and notes: am-ELO with the
+    """The fitted leaderboard of an automatic arena's judgements (models without a
+    successful judgement left out), and notes: am-ELO with the
     judges as annotators (their abilities estimated; docs/methods/annotators.md), or m-ELO on
     all judgements alike when ``rater="m-elo"`` — or when am-ELO finds no solution (then a note
     says why)."""
@@ -632,10 +633,13 @@ def fit_leaderboard(result: AutoResult, rater: str = "am-elo") -> tuple[Any, lis
     from .errors import StableArenaError, StableArenaWarning
     from .raters.base import get_rater
 
-    battles = result.battles()
+    battles = result.battles().compact()
     if len(battles) == 0:
         raise InputError("no judgement succeeded, so there is no leaderboard (see the failures)")
     notes: list[str] = []
+    missing = [m for m in result.models if m not in battles.models]
+    if missing:
+        notes.append(f"left out, no successful judgement: {', '.join(missing)}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StableArenaWarning)
         if rater == "am-elo":

@@ -163,7 +163,7 @@ def auto(
     if report is not None:
         from ..report import build_report
 
-        rep = build_report(fitted, result.battles(), source="stablearena auto",
+        rep = build_report(fitted, result.battles().compact(), source="stablearena auto",
                            command=" ".join(["stablearena", *sys.argv[1:]]))  # fmt: skip
         rep.write(report)
         err_console.print(f"report written to {report}")

@@ -200,7 +200,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=8001, help="0 = any free port")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-key-env", default=None, help="environment variable with the key")
+    p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent dies")
     args = p.parse_args(argv)
+    if args.exit_with_parent:
+        _watch_parent()
     key = None
     if args.api_key_env:
         key = os.environ.get(args.api_key_env)
@@ -218,6 +221,21 @@ def main(argv: list[str] | None = None) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
+def _watch_parent() -> None:
+    """Exit when the parent process dies (a killed ``auto --demo`` leaves no server behind)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 class DemoServer:
     """The demo server as a subprocess on a free loopback port, for tests, ``auto --demo`` and
     benchmarks: ``with DemoServer(seed=0) as server: server.base_url``."""
@@ -229,7 +247,7 @@ class DemoServer:
 
     def __enter__(self) -> DemoServer:
         cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--port", "0"]
-        cmd += ["--seed", str(self.seed)]
+        cmd += ["--seed", str(self.seed), "--exit-with-parent"]
         if self.api_key_env:
             cmd += ["--api-key-env", self.api_key_env]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
