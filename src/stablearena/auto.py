@@ -454,6 +454,7 @@ class AutoArena:
         if rec.get("stage") != "answer":
             self._done.add(self._key(mx.name, my.name, prompt.id))
         r.judgements.append(rec)
+        self._n_ok += rec["outcome"] is not None
         if self.on_progress is not None:
             self.on_progress(r)
 
@@ -559,7 +560,7 @@ class AutoArena:
             tracker = InformationTracker(self.names, estimate=estimate)
             if len(battles):
                 tracker.refresh(refitter.fit(), counts=refitter.counts())
-        last_check = len(r.judgements) - len(r.failures)
+        self._n_ok = last_check = len(r.judgements) - len(r.failures)
         idle = 0
         try:
             while True:
@@ -583,7 +584,7 @@ class AutoArena:
                 if not batch:
                     r.stop_reason = "exhausted"
                     break
-                before = len(r.judgements) - len(r.failures)
+                before = self._n_ok
                 calls_before = r.calls
                 await asyncio.gather(
                     *(
@@ -595,19 +596,19 @@ class AutoArena:
                         for i, j, pid in batch
                     )
                 )
-                battles = r.battles()
-                n_ok = len(battles)
+                n_ok = self._n_ok
                 idle = idle + 1 if n_ok == before and r.calls == calls_before else 0
                 if idle >= 3:
                     r.stop_reason = "failing"
                     break
                 if tracker is not None and n_ok > before:
+                    battles = r.battles()
                     refitter = Refitter(self.names)
                     refitter.add(battles.model_a, battles.model_b, battles.outcome)
                     tracker.refresh(refitter.fit(), counts=refitter.counts())
                 if n_ok - last_check >= cfg.check_every:
                     last_check = n_ok
-                    if self._precise(battles):
+                    if self._precise(r.battles()):
                         r.stop_reason = "precision"
                         break
         finally:

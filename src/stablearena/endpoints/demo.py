@@ -81,14 +81,14 @@ class DemoJudge:
 
 #: Eight demo models of known quality, best first (the true order).
 DEMO_MODELS: tuple[DemoModel, ...] = (
-    DemoModel("demo-ace", 0.05),
-    DemoModel("demo-sharp", 0.12),
-    DemoModel("demo-solid", 0.20),
-    DemoModel("demo-fair", 0.28),
-    DemoModel("demo-middling", 0.36),
-    DemoModel("demo-shaky", 0.45),
-    DemoModel("demo-sloppy", 0.55),
-    DemoModel("demo-wild", 0.65),
+    DemoModel("demo-ace", 0.02),
+    DemoModel("demo-sharp", 0.14),
+    DemoModel("demo-solid", 0.26),
+    DemoModel("demo-fair", 0.38),
+    DemoModel("demo-middling", 0.50),
+    DemoModel("demo-shaky", 0.62),
+    DemoModel("demo-sloppy", 0.74),
+    DemoModel("demo-wild", 0.86),
 )
 
 #: Five demo judges: three honest ones of different accuracy, a position-biased one and an
