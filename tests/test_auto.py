@@ -10,7 +10,6 @@ import sys
 import time
 from collections import Counter
 
-import httpx
 import numpy as np
 import pandas as pd
 import pytest
@@ -99,10 +98,6 @@ def server():
         yield s
 
 
-def stats(server) -> dict:
-    return httpx.get(server.base_url.removesuffix("/v1") + "/demo/stats").json()
-
-
 def test_over_http_answers_once_and_failures_are_never_votes(server):
     names = [m.name for m in DEMO_MODELS[:3]]
     models = [EndpointClient(ModelEndpoint(n, server.base_url, f"{n}+id=once")) for n in names]
@@ -113,7 +108,7 @@ def test_over_http_answers_once_and_failures_are_never_votes(server):
     judges = [JudgeClient(j) for j in demo_judges(server.base_url, ["judge-keen"])]
     judges.append(JudgeClient(mumbler))
     r = AutoArena(models, judges, PROMPTS[:6], AutoConfig(budget=200, parallel=4)).run()
-    st = stats(server)
+    st = server.stats()
     for n in names:  # each answer generated once, reused by every battle that needs it
         used = {j["prompt_id"] for j in r.judgements if n in (j["x"], j["y"])}
         assert st[f"{n}+id=once"]["requests"] == len(used)

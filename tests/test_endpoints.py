@@ -7,7 +7,6 @@ import json
 import logging
 import time
 
-import httpx
 import pytest
 
 from stablearena.endpoints import (
@@ -31,10 +30,6 @@ PROMPT = "What is 17*23?"
 def server():
     with DemoServer(seed=0) as s:
         yield s
-
-
-def stats(server) -> dict:
-    return httpx.get(server.base_url.removesuffix("/v1") + "/demo/stats").json()
 
 
 def endpoint(server, model: str, **kw) -> ModelEndpoint:
@@ -93,7 +88,7 @@ def test_failing_model_retries_then_fails(server, stream):
     name = f"demo-ace+fail500+id=f{stream}"
     res = call(endpoint(server, name, max_retries=2, stream=stream))
     assert isinstance(res, Failure) and res.reason == "http_500" and res.attempts == 3
-    assert stats(server)[name]["requests"] == 3
+    assert server.stats()[name]["requests"] == 3
 
 
 def test_flaky_model_answers_after_retries(server):
@@ -119,7 +114,7 @@ def test_rate_limit_honours_retry_after(server):
     res = call(ep, client=client)
     assert res.ok and res.attempts == 2
     assert client.waits == [1.0] and time.perf_counter() - t0 >= 1.0
-    arrivals = stats(server)[name]["arrivals"]
+    arrivals = server.stats()[name]["arrivals"]
     assert arrivals[1] - arrivals[0] >= 1.0
 
 
@@ -152,7 +147,7 @@ def test_outage_after_failures_and_recovery(server):
     out = asyncio.run(go())
     reasons = [r.reason if isinstance(r, Failure) else "ok" for r in out]
     assert reasons == ["http_500", "http_500", "outage", "http_500", "outage", "ok", "ok"]
-    assert stats(server)[name]["requests"] == 5  # no request while under outage
+    assert server.stats()[name]["requests"] == 5  # no request while under outage
 
 
 def test_breaker_unit():
@@ -178,7 +173,7 @@ def test_concurrency_is_bounded(server):
             return await asyncio.gather(*(c.answer(PROMPT) for _ in range(6)))
 
     assert all(r.ok for r in asyncio.run(go()))
-    assert stats(server)[name]["in_flight_max"] == 2
+    assert server.stats()[name]["in_flight_max"] == 2
 
 
 def test_key_never_leaks(monkeypatch, caplog, tmp_path):

@@ -261,6 +261,13 @@ class DemoServer:
         self.base_url = m.group(1)
         return self
 
+    def stats(self) -> dict[str, Any]:
+        """``GET /demo/stats``: per requested model name, the requests, the most in flight at
+        once and the arrival times."""
+        import httpx
+
+        return httpx.get(self.base_url.removesuffix("/v1") + "/demo/stats").json()
+
     def close(self) -> None:
         """Stop the server process (terminate, then kill after 5 s)."""
         if self.proc is not None and self.proc.poll() is None:
