@@ -155,11 +155,11 @@ def calls_to(steps: list[int], curve: list[float], target: float = 0.9) -> tuple
     return float(steps[k]), False
 
 
-def summary(label: str, diffs: list[float]) -> str:
+def summary(label: str, diffs: list[float], digits: int = 0) -> str:
     from stablearena.metrics import paired_difference
 
     p = paired_difference(diffs)
-    return (f"{label}: {p['mean_diff']:+.1f} ± {p['se']:.1f} (seeds won {p['won']}, "
+    return (f"{label}: {p['mean_diff']:+.{digits}f} ± {p['se']:.{digits}f} (seeds won {p['won']}, "
             f"tied {p['tied']}, lost {p['lost']})")  # fmt: skip
 
 
@@ -170,15 +170,24 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=300)
     ap.add_argument("--cap", type=int, default=8000, help="judge calls per run at most")
     ap.add_argument("--step", type=int, default=100, help="judge calls between tau checkpoints")
-    ap.add_argument("--am-step", type=int, default=400, help="the same for am-ELO vs m-ELO")
+    ap.add_argument("--am-step", type=int, default=1000, help="checkpoints of the tau table")
     ap.add_argument("--baseline", default="demo-fair", help="baseline model of design (c)")
     ap.add_argument("--http-seeds", type=int, default=1)
+    ap.add_argument(
+        "--info-design",
+        default=None,
+        help="selector of design (a) (default: selection.DEFAULT_STRATEGY)",
+    )
     ap.add_argument("--json", default=None, help="write every figure to this file")
     args = ap.parse_args()
     from stablearena.endpoints.demo_server import DemoServer
     from stablearena.metrics import paired_difference
 
-    designs = {"information": None, "round-robin": "round-robin", "arena-hard": "baseline"}
+    designs = {
+        "information": args.info_design,
+        "round-robin": "round-robin",
+        "arena-hard": "baseline",
+    }
     steps = list(range(args.step, args.cap + 1, args.step))
     am_steps = list(range(args.am_step, args.cap + 1, args.am_step))
     per_seed: list[dict] = []
@@ -190,15 +199,13 @@ def main() -> None:
             run_s = time.perf_counter() - t0
             last = int(sum(r["calls"] for r in res.judgements))
             use = [s for s in steps if s <= last] or [last]
-            curve, _ = tau_curve(res, use, "m-elo")
-            n, censored = calls_to(use, curve)
-            row[name] = {"calls_to_0.9": n, "censored": censored, "curve": curve, "steps": use,
-                         "calls": last, "seconds": run_s}  # fmt: skip
+            row[name] = {"calls": last, "seconds": run_s, "steps": use}
+            for rater in ("m-elo", "am-elo"):
+                curve, failed = tau_curve(res, use, rater)
+                n, censored = calls_to(use, curve)
+                row[name][rater] = {"calls_to_0.9": n, "censored": censored, "curve": curve,
+                                    "failed_fits": failed}  # fmt: skip
             if name == "information":
-                am, am_failed = tau_curve(res, am_steps, "am-elo")
-                me, _ = tau_curve(res, am_steps, "m-elo")
-                row["am-elo"] = {"steps": am_steps, "am_elo": am, "m_elo": me,
-                                 "am_elo_failed_fits": am_failed}  # fmt: skip
                 if seed - args.first < args.http_seeds:
                     with DemoServer(seed=seed) as server:
                         t0 = time.perf_counter()
@@ -213,26 +220,40 @@ def main() -> None:
                     row["http"] = {"same_judgements": same, "seconds": http_s,
                                    "judgements": len(over.judgements)}  # fmt: skip
         per_seed.append(row)
-        print(f"seed {seed}: " + ", ".join(
-            f"{k} {row[k]['calls_to_0.9']:.0f}{'+' if row[k]['censored'] else ''} calls "
-            f"({row[k]['seconds']:.0f} s)" for k in designs)
+        print(f"seed {seed}: " + "; ".join(
+            f"{k} " + ", ".join(f"{r} {row[k][r]['calls_to_0.9']:.0f}"
+                                f"{'+' if row[k][r]['censored'] else ''}"
+                                for r in ("m-elo", "am-elo")) + f" ({row[k]['seconds']:.0f} s)"
+            for k in designs)
             + (f"; over HTTP same judgements: {row['http']['same_judgements']} "
                f"({row['http']['seconds']:.0f} s)" if "http" in row else ""), flush=True)  # fmt: skip
 
     print(f"\n{len(per_seed)} seeds, {args.prompts} prompts, cap {args.cap} judge calls, "
           f"tau checkpoints every {args.step} calls")  # fmt: skip
     out: dict = {"settings": vars(args), "per_seed": per_seed}
+    for rater in ("m-elo", "am-elo"):
+        print(f" ratings by {rater}:")
+        out[rater] = {}
+        for name in designs:
+            v = np.array([r[name][rater]["calls_to_0.9"] for r in per_seed])
+            cens = sum(r[name][rater]["censored"] for r in per_seed)
+            fails = sum(r[name][rater]["failed_fits"] for r in per_seed)
+            se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
+            print(f"  {name:12s} judge calls to tau >= 0.9: {v.mean():.0f} ± {se:.0f} "
+                  f"(censored at the cap or its last battle: {cens}; failed fits: {fails})")  # fmt: skip
+            out[rater][name] = {"mean": float(v.mean()), "se": float(se), "censored": int(cens),
+                                "failed_fits": int(fails)}  # fmt: skip
+        for other in ("round-robin", "arena-hard"):
+            d = [r[other][rater]["calls_to_0.9"] - r["information"][rater]["calls_to_0.9"]
+                 for r in per_seed]  # fmt: skip
+            print("  " + summary(f"saving of the information design against {other} (calls)", d))
+            out[rater][f"saving_vs_{other}"] = paired_difference(d)
+    print(" judge weighting, am-ELO against m-ELO on the same judgements:")
     for name in designs:
-        v = np.array([r[name]["calls_to_0.9"] for r in per_seed])
-        cens = sum(r[name]["censored"] for r in per_seed)
-        se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
-        print(f"  {name:12s} judge calls to tau >= 0.9: {v.mean():.0f} ± {se:.0f} "
-              f"(censored at the cap/its last battle: {cens})")  # fmt: skip
-        out[name] = {"mean": float(v.mean()), "se": float(se), "censored": int(cens)}
-    for other in ("round-robin", "arena-hard"):
-        d = [r[other]["calls_to_0.9"] - r["information"]["calls_to_0.9"] for r in per_seed]
-        print("  " + summary(f"saving of the information design against {other} (calls)", d))
-        out[f"saving_vs_{other}"] = paired_difference(d)
+        d = [r[name]["m-elo"]["calls_to_0.9"] - r[name]["am-elo"]["calls_to_0.9"]
+             for r in per_seed]  # fmt: skip
+        print("  " + summary(f"{name}: calls saved by am-ELO", d))
+        out[f"am_elo_saving_{name}"] = paired_difference(d)
     asym = asymptotics()
     upper = 4 * args.cap
     best = asym.least_battles(0.95, upper)
@@ -249,17 +270,21 @@ def main() -> None:
           f"best allocation {2 * best:.0f} judge calls" if best else "  bound: not reached",
           f"; even allocation over all pairs {even:.0f}" if even else "")  # fmt: skip
     out["bound"] = {"best_calls": None if best is None else 2 * best, "even_calls": even}
-    for k, s in enumerate(am_steps):
-        am = np.array([r["am-elo"]["am_elo"][k] for r in per_seed])
-        me = np.array([r["am-elo"]["m_elo"][k] for r in per_seed])
-        good = ~np.isnan(am)
-        line = f"  {s:5d} calls: m-ELO tau {me.mean():.3f}"
-        if good.sum():
-            line += (f", am-ELO tau {np.nanmean(am):.3f} on {int(good.sum())} seeds; "
-                     + summary("am-ELO − m-ELO", list(am[good] - me[good])))  # fmt: skip
-        line += f"; am-ELO failed on {int((~good).sum())} seed(s)"
-        print(line)
-    out["am_elo_failed_fits"] = int(sum(r["am-elo"]["am_elo_failed_fits"] for r in per_seed))
+    for s in am_steps:
+        for name in designs:
+            k = per_seed[0][name]["steps"].index(s) if s in per_seed[0][name]["steps"] else None
+            if k is None or any(s not in r[name]["steps"] for r in per_seed):
+                continue
+            am = np.array([r[name]["am-elo"]["curve"][k] for r in per_seed])
+            me = np.array([r[name]["m-elo"]["curve"][k] for r in per_seed])
+            good = ~np.isnan(am)
+            line = f"  {s:5d} calls, {name:12s}: m-ELO tau {me.mean():.3f}"
+            if good.sum():
+                line += (f", am-ELO {np.nanmean(am):.3f}; "
+                         + summary("am-ELO − m-ELO", list(am[good] - me[good]), 3))  # fmt: skip
+            if (~good).sum():
+                line += f"; am-ELO failed on {int((~good).sum())} seed(s)"
+            print(line)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1, default=float)
