@@ -12,25 +12,26 @@ until its battles run out):
 (c) Arena-Hard-Auto's design: every model against one baseline model (``--baseline``) on
     every prompt.
 
-At every ``--step`` judge calls, Kendall τ between the m-ELO (Bradley–Terry) ratings of the
-judgements so far and the true order. A seed's **calls to τ ≥ 0.9** is the first checkpoint
-from which τ stays ≥ 0.9 up to the cap (a run that never gets there counts as the cap and is
-reported as censored). Paired by seed: the differences (b) − (a) and (c) − (a), mean ± SE and
-seeds won. The **truth-known bound**: the fewest battles whose best allocation, with the true
-outcome probabilities known, reaches an expected pairwise agreement of 0.95 (τ = 0.9 for a
-ranking without ties) in the normal approximation of the m-ELO errors
+At every ``--step`` judge calls, Kendall τ between the ratings of the judgements so far and the
+true order, by m-ELO (Bradley–Terry, every judgement alike; the issue's rater for all three
+designs) and by am-ELO (each judge an annotator with its own ability). A seed's **calls to
+τ ≥ 0.9** is the first checkpoint from which τ stays ≥ 0.9 up to the cap (a run that never gets
+there counts as the cap and is reported as censored; an am-ELO fit that fails counts as below).
+Paired by seed: the differences (b) − (a) and (c) − (a) under each rater, mean ± SE and seeds
+won. The **truth-known bound**: the fewest battles whose best allocation, with the true outcome
+probabilities known, reaches an expected pairwise agreement of 0.95 (τ = 0.9 for a ranking
+without ties) in the normal approximation of the m-ELO errors
 (:class:`stablearena.experiments.selection.RankingAsymptotics`), and the same for battles
-spread evenly over all pairs. **Judge weighting**: on design (a)'s judgements, τ of am-ELO
-(judges as annotators) against m-ELO (all judgements alike) at fixed numbers of judge calls,
-paired by seed; am-ELO fits that fail are counted and reported.
+spread evenly over all pairs. **Judge weighting**: per design, the calls saved by am-ELO against
+m-ELO on the same judgements, and τ of both every ``--am-step`` calls, paired by seed.
 
 The bulk runs in process (:class:`stablearena.endpoints.demo.LocalDemoClient`: the demo
 server's own reply function, no HTTP); ``--http-seeds K`` runs the first K seeds' design (a)
 again through the real demo server over loopback HTTP and checks that the judgements are the
 same.
 
-    python bench/bench_auto.py [--seeds 10] [--prompts 300] [--cap 8000] [--step 100]
-        [--http-seeds 1] [--json out.json]
+    python bench/bench_auto.py [--seeds 10] [--prompts 600] [--cap 10000] [--step 100]
+        [--am-step 2000] [--http-seeds 1] [--info-design rank-opt] [--json out.json]
 """
 
 from __future__ import annotations
@@ -167,10 +168,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first", type=int, default=0, help="first seed")
-    ap.add_argument("--prompts", type=int, default=300)
-    ap.add_argument("--cap", type=int, default=8000, help="judge calls per run at most")
+    ap.add_argument("--prompts", type=int, default=600)
+    ap.add_argument("--cap", type=int, default=10000, help="judge calls per run at most")
     ap.add_argument("--step", type=int, default=100, help="judge calls between tau checkpoints")
-    ap.add_argument("--am-step", type=int, default=1000, help="checkpoints of the tau table")
+    ap.add_argument("--am-step", type=int, default=2000, help="checkpoints of the tau table")
     ap.add_argument("--baseline", default="demo-fair", help="baseline model of design (c)")
     ap.add_argument("--http-seeds", type=int, default=1)
     ap.add_argument(
