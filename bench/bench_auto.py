@@ -96,8 +96,14 @@ def asymptotics():
     return RankingAsymptotics(truth=truth_scores(), limit=x, sens=p * (1 - p), var=np.maximum(v, 0))
 
 
-def arena(design: str | None, seed: int, n_prompts: int, cap: int, baseline: str,
-          base_url: str | None = None):  # fmt: skip
+def arena(
+    design: str | None,
+    seed: int,
+    n_prompts: int,
+    cap: int,
+    baseline: str,
+    base_url: str | None = None,
+):
     from stablearena.auto import AutoArena, AutoConfig, Prompt
     from stablearena.endpoints import EndpointClient
     from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
@@ -107,9 +113,12 @@ def arena(design: str | None, seed: int, n_prompts: int, cap: int, baseline: str
     prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(n_prompts, seed)]
     if base_url is None:
         models = [LocalDemoClient(m.name, seed=seed) for m in DEMO_MODELS]
-        judges = [JudgeClient(j, client=LocalDemoClient(j.name, seed=seed,
-                                                        system_prompt=j.endpoint.system_prompt))
-                  for j in demo_judges("http://127.0.0.1:1/v1")]  # fmt: skip
+        judges = [
+            JudgeClient(
+                j, client=LocalDemoClient(j.name, seed=seed, system_prompt=j.endpoint.system_prompt)
+            )
+            for j in demo_judges("http://127.0.0.1:1/v1")
+        ]
     else:
         model_cfg, judge_cfg = demo_endpoints(base_url)
         models = [EndpointClient(m) for m in model_cfg]
@@ -160,8 +169,10 @@ def summary(label: str, diffs: list[float], digits: int = 0) -> str:
     from stablearena.metrics import paired_difference
 
     p = paired_difference(diffs)
-    return (f"{label}: {p['mean_diff']:+.{digits}f} ± {p['se']:.{digits}f} (seeds won {p['won']}, "
-            f"tied {p['tied']}, lost {p['lost']})")  # fmt: skip
+    return (
+        f"{label}: {p['mean_diff']:+.{digits}f} ± {p['se']:.{digits}f} (seeds won {p['won']}, "
+        f"tied {p['tied']}, lost {p['lost']})"
+    )
 
 
 def main() -> None:
@@ -204,33 +215,55 @@ def main() -> None:
             for rater in ("m-elo", "am-elo"):
                 curve, failed = tau_curve(res, use, rater)
                 n, censored = calls_to(use, curve)
-                row[name][rater] = {"calls_to_0.9": n, "censored": censored, "curve": curve,
-                                    "failed_fits": failed}  # fmt: skip
+                row[name][rater] = {
+                    "calls_to_0.9": n,
+                    "censored": censored,
+                    "curve": curve,
+                    "failed_fits": failed,
+                }
             if name == "information":
                 if seed - args.first < args.http_seeds:
                     with DemoServer(seed=seed) as server:
                         t0 = time.perf_counter()
-                        over = arena(design, seed, args.prompts, args.cap, args.baseline,
-                                     server.base_url).run()  # fmt: skip
+                        over = arena(
+                            design, seed, args.prompts, args.cap, args.baseline, server.base_url
+                        ).run()
                         http_s = time.perf_counter() - t0
 
                     def key(r: dict) -> tuple:
                         return (r["judge"], r["x"], r["y"], r["prompt_id"], r["outcome"])
 
                     same = sorted(map(key, over.judgements)) == sorted(map(key, res.judgements))
-                    row["http"] = {"same_judgements": same, "seconds": http_s,
-                                   "judgements": len(over.judgements)}  # fmt: skip
+                    row["http"] = {
+                        "same_judgements": same,
+                        "seconds": http_s,
+                        "judgements": len(over.judgements),
+                    }
         per_seed.append(row)
-        print(f"seed {seed}: " + "; ".join(
-            f"{k} " + ", ".join(f"{r} {row[k][r]['calls_to_0.9']:.0f}"
-                                f"{'+' if row[k][r]['censored'] else ''}"
-                                for r in ("m-elo", "am-elo")) + f" ({row[k]['seconds']:.0f} s)"
-            for k in designs)
-            + (f"; over HTTP same judgements: {row['http']['same_judgements']} "
-               f"({row['http']['seconds']:.0f} s)" if "http" in row else ""), flush=True)  # fmt: skip
+        print(
+            f"seed {seed}: "
+            + "; ".join(
+                f"{k} "
+                + ", ".join(
+                    f"{r} {row[k][r]['calls_to_0.9']:.0f}{'+' if row[k][r]['censored'] else ''}"
+                    for r in ("m-elo", "am-elo")
+                )
+                + f" ({row[k]['seconds']:.0f} s)"
+                for k in designs
+            )
+            + (
+                f"; over HTTP same judgements: {row['http']['same_judgements']} "
+                f"({row['http']['seconds']:.0f} s)"
+                if "http" in row
+                else ""
+            ),
+            flush=True,
+        )
 
-    print(f"\n{len(per_seed)} seeds, {args.prompts} prompts, cap {args.cap} judge calls, "
-          f"tau checkpoints every {args.step} calls")  # fmt: skip
+    print(
+        f"\n{len(per_seed)} seeds, {args.prompts} prompts, cap {args.cap} judge calls, "
+        f"tau checkpoints every {args.step} calls"
+    )
     out: dict = {"settings": vars(args), "per_seed": per_seed}
     for rater in ("m-elo", "am-elo"):
         print(f" ratings by {rater}:")
@@ -240,19 +273,26 @@ def main() -> None:
             cens = sum(r[name][rater]["censored"] for r in per_seed)
             fails = sum(r[name][rater]["failed_fits"] for r in per_seed)
             se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
-            print(f"  {name:12s} judge calls to tau >= 0.9: {v.mean():.0f} ± {se:.0f} "
-                  f"(censored at the cap or its last battle: {cens}; failed fits: {fails})")  # fmt: skip
-            out[rater][name] = {"mean": float(v.mean()), "se": float(se), "censored": int(cens),
-                                "failed_fits": int(fails)}  # fmt: skip
+            print(
+                f"  {name:12s} judge calls to tau >= 0.9: {v.mean():.0f} ± {se:.0f} "
+                f"(censored at the cap or its last battle: {cens}; failed fits: {fails})"
+            )
+            out[rater][name] = {
+                "mean": float(v.mean()),
+                "se": float(se),
+                "censored": int(cens),
+                "failed_fits": int(fails),
+            }
         for other in ("round-robin", "arena-hard"):
-            d = [r[other][rater]["calls_to_0.9"] - r["information"][rater]["calls_to_0.9"]
-                 for r in per_seed]  # fmt: skip
+            d = [
+                r[other][rater]["calls_to_0.9"] - r["information"][rater]["calls_to_0.9"]
+                for r in per_seed
+            ]
             print("  " + summary(f"saving of the information design against {other} (calls)", d))
             out[rater][f"saving_vs_{other}"] = paired_difference(d)
     print(" judge weighting, am-ELO against m-ELO on the same judgements:")
     for name in designs:
-        d = [r[name]["m-elo"]["calls_to_0.9"] - r[name]["am-elo"]["calls_to_0.9"]
-             for r in per_seed]  # fmt: skip
+        d = [r[name]["m-elo"]["calls_to_0.9"] - r[name]["am-elo"]["calls_to_0.9"] for r in per_seed]
         print("  " + summary(f"{name}: calls saved by am-ELO", d))
         out[f"am_elo_saving_{name}"] = paired_difference(d)
     asym = asymptotics()
@@ -267,9 +307,13 @@ def main() -> None:
         even = 2 * hi
     else:
         even = None
-    print(f"  truth-known bound (expected pairwise 0.95 = tau 0.9, m-ELO, normal approx.): "
-          f"best allocation {2 * best:.0f} judge calls" if best else "  bound: not reached",
-          f"; even allocation over all pairs {even:.0f}" if even else "")  # fmt: skip
+    print(
+        f"  truth-known bound (expected pairwise 0.95 = tau 0.9, m-ELO, normal approx.): "
+        f"best allocation {2 * best:.0f} judge calls"
+        if best
+        else "  bound: not reached",
+        f"; even allocation over all pairs {even:.0f}" if even else "",
+    )
     out["bound"] = {"best_calls": None if best is None else 2 * best, "even_calls": even}
     for s in am_steps:
         for name in designs:
@@ -281,8 +325,9 @@ def main() -> None:
             good = ~np.isnan(am)
             line = f"  {s:5d} calls, {name:12s}: m-ELO tau {me.mean():.3f}"
             if good.sum():
-                line += (f", am-ELO {np.nanmean(am):.3f}; "
-                         + summary("am-ELO − m-ELO", list(am[good] - me[good]), 3))  # fmt: skip
+                line += f", am-ELO {np.nanmean(am):.3f}; " + summary(
+                    "am-ELO − m-ELO", list(am[good] - me[good]), 3
+                )
             if (~good).sum():
                 line += f"; am-ELO failed on {int((~good).sum())} seed(s)"
             print(line)

@@ -75,8 +75,10 @@ def test_exhausted_when_every_battle_is_judged():
 def test_precision_stop():
     models = [LocalDemoClient(m.name) for m in (DEMO_MODELS[0], DEMO_MODELS[-1])]
     prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(400, seed=4)]
-    judges = [JudgeClient(j, client=LocalDemoClient(j.name, system_prompt=j.endpoint.system_prompt))
-              for j in demo_judges("http://127.0.0.1:1/v1", ["judge-keen"])]  # fmt: skip
+    judges = [
+        JudgeClient(j, client=LocalDemoClient(j.name, system_prompt=j.endpoint.system_prompt))
+        for j in demo_judges("http://127.0.0.1:1/v1", ["judge-keen"])
+    ]
     cfg = AutoConfig(precision_top=1, check_every=10, parallel=5)
     r = local_arena(cfg, models=models, judges=judges, prompts=prompts).run()
     assert r.stop_reason == "precision" and len(r.judgements) < 400
@@ -101,8 +103,9 @@ def server():
 def test_over_http_answers_once_and_failures_are_never_votes(server):
     names = [m.name for m in DEMO_MODELS[:3]]
     models = [EndpointClient(ModelEndpoint(n, server.base_url, f"{n}+id=once")) for n in names]
-    broken = ModelEndpoint("broken", server.base_url, "demo-ace+fail500", max_retries=0,
-                           outage_after=1000)  # fmt: skip
+    broken = ModelEndpoint(
+        "broken", server.base_url, "demo-ace+fail500", max_retries=0, outage_after=1000
+    )
     models.append(EndpointClient(broken))
     mumbler = Judge("mumbler", ModelEndpoint("mumbler", server.base_url, "demo-sharp"))
     judges = [JudgeClient(j) for j in demo_judges(server.base_url, ["judge-keen"])]
@@ -145,11 +148,15 @@ def test_journal_of_another_run_is_refused(tmp_path):
 
 
 def test_read_prompts(tmp_path):
-    rows = [{"question_id": "q1", "turns": [{"content": "What is 2+2?"}]},
-            {"question_id": "q2", "turns": [{"content": "What is 3+3?"}]}]  # fmt: skip
+    rows = [
+        {"question_id": "q1", "turns": [{"content": "What is 2+2?"}]},
+        {"question_id": "q2", "turns": [{"content": "What is 3+3?"}]},
+    ]
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    assert read_prompts(tmp_path / "a.jsonl") == [Prompt("q1", "What is 2+2?"),
-                                                  Prompt("q2", "What is 3+3?")]  # fmt: skip
+    assert read_prompts(tmp_path / "a.jsonl") == [
+        Prompt("q1", "What is 2+2?"),
+        Prompt("q2", "What is 3+3?"),
+    ]
     pd.DataFrame({"id": ["a", "b"], "prompt": ["x", "y"]}).to_csv(tmp_path / "p.csv", index=False)
     pd.DataFrame({"id": ["a", "b"], "prompt": ["x", "y"]}).to_parquet(tmp_path / "p.parquet")
     assert read_prompts(tmp_path / "p.csv") == read_prompts(tmp_path / "p.parquet")
@@ -163,13 +170,20 @@ def test_read_prompts(tmp_path):
 
 def _toml(server, tmp_path) -> tuple:
     models = tmp_path / "models.toml"
-    models.write_text("".join(
-        f'[[models]]\nname = "{m.name}"\nbase_url = "{server.base_url}"\n'
-        f'model = "{m.name}+slow=0.003"\n\n' for m in DEMO_MODELS[:6]))  # fmt: skip
+    models.write_text(
+        "".join(
+            f'[[models]]\nname = "{m.name}"\nbase_url = "{server.base_url}"\n'
+            f'model = "{m.name}+slow=0.003"\n\n'
+            for m in DEMO_MODELS[:6]
+        )
+    )
     judges = tmp_path / "judges.toml"
-    judges.write_text("".join(
-        f'[[judges]]\nname = "{j}"\nbase_url = "{server.base_url}"\nmodel = "{j}+slow=0.003"\n\n'
-        for j in ("judge-keen", "judge-fair", "judge-contrary")))  # fmt: skip
+    judges.write_text(
+        "".join(
+            f'[[judges]]\nname = "{j}"\nbase_url = "{server.base_url}"\nmodel = "{j}+slow=0.003"\n\n'
+            for j in ("judge-keen", "judge-fair", "judge-contrary")
+        )
+    )
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("\n".join(json.dumps(p) for p in demo_prompts(50, seed=5)))
     return models, judges, prompts
@@ -191,9 +205,25 @@ def test_resume_after_kill_9(server, tmp_path):
     models, judges, prompts = _toml(server, tmp_path)
     journal = tmp_path / "run.jsonl"
     budget = 240
-    cmd = [sys.executable, "-m", "stablearena", "auto", str(prompts), "--models", str(models),
-           "--judges", str(judges), "--budget", str(budget), "--journal", str(journal),
-           "--parallel", "4", "--seed", "7"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "stablearena",
+        "auto",
+        str(prompts),
+        "--models",
+        str(models),
+        "--judges",
+        str(judges),
+        "--budget",
+        str(budget),
+        "--journal",
+        str(journal),
+        "--parallel",
+        "4",
+        "--seed",
+        "7",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -206,8 +236,12 @@ def test_resume_after_kill_9(server, tmp_path):
     proc.stderr.close()
     before = _judgements(journal)
     assert 30 <= len(before) < budget // 2
-    done = subprocess.run(cmd + ["--output", str(tmp_path / "board.json")], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        cmd + ["--output", str(tmp_path / "board.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert f"resumed: {len(before)} judgements" in done.stderr
     after = _judgements(journal)

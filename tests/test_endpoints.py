@@ -198,9 +198,18 @@ def test_key_never_leaks(monkeypatch, caplog, tmp_path):
         'api_key_env = "DEMO_CLIENT_KEY"\n'
     )
     [loaded] = read_models(toml)
-    texts = [repr(ep), str(ep), repr(client), json.dumps(ep.to_record()), repr(loaded),
-             json.dumps(loaded.to_record()), repr(ans), json.dumps(ans.to_record()),
-             repr(bad), caplog.text]  # fmt: skip
+    texts = [
+        repr(ep),
+        str(ep),
+        repr(client),
+        json.dumps(ep.to_record()),
+        repr(loaded),
+        json.dumps(loaded.to_record()),
+        repr(ans),
+        json.dumps(ans.to_record()),
+        repr(bad),
+        caplog.text,
+    ]
     for text in texts:
         assert secret not in text and "sk-wrong" not in text
 
@@ -214,7 +223,7 @@ def test_models_toml(tmp_path):
                 "choices": [{"index": 0, "turns": [{"content": "hi"}]}],
             }
         )
-        + "\n"  # fmt: skip
+        + "\n"
     )
     path = tmp_path / "models.toml"
     path.write_text(
@@ -231,14 +240,18 @@ def test_models_toml(tmp_path):
     assert EndpointClient(ace).messages("q")[0] == {"role": "system", "content": "Be brief."}
     assert isinstance(old, OfflineModel) and isinstance(make_client(old), OfflineClient)
     for bad, words in [
-        ('[[models]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "m"\napi_key = "sk"\n',
-         "api_key_env"),
-        ('[[models]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "m"\ntemprature = 1\n',
-         "temprature"),
+        (
+            '[[models]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "m"\napi_key = "sk"\n',
+            "api_key_env",
+        ),
+        (
+            '[[models]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "m"\ntemprature = 1\n',
+            "temprature",
+        ),
         ('[[models]]\nname = "a"\nbase_url = "x"\nmodel = "m"\n', "base_url"),
         ('[[models]]\nname = "a"\nbase_url = "http://x"\nmodel = "m"\n' * 2, "unique"),
         ("x = 1\n", "[[models]]"),
-    ]:  # fmt: skip
+    ]:
         path.write_text(bad)
         with pytest.raises(InputError, match=words.replace("[", r"\[")):
             read_models(path)
@@ -259,7 +272,7 @@ def test_offline_answers_both_shapes(tmp_path):
             )
             for m in ("m1", "m2")
             for q in ("p1", "p2")
-        )  # fmt: skip
+        )
     )
     v2 = tmp_path / "v2.jsonl"
     v2.write_text(
@@ -272,7 +285,7 @@ def test_offline_answers_both_shapes(tmp_path):
                     {"role": "assistant", "content": {"answer": "the answer"}},
                 ],
             }
-        )  # fmt: skip
+        )
     )
     with pytest.raises(InputError, match="several models"):
         OfflineClient(OfflineModel("x", v1))

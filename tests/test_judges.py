@@ -94,8 +94,9 @@ def expected(dj, prompt: str, answer_x: str, answer_y: str) -> str:
 
 
 def test_demo_judges_in_both_orders(server):
-    keen, first, contrary = demo_judges(server.base_url, ["judge-keen", "judge-first",
-                                                          "judge-contrary"])  # fmt: skip
+    keen, first, contrary = demo_judges(
+        server.base_url, ["judge-keen", "judge-first", "judge-contrary"]
+    )
     outcomes = []
     for k in range(6):
         prompt = f"What is 17*{23 + k}?"

@@ -364,9 +364,15 @@ class AutoArena:
         records = self.journal.records()
         head = next((r for r in records if r.get("type") == "run"), None)
         if head is None:
-            self.journal.append({"type": "run", "models": list(self.names),
-                                 "judges": list(self.result.judges),
-                                 "design": self.config.design, "seed": self.config.seed})  # fmt: skip
+            self.journal.append(
+                {
+                    "type": "run",
+                    "models": list(self.names),
+                    "judges": list(self.result.judges),
+                    "design": self.config.design,
+                    "seed": self.config.seed,
+                }
+            )
             return
         if head["models"] != list(self.names) or head["judges"] != list(self.result.judges):
             raise InputError(
@@ -401,18 +407,33 @@ class AutoArena:
         got = await task
         if self._tasks.get(key) is task:
             del self._tasks[key]
-            rec: dict[str, Any] = {"type": "answer", "model": model.name, "prompt_id": prompt.id,
-                                   "ok": got.ok}  # fmt: skip
+            rec: dict[str, Any] = {
+                "type": "answer",
+                "model": model.name,
+                "prompt_id": prompt.id,
+                "ok": got.ok,
+            }
             if isinstance(got, Answer):
-                rec.update(text=got.text, finish_reason=got.finish_reason, ttft=got.ttft,
-                           total_time=got.total_time, prompt_tokens=got.prompt_tokens,
-                           completion_tokens=got.completion_tokens,
-                           usage_source=got.usage_source, attempts=got.attempts)  # fmt: skip
+                rec.update(
+                    text=got.text,
+                    finish_reason=got.finish_reason,
+                    ttft=got.ttft,
+                    total_time=got.total_time,
+                    prompt_tokens=got.prompt_tokens,
+                    completion_tokens=got.completion_tokens,
+                    usage_source=got.usage_source,
+                    attempts=got.attempts,
+                )
                 self._cache[key] = got.text
                 self.result.answers += 1
             else:
-                rec.update(reason=got.reason, detail=got.detail, attempts=got.attempts,
-                           prompt_tokens=0, completion_tokens=0)  # fmt: skip
+                rec.update(
+                    reason=got.reason,
+                    detail=got.detail,
+                    attempts=got.attempts,
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                )
                 self.result.answer_failures += 1
             self.journal.append(rec)
             self._count(model.name, rec["prompt_tokens"], rec["completion_tokens"])
@@ -423,13 +444,25 @@ class AutoArena:
     async def _battle(self, x: int, y: int, prompt: Prompt, judge: JudgeClient) -> None:
         mx, my = self.models[x], self.models[y]
         ax, ay = await asyncio.gather(self._answer(mx, prompt), self._answer(my, prompt))
-        rec: dict[str, Any] = {"type": "judgement", "judge": judge.name, "x": mx.name,
-                               "y": my.name, "prompt_id": prompt.id}  # fmt: skip
+        rec: dict[str, Any] = {
+            "type": "judgement",
+            "judge": judge.name,
+            "x": mx.name,
+            "y": my.name,
+            "prompt_id": prompt.id,
+        }
         failed = next((a for a in (ax, ay) if isinstance(a, Failure)), None)
         if failed is not None:
-            rec.update(outcome=None, stage="answer", reason=failed.reason,
-                       detail=f"{failed.model}: {failed.detail}", calls=0, prompt_tokens=0,
-                       completion_tokens=0, verdicts=[])  # fmt: skip
+            rec.update(
+                outcome=None,
+                stage="answer",
+                reason=failed.reason,
+                detail=f"{failed.model}: {failed.detail}",
+                calls=0,
+                prompt_tokens=0,
+                completion_tokens=0,
+                verdicts=[],
+            )
         else:
             assert isinstance(ax, str) and isinstance(ay, str)
             j: Judgement = await judge.judge_pair(prompt.text, prompt.id, mx.name, ax, my.name, ay)
@@ -443,7 +476,7 @@ class AutoArena:
                 verdicts=[
                     {"order": v.order, "winner": v.winner, "reasoning": v.reasoning}
                     for v in j.verdicts
-                ],  # fmt: skip
+                ],
             )
             if j.failure is not None:
                 rec.update(stage="judge", reason=j.failure.reason, detail=j.failure.detail)
@@ -489,8 +522,11 @@ class AutoArena:
         return None
 
     def _unavailable(self) -> list[int]:
-        return [k for k, m in enumerate(self.models)
-                if getattr(getattr(m, "breaker", None), "under_outage", False)]  # fmt: skip
+        return [
+            k
+            for k, m in enumerate(self.models)
+            if getattr(getattr(m, "breaker", None), "under_outage", False)
+        ]
 
     def _select(self, k: int, tracker: Any, selector: Any) -> list[tuple[int, int, str]]:
         """Up to ``k`` distinct pairs from the selector, each with a prompt the pair has not
@@ -500,9 +536,14 @@ class AutoArena:
         down = self._unavailable()
         while len(out) < k:
             try:
-                sel = selector.select(tracker, k - len(out), rng=self._rng, distinct=True,
-                                      exclude_models=down,
-                                      exclude_pairs=[(i, j) for i, j, _ in out])  # fmt: skip
+                sel = selector.select(
+                    tracker,
+                    k - len(out),
+                    rng=self._rng,
+                    distinct=True,
+                    exclude_models=down,
+                    exclude_pairs=[(i, j) for i, j, _ in out],
+                )
             except InputError:  # every pair blocked or excluded
                 break
             ran_out = False
@@ -592,7 +633,7 @@ class AutoArena:
                             *self._oriented(i, j, pid),
                             self._prompt_by_id[pid],
                             self._judge_for(i, j, pid),
-                        )  # fmt: skip
+                        )
                         for i, j, pid in batch
                     )
                 )

@@ -56,9 +56,15 @@ DEFAULT_JUDGE_TEMPLATE = (
 _FIELDS = re.compile(r"\{(prompt|answer_a|answer_b)\}")
 
 _DEFAULT_LABELS = {
-    "A": "A", "B": "B", "C": "tie",
-    "A>>B": "A", "A>B": "A", "A=B": "tie", "B>A": "B", "B>>A": "B",
-}  # fmt: skip
+    "A": "A",
+    "B": "B",
+    "C": "tie",
+    "A>>B": "A",
+    "A>B": "A",
+    "A=B": "tie",
+    "B>A": "B",
+    "B>>A": "B",
+}
 
 
 @dataclass(frozen=True)
@@ -111,9 +117,13 @@ class Judge:
 
     def to_record(self) -> dict[str, Any]:
         """The configuration as plain data (holds no key)."""
-        return {"name": self.name, "endpoint": self.endpoint.to_record(),
-                "template": self.template, "verdict_pattern": self.parser.pattern,
-                "verdict_labels": dict(self.parser.labels)}  # fmt: skip
+        return {
+            "name": self.name,
+            "endpoint": self.endpoint.to_record(),
+            "template": self.template,
+            "verdict_pattern": self.parser.pattern,
+            "verdict_labels": dict(self.parser.labels),
+        }
 
 
 @dataclass(frozen=True)
@@ -200,12 +210,18 @@ class JudgeClient:
         winner = self.judge.parser.parse(got.text)
         if winner is None:
             tail = got.text[-200:]
-            return Failure(self.name, "unparseable", f"no verdict in the reply: …{tail!r}",
-                           got.attempts, got.total_time)  # fmt: skip
+            return Failure(
+                self.name,
+                "unparseable",
+                f"no verdict in the reply: …{tail!r}",
+                got.attempts,
+                got.total_time,
+            )
         return Verdict(order, winner, got.text, got)
 
-    async def judge_pair(self, prompt: str, prompt_id: str, x: str, answer_x: str, y: str,
-                         answer_y: str) -> Judgement:  # fmt: skip
+    async def judge_pair(
+        self, prompt: str, prompt_id: str, x: str, answer_x: str, y: str, answer_y: str
+    ) -> Judgement:
         """Judge x against y on ``prompt`` in both orders."""
         v1, v2 = await asyncio.gather(
             self.verdict(prompt, answer_x, answer_y, "xy"),
@@ -216,8 +232,9 @@ class JudgeClient:
                 done = tuple(u for u in (v1, v2) if isinstance(u, Verdict))
                 return Judgement(self.name, x, y, prompt_id, None, done, v)
         assert isinstance(v1, Verdict) and isinstance(v2, Verdict)
-        return Judgement(self.name, x, y, prompt_id, combine_orders(v1.for_x(), v2.for_x()),
-                         (v1, v2))  # fmt: skip
+        return Judgement(
+            self.name, x, y, prompt_id, combine_orders(v1.for_x(), v2.for_x()), (v1, v2)
+        )
 
 
 _JUDGE_ONLY = {"template", "verdict_pattern", "verdict_labels"}
@@ -243,8 +260,9 @@ def judges_from_toml(data: Mapping[str, Any], where: str = "judges") -> list[Jud
             entry.get("verdict_pattern", VerdictParser.pattern),
             entry.get("verdict_labels", _DEFAULT_LABELS),
         )
-        out.append(Judge(endpoint.name, endpoint, entry.get("template", DEFAULT_JUDGE_TEMPLATE),
-                         parser))  # fmt: skip
+        out.append(
+            Judge(endpoint.name, endpoint, entry.get("template", DEFAULT_JUDGE_TEMPLATE), parser)
+        )
     names = [j.name for j in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -268,6 +286,6 @@ def demo_judges(base_url: str, names: Sequence[str] | None = None) -> list[Judge
             ModelEndpoint(
                 n, base_url, n, system_prompt=DEFAULT_JUDGE_SYSTEM_PROMPT, params={"temperature": 0}
             ),
-        )  # fmt: skip
+        )
         for n in chosen
     ]

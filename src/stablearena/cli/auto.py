@@ -127,8 +127,14 @@ def auto(
             model_cfg, judge_cfg = read_models(models), read_judges(judges)
         prices = {m.name: m.price for m in model_cfg if getattr(m, "price", None)}
         prices.update({j.name: j.endpoint.price for j in judge_cfg if j.endpoint.price})
-        config = AutoConfig(budget=budget, design=design, baseline=baseline, seed=seed,
-                            parallel=parallel, precision_top=precision_top)  # fmt: skip
+        config = AutoConfig(
+            budget=budget,
+            design=design,
+            baseline=baseline,
+            seed=seed,
+            parallel=parallel,
+            precision_top=precision_top,
+        )
         jr = JsonlJournal(journal) if journal is not None else None
         if jr is not None:
             stack.callback(jr.close)
@@ -155,16 +161,21 @@ def auto(
     if result.resumed:
         err_console.print(f"resumed: {result.resumed} judgements replayed from {journal}")
     fitted, notes = fit_leaderboard(result, rater)
-    payload = _payload(result, fitted, notes, [m.to_record() for m in model_cfg
-                                                if isinstance(m, ModelEndpoint)])  # fmt: skip
+    payload = _payload(
+        result, fitted, notes, [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)]
+    )
     if output is not None:
         emit(payload, "json", output)
     _print(payload)
     if report is not None:
         from ..report import build_report
 
-        rep = build_report(fitted, result.battles().compact(), source="stablearena auto",
-                           command=" ".join(["stablearena", *sys.argv[1:]]))  # fmt: skip
+        rep = build_report(
+            fitted,
+            result.battles().compact(),
+            source="stablearena auto",
+            command=" ".join(["stablearena", *sys.argv[1:]]),
+        )
         rep.write(report)
         err_console.print(f"report written to {report}")
 

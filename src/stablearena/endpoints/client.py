@@ -238,8 +238,12 @@ class EndpointClient:
         """One chat completion, with retries, back-off and the outage breaker."""
         ep = self.endpoint
         if not self.breaker.allow():
-            return Failure(ep.name, "outage", "the model is under outage after "
-                           f"{self.breaker.failures} consecutive failures", attempts=0)  # fmt: skip
+            return Failure(
+                ep.name,
+                "outage",
+                f"the model is under outage after {self.breaker.failures} consecutive failures",
+                attempts=0,
+            )
         self._client()
         assert self._sem is not None
         body: dict[str, Any] = {**ep.params, "model": ep.model, "messages": list(messages)}
@@ -264,18 +268,29 @@ class EndpointClient:
                 wait = self._wait(attempt, got)
                 if wait is None:
                     break
-                log.info("model %s: attempt %d failed (%s); retrying in %.2f s", ep.name,
-                         attempt, got.result.reason, wait)  # fmt: skip
+                log.info(
+                    "model %s: attempt %d failed (%s); retrying in %.2f s",
+                    ep.name,
+                    attempt,
+                    got.result.reason,
+                    wait,
+                )
                 self.waits.append(wait)
                 await self.sleep(wait)
         result = got.result
         if isinstance(result, Answer):
             result = Answer(**{**asdict(result), "attempts": attempt})
         else:
-            result = Failure(ep.name, result.reason, result.detail, attempt,
-                             time.perf_counter() - t0)  # fmt: skip
-            log.warning("model %s: no answer after %d attempt(s): %s (%s)", ep.name, attempt,
-                        result.reason, result.detail)  # fmt: skip
+            result = Failure(
+                ep.name, result.reason, result.detail, attempt, time.perf_counter() - t0
+            )
+            log.warning(
+                "model %s: no answer after %d attempt(s): %s (%s)",
+                ep.name,
+                attempt,
+                result.reason,
+                result.detail,
+            )
         self.breaker.record(result.ok)
         return result
 
@@ -332,24 +347,27 @@ class EndpointClient:
         detail = f"HTTP {status}: {message}".strip()
         return _Attempt(Failure(name, reason, detail), status in RETRY_STATUSES, retry_after)
 
-    def _answer(self, text: str, finish: str | None, ttft: float, t0: float,
-                usage: dict[str, Any] | None, body: dict[str, Any], deltas: int | None) -> _Attempt:  # fmt: skip
+    def _answer(
+        self,
+        text: str,
+        finish: str | None,
+        ttft: float,
+        t0: float,
+        usage: dict[str, Any] | None,
+        body: dict[str, Any],
+        deltas: int | None,
+    ) -> _Attempt:
+        """An answer, its tokens from ``usage`` or estimated (see :class:`Answer`)."""
         if usage and "completion_tokens" in usage:
-            pt, ct, source = (
-                int(usage.get("prompt_tokens") or 0),
-                int(usage["completion_tokens"]),
-                "server",
-            )
+            pt, ct = int(usage.get("prompt_tokens") or 0), int(usage["completion_tokens"])
+            source = "server"
         else:
             chars = "".join(str(m.get("content", "")) for m in body["messages"])
-            pt, ct, source = (
-                estimate_tokens(chars),
-                deltas if deltas is not None else estimate_tokens(text),
-                "estimated",
-            )  # noqa: E501
+            pt = estimate_tokens(chars)
+            ct = deltas if deltas is not None else estimate_tokens(text)
+            source = "estimated"
         total = time.perf_counter() - t0
-        ans = Answer(self.endpoint.name, text, finish, ttft, total, pt, ct, source)
-        return _Attempt(ans)
+        return _Attempt(Answer(self.endpoint.name, text, finish, ttft, total, pt, ct, source))
 
     def _read_json(self, r: Any, body: dict[str, Any], t0: float) -> _Attempt:
         try:

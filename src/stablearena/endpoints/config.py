@@ -124,8 +124,12 @@ class OfflineModel:
 
     def to_record(self) -> dict[str, Any]:
         """The configuration as plain data."""
-        return {"kind": "offline", "name": self.name, "answers": str(self.answers),
-                "model_id": self.model_id}  # fmt: skip
+        return {
+            "kind": "offline",
+            "name": self.name,
+            "answers": str(self.answers),
+            "model_id": self.model_id,
+        }
 
 
 _ENDPOINT_KEYS = {f for f in ModelEndpoint.__dataclass_fields__}

@@ -223,8 +223,9 @@ class LocalDemoClient:
     :class:`~stablearena.endpoints.client.EndpointClient` that the arena uses (``answer``,
     ``complete``, ``messages``, ``aclose``), so experiments run the arena loop unchanged."""
 
-    def __init__(self, name: str, model: str | None = None, seed: int = 0,
-                 system_prompt: str | None = None):  # fmt: skip
+    def __init__(
+        self, name: str, model: str | None = None, seed: int = 0, system_prompt: str | None = None
+    ):
         self.name, self.model, self.seed = name, model or name, seed
         self.system_prompt = system_prompt
         if self.model not in _MODELS_BY_NAME and self.model not in _JUDGES_BY_NAME:

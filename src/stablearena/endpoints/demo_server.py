@@ -173,8 +173,14 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
                     yield chunk({"content": tok}, None)
                 yield chunk({}, finish)
                 if include_usage:
-                    payload = {"id": cid, "object": "chat.completion.chunk", "created": created,
-                               "model": name, "choices": [], "usage": usage}  # fmt: skip
+                    payload = {
+                        "id": cid,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": name,
+                        "choices": [],
+                        "usage": usage,
+                    }
                     yield f"data: {json.dumps(payload)}\n\n"
                 yield "data: [DONE]\n\n"
             finally:

@@ -92,11 +92,16 @@ class OfflineClient:
         """The stored answer for ``prompt_id`` (a :class:`Failure` ``no_answer`` if none)."""
         text = self.answers.get(str(prompt_id)) if prompt_id is not None else None
         if text is None:
-            return Failure(self.name, "no_answer", f"no answer for prompt id {prompt_id!r} in "
-                           f"{self.model.answers}", attempts=0)  # fmt: skip
+            return Failure(
+                self.name,
+                "no_answer",
+                f"no answer for prompt id {prompt_id!r} in {self.model.answers}",
+                attempts=0,
+            )
         n = estimate_tokens(text)
-        return Answer(self.name, text, "stop", 0.0, 0.0, estimate_tokens(prompt), n,
-                      "estimated", attempts=0)  # fmt: skip
+        return Answer(
+            self.name, text, "stop", 0.0, 0.0, estimate_tokens(prompt), n, "estimated", attempts=0
+        )
 
     async def aclose(self) -> None:
         """Nothing to close."""
