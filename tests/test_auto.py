@@ -255,3 +255,16 @@ def test_resume_after_kill_9(server, tmp_path):
     board = json.loads((tmp_path / "board.json").read_text())
     assert board["judge_calls"] == budget and board["stop_reason"] == "budget"
     assert board["judgements"] == len(after) and board["resumed"] == len(before)
+
+
+def test_cli_demo(tmp_path):
+    out = tmp_path / "board.json"
+    cmd = [sys.executable, "-m", "stablearena", "auto", "--demo", "--budget", "60",
+           "--output", str(out), "--rater", "m-elo"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    board = json.loads(out.read_text())
+    assert board["judge_calls"] == 60 and board["judgements"] == 30
+    assert board["method"] == "m-elo" and len(board["models"]) >= 2
+    assert "demo server at http://127.0.0.1:" in done.stderr
+    assert len(board["endpoints"]) == 8  # the demo models' configuration is exported

@@ -180,7 +180,7 @@ def models_from_toml(
     for k, entry in enumerate(entries):
         here = f"{where}: [[models]] #{k + 1}"
         if "answers" in entry:
-            extra = set(entry) - {"name", "answers", "model_id", "price"}
+            extra = set(entry) - {"name", "answers", "model_id"}
             if extra or "name" not in entry:
                 raise InputError(f"{here}: an offline model has name, answers[, model_id]")
             out.append(OfflineModel(entry["name"], Path(entry["answers"]), entry.get("model_id")))
