@@ -134,6 +134,9 @@ def test_journal_drops_a_torn_last_line(tmp_path):
     j.append({"type": "x"})
     j.close()
     assert path.read_text() == '{"type":"run"}\n{"type":"x"}\n'
+    path.write_text('{"type":"run"}\n{"type":"x"}')  # whole, but its newline not written
+    assert JsonlJournal(path).records() == [{"type": "run"}, {"type": "x"}]
+    assert path.read_text() == '{"type":"run"}\n{"type":"x"}\n'
     path.write_text('{"type":"run"}\nnot json\n{"type":"x"}\n')
     with pytest.raises(InputError, match="damaged"):
         JsonlJournal(path)

@@ -164,37 +164,28 @@ class JsonlJournal:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._records: list[dict[str, Any]] = []
-        good = 0
-        if self.path.exists():
-            raw = self.path.read_bytes()
-            lines = raw.split(b"\n")
-            for k, line in enumerate(lines):
-                if not line.strip():
-                    good += len(line) + 1
-                    continue
-                last = k == len(lines) - 1 or (k == len(lines) - 2 and not lines[-1])
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    if last or k == len(lines) - 1:
-                        break
-                    raise InputError(
-                        f"{self.path}, line {k + 1}: not a journal record; the journal is "
-                        "damaged (move it aside to start afresh)"
-                    ) from None
-                if k == len(lines) - 1:  # complete JSON but no newline: finish the line
-                    self._records.append(rec)
-                    good += len(line)
-                    break
-                self._records.append(rec)
-                good += len(line) + 1
-            good = min(good, len(raw))
+        raw = self.path.read_bytes() if self.path.exists() else b""
+        body, newline, tail = raw.rpartition(b"\n")  # tail: what follows the last newline
+        for k, line in enumerate(body.split(b"\n") if newline else [], 1):
+            if not line.strip():
+                continue
+            try:
+                self._records.append(json.loads(line))
+            except ValueError:
+                raise InputError(
+                    f"{self.path}, line {k}: not a journal record; the journal is damaged "
+                    "(move it aside to start afresh)"
+                ) from None
+        keep = len(body) + len(newline)
+        try:
+            whole = json.loads(tail) if tail.strip() else None
+        except ValueError:
+            whole = None  # a line cut short by a kill: dropped
         self._fh = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
-        if self._fh.tell() != good:
-            self._fh.truncate(good)
-            self._fh.seek(good)
-        if good and not self.path.read_bytes()[:good].endswith(b"\n"):
-            self._fh.write(b"\n")
+        self._fh.truncate(keep)
+        self._fh.seek(keep)
+        if whole is not None:  # a whole record whose newline was not written yet
+            self.append(whole)
 
     def records(self) -> list[dict[str, Any]]:
         return list(self._records)
