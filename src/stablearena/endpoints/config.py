@@ -51,7 +51,8 @@ class ModelEndpoint:
     """An OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint.
 
     ``api_key_env`` is the NAME of the environment variable holding the key (``None``: no key);
-    ``params`` go into the request body as they are (``temperature``, ``max_tokens``, …).
+    ``params`` go into the request body as they are (``temperature``, ``max_tokens``, …);
+    ``timeout`` bounds one attempt at a whole answer, in seconds.
     Retries: up to ``max_retries`` more attempts after a timeout, a dropped connection or HTTP
     408/409/429/500/502/503/504, waiting ``Retry-After`` when the server sends it (at most
     ``max_retry_after`` seconds), else ``min(backoff_max, backoff × 2^k)`` × a uniform jitter in
