@@ -58,6 +58,7 @@ from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning, TooFewRecords
 from ..graph import check_comparison_graph
 from ..information import laplacian
+from ._newton import NewtonProblem, Step, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms, solve_bradley_terry
 
@@ -336,6 +337,148 @@ _DIVERGING: float = 3.0
 _RUNAWAY: float = 1000.0
 
 
+class _AmEloProblem(NewtonProblem):
+    """:func:`solve_am_elo` for the Newton driver: the point (x, a) on the gauge Σx = 0,
+    Σ s_k a_k = M, the annotators given virtual ties, and the Gauss–Newton steps taken."""
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        a: np.ndarray,
+        sign: np.ndarray,
+        data_rows: AmEloRows,
+        ann_prior: np.ndarray,
+        active: np.ndarray,
+        mask: np.ndarray | None,
+        prior_strength: float,
+    ) -> None:
+        self.x, self.a, self.sign = x, a, sign
+        self.data_rows, self.ann_prior, self.active = data_rows, ann_prior, active
+        self.mask, self.prior_strength = mask, prior_strength
+        self.kk, self.total = data_rows.n_annotators, data_rows.total
+        self.rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
+        self.n_fisher = 0
+        self.f = self.objective(x, a)
+
+    def objective(self, x: np.ndarray, a: np.ndarray) -> float:
+        val = am_elo_loglik(x, a, self.rows)
+        if self.mask is not None:
+            val += _prior_terms(x, self.mask, self.prior_strength)[0]
+        return val
+
+    def _give_virtual_ties(self, which: np.ndarray) -> None:
+        self.ann_prior |= which
+        self.rows = self.data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * self.ann_prior)
+        self.f = self.objective(self.x, self.a)
+
+    def _projected_norm(self, gx: np.ndarray, ga: np.ndarray) -> float:
+        """‖(g_x, g_a projected on sᵀda = 0)‖ per comparison (``ga`` zero off the active)."""
+        act, sign = self.active, self.sign
+        pga = np.where(act, ga - sign * ((sign * ga)[act].mean()), 0.0)
+        return float(math.sqrt(float(gx @ gx) + float(pga @ pga))) / self.total
+
+    def _gradient_at(self, x: np.ndarray, terms: tuple[np.ndarray, ...]):
+        """(g_x, g_a) with the existence prior's terms; keeps the prior's Hessian for the step."""
+        gx, ga = _gradient(self.rows, terms)
+        if self.mask is not None:
+            _, pg, self.prior_h = _prior_terms(x, self.mask, self.prior_strength)
+            gx = gx + pg
+        return gx, np.where(self.active, ga, 0.0)
+
+    def prepare(self) -> None:
+        a = self.a
+        if self.kk > 1 and np.any(np.abs(a) > _DIVERGING):
+            diverging = (
+                separable_annotators(self.x, self.data_rows)
+                & (np.abs(a) > _DIVERGING)
+                & ~self.ann_prior
+            )
+            if diverging.any():
+                self._give_virtual_ties(diverging)
+
+    def gradient_norm(self) -> float:
+        self.terms = _row_terms(self.x, self.a, self.rows)
+        self.gx, self.ga = self._gradient_at(self.x, self.terms)
+        return self._projected_norm(self.gx, self.ga)
+
+    def at_optimum(self, gnorm: float, tol: float) -> bool | None:
+        if gnorm > tol:
+            return False
+        if self.kk <= 1:
+            return True
+        late = separable_annotators(self.x, self.data_rows) & ~self.ann_prior
+        if not late.any():
+            return True
+        # converged only because the runaway ability's gradient fell below tol: fix it
+        self._give_virtual_ties(late)
+        return None
+
+    def check(self, iteration: int) -> str | None:
+        a = self.a
+        if np.max(np.abs(a)) > _RUNAWAY:
+            raise ConvergenceError(
+                "am-ELO has no maximum-likelihood solution on these data: the votes are best "
+                "explained by annotators who disagree in sign with no consistent majority, so the "
+                "rating spread shrinks towards 0 while the abilities run off to ±∞ (largest |ability| "
+                f"{np.max(np.abs(a)):.3g} × average after {iteration} iterations). Add battles per "
+                "annotator, raise --min-records, or use m-elo."
+            )
+        return None
+
+    def value(self) -> float:
+        return self.f
+
+    def direction(self) -> Step | str:
+        rows, terms, gx, ga = self.rows, self.terms, self.gx, self.ga
+        active, sign = self.active, self.sign
+        lap, b, dd = _blocks(rows, terms, exact=True)
+        if self.mask is not None:
+            lap = lap - self.prior_h
+        dd = np.maximum(dd, 1e-300)
+        step = _kkt_step(lap, b, dd, gx, ga, active, sign)
+        if step is None or float(gx @ step[0] + ga @ step[1]) <= 0:
+            self.n_fisher += 1
+            ak, d, _, w = terms
+            step = _kkt_step(lap, _cross_block(rows, ak * d * w), dd, gx, ga, active, sign)
+            if step is not None and float(gx @ step[0] + ga @ step[1]) <= 0:
+                step = None
+        if step is None:
+            return "neither the Hessian nor the Fisher matrix is definite on the constraint set"
+        dx, da = self.step = step
+        x, a = self.x, self.a
+
+        def full_gradient_norm() -> float:
+            xn, an = x + dx, a + da
+            return self._projected_norm(*self._gradient_at(xn, _row_terms(xn, an, rows)))
+
+        return Step(
+            float(gx @ dx + ga @ da),
+            trial=lambda t: self.objective(x + t * dx, a + t * da),
+            full_gradient_norm=full_gradient_norm,
+        )
+
+    def accept(self, t: float, f: float | None) -> None:
+        dx, da = self.step
+        xn, an = self.x + t * dx, self.a + t * da
+        active, sign = self.active, self.sign
+        # re-centre against floating-point drift (a shift of x leaves L unchanged)
+        self.x = xn - xn.mean()
+        self.f = f if f is not None else self.objective(xn, an)
+        if np.array_equal(_gauge_signs(an, active), sign):
+            self.a = np.where(active, an - sign * ((sign * an)[active].mean() - 1.0), 1.0)
+        else:
+            # an ability changed sign: back onto mean |a| = 1 (a rescale, L unchanged) and
+            # continue on the gauge with the new signs
+            self.x, self.a = _normalise_abilities(self.x, an, active)
+            self.sign = _gauge_signs(self.a, active)
+            self.f = self.objective(self.x, self.a)
+
+    def finish(self, message: str) -> str:
+        if self.n_fisher and not message:
+            return f"{self.n_fisher} Gauss–Newton step(s) where the Hessian was indefinite"
+        return message
+
+
 def solve_am_elo(
     rows: AmEloRows,
     *,
@@ -379,112 +522,12 @@ def solve_am_elo(
         # when the solver starts elsewhere (a warm start): the objective, hence the optimum,
         # must not depend on where the iteration begins
         ann_prior = separable_annotators(x_start - np.mean(x_start), data_rows)
-        rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
 
-    def objective(x: np.ndarray, a: np.ndarray) -> float:
-        val = am_elo_loglik(x, a, rows)
-        if use_prior:
-            val += _prior_terms(x, mask, prior_strength)[0]  # type: ignore[arg-type]
-        return val
-
-    f = objective(x, a)
-    it = 0
-    message = ""
-    converged = False
-    n_fisher = 0
-    while True:
-        if kk > 1 and np.any(np.abs(a) > _DIVERGING):
-            diverging = separable_annotators(x, data_rows) & (np.abs(a) > _DIVERGING) & ~ann_prior
-            if diverging.any():
-                ann_prior |= diverging
-                rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
-                f = objective(x, a)
-        terms = _row_terms(x, a, rows)
-        gx, ga = _gradient(rows, terms)
-        if use_prior:
-            _, pg, ph = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
-            gx = gx + pg
-        ga = np.where(active, ga, 0.0)
-        pga = np.where(active, ga - sign * ((sign * ga)[active].mean()), 0.0)
-        gnorm = float(math.sqrt(float(gx @ gx) + float(pga @ pga))) / total
-        if gnorm <= tol:
-            late = separable_annotators(x, data_rows) & ~ann_prior if kk > 1 else ann_prior & False
-            if not late.any():
-                converged = True
-                break
-            # converged only because the runaway ability's gradient fell below tol: fix it
-            ann_prior |= late
-            rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
-            f = objective(x, a)
-            continue
-        if it >= max_iter:
-            message = f"stopped after {max_iter} Newton iterations"
-            break
-        if np.max(np.abs(a)) > _RUNAWAY:
-            raise ConvergenceError(
-                "am-ELO has no maximum-likelihood solution on these data: the votes are best "
-                "explained by annotators who disagree in sign with no consistent majority, so the "
-                "rating spread shrinks towards 0 while the abilities run off to ±∞ (largest |ability| "
-                f"{np.max(np.abs(a)):.3g} × average after {it} iterations). Add battles per "
-                "annotator, raise --min-records, or use m-elo."
-            )
-        it += 1
-        step = None
-        lap, b, dd = _blocks(rows, terms, exact=True)
-        if use_prior:
-            lap = lap - ph
-        dd = np.maximum(dd, 1e-300)
-        step = _kkt_step(lap, b, dd, gx, ga, active, sign)
-        if step is None or float(gx @ step[0] + ga @ step[1]) <= 0:
-            n_fisher += 1
-            ak, d, _, w = terms
-            step = _kkt_step(lap, _cross_block(rows, ak * d * w), dd, gx, ga, active, sign)
-            if step is not None and float(gx @ step[0] + ga @ step[1]) <= 0:
-                step = None
-        if step is None:
-            message = "neither the Hessian nor the Fisher matrix is definite on the constraint set"
-            break
-        dx, da = step
-        slope = float(gx @ dx + ga @ da)
-        t = 1.0
-        # Near the optimum lnL changes by less than its rounding error, so the sufficient-decrease
-        # test is noise: accept the full Newton step there when it shrinks the gradient.
-        full_ok = False
-        if abs(slope) <= 1e-12 * max(abs(f), 1.0):
-            xn, an = x + dx, a + da
-            fn = objective(xn, an)
-            gxn, gan = _gradient(rows, _row_terms(xn, an, rows))
-            if use_prior:
-                gxn = gxn + _prior_terms(xn, mask, prior_strength)[1]  # type: ignore[arg-type]
-            gan = np.where(active, gan, 0.0)
-            pgan = np.where(active, gan - sign * ((sign * gan)[active].mean()), 0.0)
-            full_ok = (
-                np.isfinite(fn) and math.sqrt(float(gxn @ gxn) + float(pgan @ pgan)) / total < gnorm
-            )
-        while not full_ok:
-            xn, an = x + t * dx, a + t * da
-            fn = objective(xn, an)
-            if fn >= f + 1e-4 * t * slope or t < 1e-10:
-                break
-            t *= 0.5
-        if not full_ok and (t < 1e-10 or not np.isfinite(fn) or fn < f):
-            message = "line search made no progress (gradient at floating-point noise level)"
-            converged = gnorm <= max(tol, 1e-12) * 10
-            break
-        # re-centre against floating-point drift (a shift of x leaves L unchanged)
-        x = xn - xn.mean()
-        f = fn
-        if np.array_equal(_gauge_signs(an, active), sign):
-            a = np.where(active, an - sign * ((sign * an)[active].mean() - 1.0), 1.0)
-        else:
-            # an ability changed sign: back onto mean |a| = 1 (a rescale, L unchanged) and
-            # continue on the gauge with the new signs
-            x, a = _normalise_abilities(x, an, active)
-            sign = _gauge_signs(a, active)
-            f = objective(x, a)
-    if n_fisher and not message:
-        message = f"{n_fisher} Gauss–Newton step(s) where the Hessian was indefinite"
-    conv = Convergence(converged, it, gnorm, "newton", message)
+    problem = _AmEloProblem(
+        x, a, sign, data_rows, ann_prior, active, mask if use_prior else None, prior_strength
+    )
+    conv = newton(problem, tol=tol, max_iter=max_iter)
+    x, a, ann_prior = problem.x, problem.a, problem.ann_prior
     prior_ties = ANNOTATOR_PRIOR_STRENGTH * ann_prior.astype(float)
     x, a = _orient(x, a, data_rows.records())
     return AmEloSolution(x, a, am_elo_loglik(x, a, data_rows), conv, prior_ties)
