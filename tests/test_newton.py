@@ -36,13 +36,23 @@ def _undefeated():
     return b.take(keep)
 
 
+def _without_some_ties():
+    """Pair counts where six pairs have no ties: their Rao–Kupper thresholds sit on the kink 0."""
+    from stablearena.battles import as_counts
+
+    counts = as_counts(_simulated(8, 2500, 13, rule="rao-kupper", eta=0.4))
+    ties = counts.ties.copy()
+    ties[:6] = 0
+    return counts.with_counts(counts.wins, counts.losses, ties)
+
+
 def fixtures() -> dict[str, Any]:
     """name → a function returning the fitted result (deterministic)."""
     from stablearena.perturbation import simulate_arena
     from stablearena.raters.annotator import AmElo
     from stablearena.raters.bradley_terry import BradleyTerry, MElo
     from stablearena.raters.style import StyleAmElo, StyleBradleyTerry, StyleMElo
-    from stablearena.raters.ties import Davidson, RaoKupper
+    from stablearena.raters.ties import Davidson, RaoKupper, ThurstonianBT
     from stablearena.simulate import random_ratings
     from stablearena.style_features import simulate_style_battles
 
@@ -78,6 +88,10 @@ def fixtures() -> dict[str, Any]:
         "davidson": lambda: Davidson().fit(_simulated(8, 3000, 7, rule="davidson", eta=0.3)),
         "rao-kupper-k-tie": lambda: RaoKupper(k_tie=2).fit(
             _simulated(8, 3000, 8, rule="rao-kupper", eta=0.5)
+        ),
+        "rao-kupper-kinks": lambda: RaoKupper(k_tie=6).fit(_without_some_ties()),
+        "bt-cov": lambda: ThurstonianBT(k_cov=2).fit(
+            _simulated(8, 3000, 12, rule="davidson", eta=0.2)
         ),
         "style-m-elo": lambda: StyleMElo().fit(style(9)),
         "style-bt": lambda: StyleBradleyTerry().fit(style(10)),
@@ -161,3 +175,67 @@ if __name__ == "__main__":  # pragma: no cover - records the reference
         REFERENCE.parent.mkdir(exist_ok=True)
         REFERENCE.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
         print(f"recorded {sorted(result)} into {REFERENCE}")
+
+
+# ------------------------------------------------------------------------------ the driver
+class _Quadratic:
+    """f(x) = −½ xᵀAx + bᵀx (optimum A⁻¹b) for the driver, with a step scaled by ``damp``."""
+
+    def __new__(cls, *args: Any, **kw: Any):  # built on the driver's base class lazily
+        from stablearena.raters._newton import NewtonProblem, Step
+
+        class Problem(NewtonProblem):
+            def __init__(self, a: np.ndarray, b: np.ndarray, damp: float = 1.0) -> None:
+                self.a, self.b, self.damp = a, b, damp
+                self.x = np.zeros(len(b))
+                self.steps = 0
+
+            def f(self, x: np.ndarray) -> float:
+                return float(-0.5 * x @ self.a @ x + self.b @ x)
+
+            def gradient_norm(self) -> float:
+                return float(np.linalg.norm(self.b - self.a @ self.x))
+
+            def value(self) -> float:
+                return self.f(self.x)
+
+            def direction(self):
+                g = self.b - self.a @ self.x
+                self.step = self.damp * np.linalg.solve(self.a, g)
+                return Step(float(g @ self.step), trial=lambda t: self.f(self.x + t * self.step))
+
+            def accept(self, t: float, f: float | None) -> None:
+                self.x = self.x + t * self.step
+                self.steps += 1
+
+        return Problem(*args, **kw)
+
+
+def test_the_driver_converges_in_one_newton_step_on_a_quadratic():
+    from stablearena.raters._newton import newton
+
+    a = np.array([[2.0, 0.5], [0.5, 1.0]])
+    b = np.array([1.0, -2.0])
+    problem = _Quadratic(a, b)
+    conv = newton(problem, tol=1e-12, max_iter=10)
+    assert conv.converged and conv.iterations == 1 and conv.solver == "newton"
+    np.testing.assert_allclose(problem.x, np.linalg.solve(a, b), atol=1e-12)
+
+
+def test_the_driver_backtracks_an_overlong_step_and_reports_the_iteration_limit():
+    from stablearena.raters._newton import newton
+
+    a, b = np.eye(2), np.array([1.0, 1.0])
+    # a step 3× too long fails Armijo's test at t = 1 and passes at t = ½: x = 1.5, then 0.75
+    problem = _Quadratic(a, b, damp=3.0)
+    conv = newton(problem, tol=1e-12, max_iter=2)
+    assert not conv.converged and conv.message == "stopped after 2 Newton iterations"
+    np.testing.assert_allclose(problem.x, [0.75, 0.75])
+
+
+def test_the_driver_stops_when_no_step_makes_progress():
+    from stablearena.raters._newton import NO_PROGRESS, newton
+
+    problem = _Quadratic(np.eye(1), np.array([1.0]), damp=-1.0)  # a descent direction
+    conv = newton(problem, tol=1e-12, max_iter=10)
+    assert not conv.converged and conv.message == NO_PROGRESS and problem.steps == 0

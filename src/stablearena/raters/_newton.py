@@ -83,12 +83,13 @@ def line_search(
             if tiny and step.full_gradient_norm is not None and step.full_gradient_norm() < gnorm:
                 return 1.0, f1
         t = 0.5
-    while t >= min_t:
+    while True:
         ft = step.trial(t)
         if math.isfinite(ft) and ft >= f + ARMIJO * t * step.slope - allowance:
             return t, ft
         t *= 0.5
-    return None
+        if t < min_t:
+            return None
 
 
 class NewtonProblem:
