@@ -103,6 +103,10 @@ class NewtonProblem:
     noise: float = 0.0
     #: shortest step the line search tries
     min_t: float = 1e-10
+    #: the objective at the current point (kept by the family; see :meth:`value`)
+    f: float | None = None
+    #: steps taken with the Gauss–Newton (Fisher) matrix where the Hessian was not definite
+    fisher_steps: int = 0
 
     def prepare(self) -> None:
         """Before the convergence check (e.g. give a runaway parameter its prior)."""
@@ -120,9 +124,10 @@ class NewtonProblem:
         """Before a step: a message to stop with (e.g. stalled), or ``None``; may raise."""
         return None
 
-    def value(self) -> float:  # override
-        """The objective at the current point."""
-        raise NotImplementedError
+    def value(self) -> float:
+        """The objective at the current point (default: the attribute ``f`` the family keeps)."""
+        assert self.f is not None
+        return self.f
 
     def direction(self) -> Step | str:  # override
         """The Newton step, or a message why there is none."""
@@ -133,7 +138,10 @@ class NewtonProblem:
         raise NotImplementedError
 
     def finish(self, message: str) -> str:
-        """The report's message (e.g. noting Gauss–Newton steps); restore state if needed."""
+        """The report's message — by default noting the Gauss–Newton steps when the solve ended
+        normally; a family may also restore its state here."""
+        if self.fisher_steps and not message:
+            return f"{self.fisher_steps} Gauss–Newton step(s) where the Hessian was indefinite"
         return message
 
 

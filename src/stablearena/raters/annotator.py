@@ -357,7 +357,6 @@ class _AmEloProblem(NewtonProblem):
         self.mask, self.prior_strength = mask, prior_strength
         self.kk, self.total = data_rows.n_annotators, data_rows.total
         self.rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
-        self.n_fisher = 0
         self.f = self.objective(x, a)
 
     def objective(self, x: np.ndarray, a: np.ndarray) -> float:
@@ -425,9 +424,6 @@ class _AmEloProblem(NewtonProblem):
             )
         return None
 
-    def value(self) -> float:
-        return self.f
-
     def direction(self) -> Step | str:
         rows, terms, gx, ga = self.rows, self.terms, self.gx, self.ga
         active, sign = self.active, self.sign
@@ -437,7 +433,7 @@ class _AmEloProblem(NewtonProblem):
         dd = np.maximum(dd, 1e-300)
         step = _kkt_step(lap, b, dd, gx, ga, active, sign)
         if step is None or float(gx @ step[0] + ga @ step[1]) <= 0:
-            self.n_fisher += 1
+            self.fisher_steps += 1
             ak, d, _, w = terms
             step = _kkt_step(lap, _cross_block(rows, ak * d * w), dd, gx, ga, active, sign)
             if step is not None and float(gx @ step[0] + ga @ step[1]) <= 0:
@@ -472,11 +468,6 @@ class _AmEloProblem(NewtonProblem):
             self.x, self.a = _normalise_abilities(self.x, an, active)
             self.sign = _gauge_signs(self.a, active)
             self.f = self.objective(self.x, self.a)
-
-    def finish(self, message: str) -> str:
-        if self.n_fisher and not message:
-            return f"{self.n_fisher} Gauss–Newton step(s) where the Hessian was indefinite"
-        return message
 
 
 def solve_am_elo(

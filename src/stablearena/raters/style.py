@@ -575,9 +575,6 @@ class _StyleProblem(NewtonProblem):
         self.g = self.obj.grad.copy()
         return float(np.linalg.norm(self.g)) / self.total
 
-    def value(self) -> float:
-        return self.f
-
     def direction(self) -> Step:
         obj, g, m = self.obj, self.g, self.obj.m
         h = obj.hess.copy()
@@ -733,7 +730,6 @@ class _StyleAmEloProblem(NewtonProblem):
         self.x, self.gamma, self.theta = x, gamma, theta
         self.active, self.free_shift, self.total = active, free_shift, total
         self.kk = data_rows.n_annotators
-        self.n_fisher = 0
         self.obj = objective_for(virtual)
         self.f = self.obj.derivatives(x, gamma, theta)
 
@@ -769,15 +765,12 @@ class _StyleAmEloProblem(NewtonProblem):
             )
         return None
 
-    def value(self) -> float:
-        return self.f
-
     def direction(self) -> Step | str:
         obj, active, m = self.obj, self.active, self.obj.m
         g_all = np.concatenate([obj.grad, self.ga])
         step = _am_step(obj, obj.cross - obj.cross_e, active, self.free_shift)
         if step is None or float(g_all @ np.concatenate(step)) <= 0:
-            self.n_fisher += 1
+            self.fisher_steps += 1
             step = _am_step(obj, obj.cross, active, self.free_shift)
             if step is not None and float(g_all @ np.concatenate(step)) <= 0:
                 step = None
@@ -801,11 +794,6 @@ class _StyleAmEloProblem(NewtonProblem):
             self.x -= self.x.mean()
         self.theta = np.where(active, theta - (theta[active].mean() - 1.0), 1.0)
         self.f = self.obj.derivatives(self.x, self.gamma, self.theta)
-
-    def finish(self, message: str) -> str:
-        if self.n_fisher and not message:
-            return f"{self.n_fisher} Gauss–Newton step(s) where the Hessian was indefinite"
-        return message
 
 
 def solve_style_am_elo(

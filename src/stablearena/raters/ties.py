@@ -890,9 +890,6 @@ class _TieProblem(NewtonProblem):
             )
         return None
 
-    def value(self) -> float:
-        return self.f
-
     def direction(self) -> Step:
         engine, theta, g, nmat = self.engine, self.theta, self.g, self.nmat
         self.steps += 1
