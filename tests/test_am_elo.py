@@ -942,3 +942,22 @@ def test_reversing_every_vote_mirrors_the_scores_and_keeps_the_abilities(seed, n
     assert f.records[f.abilities > 0].sum() >= f.records[f.abilities < 0].sum()
     np.testing.assert_allclose(g.scores, -f.scores, atol=1e-6)
     np.testing.assert_allclose(g.abilities, f.abilities, atol=1e-6)
+
+
+def test_style_controlled_am_elo_identifies_the_inverted_judge_too():
+    from stablearena.raters.style import StyleAmElo
+    from stablearena.style_features import with_covariates
+
+    battles, truth = judge_panel(2)
+    z = np.random.default_rng(2).normal(size=len(battles))  # a style feature with no effect
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        f = StyleAmElo().fit(with_covariates(battles, z, ["noise"]))
+    assert f.convergence.converged
+    ab = dict(zip(f.annotators, f.abilities, strict=True))
+    assert ab["honest10"] > ab["honest20"] > ab["honest30"] > 0.1
+    assert abs(ab["first"]) < 0.01 and ab["inverted"] < -1.0
+    assert abs(np.abs(f.abilities).mean() - 1.0) < 1e-12
+    assert kendall_tau(truth, f.ratings) >= 0.9
+    g = f.gauge_constraints()
+    np.testing.assert_array_equal(g[-len(JUDGES) :, 1], np.sign(f.abilities) + (f.abilities == 0))

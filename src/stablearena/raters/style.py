@@ -54,6 +54,7 @@ from ..battles import Battles, Outcome, PairCounts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
 from ._newton import NO_PROGRESS, NewtonProblem, Step, newton
+from .annotator import ANNOTATOR_PRIOR_STRENGTH, _gauge_signs, _orient, separable_by_logit
 from .base import Convergence, Fitted, Rater, _freeze, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms
 
@@ -661,7 +662,6 @@ def solve_style(
 def _separable(x: np.ndarray, gamma: np.ndarray, rows: StyleRows) -> np.ndarray:
     """Annotators whose ability MLE is infinite at (x, γ): every comparison they judged went to
     the side with the larger u = x_a − x_b + γᵀz (→ +∞), or every one to the smaller (→ −∞)."""
-    from .annotator import separable_by_logit
 
     u = x[rows.a] - x[rows.b] + rows.z @ gamma
     return separable_by_logit(u, rows.s, rows.n, rows.k, rows.n_annotators)
@@ -678,22 +678,25 @@ def _with_virtual_ties(rows: StyleRows, weight: np.ndarray) -> StyleRows:
 
 
 def _am_step(
-    obj: _Objective, cross: np.ndarray, active: np.ndarray, free_shift: bool
+    obj: _Objective, cross: np.ndarray, active: np.ndarray, free_shift: bool, sign: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Newton step (dθ_model = (dx, dγ), da) maximising the quadratic model subject to Σda = 0
-    (and Σdx = 0 when the shift is free). With −H = [[A, B], [Bᵀ, D]], D diagonal, eliminating da
-    by the Schur complement gives (A − B D⁻¹ Bᵀ + c cᵀ/1ᵀu) dθ = g − B D⁻¹ g_a + c (1ᵀD⁻¹g_a)/1ᵀu,
-    u = D⁻¹1, c = B u; then da = D⁻¹(g_a − Bᵀ dθ) − λu. ``None`` when not positive definite."""
+    """Newton step (dθ_model = (dx, dγ), da) maximising the quadratic model subject to sᵀda = 0,
+    s the signs of the abilities (the gauge mean |θ| = 1, as in am-ELO:
+    :func:`stablearena.raters.annotator._gauge_signs`), and Σdx = 0 when the shift is free. With
+    −H = [[A, B], [Bᵀ, D]], D diagonal, eliminating da by the Schur complement gives
+    (A − B D⁻¹ Bᵀ + c cᵀ/sᵀu) dθ = g − B D⁻¹ g_a + c (uᵀg_a)/sᵀu, u = D⁻¹s, c = B u; then
+    da = D⁻¹(g_a − Bᵀ dθ) − λu. ``None`` when not positive definite."""
     m = obj.m
     dd = np.maximum(obj.dd, 1e-300)
     dinv = np.where(active, 1.0 / dd, 0.0)
-    su = float(dinv.sum())
+    u = dinv * sign
+    su = float((u * sign).sum())
     ga = np.where(active, obj.ga, 0.0)
     schur = obj.hess - (cross * dinv) @ cross.T
-    c = cross @ dinv
+    c = cross @ u
     schur += np.outer(c, c) / su
     ga_s = dinv * ga
-    rhs = obj.grad - cross @ ga_s + c * (ga_s.sum() / su)
+    rhs = obj.grad - cross @ ga_s + c * ((sign * ga_s).sum() / su)
     if free_shift:
         schur[:m, :m] += max(float(np.mean(np.abs(np.diag(schur)))), 1e-12) / m
     try:
@@ -706,12 +709,13 @@ def _am_step(
     if free_shift:
         dth[:m] -= dth[:m].mean()
     t = dinv * (ga - cross.T @ dth)
-    da = t - (t.sum() / su) * dinv
+    da = t - ((sign * t).sum() / su) * u
     return dth, da
 
 
 class _StyleAmEloProblem(NewtonProblem):
-    """:func:`solve_style_am_elo` for the Newton driver: the point (x, γ, θ) on Σθ = M (and
+    """:func:`solve_style_am_elo` for the Newton driver: the point (x, γ, θ) on Σ s_k θ_k = M
+    (mean |θ| = 1, s the signs of θ; and
     Σx = 0 when the shift is free), the annotators given virtual ties, Gauss–Newton steps."""
 
     def __init__(
@@ -730,13 +734,14 @@ class _StyleAmEloProblem(NewtonProblem):
         self.x, self.gamma, self.theta = x, gamma, theta
         self.active, self.free_shift, self.total = active, free_shift, total
         self.kk = data_rows.n_annotators
+        self.sign = _gauge_signs(theta, active)
         self.obj = objective_for(virtual)
         self.f = self.obj.derivatives(x, gamma, theta)
 
     def _projected_norm(self) -> tuple[np.ndarray, float]:
         obj, act = self.obj, self.active
         ga = np.where(act, obj.ga, 0.0)
-        pga = np.where(act, ga - ga[act].mean(), 0.0)
+        pga = np.where(act, ga - self.sign * ((self.sign * ga)[act].mean()), 0.0)
         return ga, math.sqrt(float(obj.grad @ obj.grad) + float(pga @ pga)) / self.total
 
     def prepare(self) -> None:
@@ -768,10 +773,10 @@ class _StyleAmEloProblem(NewtonProblem):
     def direction(self) -> Step | str:
         obj, active, m = self.obj, self.active, self.obj.m
         g_all = np.concatenate([obj.grad, self.ga])
-        step = _am_step(obj, obj.cross - obj.cross_e, active, self.free_shift)
+        step = _am_step(obj, obj.cross - obj.cross_e, active, self.free_shift, self.sign)
         if step is None or float(g_all @ np.concatenate(step)) <= 0:
             self.fisher_steps += 1
-            step = _am_step(obj, obj.cross, active, self.free_shift)
+            step = _am_step(obj, obj.cross, active, self.free_shift, self.sign)
             if step is not None and float(g_all @ np.concatenate(step)) <= 0:
                 step = None
         if step is None:
@@ -792,7 +797,14 @@ class _StyleAmEloProblem(NewtonProblem):
         theta = self.theta + t * da
         if self.free_shift:
             self.x -= self.x.mean()
-        self.theta = np.where(active, theta - (theta[active].mean() - 1.0), 1.0)
+        sign = self.sign
+        if np.array_equal(_gauge_signs(theta, active), sign):
+            self.theta = np.where(active, theta - sign * ((sign * theta)[active].mean() - 1.0), 1.0)
+        else:  # an ability changed sign: back onto mean |θ| = 1 with the new signs
+            scale = float(np.abs(theta[active]).mean())
+            self.x, self.gamma = self.x * scale, self.gamma * scale
+            self.theta = np.where(active, theta / scale, 1.0)
+            self.sign = _gauge_signs(self.theta, active)
         self.f = self.obj.derivatives(self.x, self.gamma, self.theta)
 
 
@@ -809,7 +821,9 @@ def solve_style_am_elo(
     max_iter: int = 200,
 ) -> tuple[StyleSolution, np.ndarray]:
     """Exact joint maximiser of the style-controlled am-ELO objective in (x, γ, θ) under Σx = 0
-    (unless ``penalty="all"``) and mean θ = 1 over annotators with comparisons.
+    (unless ``penalty="all"``) and mean |θ| = 1 over annotators with comparisons, the sign chosen
+    so that most votes come from annotators of positive ability (as am-ELO,
+    docs/methods/annotator-identification.md).
 
     Starts from style-controlled m-ELO (pooled) with θ = 1. Newton steps with the exact Hessian,
     the Gauss–Newton (Fisher) matrix where that is not definite, backtracking line search.
@@ -827,9 +841,8 @@ def solve_style_am_elo(
     x = np.asarray(x0, dtype=float).copy()
     gamma = np.asarray(gamma0, dtype=float).copy()
     theta = np.ones(kk) if theta0 is None else np.where(active, np.asarray(theta0, float), 1.0)
-    theta = np.where(active, theta / theta[active].mean(), 1.0)
+    theta = np.where(active, theta / np.abs(theta[active]).mean(), 1.0)
     free_shift = penalty != "all"
-    from .annotator import ANNOTATOR_PRIOR_STRENGTH
 
     virtual = np.zeros(kk, dtype=bool)
     if kk > 1:
@@ -851,6 +864,8 @@ def solve_style_am_elo(
         problem.f,
         problem.virtual,
     )
+    if _orient(x, theta, np.bincount(rows.k, rows.n, kk))[1] is not theta:
+        x, gamma, theta = -x, -gamma, -theta  # the same objective (penalty and prior are even)
     sol = StyleSolution(x, gamma, theta, style_loglik(x, gamma, data_rows, theta), f, conv)
     return sol, ANNOTATOR_PRIOR_STRENGTH * virtual.astype(float)
 
@@ -1161,7 +1176,7 @@ class StyleFitted(Fitted):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class StyleAmEloFitted(StyleFitted):
-    """Style-controlled am-ELO: :class:`StyleFitted` plus each annotator's ability θ_k (mean 1),
+    """Style-controlled am-ELO: :class:`StyleFitted` plus each annotator's ability θ_k (mean |θ| 1),
     which scales the whole logit σ(θ_k (x_A − x_B + γᵀz)).
 
     ``prior_ties``: virtual ties given to annotators whose ability MLE is infinite (or None)."""
@@ -1230,11 +1245,12 @@ class StyleAmEloFitted(StyleFitted):
         return _outer(r, c * c * q, c * u * q, u * u * q)
 
     def gauge_constraints(self) -> np.ndarray:
-        """Σx = 0 and Σθ = M (the scale)."""
+        """Σx = 0 and Σ s_k θ_k = M, s the signs of θ (the scale: mean |θ| = 1)."""
         m = self.n_models
         g = np.zeros((len(self.parameters()), 2))
         g[:m, 0] = 1.0
-        g[m + self.n_features :, 1] = 1.0
+        theta = np.asarray(self.abilities, dtype=float)
+        g[m + self.n_features :, 1] = _gauge_signs(theta, np.ones(len(theta), dtype=bool))
         return g
 
     def predict(
