@@ -182,7 +182,7 @@ class _Quadratic:
     """f(x) = −½ xᵀAx + bᵀx (optimum A⁻¹b) for the driver, with a step scaled by ``damp``."""
 
     def __new__(cls, *args: Any, **kw: Any):  # built on the driver's base class lazily
-        from stablearena.raters._newton import NewtonProblem, Step
+        from stablearena.raters._newton import NewtonProblem
 
         class Problem(NewtonProblem):
             def __init__(self, a: np.ndarray, b: np.ndarray, damp: float = 1.0) -> None:
@@ -199,10 +199,13 @@ class _Quadratic:
             def value(self) -> float:
                 return self.f(self.x)
 
-            def direction(self):
+            def direction(self) -> float:
                 g = self.b - self.a @ self.x
                 self.step = self.damp * np.linalg.solve(self.a, g)
-                return Step(float(g @ self.step), trial=lambda t: self.f(self.x + t * self.step))
+                return float(g @ self.step)
+
+            def trial(self, t: float) -> float:
+                return self.f(self.x + t * self.step)
 
             def accept(self, t: float, f: float | None) -> None:
                 self.x = self.x + t * self.step

@@ -20,12 +20,10 @@ definite) is the family's: it depends on the family's constraints.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from .base import Convergence
 
-__all__ = ["NO_PROGRESS", "Step", "NewtonProblem", "line_search", "newton"]
+__all__ = ["NO_PROGRESS", "NewtonProblem", "line_search", "newton"]
 
 NO_PROGRESS = "line search made no progress (gradient at floating-point noise level)"
 
@@ -36,68 +34,45 @@ ARMIJO = 1e-4
 TINY_SLOPE = 1e-12
 
 
-@dataclass
-class Step:
-    """A Newton step from the current point, as the line search sees it.
-
-    ``slope``: ∇f·step (> 0 for an ascent direction). ``trial(t)``: the objective at
-    current + t·step (value only). ``full()``: the objective at the full step (a family may
-    compute and keep its derivatives there, since a full step is the usual outcome);
-    ``full_gradient_norm()``: ‖∇f‖/n there (after ``full()``), or ``None`` for a family without
-    the near-optimum rule. ``ascends()``: optional test that the full step passes Armijo's test
-    without evaluating f — for a concave objective, ∇f(x + step)·step ≥ 10⁻⁴·slope suffices.
-    ``t_max``: the longest step allowed (< 1 when a bound is in the way).
-    """
-
-    slope: float
-    trial: Callable[[float], float]
-    full: Callable[[], float] | None = None
-    full_gradient_norm: Callable[[], float] | None = None
-    ascends: Callable[[], bool] | None = None
-    t_max: float = 1.0
-
-
 def line_search(
-    f0: Callable[[], float],
-    step: Step,
-    gnorm: float,
-    *,
-    min_t: float = 1e-10,
-    noise: float = 0.0,
+    problem: NewtonProblem, slope: float, gnorm: float
 ) -> tuple[float, float | None] | None:
-    """Backtracking along ``step``: the step length t accepted and f there (``None`` when the
-    concavity test accepted the full step without f), or ``None`` when no t ≥ ``min_t`` makes
-    progress. ``f0()`` gives the objective at the current point (called only when needed);
-    ``noise`` is a rounding allowance relative to |f0| in Armijo's test."""
-    if step.ascends is not None and step.ascends():
+    """Backtracking along the problem's step (slope ∇f·step > 0): the step length t accepted and
+    f there (``None`` when :meth:`NewtonProblem.ascends` accepted the full step without f), or
+    ``None`` when no t ≥ ``problem.min_t`` makes progress."""
+    if problem.ascends():
         return 1.0, None
-    f = f0()
-    allowance = noise * abs(f)
-    t = step.t_max
+    f = problem.value()
+    allowance = problem.noise * abs(f)
+    t = problem.max_step()
     if t >= 1.0:
-        f1 = step.full() if step.full is not None else step.trial(1.0)
+        f1 = problem.full()
         if math.isfinite(f1):
-            if f1 >= f + ARMIJO * step.slope - allowance:
+            if f1 >= f + ARMIJO * slope - allowance:
                 return 1.0, f1
-            tiny = abs(step.slope) <= TINY_SLOPE * max(abs(f), 1.0)
-            if tiny and step.full_gradient_norm is not None and step.full_gradient_norm() < gnorm:
-                return 1.0, f1
+            if abs(slope) <= TINY_SLOPE * max(abs(f), 1.0):
+                g1 = problem.full_gradient_norm()
+                if g1 is not None and g1 < gnorm:
+                    return 1.0, f1
         t = 0.5
     while True:
-        ft = step.trial(t)
-        if math.isfinite(ft) and ft >= f + ARMIJO * t * step.slope - allowance:
+        ft = problem.trial(t)
+        if math.isfinite(ft) and ft >= f + ARMIJO * t * slope - allowance:
             return t, ft
         t *= 0.5
-        if t < min_t:
+        if t < problem.min_t:
             return None
 
 
 class NewtonProblem:
-    """What a model family gives :func:`newton`; override the methods marked so.
+    """What a model family gives :func:`newton`: a small protocol; override the methods marked
+    so (the others have defaults).
 
-    The family keeps its current point; the driver calls, per iteration: :meth:`prepare`,
-    :meth:`gradient_norm`, :meth:`at_optimum`, :meth:`check`, :meth:`direction`, then the line
-    search on the :class:`Step` and :meth:`accept`; :meth:`finish` after the last."""
+    The family keeps its current point and, after :meth:`direction`, the step from it; the
+    driver calls, per iteration: :meth:`prepare`, :meth:`gradient_norm`, :meth:`at_optimum`,
+    :meth:`check`, :meth:`direction`, then the line search (:meth:`ascends`, :meth:`full`,
+    :meth:`full_gradient_norm`, :meth:`trial`) and :meth:`accept`; :meth:`finish` after the
+    last."""
 
     #: rounding allowance of Armijo's test, relative to |f| (see :func:`line_search`)
     noise: float = 0.0
@@ -129,9 +104,33 @@ class NewtonProblem:
         assert self.f is not None
         return self.f
 
-    def direction(self) -> Step | str:  # override
-        """The Newton step, or a message why there is none."""
+    def direction(self) -> float | str:  # override
+        """Compute and keep the Newton step; return its slope ∇f·step, or a message why there is
+        no ascent step."""
         raise NotImplementedError
+
+    def trial(self, t: float) -> float:  # override
+        """The objective at current + t·step (value only)."""
+        raise NotImplementedError
+
+    def full(self) -> float:
+        """The objective at the full step (a family may compute and keep its derivatives there:
+        a full step is the usual outcome)."""
+        return self.trial(1.0)
+
+    def full_gradient_norm(self) -> float | None:
+        """‖∇f‖/n at the full step (after :meth:`full`), for the near-optimum rule; ``None``: the
+        family does not use that rule."""
+        return None
+
+    def ascends(self) -> bool:
+        """Whether the full step passes Armijo's test without evaluating f (for a concave
+        objective, ∇f(x + step)·step ≥ 10⁻⁴·slope suffices). Default: no shortcut."""
+        return False
+
+    def max_step(self) -> float:
+        """The longest step allowed along the step (< 1 when a bound is in the way)."""
+        return 1.0
 
     def accept(self, t: float, f: float | None) -> None:  # override
         """Move to current + t·step; ``f``: the objective there, if the line search knows it."""
@@ -171,11 +170,11 @@ def newton(
             message = stop
             break
         it += 1
-        step = problem.direction()
-        if isinstance(step, str):
-            message = step
+        slope = problem.direction()
+        if isinstance(slope, str):
+            message = slope
             break
-        found = line_search(problem.value, step, gnorm, min_t=problem.min_t, noise=problem.noise)
+        found = line_search(problem, slope, gnorm)
         if found is None:
             message = NO_PROGRESS
             converged = gnorm <= max(tol, 1e-12) * 10

@@ -58,7 +58,7 @@ from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning, TooFewRecords
 from ..graph import check_comparison_graph
 from ..information import laplacian
-from ._newton import NewtonProblem, Step, newton
+from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms, solve_bradley_terry
 
@@ -424,7 +424,7 @@ class _AmEloProblem(NewtonProblem):
             )
         return None
 
-    def direction(self) -> Step | str:
+    def direction(self) -> float | str:
         rows, terms, gx, ga = self.rows, self.terms, self.gx, self.ga
         active, sign = self.active, self.sign
         lap, b, dd = _blocks(rows, terms, exact=True)
@@ -441,17 +441,16 @@ class _AmEloProblem(NewtonProblem):
         if step is None:
             return "neither the Hessian nor the Fisher matrix is definite on the constraint set"
         dx, da = self.step = step
-        x, a = self.x, self.a
+        return float(gx @ dx + ga @ da)
 
-        def full_gradient_norm() -> float:
-            xn, an = x + dx, a + da
-            return self._projected_norm(*self._gradient_at(xn, _row_terms(xn, an, rows)))
+    def trial(self, t: float) -> float:
+        dx, da = self.step
+        return self.objective(self.x + t * dx, self.a + t * da)
 
-        return Step(
-            float(gx @ dx + ga @ da),
-            trial=lambda t: self.objective(x + t * dx, a + t * da),
-            full_gradient_norm=full_gradient_norm,
-        )
+    def full_gradient_norm(self) -> float:
+        dx, da = self.step
+        xn, an = self.x + dx, self.a + da
+        return self._projected_norm(*self._gradient_at(xn, _row_terms(xn, an, self.rows)))
 
     def accept(self, t: float, f: float | None) -> None:
         dx, da = self.step

@@ -24,7 +24,7 @@ from .._threads import single_threaded_blas
 from ..battles import Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
-from ._newton import NewtonProblem, Step, newton
+from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 
 __all__ = ["BTSolution", "solve_bradley_terry", "bradley_terry_loglik", "MElo", "BradleyTerry"]
@@ -220,7 +220,7 @@ class _BTProblem(NewtonProblem):
             self.f = self._value(self.point)
         return self.f
 
-    def direction(self) -> Step:
+    def direction(self) -> float:
         m = self.m
         lap = self.hessian(self.point)
         # the Laplacian is singular along 1; adding a multiple of 11ᵀ leaves the step ⊥ 1
@@ -232,21 +232,24 @@ class _BTProblem(NewtonProblem):
             step = np.linalg.lstsq(lap, self.g, rcond=None)[0]
         step -= step.mean()
         self.step = step
-        slope = float(self.g @ step)
-        return Step(
-            slope,
-            trial=lambda t: self.objective(self.x + t * step),
-            full=lambda: self._value(self.point_new),
-            full_gradient_norm=lambda: float(np.linalg.norm(self.g_new)) / self.total,
-            ascends=lambda: self._ascends(slope),
-        )
+        self.slope = float(self.g @ step)
+        return self.slope
 
-    def _ascends(self, slope: float) -> bool:
+    def trial(self, t: float) -> float:
+        return self.objective(self.x + t * self.step)
+
+    def full(self) -> float:
+        return self._value(self.point_new)
+
+    def full_gradient_norm(self) -> float:
+        return float(np.linalg.norm(self.g_new)) / self.total
+
+    def ascends(self) -> bool:
         # the full step: its derivatives are reused. φ(t) = lnL(x + t·step) is concave, so
         # φ(1) − φ(0) ≥ φ'(1) = ∇lnL(xn)·step: when that is ≥ 10⁻⁴ φ'(0) the full step passes
         # Armijo's test without lnL
         self.point_new = self.evaluate(self.x + self.step, self.g_new)
-        return float(self.g_new @ self.step) >= 1e-4 * slope
+        return float(self.g_new @ self.step) >= 1e-4 * self.slope
 
     def accept(self, t: float, f: float | None) -> None:
         self.x = self.x + t * self.step

@@ -53,7 +53,7 @@ from .._threads import single_threaded_blas
 from ..battles import Battles, Outcome, PairCounts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
-from ._newton import NO_PROGRESS, NewtonProblem, Step, newton
+from ._newton import NO_PROGRESS, NewtonProblem, newton
 from .annotator import ANNOTATOR_PRIOR_STRENGTH, _gauge_signs, _orient, separable_by_logit
 from .base import Convergence, Fitted, Rater, _freeze, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms
@@ -576,7 +576,7 @@ class _StyleProblem(NewtonProblem):
         self.g = self.obj.grad.copy()
         return float(np.linalg.norm(self.g)) / self.total
 
-    def direction(self) -> Step:
+    def direction(self) -> float:
         obj, g, m = self.obj, self.g, self.obj.m
         h = obj.hess.copy()
         if self.free_shift:
@@ -589,13 +589,18 @@ class _StyleProblem(NewtonProblem):
         if self.free_shift:
             step[:m] -= step[:m].mean()
         self.step = step
-        x, g0 = self.x, self.gamma
-        return Step(
-            float(g @ step),
-            trial=lambda t: obj.value(x + t * step[:m], g0 + t * step[m:]),
-            full=lambda: obj.derivatives(x + step[:m], g0 + step[m:]),
-            full_gradient_norm=lambda: float(np.linalg.norm(obj.grad)) / self.total,
-        )
+        return float(g @ step)
+
+    def trial(self, t: float) -> float:
+        m, step = self.obj.m, self.step
+        return self.obj.value(self.x + t * step[:m], self.gamma + t * step[m:])
+
+    def full(self) -> float:
+        m, step = self.obj.m, self.step
+        return self.obj.derivatives(self.x + step[:m], self.gamma + step[m:])
+
+    def full_gradient_norm(self) -> float:
+        return float(np.linalg.norm(self.obj.grad)) / self.total
 
     def accept(self, t: float, f: float | None) -> None:
         m, step = self.obj.m, self.step
@@ -770,8 +775,8 @@ class _StyleAmEloProblem(NewtonProblem):
             )
         return None
 
-    def direction(self) -> Step | str:
-        obj, active, m = self.obj, self.active, self.obj.m
+    def direction(self) -> float | str:
+        obj, active = self.obj, self.active
         g_all = np.concatenate([obj.grad, self.ga])
         step = _am_step(obj, obj.cross - obj.cross_e, active, self.free_shift, self.sign)
         if step is None or float(g_all @ np.concatenate(step)) <= 0:
@@ -782,13 +787,18 @@ class _StyleAmEloProblem(NewtonProblem):
         if step is None:
             return "neither the Hessian nor the Fisher matrix is definite on the constraint set"
         dth, da = self.step = step
-        x, g0, th0 = self.x, self.gamma, self.theta
-        return Step(
-            float(g_all @ np.concatenate([dth, da])),
-            trial=lambda t: obj.value(x + t * dth[:m], g0 + t * dth[m:], th0 + t * da),
-            full=lambda: obj.derivatives(x + dth[:m], g0 + dth[m:], th0 + da),
-            full_gradient_norm=lambda: self._projected_norm()[1],
-        )
+        return float(g_all @ np.concatenate([dth, da]))
+
+    def trial(self, t: float) -> float:
+        (dth, da), m = self.step, self.obj.m
+        return self.obj.value(self.x + t * dth[:m], self.gamma + t * dth[m:], self.theta + t * da)
+
+    def full(self) -> float:
+        (dth, da), m = self.step, self.obj.m
+        return self.obj.derivatives(self.x + dth[:m], self.gamma + dth[m:], self.theta + da)
+
+    def full_gradient_norm(self) -> float:
+        return self._projected_norm()[1]
 
     def accept(self, t: float, f: float | None) -> None:
         (dth, da), m, active = self.step, self.obj.m, self.active

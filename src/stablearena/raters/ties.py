@@ -69,7 +69,7 @@ from ..battles import Battles, PairCounts, as_counts
 from ..errors import InputError, StableArenaWarning
 from ..graph import check_comparison_graph
 from ..information import laplacian
-from ._newton import NewtonProblem, Step, newton
+from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, BradleyTerry, MElo, _prior_terms
 
@@ -890,7 +890,7 @@ class _TieProblem(NewtonProblem):
             )
         return None
 
-    def direction(self) -> Step:
+    def direction(self) -> float:
         engine, theta, g, nmat = self.engine, self.theta, self.g, self.nmat
         self.steps += 1
         # Jacobi scaling: solve for D^{1/2} p with D = |diag(−H)|, so that blocks whose curvature
@@ -912,11 +912,14 @@ class _TieProblem(NewtonProblem):
                 delta = 1e-8 if delta == 0.0 else delta * 10.0
         step, held = _kkt_step(engine, theta, g, nmat, fac, scale, self.kinks)
         self.step = step
-        return Step(
-            max(float(g @ step), 0.0),
-            trial=lambda t: engine.loglik(theta + t * step),
-            t_max=min(1.0, engine.kink_crossing(theta, step, held)),
-        )
+        self.t_max = min(1.0, engine.kink_crossing(theta, step, held))
+        return max(float(g @ step), 0.0)
+
+    def trial(self, t: float) -> float:
+        return self.engine.loglik(self.theta + t * self.step)
+
+    def max_step(self) -> float:
+        return self.t_max
 
     def accept(self, t: float, f: float | None) -> None:
         self.theta = self.theta + t * self.step
