@@ -140,8 +140,10 @@ def test_fit_is_exact_and_normalised():
     per_battle = np.sqrt(gx @ gx + ga @ ga) / f.n_comparisons
     assert per_battle <= 1e-8
     assert abs(f.scores.mean()) < 1e-12
-    assert abs(a.mean() - 1.0) < 1e-12
-    np.testing.assert_allclose(f.theta.mean(), ELO_SCALE)
+    # the gauge is mean |ability| = 1 (this arena has two flippers, so mean(a) < 1)
+    assert (a < 0).sum() == 2
+    assert abs(np.abs(a).mean() - 1.0) < 1e-12
+    np.testing.assert_allclose(np.abs(f.theta).mean(), ELO_SCALE)
     np.testing.assert_allclose(f.loglik, per_battle_loglik(arena.battles, f), rtol=1e-10)
 
 
@@ -184,10 +186,10 @@ def test_sum_normalisation_is_the_same_fit_on_the_papers_scale():
     arena = small_arena(5)
     fm = AmElo().fit(arena.battles)
     fs = AmElo(normalization="sum").fit(arena.battles)
-    kin = int(fs.included.sum())
+    total = fs.abilities[fs.included].sum()  # Σa (= M when no annotator is inverted)
     np.testing.assert_allclose(fs.abilities, fm.abilities, atol=1e-12)
     np.testing.assert_allclose(fs.theta.sum(), 1.0)
-    np.testing.assert_allclose(fs.ratings - 1000, kin * fm.scores, atol=1e-8)
+    np.testing.assert_allclose(fs.ratings - 1000, total * fm.scores, atol=1e-8)
     # P(i beats j | k) = σ(θ_k (R_i − R_j)) on the paper's scale
     k = 0
     r = fs.ratings
@@ -261,10 +263,12 @@ def test_structured_standard_errors_match_the_dense_bordered_inverse():
     np.testing.assert_allclose(np.sqrt(np.diag(cov)[m:]), f.ability_se[f.included], rtol=1e-8)
     rows = AmEloRows.from_counts(f.counts)
     lap, b, dd = _neg_hessian_blocks(f.scores, f.abilities[f.included], rows)
-    cov_xx, _ = _gauge_covariance(lap, b, dd, np.ones(len(dd), bool))
+    sign = np.sign(f.abilities[f.included])
+    assert (sign < 0).any()  # the arena has flippers: the gauge Σ s·a = M differs from Σa = M
+    cov_xx, _ = _gauge_covariance(lap, b, dd, np.ones(len(dd), bool), sign)
     np.testing.assert_allclose(cov_xx, cov[:m, :m], rtol=1e-7, atol=1e-12)
-    # the covariance respects the gauge: Σx = 0 and Σa = M have zero variance
-    assert abs(cov[:m, :m].sum()) < 1e-9 and abs(cov[m:, m:].sum()) < 1e-9
+    # the covariance respects the gauge: Σx = 0 and Σ s_k a_k = M have zero variance
+    assert abs(cov[:m, :m].sum()) < 1e-9 and abs(sign @ cov[m:, m:] @ sign) < 1e-9
 
 
 @pytest.mark.slow
@@ -462,12 +466,26 @@ def test_refit_on_the_same_counts_and_on_a_resample():
     assert np.corrcoef(boot.scores, f.scores)[0, 1] > 0.95
 
 
-def test_no_finite_mle_is_a_clear_error():
-    """Three near-equal models and five annotators who disagree: the likelihood grows without
-    bound as the ratings collapse and the abilities run off in opposite directions."""
+def test_annotators_who_disagree_in_sign_have_a_finite_maximum():
+    """Three near-equal models and five annotators who disagree: the best fit gives two of them
+    negative abilities. Under the old gauge mean(a) = 1 their abilities cancelled the others'
+    (Σa → 0), so the solver ran off to ±∞ and reported no maximum; under mean |a| = 1 the
+    maximum is an ordinary one (zero gradient, negative definite on the gauge)."""
     arena = simulate_arena(3, 300, profiles={"honest": 5}, seed=1)
-    with pytest.raises(ConvergenceError, match="no maximum-likelihood solution"):
-        AmElo().fit(arena.battles)
+    f = AmElo().fit(arena.battles)
+    assert f.convergence.converged and f.convergence.grad_norm <= 1e-9
+    a = f.abilities
+    assert (a < 0).sum() == 2 and abs(np.abs(a).mean() - 1.0) < 1e-12
+    # most votes come from annotators of positive ability (the sign convention)
+    assert f.records[a > 0].sum() > f.records[a < 0].sum()
+    rows = AmEloRows.from_counts(f.counts)
+    gx, ga = am_elo_gradient(f.scores, a, rows)
+    assert np.sqrt(gx @ gx + ga @ ga) / f.n_comparisons <= 1e-9
+    # a maximum: −H is positive definite on the tangent space of the gauge
+    g = f.gauge_constraints()
+    q, _ = np.linalg.qr(g, mode="complete")
+    basis = q[:, g.shape[1] :]
+    assert np.linalg.eigvalsh(basis.T @ -f.hessian() @ basis).min() > 0
 
 
 # ------------------------------------------------------------------------------ Adam reproduction
@@ -478,7 +496,7 @@ def test_adam_reproduction_stops_short_of_the_exact_optimum():
     assert adam.convergence.solver == "adam" and not adam.convergence.converged
     assert adam.loglik <= exact.loglik + 1e-9
     assert kendall_tau(adam.scores, exact.scores) > 0.8
-    np.testing.assert_allclose(adam.abilities[adam.included].mean(), 1.0)
+    np.testing.assert_allclose(np.abs(adam.abilities[adam.included]).mean(), 1.0)
 
 
 def test_adam_without_normalisation_can_reverse_the_ranking():
@@ -797,3 +815,147 @@ def test_warm_start_refuses_a_result_of_another_method():
     arena = simulate_arena(6, 1500, profiles={"honest": 4}, seed=4)
     with pytest.raises(InputError, match="start must be an am-ELO result"):
         AmElo().fit(arena.battles, start=MElo().fit(arena.battles))
+
+
+# ------------------------------------------------------------------------ identification (mean |a| = 1)
+JUDGES = ("honest10", "honest20", "honest30", "first", "inverted")
+
+
+def judge_panel(seed: int, n_models: int = 8, n_battles: int = 200) -> tuple[Battles, np.ndarray]:
+    """Five LLM-like judges, each judging the same ``n_battles`` battles in both answer orders:
+    three honest ones who name the truly better model except with 10/20/30% noise, one that
+    always prefers the first answer, and one inverted (always names the worse model). Models
+    have known, evenly spaced ratings 700…1300."""
+    rng = np.random.default_rng(seed)
+    truth = 1000 + np.linspace(-300, 300, n_models)
+    a = rng.integers(0, n_models, n_battles)
+    b = (a + 1 + rng.integers(0, n_models - 1, n_battles)) % n_models
+    a_better = truth[a] > truth[b]
+    cols: list[list[np.ndarray]] = [[], [], [], []]
+    for k, judge in enumerate(JUDGES):
+        for first, second, first_better in ((a, b, a_better), (b, a, ~a_better)):
+            if judge.startswith("honest"):
+                noise = int(judge[6:]) / 100
+                says_first = first_better ^ (rng.random(n_battles) < noise)
+            elif judge == "first":
+                says_first = np.ones(n_battles, dtype=bool)
+            else:
+                says_first = ~first_better
+            for col, v in zip(cols, (first, second, np.where(says_first, 0, 1), k), strict=True):
+                col.append(np.broadcast_to(v, n_battles))
+    a_col, b_col, oc, ann = (np.concatenate(c) for c in cols)
+    battles = Battles(
+        models=tuple(f"m{k}" for k in range(n_models)),
+        model_a=a_col.astype(np.int32),
+        model_b=b_col.astype(np.int32),
+        outcome=oc.astype(np.int8),
+        annotator=ann.astype(np.int32),
+        annotators=JUDGES,
+        source="judge panel",
+    )
+    return battles, truth
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_inverted_judge_gets_a_negative_ability_and_the_ratings_stay_right(seed):
+    """The case that used to fail with 'no maximum-likelihood solution': under mean(a) = 1 the
+    inverted judge's ability cancelled the honest ones'."""
+    battles, truth = judge_panel(seed)
+    with pytest.warns(StableArenaWarning, match=r"voted all with \(or all against\).*inverted"):
+        f = AmElo().fit(battles)
+    assert f.convergence.converged
+    ab = dict(zip(f.annotators, f.abilities, strict=True))
+    assert ab["honest10"] > ab["honest20"] > ab["honest30"] > 0.1
+    assert abs(ab["first"]) < 1e-6
+    assert ab["inverted"] < -1.0
+    assert abs(np.abs(f.abilities).mean() - 1.0) < 1e-12
+    assert kendall_tau(truth, f.ratings) >= 0.9
+    # flagged at the default threshold 0: the inverted judge only (0 ± rounding is not below 0)
+    assert [n for n, fl in zip(f.annotators, f.flagged, strict=True) if fl] == ["inverted"]
+
+
+def test_the_stable_arena_screens_out_the_inverted_judge():
+    from stablearena.screening import StableArena, screen_log
+
+    battles, truth = judge_panel(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        screened = screen_log(battles)
+        step = StableArena(policy="exclude").update(battles)
+    assert screened.excluded == ["inverted"]
+    assert kendall_tau(truth, screened.fitted.ratings) >= 0.9
+    status = {d.annotator: d.status for d in step.decisions}
+    assert status["inverted"] == "excluded"
+    assert {status[n] for n in JUDGES if n != "inverted"} == {"included"}
+
+
+def test_the_papers_sum_normalisation_is_refused_when_the_abilities_cancel():
+    battles, _ = judge_panel(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        with pytest.raises(InputError, match=r"Σθ = 1 has no solution.*normalization='mean'"):
+            AmElo(normalization="sum").fit(battles)
+
+
+def test_the_sign_follows_the_majority_of_votes():
+    """(x, a) and (−x, −a) fit equally well: the reported fit is the one in which most votes come
+    from annotators of positive ability — even when the minority is the more accurate."""
+    arena = simulate_arena(8, 6000, profiles={"honest": 3, "flipper": 2}, seed=12)
+    f = AmElo().fit(arena.battles)
+    flippers = arena.of_profile("flipper")
+    assert np.all(f.abilities[flippers] < 0) and np.all(f.abilities[~flippers] > 0)
+    # give the flippers most of the votes: the sign turns, the fit is otherwise the same
+    b = arena.battles
+    heavy = Battles.from_arrays(
+        b.model_a,
+        b.model_b,
+        b.outcome,
+        models=b.models,
+        annotator=np.array(b.annotators)[b.annotator],
+        weight=np.where(flippers[b.annotator], 3.0, 1.0),
+    )
+    g = AmElo().fit(heavy)
+    assert np.all(g.abilities[flippers] > 0) and np.all(g.abilities[~flippers] < 0)
+    assert kendall_tau(arena.true_ratings, g.ratings) < -0.5
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_models=st.integers(3, 6), n_flip=st.integers(0, 3))
+def test_reversing_every_vote_mirrors_the_scores_and_keeps_the_abilities(seed, n_models, n_flip):
+    arena = simulate_arena(n_models, 400, profiles={"honest": 4, "flipper": n_flip}, seed=seed)
+    b = arena.battles
+    swap = np.array([1, 0, 2, 3], dtype=np.int8)[b.outcome]
+    reversed_ = Battles.from_arrays(
+        b.model_a, b.model_b, swap, models=b.models, annotator=np.array(b.annotators)[b.annotator]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        try:
+            f = AmElo().fit(b)
+        except DisconnectedGraphError:
+            return
+        g = AmElo().fit(reversed_)
+    assert f.convergence.converged and g.convergence.converged
+    assert abs(np.abs(f.abilities).mean() - 1.0) < 1e-12
+    assert f.records[f.abilities > 0].sum() >= f.records[f.abilities < 0].sum()
+    np.testing.assert_allclose(g.scores, -f.scores, atol=1e-6)
+    np.testing.assert_allclose(g.abilities, f.abilities, atol=1e-6)
+
+
+def test_style_controlled_am_elo_identifies_the_inverted_judge_too():
+    from stablearena.raters.style import StyleAmElo
+    from stablearena.style_features import with_covariates
+
+    battles, truth = judge_panel(2)
+    z = np.random.default_rng(2).normal(size=len(battles))  # a style feature with no effect
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        f = StyleAmElo().fit(with_covariates(battles, z, ["noise"]))
+    assert f.convergence.converged
+    ab = dict(zip(f.annotators, f.abilities, strict=True))
+    assert ab["honest10"] > ab["honest20"] > ab["honest30"] > 0.1
+    assert abs(ab["first"]) < 0.01 and ab["inverted"] < -1.0
+    assert abs(np.abs(f.abilities).mean() - 1.0) < 1e-12
+    assert kendall_tau(truth, f.ratings) >= 0.9
+    g = f.gauge_constraints()
+    np.testing.assert_array_equal(g[-len(JUDGES) :, 1], np.sign(f.abilities) + (f.abilities == 0))

@@ -159,3 +159,55 @@ def test_root_help_lists_every_command_as_the_full_app_does(cli):
     assert out.strip() == expected.strip()
     for name in full.commands:
         assert f"  {name} " in out
+
+
+_COERCION_PROBE = """
+import contextlib, io, json, sys
+{before}
+import typer.core
+from stablearena.cli import main
+code = 0
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({{
+    "code": code,
+    "patched": bool(getattr(typer.core.build_runtime_param, "_stablearena_fast", False)),
+    "pydantic": "pydantic" in sys.modules,
+}}))
+"""
+
+
+def _coercion_probe(*args: str, before: str = "") -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _COERCION_PROBE.format(before=before), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_typer_start_up_patch_still_takes_effect(tmp_path):
+    """The CLI replaces Typer's pydantic-based coercion of plain option values (a private
+    module, ``typer._coercion``, through ``typer.core.build_runtime_param``; see
+    ``stablearena.cli._install_fast_coercion``) — 0.3–0.6 s of every ``stablearena rank``.
+    After a Typer upgrade that renames or stops calling it, the patch would silently do nothing;
+    this fails instead: the patch must be installed, and ``rank`` must not import pydantic."""
+    path = tmp_path / "votes.csv"
+    path.write_text("model_a,model_b,winner\na,b,model_a\nb,c,tie\nc,a,model_b\nb,a,model_a\n")
+    result = _coercion_probe("rank", str(path))
+    assert result["code"] == 0
+    assert result["patched"], "stablearena.cli no longer patches typer.core.build_runtime_param"
+    assert not result["pydantic"], "Typer's pydantic coercion runs: the start-up patch is void"
+    # the check can fail: with the patch kept out, the same command imports pydantic
+    off = _coercion_probe(
+        "rank",
+        str(path),
+        before="import typer.core as c; c.build_runtime_param._stablearena_fast = 1",
+    )
+    assert off["code"] == 0 and off["pydantic"]

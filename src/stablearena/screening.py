@@ -108,7 +108,7 @@ class StableArena:
 
     Args:
         min_records: δ, records an annotator needs before its votes enter the fit.
-        ability_threshold: ε on the mean-1 ability scale (the paper's 0.005 on its Σθ = 1 scale
+        ability_threshold: ε on the mean-|ability| = 1 scale (the paper's 0.005 on its Σθ = 1 scale
             with M annotators is 0.005·M here).
         policy: ``"warn"`` (report flagged annotators) or ``"exclude"`` (refit without them and
             keep them out of later fits).
@@ -317,7 +317,7 @@ def screen_log(
     """Stable Arena screening of a fixed log, repeated until it changes nothing (am-ELO Alg. 3).
 
     Annotators with fewer than δ = ``min_records`` records are left out; am-ELO is fitted on the
-    rest; annotators with ability below ε = ``ability_threshold`` (mean-1 scale; with
+    rest; annotators with ability below ε = ``ability_threshold`` (mean-|a| = 1 scale; with
     ``confidence``, only when the one-sided upper bound is below ε too) are excluded and the
     model refitted without them — which can push another annotator below ε — until a fit flags
     nobody. ``options`` go to :class:`~stablearena.raters.annotator.AmElo`.

@@ -14,6 +14,10 @@ one of these rules:
 
 θ_k is the annotator's ability on the mean-1 scale (1 = an average honest annotator; 0 votes at
 random; negative votes against the consensus).
+
+The arena loop that chooses battles as it goes (selection + simulation or replay:
+``SimulatedArena``, ``ReplayArena``, ``run_arena``, ``Refitter``) is :mod:`stablearena.arena`,
+which builds on this module.
 """
 
 from __future__ import annotations
@@ -167,15 +171,3 @@ def simulate_battles(
         source="simulated arena",
     )
 
-
-_ARENA_NAMES = ("SimulatedArena", "ReplayArena", "run_arena", "Refitter")
-
-
-def __getattr__(name: str):  # noqa: ANN202
-    """The arena loop (selection + simulation/replay) lives in :mod:`stablearena.arena`; its main
-    names are reachable from here too (imported lazily: :mod:`stablearena.arena` imports this module)."""
-    if name in _ARENA_NAMES:
-        from . import arena
-
-        return getattr(arena, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -183,7 +183,7 @@ def fit_board(options: dict[str, Any]) -> tuple[Any, Any]:
     from dataclasses import replace
 
     from . import fit_progress, split_list
-    from .rank import build_rater, rater_options
+    from .rater_flags import build_rater, rater_options
 
     use_style = bool(
         options.get("style") or options.get("covariate") or options.get("text_columns")

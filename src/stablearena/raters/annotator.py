@@ -5,10 +5,13 @@ Model (am-ELO eq. 4, in natural units)::
     P(i beats j | annotator k) = σ(a_k (x_i − x_j))
 
 with x the model scores (log-odds of an *average* annotator, mean zero) and a_k the ability of
-annotator k relative to the average annotator (mean over the fitted annotators = 1). In the
-paper's notation θ_k = C·a_k and R = x / C with C = ln10/400, so the constraint mean(θ) = C
-makes am-ELO ratings read on the same Elo scale as m-ELO (SPEC §3.3); ``normalization="sum"``
-reports the paper's Σθ = 1 instead (θ_k = a_k / M, R = M·x) — the same fit.
+annotator k relative to the average annotator: mean |a_k| = 1 over the fitted annotators, the
+sign chosen so that most votes come from annotators of positive ability (an inverted annotator
+gets a negative ability; docs/methods/annotator-identification.md). While every ability is
+positive this is the paper's mean(θ) = C: in its notation θ_k = C·a_k and R = x / C with
+C = ln10/400, so am-ELO ratings read on the same Elo scale as m-ELO. ``normalization="sum"``
+reports the paper's Σθ = 1 instead (θ_k = a_k / Σa, R = Σa·x) — the same fit, undefined (and
+refused) when the abilities sum to ≤ 0.
 
 Log-likelihood (am-ELO eq. 5), ties as W = ½, on pair × annotator count rows r = (i, j, k)
 with n_r comparisons and score s_r = wins + ½ ties of i::
@@ -22,12 +25,13 @@ With e_r = s_r − n_r p_r, w_r = n_r p_r (1 − p_r), d_r = x_i − x_j (am-ELO
     −∂²/∂a_k² = Σ d_r² w_r
     −∂²/∂x_i∂a_k = Σ (a_k d_r w_r − e_r)   (and the opposite sign for x_j).
 
-The likelihood is invariant under (x, a) → (αx, a/α) (and under shifts of x); the solver fixes
-both by the linear constraints Σx = 0 and Σa = M and maximises exactly by Newton's method on
-that constraint set (the bordered/KKT system, reduced to the m×m model block by a Schur
+The likelihood is invariant under (x, a) → (αx, a/α) for every α ≠ 0, negative too (and under
+shifts of x); the solver fixes the shift by Σx = 0, the scale by Σ s_k a_k = M with s_k the
+sign of a_k (mean |a| = 1; the signs are updated, with a rescale, when an ability crosses 0),
+and the sign by the vote majority, and maximises exactly by Newton's method on that set (the bordered/KKT system, reduced to the m×m model block by a Schur
 complement over the diagonal annotator block), falling back to the Gauss–Newton (Fisher)
 matrix when the exact Hessian is not negative definite there, with a backtracking line search.
-Since L is scale-invariant the Lagrange multiplier of Σa = M vanishes at the optimum, so the
+Since L is scale-invariant the Lagrange multiplier of the scale gauge vanishes at the optimum, so the
 converged point has a zero gradient in every direction. Initialised from m-ELO with a = 1 the
 result is deterministic.
 
@@ -54,6 +58,7 @@ from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning, TooFewRecords
 from ..graph import check_comparison_graph
 from ..information import laplacian
+from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms, solve_bradley_terry
 
@@ -77,6 +82,10 @@ __all__ = [
 #: without them that annotator's ability MLE is ±∞. Half a tie, spread over the annotator's
 #: pairs in proportion to their battles (the same strength as m-ELO's existence prior).
 ANNOTATOR_PRIOR_STRENGTH: float = 0.5
+
+#: Abilities within this of the flagging threshold count as at the threshold (not below it):
+#: the Newton solver pins an ability to about 1e-11, so a judge at exactly 0 reads ±1e-11.
+_FLAG_PRECISION: float = 1e-9
 
 #: Largest dense annotator-by-parameter block the solver builds (entries); above it, sparse.
 _DENSE_LIMIT: int = 20_000_000
@@ -232,20 +241,28 @@ class AmEloSolution:
 
 
 def _kkt_step(
-    lap: np.ndarray, b, dd: np.ndarray, gx: np.ndarray, ga: np.ndarray, active: np.ndarray
+    lap: np.ndarray,
+    b,
+    dd: np.ndarray,
+    gx: np.ndarray,
+    ga: np.ndarray,
+    active: np.ndarray,
+    sign: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Newton step (dx, da) maximising the quadratic model subject to Σdx = 0, Σda = 0.
+    """Newton step (dx, da) maximising the quadratic model subject to Σdx = 0, sᵀda = 0.
 
-    With −H = [[A, B], [Bᵀ, D]] and D diagonal, eliminating da gives the m×m system
-    (A − B D⁻¹ Bᵀ + c cᵀ / 1ᵀu) dx = g_x − B D⁻¹ g_a + c (1ᵀ D⁻¹ g_a) / 1ᵀu with u = D⁻¹1,
-    c = B u; then da = D⁻¹(g_a − Bᵀ dx) − λ u, λ fixing Σda = 0. Only ``active`` annotators
-    (those with comparisons) take part. Returns ``None`` when the reduced matrix is not positive
-    definite on Σdx = 0 (then the caller uses the Fisher matrix).
+    ``sign``: s_k = ±1, the sign of each active annotator's ability (the gauge Σ s_k a_k =
+    Σ|a_k| = M, see :func:`_gauge_signs`). With −H = [[A, B], [Bᵀ, D]] and D diagonal,
+    eliminating da gives the m×m system (A − B D⁻¹ Bᵀ + c cᵀ / sᵀu) dx = g_x − B D⁻¹ g_a +
+    c (uᵀg_a) / sᵀu with u = D⁻¹s, c = B u; then da = D⁻¹(g_a − Bᵀ dx) − λ u, λ fixing
+    sᵀda = 0. Only ``active`` annotators (those with comparisons) take part. Returns ``None``
+    when the reduced matrix is not positive definite on Σdx = 0 (then the caller uses the Fisher
+    matrix).
     """
     m = lap.shape[0]
     dinv = np.where(active, 1.0 / np.where(active, dd, 1.0), 0.0)
-    u = dinv
-    su = float(u.sum())
+    u = dinv * sign
+    su = float((u * sign).sum())
     if isinstance(b, np.ndarray):
         schur = lap - (b * dinv) @ b.T
     else:
@@ -253,7 +270,7 @@ def _kkt_step(
     c = np.asarray(b @ u).ravel()
     ga_s = dinv * ga
     schur += np.outer(c, c) / su
-    rhs = gx - np.asarray(b @ ga_s).ravel() + c * (ga_s.sum() / su)
+    rhs = gx - np.asarray(b @ ga_s).ravel() + c * ((sign * ga_s).sum() / su)
     shift = max(float(np.mean(np.abs(np.diag(schur)))), 1e-12)
     mat = schur + shift / m
     # numpy's LAPACK throughout: mixing numpy's and scipy's OpenBLAS thread pools makes each
@@ -267,9 +284,39 @@ def _kkt_step(
         return None
     dx -= dx.mean()
     t = dinv * (ga - np.asarray(b.T @ dx).ravel())
-    lam = t.sum() / su
+    lam = (sign * t).sum() / su
     da = t - lam * u
     return dx, da
+
+
+def _gauge_signs(a: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """s_k = sign(a_k) (+1 at 0) for active annotators, 0 for the rest: the normal of the gauge
+    Σ s_k a_k = Σ|a_k| = M, i.e. mean |ability| = 1 over the fitted annotators.
+
+    Unlike mean(a) = 1 this scale cannot cancel: an inverted annotator (a < 0) adds to it instead
+    of offsetting the honest ones (docs/methods/annotator-identification.md). While every
+    ability is positive it is the same gauge as mean(a) = 1."""
+    return np.where(active, np.where(a < 0, -1.0, 1.0), 0.0)
+
+
+def _orient(x: np.ndarray, a: np.ndarray, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fix the sign of the fit: (x, a) and (−x, −a) have the same likelihood, so choose the one
+    in which the majority of the votes (weighted by comparisons) come from annotators with a
+    positive ability; on an exact tie, the one with Σ records·a > 0."""
+    pos = float(records[a > 0].sum())
+    neg = float(records[a < 0].sum())
+    if neg > pos or (neg == pos and float(records @ a) < 0):
+        return -x, -a
+    return x, a
+
+
+def _normalise_abilities(
+    x: np.ndarray, a: np.ndarray, active: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rescale (x, a) → (x·s, a/s) with s = mean |a| over ``active``: the likelihood is unchanged
+    and the abilities read relative to the average annotator (mean |ability| = 1)."""
+    scale = float(np.abs(a[active]).mean())
+    return x * scale, np.where(active, a / scale, 1.0)
 
 
 def _m_elo_start(rows: AmEloRows, prior_mask: np.ndarray | None, tol: float = 1e-9) -> np.ndarray:
@@ -290,6 +337,138 @@ _DIVERGING: float = 3.0
 _RUNAWAY: float = 1000.0
 
 
+class _AmEloProblem(NewtonProblem):
+    """:func:`solve_am_elo` for the Newton driver: the point (x, a) on the gauge Σx = 0,
+    Σ s_k a_k = M, the annotators given virtual ties, and the Gauss–Newton steps taken."""
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        a: np.ndarray,
+        sign: np.ndarray,
+        data_rows: AmEloRows,
+        ann_prior: np.ndarray,
+        active: np.ndarray,
+        mask: np.ndarray | None,
+        prior_strength: float,
+    ) -> None:
+        self.x, self.a, self.sign = x, a, sign
+        self.data_rows, self.ann_prior, self.active = data_rows, ann_prior, active
+        self.mask, self.prior_strength = mask, prior_strength
+        self.kk, self.total = data_rows.n_annotators, data_rows.total
+        self.rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
+        self.f = self.objective(x, a)
+
+    def objective(self, x: np.ndarray, a: np.ndarray) -> float:
+        val = am_elo_loglik(x, a, self.rows)
+        if self.mask is not None:
+            val += _prior_terms(x, self.mask, self.prior_strength)[0]
+        return val
+
+    def _give_virtual_ties(self, which: np.ndarray) -> None:
+        self.ann_prior |= which
+        self.rows = self.data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * self.ann_prior)
+        self.f = self.objective(self.x, self.a)
+
+    def _projected_norm(self, gx: np.ndarray, ga: np.ndarray) -> float:
+        """‖(g_x, g_a projected on sᵀda = 0)‖ per comparison (``ga`` zero off the active)."""
+        act, sign = self.active, self.sign
+        pga = np.where(act, ga - sign * ((sign * ga)[act].mean()), 0.0)
+        return float(math.sqrt(float(gx @ gx) + float(pga @ pga))) / self.total
+
+    def _gradient_at(self, x: np.ndarray, terms: tuple[np.ndarray, ...]):
+        """(g_x, g_a) with the existence prior's terms; keeps the prior's Hessian for the step."""
+        gx, ga = _gradient(self.rows, terms)
+        if self.mask is not None:
+            _, pg, self.prior_h = _prior_terms(x, self.mask, self.prior_strength)
+            gx = gx + pg
+        return gx, np.where(self.active, ga, 0.0)
+
+    def prepare(self) -> None:
+        a = self.a
+        if self.kk > 1 and np.any(np.abs(a) > _DIVERGING):
+            diverging = (
+                separable_annotators(self.x, self.data_rows)
+                & (np.abs(a) > _DIVERGING)
+                & ~self.ann_prior
+            )
+            if diverging.any():
+                self._give_virtual_ties(diverging)
+
+    def gradient_norm(self) -> float:
+        self.terms = _row_terms(self.x, self.a, self.rows)
+        self.gx, self.ga = self._gradient_at(self.x, self.terms)
+        return self._projected_norm(self.gx, self.ga)
+
+    def at_optimum(self, gnorm: float, tol: float) -> bool | None:
+        if gnorm > tol:
+            return False
+        if self.kk <= 1:
+            return True
+        late = separable_annotators(self.x, self.data_rows) & ~self.ann_prior
+        if not late.any():
+            return True
+        # converged only because the runaway ability's gradient fell below tol: fix it
+        self._give_virtual_ties(late)
+        return None
+
+    def check(self, iteration: int) -> str | None:
+        a = self.a
+        if np.max(np.abs(a)) > _RUNAWAY:
+            raise ConvergenceError(
+                "am-ELO has no maximum-likelihood solution on these data: the votes are best "
+                "explained by annotators who disagree in sign with no consistent majority, so the "
+                "rating spread shrinks towards 0 while the abilities run off to ±∞ (largest |ability| "
+                f"{np.max(np.abs(a)):.3g} × average after {iteration} iterations). Add battles per "
+                "annotator, raise --min-records, or use m-elo."
+            )
+        return None
+
+    def direction(self) -> float | str:
+        rows, terms, gx, ga = self.rows, self.terms, self.gx, self.ga
+        active, sign = self.active, self.sign
+        lap, b, dd = _blocks(rows, terms, exact=True)
+        if self.mask is not None:
+            lap = lap - self.prior_h
+        dd = np.maximum(dd, 1e-300)
+        step = _kkt_step(lap, b, dd, gx, ga, active, sign)
+        if step is None or float(gx @ step[0] + ga @ step[1]) <= 0:
+            self.fisher_steps += 1
+            ak, d, _, w = terms
+            step = _kkt_step(lap, _cross_block(rows, ak * d * w), dd, gx, ga, active, sign)
+            if step is not None and float(gx @ step[0] + ga @ step[1]) <= 0:
+                step = None
+        if step is None:
+            return "neither the Hessian nor the Fisher matrix is definite on the constraint set"
+        dx, da = self.step = step
+        return float(gx @ dx + ga @ da)
+
+    def trial(self, t: float) -> float:
+        dx, da = self.step
+        return self.objective(self.x + t * dx, self.a + t * da)
+
+    def full_gradient_norm(self) -> float:
+        dx, da = self.step
+        xn, an = self.x + dx, self.a + da
+        return self._projected_norm(*self._gradient_at(xn, _row_terms(xn, an, self.rows)))
+
+    def accept(self, t: float, f: float | None) -> None:
+        dx, da = self.step
+        xn, an = self.x + t * dx, self.a + t * da
+        active, sign = self.active, self.sign
+        # re-centre against floating-point drift (a shift of x leaves L unchanged)
+        self.x = xn - xn.mean()
+        self.f = f if f is not None else self.objective(xn, an)
+        if np.array_equal(_gauge_signs(an, active), sign):
+            self.a = np.where(active, an - sign * ((sign * an)[active].mean() - 1.0), 1.0)
+        else:
+            # an ability changed sign: back onto mean |a| = 1 (a rescale, L unchanged) and
+            # continue on the gauge with the new signs
+            self.x, self.a = _normalise_abilities(self.x, an, active)
+            self.sign = _gauge_signs(self.a, active)
+            self.f = self.objective(self.x, self.a)
+
+
 def solve_am_elo(
     rows: AmEloRows,
     *,
@@ -300,7 +479,8 @@ def solve_am_elo(
     tol: float = 1e-9,
     max_iter: int = 200,
 ) -> AmEloSolution:
-    """Exact joint MLE of (x, a) under Σx = 0, mean(a) = 1 over annotators with comparisons.
+    """Exact joint MLE of (x, a) under Σx = 0, mean |a| = 1 over annotators with comparisons,
+    the sign chosen so that most votes come from annotators of positive ability (:func:`_orient`).
 
     ``x0`` defaults to the m-ELO solution (ties as half, pooled over annotators), ``a0`` to 1.
     ``prior_mask`` marks models that need m-ELO's existence prior (a virtual half tie against
@@ -308,8 +488,8 @@ def solve_am_elo(
     whose votes all go with (or all against) the current ranking while its ability runs off
     gets :data:`ANNOTATOR_PRIOR_STRENGTH` virtual ties (see :func:`separable_annotators`).
     Converged when the gradient projected on the constraint set has norm ≤ ``tol`` ×
-    comparisons; with no prior in use that is the full gradient (the multiplier of Σa = M
-    vanishes by scale invariance).
+    comparisons; with no prior in use that is the full gradient (the multiplier of the scale
+    gauge vanishes by scale invariance).
     """
     kk = rows.n_annotators
     total = rows.total
@@ -324,113 +504,22 @@ def solve_am_elo(
         x0 = x_start
     x = np.asarray(x0, dtype=float) - np.mean(x0)
     a = np.ones(kk) if a0 is None else np.where(active, np.asarray(a0, dtype=float), 1.0)
-    a = np.where(active, a / a[active].mean(), 1.0)
+    a = np.where(active, a / np.abs(a[active]).mean(), 1.0)
+    sign = _gauge_signs(a, active)
     ann_prior = np.zeros(kk, dtype=bool)
     if kk > 1:
         # which annotators need virtual ties is decided at the deterministic m-ELO start, also
         # when the solver starts elsewhere (a warm start): the objective, hence the optimum,
         # must not depend on where the iteration begins
         ann_prior = separable_annotators(x_start - np.mean(x_start), data_rows)
-        rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
 
-    def objective(x: np.ndarray, a: np.ndarray) -> float:
-        val = am_elo_loglik(x, a, rows)
-        if use_prior:
-            val += _prior_terms(x, mask, prior_strength)[0]  # type: ignore[arg-type]
-        return val
-
-    f = objective(x, a)
-    it = 0
-    message = ""
-    converged = False
-    n_fisher = 0
-    while True:
-        if kk > 1 and np.any(np.abs(a) > _DIVERGING):
-            diverging = separable_annotators(x, data_rows) & (np.abs(a) > _DIVERGING) & ~ann_prior
-            if diverging.any():
-                ann_prior |= diverging
-                rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
-                f = objective(x, a)
-        terms = _row_terms(x, a, rows)
-        gx, ga = _gradient(rows, terms)
-        if use_prior:
-            _, pg, ph = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
-            gx = gx + pg
-        ga = np.where(active, ga, 0.0)
-        pga = np.where(active, ga - ga[active].mean(), 0.0)
-        gnorm = float(math.sqrt(float(gx @ gx) + float(pga @ pga))) / total
-        if gnorm <= tol:
-            late = separable_annotators(x, data_rows) & ~ann_prior if kk > 1 else ann_prior & False
-            if not late.any():
-                converged = True
-                break
-            # converged only because the runaway ability's gradient fell below tol: fix it
-            ann_prior |= late
-            rows = data_rows.with_virtual_ties(ANNOTATOR_PRIOR_STRENGTH * ann_prior)
-            f = objective(x, a)
-            continue
-        if it >= max_iter:
-            message = f"stopped after {max_iter} Newton iterations"
-            break
-        if np.max(np.abs(a)) > _RUNAWAY:
-            raise ConvergenceError(
-                "am-ELO has no maximum-likelihood solution on these data: the votes are best "
-                "explained by annotators who disagree in sign with no consistent majority, so the "
-                "rating spread shrinks towards 0 while the abilities run off to ±∞ (largest |ability| "
-                f"{np.max(np.abs(a)):.3g} × average after {it} iterations). Add battles per "
-                "annotator, raise --min-records, or use m-elo."
-            )
-        it += 1
-        step = None
-        lap, b, dd = _blocks(rows, terms, exact=True)
-        if use_prior:
-            lap = lap - ph
-        dd = np.maximum(dd, 1e-300)
-        step = _kkt_step(lap, b, dd, gx, ga, active)
-        if step is None or float(gx @ step[0] + ga @ step[1]) <= 0:
-            n_fisher += 1
-            ak, d, _, w = terms
-            step = _kkt_step(lap, _cross_block(rows, ak * d * w), dd, gx, ga, active)
-            if step is not None and float(gx @ step[0] + ga @ step[1]) <= 0:
-                step = None
-        if step is None:
-            message = "neither the Hessian nor the Fisher matrix is definite on the constraint set"
-            break
-        dx, da = step
-        slope = float(gx @ dx + ga @ da)
-        t = 1.0
-        # Near the optimum lnL changes by less than its rounding error, so the sufficient-decrease
-        # test is noise: accept the full Newton step there when it shrinks the gradient.
-        full_ok = False
-        if abs(slope) <= 1e-12 * max(abs(f), 1.0):
-            xn, an = x + dx, a + da
-            fn = objective(xn, an)
-            gxn, gan = _gradient(rows, _row_terms(xn, an, rows))
-            if use_prior:
-                gxn = gxn + _prior_terms(xn, mask, prior_strength)[1]  # type: ignore[arg-type]
-            gan = np.where(active, gan, 0.0)
-            pgan = np.where(active, gan - gan[active].mean(), 0.0)
-            full_ok = (
-                np.isfinite(fn) and math.sqrt(float(gxn @ gxn) + float(pgan @ pgan)) / total < gnorm
-            )
-        while not full_ok:
-            xn, an = x + t * dx, a + t * da
-            fn = objective(xn, an)
-            if fn >= f + 1e-4 * t * slope or t < 1e-10:
-                break
-            t *= 0.5
-        if not full_ok and (t < 1e-10 or not np.isfinite(fn) or fn < f):
-            message = "line search made no progress (gradient at floating-point noise level)"
-            converged = gnorm <= max(tol, 1e-12) * 10
-            break
-        # re-centre against floating-point drift (a shift of x leaves L unchanged)
-        x = xn - xn.mean()
-        a = np.where(active, an - (an[active].mean() - 1.0), 1.0)
-        f = fn
-    if n_fisher and not message:
-        message = f"{n_fisher} Gauss–Newton step(s) where the Hessian was indefinite"
-    conv = Convergence(converged, it, gnorm, "newton", message)
+    problem = _AmEloProblem(
+        x, a, sign, data_rows, ann_prior, active, mask if use_prior else None, prior_strength
+    )
+    conv = newton(problem, tol=tol, max_iter=max_iter)
+    x, a, ann_prior = problem.x, problem.a, problem.ann_prior
     prior_ties = ANNOTATOR_PRIOR_STRENGTH * ann_prior.astype(float)
+    x, a = _orient(x, a, data_rows.records())
     return AmEloSolution(x, a, am_elo_loglik(x, a, data_rows), conv, prior_ties)
 
 
@@ -572,12 +661,13 @@ def separable_by_logit(
 
 
 def _gauge_covariance(
-    lap: np.ndarray, b, dd: np.ndarray, active: np.ndarray
+    lap: np.ndarray, b, dd: np.ndarray, active: np.ndarray, sign: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Covariance of (x, a) under the gauge Σx = 0, Σa = M from the information −H.
+    """Covariance of (x, a) under the gauge Σx = 0, Σ s_k a_k = M from the information −H
+    (``sign``: s, the signs of the abilities, :func:`_gauge_signs`; default all +1).
 
     The top-left block of the inverse of the bordered matrix [[I, Gᵀ], [G, 0]] with
-    G = [(1, 0), (0, 1)] — the covariance of the normalised estimates (delta method).
+    G = [(1, 0), (0, s)] — the covariance of the normalised estimates (delta method).
     Computed as M⁻¹ − M⁻¹Gᵀ(G M⁻¹ Gᵀ)⁻¹ G M⁻¹ with M = I + GᵀG, using the Schur complement
     over the diagonal annotator block (O(K m² + m³)); returns (cov_xx, var_a).
     """
@@ -585,13 +675,13 @@ def _gauge_covariance(
     bd = b if isinstance(b, np.ndarray) else b.toarray()
     bd = bd[:, active]
     dv = dd[active]
-    ka = len(dv)
-    # M = [[A + 11ᵀ, B], [Bᵀ, D + 11ᵀ]] (unit weights on the two gauge normals)
+    sg = np.ones(len(dv)) if sign is None else np.asarray(sign, dtype=float)[active]
+    # M = [[A + 11ᵀ, B], [Bᵀ, D + s sᵀ]] (unit weights on the two gauge normals)
     a_blk = lap + 1.0
     dinv = 1.0 / dv
-    # (D + 11ᵀ)⁻¹ = D⁻¹ − u uᵀ / (1 + 1ᵀu), u = D⁻¹1
-    u = dinv
-    den = 1.0 + u.sum()
+    # (D + s sᵀ)⁻¹ = D⁻¹ − u uᵀ / (1 + sᵀu), u = D⁻¹s
+    u = dinv * sg
+    den = 1.0 + (u * sg).sum()
     # Y = (D + 11ᵀ)⁻¹ Bᵀ  (ka × m)
     bt = bd.T
     y = dinv[:, None] * bt - np.outer(u, u @ bt) / den
@@ -603,14 +693,14 @@ def _gauge_covariance(
     ys = y @ sinv  # ka × m
     diag_dp = dinv - u * u / den
     m_aa_diag = diag_dp + np.einsum("km,km->k", ys, y)
-    # M⁻¹ Gᵀ columns: g1 = (1_m, 0), g2 = (0, 1_ka)
-    # M⁻¹ g2 needs Dp⁻¹ 1 = u − u (1ᵀu) / den = u / den
+    # M⁻¹ Gᵀ columns: g1 = (1_m, 0), g2 = (0, s)
+    # M⁻¹ g2 needs Dp⁻¹ s = u − u (sᵀu) / den = u / den
     dp1 = u / den
     col1_x = m_xx.sum(axis=1)
     col1_a = m_xa.sum(axis=0)
-    col2_x = m_xa.sum(axis=1)
-    col2_a = dp1 + y @ (sinv @ (y.T @ np.ones(ka)))
-    gmg = np.array([[col1_x.sum(), col2_x.sum()], [col1_a.sum(), col2_a.sum()]])
+    col2_x = m_xa @ sg
+    col2_a = dp1 + y @ (sinv @ (y.T @ sg))
+    gmg = np.array([[col1_x.sum(), col2_x.sum()], [(sg * col1_a).sum(), (sg * col2_a).sum()]])
     gmg = 0.5 * (gmg + gmg.T)
     ginv = np.linalg.pinv(gmg)
     cx = np.column_stack([col1_x, col2_x])  # m × 2
@@ -633,8 +723,10 @@ class AmEloFitted(Fitted):
 
     Attributes:
         annotators: every annotator in the data (including those left out of the fit).
-        abilities: a_k relative to the average fitted annotator (mean 1 over ``included``);
-            for annotators not in the fit, the ability MLE with the ratings held fixed.
+        abilities: a_k relative to the average fitted annotator (mean |a| = 1 over
+            ``included``, negative for an annotator who votes against the ranking; see
+            docs/methods/annotator-identification.md); for annotators not in the fit, the
+            ability MLE with the ratings held fixed.
         ability_se: standard errors of ``abilities`` (from the gauge-constrained information
             matrix for fitted annotators, the one-dimensional information otherwise).
         records: comparisons per annotator in the data given.
@@ -642,7 +734,8 @@ class AmEloFitted(Fitted):
             below the threshold), ``"excluded"`` (flagged, then left out and the model refitted)
             or ``"left_out"`` (fewer than ``min_records`` comparisons, or excluded beforehand).
         reasons: a sentence per annotator saying why.
-        normalization: ``"mean"`` (θ = C·a, mean C) or ``"sum"`` (θ = a/M, Σθ = 1, paper).
+        normalization: ``"mean"`` (θ = C·a, mean |θ| = C) or ``"sum"`` (θ = a/Σa, Σθ = 1,
+            the paper's; refused when the abilities sum to ≤ 0).
         fit_counts: the pair × annotator counts of the annotators in the fit (the rows of
             :meth:`score_contributions` and :meth:`refit`); ``counts`` holds the same.
     """
@@ -683,15 +776,22 @@ class AmEloFitted(Fitted):
 
     @property
     def elo_scale(self) -> float:
-        """Natural units per rating point: C (mean(θ) = C) or 1/M (the paper's Σθ = 1)."""
+        """Natural units per rating point: C (mean |θ| = C) or 1/Σa (the paper's Σθ = 1; Σa = M
+        when every ability is positive)."""
         if self.normalization == "sum":
-            return 1.0 / max(int(self.included.sum()), 1)
+            return 1.0 / float(self.abilities[self.included].sum())
         return ELO_SCALE
 
     @property
     def theta(self) -> np.ndarray:
-        """Abilities on the paper's scale: θ_k = C·a_k (``mean``) or a_k / M (``sum``)."""
+        """Abilities on the paper's scale: θ_k = C·a_k (``mean``) or a_k / Σa (``sum``)."""
         return self.abilities * self.elo_scale
+
+    @cached_property
+    def _gauge_signs(self) -> np.ndarray:
+        """Signs of the fitted abilities (the gauge Σ s_k a_k = M, mean |a| = 1)."""
+        a = self.abilities[self._fit_annotators]
+        return _gauge_signs(a, np.ones(len(a), dtype=bool))
 
     def annotator_index(self, annotator: str | int) -> int:
         if isinstance(annotator, (int, np.integer)):
@@ -782,14 +882,11 @@ class AmEloFitted(Fitted):
         return h
 
     def covariance(self) -> np.ndarray:
-        """Covariance of :meth:`parameters` under the gauge Σx = 0, mean(a) = 1: the top-left
+        """Covariance of :meth:`parameters` under the gauge Σx = 0, mean |a| = 1: the top-left
         block of the inverse of the bordered matrix [[−H, Gᵀ], [G, 0]]."""
         h = -self.hessian()
-        m = self.n_models
         p = h.shape[0]
-        g = np.zeros((2, p))
-        g[0, :m] = 1.0
-        g[1, m:] = 1.0
+        g = self.gauge_constraints().T
         kkt = np.block([[h, g.T], [g, np.zeros((2, 2))]])
         inv = np.linalg.inv(kkt)[:p, :p]
         return 0.5 * (inv + inv.T)
@@ -845,12 +942,13 @@ class AmEloFitted(Fitted):
         return meat
 
     def gauge_constraints(self) -> np.ndarray:
-        """Jacobian (n_params × 2) of the gauge: Σx = 0 (shift) and Σa = M (scale, SPEC §3.3)."""
+        """Jacobian (n_params × 2) of the gauge: Σx = 0 (shift) and Σ s_k a_k = M with s the
+        signs of the abilities (scale: mean |a| = 1, docs/methods/annotator-identification.md)."""
         m = self.n_models
         kin = len(self._fit_annotators)
         g = np.zeros((m + kin, 2))
         g[:m, 0] = 1.0
-        g[m:, 1] = 1.0
+        g[m:, 1] = self._gauge_signs
         return g
 
     def dispersion(self) -> float:
@@ -908,13 +1006,14 @@ class AmElo(Rater):
     Options:
         min_records: δ — annotators with fewer comparisons are left out of the fit (their
             ability is still estimated with the ratings held fixed, and reported).
-        ability_threshold: ε on the mean-1 scale — fitted annotators with ability below it are
-            flagged (the paper's 0.005 on its Σθ = 1 scale is 0.005·M here).
+        ability_threshold: ε on the mean-|a| = 1 scale — fitted annotators with ability below it
+            are flagged (the paper's 0.005 on its Σθ = 1 scale is 0.005·M here).
         exclude_flagged: flagged annotators are excluded and the model refitted without them
             (one round); otherwise they are only reported ("warn").
         confidence: if set (e.g. 0.95), flagging also needs statistical confidence: the
             one-sided upper bound ability + z·se must lie below ε.
-        normalization: ``"mean"`` (mean θ = C, Elo scale of m-ELO) or ``"sum"`` (paper, Σθ = 1).
+        normalization: ``"mean"`` (mean |θ| = C, Elo scale of m-ELO) or ``"sum"`` (paper,
+            Σθ = 1).
         solver: ``"newton"`` (exact) or ``"adam"`` (reference-code reproduction: ``lr``,
             ``steps``, Xavier initialisation from ``seed``, or from m-ELO if ``init="m-elo"``).
         anchor: ``"MODEL=RATING"``.
@@ -1052,6 +1151,9 @@ class AmElo(Rater):
 
     def _flag(self, fitted: AmEloFitted, refit: bool = False) -> AmEloFitted:
         eps = float(self.ability_threshold)
+        # an ability within the solver's precision of ε is not below it: a judge who always
+        # prefers the first answer, judged in both orders, has ability 0 up to rounding (±1e-11)
+        below = eps - _FLAG_PRECISION
         st = np.array(fitted.status, dtype=object)
         rs = np.array(fitted.reasons, dtype=object)
         ab, se = fitted.abilities, fitted.ability_se
@@ -1061,7 +1163,7 @@ class AmElo(Rater):
             if fitted.annotators[k] == UNKNOWN_ANNOTATOR and fitted.n_annotators == 1:
                 rs[k] = "no annotator ids: every battle is from one 'unknown' annotator"
                 continue
-            low = ab[k] < eps and upper[k] < eps
+            low = ab[k] < below and upper[k] < below
             if low:
                 st[k] = "flagged"
                 conf = (
@@ -1072,7 +1174,7 @@ class AmElo(Rater):
                 rs[k] = f"flagged: ability {ab[k]:.3g} < {eps:g}{conf}" + (
                     " (in the refit without the excluded)" if refit else ""
                 )
-            elif ab[k] < eps:
+            elif ab[k] < below:
                 rs[k] = (
                     f"ok: ability {ab[k]:.3g} < {eps:g}, not significantly "
                     f"(upper {self.confidence:.0%} bound {upper[k]:.3g})"
@@ -1138,6 +1240,13 @@ class AmElo(Rater):
                 )
                 warnings.warn(msg, StableArenaWarning, stacklevel=3)
                 notes = (*notes, msg)
+        if self.normalization == "sum" and not a.sum() > 1e-9 * len(a):
+            raise InputError(
+                f"{counts.source}: the paper's normalisation Σθ = 1 has no solution here: the "
+                f"fitted abilities sum to {a.sum():.3g} (annotators who vote against the ranking "
+                "cancel the others), so θ/Σθ is undefined. Use normalization='mean' (mean "
+                "|ability| = 1, docs/methods/annotator-identification.md)."
+            )
         if prior_ties.any():
             who = [names[fit_idx[k]] for k in np.flatnonzero(prior_ties)]
             msg = (
@@ -1155,7 +1264,8 @@ class AmElo(Rater):
         if model_prior is not None:
             lap = lap - _prior_terms(x, model_prior.astype(float), PRIOR_STRENGTH)[2]
         try:
-            _, var_a = _gauge_covariance(lap, b, np.maximum(dd, 1e-300), real_rows.records() > 0)
+            act = real_rows.records() > 0
+            _, var_a = _gauge_covariance(lap, b, np.maximum(dd, 1e-300), act, _gauge_signs(a, act))
         except np.linalg.LinAlgError:
             var_a = np.full(kin, np.inf)
         abilities = np.zeros(kk)
@@ -1241,6 +1351,7 @@ class AmElo(Rater):
         a = kin * th / ssum
         x = r / kin
         x = x - x.mean()
+        x, a = _normalise_abilities(x, a, np.ones(kin, dtype=bool))
         gx, ga = am_elo_gradient(x, a, rows)
         gnorm = float(np.sqrt(gx @ gx + (ga - ga.mean()) @ (ga - ga.mean()))) / rows.total
         conv = Convergence(
@@ -1267,7 +1378,7 @@ def _warm_start(
     x0 = np.array([start.scores[where[n]] if n in where else 0.0 for n in models])
     fitted_ann = {start.annotators[k]: float(start.abilities[k]) for k in start._fit_annotators}
     a0 = np.array([fitted_ann.get(n, 1.0) for n in fit_annotators])
-    if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(a0))) or not a0.mean() > 0:
+    if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(a0))) or not np.abs(a0).mean() > 0:
         return None, None
     return x0 - x0.mean(), a0
 

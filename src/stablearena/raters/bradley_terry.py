@@ -13,6 +13,7 @@ concave and Newton's method with a backtracking line search converges in a few i
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -23,6 +24,7 @@ from .._threads import single_threaded_blas
 from ..battles import Battles, PairCounts, as_counts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
+from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 
 __all__ = ["BTSolution", "solve_bradley_terry", "bradley_terry_loglik", "MElo", "BradleyTerry"]
@@ -183,6 +185,80 @@ def _start(
     return x
 
 
+class _BTProblem(NewtonProblem):
+    """:func:`solve_bradley_terry` for the Newton driver: the current point x, its gradient
+    ``g`` and evaluated ``point``; lnL + prior ``f`` once something needed it."""
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        g: np.ndarray,
+        g_new: np.ndarray,
+        m: int,
+        total: float,
+        evaluate: Callable[[np.ndarray, np.ndarray], tuple],
+        value: Callable[[tuple], float],
+        hessian: Callable[[tuple], np.ndarray],
+        objective: Callable[[np.ndarray], float],
+    ) -> None:
+        self.m, self.total = m, total
+        self.evaluate, self._value, self.hessian, self.objective = (
+            evaluate,
+            value,
+            hessian,
+            objective,
+        )
+        self.x, self.g, self.g_new = x, g, g_new
+        self.point = evaluate(x, g)
+        self.f: float | None = None
+
+    def gradient_norm(self) -> float:
+        return float(np.linalg.norm(self.g)) / self.total
+
+    def value(self) -> float:
+        if self.f is None:
+            self.f = self._value(self.point)
+        return self.f
+
+    def direction(self) -> float:
+        m = self.m
+        lap = self.hessian(self.point)
+        # the Laplacian is singular along 1; adding a multiple of 11ᵀ leaves the step ⊥ 1
+        shift = max(float(np.trace(lap)) / m, 1e-12)
+        lap += shift / m
+        try:
+            step = _spd_solve(lap, self.g)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(lap, self.g, rcond=None)[0]
+        step -= step.mean()
+        self.step = step
+        self.slope = float(self.g @ step)
+        return self.slope
+
+    def trial(self, t: float) -> float:
+        return self.objective(self.x + t * self.step)
+
+    def full(self) -> float:
+        return self._value(self.point_new)
+
+    def full_gradient_norm(self) -> float:
+        return float(np.linalg.norm(self.g_new)) / self.total
+
+    def ascends(self) -> bool:
+        # the full step: its derivatives are reused. φ(t) = lnL(x + t·step) is concave, so
+        # φ(1) − φ(0) ≥ φ'(1) = ∇lnL(xn)·step: when that is ≥ 10⁻⁴ φ'(0) the full step passes
+        # Armijo's test without lnL
+        self.point_new = self.evaluate(self.x + self.step, self.g_new)
+        return float(self.g_new @ self.step) >= 1e-4 * self.slope
+
+    def accept(self, t: float, f: float | None) -> None:
+        self.x = self.x + t * self.step
+        if t < 1.0:
+            self.point_new = self.evaluate(self.x, self.g_new)
+        self.f, self.point = f, self.point_new
+        self.g, self.g_new = self.g_new, self.g
+
+
 def solve_bradley_terry(
     m: int,
     i: np.ndarray,
@@ -256,63 +332,11 @@ def solve_bradley_terry(
             val += _prior_terms(x, mask, prior_strength)[0]  # type: ignore[arg-type]
         return val
 
-    it = 0
-    message = ""
-    converged = False
     with single_threaded_blas():
-        point = evaluate(x, g)
-        f: float | None = None  # lnL + prior at x, once something needed it
-        while True:
-            gnorm = float(np.linalg.norm(g)) / total
-            if gnorm <= tol:
-                converged = True
-                break
-            if it >= max_iter:
-                message = f"stopped after {max_iter} Newton iterations"
-                break
-            it += 1
-            lap = hessian(point)
-            # the Laplacian is singular along 1; adding a multiple of 11ᵀ leaves the step ⊥ 1
-            shift = max(float(np.trace(lap)) / m, 1e-12)
-            lap += shift / m
-            try:
-                step = _spd_solve(lap, g)
-            except np.linalg.LinAlgError:
-                step = np.linalg.lstsq(lap, g, rcond=None)[0]
-            step -= step.mean()
-            slope = float(g @ step)
-            t = 1.0
-            xn = x + step
-            point_new = evaluate(xn, g_new)  # the full step: its derivatives are reused
-            # φ(t) = lnL(x + t·step) is concave, so φ(1) − φ(0) ≥ φ'(1) = ∇lnL(xn)·step: when
-            # that is ≥ 10⁻⁴ φ'(0) the full step passes the Armijo test below without lnL
-            if float(g_new @ step) >= 1e-4 * slope:
-                x, f, point = xn, None, point_new
-                g, g_new = g_new, g
-                continue
-            if f is None:
-                f = value(point)
-            fn = value(point_new)
-            # Near the optimum lnL changes by less than its rounding error; the full Newton step is
-            # then accepted when it shrinks the gradient (quadratic convergence does the rest).
-            tiny = abs(slope) <= 1e-12 * max(abs(f), 1.0)
-            full_ok = (
-                tiny and np.isfinite(fn) and float(np.linalg.norm(g_new)) < float(np.linalg.norm(g))
-            )
-            while not (full_ok or fn >= f + 1e-4 * t * slope) and t >= 1e-10:
-                t *= 0.5
-                xn = x + t * step
-                fn = objective(xn)
-            if not full_ok and (t < 1e-10 or not np.isfinite(fn) or fn < f):
-                # no further progress possible in floating point
-                message = "line search made no progress (gradient at floating-point noise level)"
-                converged = gnorm <= max(tol, 1e-12)
-                break
-            if t < 1.0:
-                point_new = evaluate(xn, g_new)
-            x, f, point = xn, fn, point_new
-            g, g_new = g_new, g
-    conv = Convergence(converged, it, gnorm, "newton", message)
+        problem = _BTProblem(x, g, g_new, m, total, evaluate, value, hessian, objective)
+        conv = newton(problem, tol=tol, max_iter=max_iter)
+    x, point = problem.x, problem.point
+    converged, message, gnorm = conv.converged, conv.message, conv.grad_norm
     if not converged and raise_on_failure:
         raise ConvergenceError(
             f"Bradley–Terry Newton solver did not converge: {message}, |g|/n = {gnorm:.3g}"

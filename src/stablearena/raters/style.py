@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, ClassVar, Literal
@@ -53,6 +53,8 @@ from .._threads import single_threaded_blas
 from ..battles import Battles, Outcome, PairCounts
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
+from ._newton import NO_PROGRESS, NewtonProblem, newton
+from .annotator import ANNOTATOR_PRIOR_STRENGTH, _gauge_signs, _orient, separable_by_logit
 from .base import Convergence, Fitted, Rater, _freeze, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms
 
@@ -544,28 +546,6 @@ def _ints(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
-def _line_search(
-    f0: float, slope: float, gnorm: float, full: Any, trial: Any
-) -> tuple[float, bool] | None:
-    """Backtracking (Armijo) along a Newton step. ``full()`` evaluates the objective *with its
-    derivatives* at the full step and returns (f(1), ‖∇f(1)‖/n), so that an accepted full step —
-    the usual case — costs one pass over the rows; ``trial(t)`` gives the objective alone at step
-    t. Near the optimum the objective changes by less than its rounding error; the full step is
-    then accepted when it shrinks the gradient. Returns (t, derivatives at t already computed) or
-    None when no progress is possible."""
-    f1, g1 = full()
-    tiny = abs(slope) <= 1e-12 * max(abs(f0), 1.0)
-    if np.isfinite(f1) and (f1 >= f0 + 1e-4 * slope or (tiny and g1 < gnorm)):
-        return 1.0, True
-    t = 0.5
-    while t >= 1e-10:
-        ft = trial(t)
-        if np.isfinite(ft) and ft >= f0 + 1e-4 * t * slope:
-            return t, False
-        t *= 0.5
-    return None
-
-
 def _every(rows: StyleRows, step: int) -> StyleRows:
     """Every ``step``-th row (a warm-start subsample)."""
     sl = slice(None, None, step)
@@ -579,6 +559,62 @@ def _every(rows: StyleRows, step: int) -> StyleRows:
         losses=rows.losses[sl].copy(),
         ties=rows.ties[sl].copy(),
     )
+
+
+class _StyleProblem(NewtonProblem):
+    """:func:`solve_style` for the Newton driver: the point (x, γ) and the objective ``obj``
+    holding the derivatives there."""
+
+    def __init__(
+        self, obj: _Objective, x: np.ndarray, gamma: np.ndarray, free_shift: bool, total: float
+    ) -> None:
+        self.obj, self.x, self.gamma = obj, x, gamma
+        self.free_shift, self.total = free_shift, total
+        self.f = obj.derivatives(x, gamma)
+
+    def gradient_norm(self) -> float:
+        self.g = self.obj.grad.copy()
+        return float(np.linalg.norm(self.g)) / self.total
+
+    def direction(self) -> float:
+        obj, g, m = self.obj, self.g, self.obj.m
+        h = obj.hess.copy()
+        if self.free_shift:
+            shift = max(float(np.trace(h[:m, :m])) / m, 1e-12)
+            h[:m, :m] += shift / m
+        try:
+            step = np.linalg.solve(h, g)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(h, g, rcond=None)[0]
+        if self.free_shift:
+            step[:m] -= step[:m].mean()
+        self.step = step
+        return float(g @ step)
+
+    def trial(self, t: float) -> float:
+        m, step = self.obj.m, self.step
+        return self.obj.value(self.x + t * step[:m], self.gamma + t * step[m:])
+
+    def full(self) -> float:
+        m, step = self.obj.m, self.step
+        return self.obj.derivatives(self.x + step[:m], self.gamma + step[m:])
+
+    def full_gradient_norm(self) -> float:
+        return float(np.linalg.norm(self.obj.grad)) / self.total
+
+    def accept(self, t: float, f: float | None) -> None:
+        m, step = self.obj.m, self.step
+        self.x = self.x + t * step[:m]
+        self.gamma = self.gamma + t * step[m:]
+        if self.free_shift:
+            self.x -= self.x.mean()  # a shift leaves the objective and its derivatives unchanged
+        # a full step has its derivatives from the line search
+        self.f = self.obj.last_value if t == 1.0 else self.obj.derivatives(self.x, self.gamma)
+
+    def finish(self, message: str) -> str:
+        if message == NO_PROGRESS:  # the line search left the derivatives elsewhere
+            self.f = self.obj.derivatives(self.x, self.gamma)
+        return message
 
 
 def solve_style(
@@ -620,55 +656,10 @@ def solve_style(
     x -= x.mean()
     gamma = np.zeros(d) if gamma0 is None else np.asarray(gamma0, dtype=float).copy()
     free_shift = penalty != "all"
-    it = 0
-    message = ""
-    converged = False
     with single_threaded_blas():
-        f = obj.derivatives(x, gamma)
-        while True:
-            g = obj.grad.copy()
-            gnorm = float(np.linalg.norm(g)) / total
-            if gnorm <= tol:
-                converged = True
-                break
-            if it >= max_iter:
-                message = f"stopped after {max_iter} Newton iterations"
-                break
-            it += 1
-            h = obj.hess.copy()
-            if free_shift:
-                shift = max(float(np.trace(h[:m, :m])) / m, 1e-12)
-                h[:m, :m] += shift / m
-            try:
-                step = np.linalg.solve(h, g)
-            except np.linalg.LinAlgError:
-                step = np.linalg.lstsq(h, g, rcond=None)[0]
-            if free_shift:
-                step[:m] -= step[:m].mean()
-            slope = float(g @ step)
-
-            def trial(
-                t: float, step: np.ndarray = step, x: np.ndarray = x, g0: Any = gamma
-            ) -> float:
-                return obj.value(x + t * step[:m], g0 + t * step[m:])
-
-            def full(step: np.ndarray = step, x: np.ndarray = x, g0: Any = gamma) -> tuple:
-                f1 = obj.derivatives(x + step[:m], g0 + step[m:])
-                return f1, float(np.linalg.norm(obj.grad)) / total
-
-            found = _line_search(f, slope, gnorm, full, trial)
-            if found is None:
-                message = "line search made no progress (gradient at floating-point noise level)"
-                converged = gnorm <= max(tol, 1e-12) * 10
-                f = obj.derivatives(x, gamma)
-                break
-            t, fresh = found
-            x = x + t * step[:m]
-            gamma = gamma + t * step[m:]
-            if free_shift:
-                x -= x.mean()  # a shift leaves the objective and its derivatives unchanged
-            f = obj.last_value if fresh else obj.derivatives(x, gamma)
-    conv = Convergence(converged, it, gnorm, "newton", message)
+        problem = _StyleProblem(obj, x, gamma, free_shift, total)
+        conv = newton(problem, tol=tol, max_iter=max_iter)
+    x, gamma, f = problem.x, problem.gamma, problem.f
     return StyleSolution(x, gamma, None, obj.last_loglik, f, conv)
 
 
@@ -676,7 +667,6 @@ def solve_style(
 def _separable(x: np.ndarray, gamma: np.ndarray, rows: StyleRows) -> np.ndarray:
     """Annotators whose ability MLE is infinite at (x, γ): every comparison they judged went to
     the side with the larger u = x_a − x_b + γᵀz (→ +∞), or every one to the smaller (→ −∞)."""
-    from .annotator import separable_by_logit
 
     u = x[rows.a] - x[rows.b] + rows.z @ gamma
     return separable_by_logit(u, rows.s, rows.n, rows.k, rows.n_annotators)
@@ -693,22 +683,25 @@ def _with_virtual_ties(rows: StyleRows, weight: np.ndarray) -> StyleRows:
 
 
 def _am_step(
-    obj: _Objective, cross: np.ndarray, active: np.ndarray, free_shift: bool
+    obj: _Objective, cross: np.ndarray, active: np.ndarray, free_shift: bool, sign: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Newton step (dθ_model = (dx, dγ), da) maximising the quadratic model subject to Σda = 0
-    (and Σdx = 0 when the shift is free). With −H = [[A, B], [Bᵀ, D]], D diagonal, eliminating da
-    by the Schur complement gives (A − B D⁻¹ Bᵀ + c cᵀ/1ᵀu) dθ = g − B D⁻¹ g_a + c (1ᵀD⁻¹g_a)/1ᵀu,
-    u = D⁻¹1, c = B u; then da = D⁻¹(g_a − Bᵀ dθ) − λu. ``None`` when not positive definite."""
+    """Newton step (dθ_model = (dx, dγ), da) maximising the quadratic model subject to sᵀda = 0,
+    s the signs of the abilities (the gauge mean |θ| = 1, as in am-ELO:
+    :func:`stablearena.raters.annotator._gauge_signs`), and Σdx = 0 when the shift is free. With
+    −H = [[A, B], [Bᵀ, D]], D diagonal, eliminating da by the Schur complement gives
+    (A − B D⁻¹ Bᵀ + c cᵀ/sᵀu) dθ = g − B D⁻¹ g_a + c (uᵀg_a)/sᵀu, u = D⁻¹s, c = B u; then
+    da = D⁻¹(g_a − Bᵀ dθ) − λu. ``None`` when not positive definite."""
     m = obj.m
     dd = np.maximum(obj.dd, 1e-300)
     dinv = np.where(active, 1.0 / dd, 0.0)
-    su = float(dinv.sum())
+    u = dinv * sign
+    su = float((u * sign).sum())
     ga = np.where(active, obj.ga, 0.0)
     schur = obj.hess - (cross * dinv) @ cross.T
-    c = cross @ dinv
+    c = cross @ u
     schur += np.outer(c, c) / su
     ga_s = dinv * ga
-    rhs = obj.grad - cross @ ga_s + c * (ga_s.sum() / su)
+    rhs = obj.grad - cross @ ga_s + c * ((sign * ga_s).sum() / su)
     if free_shift:
         schur[:m, :m] += max(float(np.mean(np.abs(np.diag(schur)))), 1e-12) / m
     try:
@@ -721,8 +714,108 @@ def _am_step(
     if free_shift:
         dth[:m] -= dth[:m].mean()
     t = dinv * (ga - cross.T @ dth)
-    da = t - (t.sum() / su) * dinv
+    da = t - ((sign * t).sum() / su) * u
     return dth, da
+
+
+class _StyleAmEloProblem(NewtonProblem):
+    """:func:`solve_style_am_elo` for the Newton driver: the point (x, γ, θ) on Σ s_k θ_k = M
+    (mean |θ| = 1, s the signs of θ; and
+    Σx = 0 when the shift is free), the annotators given virtual ties, Gauss–Newton steps."""
+
+    def __init__(
+        self,
+        objective_for: Callable[[np.ndarray], _Objective],
+        virtual: np.ndarray,
+        data_rows: StyleRows,
+        x: np.ndarray,
+        gamma: np.ndarray,
+        theta: np.ndarray,
+        active: np.ndarray,
+        free_shift: bool,
+        total: float,
+    ) -> None:
+        self.objective_for, self.virtual, self.data_rows = objective_for, virtual, data_rows
+        self.x, self.gamma, self.theta = x, gamma, theta
+        self.active, self.free_shift, self.total = active, free_shift, total
+        self.kk = data_rows.n_annotators
+        self.sign = _gauge_signs(theta, active)
+        self.obj = objective_for(virtual)
+        self.f = self.obj.derivatives(x, gamma, theta)
+
+    def _projected_norm(self) -> tuple[np.ndarray, float]:
+        obj, act = self.obj, self.active
+        ga = np.where(act, obj.ga, 0.0)
+        pga = np.where(act, ga - self.sign * ((self.sign * ga)[act].mean()), 0.0)
+        return ga, math.sqrt(float(obj.grad @ obj.grad) + float(pga @ pga)) / self.total
+
+    def prepare(self) -> None:
+        if self.kk > 1 and np.any(np.abs(self.theta) > 3.0):
+            new = (
+                _separable(self.x, self.gamma, self.data_rows)
+                & (np.abs(self.theta) > 3.0)
+                & ~self.virtual
+            )
+            if new.any():
+                self.virtual |= new
+                self.obj = self.objective_for(self.virtual)
+                self.f = self.obj.derivatives(self.x, self.gamma, self.theta)
+
+    def gradient_norm(self) -> float:
+        self.ga, gnorm = self._projected_norm()
+        return gnorm
+
+    def check(self, iteration: int) -> str | None:
+        if np.max(np.abs(self.theta)) > _RUNAWAY:
+            raise ConvergenceError(
+                "style-controlled am-ELO has no maximum-likelihood solution on these data: "
+                f"an ability ran off to {np.max(np.abs(self.theta)):.3g} × the average after "
+                f"{iteration} iterations. Add battles per annotator, raise --min-records, or use "
+                "m-elo."
+            )
+        return None
+
+    def direction(self) -> float | str:
+        obj, active = self.obj, self.active
+        g_all = np.concatenate([obj.grad, self.ga])
+        step = _am_step(obj, obj.cross - obj.cross_e, active, self.free_shift, self.sign)
+        if step is None or float(g_all @ np.concatenate(step)) <= 0:
+            self.fisher_steps += 1
+            step = _am_step(obj, obj.cross, active, self.free_shift, self.sign)
+            if step is not None and float(g_all @ np.concatenate(step)) <= 0:
+                step = None
+        if step is None:
+            return "neither the Hessian nor the Fisher matrix is definite on the constraint set"
+        dth, da = self.step = step
+        return float(g_all @ np.concatenate([dth, da]))
+
+    def trial(self, t: float) -> float:
+        (dth, da), m = self.step, self.obj.m
+        return self.obj.value(self.x + t * dth[:m], self.gamma + t * dth[m:], self.theta + t * da)
+
+    def full(self) -> float:
+        (dth, da), m = self.step, self.obj.m
+        return self.obj.derivatives(self.x + dth[:m], self.gamma + dth[m:], self.theta + da)
+
+    def full_gradient_norm(self) -> float:
+        return self._projected_norm()[1]
+
+    def accept(self, t: float, f: float | None) -> None:
+        (dth, da), m, active = self.step, self.obj.m, self.active
+        self.x = self.x + t * dth[:m]
+        self.gamma = self.gamma + t * dth[m:]
+        theta = self.theta + t * da
+        if self.free_shift:
+            self.x -= self.x.mean()
+        sign = self.sign
+        if np.array_equal(_gauge_signs(theta, active), sign):
+            self.theta = np.where(active, theta - sign * ((sign * theta)[active].mean() - 1.0), 1.0)
+        else:  # an ability changed sign: back onto mean |θ| = 1 with the new signs
+            scale = float(np.abs(theta[active]).mean())
+            self.x, self.gamma = self.x * scale, self.gamma * scale
+            self.theta = np.where(active, theta / scale, 1.0)
+            self.sign = _gauge_signs(self.theta, active)
+        self.f = self.obj.derivatives(self.x, self.gamma, self.theta)
 
 
 def solve_style_am_elo(
@@ -738,7 +831,9 @@ def solve_style_am_elo(
     max_iter: int = 200,
 ) -> tuple[StyleSolution, np.ndarray]:
     """Exact joint maximiser of the style-controlled am-ELO objective in (x, γ, θ) under Σx = 0
-    (unless ``penalty="all"``) and mean θ = 1 over annotators with comparisons.
+    (unless ``penalty="all"``) and mean |θ| = 1 over annotators with comparisons, the sign chosen
+    so that most votes come from annotators of positive ability (as am-ELO,
+    docs/methods/annotator-identification.md).
 
     Starts from style-controlled m-ELO (pooled) with θ = 1. Newton steps with the exact Hessian,
     the Gauss–Newton (Fisher) matrix where that is not definite, backtracking line search.
@@ -746,7 +841,7 @@ def solve_style_am_elo(
     ability runs off; they get ½ virtual tie each (as in am-ELO). Converged when the gradient
     projected on the constraint set has norm ≤ ``tol`` × comparisons. Returns the solution and the
     virtual ties given to each annotator."""
-    m, kk = rows.n_models, rows.n_annotators
+    kk = rows.n_annotators
     total = rows.total
     data_rows = rows
     active = np.bincount(rows.k, rows.n, kk) > 0
@@ -756,9 +851,8 @@ def solve_style_am_elo(
     x = np.asarray(x0, dtype=float).copy()
     gamma = np.asarray(gamma0, dtype=float).copy()
     theta = np.ones(kk) if theta0 is None else np.where(active, np.asarray(theta0, float), 1.0)
-    theta = np.where(active, theta / theta[active].mean(), 1.0)
+    theta = np.where(active, theta / np.abs(theta[active]).mean(), 1.0)
     free_shift = penalty != "all"
-    from .annotator import ANNOTATOR_PRIOR_STRENGTH
 
     virtual = np.zeros(kk, dtype=bool)
     if kk > 1:
@@ -768,80 +862,20 @@ def solve_style_am_elo(
         r = _with_virtual_ties(data_rows, ANNOTATOR_PRIOR_STRENGTH * v)
         return _Objective(r, penalty, reg, prior_mask, annotators=True)
 
-    obj = objective_for(virtual)
-    it = 0
-    message = ""
-    converged = False
-    n_fisher = 0
     with single_threaded_blas():
-        f = obj.derivatives(x, gamma, theta)
-        while True:
-            if kk > 1 and np.any(np.abs(theta) > 3.0):
-                new = _separable(x, gamma, data_rows) & (np.abs(theta) > 3.0) & ~virtual
-                if new.any():
-                    virtual |= new
-                    obj = objective_for(virtual)
-                    f = obj.derivatives(x, gamma, theta)
-            ga = np.where(active, obj.ga, 0.0)
-            pga = np.where(active, ga - ga[active].mean(), 0.0)
-            gnorm = math.sqrt(float(obj.grad @ obj.grad) + float(pga @ pga)) / total
-            if gnorm <= tol:
-                converged = True
-                break
-            if it >= max_iter:
-                message = f"stopped after {max_iter} Newton iterations"
-                break
-            if np.max(np.abs(theta)) > _RUNAWAY:
-                raise ConvergenceError(
-                    "style-controlled am-ELO has no maximum-likelihood solution on these data: "
-                    f"an ability ran off to {np.max(np.abs(theta)):.3g} × the average after {it} "
-                    "iterations. Add battles per annotator, raise --min-records, or use m-elo."
-                )
-            it += 1
-            g_all = np.concatenate([obj.grad, ga])
-            step = _am_step(obj, obj.cross - obj.cross_e, active, free_shift)
-            if step is None or float(g_all @ np.concatenate(step)) <= 0:
-                n_fisher += 1
-                step = _am_step(obj, obj.cross, active, free_shift)
-                if step is not None and float(g_all @ np.concatenate(step)) <= 0:
-                    step = None
-            if step is None:
-                message = (
-                    "neither the Hessian nor the Fisher matrix is definite on the constraint set"
-                )
-                break
-            dth, da = step
-            slope = float(g_all @ np.concatenate([dth, da]))
-
-            point = (x, gamma, theta, dth, da, obj)
-
-            def trial(t: float, pt: tuple = point) -> float:
-                x0, g0, th0, dth0, da0, ob = pt
-                return ob.value(x0 + t * dth0[:m], g0 + t * dth0[m:], th0 + t * da0)
-
-            def full(pt: tuple = point) -> tuple:
-                x0, g0, th0, dth0, da0, ob = pt
-                f1 = ob.derivatives(x0 + dth0[:m], g0 + dth0[m:], th0 + da0)
-                gan = np.where(active, ob.ga, 0.0)
-                pg = np.where(active, gan - gan[active].mean(), 0.0)
-                return f1, math.sqrt(float(ob.grad @ ob.grad) + float(pg @ pg)) / total
-
-            found = _line_search(f, slope, gnorm, full, trial)
-            if found is None:
-                message = "line search made no progress (gradient at floating-point noise level)"
-                converged = gnorm <= max(tol, 1e-12) * 10
-                break
-            t, _ = found
-            x = x + t * dth[:m]
-            gamma = gamma + t * dth[m:]
-            theta = theta + t * da
-            if free_shift:
-                x -= x.mean()
-            theta = np.where(active, theta - (theta[active].mean() - 1.0), 1.0)
-            f = obj.derivatives(x, gamma, theta)
-    if n_fisher and not message:
-        message = f"{n_fisher} Gauss–Newton step(s) where the Hessian was indefinite"
-    conv = Convergence(converged, it, gnorm, "newton", message)
+        problem = _StyleAmEloProblem(
+            objective_for, virtual, data_rows, x, gamma, theta, active, free_shift, total
+        )
+        conv = newton(problem, tol=tol, max_iter=max_iter)
+    x, gamma, theta, f, virtual = (
+        problem.x,
+        problem.gamma,
+        problem.theta,
+        problem.f,
+        problem.virtual,
+    )
+    if _orient(x, theta, np.bincount(rows.k, rows.n, kk))[1] is not theta:
+        x, gamma, theta = -x, -gamma, -theta  # the same objective (penalty and prior are even)
     sol = StyleSolution(x, gamma, theta, style_loglik(x, gamma, data_rows, theta), f, conv)
     return sol, ANNOTATOR_PRIOR_STRENGTH * virtual.astype(float)
 
@@ -1153,7 +1187,7 @@ class StyleFitted(Fitted):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class StyleAmEloFitted(StyleFitted):
-    """Style-controlled am-ELO: :class:`StyleFitted` plus each annotator's ability θ_k (mean 1),
+    """Style-controlled am-ELO: :class:`StyleFitted` plus each annotator's ability θ_k (mean |θ| 1),
     which scales the whole logit σ(θ_k (x_A − x_B + γᵀz)).
 
     ``prior_ties``: virtual ties given to annotators whose ability MLE is infinite (or None)."""
@@ -1222,11 +1256,12 @@ class StyleAmEloFitted(StyleFitted):
         return _outer(r, c * c * q, c * u * q, u * u * q)
 
     def gauge_constraints(self) -> np.ndarray:
-        """Σx = 0 and Σθ = M (the scale)."""
+        """Σx = 0 and Σ s_k θ_k = M, s the signs of θ (the scale: mean |θ| = 1)."""
         m = self.n_models
         g = np.zeros((len(self.parameters()), 2))
         g[:m, 0] = 1.0
-        g[m + self.n_features :, 1] = 1.0
+        theta = np.asarray(self.abilities, dtype=float)
+        g[m + self.n_features :, 1] = _gauge_signs(theta, np.ones(len(theta), dtype=bool))
         return g
 
     def predict(

@@ -69,6 +69,7 @@ from ..battles import Battles, PairCounts, as_counts
 from ..errors import InputError, StableArenaWarning
 from ..graph import check_comparison_graph
 from ..information import laplacian
+from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, BradleyTerry, MElo, _prior_terms
 
@@ -843,6 +844,89 @@ _STALL_STEPS = 25
 _RIDGE = 1e-9
 
 
+class _TieProblem(NewtonProblem):
+    """:func:`_newton` for the Newton driver: the point θ, ln L and its gradient there, the
+    symmetry directions and the rows held on their kink."""
+
+    #: Armijo's test allows the rounding level of the summed log-likelihood
+    noise = 1e-13
+    min_t = 1e-12
+
+    def __init__(self, engine: _TieEngine, theta: np.ndarray, label: str, tol: float) -> None:
+        self.engine, self.theta, self.label, self.tol = engine, theta, label, tol
+        self.n = max(engine.n_obs, 1.0)
+        self.f, self.g = engine.value_and_grad(theta)
+        self.history = [self.f]
+        self.steps = 0
+
+    def prepare(self) -> None:
+        escaped = self.engine.escape_variance_saddles(self.theta)
+        if escaped is not self.theta:
+            self.theta = escaped
+            self.f, self.g = self.engine.value_and_grad(escaped)
+
+    def gradient_norm(self) -> float:
+        engine, theta = self.engine, self.theta
+        self.nmat = _orthonormal(engine.symmetry_directions(theta))
+        self.kinks = engine.kink_terms(theta, engine.kink_rows(theta))
+        gnorm, self.on_kink = _kkt_residual(self.g, self.nmat, self.kinks)
+        gnorm /= self.n
+        report(
+            f"{self.label} iteration {self.steps}, gradient {gnorm:.1e} per comparison "
+            f"(target {self.tol:.0e})"
+        )
+        self.gnorm = gnorm
+        return gnorm
+
+    def at_optimum(self, gnorm: float, tol: float) -> bool:
+        return gnorm <= tol and self.on_kink
+
+    def check(self, iteration: int) -> str | None:
+        history, n = self.history, self.n
+        if len(history) > _STALL_STEPS and (history[-1] - history[-1 - _STALL_STEPS]) / n < 1e-12:
+            return (
+                f"stalled: NLL per comparison changed by < 1e-12 over the last {_STALL_STEPS} "
+                f"Newton steps (gradient norm {self.gnorm:.2g})"
+            )
+        return None
+
+    def direction(self) -> float:
+        engine, theta, g, nmat = self.engine, self.theta, self.g, self.nmat
+        self.steps += 1
+        # Jacobi scaling: solve for D^{1/2} p with D = |diag(−H)|, so that blocks whose curvature
+        # differs by orders of magnitude (μ, G, t, Λ; a vanishing variance) are treated alike
+        a = -engine.hessian(theta)
+        dg = np.abs(np.diag(a))
+        scale = np.sqrt(np.maximum(dg, 1e-12 * max(float(dg.max()), 1e-300)))
+        a /= np.outer(scale, scale)
+        nhat = _orthonormal(nmat * scale[:, None]) if nmat.shape[1] else nmat
+        a += nhat @ nhat.T
+        a[np.diag_indices_from(a)] += _RIDGE
+        fac = None
+        delta = 0.0
+        while delta <= 1e6:
+            try:
+                fac = cho_factor(a + delta * np.eye(len(a)), check_finite=False)
+                break
+            except LinAlgError:
+                delta = 1e-8 if delta == 0.0 else delta * 10.0
+        step, held = _kkt_step(engine, theta, g, nmat, fac, scale, self.kinks)
+        self.step = step
+        self.t_max = min(1.0, engine.kink_crossing(theta, step, held))
+        return max(float(g @ step), 0.0)
+
+    def trial(self, t: float) -> float:
+        return self.engine.loglik(self.theta + t * self.step)
+
+    def max_step(self) -> float:
+        return self.t_max
+
+    def accept(self, t: float, f: float | None) -> None:
+        self.theta = self.theta + t * self.step
+        self.f, self.g = self.engine.value_and_grad(self.theta)
+        self.history.append(self.f)
+
+
 def _newton(
     engine: _TieEngine, theta: np.ndarray, *, tol: float, max_iter: int, label: str = "newton"
 ) -> tuple[np.ndarray, Convergence]:
@@ -866,73 +950,9 @@ def _newton(
     projected KKT residual per comparison ≤ ``tol`` and every held row sits at 0 with an admissible
     multiplier.
     """
-    n = max(engine.n_obs, 1.0)
-    f, g = engine.value_and_grad(theta)
-    it = 0
-    message = ""
-    converged = False
-    gnorm = np.inf
-    history = [f]
-    while True:
-        escaped = engine.escape_variance_saddles(theta)
-        if escaped is not theta:
-            theta = escaped
-            f, g = engine.value_and_grad(theta)
-        nmat = _orthonormal(engine.symmetry_directions(theta))
-        kinks = engine.kink_terms(theta, engine.kink_rows(theta))
-        gnorm, on_kink = _kkt_residual(g, nmat, kinks)
-        gnorm /= n
-        report(f"{label} iteration {it}, gradient {gnorm:.1e} per comparison (target {tol:.0e})")
-        if gnorm <= tol and on_kink:
-            converged = True
-            break
-        if it >= max_iter:
-            message = f"stopped after {max_iter} Newton iterations"
-            break
-        if len(history) > _STALL_STEPS and (history[-1] - history[-1 - _STALL_STEPS]) / n < 1e-12:
-            message = (
-                f"stalled: NLL per comparison changed by < 1e-12 over the last {_STALL_STEPS} "
-                f"Newton steps (gradient norm {gnorm:.2g})"
-            )
-            break
-        it += 1
-        # Jacobi scaling: solve for D^{1/2} p with D = |diag(−H)|, so that blocks whose curvature
-        # differs by orders of magnitude (μ, G, t, Λ; a vanishing variance) are treated alike
-        a = -engine.hessian(theta)
-        dg = np.abs(np.diag(a))
-        scale = np.sqrt(np.maximum(dg, 1e-12 * max(float(dg.max()), 1e-300)))
-        a /= np.outer(scale, scale)
-        nhat = _orthonormal(nmat * scale[:, None]) if nmat.shape[1] else nmat
-        a += nhat @ nhat.T
-        a[np.diag_indices_from(a)] += _RIDGE
-        fac = None
-        delta = 0.0
-        while delta <= 1e6:
-            try:
-                fac = cho_factor(a + delta * np.eye(len(a)), check_finite=False)
-                break
-            except LinAlgError:
-                delta = 1e-8 if delta == 0.0 else delta * 10.0
-        step, held = _kkt_step(engine, theta, g, nmat, fac, scale, kinks)
-        slope = max(float(g @ step), 0.0)
-        t = min(1.0, engine.kink_crossing(theta, step, held))
-        noise = 1e-13 * abs(f)  # rounding level of the summed log-likelihood
-        while True:
-            trial = theta + t * step
-            ft = engine.loglik(trial)
-            if np.isfinite(ft) and ft >= f + 1e-4 * t * slope - noise:
-                break
-            t *= 0.5
-            if t < 1e-12:
-                break
-        if t < 1e-12:
-            message = "line search made no progress (gradient at floating-point noise level)"
-            converged = gnorm <= max(tol, 1e-11)
-            break
-        theta = trial
-        f, g = engine.value_and_grad(theta)
-        history.append(f)
-    return theta, Convergence(converged, it, gnorm, label, message)
+    problem = _TieProblem(engine, theta, label, tol)
+    conv = newton(problem, tol=tol, max_iter=max_iter, solver=label)
+    return problem.theta, conv
 
 
 def _kkt_residual(g: np.ndarray, nmat: np.ndarray, kinks: _Kinks) -> tuple[float, bool]:
