@@ -480,7 +480,7 @@ def _input_paths(path: str | Path) -> tuple[list[Path], str]:
         return files, text
     if p.is_symlink():
         raise InputError(f"{text}: a broken symbolic link (its target does not exist).")
-    from .datasets import DATASETS
+    from .datasets.registry import DATASETS
 
     raise InputError(
         f"{text}: no such file. Built-in data sets (by name on the command line, "

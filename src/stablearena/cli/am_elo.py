@@ -9,7 +9,7 @@ import typer
 
 from .. import choices
 from ..errors import InputError
-from . import (
+from .common import (
     BothBadOpt,
     ColOpt,
     ExcludeOpt,

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import app, console, count, emit, err_console, records_table, seed_check
+from .common import app, console, count, emit, err_console, records_table, seed_check
 
 
 @app.command()

@@ -75,7 +75,7 @@ def _text_pair(text_columns: str | None) -> tuple[str, str] | None:
 
 
 def _gamma_table(style: dict[str, Any]) -> Any:
-    from . import RecordsTable
+    from .common import RecordsTable
 
     level = style["level"]
     headers = ["feature", "γ", "Fisher se", "Fisher interval", "sandwich se", "sandwich interval"]
@@ -104,7 +104,7 @@ def _board_renderable(p: dict[str, Any]) -> Any:
     from rich.text import Text
 
     from ..leaderboard import convergence_text, interval_caption, interval_records
-    from . import records_table
+    from .common import records_table
 
     if "error" in p:
         return Text(f"{p['source']}: no board — {p['error']}", style="red")
@@ -156,7 +156,7 @@ def load_board(
     from ..battles import PairCounts
     from ..categories import parse_where, where
     from ..style_features import add_covariates
-    from . import load_data
+    from .common import load_data
 
     conditions = parse_where(where_items)
     use_style = style or bool(covariates) or text_columns is not None
@@ -182,7 +182,7 @@ def fit_board(options: dict[str, Any]) -> tuple[Any, Any]:
     loaded (its ``data`` the fitted battles) and the fitted result."""
     from dataclasses import replace
 
-    from . import fit_progress, split_list
+    from .common import fit_progress, split_list
     from .rater_flags import build_rater, rater_options
 
     use_style = bool(
@@ -235,7 +235,7 @@ def rank_boards(
     (``--style``/``--covariate``), split (``--by``), fit ``rater`` on each board and emit."""
     from ..categories import split_by
     from ..leaderboard import leaderboard_payload
-    from . import emit
+    from .common import emit
 
     loaded, data, conditions = load_board(
         path,

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import (
+from .common import (
     FormatOpt,
     OutputOpt,
     count,

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import FormatOpt, OutputOpt, app, emit, records_table
+from .common import FormatOpt, OutputOpt, app, emit, records_table
 
 
 def _table(payload: dict[str, Any]) -> Any:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InputError, StableArenaWarning
-from . import (
+from .common import (
     BothBadOpt,
     ColOpt,
     ExcludeOpt,

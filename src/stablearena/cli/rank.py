@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import choices
-from . import (
+from .common import (
     BothBadOpt,
     ColOpt,
     ExcludeOpt,
@@ -34,7 +34,7 @@ from . import (
 from .rater_flags import build_rater, rater_options
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import Loaded
+    from .common import Loaded
 
 
 def needs_battles(method: str, ci: str, cluster: str | None) -> bool:

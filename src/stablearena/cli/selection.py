@@ -9,7 +9,7 @@ import typer
 
 from ..atomic import atomic_path
 from ..errors import InputError, StableArenaWarning
-from . import (
+from .common import (
     BothBadOpt,
     ColOpt,
     ExcludeOpt,

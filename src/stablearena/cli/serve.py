@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from . import app, err_console
+from .common import app, err_console
 
 
 def _bind(host: str, port: int) -> socket.socket:
