@@ -170,4 +170,3 @@ def simulate_battles(
         annotators=ann_names,
         source="simulated arena",
     )
-
