@@ -1,4 +1,4 @@
-"""am-ELO (SPEC §3.3): exact joint MLE of model scores and annotator abilities."""
+"""am-ELO (docs/methods/annotators.md): exact joint MLE of model scores and annotator abilities."""
 
 from __future__ import annotations
 

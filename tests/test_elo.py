@@ -1,4 +1,4 @@
-"""Online Elo (SPEC §3.1): hand-computed cases, a plain-Python reference, order dependence,
+"""Online Elo (docs/methods/ratings.md): hand-computed cases, a plain-Python reference, order dependence,
 seeded shuffles, and bad input."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fit metrics of outcome models (SPEC §6, leaderbot App. D): NLL, cross-entropy, RMSE, KL/JS,
+"""Fit metrics of outcome models (docs/methods/metrics.md, leaderbot App. D): NLL, cross-entropy, RMSE, KL/JS,
 AIC/BIC, marginal outcomes, held-out splits, Kendall τ between fitted models."""
 
 from __future__ import annotations

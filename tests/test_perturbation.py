@@ -1,4 +1,4 @@
-"""Perturbations of annotators and annotator profiles (SPEC §7; am-ELO §5.5)."""
+"""Perturbations of annotators and annotator profiles (docs/methods/metrics.md; am-ELO §5.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Stable Arena loop (SPEC §3.4; am-ELO Algorithm 3): screening over a growing log."""
+"""The Stable Arena loop (docs/methods/annotators.md; am-ELO Algorithm 3): screening over a growing log."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The live arena (``stablearena serve``, issue 10; SPEC §9), on SQLite and on a real
+"""The live arena (``stablearena serve``, issue 10; docs/methods/live-arena.md), on SQLite and on a real
 PostgreSQL server the tests start themselves: serving rule, votes (durable, idempotent,
 corrections), counts kept with the votes, screening online, leaderboards equal to ``rank`` on the
 export, security and bad input, restart, crash (SIGKILL) and two workers on one database."""

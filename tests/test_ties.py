@@ -1,4 +1,4 @@
-"""Tie and covariance models (SPEC §3.5): formulas, derivatives, constraints, solvers, contract."""
+"""Tie and covariance models (docs/methods/ties.md): formulas, derivatives, constraints, solvers, contract."""
 
 from __future__ import annotations
 

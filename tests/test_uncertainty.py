@@ -36,7 +36,7 @@ Z95 = 1.959963984540054
 
 @pytest.fixture(scope="module")
 def arena() -> Battles:
-    """Ten models, 6,000 battles with ties (the SPEC §5 rule: ties 2p(1 − p))."""
+    """Ten models, 6,000 battles with ties (the outcome rule of docs/methods/selection.md: ties 2p(1 − p))."""
     return simulate_battles(random_ratings(10, spread=150, seed=3), 6000, rule="paper", seed=4)
 
 
@@ -128,7 +128,7 @@ def test_sandwich_meat_fast_path_equals_the_outer_product_of_score_contributions
 
 
 def test_dispersion_estimates_the_tie_variance_and_is_one_without_ties(fitted) -> None:
-    # the SPEC §5 rule gives Var W = p(1 − p)/2 exactly, so φ ≈ ½
+    # the outcome rule of docs/methods/selection.md gives Var W = p(1 − p)/2 exactly, so φ ≈ ½
     assert fitted.dispersion() == pytest.approx(0.5, abs=0.03)
     no_ties = MElo().fit(simulate_battles(random_ratings(6, seed=1), 2000, seed=2))
     assert no_ties.dispersion() == 1.0

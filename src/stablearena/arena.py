@@ -1,11 +1,11 @@
-"""The arena simulator: a selector picks pairs, an arena judges them, a rater refits (SPEC §5).
+"""The arena simulator: a selector picks pairs, an arena judges them, a rater refits (docs/methods/selection.md).
 
 Two kinds of arena serve outcomes:
 
-- :class:`SimulatedArena` ("simulation" mode): models of known strength. By default SPEC §5's
-  outcome rule (Fewer Battles App. C.2, reconstructed): with p = σ(C (r_i − r_j)), i wins with
+- :class:`SimulatedArena` ("simulation" mode): models of known strength. By default the outcome rule of
+  docs/methods/selection.md (Fewer Battles App. C.2, reconstructed): with p = σ(C (r_i − r_j)), i wins with
   probability p², loses with (1 − p)², ties with 2p(1 − p) — the expected score is p. Annotator
-  profiles (abilities θ_k, SPEC §3.3) scale the log-odds by θ_k. :meth:`SimulatedArena.from_fitted`
+  profiles (abilities θ_k, docs/methods/annotators.md) scale the log-odds by θ_k. :meth:`SimulatedArena.from_fitted`
   simulates from any fitted rater's own model instead — for a Rao–Kupper or Davidson fit with its
   own ties (``rule="model"``), optionally with annotator abilities (e.g. from am-ELO).
 - :class:`ReplayArena` ("replay" mode): each chosen pair's outcome is drawn without replacement
@@ -87,7 +87,7 @@ class Arena(ABC):
 
 
 class SimulatedArena(Arena):
-    """Models of known strength judged by SPEC §5's outcome rule (or another rule).
+    """Models of known strength judged by the outcome rule of docs/methods/selection.md (or another rule).
 
     Args:
         true_ratings: Elo-scale ratings (C = ln10/400 per point).
@@ -156,7 +156,7 @@ class SimulatedArena(Arena):
     ) -> SimulatedArena:
         """Simulate from a fitted rater's own model.
 
-        ``rule="model"``: a single-η Rao–Kupper or Davidson fit (SPEC §3.5) judges with its own
+        ``rule="model"``: a single-η Rao–Kupper or Davidson fit (docs/methods/ties.md) judges with its own
         win, loss and tie probabilities: the log-odds of (i, j) are z = x_i − x_j (its scores)
         and its fitted η decides the ties. Any other ``rule``: the log-odds are
         logit(fitted.predict(i, j)) (the model's expected score, so any rater works), judged by

@@ -1,4 +1,4 @@
-"""Battles and their sufficient statistic, the pair counts (SPEC §2).
+"""Battles and their sufficient statistic, the pair counts (docs/methods/data.md).
 
 A :class:`Battles` holds a validated battle log as integer-coded NumPy arrays plus name
 tables. :meth:`Battles.counts` aggregates it into :class:`PairCounts` — for every unordered
@@ -48,7 +48,7 @@ class Outcome(IntEnum):
     TIE_BOTH_BAD = 3
 
 
-#: Accepted text labels (case-insensitive, surrounding blanks ignored), SPEC §2.
+#: Accepted text labels (case-insensitive, surrounding blanks ignored), docs/methods/data.md.
 OUTCOME_LABELS: dict[str, Outcome] = {
     "model_a": Outcome.A,
     "a": Outcome.A,
@@ -245,7 +245,7 @@ def count_rows(
     ``i < j``, one row per (pair[, annotator]) that occurs (zero-weight battles included), rows
     in key order, and ``table`` (rows × 4) the weighted A/B/tie/both-bad counts seen from i.
 
-    The sufficient statistic of every fit (SPEC §2), vectorised: when the (ordered pair ×
+    The sufficient statistic of every fit (docs/methods/data.md), vectorised: when the (ordered pair ×
     annotator × outcome) space is small beside the log, one ``bincount`` over a flat int32 key
     fills a dense ordered table that is then folded onto i < j (A and B swap where model_a had
     the larger index); otherwise the unordered keys are sorted (``np.unique``) and summed.
@@ -734,7 +734,7 @@ class PairCounts:
 
     @property
     def score(self) -> np.ndarray:
-        """Σ W of model i per row: wins + ½ ties (SPEC §2)."""
+        """Σ W of model i per row: wins + ½ ties (docs/methods/data.md)."""
         return self.wins + 0.5 * self.all_ties
 
     @property

@@ -1,4 +1,4 @@
-"""The comparison graph and when a maximum-likelihood rating exists (SPEC §3.2).
+"""The comparison graph and when a maximum-likelihood rating exists (docs/methods/ratings.md).
 
 The Bradley–Terry MLE is finite iff the comparison graph is connected and the *win graph*
 (an edge i→j when i beat or tied j; ties count both ways) is strongly connected

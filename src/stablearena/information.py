@@ -1,4 +1,4 @@
-"""Fisher information of Bradley–Terry-type models: a weighted graph Laplacian (SPEC §4).
+"""Fisher information of Bradley–Terry-type models: a weighted graph Laplacian (docs/methods/uncertainty.md).
 
 I(x) = Σ_rows w_r (e_i − e_j)(e_i − e_j)ᵀ with w_r = n_r c_r² p_r (1 − p_r), p_r = σ(c_r (x_i − x_j)):
 the negative Hessian of the Bradley–Terry log-likelihood on the natural scale (C = 1; multiply by

@@ -1,4 +1,4 @@
-"""Readers for the battle-log formats arenas publish (SPEC §2).
+"""Readers for the battle-log formats arenas publish (docs/methods/data.md).
 
 :func:`read_battles` accepts a path (CSV, TSV, JSON Lines, Parquet, JSON — also compressed with
 gzip, bzip2, xz, zstd or lz4), a directory or glob of such files read as one log, ``"-"`` for

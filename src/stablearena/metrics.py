@@ -1,4 +1,4 @@
-"""Metrics of rankings, predictions and detections (SPEC §6).
+"""Metrics of rankings, predictions and detections (docs/methods/metrics.md).
 
 - :func:`pairwise_agreement`: the pairwise metric of Hastie & Tibshirani — the fraction of model
   pairs two rating vectors order the same way, 2/(N(N−1)) Σ_{i<j} 1[(r_i − r_j)(r̂_i − r̂_j) > 0].
@@ -224,7 +224,7 @@ def detection_scores(flagged: np.ndarray, truth: np.ndarray) -> dict[str, float]
 
 
 # =============================================================================================
-# Fit metrics of outcome models (leaderbot App. D; SPEC §6)
+# Fit metrics of outcome models (leaderbot App. D; docs/methods/metrics.md)
 # =============================================================================================
 #
 # How well a fitted model reproduces the observed outcome frequencies of each pair, on the data

@@ -1,4 +1,4 @@
-"""Perturbed annotators and annotator profiles for simulated arenas (SPEC §7; am-ELO §5.5).
+"""Perturbed annotators and annotator profiles for simulated arenas (docs/methods/metrics.md; am-ELO §5.5).
 
 Perturbations (am-ELO paper, §5.5), applied to *every* vote of a chosen fraction of annotators:
 

@@ -10,7 +10,7 @@ renders any figure to an SVG string for inlining in HTML.
 Figures (``KINDS``):
 
 - ``leaderboard`` — :func:`plot_leaderboard`: ratings with their intervals, best first, tiers
-  shaded, each label carrying the model's rank interval (SPEC §4).
+  shaded, each label carrying the model's rank interval (docs/methods/uncertainty.md).
 - ``winrate`` — :func:`plot_winrate`: the predicted expected score E[W_ij] = P(i beats j) +
   ½ P(tie), beside :func:`plot_observed_winrate`, the observed (wins + ½ ties)/battles of every
   pair that has battles.

@@ -1,5 +1,5 @@
 """The Stable Arena framework: am-ELO with annotator screening over a growing log
-(am-ELO paper, Algorithm 3 and §4.3; SPEC §3.4).
+(am-ELO paper, Algorithm 3 and §4.3; docs/methods/annotators.md).
 
 Each time a batch of battles arrives, :meth:`StableArena.update`
 

@@ -1,4 +1,4 @@
-"""Adaptive pair selection: which battle to run next (SPEC §5, "Fewer Battles, More Gain").
+"""Adaptive pair selection: which battle to run next (docs/methods/selection.md, "Fewer Battles, More Gain").
 
 After a set S of battles the covariance of the mean-zero scores is Σ = I⁺, the pseudo-inverse of
 the Fisher information I = Σ_pairs n_ij w_ij u uᵀ, u = e_i − e_j, w_ij = p_ij (1 − p_ij) at the
@@ -12,7 +12,7 @@ is played. With ρ_ij = uᵀΣu (the pair's effective resistance):
 - **A-optimality** (paper eq. 5): tr Σ falls by w ‖Σu‖² / (1 + w ρ) (Sherman–Morrison). tr I⁺ is
   half the paper's grounded trace averaged over all N choices of anchor, so this criterion has
   no anchor bias. Gain reported: that fall of the total variance.
-- **Ranking-targeted** (``rank-opt``, SPEC §11; :class:`RankOptimal`): the leaderboard's errors
+- **Ranking-targeted** (``rank-opt``, docs/methods/selection.md; :class:`RankOptimal`): the leaderboard's errors
   are misordered pairs, E[#misordered] ≈ Σ_{i<j} Φ(−|Δ*_ij|/σ_ij). A battle lowers every σ_ij²
   by c (v_i − v_j)², so to first order it lowers E[#misordered] by
   w uᵀ(Σ L Σ)u / (1 + w ρ), L = Σ_{i<j} c_ij (e_i − e_j)(e_i − e_j)ᵀ with c_ij the sensitivity
@@ -131,7 +131,7 @@ def expected_misorder_sensitivity(m: np.ndarray) -> np.ndarray:
 def misorder_weights(
     scores: np.ndarray, sigma: np.ndarray, kind: MisorderWeights = "expected"
 ) -> np.ndarray:
-    """Weights c_ij of the ranking-targeted criterion tr(L Σ) (SPEC §11), an m×m symmetric matrix
+    """Weights c_ij of the ranking-targeted criterion tr(L Σ) (docs/methods/selection.md), an m×m symmetric matrix
     with zero diagonal.
 
     The leaderboard's errors are misordered pairs. If the true gap of pair (i, j) is Δ*_ij, the
@@ -167,7 +167,7 @@ def misorder_weights(
 
 
 # ---------------------------------------------------------------------------------------------
-# information metrics (SPEC §5 "Metrics")
+# information metrics (docs/methods/selection.md "Metrics")
 # ---------------------------------------------------------------------------------------------
 def _is_connected(info: np.ndarray) -> bool:
     m = info.shape[0]
@@ -566,7 +566,7 @@ class InformationTracker:
         return self._tmat
 
     def ranking_matrix(self, weights: MisorderWeights = "expected") -> np.ndarray:
-        """Σ L Σ, the matrix of the ranking-targeted criterion tr(L Σ) (SPEC §11).
+        """Σ L Σ, the matrix of the ranking-targeted criterion tr(L Σ) (docs/methods/selection.md).
 
         L = Σ_{i<j} c_ij (e_i − e_j)(e_i − e_j)ᵀ with c_ij = :func:`misorder_weights` at the
         design estimate and the current Σ. Computed when first asked for after a refresh (two
@@ -965,7 +965,7 @@ class Selector(ABC):
         ...)`` with these exclusions returns the pair {i, j} (0 for excluded pairs; the upper
         triangle sums to 1 unless every pair is excluded).
 
-        The live arena stores it as the battle's propensity (SPEC §9): a deterministic criterion
+        The live arena stores it as the battle's propensity (docs/methods/live-arena.md): a deterministic criterion
         gives 1 to its best pair (1/t to each of t tied best pairs, which are drawn at random);
         a sampling selector its sampling probability; a warm-up pick 1/(allowed bridging pairs).
         """
@@ -1088,7 +1088,7 @@ class NearestSelector(Selector):
 @register_selector("ada-pair")
 @dataclass(frozen=True)
 class AdaPairSelector(Selector):
-    """Chatbot Arena's active sampling (Chiang et al. 2024, §5; SPEC §5).
+    """Chatbot Arena's active sampling (Chiang et al. 2024, §5; docs/methods/selection.md).
 
     P(pair a) ∝ √(Σ̂_aa / n_a) − √(Σ̂_aa / (n_a + 1)): the expected shrinkage of the pair's
     standard error from one more battle. Σ̂_aa is the per-battle variance of the pair's outcome
@@ -1200,7 +1200,7 @@ class ArenaWeightsSelector(Selector):
 
 
 # ---------------------------------------------------------------------------------------------
-# optimal design, anchor-free (SPEC §5)
+# optimal design, anchor-free (docs/methods/selection.md)
 # ---------------------------------------------------------------------------------------------
 class _OptimalDesign(Selector):
     mode: ClassVar[int]
@@ -1256,7 +1256,7 @@ class _OptimalDesign(Selector):
 @register_selector("d-opt")
 @dataclass(frozen=True)
 class DOptimal(_OptimalDesign):
-    """D-optimal pair: argmax w_ij ρ_ij, ρ_ij = (e_i − e_j)ᵀ I⁺ (e_i − e_j) (SPEC §5).
+    """D-optimal pair: argmax w_ij ρ_ij, ρ_ij = (e_i − e_j)ᵀ I⁺ (e_i − e_j) (docs/methods/selection.md).
 
     det I grows by the factor 1 + w ρ (matrix determinant lemma); the reported gain is
     ln(1 + w ρ). O(N²) per pick, Sherman–Morrison updates in O(N²); ``batch_mode="greedy"``
@@ -1279,7 +1279,7 @@ class DOptimal(_OptimalDesign):
 @register_selector("a-opt")
 @dataclass(frozen=True)
 class AOptimal(_OptimalDesign):
-    """A-optimal pair: argmax w ‖Σu‖² / (1 + w ρ), the fall of tr Σ (Sherman–Morrison; SPEC §5).
+    """A-optimal pair: argmax w ‖Σu‖² / (1 + w ρ), the fall of tr Σ (Sherman–Morrison; docs/methods/selection.md).
 
     Anchor-free: tr I⁺ is half the paper's grounded trace averaged over all anchors. Keeps
     T = Σ² up to date in O(N²) per battle. ``estimate`` as for :class:`DOptimal`.
@@ -1297,9 +1297,9 @@ class AOptimal(_OptimalDesign):
 @dataclass(frozen=True)
 class RankOptimal(_OptimalDesign):
     """Ranking-targeted pair: the battle that most lowers the expected number of misordered
-    pairs of the leaderboard, to first order (an L-optimal design; SPEC §11).
+    pairs of the leaderboard, to first order (an L-optimal design; docs/methods/selection.md).
 
-    Derivation (SPEC notation; scores in natural units). With Σ = I⁺ at the design estimate x̃,
+    Derivation (notation of docs/methods/selection.md; scores in natural units). With Σ = I⁺ at the design estimate x̃,
     u = e_a − e_b for a candidate pair (a, b) and σ_ij² = (e_i − e_j)ᵀΣ(e_i − e_j), the number of
     pairs the ratings put in the wrong order is, in expectation,
 

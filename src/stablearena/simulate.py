@@ -1,4 +1,4 @@
-"""Simulated arenas with known truth (SPEC §5, §7).
+"""Simulated arenas with known truth (docs/methods/selection.md, docs/methods/metrics.md).
 
 :func:`simulate_battles` draws battles between models of known Elo-scale ratings, judged by
 annotators of known ability. Battles are drawn with pairs uniform at random (or from given
@@ -6,10 +6,10 @@ pair probabilities), the position (which model is ``model_a``) at random, and th
 one of these rules:
 
 - ``"bt"``: Bradley–Terry, no ties: A wins with p = σ(θ_k C (r_a − r_b)).
-- ``"paper"``: SPEC §5 (Fewer Battles, App. C.2 reconstructed): W = 1 with p², 0 with (1 − p)²,
+- ``"paper"``: docs/methods/selection.md (Fewer Battles, App. C.2 reconstructed): W = 1 with p², 0 with (1 − p)²,
   ½ (tie) with 2p(1 − p); the expected score is p.
-- ``"davidson"``: Davidson's tie model with ν = e^η (SPEC §3.5), applied to θ_k C (r_a − r_b).
-- ``"rao-kupper"``: Rao–Kupper's tie model with ν = e^η ≥ 1 (SPEC §3.5): with z the log-odds,
+- ``"davidson"``: Davidson's tie model with ν = e^η (docs/methods/ties.md), applied to θ_k C (r_a − r_b).
+- ``"rao-kupper"``: Rao–Kupper's tie model with ν = e^η ≥ 1 (docs/methods/ties.md): with z the log-odds,
   A wins with σ(z − η), B with σ(−z − η), and the rest is a tie.
 
 θ_k is the annotator's ability on the mean-1 scale (1 = an average honest annotator; 0 votes at

@@ -1,4 +1,4 @@
-"""Style covariates of battles: LMArena's four style features and user-named covariates (SPEC §10).
+"""Style covariates of battles: LMArena's four style features and user-named covariates (docs/methods/style.md).
 
 LMArena's style control (FastChat ``elo_analysis``/``rating_systems``; arena-hard-auto
 ``add_markdown_info.py``) describes each answer by
@@ -344,7 +344,7 @@ def simulate_style_battles(
     proportional to it. Covariates are the normalised differences, standardised over the
     battles; the outcome is drawn from σ(θ_k (C (r_a − r_b) + γᵀz)) (θ_k = ``abilities`` of a
     uniformly drawn annotator, or 1), with ties (half of the probability mass near ½ as in
-    SPEC §5's rule) when ``ties``. Returns battles with ``covariates`` set to the *standardised*
+    the outcome rule of docs/methods/selection.md) when ``ties``. Returns battles with ``covariates`` set to the *standardised*
     z the outcomes were drawn from (``len(gamma)`` features of :data:`STYLE_FEATURES`) and the
     raw per-side counts in ``extra``."""
     from .battles import Outcome

@@ -1,4 +1,4 @@
-"""Honest uncertainty for any fitted rating model (SPEC §4).
+"""Honest uncertainty for any fitted rating model (docs/methods/uncertainty.md).
 
 Scores are identified only up to the model's symmetries (a shift for every model; a scale for
 am-ELO; …), so every variance here is for a stated normalisation — ratings with mean 1000 (the
@@ -12,7 +12,7 @@ the information contract (``parameters``, ``hessian``, ``score_contributions``, 
   of the log-likelihood and G the Jacobian of the model's normalisation constraints, the
   covariance is the upper-left block P of the inverse of the bordered matrix
   [[−H, G], [Gᵀ, 0]] (Aitchison & Silvey 1958; for Bradley–Terry P is the pseudo-inverse L⁺ of
-  the information Laplacian, SPEC §4), times the model's dispersion φ (1 for a proper
+  the information Laplacian, docs/methods/uncertainty.md), times the model's dispersion φ (1 for a proper
   likelihood; the Pearson estimate for ties scored as half, see ``Fitted.dispersion``).
 - **sandwich**: P B P with the meat B = Σ_rows Σ_outcomes N g gᵀ of per-comparison score
   vectors (Huber 1967; White 1982) — robust to misspecification, what LMArena's arena-rank
@@ -245,7 +245,7 @@ def covariance(
     *,
     dispersion: float | None = None,
 ) -> Covariance:
-    """Covariance of ``fitted``'s estimates from its information (SPEC §4).
+    """Covariance of ``fitted``'s estimates from its information (docs/methods/uncertainty.md).
 
     ``kind="fisher"``: φ·P, P the inverse information on the identifiable subspace (module
     docstring), φ = ``dispersion`` or ``fitted.dispersion()`` when ``None``.
@@ -760,7 +760,7 @@ def bootstrap(
     progress: bool = False,
     keep_win_matrices: bool = False,
 ) -> Bootstrap:
-    """Bootstrap ``fitted``: refit on ``rounds`` resamples (SPEC §4).
+    """Bootstrap ``fitted``: refit on ``rounds`` resamples (docs/methods/uncertainty.md).
 
     Args:
         fitted: any result implementing ``refit`` (m-ELO/BT use the batched solver).
@@ -1138,7 +1138,7 @@ def intervals(
     dispersion: float | None = None,
     boot: Bootstrap | None = None,
 ) -> Intervals:
-    """Rating intervals, rank intervals, displayed ranks and tiers of ``fitted`` (SPEC §4).
+    """Rating intervals, rank intervals, displayed ranks and tiers of ``fitted`` (docs/methods/uncertainty.md).
 
     ``ci="fisher"`` / ``"sandwich"``: normal intervals R ± z·se from :func:`covariance`, rank
     intervals from draws of the normal approximation (seeded by ``seed``).

@@ -1,4 +1,4 @@
-"""``stablearena serve``: the live arena (SPEC §9) as an HTTP JSON API."""
+"""``stablearena serve``: the live arena (docs/methods/live-arena.md) as an HTTP JSON API."""
 
 import errno
 import socket

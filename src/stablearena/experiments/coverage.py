@@ -1,4 +1,4 @@
-"""Calibration of the interval methods on simulated arenas with known truth (SPEC §4).
+"""Calibration of the interval methods on simulated arenas with known truth (docs/methods/uncertainty.md).
 
 Each arena draws ``n_models`` true Elo-scale ratings (normal, sd ``spread``), then ``n_battles``
 battles with uniformly random pairs and Bradley–Terry outcomes without ties — judged, when

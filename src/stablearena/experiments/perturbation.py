@@ -1,11 +1,11 @@
-"""The am-ELO perturbation protocol (am-ELO paper §5.5, Figures 6–7; SPEC §7).
+"""The am-ELO perturbation protocol (am-ELO paper §5.5, Figures 6–7; docs/methods/metrics.md).
 
 For each perturbation kind (random, equal, flip, mixed), each ratio of perturbed annotators and
 each seed: perturb every vote of that fraction of the annotators
 (:func:`stablearena.perturbation.perturb_annotators`), refit every method, and measure
 
 1. **consistency** of each method's ranking with its own unperturbed ranking — the pairwise
-   metric (SPEC §6) between the two rating vectors;
+   metric (docs/methods/metrics.md) between the two rating vectors;
 2. for am-ELO, **precision / recall / F1** of the flagged annotators (ability < ε) against the
    perturbed ones, at each threshold ε (default 0 and the paper's 0.005 on its Σθ = 1 scale,
    i.e. 0.005·M on the mean-1 scale).

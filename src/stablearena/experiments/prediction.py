@@ -1,4 +1,4 @@
-"""The am-ELO prediction protocol (am-ELO paper §5.3, Table 2; SPEC §6).
+"""The am-ELO prediction protocol (am-ELO paper §5.3, Table 2; docs/methods/metrics.md).
 
 For each method (online Elo averaged over shuffles, m-ELO, am-ELO) predict every battle's
 expected score P(model_a beats model_b) and compare it with the observed W ∈ {0, ½, 1}:

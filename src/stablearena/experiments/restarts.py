@@ -1,4 +1,4 @@
-"""The am-ELO convergence protocol (am-ELO paper §5.4, Figure 5; SPEC §3.3).
+"""The am-ELO convergence protocol (am-ELO paper §5.4, Figure 5; docs/methods/annotators.md).
 
 Five random restarts of each gradient method, run as the paper's reference code does (Adam,
 learning rate 0.1, full batch, mean binary cross-entropy, Xavier-uniform initialisation; see
@@ -10,7 +10,7 @@ learning rate 0.1, full batch, mean binary cross-entropy, Xavier-uniform initial
 
 Every ``record_every`` epochs the experiment records the mean loss over the restarts and the
 **consistency** of their rankings (the pairwise metric averaged over all pairs of restarts,
-SPEC §6) — a reversed ranking counts as disagreement, so without normalisation the consistency
+docs/methods/metrics.md) — a reversed ranking counts as disagreement, so without normalisation the consistency
 settles where the restarts split into the two orientations (the paper's 0.4 for a 2/3 split).
 
 Reference lines (final values only): online Elo over as many random orders as restarts, and the

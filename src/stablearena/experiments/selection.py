@@ -1,9 +1,9 @@
-"""The pair-selection experiment of "Fewer Battles, More Gain" (Table 2 protocol, SPEC §5).
+"""The pair-selection experiment of "Fewer Battles, More Gain" (Table 2 protocol, docs/methods/selection.md).
 
 For each seed: start from ``init`` random battles (the same ones for every strategy); then each
 strategy picks pairs (one at a time, or ``batch`` at a time), the ratings being refitted after
 each pick or batch; at each recorded step the ranking is scored against the ground truth with
-the pairwise metric (SPEC §6), and the information the chosen battles carry is measured at the
+the pairwise metric (docs/methods/metrics.md), and the information the chosen battles carry is measured at the
 ground truth with A-Info = 1/(2 tr I⁺) and D-Info = det(I_grounded)^(1/(N−1))
 (:func:`stablearena.selection.a_info`, :func:`~stablearena.selection.d_info`; natural units).
 
@@ -19,7 +19,7 @@ Three kinds of arena:
   the fitted model's scores; the initial battles are uniformly random pairs.
 - "simulation" mode (``n_models``): each seed draws true Elo-scale ratings
   (:func:`stablearena.simulate.random_ratings`, standard deviation ``spread``) and judges by
-  SPEC §5's rule; the initial battles are uniformly random pairs.
+  the outcome rule of docs/methods/selection.md; the initial battles are uniformly random pairs.
 
 Within a seed every strategy starts from the same initial battles and plays with *common random
 numbers*: the k-th battle of a pair has the same outcome whichever strategy plays it
@@ -108,7 +108,7 @@ DEFAULT_STEPS: tuple[int, ...] = (100, 200, 500, 1000)
 DEFAULT_GRID: int = 50
 #: Standard deviation of simulated true ratings, Elo points.
 DEFAULT_SPREAD: float = 100.0
-#: Tie models a "fitted" arena can be simulated from (single η; SPEC §3.5).
+#: Tie models a "fitted" arena can be simulated from (single η; docs/methods/ties.md).
 FIT_FAMILIES: tuple[str, ...] = ("rao-kupper", "davidson")
 #: Rounding slack of "the curve reaches the target" (the baseline's own last point is the target).
 TARGET_TOL: float = 1e-12
@@ -448,11 +448,11 @@ def fitted_arena(
 ) -> tuple[SimulatedArena, dict[str, Any]]:
     """A simulated arena from a tie model fitted to a real log (the experiment's "fitted" mode).
 
-    The single-η Rao–Kupper or Davidson model (SPEC §3.5) is fitted to ``data`` (ties, of both
+    The single-η Rao–Kupper or Davidson model (docs/methods/ties.md) is fitted to ``data`` (ties, of both
     kinds, as ties) and judges every battle with its own win, loss and tie probabilities
     (:meth:`SimulatedArena.from_fitted`, ``rule="model"``). When the log names annotators (and
     ``annotators``), each battle is judged by an annotator drawn in proportion to their records
-    in the log, with the ability am-ELO gives them (SPEC §3.3): the log-odds of annotator k are
+    in the log, with the ability am-ELO gives them (docs/methods/annotators.md): the log-odds of annotator k are
     θ_k (x_i − x_j). The abilities are rescaled to a record-weighted mean of 1, so that the
     average battle discriminates as the fitted tie model does; annotators with θ_k ≤ 0 (random
     or adversarial voters in the log) keep their sign. Returns the arena and a description.
@@ -936,7 +936,7 @@ class RankingAsymptotics:
     limit x̄ that solves its likelihood equations at the expected scores (on a balanced design;
     x̄ is the truth itself when the arena is a Bradley–Terry one), and with n_ij battles per pair
     its covariance is the sandwich Σ(n) = H⁺ B H⁺, H = Σ n_ij h_ij u uᵀ, h_ij = p̄_ij (1 − p̄_ij),
-    p̄_ij = σ(x̄_i − x̄_j), B = Σ n_ij v_ij u uᵀ, u = e_i − e_j (SPEC §4). The expected pairwise
+    p̄_ij = σ(x̄_i − x̄_j), B = Σ n_ij v_ij u uᵀ, u = e_i − e_j (docs/methods/uncertainty.md). The expected pairwise
     metric of an allocation is then
 
         E[pairwise](n) = 1 − mean_{i<j} Φ(−s_ij (x̄_i − x̄_j) / σ_ij(n)),

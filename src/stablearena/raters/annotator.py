@@ -1,4 +1,4 @@
-"""am-ELO: Bradley–Terry with a per-annotator ability (am-ELO paper, §4.2; SPEC §3.3).
+"""am-ELO: Bradley–Terry with a per-annotator ability (am-ELO paper, §4.2; docs/methods/annotators.md).
 
 Model (am-ELO eq. 4, in natural units)::
 
@@ -1001,7 +1001,7 @@ class AmEloFitted(Fitted):
 @register_rater("am-elo")
 @dataclass(frozen=True)
 class AmElo(Rater):
-    """am-ELO (am-ELO paper §4.2, eq. 4–7) with the Stable Arena screening (Alg. 3, SPEC §3.4).
+    """am-ELO (am-ELO paper §4.2, eq. 4–7) with the Stable Arena screening (Alg. 3, docs/methods/annotators.md).
 
     Options:
         min_records: δ — annotators with fewer comparisons are left out of the fit (their

@@ -1,4 +1,4 @@
-"""The rater interface shared by every rating model (SPEC §8).
+"""The rater interface shared by every rating model (docs/architecture.md).
 
 A *rater* is constructed with its options (stored unchanged, nothing computed) and
 ``fit(battles_or_counts)`` returns an immutable :class:`Fitted` result. Every result carries
@@ -38,7 +38,7 @@ __all__ = [
     "parse_anchor",
 ]
 
-#: C = ln(10)/400: natural log-odds per Elo point (400 points = 10:1 odds), SPEC §3.
+#: C = ln(10)/400: natural log-odds per Elo point (400 points = 10:1 odds), docs/methods/ratings.md.
 ELO_SCALE: float = math.log(10.0) / 400.0
 #: Elo-scale ratings are mean-zero scores / C plus this offset unless a model is anchored.
 DEFAULT_OFFSET: float = 1000.0
@@ -151,7 +151,7 @@ class Fitted:
 
     @property
     def nll(self) -> float:
-        """Negative log-likelihood per comparison (SPEC §6)."""
+        """Negative log-likelihood per comparison (docs/methods/metrics.md)."""
         return -self.loglik / self.n_comparisons if self.n_comparisons > 0 else 0.0
 
     def index(self, model: str | int) -> int:
@@ -207,7 +207,7 @@ class Fitted:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON contract of ``stablearena rank --format json`` (SPEC §8, foundation issue)."""
+        """The JSON contract of ``stablearena rank --format json`` (docs/architecture.md, foundation issue)."""
         return {
             "method": self.method,
             "n_battles": int(round(self.n_comparisons)),
@@ -218,7 +218,7 @@ class Fitted:
             "notes": list(self.notes),
         }
 
-    # ------------------------------------------------------------------ information contract (SPEC §4)
+    # ------------------------------------------------------------------ information contract (docs/methods/uncertainty.md)
     # Consumed by :mod:`stablearena.uncertainty`. The base class implements it for
     # Bradley–Terry-type results (m-elo, bt, and online elo read as BT with ties as half);
     # subclasses with other parameters (am-ELO, tie models) override these methods.
@@ -258,7 +258,7 @@ class Fitted:
     def hessian(self) -> np.ndarray:
         """Hessian of the total log-likelihood with respect to :meth:`parameters`.
 
-        Bradley–Terry (SPEC §3.2, §4): −Σ_rows n_r p_r (1 − p_r)(e_i − e_j)(e_i − e_j)ᵀ, a
+        Bradley–Terry (docs/methods/ratings.md, docs/methods/uncertainty.md): −Σ_rows n_r p_r (1 − p_r)(e_i − e_j)(e_i − e_j)ᵀ, a
         weighted graph Laplacian, singular along 1 (the shift of the scores)."""
         from ..information import laplacian
 
@@ -285,7 +285,7 @@ class Fitted:
     def gauge_constraints(self) -> np.ndarray:
         """Jacobian (n_params × k) of the constraints that fix the model's symmetries at the
         returned optimum; the covariance is computed on the subspace they leave free (bordered
-        system, SPEC §4). Default: mean-zero scores (the shift symmetry every model has)."""
+        system, docs/methods/uncertainty.md). Default: mean-zero scores (the shift symmetry every model has)."""
         k = len(self.parameters())
         g = np.zeros((k, 1))
         g[: self.n_models, 0] = 1.0

@@ -1,4 +1,4 @@
-"""Maximum-likelihood Bradley–Terry: m-ELO (ties as half) and BT (ties dropped), SPEC §3.2.
+"""Maximum-likelihood Bradley–Terry: m-ELO (ties as half) and BT (ties dropped), docs/methods/ratings.md.
 
 ln L(x) = Σ_rows [s_r ln σ(c_r (x_i − x_j)) + (n_r − s_r) ln σ(c_r (x_j − x_i))]
 
@@ -351,7 +351,7 @@ def _adam_bradley_terry(
     """The am-ELO reference code's m-ELO: Adam (β = 0.9, 0.999, ε = 1e-8) on the mean
     binary cross-entropy, ratings in Elo points starting at 0, ``steps`` full-batch steps.
 
-    A reproduction mode: it stops short of the optimum (SPEC §3.2)."""
+    A reproduction mode: it stops short of the optimum (docs/methods/ratings.md)."""
     total = float(np.sum(n))
     r = np.zeros(m)
     mom = np.zeros(m)

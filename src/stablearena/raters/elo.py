@@ -1,4 +1,4 @@
-"""Online Elo, the order-dependent baseline that m-ELO replaces (SPEC §3.1).
+"""Online Elo, the order-dependent baseline that m-ELO replaces (docs/methods/ratings.md).
 
 For each battle, in order, with R the current ratings, C = ln10/400 and W the score of model_a
 (1 won, 0 lost, ½ either kind of tie):
@@ -9,7 +9,7 @@ For each battle, in order, with R the current ratings, C = ln10/400 and W the sc
 with K = 4 and every model starting at 1000, FastChat's defaults (``compute_online_elo`` in
 FastChat's ``elo_analysis.py``, used by Chatbot Arena before it moved to maximum likelihood),
 and w the battle's weight (1 when the log has none). Each update is one stochastic-gradient
-step, learning rate K/C, on the m-ELO log-likelihood of that battle (SPEC §3.2), so the result
+step, learning rate K/C, on the m-ELO log-likelihood of that battle (docs/methods/ratings.md), so the result
 depends on the order of the battles. The usual remedy is to replay the log in many random
 orders and report the mean and spread of the scores (am-ELO paper §2, citing Sismanis 2010);
 the am-ELO paper's baseline shuffles the data 1,000 times and averages (§5.2):
@@ -224,7 +224,7 @@ def online_elo(
     weight: np.ndarray | None = None,
     order: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Online Elo ratings after one pass over the battles (SPEC §3.1).
+    """Online Elo ratings after one pass over the battles (docs/methods/ratings.md).
 
     ``model_a``/``model_b`` are integer model codes, ``score`` the score W of model_a (1, 0,
     ½), ``weight`` optional per-battle weights scaling K. ``order`` (a permutation of the battle
@@ -335,7 +335,7 @@ def _check_options(k: float, initial: float, shuffles: int, seed: int) -> None:
 @register_rater("elo")
 @dataclass(frozen=True)
 class Elo(Rater):
-    """Online Elo (SPEC §3.1): R_a += K w (W − σ(C(R_a − R_b))), R_b −= the same, per battle.
+    """Online Elo (docs/methods/ratings.md): R_a += K w (W − σ(C(R_a − R_b))), R_b −= the same, per battle.
 
     Options:
         k: K-factor (FastChat: 4). A battle's weight, if the log has weights, multiplies it.

@@ -1,7 +1,7 @@
 """Style-controlled (contextual) Bradley–Terry: m-ELO, BT and am-ELO with per-battle covariates.
 
 Model (LMArena's style control, "Does style matter?", LMSYS blog 2024-08-28; arena-rank's
-``ContextualBradleyTerry``; SPEC §10), for a battle of model_a = A against model_b = B judged by
+``ContextualBradleyTerry``; docs/methods/style.md), for a battle of model_a = A against model_b = B judged by
 annotator k with standardised style differences z (battles × d)::
 
     P(A beats B | z, k) = σ(θ_k (x_A − x_B + γᵀz))

@@ -1,7 +1,7 @@
 """Tie and covariance models: Rao–Kupper, Davidson, factored ties, Thurstonian covariance.
 
 One module for the whole leaderbot family (Ameli, Zhuang, Stoica & Mahoney, "A Statistical
-Framework for Ranking LLM-Based Chatbots", ICLR 2025; SPEC §3.5). With π_i = e^{x_i} and a
+Framework for Ranking LLM-Based Chatbots", ICLR 2025; docs/methods/ties.md). With π_i = e^{x_i} and a
 pair-specific tie threshold η_ij:
 
 - **Rao–Kupper** (Rao & Kupper 1967; leaderbot eq. 4, 11):
@@ -19,7 +19,7 @@ u = z_ij = (μ_i − μ_j)/√s_ij, s_ij = d_i + d_j + ‖λ_i − λ_j‖², Σ
 
 - k_tie = 0: one η for every pair (the original models);
 - k_tie > 0, ``tie_form="nested"`` (default): H = η_0 11ᵀ + GΦᵀ + ΦGᵀ, so each larger k_tie
-  contains every smaller one (SPEC §3.5);
+  contains every smaller one (docs/methods/ties.md);
 - k_tie > 0, ``tie_form="leaderbot"``: H = GΦᵀ + ΦGᵀ (leaderbot eq. 6–7), which does not
   contain the single-η model;
 
@@ -1581,7 +1581,7 @@ class _TieRater(Rater):
 @register_rater("rao-kupper")
 @dataclass(frozen=True)
 class RaoKupper(_TieRater):
-    """Rao–Kupper model with ties (Rao & Kupper 1967; leaderbot eq. 4, 6–13), SPEC §3.5.
+    """Rao–Kupper model with ties (Rao & Kupper 1967; leaderbot eq. 4, 6–13), docs/methods/ties.md.
 
     P(i≻j) = σ(u − η_ij), P(i≺j) = σ(−u − η_ij), P(i∼j) = (e^{2η_ij} − 1)σ(u − η_ij)σ(−u − η_ij),
     u = x_i − x_j (or z_ij with covariance). Options: ``k_tie`` (0 = one η; k > 0 factored
@@ -1608,7 +1608,7 @@ class RaoKupper(_TieRater):
 @register_rater("davidson")
 @dataclass(frozen=True)
 class Davidson(_TieRater):
-    """Davidson model with ties (Davidson 1970; leaderbot eq. 5, 6–13), SPEC §3.5.
+    """Davidson model with ties (Davidson 1970; leaderbot eq. 5, 6–13), docs/methods/ties.md.
 
     P(i≻j) = e^{u/2}/Z, P(i≺j) = e^{−u/2}/Z, P(i∼j) = e^{η_ij}/Z, Z = e^{u/2} + e^{−u/2} + e^{η_ij}.
     Options as :class:`RaoKupper`.

@@ -56,7 +56,7 @@ class ArenaConfig(BaseModel):
         ge=0.0,
         le=1.0,
         description="ε of the serving rule: with probability ε a uniform allowed pair instead of "
-        "the strategy's pick, so every allowed pair keeps a known positive probability (SPEC §9).",
+        "the strategy's pick, so every allowed pair keeps a known positive probability (docs/methods/live-arena.md).",
     )
     min_records: int = Field(
         50, ge=0, description="δ: annotators with fewer votes are left out of the fit for now."
