@@ -271,6 +271,141 @@ def bench_elo(sim: Battles, shuffles: int, repeats: int, seed: int = 0) -> dict[
     }
 
 
+# ---------------------------------------------------------------------------- counting
+#: A worker process that times ``Battles.counts`` of the source tree on its PYTHONPATH: it loads
+#: the arrays, builds the battles, warms up (numba compiles or loads its cache there in trees
+#: that use it), prints a digest of the counts, then answers each line "K" on stdin with the
+#: wall and CPU times of K calls. Only ``Battles.from_arrays`` and ``Battles.counts`` are used,
+#: so any tree of the project since the counting kernel can be timed.
+COUNT_WORKER = """
+import json, sys, time
+import numpy as np
+from stablearena import Battles
+d = np.load(sys.argv[1])
+m = int(d["m"])
+kw = {"weight": d["w"]} if d["w"].size else {}
+battles = Battles.from_arrays(d["a"], d["b"], d["o"], models=[f"m{k}" for k in range(m)], **kw)
+c = battles.counts()
+digest = [len(c.i), float((c.i * m + c.j) @ (c.wins + 2 * c.losses + 3 * c.ties + 5 * c.ties_both_bad))]
+print(json.dumps({"digest": digest, "numba": "numba" in sys.modules}), flush=True)
+for line in sys.stdin:
+    out = []
+    for _ in range(int(line)):
+        w0, c0 = time.perf_counter(), time.thread_time()
+        battles.counts()
+        out.append((time.perf_counter() - w0, time.thread_time() - c0))
+    print(json.dumps(out), flush=True)
+"""
+
+
+def start_count_worker(src: Path, data: Path) -> tuple[subprocess.Popen, dict[str, Any]]:
+    """A :data:`COUNT_WORKER` importing stablearena from ``src``; returns it and its digest."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", COUNT_WORKER, str(data)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(f"the counting worker on {src} failed to start")
+    return proc, json.loads(line)
+
+
+def bench_counts(
+    sim: Battles, baseline_src: Path | None, rounds: int, block: int, weighted: bool
+) -> dict[str, Any]:
+    """``Battles.counts`` on the simulated log in a worker per source tree (this one's and
+    ``baseline_src``), ``rounds`` rounds of ``block`` calls each, the order of the trees
+    alternating from round to round; medians of the wall and the CPU (thread) time per call."""
+    med = statistics.median
+    trees = {"this tree": SRC}
+    if baseline_src is not None:
+        trees["baseline"] = baseline_src
+    rng = np.random.default_rng(0)
+    w = rng.exponential(1.0, len(sim)) if weighted else np.zeros(0)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="stablearena-bench-") as tmp:
+        data = Path(tmp) / "battles.npz"
+        np.savez(data, a=sim.model_a, b=sim.model_b, o=sim.outcome, m=sim.n_models, w=w)
+        workers = {k: start_count_worker(src, data) for k, src in trees.items()}
+        try:
+            digests = {k: info["digest"] for k, (_, info) in workers.items()}
+            times: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+            names = list(trees)
+            for r in range(rounds):
+                for k in names if r % 2 == 0 else names[::-1]:
+                    proc = workers[k][0]
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write(f"{block}\n")
+                    proc.stdin.flush()
+                    times[k].extend(tuple(x) for x in json.loads(proc.stdout.readline()))
+        finally:
+            for proc, _ in workers.values():
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                proc.wait(timeout=60)
+    kind = "weighted " if weighted else ""
+    print(
+        f"(counts) Battles.counts of {len(sim):,} {kind}battles / {sim.n_models} models, "
+        f"{rounds} interleaved rounds x {block} calls per tree"
+    )
+    for k, src in trees.items():
+        wall, cpu = [t[0] for t in times[k]], [t[1] for t in times[k]]
+        numba_used = workers[k][1]["numba"]
+        print(
+            f"    {k:<9} {str(src):<36} wall median {med(wall) * 1e3:6.2f} ms "
+            f"(p25 {np.percentile(wall, 25) * 1e3:.2f}), CPU median {med(cpu) * 1e3:6.2f} ms "
+            f"(p25 {np.percentile(cpu, 25) * 1e3:.2f}); numba imported: {numba_used}"
+        )
+        results[k] = {"src": str(src), "wall_s": wall, "cpu_s": cpu, "numba": numba_used}
+    if baseline_src is not None:
+        same = digests["this tree"] == digests["baseline"]
+        ratio_wall = med(results["baseline"]["wall_s"]) / med(results["this tree"]["wall_s"])
+        ratio_cpu = med(results["baseline"]["cpu_s"]) / med(results["this tree"]["cpu_s"])
+        print(
+            f"    baseline / this tree = {ratio_wall:.2f}x wall, {ratio_cpu:.2f}x CPU "
+            f"(>= 1: this tree at least as fast); same counts: {same}"
+        )
+        results.update(ratio_wall=ratio_wall, ratio_cpu=ratio_cpu, same_counts=same)
+    return results
+
+
+def bench_choix(sim: Battles, repeats: int) -> dict[str, Any]:
+    """m-ELO from integer arrays vs choix's fastest path from the same arrays: the win matrix
+    (ties as half a win each way, as m-ELO counts them) by ``np.bincount`` and
+    ``choix.ilsr_pairwise_dense`` (iterative Luce spectral ranking, the maximum-likelihood
+    Bradley–Terry strengths; tolerance 1e-8)."""
+    try:
+        import choix
+    except ImportError:  # pragma: no cover - the bench extra is missing
+        sys.exit('choix is not installed: pip install -e ".[bench]"')
+    a, b, o, names = sim.model_a, sim.model_b, sim.outcome, sim.models
+    m = len(names)
+    score_a = np.array([1.0, 0.0, 0.5, 0.5])
+
+    def ours() -> Any:
+        return MElo().fit(Battles.from_arrays(a, b, o, models=names))
+
+    def theirs() -> np.ndarray:
+        s = score_a[o]
+        wins = np.bincount(a * m + b, s, m * m) + np.bincount(b * m + a, 1.0 - s, m * m)
+        return choix.ilsr_pairwise_dense(wins.reshape(m, m))
+
+    t_ours, t_theirs, fitted, params = timed_pair(ours, theirs, repeats)
+    diff = float(np.max(np.abs((params - params.mean()) / ELO_SCALE - (fitted.ratings - 1000))))
+    med_o, med_t = statistics.median(t_ours), statistics.median(t_theirs)
+    print(f"(choix) m-ELO, {len(sim):,} battles / {m} models from integer arrays")
+    print(f"    stablearena Battles.from_arrays + MElo().fit    : {fmt_times(t_ours)}")
+    print(f"    np.bincount win matrix + choix.ilsr_pairwise_dense: {fmt_times(t_theirs)}")
+    print(f"    choix / stablearena = {med_t / med_o:.2f}x   (target >= 2)")
+    print(f"    agreement: max |rating difference| {diff:.2e} Elo points")
+    return {"ours_s": t_ours, "choix_s": t_theirs, "ratio": med_t / med_o, "max_diff_elo": diff}
+
+
 # ---------------------------------------------------------------------------- whole processes
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -404,7 +539,10 @@ def describe_machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--only", nargs="+", choices=["a", "b", "c", "startup"], default=["a", "b", "c"]
+        "--only",
+        nargs="+",
+        choices=["a", "b", "c", "startup", "counts", "choix"],
+        default=["a", "b", "c"],
     )
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats of (a) and (b)")
     ap.add_argument("--elo-repeats", type=int, default=3, help="timed repeats of (c)")
@@ -425,6 +563,15 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         help="how to start stablearena for (startup) (default: the script beside this python)",
     )
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="(counts): also time Battles.counts of this source tree (e.g. a checkout of an "
+        "older commit's src/), interleaved with this tree's, each in its own worker process",
+    )
+    ap.add_argument("--count-rounds", type=int, default=40, help="interleaved rounds of (counts)")
+    ap.add_argument("--count-block", type=int, default=5, help="calls per round of (counts)")
+    ap.add_argument("--weighted", action="store_true", help="(counts) on weighted battles")
     args = ap.parse_args(argv)
 
     if set(args.only) & {"a", "b", "c"}:
@@ -449,6 +596,15 @@ def main(argv: list[str] | None = None) -> int:
         if "b" in args.only:
             with tempfile.TemporaryDirectory(prefix="stablearena-bench-") as tmp:
                 results["b"] = bench_csv(sim, args.repeats, Path(tmp))
+        del sim
+    if "counts" in args.only or "choix" in args.only:
+        sim = simulated_log(args.models, args.battles, args.seed)
+        if "counts" in args.only:
+            results["counts"] = bench_counts(
+                sim, args.baseline_src, args.count_rounds, args.count_block, args.weighted
+            )
+        if "choix" in args.only:
+            results["choix"] = bench_choix(sim, args.repeats)
         del sim
     if "c" in args.only:
         sim = simulated_log(args.models, args.elo_battles, args.seed + 100)
