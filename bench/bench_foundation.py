@@ -65,6 +65,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from stablearena import Battles, MElo
+from stablearena._threads import single_threaded_blas
 from stablearena.io import read_battles
 from stablearena.raters.base import ELO_SCALE
 from stablearena.raters.elo import Elo, shuffle_order
@@ -316,15 +317,15 @@ def start_count_worker(src: Path, data: Path) -> tuple[subprocess.Popen, dict[st
 
 
 def bench_counts(
-    sim: Battles, baseline_src: Path | None, rounds: int, block: int, weighted: bool
+    sim: Battles, baseline_srcs: list[Path], rounds: int, block: int, weighted: bool
 ) -> dict[str, Any]:
-    """``Battles.counts`` on the simulated log in a worker per source tree (this one's and
-    ``baseline_src``), ``rounds`` rounds of ``block`` calls each, the order of the trees
-    alternating from round to round; medians of the wall and the CPU (thread) time per call."""
+    """``Battles.counts`` on the simulated log in a worker per source tree (this one's and each
+    of ``baseline_srcs``), ``rounds`` rounds of ``block`` calls each, the order of the trees
+    reversed every other round; medians of the wall and the CPU (thread) time per call."""
     med = statistics.median
     trees = {"this tree": SRC}
-    if baseline_src is not None:
-        trees["baseline"] = baseline_src
+    for k, src in enumerate(baseline_srcs, 1):
+        trees[f"baseline{k}" if len(baseline_srcs) > 1 else "baseline"] = src
     rng = np.random.default_rng(0)
     w = rng.exponential(1.0, len(sim)) if weighted else np.zeros(0)
     results: dict[str, Any] = {}
@@ -357,28 +358,30 @@ def bench_counts(
         wall, cpu = [t[0] for t in times[k]], [t[1] for t in times[k]]
         numba_used = workers[k][1]["numba"]
         print(
-            f"    {k:<9} {str(src):<36} wall median {med(wall) * 1e3:6.2f} ms "
+            f"    {k:<10} {str(src):<30} wall median {med(wall) * 1e3:6.2f} ms "
             f"(p25 {np.percentile(wall, 25) * 1e3:.2f}), CPU median {med(cpu) * 1e3:6.2f} ms "
             f"(p25 {np.percentile(cpu, 25) * 1e3:.2f}); numba imported: {numba_used}"
         )
         results[k] = {"src": str(src), "wall_s": wall, "cpu_s": cpu, "numba": numba_used}
-    if baseline_src is not None:
-        same = digests["this tree"] == digests["baseline"]
-        ratio_wall = med(results["baseline"]["wall_s"]) / med(results["this tree"]["wall_s"])
-        ratio_cpu = med(results["baseline"]["cpu_s"]) / med(results["this tree"]["cpu_s"])
+    for k in list(trees)[1:]:
+        same = digests["this tree"] == digests[k]
+        ratio_wall = med(results[k]["wall_s"]) / med(results["this tree"]["wall_s"])
+        ratio_cpu = med(results[k]["cpu_s"]) / med(results["this tree"]["cpu_s"])
         print(
-            f"    baseline / this tree = {ratio_wall:.2f}x wall, {ratio_cpu:.2f}x CPU "
+            f"    {k} / this tree = {ratio_wall:.2f}x wall, {ratio_cpu:.2f}x CPU "
             f"(>= 1: this tree at least as fast); same counts: {same}"
         )
-        results.update(ratio_wall=ratio_wall, ratio_cpu=ratio_cpu, same_counts=same)
+        results[k].update(ratio_wall=ratio_wall, ratio_cpu=ratio_cpu, same_counts=same)
     return results
 
 
-def bench_choix(sim: Battles, repeats: int) -> dict[str, Any]:
+def bench_choix(sim: Battles, repeats: int, choix_blas_threads: str = "one") -> dict[str, Any]:
     """m-ELO from integer arrays vs choix's fastest path from the same arrays: the win matrix
     (ties as half a win each way, as m-ELO counts them) by ``np.bincount`` and
     ``choix.ilsr_pairwise_dense`` (iterative Luce spectral ranking, the maximum-likelihood
-    Bradley–Terry strengths; tolerance 1e-8)."""
+    Bradley–Terry strengths; tolerance 1e-8), its BLAS on one thread like ours
+    (``choix_blas_threads="one"``) or as choix runs by default (``"default"``: OpenBLAS's
+    threads, which on a busy machine cost it several times more)."""
     try:
         import choix
     except ImportError:  # pragma: no cover - the bench extra is missing
@@ -393,17 +396,49 @@ def bench_choix(sim: Battles, repeats: int) -> dict[str, Any]:
     def theirs() -> np.ndarray:
         s = score_a[o]
         wins = np.bincount(a * m + b, s, m * m) + np.bincount(b * m + a, 1.0 - s, m * m)
-        return choix.ilsr_pairwise_dense(wins.reshape(m, m))
+        if choix_blas_threads == "default":
+            return choix.ilsr_pairwise_dense(wins.reshape(m, m))
+        with single_threaded_blas():  # as inside our fits
+            return choix.ilsr_pairwise_dense(wins.reshape(m, m))
 
-    t_ours, t_theirs, fitted, params = timed_pair(ours, theirs, repeats)
+    fitted, params = ours(), theirs()  # warm-up
+    wall: dict[str, list[float]] = {"ours": [], "choix": []}
+    cpu: dict[str, list[float]] = {"ours": [], "choix": []}
+    for r in range(repeats):  # interleaved, the order reversed every other round
+        for k in ("ours", "choix") if r % 2 == 0 else ("choix", "ours"):
+            w0, c0 = time.perf_counter(), time.thread_time()
+            if k == "ours":
+                fitted = ours()
+            else:
+                params = theirs()
+            wall[k].append(time.perf_counter() - w0)
+            cpu[k].append(time.thread_time() - c0)
+    t_ours, t_theirs = wall["ours"], wall["choix"]
     diff = float(np.max(np.abs((params - params.mean()) / ELO_SCALE - (fitted.ratings - 1000))))
-    med_o, med_t = statistics.median(t_ours), statistics.median(t_theirs)
+    med = statistics.median
+    med_o, med_t = med(t_ours), med(t_theirs)
+    cpu_o, cpu_t = med(cpu["ours"]), med(cpu["choix"])
     print(f"(choix) m-ELO, {len(sim):,} battles / {m} models from integer arrays")
     print(f"    stablearena Battles.from_arrays + MElo().fit    : {fmt_times(t_ours)}")
-    print(f"    np.bincount win matrix + choix.ilsr_pairwise_dense: {fmt_times(t_theirs)}")
-    print(f"    choix / stablearena = {med_t / med_o:.2f}x   (target >= 2)")
+    print(
+        f"    np.bincount win matrix + choix.ilsr_pairwise_dense: {fmt_times(t_theirs)}"
+        f"   (choix's BLAS threads: {choix_blas_threads})"
+    )
+    print(f"    CPU (thread) time medians: stablearena {cpu_o:.4f} s, choix {cpu_t:.4f} s")
+    print(
+        f"    choix / stablearena = {med_t / med_o:.2f}x wall, {cpu_t / cpu_o:.2f}x CPU"
+        "   (target >= 2)"
+    )
     print(f"    agreement: max |rating difference| {diff:.2e} Elo points")
-    return {"ours_s": t_ours, "choix_s": t_theirs, "ratio": med_t / med_o, "max_diff_elo": diff}
+    return {
+        "ours_s": t_ours,
+        "choix_s": t_theirs,
+        "ours_cpu_s": cpu["ours"],
+        "choix_cpu_s": cpu["choix"],
+        "ratio": med_t / med_o,
+        "ratio_cpu": cpu_t / cpu_o,
+        "max_diff_elo": diff,
+    }
 
 
 # ---------------------------------------------------------------------------- whole processes
@@ -566,12 +601,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--baseline-src",
         type=Path,
-        help="(counts): also time Battles.counts of this source tree (e.g. a checkout of an "
-        "older commit's src/), interleaved with this tree's, each in its own worker process",
+        nargs="+",
+        default=[],
+        help="(counts): also time Battles.counts of these source trees (e.g. the src/ of a "
+        "checkout of an older commit), interleaved with this tree's, each in its own process",
     )
     ap.add_argument("--count-rounds", type=int, default=40, help="interleaved rounds of (counts)")
     ap.add_argument("--count-block", type=int, default=5, help="calls per round of (counts)")
     ap.add_argument("--weighted", action="store_true", help="(counts) on weighted battles")
+    ap.add_argument(
+        "--choix-blas-threads",
+        choices=["one", "default"],
+        default="one",
+        help="(choix): choix's BLAS on one thread like stablearena's fits (default), or as is",
+    )
     args = ap.parse_args(argv)
 
     if set(args.only) & {"a", "b", "c"}:
@@ -604,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
                 sim, args.baseline_src, args.count_rounds, args.count_block, args.weighted
             )
         if "choix" in args.only:
-            results["choix"] = bench_choix(sim, args.repeats)
+            results["choix"] = bench_choix(sim, args.repeats, args.choix_blas_threads)
         del sim
     if "c" in args.only:
         sim = simulated_log(args.models, args.elo_battles, args.seed + 100)

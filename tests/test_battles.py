@@ -341,3 +341,26 @@ def test_pair_counts_refuse_non_finite_or_negative(bad):
             ties=np.zeros(2),
             ties_both_bad=np.zeros(2),
         )
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+@pytest.mark.parametrize(
+    ("a", "b", "outcome", "message"),
+    [
+        ([0, -1], [1, 0], [0, 1], "outside 0..2"),
+        ([0, 3], [1, 0], [0, 1], "outside 0..2"),
+        ([0, 2], [1, 2], [0, 1], "battles itself"),
+        ([0, 2], [1, 1], [0, -1], "outcome code -1"),
+        ([0, 2], [1, 1], [0, 4], "outcome code 4"),
+    ],
+)
+def test_invalid_codes_name_the_row(dtype, a, b, outcome, message):
+    """Negative codes are caught by the unsigned maximum as well as too large ones."""
+    with pytest.raises(InputError, match=message) as err:
+        Battles(
+            models=("x", "y", "z"),
+            model_a=np.array(a, dtype=dtype),
+            model_b=np.array(b, dtype=dtype),
+            outcome=np.array(outcome, dtype=np.int8),
+        )
+    assert "data row 2" in str(err.value)
