@@ -271,7 +271,9 @@ def count_rows(
             key *= dt(n_ann)
             key += annotator
         occurs = None
-        if weight is not None:
+        if weight is not None and n and not weight.min() > 0:
+            # a row of zero-weight battles still exists: count occurrences (with positive
+            # weights only, a row occurs exactly when its weighted counts are positive)
             occurs = np.bincount(key, minlength=space).reshape(m * m, n_ann)
         key <<= 2
         key += outcome
