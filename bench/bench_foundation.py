@@ -34,12 +34,25 @@ compiles or loads its cache there; pyarrow and the OS warm their caches).
     The command is the ``stablearena`` script beside this interpreter (no pyenv shim), else
     ``python -m stablearena``; ``--command`` overrides it. Needs no peer.
 
+(counts) ``Battles.counts`` of the 1,000,000 battles of (a) in one worker process per source
+    tree: this one's and each ``--baseline-src`` (e.g. ``git worktree add /tmp/base6acf
+    6acf754`` and ``--baseline-src /tmp/base6acf/src``, the last tree with the numba counting
+    kernel). The trees take turns (``--count-block`` calls each, ``--count-rounds`` rounds, the
+    order reversed every other round); medians of wall and CPU (thread) time per call, their
+    ratios, and whether every tree gave the same counts. ``--weighted`` adds random weights.
+(choix) m-ELO from the integer arrays of (a) vs choix's fastest route from the same arrays:
+    the win matrix by ``np.bincount`` and ``choix.ilsr_pairwise_dense``; wall and CPU time,
+    interleaved; choix's BLAS on one thread like our fits (``--choix-blas-threads default``:
+    as choix runs by default). Needs ``choix`` (in the bench extra).
+
 Usage::
 
     python bench/bench_foundation.py                 # (a), (b), (c); 5 repeats ((c): 3)
     python bench/bench_foundation.py --only a c --repeats 7
     python bench/bench_foundation.py --only startup --process-repeats 9
     python bench/bench_foundation.py --json results.json
+    python bench/bench_foundation.py --only counts --baseline-src /tmp/base6acf/src
+    python bench/bench_foundation.py --only choix --repeats 21
 
 (a)–(c) need ``pip install -e ".[bench]"`` (evalica).
 """

@@ -80,6 +80,24 @@ def test_counts_by_annotator_collapse_to_pair_counts(log):
     assert as_dict(b.counts(by_annotator=True).collapse()) == as_dict(b.counts())
 
 
+def reference_rows(
+    m: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    oc: np.ndarray,
+    w: np.ndarray | None,
+    ann: np.ndarray | None,
+) -> dict[tuple[int, int, int], list[float]]:
+    """(i, j, annotator) → [A, B, tie, both-bad] counts seen from i < j, one battle at a time."""
+    ref: dict[tuple[int, int, int], list[float]] = {}
+    for r in range(len(a)):
+        lo, hi = sorted((int(a[r]), int(b[r])))
+        code = int(oc[r]) if a[r] < b[r] or oc[r] >= 2 else 1 - int(oc[r])
+        cell = ref.setdefault((lo, hi, 0 if ann is None else int(ann[r])), [0.0] * 4)
+        cell[code] += 1.0 if w is None else float(w[r])
+    return ref
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.sampled_from([3, 9, 700]),
@@ -101,12 +119,7 @@ def test_count_rows_both_paths_match_reference(m, n, n_ann, by_annotator, weight
     oc = rng.integers(0, 4, n).astype(np.int8)
     w = rng.choice([0.0, 0.5, 2.0], n) if weighted else None
     ann = rng.integers(0, n_ann, n).astype(np.int32) if by_annotator else None
-    ref: dict[tuple[int, int, int], list[float]] = {}
-    for r in range(n):
-        lo, hi = sorted((int(a[r]), int(b[r])))
-        code = int(oc[r]) if a[r] < b[r] or oc[r] >= 2 else 1 - int(oc[r])
-        cell = ref.setdefault((lo, hi, 0 if ann is None else int(ann[r])), [0.0] * 4)
-        cell[code] += 1.0 if w is None else float(w[r])
+    ref = reference_rows(m, a, b, oc, w, ann)
     i, j, got_ann, table = count_rows(
         a.astype(np.int32),
         b.astype(np.int32),
@@ -240,24 +253,6 @@ def test_disconnected_graph_error_survives_pickling():
 
     err = pickle.loads(pickle.dumps(DisconnectedGraphError("two parts", [["a"], ["b"]])))
     assert str(err) == "two parts" and err.components == [["a"], ["b"]]
-
-
-def reference_rows(
-    m: int,
-    a: np.ndarray,
-    b: np.ndarray,
-    oc: np.ndarray,
-    w: np.ndarray | None,
-    ann: np.ndarray | None,
-) -> dict[tuple[int, int, int], list[float]]:
-    """(i, j, annotator) → [A, B, tie, both-bad] counts seen from i < j, one battle at a time."""
-    ref: dict[tuple[int, int, int], list[float]] = {}
-    for r in range(len(a)):
-        lo, hi = sorted((int(a[r]), int(b[r])))
-        code = int(oc[r]) if a[r] < b[r] or oc[r] >= 2 else 1 - int(oc[r])
-        cell = ref.setdefault((lo, hi, 0 if ann is None else int(ann[r])), [0.0] * 4)
-        cell[code] += 1.0 if w is None else float(w[r])
-    return ref
 
 
 @st.composite
