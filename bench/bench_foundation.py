@@ -34,12 +34,25 @@ compiles or loads its cache there; pyarrow and the OS warm their caches).
     The command is the ``stablearena`` script beside this interpreter (no pyenv shim), else
     ``python -m stablearena``; ``--command`` overrides it. Needs no peer.
 
+(counts) ``Battles.counts`` of the 1,000,000 battles of (a) in one worker process per source
+    tree: this one's and each ``--baseline-src`` (e.g. ``git worktree add /tmp/base6acf
+    6acf754`` and ``--baseline-src /tmp/base6acf/src``, the last tree with the numba counting
+    kernel). The trees take turns (``--count-block`` calls each, ``--count-rounds`` rounds, the
+    order reversed every other round); medians of wall and CPU (thread) time per call, their
+    ratios, and whether every tree gave the same counts. ``--weighted`` adds random weights.
+(choix) m-ELO from the integer arrays of (a) vs choix's fastest route from the same arrays:
+    the win matrix by ``np.bincount`` and ``choix.ilsr_pairwise_dense``; wall and CPU time,
+    interleaved; choix's BLAS on one thread like our fits (``--choix-blas-threads default``:
+    as choix runs by default). Needs ``choix`` (in the bench extra).
+
 Usage::
 
     python bench/bench_foundation.py                 # (a), (b), (c); 5 repeats ((c): 3)
     python bench/bench_foundation.py --only a c --repeats 7
     python bench/bench_foundation.py --only startup --process-repeats 9
     python bench/bench_foundation.py --json results.json
+    python bench/bench_foundation.py --only counts --baseline-src /tmp/base6acf/src
+    python bench/bench_foundation.py --only choix --repeats 21
 
 (a)–(c) need ``pip install -e ".[bench]"`` (evalica).
 """
@@ -65,6 +78,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from stablearena import Battles, MElo
+from stablearena._threads import single_threaded_blas
 from stablearena.io import read_battles
 from stablearena.raters.base import ELO_SCALE
 from stablearena.raters.elo import Elo, shuffle_order
@@ -271,6 +285,175 @@ def bench_elo(sim: Battles, shuffles: int, repeats: int, seed: int = 0) -> dict[
     }
 
 
+# ---------------------------------------------------------------------------- counting
+#: A worker process that times ``Battles.counts`` of the source tree on its PYTHONPATH: it loads
+#: the arrays, builds the battles, warms up (numba compiles or loads its cache there in trees
+#: that use it), prints a digest of the counts, then answers each line "K" on stdin with the
+#: wall and CPU times of K calls. Only ``Battles.from_arrays`` and ``Battles.counts`` are used,
+#: so any tree of the project since the counting kernel can be timed.
+COUNT_WORKER = """
+import json, sys, time
+import numpy as np
+from stablearena import Battles
+d = np.load(sys.argv[1])
+m = int(d["m"])
+kw = {"weight": d["w"]} if d["w"].size else {}
+battles = Battles.from_arrays(d["a"], d["b"], d["o"], models=[f"m{k}" for k in range(m)], **kw)
+c = battles.counts()
+digest = [len(c.i), float((c.i * m + c.j) @ (c.wins + 2 * c.losses + 3 * c.ties + 5 * c.ties_both_bad))]
+print(json.dumps({"digest": digest, "numba": "numba" in sys.modules}), flush=True)
+for line in sys.stdin:
+    out = []
+    for _ in range(int(line)):
+        w0, c0 = time.perf_counter(), time.thread_time()
+        battles.counts()
+        out.append((time.perf_counter() - w0, time.thread_time() - c0))
+    print(json.dumps(out), flush=True)
+"""
+
+
+def start_count_worker(src: Path, data: Path) -> tuple[subprocess.Popen, dict[str, Any]]:
+    """A :data:`COUNT_WORKER` importing stablearena from ``src``; returns it and its digest."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", COUNT_WORKER, str(data)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(f"the counting worker on {src} failed to start")
+    return proc, json.loads(line)
+
+
+def bench_counts(
+    sim: Battles, baseline_srcs: list[Path], rounds: int, block: int, weighted: bool
+) -> dict[str, Any]:
+    """``Battles.counts`` on the simulated log in a worker per source tree (this one's and each
+    of ``baseline_srcs``), ``rounds`` rounds of ``block`` calls each, the order of the trees
+    reversed every other round; medians of the wall and the CPU (thread) time per call."""
+    med = statistics.median
+    trees = {"this tree": SRC}
+    for k, src in enumerate(baseline_srcs, 1):
+        trees[f"baseline{k}" if len(baseline_srcs) > 1 else "baseline"] = src
+    rng = np.random.default_rng(0)
+    w = rng.exponential(1.0, len(sim)) if weighted else np.zeros(0)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="stablearena-bench-") as tmp:
+        data = Path(tmp) / "battles.npz"
+        np.savez(data, a=sim.model_a, b=sim.model_b, o=sim.outcome, m=sim.n_models, w=w)
+        workers = {k: start_count_worker(src, data) for k, src in trees.items()}
+        try:
+            digests = {k: info["digest"] for k, (_, info) in workers.items()}
+            times: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+            names = list(trees)
+            for r in range(rounds):
+                for k in names if r % 2 == 0 else names[::-1]:
+                    proc = workers[k][0]
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write(f"{block}\n")
+                    proc.stdin.flush()
+                    times[k].extend(tuple(x) for x in json.loads(proc.stdout.readline()))
+        finally:
+            for proc, _ in workers.values():
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                proc.wait(timeout=60)
+    kind = "weighted " if weighted else ""
+    print(
+        f"(counts) Battles.counts of {len(sim):,} {kind}battles / {sim.n_models} models, "
+        f"{rounds} interleaved rounds x {block} calls per tree"
+    )
+    for k, src in trees.items():
+        wall, cpu = [t[0] for t in times[k]], [t[1] for t in times[k]]
+        numba_used = workers[k][1]["numba"]
+        print(
+            f"    {k:<10} {str(src):<30} wall median {med(wall) * 1e3:6.2f} ms "
+            f"(p25 {np.percentile(wall, 25) * 1e3:.2f}), CPU median {med(cpu) * 1e3:6.2f} ms "
+            f"(p25 {np.percentile(cpu, 25) * 1e3:.2f}); numba imported: {numba_used}"
+        )
+        results[k] = {"src": str(src), "wall_s": wall, "cpu_s": cpu, "numba": numba_used}
+    for k in list(trees)[1:]:
+        same = digests["this tree"] == digests[k]
+        ratio_wall = med(results[k]["wall_s"]) / med(results["this tree"]["wall_s"])
+        ratio_cpu = med(results[k]["cpu_s"]) / med(results["this tree"]["cpu_s"])
+        print(
+            f"    {k} / this tree = {ratio_wall:.2f}x wall, {ratio_cpu:.2f}x CPU "
+            f"(>= 1: this tree at least as fast); same counts: {same}"
+        )
+        results[k].update(ratio_wall=ratio_wall, ratio_cpu=ratio_cpu, same_counts=same)
+    return results
+
+
+def bench_choix(sim: Battles, repeats: int, choix_blas_threads: str = "one") -> dict[str, Any]:
+    """m-ELO from integer arrays vs choix's fastest path from the same arrays: the win matrix
+    (ties as half a win each way, as m-ELO counts them) by ``np.bincount`` and
+    ``choix.ilsr_pairwise_dense`` (iterative Luce spectral ranking, the maximum-likelihood
+    Bradley–Terry strengths; tolerance 1e-8), its BLAS on one thread like ours
+    (``choix_blas_threads="one"``) or as choix runs by default (``"default"``: OpenBLAS's
+    threads, which on a busy machine cost it several times more)."""
+    try:
+        import choix
+    except ImportError:  # pragma: no cover - the bench extra is missing
+        sys.exit('choix is not installed: pip install -e ".[bench]"')
+    a, b, o, names = sim.model_a, sim.model_b, sim.outcome, sim.models
+    m = len(names)
+    score_a = np.array([1.0, 0.0, 0.5, 0.5])
+
+    def ours() -> Any:
+        return MElo().fit(Battles.from_arrays(a, b, o, models=names))
+
+    def theirs() -> np.ndarray:
+        s = score_a[o]
+        wins = np.bincount(a * m + b, s, m * m) + np.bincount(b * m + a, 1.0 - s, m * m)
+        if choix_blas_threads == "default":
+            return choix.ilsr_pairwise_dense(wins.reshape(m, m))
+        with single_threaded_blas():  # as inside our fits
+            return choix.ilsr_pairwise_dense(wins.reshape(m, m))
+
+    fitted, params = ours(), theirs()  # warm-up
+    wall: dict[str, list[float]] = {"ours": [], "choix": []}
+    cpu: dict[str, list[float]] = {"ours": [], "choix": []}
+    for r in range(repeats):  # interleaved, the order reversed every other round
+        for k in ("ours", "choix") if r % 2 == 0 else ("choix", "ours"):
+            w0, c0 = time.perf_counter(), time.thread_time()
+            if k == "ours":
+                fitted = ours()
+            else:
+                params = theirs()
+            wall[k].append(time.perf_counter() - w0)
+            cpu[k].append(time.thread_time() - c0)
+    t_ours, t_theirs = wall["ours"], wall["choix"]
+    diff = float(np.max(np.abs((params - params.mean()) / ELO_SCALE - (fitted.ratings - 1000))))
+    med = statistics.median
+    med_o, med_t = med(t_ours), med(t_theirs)
+    cpu_o, cpu_t = med(cpu["ours"]), med(cpu["choix"])
+    print(f"(choix) m-ELO, {len(sim):,} battles / {m} models from integer arrays")
+    print(f"    stablearena Battles.from_arrays + MElo().fit    : {fmt_times(t_ours)}")
+    print(
+        f"    np.bincount win matrix + choix.ilsr_pairwise_dense: {fmt_times(t_theirs)}"
+        f"   (choix's BLAS threads: {choix_blas_threads})"
+    )
+    print(f"    CPU (thread) time medians: stablearena {cpu_o:.4f} s, choix {cpu_t:.4f} s")
+    print(
+        f"    choix / stablearena = {med_t / med_o:.2f}x wall, {cpu_t / cpu_o:.2f}x CPU"
+        "   (target >= 2)"
+    )
+    print(f"    agreement: max |rating difference| {diff:.2e} Elo points")
+    return {
+        "ours_s": t_ours,
+        "choix_s": t_theirs,
+        "ours_cpu_s": cpu["ours"],
+        "choix_cpu_s": cpu["choix"],
+        "ratio": med_t / med_o,
+        "ratio_cpu": cpu_t / cpu_o,
+        "max_diff_elo": diff,
+    }
+
+
 # ---------------------------------------------------------------------------- whole processes
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -404,7 +587,10 @@ def describe_machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--only", nargs="+", choices=["a", "b", "c", "startup"], default=["a", "b", "c"]
+        "--only",
+        nargs="+",
+        choices=["a", "b", "c", "startup", "counts", "choix"],
+        default=["a", "b", "c"],
     )
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats of (a) and (b)")
     ap.add_argument("--elo-repeats", type=int, default=3, help="timed repeats of (c)")
@@ -424,6 +610,23 @@ def main(argv: list[str] | None = None) -> int:
         "--command",
         nargs="+",
         help="how to start stablearena for (startup) (default: the script beside this python)",
+    )
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="(counts): also time Battles.counts of these source trees (e.g. the src/ of a "
+        "checkout of an older commit), interleaved with this tree's, each in its own process",
+    )
+    ap.add_argument("--count-rounds", type=int, default=40, help="interleaved rounds of (counts)")
+    ap.add_argument("--count-block", type=int, default=5, help="calls per round of (counts)")
+    ap.add_argument("--weighted", action="store_true", help="(counts) on weighted battles")
+    ap.add_argument(
+        "--choix-blas-threads",
+        choices=["one", "default"],
+        default="one",
+        help="(choix): choix's BLAS on one thread like stablearena's fits (default), or as is",
     )
     args = ap.parse_args(argv)
 
@@ -449,6 +652,15 @@ def main(argv: list[str] | None = None) -> int:
         if "b" in args.only:
             with tempfile.TemporaryDirectory(prefix="stablearena-bench-") as tmp:
                 results["b"] = bench_csv(sim, args.repeats, Path(tmp))
+        del sim
+    if "counts" in args.only or "choix" in args.only:
+        sim = simulated_log(args.models, args.battles, args.seed)
+        if "counts" in args.only:
+            results["counts"] = bench_counts(
+                sim, args.baseline_src, args.count_rounds, args.count_block, args.weighted
+            )
+        if "choix" in args.only:
+            results["choix"] = bench_choix(sim, args.repeats, args.choix_blas_threads)
         del sim
     if "c" in args.only:
         sim = simulated_log(args.models, args.elo_battles, args.seed + 100)

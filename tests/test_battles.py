@@ -80,6 +80,24 @@ def test_counts_by_annotator_collapse_to_pair_counts(log):
     assert as_dict(b.counts(by_annotator=True).collapse()) == as_dict(b.counts())
 
 
+def reference_rows(
+    m: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    oc: np.ndarray,
+    w: np.ndarray | None,
+    ann: np.ndarray | None,
+) -> dict[tuple[int, int, int], list[float]]:
+    """(i, j, annotator) → [A, B, tie, both-bad] counts seen from i < j, one battle at a time."""
+    ref: dict[tuple[int, int, int], list[float]] = {}
+    for r in range(len(a)):
+        lo, hi = sorted((int(a[r]), int(b[r])))
+        code = int(oc[r]) if a[r] < b[r] or oc[r] >= 2 else 1 - int(oc[r])
+        cell = ref.setdefault((lo, hi, 0 if ann is None else int(ann[r])), [0.0] * 4)
+        cell[code] += 1.0 if w is None else float(w[r])
+    return ref
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.sampled_from([3, 9, 700]),
@@ -101,12 +119,7 @@ def test_count_rows_both_paths_match_reference(m, n, n_ann, by_annotator, weight
     oc = rng.integers(0, 4, n).astype(np.int8)
     w = rng.choice([0.0, 0.5, 2.0], n) if weighted else None
     ann = rng.integers(0, n_ann, n).astype(np.int32) if by_annotator else None
-    ref: dict[tuple[int, int, int], list[float]] = {}
-    for r in range(n):
-        lo, hi = sorted((int(a[r]), int(b[r])))
-        code = int(oc[r]) if a[r] < b[r] or oc[r] >= 2 else 1 - int(oc[r])
-        cell = ref.setdefault((lo, hi, 0 if ann is None else int(ann[r])), [0.0] * 4)
-        cell[code] += 1.0 if w is None else float(w[r])
+    ref = reference_rows(m, a, b, oc, w, ann)
     i, j, got_ann, table = count_rows(
         a.astype(np.int32),
         b.astype(np.int32),
@@ -240,3 +253,109 @@ def test_disconnected_graph_error_survives_pickling():
 
     err = pickle.loads(pickle.dumps(DisconnectedGraphError("two parts", [["a"], ["b"]])))
     assert str(err) == "two parts" and err.components == [["a"], ["b"]]
+
+
+@st.composite
+def count_cases(draw: st.DrawFn) -> tuple:
+    """Logs for Battles.counts: empty ones, one or two models, few or many models (the dense
+    table and the sorted keys), weights with zeros, only both-bad ties, per annotator or not."""
+    m = draw(st.sampled_from([1, 2, 3, 5, 40, 700]))
+    n = 0 if m == 1 else draw(st.integers(0, 120))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, max(m, 2), n)) % m
+    outcomes = draw(st.sampled_from(["all", "both-bad", "decisive"]))
+    oc = {
+        "all": rng.integers(0, 4, n),
+        "both-bad": np.full(n, 3),
+        "decisive": rng.integers(0, 2, n),
+    }[outcomes].astype(np.int8)
+    weighted = draw(st.booleans())
+    w = rng.choice([0.0, 0.25, 1.0, 3.0], n) if weighted else None
+    n_ann = draw(st.sampled_from([0, 1, 4]))
+    ann = rng.integers(0, n_ann, n).astype(np.int32) if n_ann else None
+    return m, a, b, oc, w, ann, n_ann
+
+
+@settings(max_examples=300, deadline=None)
+@given(count_cases())
+def test_battles_counts_equal_per_battle_loop(case):
+    """Battles.counts (both counting paths) equals a per-battle loop: the same rows in (i, j,
+    annotator) order, counts equal exactly without weights; empty logs give no rows; calling
+    it again gives the same counts after the caller edits the arrays it got (nothing cached is
+    shared)."""
+    m, a, b, oc, w, ann, n_ann = case
+    battles = Battles(
+        models=tuple(f"m{k}" for k in range(m)),
+        model_a=a.astype(np.int32),
+        model_b=b.astype(np.int32),
+        outcome=oc,
+        weight=w,
+        annotator=ann,
+        annotators=None if ann is None else tuple(f"r{k}" for k in range(n_ann)),
+    )
+    ref = reference_rows(m, a, b, oc, w, ann)
+    keys = sorted(ref)
+    for _ in range(2):
+        c = battles.counts(by_annotator=ann is not None)
+        got_ann = [0] * len(c.i) if c.annotator is None else c.annotator.tolist()
+        assert list(zip(c.i.tolist(), c.j.tolist(), got_ann, strict=True)) == keys
+        got = np.column_stack([c.wins, c.losses, c.ties, c.ties_both_bad]).reshape(-1, 4)
+        want = np.array([ref[k] for k in keys]).reshape(-1, 4)
+        if w is None:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+        for x in (c.i, c.j, c.wins, c.losses, c.ties, c.ties_both_bad):
+            x[...] = 0  # the caller owns what it got
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 724, 725])
+def test_fold_positions_are_the_upper_triangle(m):
+    from stablearena.battles import _fold_positions
+
+    iu, ju = np.triu_indices(m, 1)
+    i, j, up, low = _fold_positions(m)
+    np.testing.assert_array_equal(i, iu)
+    np.testing.assert_array_equal(j, ju)
+    np.testing.assert_array_equal(up, iu * m + ju)
+    np.testing.assert_array_equal(low, ju * m + iu)
+    assert i.dtype == j.dtype == np.int32
+    assert not any(x.flags.writeable for x in (i, j, up, low))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -0.5])
+def test_pair_counts_refuse_non_finite_or_negative(bad):
+    with pytest.raises(InputError, match="finite and non-negative"):
+        PairCounts(
+            models=("a", "b"),
+            i=np.array([0, 0]),
+            j=np.array([1, 1]),
+            wins=np.array([1.0, bad]),
+            losses=np.zeros(2),
+            ties=np.zeros(2),
+            ties_both_bad=np.zeros(2),
+        )
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+@pytest.mark.parametrize(
+    ("a", "b", "outcome", "message"),
+    [
+        ([0, -1], [1, 0], [0, 1], "outside 0..2"),
+        ([0, 3], [1, 0], [0, 1], "outside 0..2"),
+        ([0, 2], [1, 2], [0, 1], "battles itself"),
+        ([0, 2], [1, 1], [0, -1], "outcome code -1"),
+        ([0, 2], [1, 1], [0, 4], "outcome code 4"),
+    ],
+)
+def test_invalid_codes_name_the_row(dtype, a, b, outcome, message):
+    """Negative codes are caught by the unsigned maximum as well as too large ones."""
+    with pytest.raises(InputError, match=message) as err:
+        Battles(
+            models=("x", "y", "z"),
+            model_a=np.array(a, dtype=dtype),
+            model_b=np.array(b, dtype=dtype),
+            outcome=np.array(outcome, dtype=np.int8),
+        )
+    assert "data row 2" in str(err.value)

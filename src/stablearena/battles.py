@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -210,17 +211,26 @@ def _encode_names(
     return codes.astype(np.int32), tuple(str(n) for n in names)
 
 
+def _unsigned_max(x: np.ndarray) -> int:
+    """The largest element of an integer array with negative values read as huge ones (their
+    two's-complement unsigned value): ``< k`` exactly when every element lies in 0..k−1."""
+    if x.dtype.kind == "i":
+        x = x.view(x.dtype.str.replace("i", "u"))
+    return int(x.max())
+
+
 def _first_invalid(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, m: int) -> tuple[int, int]:
     """(first bad row, problem) with problem 1 = model code out of range, 2 = a model against
     itself, 3 = outcome code not 0..3; (-1, 0) when all are valid.
 
-    The common all-valid case costs six reductions over the columns; rows are located only
-    when something is wrong."""
+    The common all-valid case costs three reductions and one comparison over the columns (a
+    signed code read as unsigned is negative exactly when it is at least 2^(bits−1), so one
+    maximum bounds it on both sides); rows are located only when something is wrong."""
     if len(a) == 0:
         return -1, 0
-    out_of_range = a.min() < 0 or b.min() < 0 or a.max() >= m or b.max() >= m
+    out_of_range = _unsigned_max(a) >= m or _unsigned_max(b) >= m
     self_battle = bool(np.any(a == b)) if not out_of_range else True
-    bad_outcome = outcome.min() < 0 or outcome.max() > 3
+    bad_outcome = _unsigned_max(outcome) > 3
     if not (out_of_range or self_battle or bad_outcome):
         return -1, 0
     problems = np.zeros(len(a), dtype=np.int8)
@@ -255,20 +265,20 @@ def count_rows(
     n = len(a)
     if space * 4 <= max(8 * n, 1 << 20):
         dt = np.int32 if space * 4 < 2**31 else np.int64
-        key = a.astype(dt)  # a copy, then in place: one pass fewer than ``a * m``
-        key *= dt(m)
+        key = np.multiply(a, dt(m), dtype=dt)  # then in place: no further temporaries
         key += b
         if annotator is not None:
             key *= dt(n_ann)
             key += annotator
         occurs = None
-        if weight is not None:
-            occurs = np.bincount(key, minlength=space).reshape(m, m, n_ann)
-        key *= dt(4)
+        if weight is not None and n and not weight.min() > 0:
+            # a row of zero-weight battles still exists: count occurrences (with positive
+            # weights only, a row occurs exactly when its weighted counts are positive)
+            occurs = np.bincount(key, minlength=space).reshape(m * m, n_ann)
+        key <<= 2
         key += outcome
         t = np.bincount(key, weight, minlength=space * 4).reshape(m * m, n_ann, 4)
-        iu, ju = np.triu_indices(m, 1)
-        up, low = iu * m + ju, ju * m + iu  # flat positions of (i, j) and (j, i), i < j
+        iu, ju, up, low = _fold_positions(m)
         seen_up = t.take(up, axis=0)  # (pairs, n_ann, 4): from i's side as model_a
         seen_low = t.take(low, axis=0)  # from j's side: A and B swap
         # column by column into a float table: element-wise adds over strided columns (adding
@@ -280,12 +290,14 @@ def count_rows(
         if occurs is None:
             seen = (table[:, 0] + table[:, 1]) + (table[:, 2] + table[:, 3])
         else:
-            counts = occurs.reshape(m * m, n_ann)
-            seen = (counts.take(up, axis=0) + counts.take(low, axis=0)).ravel()
+            seen = (occurs.take(up, axis=0) + occurs.take(low, axis=0)).ravel()
         keep = np.flatnonzero(seen > 0)
         if len(keep) < len(table):  # (no copy when every pair [× annotator] occurs)
             table = table[keep]
-        pair, ann = np.divmod(keep, n_ann)
+        if n_ann == 1:  # (no division)
+            pair, ann = keep, np.zeros(len(keep), dtype=np.int32)
+        else:
+            pair, ann = np.divmod(keep, n_ann)
         i, j = iu[pair], ju[pair]
     else:
         a64 = a.astype(np.int64)
@@ -301,11 +313,37 @@ def count_rows(
         pair = ukey // n_ann
         i, j = pair // m, pair % m
     return (
-        i.astype(np.int32),
-        j.astype(np.int32),
-        ann.astype(np.int32) if annotator is not None else None,
+        i.astype(np.int32, copy=False),
+        j.astype(np.int32, copy=False),
+        ann.astype(np.int32, copy=False) if annotator is not None else None,
         np.ascontiguousarray(table, dtype=float),
     )
+
+
+#: :func:`_fold_positions` keeps its arrays for up to this many models (24 bytes per pair:
+#: 6 MB at 724 models); larger tables are rebuilt per call, where the counting dwarfs them.
+_FOLD_CACHE_MODELS = 724
+
+
+def _fold_positions(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(i, j, up, low)`` for the pairs i < j of ``m`` models in key order: the models as
+    int32 and the flat positions of (i, j) and (j, i) in an m × m table (read-only; cached for
+    up to :data:`_FOLD_CACHE_MODELS` models, where building them costs as much as the fold)."""
+    return _fold_positions_cached(m) if m <= _FOLD_CACHE_MODELS else _build_fold_positions(m)
+
+
+@lru_cache(maxsize=4)
+def _fold_positions_cached(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    return _build_fold_positions(m)
+
+
+def _build_fold_positions(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    iu, ju = np.triu_indices(m, 1)
+    up, low = iu * m + ju, ju * m + iu
+    out = (iu.astype(np.int32), ju.astype(np.int32), up, low)
+    for x in out:
+        x.flags.writeable = False
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -644,7 +682,8 @@ class PairCounts:
                 raise InputError(f"{self.source}: pair counts need 0 <= i < j < {m} in every row.")
             for name in ("wins", "losses", "ties", "ties_both_bad"):
                 x = getattr(self, name)
-                if not np.all(np.isfinite(x)) or x.min() < 0:
+                # two reductions, no temporary: a NaN fails the first test, ±inf one of them
+                if not (x.min() >= 0 and np.isfinite(x.max())):
                     raise InputError(
                         f"{self.source}: {name} counts must be finite and non-negative."
                     )
