@@ -17,6 +17,7 @@ The body limit is an ASGI middleware that refuses a larger request with 413 befo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -38,6 +39,7 @@ __all__ = [
     "verify",
     "RateLimiter",
     "SharedRateLimiter",
+    "AddressLimiter",
     "shared_buckets_fd",
     "BodyLimit",
     "error_body",
@@ -123,6 +125,32 @@ class RateLimiter:
         if tokens >= 1.0:
             return tokens - 1.0, 0.0
         return tokens, (1.0 - tokens) / self.rate
+
+
+class AddressLimiter(RateLimiter):
+    """:class:`RateLimiter` of the requests without a valid key, one bucket per client address
+    (per worker process). At most ``max_addresses`` buckets are kept: past that, the buckets
+    that have refilled (addresses quiet for ``burst / rate`` seconds) are dropped, so a flood
+    from many addresses costs bounded memory."""
+
+    def __init__(self, rate: float, burst: int, max_addresses: int = 100_000) -> None:
+        super().__init__(rate, burst)
+        self.max_addresses = max_addresses
+
+    def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        if len(self._buckets) >= self.max_addresses:
+            with self._lock:
+                full = self.burst / self.rate
+                self._buckets = {
+                    k: v
+                    for k, v in self._buckets.items()
+                    if now - v[1] < full and v[0] < self.burst
+                }
+                if len(self._buckets) >= self.max_addresses:  # all busy: forget the oldest half
+                    keep = sorted(self._buckets.items(), key=lambda kv: kv[1][1])
+                    self._buckets = dict(keep[len(keep) // 2 :])
+        return super().take(who, now)
 
 
 #: One bucket in :class:`SharedRateLimiter`'s table: tokens, time of the last refill
@@ -288,3 +316,51 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+def timed_http_protocol(request_timeout: float) -> type:
+    """uvicorn's httptools protocol with a deadline on receiving a request: a connection must
+    send a complete request (headers and body) within ``request_timeout`` seconds of opening
+    or of the request's first byte, else it is closed. (uvicorn's ``timeout_keep_alive`` only
+    covers the idle time between requests; without this, a client sending its headers one byte
+    at a time — slowloris — holds a connection, and a file descriptor, for as long as it
+    likes.) The time the application takes to answer is not limited."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class TimedHttpToolsProtocol(HttpToolsProtocol):
+        _request_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._request_timer = self.loop.call_later(request_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
+                self._request_timer = None
+
+        def _too_slow(self) -> None:
+            self._request_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()  # a new connection: its first request within the deadline
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # arms uvicorn's keep-alive timeout (idle time)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedHttpToolsProtocol

@@ -58,7 +58,7 @@ def _parse(raw: bytes, empty: bytes) -> Any:
     """The JSON of a body (``empty``: what an empty body stands for)."""
     try:
         return json.loads(raw or empty)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         raise Invalid(
             [{"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error"}]
         ) from None
@@ -113,18 +113,28 @@ class Hot:
     state, its writer, the rate limiter and the metrics counters."""
 
     def __init__(
-        self, arena: ArenaState, writer: store.Writer, limiter: RateLimiter, metrics: Any
+        self,
+        arena: ArenaState,
+        writer: store.Writer,
+        limiter: RateLimiter,
+        metrics: Any,
+        strangers: RateLimiter | None = None,
     ) -> None:
         self.arena = arena
         self.writer = writer
         self.limiter = limiter
+        self.strangers = strangers
         self.battles_served = metrics.battles
         self.redrawn = metrics.redrawn
         self.votes = {kind: metrics.votes.labels(kind) for kind in ("new", "replay", "corrected")}
 
-    def authenticate(self, authorization: str | None, x_api_key: str | None) -> Principal:
+    def authenticate(
+        self, authorization: str | None, x_api_key: str | None, address: str | None = None
+    ) -> Principal:
         """The key's principal (:func:`stablearena.service.deps.authenticate`)."""
-        return authenticate(self.arena, self.limiter, authorization, x_api_key)
+        return authenticate(
+            self.arena, self.limiter, authorization, x_api_key, address, self.strangers
+        )
 
     async def reload(self, who: Principal) -> Principal:
         """After a write found the registry changed through another worker: reload it and
@@ -141,10 +151,14 @@ BodyReader = Callable[[], Awaitable[bytes]]
 
 # ---------------------------------------------------------------------------------- routes
 async def post_battles(
-    hot: Hot, authorization: str | None, x_api_key: str | None, read_body: BodyReader
+    hot: Hot,
+    authorization: str | None,
+    x_api_key: str | None,
+    read_body: BodyReader,
+    address: str | None = None,
 ) -> Reply:
     """``POST /v1/battles``: the next battle(s) for this annotator, stored before the answer."""
-    who = hot.authenticate(authorization, x_api_key)
+    who = hot.authenticate(authorization, x_api_key, address)
     k, models = battle_request(await read_body())
     st = hot.arena
     refreshed = False
@@ -185,9 +199,10 @@ async def post_vote(
     authorization: str | None,
     x_api_key: str | None,
     read_body: BodyReader,
+    address: str | None = None,
 ) -> Reply:
     """``POST /v1/battles/{battle_id}/vote``: durable before the answer; idempotent."""
-    who = hot.authenticate(authorization, x_api_key)
+    who = hot.authenticate(authorization, x_api_key, address)
     if not _BATTLE_ID.match(battle_id):
         raise ApiError(404, "not_found", f"no battle {battle_id!r}", "battle_id")
     outcome = vote_request(await read_body())
@@ -314,6 +329,7 @@ async def next_battles(request: Request) -> Response:
             h.get("authorization"),
             h.get("x-api-key"),
             request.body,
+            request.client.host if request.client else None,
         )
     )
 
@@ -333,5 +349,6 @@ async def vote(request: Request, battle_id: str) -> Response:
             h.get("authorization"),
             h.get("x-api-key"),
             request.body,
+            request.client.host if request.client else None,
         )
     )
