@@ -322,6 +322,88 @@ def test_only_post_records_a_vote(arena):
     assert tc.post(f"/v1/battles/{battle}/vote", content=body, headers=key).status_code == 200
 
 
+# ---------------------------------------------------------------------------------- open battles
+_ARENA = {"min_records": 0, "refit_votes": 1000, "refit_seconds": 1000.0}
+
+
+def test_battles_served_but_not_voted_are_capped(arena):
+    tc, admin = arena(arena={**_ARENA, "max_open_battles": 3})
+    key = _auth(admin.create_annotator("hoarder"))
+    got = [tc.post("/v1/battles", headers=key).json()["battles"][0] for _ in range(3)]
+    r = tc.post("/v1/battles", headers=key)
+    assert r.status_code == 429 and r.json()["error"]["code"] == "too_many_open", r.text
+    assert "3" in r.json()["error"]["message"]
+    assert tc.post("/v1/battles", json={"k": 2}, headers=key).status_code == 429
+    other = _auth(admin.create_annotator("someone else"))
+    assert tc.post("/v1/battles", headers=other).status_code == 200  # per annotator
+    vote = {"outcome": "tie"}
+    assert tc.post(f"/v1/battles/{got[0]['battle_id']}/vote", json=vote, headers=key).is_success
+    assert tc.post("/v1/battles", headers=key).status_code == 200
+    assert tc.post("/v1/battles", headers=key).status_code == 429
+
+
+def test_public_counts_show_played_battles_only(arena):
+    tc, admin = arena()
+    key = _auth(admin.create_annotator("ann"))
+    served = [tc.post("/v1/battles", headers=key).json()["battles"][0] for _ in range(5)]
+    assert [m["battles"] for m in tc.get("/v1/models").json()["models"]] == [0, 0, 0]
+    b = served[0]
+    tc.post(f"/v1/battles/{b['battle_id']}/vote", json={"outcome": "model_a"}, headers=key)
+    counts = {m["name"]: m["battles"] for m in tc.get("/v1/models").json()["models"]}
+    assert counts[b["model_a"]] == counts[b["model_b"]] == 1 and sum(counts.values()) == 2
+
+
+def test_open_battles_expire_and_their_rows_are_deleted(arena):
+    import sqlalchemy as sa
+
+    from stablearena.service import store
+    from stablearena.service.api import battles as battles_api
+
+    tc, admin = arena(arena={**_ARENA, "max_open_battles": 2, "battle_ttl": 0.5})
+    key = _auth(admin.create_annotator("ann"))
+    voted = tc.post("/v1/battles", headers=key).json()["battles"][0]["battle_id"]
+    tc.post(f"/v1/battles/{voted}/vote", json={"outcome": "tie"}, headers=key)
+    for _ in range(2):
+        assert tc.post("/v1/battles", headers=key).status_code == 200
+    assert tc.post("/v1/battles", headers=key).status_code == 429
+    time.sleep(0.6)  # expired: no longer open
+    hot = tc.app.state.hot
+    old_keep, battles_api._KEEP_EXPIRED = battles_api._KEEP_EXPIRED, 0.0
+    try:
+        hot.next_sweep = 0.0
+        assert tc.post("/v1/battles", headers=key).status_code == 200
+        engine = tc.app.state.engine
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            with engine.connect() as conn:
+                n = conn.execute(sa.select(sa.func.count()).select_from(store.battles)).scalar()
+            if n == 2:  # the voted one and the one just served
+                break
+            time.sleep(0.05)
+        assert n == 2
+    finally:
+        battles_api._KEEP_EXPIRED = old_keep
+
+
+def test_votes_through_another_worker_close_open_battles(tmp_path):
+    db = f"sqlite:///{tmp_path / 'arena.db'}"
+    s = _settings(db, arena={**_ARENA, "max_open_battles": 2})
+    with TestClient(create_app(s)) as a, TestClient(create_app(s)) as b:
+        admin = ArenaClient("http://t", a.app.state.admin_key, client=TestClient(a.app), retries=0)
+        for m in ("a", "b", "c"):
+            admin.add_model(m)
+        key = _auth(admin.create_annotator("ann"))
+        got = [a.post("/v1/battles", headers=key).json()["battles"][0] for _ in range(2)]
+        assert a.post("/v1/battles", headers=key).status_code == 429
+        for g in got:
+            vote = b.post(
+                f"/v1/battles/{g['battle_id']}/vote", json={"outcome": "tie"}, headers=key
+            )
+            assert vote.status_code == 200, vote.text
+        time.sleep(1.1)  # a worker asks the database at most once a second per annotator
+        assert a.post("/v1/battles", headers=key).status_code == 200
+
+
 # ---------------------------------------------------------------------------------- strangers
 def test_requests_without_a_valid_key_are_limited_per_address(arena):
     tc, admin = arena(unauthenticated_burst=5, unauthenticated_rate_limit=0.01)

@@ -40,6 +40,7 @@ __all__ = [
     "RateLimiter",
     "SharedRateLimiter",
     "AddressLimiter",
+    "OpenBattles",
     "shared_buckets_fd",
     "BodyLimit",
     "error_body",
@@ -364,3 +365,73 @@ def timed_http_protocol(request_timeout: float) -> type:
             super().connection_lost(exc)
 
     return TimedHttpToolsProtocol
+
+
+class OpenBattles:
+    """Battles served and not yet voted on, per identity (an annotator's number, or any
+    hashable identity — e.g. an anonymous visitor's token): the cap on what one identity can
+    hold open, kept by each worker process for the battles it served.
+
+    :meth:`admit` says whether ``k`` more battles may be served; :meth:`add` records served
+    battles, :meth:`close` a vote; entries expire with their battles (:meth:`sweep` drops the
+    expired ones and returns their ids, whose rows the caller deletes when they have no vote).
+    A vote recorded by another worker is not seen here: at the cap, :meth:`admit` asks
+    ``voted(ids)`` (the database) which of this identity's battles have a vote, at most once a
+    second per identity."""
+
+    def __init__(self, recheck_seconds: float = 1.0) -> None:
+        self._open: dict[object, dict[str, float]] = {}
+        self._checked: dict[object, float] = {}
+        self.recheck = recheck_seconds
+        self._lock = threading.Lock()
+
+    def count(self, who: object, now: float) -> int:
+        """How many battles of ``who`` are open (served here, not voted, not expired)."""
+        with self._lock:
+            mine = self._open.get(who)
+            return sum(exp > now for exp in mine.values()) if mine else 0
+
+    def ids(self, who: object) -> list[str]:
+        with self._lock:
+            return list(self._open.get(who, ()))
+
+    def over(self, who: object, k: int, cap: int, now: float) -> bool:
+        """Whether ``k`` more battles would put ``who`` over ``cap`` open ones (as known here)."""
+        return self.count(who, now) + k > cap
+
+    def may_recheck(self, who: object, now: float) -> bool:
+        with self._lock:
+            if now - self._checked.get(who, -1e18) < self.recheck:
+                return False
+            self._checked[who] = now
+            if len(self._checked) > 100_000:
+                self._checked = {w: t for w, t in self._checked.items() if now - t < self.recheck}
+            return True
+
+    def add(self, who: object, battles: list[tuple[str, float]]) -> None:
+        with self._lock:
+            self._open.setdefault(who, {}).update(battles)
+
+    def close(self, who: object, battle_ids: object) -> None:
+        with self._lock:
+            mine = self._open.get(who)
+            if mine is None:
+                return
+            for bid in battle_ids:  # type: ignore[attr-defined]
+                mine.pop(bid, None)
+            if not mine:
+                del self._open[who]
+
+    def sweep(self, now: float) -> list[str]:
+        """Forget the entries of every identity that expired before ``now``; their ids."""
+        out: list[str] = []
+        with self._lock:
+            for who in list(self._open):
+                mine = self._open[who]
+                gone = [b for b, exp in mine.items() if exp <= now]
+                for bid in gone:
+                    del mine[bid]
+                out.extend(gone)
+                if not mine:
+                    del self._open[who]
+        return out

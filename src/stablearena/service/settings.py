@@ -113,6 +113,13 @@ class ArenaConfig(BaseModel):
         le=_MAX_SECONDS,
         description="Seconds a served battle can be voted on (then 410).",
     )
+    max_open_battles: int = Field(
+        200,
+        ge=1,
+        le=100_000,
+        description="Most battles one annotator may hold served and not voted on (per worker "
+        "process; more: 429 too_many_open until it votes or they expire).",
+    )
     boost_factor: float = Field(
         5.0,
         ge=1.0,

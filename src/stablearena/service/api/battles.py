@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -32,12 +33,16 @@ from .. import store
 from ..deps import authenticate
 from ..errors import ApiError, Invalid, Reply, answer
 from ..schemas import BattleRequest, VoteRequest
-from ..security import Principal, RateLimiter
+from ..security import OpenBattles, Principal, RateLimiter
 from ..state import ArenaState
 
 __all__ = ["router", "Hot", "post_battles", "post_vote", "battle_request", "vote_request"]
 
 _BATTLE_ID = re.compile(r"^[0-9a-f]{32}$")
+#: How often a worker deletes the battles it served that expired unvoted, and how long after
+#: their expiry (until then a late vote is told 410 expired, afterwards 404).
+_SWEEP_SECONDS = 60.0
+_KEEP_EXPIRED = 600.0
 #: Draws of one battle request before giving up (a draw is refused only when the annotator
 #: has judged its pair through another worker since this one last heard; each refusal teaches
 #: this worker that pair).
@@ -51,6 +56,7 @@ _VOTE_ERRORS = {
 }
 
 router = APIRouter()
+log = logging.getLogger("stablearena.service")
 
 
 # ---------------------------------------------------------------------------------- bodies
@@ -124,6 +130,8 @@ class Hot:
         self.writer = writer
         self.limiter = limiter
         self.strangers = strangers
+        self.open_battles = OpenBattles()
+        self.next_sweep = time.time() + _SWEEP_SECONDS
         self.battles_served = metrics.battles
         self.redrawn = metrics.redrawn
         self.votes = {kind: metrics.votes.labels(kind) for kind in ("new", "replay", "corrected")}
@@ -145,6 +153,42 @@ class Hot:
             raise ApiError(401, "unauthorized", "unknown or revoked key", "authorization")
         return p
 
+    async def admit(self, who: object, k: int) -> None:
+        """Refuse (429 ``too_many_open``) ``k`` more battles for the identity ``who`` when it
+        holds ``max_open_battles`` served here and not voted on; now and then, delete the
+        rows of battles that expired unvoted (:class:`~stablearena.service.security.OpenBattles`)."""
+        now = time.time()
+        cfg = self.arena.config
+        ob = self.open_battles
+        if now >= self.next_sweep:
+            self.next_sweep = now + _SWEEP_SECONDS
+            gone = ob.sweep(now - _KEEP_EXPIRED)
+            if gone:  # not awaited: the deletion is housekeeping, not part of this answer
+                fut = self.writer.submit(partial(store.delete_unvoted, ids=gone))
+                fut.add_done_callback(_log_failure)
+        if not ob.over(who, k, cfg.max_open_battles, now):
+            return
+        if ob.may_recheck(who, now):  # votes recorded by other workers close battles too
+            voted = await asyncio.to_thread(store.voted_battles, self.arena.engine, ob.ids(who))
+            ob.close(who, voted)
+            if not ob.over(who, k, cfg.max_open_battles, now):
+                return
+        n = ob.count(who, now)
+        raise ApiError(
+            429,
+            "too_many_open",
+            f"{n} battles served to you are not voted on yet and at most "
+            f"{cfg.max_open_battles} may be open: vote on them (or let them expire, "
+            f"{cfg.battle_ttl:g} s after they were served) before asking for {k} more",
+            "k",
+        )
+
+
+def _log_failure(fut: Any) -> None:
+    exc = fut.exception()
+    if exc is not None:
+        log.warning("deleting expired unvoted battles failed: %s", exc)
+
 
 BodyReader = Callable[[], Awaitable[bytes]]
 
@@ -161,6 +205,7 @@ async def post_battles(
     who = hot.authenticate(authorization, x_api_key, address)
     k, models = battle_request(await read_body())
     st = hot.arena
+    await hot.admit(who.id, k)
     refreshed = False
     for _ in range(_DRAWS):
         revision = st.revision  # the registry this draw decides by
@@ -185,6 +230,7 @@ async def post_battles(
             who = await hot.reload(who)
             continue
         if not refused:
+            hot.open_battles.add(who.id, [(r["id"], r["expires_at"]) for r in rows])
             hot.battles_served.inc(len(rows))
             return Reply(200, _battles_json(st, rows))
         # the annotator has judged a drawn pair through another worker: learn it, draw again
@@ -232,6 +278,7 @@ async def post_vote(
         status, code, fld = refused
         raise ApiError(status, code, res.message, fld)
     st.after_vote(who, battle_id, res)
+    hot.open_battles.close(who.id, (battle_id,))
     hot.votes[res.kind].inc()
     return Reply(200, _vote_json(st, battle_id, res))
 
