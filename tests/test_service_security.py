@@ -421,6 +421,10 @@ def test_requests_without_a_valid_key_are_limited_per_address(arena):
         r = tc.request(method, path, headers=headers)
         assert r.status_code == 429, (method, path, r.text)
         assert float(r.headers["Retry-After"]) > 0
+    from stablearena.service.dashboard import COOKIE
+
+    r = tc.get("/admin/poll", headers={"Cookie": f"{COOKIE}=not-a-session"})
+    assert r.status_code == 429, r.text  # an invalid dashboard session counts too
     # a valid key from the same address is not affected; public reads neither
     assert tc.post("/v1/battles", headers=key).status_code == 200
     assert tc.get("/v1/models").status_code == 200
@@ -472,6 +476,14 @@ def test_slow_clients_cannot_hold_the_server(tmp_path):
         assert _closed(idle)
         for s in (*slow, idle):
             s.close()
+        # headers without end: 431 and closed past 64 KiB (not buffered without limit)
+        big = socket.create_connection((host, int(port)), timeout=10)
+        try:
+            big.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000)
+        except OSError:
+            pass
+        assert big.recv(100).startswith(b"HTTP/1.1 431")
+        big.close()
 
 
 def test_sigterm_drains_in_flight_requests(tmp_path):

@@ -119,6 +119,16 @@ class RateLimiter:
             self._buckets[who] = (tokens, now)
             return wait
 
+    def waiting(self, who: str, now: float | None = None) -> float:
+        """The seconds ``who`` would wait for a token now (0: one is there); takes none."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            state = self._buckets.get(who)
+        if state is None:
+            return 0.0
+        tokens = min(self.burst, state[0] + max(0.0, now - state[1]) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def _spend(self, tokens: float, last: float, now: float) -> tuple[float, float]:
         """The bucket refilled from ``last`` to ``now``, one token taken if there is one:
         (tokens left, 0) or (tokens, seconds until a token is there)."""
@@ -319,17 +329,42 @@ class _TooLarge(Exception):
     pass
 
 
-def timed_http_protocol(request_timeout: float) -> type:
+def timed_http_protocol(request_timeout: float, max_header_bytes: int = 65536) -> type:
     """uvicorn's httptools protocol with a deadline on receiving a request: a connection must
     send a complete request (headers and body) within ``request_timeout`` seconds of opening
     or of the request's first byte, else it is closed. (uvicorn's ``timeout_keep_alive`` only
     covers the idle time between requests; without this, a client sending its headers one byte
     at a time — slowloris — holds a connection, and a file descriptor, for as long as it
-    likes.) The time the application takes to answer is not limited."""
+    likes.) A request line and headers over ``max_header_bytes`` get 431 and the connection
+    is closed. The time the application takes to answer is not limited."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class TimedHttpToolsProtocol(HttpToolsProtocol):
         _request_timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0  # bytes received since the last request's headers were complete
+        _in_body = False
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._in_body or self.transport.is_closing():
+                return
+            # the headers are still incomplete after this chunk (httptools has no limit)
+            self._head_bytes += len(data)
+            if self._head_bytes > max_header_bytes:
+                self.transport.write(
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                    b"content-length: 0\r\nconnection: close\r\n\r\n"
+                )
+                self.transport.close()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_bytes = 0
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._in_body = True
+            super().on_headers_complete()
 
         def _arm(self) -> None:
             self._disarm()
@@ -349,12 +384,9 @@ def timed_http_protocol(request_timeout: float) -> type:
             super().connection_made(transport)
             self._arm()  # a new connection: its first request within the deadline
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._arm()
-
         def on_message_complete(self) -> None:
             self._disarm()
+            self._in_body = False
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
