@@ -133,7 +133,14 @@ def test_names_normalised_to_nfc(arena):
     )
     assert r.status_code == 409  # the same name, not a look-alike second model
     assert admin.update_model("caf\u0065\u0301", outage=True)["name"] == "caf\u00e9"
-    admin.create_annotator("Zo\u0065\u0308")
+    admin.update_model("caf\u00e9", outage=False)
+    key = _auth(admin.create_annotator("Zo\u0065\u0308"))
+    r = tc.post("/v1/battles", json={"models": ["caf\u0065\u0301", "a"]}, headers=key)
+    assert r.status_code == 200, r.text
+    assert {r.json()["battles"][0]["model_a"], r.json()["battles"][0]["model_b"]} == {
+        "a",
+        "caf\u00e9",
+    }
     admin.revoke_annotator("Zo\u00eb")
 
 
@@ -236,6 +243,18 @@ def test_model_values_strict_and_bounded(arena, body):
     assert r.status_code == 422, r.text
 
 
+def _targets(key: dict, akey: dict, battle: str) -> list[tuple[str, str, dict]]:
+    """Every route that takes a body: (method, path, headers)."""
+    return [
+        ("POST", "/v1/battles", key),
+        ("POST", f"/v1/battles/{battle}/vote", key),
+        ("PATCH", "/v1/admin/config", akey),
+        ("POST", "/v1/admin/models", akey),
+        ("POST", "/v1/admin/annotators", akey),
+        ("PATCH", "/v1/admin/models/a", akey),
+    ]
+
+
 def test_malformed_bodies_are_4xx(arena):
     tc, admin = arena()
     akey = _auth(tc.app.state.admin_key)
@@ -244,15 +263,7 @@ def test_malformed_bodies_are_4xx(arena):
     deep = b"[" * 60_000
     deep_obj = b'{"a":' * 10_000 + b"1" + b"}" * 10_000
     bodies = [b"{", b"\xff\xfe", b"nul", deep, deep_obj, b"NaN", b"[]", b'"x"', b"1e999999"]
-    targets = [
-        ("POST", "/v1/battles", key),
-        ("POST", f"/v1/battles/{battle}/vote", key),
-        ("PATCH", "/v1/admin/config", akey),
-        ("POST", "/v1/admin/models", akey),
-        ("POST", "/v1/admin/annotators", akey),
-        ("PATCH", "/v1/admin/models/a", akey),
-    ]
-    for method, path, headers in targets:
+    for method, path, headers in _targets(key, akey, battle):
         for body in bodies:
             for ctype in ("application/json", "text/plain", "multipart/form-data; boundary=x"):
                 r = tc.request(
@@ -281,14 +292,7 @@ _bodies = _json | st.dictionaries(_keys, _json, max_size=3)
 @given(body=_bodies, target=st.integers(0, 5))
 def test_fuzzed_bodies_never_500(arena_once, body, target):
     tc, key, akey, battle = arena_once
-    method, path, headers = [
-        ("POST", "/v1/battles", key),
-        ("POST", f"/v1/battles/{battle}/vote", key),
-        ("PATCH", "/v1/admin/config", akey),
-        ("POST", "/v1/admin/models", akey),
-        ("POST", "/v1/admin/annotators", akey),
-        ("PATCH", "/v1/admin/models/a", akey),
-    ][target]
+    method, path, headers = _targets(key, akey, battle)[target]
     r = tc.request(method, path, content=json.dumps(body, allow_nan=True), headers=headers)
     assert r.status_code < 500, (method, path, body, r.text)
 

@@ -21,6 +21,7 @@ import json
 import logging
 import re
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -98,9 +99,16 @@ def battle_request(raw: bytes) -> tuple[int, list[str] | None]:
                 )
             )
         ):
-            return k, models
+            return k, _nfc(models)
     body = _validate(data, BattleRequest)  # anything unusual: the model decides
-    return body.k, body.models  # type: ignore[attr-defined]
+    return body.k, _nfc(body.models)  # type: ignore[attr-defined]
+
+
+def _nfc(models: list[str] | None) -> list[str] | None:
+    """Model names as they are stored (Unicode NFC), so a decomposed spelling finds them."""
+    if models is None or all(m.isascii() for m in models):
+        return models
+    return [unicodedata.normalize("NFC", m) for m in models]
 
 
 def vote_request(raw: bytes) -> int:
