@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -163,7 +164,7 @@ class ArenaClient:
 
     def update_model(self, name: str, **changes: Any) -> dict[str, Any]:
         """``retired=True``, ``outage=True/False``, ``boost=5.0``, ``boost_until=3000``."""
-        return self._request("PATCH", f"/v1/admin/models/{name}", json=changes)["model"]
+        return self._request("PATCH", f"/v1/admin/models/{_segment(name)}", json=changes)["model"]
 
     def create_annotator(self, name: str, role: str = "annotator") -> str:
         """A new key for annotator ``name`` (returned once)."""
@@ -172,7 +173,7 @@ class ArenaClient:
         ]
 
     def revoke_annotator(self, name: str) -> None:
-        self._request("DELETE", f"/v1/admin/annotators/{name}")
+        self._request("DELETE", f"/v1/admin/annotators/{_segment(name)}")
 
     def config(self, **changes: Any) -> dict[str, Any]:
         """The arena's configuration; with keyword arguments, change it first."""
@@ -193,3 +194,10 @@ def _error(resp: httpx.Response) -> ArenaError:
         )
     except Exception:
         return ArenaError(resp.status_code, "http_error", resp.text[:200])
+
+
+def _segment(name: str) -> str:
+    """``name`` as one path segment: percent-encoded (``/``, ``?``, ``#``, ``%``, spaces,
+    non-ASCII), and ``.`` / ``..`` encoded too (URL libraries remove dot segments)."""
+    out = quote(name, safe="")
+    return out.replace(".", "%2E") if set(name) <= {"."} else out

@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = [
+    "csv_safe",
     "COLUMN_ALIASES",
     "ONE_HOT_COLUMNS",
     "UNKNOWN_ANNOTATOR",
@@ -1794,3 +1795,17 @@ def extra_columns(
             ):
                 out[leaf] = _to_numpy(col)
     return out
+
+
+#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: Any) -> Any:
+    """``value`` as a CSV cell that spreadsheets will not evaluate: a string starting with
+    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's
+    recommendation against CSV injection, owasp.org/www-community/attacks/CSV_Injection).
+    Numbers — negative ones too — are left as numbers; other values unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,7 +34,7 @@ from .errors import ApiError, RateLimited, invalid_message, rate_limited_message
 from .hot import HotRoutes
 from .metrics import Metrics
 from .refitter import Refitter
-from .security import BodyLimit, RateLimiter, SharedRateLimiter, error_body
+from .security import AddressLimiter, BodyLimit, RateLimiter, SharedRateLimiter, error_body
 from .settings import Settings
 from .state import ArenaState
 
@@ -55,16 +56,34 @@ def prepare(settings: Settings) -> tuple[sa.engine.Engine, str | None]:
 def serve_app(app: Any, settings: Settings, sock: Any) -> None:
     """Run ``app`` under uvicorn (uvloop and httptools when installed) on the bound socket
     ``sock`` until SIGTERM / SIGINT. No proxy-header middleware: nothing here reads the
-    client's address (keys, not addresses, are limited)."""
+    client's address as a proxy reports it: requests without a valid key are limited per
+    connecting address (behind a proxy, the proxy's). Slow clients: ``header_timeout`` for a
+    request to arrive (:func:`~.security.timed_http_protocol`), ``keep_alive_timeout`` idle;
+    SIGTERM lets in-flight requests finish (up to ``graceful_timeout``)."""
     import uvicorn
 
-    server = uvicorn.Server(
+    from .security import timed_http_protocol
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            # SIGTERM is the ordinary stop: drain, then exit 0 (uvicorn would raise the
+            # signal again after the drain, and the process would die of it)
+            captured = getattr(self, "_captured_signals", None)
+            if sig == signal.SIGTERM and captured:
+                captured[:] = [s for s in captured if s != signal.SIGTERM]
+
+    server = Server(
         uvicorn.Config(
             app,
             log_level=settings.log_level,
             access_log=False,
             proxy_headers=False,
-            timeout_keep_alive=30,
+            http=timed_http_protocol(settings.header_timeout),
+            timeout_keep_alive=settings.keep_alive_timeout,
+            timeout_graceful_shutdown=settings.graceful_timeout,
+            limit_concurrency=settings.max_connections,
+            h11_max_incomplete_event_size=16 * 1024,
             lifespan="on",
         )
     )
@@ -159,10 +178,15 @@ def create_app(
             if limits_fd is None
             else SharedRateLimiter(settings.rate_limit, settings.rate_burst, limits_fd)
         )
+        app.state.strangers = AddressLimiter(
+            settings.unauthenticated_rate_limit, settings.unauthenticated_burst
+        )
         app.state.admin_key = admin_key
         app.state.settings = settings
         app.state.worker = worker
-        app.state.hot = front.hot = Hot(state, writer, app.state.limiter, metrics)
+        app.state.hot = front.hot = Hot(
+            state, writer, app.state.limiter, metrics, app.state.strangers
+        )
         # the dashboard's watcher (and, when first needed, its render process)
         dash = app.state.dashboard = Dashboard(state, settings)
         dash.start()

@@ -20,9 +20,31 @@ __all__ = ["authenticate", "principal", "admin", "Anyone", "Admin", "arena", "wr
 
 
 def authenticate(
+    st: ArenaState,
+    limiter: RateLimiter,
+    authorization: str | None,
+    x_api_key: str | None,
+    address: str | None = None,
+    strangers: RateLimiter | None = None,
+) -> Principal:
+    """The key's principal (401 without a valid key; :class:`RateLimited` over the limit).
+
+    A request without a valid key takes a token from the bucket of its client ``address`` in
+    ``strangers`` (``unauthenticated_rate_limit`` per second, bursts of
+    ``unauthenticated_burst``): over that it is a 429, whatever key it tried."""
+    try:
+        return _authenticate(st, limiter, authorization, x_api_key)
+    except ApiError:
+        if strangers is not None and address is not None:
+            wait = strangers.take(address)
+            if wait > 0:
+                raise RateLimited(wait) from None
+        raise
+
+
+def _authenticate(
     st: ArenaState, limiter: RateLimiter, authorization: str | None, x_api_key: str | None
 ) -> Principal:
-    """The key's principal (401 without a valid key; :class:`RateLimited` over the limit)."""
     key = x_api_key
     if authorization:
         scheme, _, token = authorization.partition(" ")
@@ -55,7 +77,10 @@ async def principal(
 ) -> Principal:
     """The key's principal (401 without a valid key; 429 over the rate limit)."""
     state = request.app.state
-    return authenticate(state.arena, state.limiter, authorization, x_api_key)
+    address = request.client.host if request.client else None
+    return authenticate(
+        state.arena, state.limiter, authorization, x_api_key, address, state.strangers
+    )
 
 
 async def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:

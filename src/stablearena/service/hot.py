@@ -51,24 +51,36 @@ class HotRoutes:
         return getattr(self.app, name)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["method"] in ("POST", "GET"):
-            path: str = scope["path"]
-            root = scope.get("root_path", "")
-            if root and path.startswith(root):
-                path = path[len(root) :]
-            if scope["method"] == "GET":
-                if path == "/v1/leaderboard" and not scope["query_string"] and self.hot:
+        if scope["type"] == "http":
+            method = scope["method"]
+            if method == "POST":
+                path = self._path(scope)
+                if path == "/v1/battles":
+                    await self._serve(scope, receive, send, None)
+                    return
+                if path.startswith("/v1/battles/") and path.endswith("/vote"):
+                    battle_id = path[12:-5]
+                    if battle_id and "/" not in battle_id:
+                        await self._serve(scope, receive, send, battle_id)
+                        return
+            elif method == "GET":
+                # only POST records a vote: a GET of a vote's path goes on (405)
+                if (
+                    not scope["query_string"]
+                    and self.hot
+                    and self._path(scope) == "/v1/leaderboard"
+                ):
                     await self._leaderboard(send)
                     return
-            elif path == "/v1/battles":
-                await self._serve(scope, receive, send, None)
-                return
-            if path.startswith("/v1/battles/") and path.endswith("/vote"):
-                battle_id = path[12:-5]
-                if battle_id and "/" not in battle_id:
-                    await self._serve(scope, receive, send, battle_id)
-                    return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    def _path(scope: dict) -> str:
+        path: str = scope["path"]
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        return path
 
     async def _leaderboard(self, send: Callable) -> None:
         """``GET /v1/leaderboard`` without a query: the published board, encoded once per fit."""
@@ -122,9 +134,13 @@ class HotRoutes:
                     503, error_body(503, "not_ready", "the arena is starting; retry shortly")
                 )
             elif battle_id is None:
-                reply = await answer(post_battles, hot, authorization, x_api_key, read_body)
+                reply = await answer(
+                    post_battles, hot, authorization, x_api_key, read_body, _address(scope)
+                )
             else:
-                reply = await answer(post_vote, hot, battle_id, authorization, x_api_key, read_body)
+                reply = await answer(
+                    post_vote, hot, battle_id, authorization, x_api_key, read_body, _address(scope)
+                )
         except TooLarge as exc:
             reply = Reply(413, _too_large(exc.size, limit))
         except ConnectionError:
@@ -138,6 +154,11 @@ class HotRoutes:
                 ),
             )
         await _send(send, reply.status, reply.body, reply.headers)
+
+
+def _address(scope: dict) -> str | None:
+    client = scope.get("client")
+    return client[0] if client else None
 
 
 def _too_large(size: int, limit: int) -> bytes:

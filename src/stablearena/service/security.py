@@ -17,6 +17,7 @@ The body limit is an ASGI middleware that refuses a larger request with 413 befo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -38,6 +39,8 @@ __all__ = [
     "verify",
     "RateLimiter",
     "SharedRateLimiter",
+    "AddressLimiter",
+    "OpenBattles",
     "shared_buckets_fd",
     "BodyLimit",
     "error_body",
@@ -116,6 +119,16 @@ class RateLimiter:
             self._buckets[who] = (tokens, now)
             return wait
 
+    def waiting(self, who: str, now: float | None = None) -> float:
+        """The seconds ``who`` would wait for a token now (0: one is there); takes none."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            state = self._buckets.get(who)
+        if state is None:
+            return 0.0
+        tokens = min(self.burst, state[0] + max(0.0, now - state[1]) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def _spend(self, tokens: float, last: float, now: float) -> tuple[float, float]:
         """The bucket refilled from ``last`` to ``now``, one token taken if there is one:
         (tokens left, 0) or (tokens, seconds until a token is there)."""
@@ -123,6 +136,32 @@ class RateLimiter:
         if tokens >= 1.0:
             return tokens - 1.0, 0.0
         return tokens, (1.0 - tokens) / self.rate
+
+
+class AddressLimiter(RateLimiter):
+    """:class:`RateLimiter` of the requests without a valid key, one bucket per client address
+    (per worker process). At most ``max_addresses`` buckets are kept: past that, the buckets
+    that have refilled (addresses quiet for ``burst / rate`` seconds) are dropped, so a flood
+    from many addresses costs bounded memory."""
+
+    def __init__(self, rate: float, burst: int, max_addresses: int = 100_000) -> None:
+        super().__init__(rate, burst)
+        self.max_addresses = max_addresses
+
+    def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        if len(self._buckets) >= self.max_addresses:
+            with self._lock:
+                full = self.burst / self.rate
+                self._buckets = {
+                    k: v
+                    for k, v in self._buckets.items()
+                    if now - v[1] < full and v[0] < self.burst
+                }
+                if len(self._buckets) >= self.max_addresses:  # all busy: forget the oldest half
+                    keep = sorted(self._buckets.items(), key=lambda kv: kv[1][1])
+                    self._buckets = dict(keep[len(keep) // 2 :])
+        return super().take(who, now)
 
 
 #: One bucket in :class:`SharedRateLimiter`'s table: tokens, time of the last refill
@@ -288,3 +327,143 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+def timed_http_protocol(request_timeout: float, max_header_bytes: int = 65536) -> type:
+    """uvicorn's httptools protocol with a deadline on receiving a request: a connection must
+    send a complete request (headers and body) within ``request_timeout`` seconds of opening
+    or of the request's first byte, else it is closed. (uvicorn's ``timeout_keep_alive`` only
+    covers the idle time between requests; without this, a client sending its headers one byte
+    at a time — slowloris — holds a connection, and a file descriptor, for as long as it
+    likes.) A request line and headers over ``max_header_bytes`` get 431 and the connection
+    is closed. The time the application takes to answer is not limited."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class TimedHttpToolsProtocol(HttpToolsProtocol):
+        _request_timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0  # bytes received since the last request's headers were complete
+        _in_body = False
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._in_body or self.transport.is_closing():
+                return
+            # the headers are still incomplete after this chunk (httptools has no limit)
+            self._head_bytes += len(data)
+            if self._head_bytes > max_header_bytes:
+                self.transport.write(
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                    b"content-length: 0\r\nconnection: close\r\n\r\n"
+                )
+                self.transport.close()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_bytes = 0
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._in_body = True
+            super().on_headers_complete()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._request_timer = self.loop.call_later(request_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
+                self._request_timer = None
+
+        def _too_slow(self) -> None:
+            self._request_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()  # a new connection: its first request within the deadline
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            self._in_body = False
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # arms uvicorn's keep-alive timeout (idle time)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedHttpToolsProtocol
+
+
+class OpenBattles:
+    """Battles served and not yet voted on, per identity (an annotator's number, or any
+    hashable identity — e.g. an anonymous visitor's token): the cap on what one identity can
+    hold open, kept by each worker process for the battles it served.
+
+    :meth:`admit` says whether ``k`` more battles may be served; :meth:`add` records served
+    battles, :meth:`close` a vote; entries expire with their battles (:meth:`sweep` drops the
+    expired ones and returns their ids, whose rows the caller deletes when they have no vote).
+    A vote recorded by another worker is not seen here: at the cap, :meth:`admit` asks
+    ``voted(ids)`` (the database) which of this identity's battles have a vote, at most once a
+    second per identity."""
+
+    def __init__(self, recheck_seconds: float = 1.0) -> None:
+        self._open: dict[object, dict[str, float]] = {}
+        self._checked: dict[object, float] = {}
+        self.recheck = recheck_seconds
+        self._lock = threading.Lock()
+
+    def count(self, who: object, now: float) -> int:
+        """How many battles of ``who`` are open (served here, not voted, not expired)."""
+        with self._lock:
+            mine = self._open.get(who)
+            return sum(exp > now for exp in mine.values()) if mine else 0
+
+    def ids(self, who: object) -> list[str]:
+        with self._lock:
+            return list(self._open.get(who, ()))
+
+    def over(self, who: object, k: int, cap: int, now: float) -> bool:
+        """Whether ``k`` more battles would put ``who`` over ``cap`` open ones (as known here)."""
+        return self.count(who, now) + k > cap
+
+    def may_recheck(self, who: object, now: float) -> bool:
+        with self._lock:
+            if now - self._checked.get(who, -1e18) < self.recheck:
+                return False
+            self._checked[who] = now
+            if len(self._checked) > 100_000:
+                self._checked = {w: t for w, t in self._checked.items() if now - t < self.recheck}
+            return True
+
+    def add(self, who: object, battles: list[tuple[str, float]]) -> None:
+        with self._lock:
+            self._open.setdefault(who, {}).update(battles)
+
+    def close(self, who: object, battle_ids: object) -> None:
+        with self._lock:
+            mine = self._open.get(who)
+            if mine is None:
+                return
+            for bid in battle_ids:  # type: ignore[attr-defined]
+                mine.pop(bid, None)
+            if not mine:
+                del self._open[who]
+
+    def sweep(self, now: float) -> list[str]:
+        """Forget the entries of every identity that expired before ``now``; their ids."""
+        out: list[str] = []
+        with self._lock:
+            for who in list(self._open):
+                mine = self._open[who]
+                gone = [b for b, exp in mine.items() if exp <= now]
+                for bid in gone:
+                    del mine[bid]
+                out.extend(gone)
+                if not mine:
+                    del self._open[who]
+        return out

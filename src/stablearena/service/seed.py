@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,26 @@ def counts_to_battles(counts: PairCounts) -> Battles:
     return Battles.from_arrays(a, b, oc, models=counts.models, annotator=ann, source=counts.source)
 
 
+def _checked_names(path: Path, what: str, names: Any) -> list[str]:
+    """``names`` as the service stores names (Unicode NFC); an :class:`InputError` naming the
+    first one that holds an invisible, control or direction-changing character, or two that
+    differ only in their Unicode form (:func:`~stablearena.service.schemas.name_problem`)."""
+    from .schemas import name_problem
+
+    out = [unicodedata.normalize("NFC", str(n)) for n in names]
+    for raw, name in zip(names, out, strict=True):
+        problem = name_problem(name)
+        if problem:
+            raise InputError(f"{path}: the {what} name {str(raw)!r} {problem}; fix the log.")
+    if len(set(out)) < len(out):
+        twins = sorted({n for n in out if out.count(n) > 1})
+        raise InputError(
+            f"{path}: {what} names that differ only in their Unicode form: {twins[:3]}; "
+            "use one spelling in the log."
+        )
+    return out
+
+
 def import_log(engine: Engine, path: Path, progress: Any = None) -> dict[str, Any]:
     """Import the battle log at ``path`` in one transaction; returns what was added."""
     from ..io import read_battles
@@ -67,14 +88,19 @@ def import_log(engine: Engine, path: Path, progress: Any = None) -> dict[str, An
         )
     n = len(battles)
     now = time.time()
+    model_names = _checked_names(path, "model", battles.models)
     ts = battles.timestamp if battles.timestamp is not None else np.full(n, now)
-    ann_names = list(battles.annotators) if battles.annotator is not None else [UNKNOWN_ANNOTATOR]
+    ann_names = (
+        _checked_names(path, "annotator", battles.annotators)
+        if battles.annotator is not None
+        else [UNKNOWN_ANNOTATOR]
+    )
     ann_codes = battles.annotator if battles.annotator is not None else np.zeros(n, dtype=np.int64)
     store.import_votes(
         engine,
         key=f"import:{digest[:48]}",
         label=str(path),
-        model_names=list(battles.models),
+        model_names=model_names,
         annotator_names=ann_names,
         model_a=battles.model_a,
         model_b=battles.model_b,

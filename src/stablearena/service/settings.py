@@ -41,6 +41,12 @@ from ..errors import InputError
 __all__ = ["ArenaConfig", "Settings", "load_settings", "parse_override", "validation_message"]
 
 
+#: Upper bounds of the arena's counts and durations (admin values stay far inside the integer
+#: and float ranges the database and the clocks handle; beyond them: 422, never 500).
+_MAX_COUNT = 1_000_000_000
+_MAX_SECONDS = 366 * 24 * 3600.0
+
+
 class ArenaConfig(BaseModel):
     """How the arena behaves; stored in the database (every worker serves the same arena)."""
 
@@ -59,7 +65,10 @@ class ArenaConfig(BaseModel):
         "the strategy's pick, so every allowed pair keeps a known positive probability (docs/methods/live-arena.md).",
     )
     min_records: int = Field(
-        50, ge=0, description="δ: annotators with fewer votes are left out of the fit for now."
+        50,
+        ge=0,
+        le=_MAX_COUNT,
+        description="δ: annotators with fewer votes are left out of the fit for now.",
     )
     ability_threshold: float = Field(
         0.0, description="ε of the Stable Arena: flag annotators whose ability is below it."
@@ -75,9 +84,14 @@ class ArenaConfig(BaseModel):
         description="warn: only report flagged annotators; exclude: leave their votes out of "
         "later fits (kept in the log, reconsidered when their data change).",
     )
-    refit_votes: int = Field(100, ge=1, description="K: refit after at most this many new votes.")
+    refit_votes: int = Field(
+        100, ge=1, le=_MAX_COUNT, description="K: refit after at most this many new votes."
+    )
     refit_seconds: float = Field(
-        5.0, gt=0.0, description="T: refit at most this many seconds after a new vote."
+        5.0,
+        gt=0.0,
+        le=_MAX_SECONDS,
+        description="T: refit at most this many seconds after a new vote.",
     )
     warm_start: bool = Field(
         False,
@@ -89,23 +103,45 @@ class ArenaConfig(BaseModel):
     correction_window: float = Field(
         0.0,
         ge=0.0,
+        le=_MAX_SECONDS,
         description="Seconds after the first vote during which a different outcome corrects "
         "it (the old vote stays in the history); 0: a different outcome is a 409.",
     )
     battle_ttl: float = Field(
-        3600.0, gt=0.0, description="Seconds a served battle can be voted on (then 410)."
+        3600.0,
+        gt=0.0,
+        le=_MAX_SECONDS,
+        description="Seconds a served battle can be voted on (then 410).",
+    )
+    max_open_battles: int = Field(
+        200,
+        ge=1,
+        le=100_000,
+        description="Most battles one annotator may hold served and not voted on (per worker "
+        "process; more: 429 too_many_open until it votes or they expire).",
     )
     boost_factor: float = Field(
-        5.0, ge=1.0, description="Default weight of a boosted model in the exploration draws."
+        5.0,
+        ge=1.0,
+        le=1000.0,
+        description="Default weight of a boosted model in the exploration draws.",
     )
     boost_until: int = Field(
-        3000, ge=0, description="Default number of battles after which a boost ends."
+        3000, ge=0, le=_MAX_COUNT, description="Default number of battles after which a boost ends."
     )
 
-    @field_validator("ability_threshold", "exploration", "refit_seconds", "correction_window")
+    @field_validator(
+        "ability_threshold",
+        "exploration",
+        "refit_seconds",
+        "correction_window",
+        "battle_ttl",
+        "boost_factor",
+        "confidence",
+    )
     @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
             raise ValueError("must be a finite number")
         return v
 
@@ -143,7 +179,39 @@ class Settings(BaseModel):
     rate_limit: float = Field(
         50.0, gt=0.0, description="Requests per second allowed per key (token bucket)."
     )
-    rate_burst: int = Field(100, ge=1, description="Burst size of the per-key rate limit.")
+    rate_burst: int = Field(
+        100, ge=1, le=1_000_000_000, description="Burst size of the per-key rate limit."
+    )
+    unauthenticated_rate_limit: float = Field(
+        1.0,
+        gt=0.0,
+        description="Requests per second allowed per client address without a valid key "
+        "(token bucket per worker process; over it: 429). Keyed requests are not counted.",
+    )
+    unauthenticated_burst: int = Field(
+        60, ge=1, le=1_000_000_000, description="Burst size of the per-address limit."
+    )
+    header_timeout: float = Field(
+        10.0,
+        gt=0.0,
+        le=3600.0,
+        description="Seconds a client has to send a request's headers and body once it has "
+        "started (slow clients are disconnected).",
+    )
+    keep_alive_timeout: float = Field(
+        5.0, gt=0.0, le=3600.0, description="Seconds an idle keep-alive connection stays open."
+    )
+    max_connections: int | None = Field(
+        None,
+        ge=1,
+        description="Most connections served at once per worker (more: 503); none: no limit.",
+    )
+    graceful_timeout: float = Field(
+        30.0,
+        gt=0.0,
+        le=3600.0,
+        description="On SIGTERM, seconds the server waits for in-flight requests to finish.",
+    )
     max_body_bytes: int = Field(
         65536, ge=256, description="Largest request body accepted (larger: 413)."
     )

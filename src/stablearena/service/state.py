@@ -618,9 +618,16 @@ class ArenaState:
         return out
 
     def model_list(self) -> list[dict[str, Any]]:
+        """The models with their battles played (voted on, as this worker knows): the
+        tracker's counts less the battles served here and not voted on yet."""
         with self.lock:
             tracker, pos = self.tracker, self.tracker_pos
             battles = tracker.pair_battles.sum(axis=1) if tracker is not None else None
+            if battles is not None and self.pending:
+                served = np.array([p[:2] for p in self.pending.values()], dtype=np.int64).ravel()
+                at = self.pos_of_id[served[served < len(self.pos_of_id)]]
+                at = at[at >= 0]
+                battles = np.maximum(battles - np.bincount(at, minlength=len(battles)), 0)
             return [  # a model the tracker does not know yet (added a moment ago): 0
                 m.to_dict(float(battles[pos[m.id]]) if battles is not None and m.id in pos else 0.0)
                 for m in sorted(self.models.values(), key=lambda m: m.id)

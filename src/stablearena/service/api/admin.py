@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import unicodedata
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
@@ -35,7 +36,8 @@ def apply_config(engine: sa.engine.Engine, changes: dict[str, Any]) -> ArenaConf
                 current = store.load_config(conn)
                 merged = {**ArenaConfig().model_dump(), **current, **changes}
                 try:
-                    cfg = ArenaConfig.model_validate(merged)
+                    # strict: "3" or true is not a number of votes (422, not converted)
+                    cfg = ArenaConfig.model_validate(merged, strict=True)
                 except ValidationError as exc:
                     raise ApiError(
                         422, "invalid_config", validation_message(exc, "arena"), _loc(exc)
@@ -54,6 +56,12 @@ def _loc(exc: ValidationError) -> str | None:
     return ".".join(str(x) for x in errs[0]["loc"]) if errs else None
 
 
+def _path_name(name: str) -> str:
+    """A name from a path (percent-decoded by the server; ``{name:path}`` also takes ``/``),
+    normalised like a stored name (NFC) so that any stored name can be addressed."""
+    return unicodedata.normalize("NFC", name)
+
+
 def _model(st: ArenaState, name: str) -> dict[str, Any]:
     return next(m for m in st.model_list() if m["name"] == name)
 
@@ -69,7 +77,11 @@ def export(engine: sa.engine.Engine, fmt: str, history: bool) -> tuple[bytes, st
     df.insert(2, "winner", [labels[int(o)] for o in df.pop("outcome")])
     if not history:
         df = df.drop(columns=["superseded"])
-    if fmt == "csv":
+    if fmt == "csv":  # text cells a spreadsheet would run as formulas: prefixed with '
+        from ...io import csv_safe
+
+        for col in df.select_dtypes(include=["object", "string"]).columns:
+            df[col] = df[col].map(csv_safe)
         return df.to_csv(index=False).encode(), "text/csv"
     if fmt == "jsonl":
         return df.to_json(orient="records", lines=True).encode(), "application/x-ndjson"
@@ -126,9 +138,7 @@ async def admin_models(request: Request, who: Admin) -> dict[str, Any]:
 @router.post("/v1/admin/models", status_code=201, summary="Add a model (admin)")
 async def add_model(request: Request, who: Admin, body: ModelCreate) -> dict[str, Any]:
     st = arena(request)
-    name = body.name.strip()
-    if not name:
-        raise ApiError(422, "invalid_input", "the model name is empty", "name")
+    name = body.name  # NFC, printable (schemas.clean_name)
     if name in st.model_ids:
         raise ApiError(409, "conflict", f"model {name!r} exists", "name")
     cfg = st.config
@@ -144,9 +154,13 @@ async def add_model(request: Request, who: Admin, body: ModelCreate) -> dict[str
     return {"model": _model(st, name)}
 
 
-@router.patch("/v1/admin/models/{name}", summary="Retire, outage on/off, boost (admin)")
+@router.patch(
+    "/v1/admin/models/{name:path}",
+    summary="Retire, outage on/off, boost (admin); the name percent-encoded",
+)
 async def patch_model(request: Request, who: Admin, name: str, body: ModelPatch) -> dict[str, Any]:
     st = arena(request)
+    name = _path_name(name)
     if name not in st.model_ids:
         raise ApiError(404, "not_found", f"no model {name!r}", "name")
     values = body.model_dump(exclude_none=True)
@@ -173,7 +187,7 @@ async def list_keys(request: Request, who: Admin) -> dict[str, Any]:
 @router.post("/v1/admin/annotators", status_code=201, summary="Create an annotator key (admin)")
 async def create_key(request: Request, who: Admin, body: AnnotatorCreate) -> dict[str, Any]:
     key = new_key()
-    name = body.name.strip()
+    name = body.name  # NFC, printable (schemas.clean_name)
     done = await write(
         request, lambda conn: store.set_key(conn, name, body.role, key.key_id, key.key_hash)
     )
@@ -183,8 +197,12 @@ async def create_key(request: Request, who: Admin, body: AnnotatorCreate) -> dic
     return {"name": name, "role": body.role, "key": key.secret}
 
 
-@router.delete("/v1/admin/annotators/{name}", summary="Revoke an annotator's key (admin)")
+@router.delete(
+    "/v1/admin/annotators/{name:path}",
+    summary="Revoke an annotator's key (admin); the name percent-encoded",
+)
 async def revoke_key(request: Request, who: Admin, name: str) -> dict[str, Any]:
+    name = _path_name(name)
     if name == who.name:
         raise ApiError(409, "conflict", "an admin cannot revoke its own key", "name")
     if not await write(request, lambda conn: store.revoke_key(conn, name)):

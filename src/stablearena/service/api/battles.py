@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -32,12 +34,16 @@ from .. import store
 from ..deps import authenticate
 from ..errors import ApiError, Invalid, Reply, answer
 from ..schemas import BattleRequest, VoteRequest
-from ..security import Principal, RateLimiter
+from ..security import OpenBattles, Principal, RateLimiter
 from ..state import ArenaState
 
 __all__ = ["router", "Hot", "post_battles", "post_vote", "battle_request", "vote_request"]
 
 _BATTLE_ID = re.compile(r"^[0-9a-f]{32}$")
+#: How often a worker deletes the battles it served that expired unvoted, and how long after
+#: their expiry (until then a late vote is told 410 expired, afterwards 404).
+_SWEEP_SECONDS = 60.0
+_KEEP_EXPIRED = 600.0
 #: Draws of one battle request before giving up (a draw is refused only when the annotator
 #: has judged its pair through another worker since this one last heard; each refusal teaches
 #: this worker that pair).
@@ -51,6 +57,7 @@ _VOTE_ERRORS = {
 }
 
 router = APIRouter()
+log = logging.getLogger("stablearena.service")
 
 
 # ---------------------------------------------------------------------------------- bodies
@@ -58,7 +65,7 @@ def _parse(raw: bytes, empty: bytes) -> Any:
     """The JSON of a body (``empty``: what an empty body stands for)."""
     try:
         return json.loads(raw or empty)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         raise Invalid(
             [{"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error"}]
         ) from None
@@ -92,9 +99,16 @@ def battle_request(raw: bytes) -> tuple[int, list[str] | None]:
                 )
             )
         ):
-            return k, models
+            return k, _nfc(models)
     body = _validate(data, BattleRequest)  # anything unusual: the model decides
-    return body.k, body.models  # type: ignore[attr-defined]
+    return body.k, _nfc(body.models)  # type: ignore[attr-defined]
+
+
+def _nfc(models: list[str] | None) -> list[str] | None:
+    """Model names as they are stored (Unicode NFC), so a decomposed spelling finds them."""
+    if models is None or all(m.isascii() for m in models):
+        return models
+    return [unicodedata.normalize("NFC", m) for m in models]
 
 
 def vote_request(raw: bytes) -> int:
@@ -113,18 +127,30 @@ class Hot:
     state, its writer, the rate limiter and the metrics counters."""
 
     def __init__(
-        self, arena: ArenaState, writer: store.Writer, limiter: RateLimiter, metrics: Any
+        self,
+        arena: ArenaState,
+        writer: store.Writer,
+        limiter: RateLimiter,
+        metrics: Any,
+        strangers: RateLimiter | None = None,
     ) -> None:
         self.arena = arena
         self.writer = writer
         self.limiter = limiter
+        self.strangers = strangers
+        self.open_battles = OpenBattles()
+        self.next_sweep = time.time() + _SWEEP_SECONDS
         self.battles_served = metrics.battles
         self.redrawn = metrics.redrawn
         self.votes = {kind: metrics.votes.labels(kind) for kind in ("new", "replay", "corrected")}
 
-    def authenticate(self, authorization: str | None, x_api_key: str | None) -> Principal:
+    def authenticate(
+        self, authorization: str | None, x_api_key: str | None, address: str | None = None
+    ) -> Principal:
         """The key's principal (:func:`stablearena.service.deps.authenticate`)."""
-        return authenticate(self.arena, self.limiter, authorization, x_api_key)
+        return authenticate(
+            self.arena, self.limiter, authorization, x_api_key, address, self.strangers
+        )
 
     async def reload(self, who: Principal) -> Principal:
         """After a write found the registry changed through another worker: reload it and
@@ -135,18 +161,59 @@ class Hot:
             raise ApiError(401, "unauthorized", "unknown or revoked key", "authorization")
         return p
 
+    async def admit(self, who: object, k: int) -> None:
+        """Refuse (429 ``too_many_open``) ``k`` more battles for the identity ``who`` when it
+        holds ``max_open_battles`` served here and not voted on; now and then, delete the
+        rows of battles that expired unvoted (:class:`~stablearena.service.security.OpenBattles`)."""
+        now = time.time()
+        cfg = self.arena.config
+        ob = self.open_battles
+        if now >= self.next_sweep:
+            self.next_sweep = now + _SWEEP_SECONDS
+            gone = ob.sweep(now - _KEEP_EXPIRED)
+            if gone:  # not awaited: the deletion is housekeeping, not part of this answer
+                fut = self.writer.submit(partial(store.delete_unvoted, ids=gone))
+                fut.add_done_callback(_log_failure)
+        if not ob.over(who, k, cfg.max_open_battles, now):
+            return
+        if ob.may_recheck(who, now):  # votes recorded by other workers close battles too
+            voted = await asyncio.to_thread(store.voted_battles, self.arena.engine, ob.ids(who))
+            ob.close(who, voted)
+            if not ob.over(who, k, cfg.max_open_battles, now):
+                return
+        n = ob.count(who, now)
+        raise ApiError(
+            429,
+            "too_many_open",
+            f"{n} battles served to you are not voted on yet and at most "
+            f"{cfg.max_open_battles} may be open: vote on them (or let them expire, "
+            f"{cfg.battle_ttl:g} s after they were served) before asking for {k} more",
+            "k",
+        )
+
+
+def _log_failure(fut: Any) -> None:
+    exc = fut.exception()
+    if exc is not None:
+        log.warning("deleting expired unvoted battles failed: %s", exc)
+
 
 BodyReader = Callable[[], Awaitable[bytes]]
 
 
 # ---------------------------------------------------------------------------------- routes
 async def post_battles(
-    hot: Hot, authorization: str | None, x_api_key: str | None, read_body: BodyReader
+    hot: Hot,
+    authorization: str | None,
+    x_api_key: str | None,
+    read_body: BodyReader,
+    address: str | None = None,
 ) -> Reply:
     """``POST /v1/battles``: the next battle(s) for this annotator, stored before the answer."""
-    who = hot.authenticate(authorization, x_api_key)
+    who = hot.authenticate(authorization, x_api_key, address)
     k, models = battle_request(await read_body())
     st = hot.arena
+    await hot.admit(who.id, k)
     refreshed = False
     for _ in range(_DRAWS):
         revision = st.revision  # the registry this draw decides by
@@ -171,6 +238,7 @@ async def post_battles(
             who = await hot.reload(who)
             continue
         if not refused:
+            hot.open_battles.add(who.id, [(r["id"], r["expires_at"]) for r in rows])
             hot.battles_served.inc(len(rows))
             return Reply(200, _battles_json(st, rows))
         # the annotator has judged a drawn pair through another worker: learn it, draw again
@@ -185,9 +253,10 @@ async def post_vote(
     authorization: str | None,
     x_api_key: str | None,
     read_body: BodyReader,
+    address: str | None = None,
 ) -> Reply:
     """``POST /v1/battles/{battle_id}/vote``: durable before the answer; idempotent."""
-    who = hot.authenticate(authorization, x_api_key)
+    who = hot.authenticate(authorization, x_api_key, address)
     if not _BATTLE_ID.match(battle_id):
         raise ApiError(404, "not_found", f"no battle {battle_id!r}", "battle_id")
     outcome = vote_request(await read_body())
@@ -217,6 +286,7 @@ async def post_vote(
         status, code, fld = refused
         raise ApiError(status, code, res.message, fld)
     st.after_vote(who, battle_id, res)
+    hot.open_battles.close(who.id, (battle_id,))
     hot.votes[res.kind].inc()
     return Reply(200, _vote_json(st, battle_id, res))
 
@@ -314,6 +384,7 @@ async def next_battles(request: Request) -> Response:
             h.get("authorization"),
             h.get("x-api-key"),
             request.body,
+            request.client.host if request.client else None,
         )
     )
 
@@ -333,5 +404,6 @@ async def vote(request: Request, battle_id: str) -> Response:
             h.get("authorization"),
             h.get("x-api-key"),
             request.body,
+            request.client.host if request.client else None,
         )
     )

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from ..dashboard import COOKIE, Dashboard
+from ..errors import RateLimited
 from ..render import (
     ADMIN_POLL_SECONDS,
     PUBLIC_POLL_SECONDS,
@@ -100,7 +101,21 @@ def _login_page(request: Request, error: str | None = None, status: int = 200) -
 
 
 async def _admin(request: Request) -> Principal | None:
-    return await asyncio.to_thread(_dash(request).session_admin, request.cookies.get(COOKIE))
+    """The admin of the request's session cookie, else ``None``. An invalid cookie counts as a
+    request without a valid key (the per-address limit; over it 429, without a database read)."""
+    token = request.cookies.get(COOKIE)
+    if not token:
+        return None
+    strangers = getattr(request.app.state, "strangers", None)
+    address = request.client.host if request.client else None
+    if strangers is not None and address is not None:
+        wait = strangers.waiting(address)
+        if wait > 0:
+            raise RateLimited(wait)
+    who = await asyncio.to_thread(_dash(request).session_admin, token)
+    if who is None and strangers is not None and address is not None:
+        strangers.take(address)
+    return who
 
 
 # ---------------------------------------------------------------------------------- public

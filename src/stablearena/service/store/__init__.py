@@ -16,7 +16,16 @@ Everything is re-exported here: ``from stablearena.service import store; store.r
 
 from __future__ import annotations
 
-from .admin import add_model, annotator_list, change_model, revoke_key, set_key, vote_log
+from .admin import (
+    add_model,
+    annotator_list,
+    change_model,
+    delete_unvoted,
+    revoke_key,
+    set_key,
+    vote_log,
+    voted_battles,
+)
 from .dashboard import (
     close_session,
     count_battles,
@@ -129,6 +138,8 @@ __all__ = [
     "try_refit_lock",
     "view_exists",
     "vote_log",
+    "voted_battles",
+    "delete_unvoted",
     "votes",
     "watermark",
 ]

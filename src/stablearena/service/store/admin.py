@@ -21,6 +21,8 @@ __all__ = [
     "set_key",
     "revoke_key",
     "vote_log",
+    "voted_battles",
+    "delete_unvoted",
 ]
 
 
@@ -116,3 +118,27 @@ def vote_log(engine: Engine, history: bool) -> tuple[list[Any], list[str]]:
     with engine.connect() as conn:
         rows = conn.execute(q).all()
     return rows, [c.name for c in q.selected_columns]
+
+
+def voted_battles(engine: Engine, ids: list[str]) -> set[str]:
+    """The battles among ``ids`` that have a vote (found by the votes' battle index)."""
+    if not ids:
+        return set()
+    with engine.connect() as conn:
+        q = sa.select(votes.c.battle_id).where(votes.c.battle_id.in_(ids)).distinct()
+        return set(conn.execute(q).scalars())
+
+
+def delete_unvoted(conn: Connection, ids: list[str]) -> int:
+    """Delete the battles among ``ids`` that have no vote (served, expired, never voted on:
+    they would only grow the database); the number deleted. Run by the writer."""
+    n = 0
+    for at in range(0, len(ids), 500):
+        chunk = ids[at : at + 500]
+        n += conn.execute(
+            battles.delete().where(
+                battles.c.id.in_(chunk),
+                ~sa.exists().where(votes.c.battle_id == battles.c.id),
+            )
+        ).rowcount
+    return n
