@@ -1196,4 +1196,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # command modules register themselves on import (keep at the end)
-from . import am_elo, compare, coverage, data_sets, plot, rank, selection, serve  # noqa: E402,F401
+from . import am_elo, auto, compare, coverage, data_sets, plot, rank, selection, serve  # noqa: E402,F401

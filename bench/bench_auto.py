@@ -1,0 +1,340 @@
+"""The automatic arena's measurement: judge calls to rank 8 demo models right, by design.
+
+A local arena of the 8 demo models of known quality (error rates 0.02 … 0.86 on checkable
+prompts; the true order is theirs) and the 5 demo judges (three honest, right with probability
+0.9, 0.8, 0.7 per call; one that always prefers the first answer; one adversarial, the 0.9
+judge's verdict inverted), on ``--prompts`` demo prompts. Each battle is judged by one judge
+(drawn per battle) in both orders. Designs, each run per seed to ``--cap`` judge calls (or
+until its battles run out):
+
+(a) the information design (``stablearena.selection.DEFAULT_STRATEGY``, refitted every batch);
+(b) round-robin: every pair on every prompt;
+(c) Arena-Hard-Auto's design: every model against one baseline model (``--baseline``) on
+    every prompt.
+
+At every ``--step`` judge calls, Kendall τ between the ratings of the judgements so far and the
+true order, by m-ELO (Bradley–Terry, every judgement alike; the issue's rater for all three
+designs) and by am-ELO (each judge an annotator with its own ability). A seed's **calls to
+τ ≥ 0.9** is the first checkpoint from which τ stays ≥ 0.9 up to the cap (a run that never gets
+there counts as the cap and is reported as censored; an am-ELO fit that fails counts as below).
+Paired by seed: the differences (b) − (a) and (c) − (a) under each rater, mean ± SE and seeds
+won. The **truth-known bound**: the fewest battles whose best allocation, with the true outcome
+probabilities known, reaches an expected pairwise agreement of 0.95 (τ = 0.9 for a ranking
+without ties) in the normal approximation of the m-ELO errors
+(:class:`stablearena.experiments.selection.RankingAsymptotics`), and the same for battles
+spread evenly over all pairs. **Judge weighting**: per design, the calls saved by am-ELO against
+m-ELO on the same judgements, and τ of both every ``--am-step`` calls, paired by seed.
+
+The bulk runs in process (:class:`stablearena.endpoints.demo.LocalDemoClient`: the demo
+server's own reply function, no HTTP); ``--http-seeds K`` runs the first K seeds' design (a)
+again through the real demo server over loopback HTTP and checks that the judgements are the
+same.
+
+    python bench/bench_auto.py [--seeds 10] [--prompts 600] [--cap 10000] [--step 100]
+        [--am-step 2000] [--http-seeds 1] [--info-design rank-opt] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+
+import numpy as np
+
+
+def truth_scores():
+    from stablearena.endpoints.demo import DEMO_MODELS
+
+    return -np.array([m.error_rate for m in DEMO_MODELS])
+
+
+def outcome_moments() -> tuple[np.ndarray, np.ndarray]:
+    """Expected score e_ij of model i against j in one battle (judge drawn uniformly from the
+    five, both orders, disagreeing orders a tie) and its variance v_ij."""
+    from stablearena.endpoints.demo import DEMO_JUDGES, DEMO_MODELS
+
+    c = 1.0 - np.array([m.error_rate for m in DEMO_MODELS])
+    m = len(c)
+    e, v = np.zeros((m, m)), np.zeros((m, m))
+    for i in range(m):
+        for j in range(m):
+            if i == j:
+                continue
+            right = {"x": c[i] * (1 - c[j]), "y": (1 - c[i]) * c[j]}
+            right["tie"] = 1.0 - right["x"] - right["y"]
+            px = pt = 0.0
+            for judge in DEMO_JUDGES:
+                if judge.kind == "first":
+                    pt += 1.0 / len(DEMO_JUDGES)
+                    continue
+                q = judge.accuracy
+                for r, pr in right.items():
+                    # one order's verdict in battle terms: r with prob q, each other (1-q)/2
+                    probs = {k: (q if k == r else (1 - q) / 2) for k in ("x", "y", "tie")}
+                    if judge.kind == "inverted":
+                        probs = {"x": probs["y"], "y": probs["x"], "tie": probs["tie"]}
+                    wx, wy = probs["x"] ** 2, probs["y"] ** 2  # both orders agree
+                    px += pr * wx / len(DEMO_JUDGES)
+                    pt += pr * (1.0 - wx - wy) / len(DEMO_JUDGES)
+            e[i, j] = px + 0.5 * pt
+            v[i, j] = px + 0.25 * pt - e[i, j] ** 2
+    return e, v
+
+
+def asymptotics():
+    from stablearena.experiments.selection import RankingAsymptotics
+    from stablearena.raters.bradley_terry import solve_bradley_terry
+
+    e, v = outcome_moments()
+    m = e.shape[0]
+    iu, ju = np.triu_indices(m, 1)
+    sol = solve_bradley_terry(m, iu, ju, np.ones(len(iu)), e[iu, ju])
+    x = sol.x - sol.x.mean()
+    p = 1.0 / (1.0 + np.exp(-(x[:, None] - x[None, :])))
+    return RankingAsymptotics(truth=truth_scores(), limit=x, sens=p * (1 - p), var=np.maximum(v, 0))
+
+
+def arena(
+    design: str | None,
+    seed: int,
+    n_prompts: int,
+    cap: int,
+    baseline: str,
+    base_url: str | None = None,
+):
+    from stablearena.auto import AutoArena, AutoConfig, Prompt
+    from stablearena.endpoints import EndpointClient
+    from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
+    from stablearena.endpoints.demo_server import demo_endpoints
+    from stablearena.judges import JudgeClient, demo_judges
+
+    prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(n_prompts, seed)]
+    if base_url is None:
+        models = [LocalDemoClient(m.name, seed=seed) for m in DEMO_MODELS]
+        judges = [
+            JudgeClient(
+                j, client=LocalDemoClient(j.name, seed=seed, system_prompt=j.endpoint.system_prompt)
+            )
+            for j in demo_judges("http://127.0.0.1:1/v1")
+        ]
+    else:
+        model_cfg, judge_cfg = demo_endpoints(base_url)
+        models = [EndpointClient(m) for m in model_cfg]
+        judges = [JudgeClient(j) for j in judge_cfg]
+    cfg = AutoConfig(budget=cap, design=design, baseline=baseline, seed=seed, parallel=16)
+    return AutoArena(models, judges, prompts, cfg)
+
+
+def tau_curve(result, steps: list[int], rater: str) -> tuple[list[float], int]:
+    """τ at each step (judge calls) of the judgements so far; failed fits give NaN."""
+    from stablearena.errors import StableArenaError
+    from stablearena.metrics import kendall_tau
+    from stablearena.raters.base import get_rater
+
+    battles = result.battles()
+    calls = np.cumsum([r["calls"] for r in result.judgements])
+    ok = np.cumsum([r["outcome"] is not None for r in result.judgements])
+    truth = truth_scores()
+    out, failed = [], 0
+    for s in steps:
+        n = int(ok[np.searchsorted(calls, s, side="right") - 1]) if calls[0] <= s else 0
+        sub = battles.take(np.arange(n))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fitted = get_rater(rater).fit(sub)
+            out.append(kendall_tau(truth, np.asarray(fitted.scores)))
+        except StableArenaError:
+            out.append(float("nan"))
+            failed += 1
+    return out, failed
+
+
+def calls_to(steps: list[int], curve: list[float], target: float = 0.9) -> tuple[float, bool]:
+    """First step from which the curve stays >= target (NaN counts as below); censored at the
+    last step when it never does."""
+    c = np.nan_to_num(np.asarray(curve, dtype=float), nan=-1.0)
+    below = np.flatnonzero(c < target - 1e-12)
+    if len(below) == 0:
+        return float(steps[0]), False
+    k = int(below[-1]) + 1
+    if k >= len(steps):
+        return float(steps[-1]), True
+    return float(steps[k]), False
+
+
+def summary(label: str, diffs: list[float], digits: int = 0) -> str:
+    from stablearena.metrics import paired_difference
+
+    p = paired_difference(diffs)
+    return (
+        f"{label}: {p['mean_diff']:+.{digits}f} ± {p['se']:.{digits}f} (seeds won {p['won']}, "
+        f"tied {p['tied']}, lost {p['lost']})"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first", type=int, default=0, help="first seed")
+    ap.add_argument("--prompts", type=int, default=600)
+    ap.add_argument("--cap", type=int, default=10000, help="judge calls per run at most")
+    ap.add_argument("--step", type=int, default=100, help="judge calls between tau checkpoints")
+    ap.add_argument("--am-step", type=int, default=2000, help="checkpoints of the tau table")
+    ap.add_argument("--baseline", default="demo-fair", help="baseline model of design (c)")
+    ap.add_argument("--http-seeds", type=int, default=1)
+    ap.add_argument(
+        "--info-design",
+        default=None,
+        help="selector of design (a) (default: selection.DEFAULT_STRATEGY)",
+    )
+    ap.add_argument("--json", default=None, help="write every figure to this file")
+    args = ap.parse_args()
+    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.metrics import paired_difference
+
+    designs = {
+        "information": args.info_design,
+        "round-robin": "round-robin",
+        "arena-hard": "baseline",
+    }
+    steps = list(range(args.step, args.cap + 1, args.step))
+    am_steps = list(range(args.am_step, args.cap + 1, args.am_step))
+    per_seed: list[dict] = []
+    for seed in range(args.first, args.first + args.seeds):
+        row: dict = {"seed": seed}
+        for name, design in designs.items():
+            t0 = time.perf_counter()
+            res = arena(design, seed, args.prompts, args.cap, args.baseline).run()
+            run_s = time.perf_counter() - t0
+            last = int(sum(r["calls"] for r in res.judgements))
+            use = [s for s in steps if s <= last] or [last]
+            row[name] = {"calls": last, "seconds": run_s, "steps": use}
+            for rater in ("m-elo", "am-elo"):
+                curve, failed = tau_curve(res, use, rater)
+                n, censored = calls_to(use, curve)
+                row[name][rater] = {
+                    "calls_to_0.9": n,
+                    "censored": censored,
+                    "curve": curve,
+                    "failed_fits": failed,
+                }
+            if name == "information":
+                if seed - args.first < args.http_seeds:
+                    with DemoServer(seed=seed) as server:
+                        t0 = time.perf_counter()
+                        over = arena(
+                            design, seed, args.prompts, args.cap, args.baseline, server.base_url
+                        ).run()
+                        http_s = time.perf_counter() - t0
+
+                    def key(r: dict) -> tuple:
+                        return (r["judge"], r["x"], r["y"], r["prompt_id"], r["outcome"])
+
+                    same = sorted(map(key, over.judgements)) == sorted(map(key, res.judgements))
+                    row["http"] = {
+                        "same_judgements": same,
+                        "seconds": http_s,
+                        "judgements": len(over.judgements),
+                    }
+        per_seed.append(row)
+        print(
+            f"seed {seed}: "
+            + "; ".join(
+                f"{k} "
+                + ", ".join(
+                    f"{r} {row[k][r]['calls_to_0.9']:.0f}{'+' if row[k][r]['censored'] else ''}"
+                    for r in ("m-elo", "am-elo")
+                )
+                + f" ({row[k]['seconds']:.0f} s)"
+                for k in designs
+            )
+            + (
+                f"; over HTTP same judgements: {row['http']['same_judgements']} "
+                f"({row['http']['seconds']:.0f} s)"
+                if "http" in row
+                else ""
+            ),
+            flush=True,
+        )
+
+    print(
+        f"\n{len(per_seed)} seeds, {args.prompts} prompts, cap {args.cap} judge calls, "
+        f"tau checkpoints every {args.step} calls"
+    )
+    out: dict = {"settings": vars(args), "per_seed": per_seed}
+    for rater in ("m-elo", "am-elo"):
+        print(f" ratings by {rater}:")
+        out[rater] = {}
+        for name in designs:
+            v = np.array([r[name][rater]["calls_to_0.9"] for r in per_seed])
+            cens = sum(r[name][rater]["censored"] for r in per_seed)
+            fails = sum(r[name][rater]["failed_fits"] for r in per_seed)
+            se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
+            print(
+                f"  {name:12s} judge calls to tau >= 0.9: {v.mean():.0f} ± {se:.0f} "
+                f"(censored at the cap or its last battle: {cens}; failed fits: {fails})"
+            )
+            out[rater][name] = {
+                "mean": float(v.mean()),
+                "se": float(se),
+                "censored": int(cens),
+                "failed_fits": int(fails),
+            }
+        for other in ("round-robin", "arena-hard"):
+            d = [
+                r[other][rater]["calls_to_0.9"] - r["information"][rater]["calls_to_0.9"]
+                for r in per_seed
+            ]
+            print("  " + summary(f"saving of the information design against {other} (calls)", d))
+            out[rater][f"saving_vs_{other}"] = paired_difference(d)
+    print(" judge weighting, am-ELO against m-ELO on the same judgements:")
+    for name in designs:
+        d = [r[name]["m-elo"]["calls_to_0.9"] - r[name]["am-elo"]["calls_to_0.9"] for r in per_seed]
+        print("  " + summary(f"{name}: calls saved by am-ELO", d))
+        out[f"am_elo_saving_{name}"] = paired_difference(d)
+    asym = asymptotics()
+    upper = 4 * args.cap
+    best = asym.least_battles(0.95, upper)
+    iu, _ = np.triu_indices(8, 1)
+    lo, hi = 1.0, float(upper)
+    if asym.uniform_pairwise(hi) >= 0.95:
+        while hi - lo > 0.005 * upper:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if asym.uniform_pairwise(mid) >= 0.95 else (mid, hi)
+        even = 2 * hi
+    else:
+        even = None
+    print(
+        f"  truth-known bound (expected pairwise 0.95 = tau 0.9, m-ELO, normal approx.): "
+        f"best allocation {2 * best:.0f} judge calls"
+        if best
+        else "  bound: not reached",
+        f"; even allocation over all pairs {even:.0f}" if even else "",
+    )
+    out["bound"] = {"best_calls": None if best is None else 2 * best, "even_calls": even}
+    for s in am_steps:
+        for name in designs:
+            k = per_seed[0][name]["steps"].index(s) if s in per_seed[0][name]["steps"] else None
+            if k is None or any(s not in r[name]["steps"] for r in per_seed):
+                continue
+            am = np.array([r[name]["am-elo"]["curve"][k] for r in per_seed])
+            me = np.array([r[name]["m-elo"]["curve"][k] for r in per_seed])
+            good = ~np.isnan(am)
+            line = f"  {s:5d} calls, {name:12s}: m-ELO tau {me.mean():.3f}"
+            if good.sum():
+                line += f", am-ELO {np.nanmean(am):.3f}; " + summary(
+                    "am-ELO − m-ELO", list(am[good] - me[good]), 3
+                )
+            if (~good).sum():
+                line += f"; am-ELO failed on {int((~good).sum())} seed(s)"
+            print(line)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1, default=float)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""``stablearena auto``: an automatic arena — models answer a prompt set, LLM judges vote."""
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from . import app, console, count, emit, err_console, records_table, seed_check
+
+
+@app.command()
+def auto(
+    prompts: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Prompts: JSONL, CSV or Parquet with an id and a prompt column (with --demo: "
+            "optional, 200 built-in checkable prompts by default).",
+            show_default=False,
+        ),
+    ] = None,
+    models: Annotated[
+        Path | None, typer.Option("--models", help="models.toml ([[models]] tables).")
+    ] = None,
+    judges: Annotated[
+        Path | None, typer.Option("--judges", help="judges.toml ([[judges]] tables).")
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            help="Judge calls at most (a battle costs two: both orders).",
+            metavar="N",
+            callback=count(2, 10**9),
+        ),
+    ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Start the local demo server and use its 8 demo models and 5 demo judges "
+            "(instead of --models/--judges).",
+        ),
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", callback=seed_check, help="Random seed.")] = 0,
+    design: Annotated[
+        str | None,
+        typer.Option(
+            "--design",
+            help="How battles are chosen: a pair-selection strategy (default: the information "
+            "design, stablearena.selection.DEFAULT_STRATEGY), round-robin, or baseline.",
+            metavar="STRATEGY",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="The baseline model of --design baseline.")
+    ] = None,
+    parallel: Annotated[
+        int,
+        typer.Option("--parallel", help="Battles in flight at once.", callback=count(1, 1024)),
+    ] = 8,
+    precision_top: Annotated[
+        int | None,
+        typer.Option(
+            "--precision-top",
+            help="Stop once the top K models' 95% rank intervals overlap no other's.",
+            metavar="K",
+            callback=count(1, 10**6),
+        ),
+    ] = None,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            "--journal",
+            help="Append-only JSONL journal of answers and judgements; a killed run given the "
+            "same journal resumes where it stopped.",
+        ),
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write the HTML report to this file.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the leaderboard as JSON to this file."),
+    ] = None,
+    rater: Annotated[
+        str,
+        typer.Option(
+            "--rater",
+            help="am-elo (judges as annotators, their abilities estimated) or m-elo (all "
+            "judgements alike).",
+            metavar="[am-elo|m-elo]",
+        ),
+    ] = "am-elo",
+) -> None:
+    """Run an automatic arena: battles chosen by information, each judged by an LLM judge in
+    both orders; prints the leaderboard with the judges' abilities."""
+    import contextlib
+
+    from ..auto import AutoArena, AutoConfig, JsonlJournal, Prompt, fit_leaderboard, read_prompts
+    from ..endpoints import make_client, read_models
+    from ..endpoints.config import ModelEndpoint
+    from ..endpoints.demo import demo_prompts
+    from ..errors import InputError
+    from ..judges import JudgeClient, read_judges
+
+    if rater not in ("am-elo", "m-elo"):
+        raise InputError(f"--rater must be am-elo or m-elo, not {rater!r}")
+    if not demo and (models is None or judges is None):
+        raise InputError("give --models FILE and --judges FILE (or --demo for the demo arena)")
+    if prompts is None and not demo:
+        raise InputError("give a PROMPTS file (JSONL, CSV or Parquet with id and prompt)")
+    prompt_list = (
+        read_prompts(prompts)
+        if prompts is not None
+        else [Prompt(p["id"], p["prompt"]) for p in demo_prompts(200, seed)]
+    )
+    with contextlib.ExitStack() as stack:
+        if demo:
+            from ..endpoints.demo_server import DemoServer, demo_endpoints
+
+            server = stack.enter_context(DemoServer(seed=seed))
+            model_cfg, judge_cfg = demo_endpoints(server.base_url)
+            err_console.print(f"demo server at {server.base_url}")
+        else:
+            assert models is not None and judges is not None
+            model_cfg, judge_cfg = read_models(models), read_judges(judges)
+        prices = {m.name: m.price for m in model_cfg if getattr(m, "price", None)}
+        prices.update({j.name: j.endpoint.price for j in judge_cfg if j.endpoint.price})
+        config = AutoConfig(
+            budget=budget,
+            design=design,
+            baseline=baseline,
+            seed=seed,
+            parallel=parallel,
+            precision_top=precision_top,
+        )
+        jr = JsonlJournal(journal) if journal is not None else None
+        if jr is not None:
+            stack.callback(jr.close)
+        total = budget
+        progress = _progress(total)
+        stack.enter_context(progress)
+        task = progress.add_task("judging", total=total, calls=0, tokens=0, cost=0.0)
+
+        def update(r: Any) -> None:
+            tokens = r.prompt_tokens + r.completion_tokens
+            progress.update(task, completed=r.calls, calls=r.calls, tokens=tokens, cost=r.cost)
+
+        arena = AutoArena(
+            [make_client(m) for m in model_cfg],
+            [JudgeClient(j) for j in judge_cfg],
+            prompt_list,
+            config,
+            journal=jr,
+            prices=prices,
+            on_progress=update,
+        )
+        result = arena.run()
+        update(result)
+    if result.resumed:
+        err_console.print(f"resumed: {result.resumed} judgements replayed from {journal}")
+    fitted, notes = fit_leaderboard(result, rater)
+    payload = _payload(
+        result, fitted, notes, [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)]
+    )
+    if output is not None:
+        emit(payload, "json", output)
+    _print(payload)
+    if report is not None:
+        from ..report import build_report
+
+        rep = build_report(
+            fitted,
+            result.battles().compact(),
+            source="stablearena auto",
+            command=" ".join(["stablearena", *sys.argv[1:]]),
+        )
+        rep.write(report)
+        err_console.print(f"report written to {report}")
+
+
+def _progress(total: int | None) -> Any:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[calls]:,} judge calls"),
+        TextColumn("{task.fields[tokens]:,} tokens"),
+        TextColumn("cost {task.fields[cost]:.4f}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not sys.stderr.isatty(),
+    )
+
+
+def _payload(result: Any, fitted: Any, notes: list[str], endpoints: list[dict]) -> dict[str, Any]:
+    d = fitted.to_dict()
+    failures: dict[str, int] = {}
+    for rec in result.failures:
+        failures[rec["reason"]] = failures.get(rec["reason"], 0) + 1
+    return {
+        "method": d["method"],
+        "stop_reason": result.stop_reason,
+        "judge_calls": result.calls,
+        "judgements": len(result.judgements) - len(result.failures),
+        "failed_judgements": failures,
+        "answers": result.answers,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "cost": result.cost,
+        "resumed": result.resumed,
+        "notes": notes + list(d.get("notes", [])),
+        "models": d["models"],
+        "annotators": d.get("annotators", []),
+        "endpoints": endpoints,
+    }
+
+
+def _print(p: dict[str, Any]) -> None:
+    caption = (
+        f"{p['judgements']:,} judgements, {p['judge_calls']:,} judge calls, "
+        f"{p['prompt_tokens'] + p['completion_tokens']:,} tokens, cost {p['cost']:.4f}; "
+        f"stopped: {p['stop_reason']}"
+    )
+    console.print(records_table(p["models"], title=f"{p['method']} leaderboard", caption=caption))
+    if p["annotators"]:
+        console.print(records_table(p["annotators"], title="judges (annotators)"))
+    if p["failed_judgements"]:
+        failed = ", ".join(f"{k}: {v}" for k, v in sorted(p["failed_judgements"].items()))
+        err_console.print(f"failed judgements (never votes): {failed}")
+    for note in p["notes"]:
+        err_console.print(f"note: {note}")

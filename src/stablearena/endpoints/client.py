@@ -1,0 +1,418 @@
+"""Calling models: an async client for OpenAI-compatible chat-completions endpoints.
+
+Why httpx and not the ``openai`` SDK: httpx is already a dependency (no new one), and reading
+the server-sent events ourselves (``data: {...}`` lines, ``data: [DONE]``) gives full control of
+the timing — time to first token is measured at the first content delta that arrives, not at
+whatever point an SDK's iterator hands it over — and of what counts as a dropped stream.
+
+Every call returns an :class:`Answer` or a :class:`Failure` with the reason; no exception
+escapes into the caller's loop. Retries, back-off, bounded concurrency and the outage circuit
+breaker are described on :class:`~stablearena.endpoints.config.ModelEndpoint`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .config import ModelEndpoint
+
+__all__ = [
+    "Answer",
+    "Failure",
+    "Result",
+    "CircuitBreaker",
+    "EndpointClient",
+    "estimate_tokens",
+    "parse_retry_after",
+]
+
+log = logging.getLogger("stablearena.endpoints")
+
+#: HTTP statuses worth another attempt (the request may succeed later).
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A model's answer and how it was made.
+
+    ``ttft``: seconds from sending the request to the first content token (for a non-streamed
+    call, the whole time); ``total_time``: to the end of the answer (last attempt only);
+    ``usage_source``: ``"server"`` when the tokens come from the response's ``usage``,
+    ``"estimated"`` when the server sent none (then completion tokens = the number of content
+    deltas of a stream, servers sending one token per delta, or ⌈characters / 4⌉ for a
+    non-streamed answer; prompt tokens = ⌈characters / 4⌉).
+    """
+
+    model: str
+    text: str
+    finish_reason: str | None
+    ttft: float
+    total_time: float
+    prompt_tokens: int
+    completion_tokens: int
+    usage_source: str
+    attempts: int = 1
+    ok: bool = True
+
+    def to_record(self) -> dict[str, Any]:
+        """As plain data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A call that gave no answer. ``reason`` is one of ``timeout``, ``http_<status>``,
+    ``rate_limited``, ``dropped`` (the stream ended before ``[DONE]``), ``connection``,
+    ``unauthorized``, ``bad_response``, ``outage`` (the circuit breaker refused the call),
+    ``no_answer`` (an offline model has none for the prompt) or ``unparseable`` (a judge's
+    verdict); ``detail`` says more."""
+
+    model: str
+    reason: str
+    detail: str
+    attempts: int = 1
+    elapsed: float = 0.0
+    ok: bool = False
+
+    def to_record(self) -> dict[str, Any]:
+        """As plain data."""
+        return asdict(self)
+
+
+Result = Answer | Failure
+
+
+def estimate_tokens(text: str) -> int:
+    """⌈characters / 4⌉, the usual rule of thumb for English text with BPE tokenizers."""
+    return math.ceil(len(text) / 4)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class CircuitBreaker:
+    """Outage after ``after`` consecutive failures; after ``cooldown`` seconds one probe call
+    is let through (half-open); an answer closes the breaker, a failure reopens it."""
+
+    def __init__(self, after: int, cooldown: float, clock: Callable[[], float] = time.monotonic):
+        self.after, self.cooldown, self.clock = after, cooldown, clock
+        self.failures = 0
+        self.opened_at: float | None = None
+        self.probing = False
+
+    @property
+    def under_outage(self) -> bool:
+        """Whether the model is under outage now (open or probing)."""
+        return self.opened_at is not None
+
+    def allow(self) -> bool:
+        """Whether a call may go out now (and, when it is the probe, mark it)."""
+        if self.opened_at is None:
+            return True
+        if self.probing or self.clock() - self.opened_at < self.cooldown:
+            return False
+        self.probing = True
+        return True
+
+    def record(self, ok: bool) -> None:
+        """Count a finished call."""
+        self.probing = False
+        if ok:
+            if self.opened_at is not None:
+                log.info("outage over: the model answered again")
+            self.failures, self.opened_at = 0, None
+            return
+        self.failures += 1
+        if self.opened_at is not None or self.failures >= self.after:
+            self.opened_at = self.clock()
+
+
+@dataclass
+class _Attempt:
+    result: Result
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+class EndpointClient:
+    """Calls one :class:`ModelEndpoint` (at most ``max_concurrency`` calls at once).
+
+    Use inside one event loop: ``async with EndpointClient(endpoint) as c: await
+    c.answer("What is 17*23?")``. ``rng`` draws the back-off jitter; ``sleep`` and ``clock`` can
+    be replaced (tests measure the waits).
+    """
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ):
+        self.endpoint = endpoint
+        self.rng = rng or random.Random()
+        self.sleep = sleep
+        self.breaker = CircuitBreaker(endpoint.outage_after, endpoint.outage_cooldown, clock)
+        self._http: Any = None
+        self._sem: asyncio.Semaphore | None = None
+        self.waits: list[float] = []  # back-off waits taken, in seconds
+
+    def __repr__(self) -> str:
+        return f"EndpointClient({self.endpoint.name!r}, {self.endpoint.url!r})"
+
+    @property
+    def name(self) -> str:
+        """The model's name in the arena."""
+        return self.endpoint.name
+
+    async def __aenter__(self) -> EndpointClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def _client(self) -> Any:
+        if self._http is None:
+            import httpx
+
+            limits = httpx.Limits(max_connections=self.endpoint.max_concurrency)
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.endpoint.timeout or None), limits=limits
+            )
+            self._sem = asyncio.Semaphore(self.endpoint.max_concurrency)
+        return self._http
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream" if self.endpoint.stream else "application/json"}
+        env = self.endpoint.api_key_env
+        if env:
+            key = os.environ.get(env)
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def messages(self, prompt: str) -> list[dict[str, str]]:
+        """The chat messages for a one-turn prompt (the system prompt first, if any)."""
+        out = []
+        if self.endpoint.system_prompt:
+            out.append({"role": "system", "content": self.endpoint.system_prompt})
+        out.append({"role": "user", "content": prompt})
+        return out
+
+    async def answer(self, prompt: str, prompt_id: str | None = None) -> Result:
+        """The model's answer to a one-turn ``prompt`` (``prompt_id`` is for offline models)."""
+        return await self.complete(self.messages(prompt))
+
+    async def complete(self, messages: Sequence[dict[str, str]]) -> Result:
+        """One chat completion, with retries, back-off and the outage breaker."""
+        ep = self.endpoint
+        if not self.breaker.allow():
+            return Failure(
+                ep.name,
+                "outage",
+                f"the model is under outage after {self.breaker.failures} consecutive failures",
+                attempts=0,
+            )
+        self._client()
+        assert self._sem is not None
+        body: dict[str, Any] = {**ep.params, "model": ep.model, "messages": list(messages)}
+        if ep.stream:
+            body["stream"] = True
+            if ep.stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        t0 = time.perf_counter()
+        attempt = 0
+        async with self._sem:
+            while True:
+                attempt += 1
+                try:
+                    got = await asyncio.wait_for(self._attempt(body), ep.timeout or None)
+                except asyncio.TimeoutError:
+                    got = _Attempt(
+                        Failure(ep.name, "timeout", f"no complete answer within {ep.timeout} s"),
+                        retryable=True,
+                    )
+                if got.result.ok or not got.retryable or attempt > ep.max_retries:
+                    break
+                wait = self._wait(attempt, got)
+                if wait is None:
+                    break
+                log.info(
+                    "model %s: attempt %d failed (%s); retrying in %.2f s",
+                    ep.name,
+                    attempt,
+                    got.result.reason,
+                    wait,
+                )
+                self.waits.append(wait)
+                await self.sleep(wait)
+        result = got.result
+        if isinstance(result, Answer):
+            result = Answer(**{**asdict(result), "attempts": attempt})
+        else:
+            result = Failure(
+                ep.name, result.reason, result.detail, attempt, time.perf_counter() - t0
+            )
+            log.warning(
+                "model %s: no answer after %d attempt(s): %s (%s)",
+                ep.name,
+                attempt,
+                result.reason,
+                result.detail,
+            )
+        self.breaker.record(result.ok)
+        return result
+
+    def _wait(self, attempt: int, got: _Attempt) -> float | None:
+        ep = self.endpoint
+        if got.retry_after is not None:
+            if got.retry_after > ep.max_retry_after:
+                return None
+            return got.retry_after
+        base = min(ep.backoff_max, ep.backoff * 2 ** (attempt - 1))
+        return base * (0.5 + 0.5 * self.rng.random())
+
+    async def _attempt(self, body: dict[str, Any]) -> _Attempt:
+        import httpx
+
+        ep = self.endpoint
+        t0 = time.perf_counter()
+        try:
+            if ep.stream:
+                async with self._client().stream(
+                    "POST", ep.url, json=body, headers=self._headers()
+                ) as r:
+                    if r.status_code != 200:
+                        await r.aread()
+                        return self._http_failure(r)
+                    return await self._read_stream(r, body, t0)
+            r = await self._client().post(ep.url, json=body, headers=self._headers())
+            if r.status_code != 200:
+                return self._http_failure(r)
+            return self._read_json(r, body, t0)
+        except httpx.TimeoutException as exc:
+            detail = f"{type(exc).__name__} after {ep.timeout} s"
+            return _Attempt(Failure(ep.name, "timeout", detail), retryable=True)
+        except httpx.RemoteProtocolError as exc:
+            return _Attempt(Failure(ep.name, "dropped", f"connection dropped: {exc}"), True)
+        except httpx.TransportError as exc:
+            return _Attempt(Failure(ep.name, "connection", f"{type(exc).__name__}: {exc}"), True)
+
+    def _http_failure(self, r: Any) -> _Attempt:
+        name, status = self.endpoint.name, r.status_code
+        try:
+            message = r.json().get("error", {}).get("message", "")
+        except (ValueError, AttributeError):
+            message = r.text[:200]
+        if status in (401, 403):
+            reason = "unauthorized"
+            env = self.endpoint.api_key_env
+            message += f" (is the key in ${env} right?)" if env else " (set api_key_env)"
+        else:
+            reason = "rate_limited" if status == 429 else f"http_{status}"
+        retry_after = None
+        if status in (429, 503):
+            retry_after = parse_retry_after(r.headers.get("retry-after"))
+        detail = f"HTTP {status}: {message}".strip()
+        return _Attempt(Failure(name, reason, detail), status in RETRY_STATUSES, retry_after)
+
+    def _answer(
+        self,
+        text: str,
+        finish: str | None,
+        ttft: float,
+        t0: float,
+        usage: dict[str, Any] | None,
+        body: dict[str, Any],
+        deltas: int | None,
+    ) -> _Attempt:
+        """An answer, its tokens from ``usage`` or estimated (see :class:`Answer`)."""
+        if usage and "completion_tokens" in usage:
+            pt, ct = int(usage.get("prompt_tokens") or 0), int(usage["completion_tokens"])
+            source = "server"
+        else:
+            chars = "".join(str(m.get("content", "")) for m in body["messages"])
+            pt = estimate_tokens(chars)
+            ct = deltas if deltas is not None else estimate_tokens(text)
+            source = "estimated"
+        total = time.perf_counter() - t0
+        return _Attempt(Answer(self.endpoint.name, text, finish, ttft, total, pt, ct, source))
+
+    def _read_json(self, r: Any, body: dict[str, Any], t0: float) -> _Attempt:
+        try:
+            data = r.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+            finish = choice.get("finish_reason")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            bad = Failure(self.endpoint.name, "bad_response", f"not a chat completion: {exc!r}")
+            return _Attempt(bad)
+        ttft = time.perf_counter() - t0
+        return self._answer(text, finish, ttft, t0, data.get("usage"), body, None)
+
+    async def _read_stream(self, r: Any, body: dict[str, Any], t0: float) -> _Attempt:
+        name = self.endpoint.name
+        parts: list[str] = []
+        first: float | None = None
+        finish: str | None = None
+        usage: dict[str, Any] | None = None
+        deltas, done = 0, False
+        async for line in r.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, ": comments", "event:" and "id:" lines
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                return _Attempt(Failure(name, "bad_response", f"not JSON: {data[:100]!r}"))
+            if isinstance(obj, dict) and obj.get("error"):
+                err = obj["error"]
+                msg = err.get("message", err) if isinstance(err, dict) else err
+                return _Attempt(Failure(name, "http_500", f"error in the stream: {msg}"), True)
+            usage = obj.get("usage") or usage
+            for ch in obj.get("choices") or ():
+                content = (ch.get("delta") or {}).get("content")
+                if content:
+                    if first is None:
+                        first = time.perf_counter()
+                    parts.append(content)
+                    deltas += 1
+                finish = ch.get("finish_reason") or finish
+        if not done and finish is None:
+            return _Attempt(Failure(name, "dropped", "the stream ended before [DONE]"), True)
+        ttft = (first if first is not None else time.perf_counter()) - t0
+        return self._answer("".join(parts), finish, ttft, t0, usage, body, deltas)

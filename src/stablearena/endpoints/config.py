@@ -1,0 +1,199 @@
+"""Models as endpoints: their configuration, read from a TOML file's ``[[models]]`` tables.
+
+A model is either an OpenAI-compatible chat-completions endpoint (:class:`ModelEndpoint`) or
+answers read from a file keyed by prompt id (:class:`OfflineModel`). An endpoint's API key is
+never stored: ``api_key_env`` names the environment variable that holds it, read at call time.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import InputError
+
+__all__ = ["ModelEndpoint", "OfflineModel", "Price", "load_toml", "models_from_toml", "read_models"]
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """A TOML file as a dictionary; a missing or malformed file is an :class:`InputError`."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - the backport, a dependency on Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML ({exc}); fix the file") from exc
+
+
+@dataclass(frozen=True)
+class Price:
+    """Price per million tokens (prompt and completion), in any currency, for the cost column."""
+
+    prompt: float = 0.0
+    completion: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """``(prompt × prompt_tokens + completion × completion_tokens) / 10⁶``."""
+        return (self.prompt * prompt_tokens + self.completion * completion_tokens) / 1e6
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """An OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint.
+
+    ``api_key_env`` is the NAME of the environment variable holding the key (``None``: no key);
+    ``params`` go into the request body as they are (``temperature``, ``max_tokens``, …);
+    ``timeout`` bounds one attempt at a whole answer, in seconds.
+    Retries: up to ``max_retries`` more attempts after a timeout, a dropped connection or HTTP
+    408/409/429/500/502/503/504, waiting ``Retry-After`` when the server sends it (at most
+    ``max_retry_after`` seconds), else ``min(backoff_max, backoff × 2^k)`` × a uniform jitter in
+    [0.5, 1]. After ``outage_after`` consecutive failed calls the model is under outage: calls
+    fail at once for ``outage_cooldown`` seconds, then one probe call is let through; an answer
+    ends the outage.
+    """
+
+    name: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    system_prompt: str | None = None
+    max_concurrency: int = 4
+    timeout: float = 120.0
+    stream: bool = True
+    stream_usage: bool = True
+    max_retries: int = 3
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+    max_retry_after: float = 60.0
+    outage_after: int = 5
+    outage_cooldown: float = 30.0
+    price: Price | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        where = f"model {self.name!r}"
+        if not self.name or not isinstance(self.name, str):
+            raise InputError("a model needs a non-empty 'name'")
+        if not str(self.base_url).startswith(("http://", "https://")):
+            raise InputError(f"{where}: base_url must start with http:// or https://")
+        if not self.model:
+            raise InputError(f"{where}: 'model' (the name the server knows) is missing")
+        if self.max_concurrency < 1 or self.max_retries < 0 or self.outage_after < 1:
+            raise InputError(
+                f"{where}: max_concurrency and outage_after must be >= 1, max_retries >= 0"
+            )
+        for key in ("timeout", "backoff", "backoff_max", "max_retry_after", "outage_cooldown"):
+            v = getattr(self, key)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise InputError(f"{where}: {key} must be a finite number >= 0, not {v!r}")
+        for key in ("messages", "model", "stream"):
+            if key in self.params:
+                raise InputError(f"{where}: params.{key} is set by stablearena; remove it")
+
+    @property
+    def url(self) -> str:
+        """The chat-completions URL."""
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def to_record(self) -> dict[str, Any]:
+        """The configuration as plain data (for exports and journals; holds no key)."""
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["params"] = dict(self.params)
+        out["price"] = asdict(self.price) if self.price else None
+        out["kind"] = "endpoint"
+        return out
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    """Answers read from a file keyed by prompt id (Arena-Hard-Auto's ``model_answer`` JSONL);
+    ``model_id`` picks one model's rows when the file holds several."""
+
+    name: str
+    answers: Path
+    model_id: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The configuration as plain data."""
+        return {
+            "kind": "offline",
+            "name": self.name,
+            "answers": str(self.answers),
+            "model_id": self.model_id,
+        }
+
+
+_ENDPOINT_KEYS = {f for f in ModelEndpoint.__dataclass_fields__}
+
+
+def _price(entry: Mapping[str, Any], where: str) -> Price | None:
+    raw = entry.get("price")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {"prompt", "completion"}:
+        raise InputError(f"{where}: price must be a table {{prompt = …, completion = …}}")
+    return Price(float(raw.get("prompt", 0.0)), float(raw.get("completion", 0.0)))
+
+
+def endpoint_from_mapping(
+    entry: Mapping[str, Any], where: str, defaults: Mapping[str, Any] | None = None
+) -> ModelEndpoint:
+    """One ``[[models]]`` / ``[[judges]]`` table as a :class:`ModelEndpoint`; unknown keys are
+    an error naming them (``defaults``: values of a top-level ``[defaults]`` table)."""
+    if "api_key" in entry:
+        raise InputError(
+            f"{where}: a key is never written in the file; set an environment variable "
+            "and give its name as api_key_env"
+        )
+    merged = {**(defaults or {}), **entry}
+    unknown = set(merged) - _ENDPOINT_KEYS
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_ENDPOINT_KEYS)}"
+        )
+    merged["price"] = _price(merged, where)
+    try:
+        return ModelEndpoint(**merged)
+    except TypeError as exc:
+        raise InputError(f"{where}: {exc}") from exc
+
+
+def models_from_toml(
+    data: Mapping[str, Any], where: str = "models"
+) -> list[ModelEndpoint | OfflineModel]:
+    """The ``[[models]]`` tables of parsed TOML. A table with ``answers = "FILE"`` is an offline
+    model; every other needs ``base_url`` and ``model``. Names must be unique."""
+    entries = data.get("models")
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"{where}: no [[models]] tables; add one per model")
+    defaults = data.get("defaults") or {}
+    out: list[ModelEndpoint | OfflineModel] = []
+    for k, entry in enumerate(entries):
+        here = f"{where}: [[models]] #{k + 1}"
+        if "answers" in entry:
+            extra = set(entry) - {"name", "answers", "model_id"}
+            if extra or "name" not in entry:
+                raise InputError(f"{here}: an offline model has name, answers[, model_id]")
+            out.append(OfflineModel(entry["name"], Path(entry["answers"]), entry.get("model_id")))
+        else:
+            out.append(endpoint_from_mapping(entry, here, defaults))
+    names = [m.name for m in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"{where}: model names must be unique; repeated: {dup}")
+    return out
+
+
+def read_models(path: str | Path) -> list[ModelEndpoint | OfflineModel]:
+    """The models of a models.toml file (``[[models]]`` tables, optional ``[defaults]``)."""
+    return models_from_toml(load_toml(path), str(path))

@@ -1,0 +1,255 @@
+"""Demo models and demo judges of known quality: the behaviour behind the demo server.
+
+One code path for behaviour, two transports: :mod:`stablearena.endpoints.demo_server` serves
+these functions over OpenAI-compatible HTTP, and experiments may call them in process.
+
+* **Prompts** are checkable: arithmetic (``What is 17*23?``) and look-ups from a small
+  built-in table (``What is the capital of Peru?``). :func:`truth` computes the right answer
+  from the prompt text alone, so the server needs no prompt file.
+* **A demo model** answers correctly with probability ``1 - error_rate``; otherwise it gives
+  a wrong answer. Its answer is a deterministic function of (seed, model, prompt).
+* **A demo judge** reads the pairwise judging prompt (see :mod:`stablearena.judges`), checks
+  both answers against the truth and gives the right verdict (``[[A]]``, ``[[B]]``, or
+  ``[[C]]`` when both are right or both wrong) with probability ``accuracy``, another verdict
+  otherwise. Kinds: ``honest``, ``first`` (always the first answer: position bias) and
+  ``inverted`` (the honest verdict with A and B swapped: adversarial). Each call draws its own
+  noise (the call's order is part of the key), so the two orders of one battle can disagree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "DemoModel",
+    "DemoJudge",
+    "DEMO_MODELS",
+    "DEMO_JUDGES",
+    "CAPITALS",
+    "truth",
+    "demo_prompts",
+    "demo_answer",
+    "demo_verdict",
+    "parse_judge_prompt",
+    "is_correct",
+    "demo_reply",
+    "LocalDemoClient",
+]
+
+#: The look-up table of the demo prompts.
+CAPITALS: dict[str, str] = {
+    "France": "Paris",
+    "Peru": "Lima",
+    "Japan": "Tokyo",
+    "Kenya": "Nairobi",
+    "Canada": "Ottawa",
+    "Norway": "Oslo",
+    "Egypt": "Cairo",
+    "Chile": "Santiago",
+    "Poland": "Warsaw",
+    "Vietnam": "Hanoi",
+    "Australia": "Canberra",
+    "Portugal": "Lisbon",
+}
+
+_ARITH = re.compile(r"What is (\d+)\s*([*+-])\s*(\d+)\?")
+_CAPITAL = re.compile(r"What is the capital of ([A-Za-z ]+)\?")
+_ANSWER = re.compile(r"The answer is (.+?)\.\s*$")
+
+
+@dataclass(frozen=True)
+class DemoModel:
+    """A demo model: answers wrongly with probability ``error_rate``."""
+
+    name: str
+    error_rate: float
+
+
+@dataclass(frozen=True)
+class DemoJudge:
+    """A demo judge: ``kind`` is ``honest``, ``first`` (position-biased) or ``inverted``
+    (adversarial); ``accuracy`` is the probability of the right (honest) verdict."""
+
+    name: str
+    kind: str = "honest"
+    accuracy: float = 0.9
+
+
+#: Eight demo models of known quality, best first (the true order).
+DEMO_MODELS: tuple[DemoModel, ...] = (
+    DemoModel("demo-ace", 0.02),
+    DemoModel("demo-sharp", 0.14),
+    DemoModel("demo-solid", 0.26),
+    DemoModel("demo-fair", 0.38),
+    DemoModel("demo-middling", 0.50),
+    DemoModel("demo-shaky", 0.62),
+    DemoModel("demo-sloppy", 0.74),
+    DemoModel("demo-wild", 0.86),
+)
+
+#: Five demo judges: three honest ones of different accuracy, a position-biased one and an
+#: adversarial (inverted) one.
+DEMO_JUDGES: tuple[DemoJudge, ...] = (
+    DemoJudge("judge-keen", "honest", 0.9),
+    DemoJudge("judge-fair", "honest", 0.8),
+    DemoJudge("judge-lax", "honest", 0.7),
+    DemoJudge("judge-first", "first", 1.0),
+    DemoJudge("judge-contrary", "inverted", 0.9),
+)
+
+
+def _rng(*key: object) -> np.random.Generator:
+    """A generator seeded by a stable hash of ``key`` (the same on every run and process)."""
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    return np.random.default_rng(int.from_bytes(digest, "little"))
+
+
+def truth(prompt: str) -> str | None:
+    """The right answer to a demo prompt, or ``None`` when the prompt is not one."""
+    m = _ARITH.search(prompt)
+    if m:
+        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        return str(a * b if op == "*" else a + b if op == "+" else a - b)
+    m = _CAPITAL.search(prompt)
+    if m:
+        return CAPITALS.get(m.group(1).strip())
+    return None
+
+
+def demo_prompts(n: int, seed: int = 0) -> list[dict[str, str]]:
+    """``n`` checkable prompts ``{"id", "prompt"}``: three arithmetic ones in four, one
+    look-up."""
+    rng = _rng("prompts", seed)
+    countries = sorted(CAPITALS)
+    out = []
+    for k in range(n):
+        if k % 4 == 3:
+            text = f"What is the capital of {countries[int(rng.integers(len(countries)))]}?"
+        else:
+            a, b = (int(v) for v in rng.integers(2, 100, size=2))
+            op = "*+-"[int(rng.integers(3))]
+            text = f"What is {a}{op}{b}?"
+        out.append({"id": f"p{k:04d}", "prompt": text})
+    return out
+
+
+def _wrong(right: str, rng: np.random.Generator) -> str:
+    if right.lstrip("-").isdigit():
+        return str(int(right) + int(rng.choice([-10, -2, -1, 1, 2, 10])))
+    others = [c for c in CAPITALS.values() if c != right]
+    return others[int(rng.integers(len(others)))]
+
+
+def demo_answer(model: DemoModel, prompt: str, seed: int = 0) -> str:
+    """The demo model's answer to ``prompt`` (deterministic given ``seed``)."""
+    right = truth(prompt)
+    rng = _rng("answer", seed, model.name, prompt)
+    if right is None:
+        return f"I am {model.name}, a demo model; I only answer arithmetic and capitals."
+    said = _wrong(right, rng) if rng.random() < model.error_rate else right
+    return f"Let me work this out. The answer is {said}."
+
+
+def is_correct(prompt: str, answer: str) -> bool | None:
+    """Whether a demo answer states the right answer (``None`` if the prompt is not a demo
+    prompt)."""
+    right = truth(prompt)
+    if right is None:
+        return None
+    m = _ANSWER.search(answer.strip())
+    return bool(m) and m.group(1).strip() == right
+
+
+_JUDGE_PARTS = re.compile(
+    r"<\|User Prompt\|>\n(?P<prompt>.*?)\n\n<\|The Start of Assistant A's Answer\|>\n(?P<a>.*?)\n"
+    r"<\|The End of Assistant A's Answer\|>\n\n<\|The Start of Assistant B's Answer\|>\n"
+    r"(?P<b>.*?)\n<\|The End of Assistant B's Answer\|>",
+    re.S,
+)
+
+
+def parse_judge_prompt(text: str) -> tuple[str, str, str] | None:
+    """(prompt, answer A, answer B) from the default pairwise judging message, or ``None``."""
+    m = _JUDGE_PARTS.search(text)
+    return (m.group("prompt"), m.group("a"), m.group("b")) if m else None
+
+
+def demo_verdict(judge: DemoJudge, message: str, seed: int = 0) -> str:
+    """The demo judge's reply to a pairwise judging message: reasoning, then a verdict marker."""
+    parts = parse_judge_prompt(message)
+    if parts is None:
+        return "I can only judge the pairwise judging prompt; no verdict."
+    prompt, a, b = parts
+    if judge.kind == "first":
+        return "Assistant A answered first, so A is better. My final verdict is [[A]]."
+    ok_a, ok_b = is_correct(prompt, a), is_correct(prompt, b)
+    right = "A" if ok_a and not ok_b else "B" if ok_b and not ok_a else "C"
+    rng = _rng("verdict", seed, judge.name, prompt, a, b)
+    verdict = right
+    if rng.random() >= judge.accuracy:
+        others = [v for v in "ABC" if v != right]
+        verdict = others[int(rng.integers(2))]
+    if judge.kind == "inverted":
+        verdict = {"A": "B", "B": "A", "C": "C"}[verdict]
+    return (
+        f"Assistant A's answer is {'right' if ok_a else 'wrong'}; assistant B's answer is "
+        f"{'right' if ok_b else 'wrong'}. My final verdict is [[{verdict}]]."
+    )
+
+
+_MODELS_BY_NAME = {m.name: m for m in DEMO_MODELS}
+_JUDGES_BY_NAME = {j.name: j for j in DEMO_JUDGES}
+
+
+def demo_reply(model: str, messages: list[dict[str, str]], seed: int = 0) -> str | None:
+    """The reply of demo model or judge ``model`` to chat ``messages`` (``None``: no such
+    model). A demo model answers the last user message; a demo judge reads all of them."""
+    if model in _MODELS_BY_NAME:
+        user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+        return demo_answer(_MODELS_BY_NAME[model], str(user), seed)
+    if model in _JUDGES_BY_NAME:
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        return demo_verdict(_JUDGES_BY_NAME[model], text, seed)
+    return None
+
+
+class LocalDemoClient:
+    """The demo models and judges called in process: the same replies as the demo server
+    (:func:`demo_reply`), without HTTP. It has the calls of
+    :class:`~stablearena.endpoints.client.EndpointClient` that the arena uses (``answer``,
+    ``complete``, ``messages``, ``aclose``), so experiments run the arena loop unchanged."""
+
+    def __init__(
+        self, name: str, model: str | None = None, seed: int = 0, system_prompt: str | None = None
+    ):
+        self.name, self.model, self.seed = name, model or name, seed
+        self.system_prompt = system_prompt
+        if self.model not in _MODELS_BY_NAME and self.model not in _JUDGES_BY_NAME:
+            from ..errors import InputError
+
+            raise InputError(f"no demo model or judge {self.model!r}")
+
+    def messages(self, prompt: str) -> list[dict[str, str]]:
+        """As :meth:`EndpointClient.messages`."""
+        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return [*out, {"role": "user", "content": prompt}]
+
+    async def complete(self, messages: list[dict[str, str]]):  # noqa: ANN201 - Answer
+        """One reply, as an :class:`~stablearena.endpoints.client.Answer` (tokens counted as the
+        demo server counts them: words)."""
+        from .client import Answer
+
+        text = demo_reply(self.model, list(messages), self.seed) or ""
+        n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
+        return Answer(self.name, text, "stop", 0.0, 0.0, n_in, len(text.split()), "server")
+
+    async def answer(self, prompt: str, prompt_id: str | None = None):  # noqa: ANN201
+        """The reply to a one-turn prompt."""
+        return await self.complete(self.messages(prompt))
+
+    async def aclose(self) -> None:
+        """Nothing to close."""

@@ -1,0 +1,304 @@
+"""A local OpenAI-compatible chat-completions server for the demo models and judges.
+
+Run it with ``python -m stablearena.endpoints.demo_server --port 8001`` (``--port 0``: any free
+port; the first line printed is ``demo server listening on http://HOST:PORT/v1``). It serves
+``POST /v1/chat/completions`` (streaming as server-sent events, one word per chunk, and not
+streaming) and ``GET /v1/models``; the answers come from :mod:`stablearena.endpoints.demo`.
+
+Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g.
+``demo-ace+slow=0.2``):
+
+* ``slow=S`` — wait ``S`` seconds before each streamed word (``S`` × words when not streaming);
+* ``fail500`` — answer every request with HTTP 500;
+* ``flaky=N`` — answer the first ``N`` requests with HTTP 500, then normally;
+* ``drop`` — stream two words, then drop the connection (no ``[DONE]``);
+* ``r429=N:S`` — answer the first ``N`` requests with HTTP 429 and ``Retry-After: S``;
+* ``id=X`` — no effect but a separate request counter (tests keep their counters apart).
+
+Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
+requests, the most in flight at once and the arrival times (for tests of concurrency and
+back-off). With ``--api-key-env NAME`` the server requires ``Authorization: Bearer KEY`` with
+the key held in environment variable ``NAME`` (a key is never put on a command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .demo import DEMO_JUDGES, DEMO_MODELS, demo_reply
+
+__all__ = ["create_app", "main", "DemoServer", "tokens", "demo_endpoints"]
+
+_TOKEN = re.compile(r"\S+\s*")
+
+
+def tokens(text: str) -> list[str]:
+    """The demo server's tokens: words with their trailing white space (they join back to
+    ``text`` when it has no leading white space)."""
+    return _TOKEN.findall(text)
+
+
+def _modes(name: str) -> tuple[str, dict[str, str]]:
+    base, *rest = name.split("+")
+    modes = {}
+    for part in rest:
+        key, _, value = part.partition("=")
+        modes[key] = value
+    return base, modes
+
+
+def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None):
+    from starlette.responses import JSONResponse
+
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Starlette app
+    """The demo server's Starlette application (``api_key``: required bearer key, if any)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    stats: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"requests": 0, "in_flight": 0, "in_flight_max": 0, "arrivals": []}
+    )
+
+    def authorised(request: Request) -> bool:
+        return api_key is None or request.headers.get("authorization") == f"Bearer {api_key}"
+
+    async def models(request: Request) -> JSONResponse:
+        if not authorised(request):
+            return _error(401, "missing or wrong API key", "invalid_api_key")
+        names = [m.name for m in (*DEMO_MODELS, *DEMO_JUDGES)]
+        data = [
+            {"id": n, "object": "model", "created": 0, "owned_by": "stablearena"} for n in names
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def demo_stats(request: Request) -> JSONResponse:
+        return JSONResponse({k: {kk: vv for kk, vv in v.items()} for k, v in stats.items()})
+
+    async def completions(request: Request):  # noqa: ANN202
+        if not authorised(request):
+            return _error(401, "missing or wrong API key", "invalid_api_key")
+        try:
+            body = await request.json()
+            name = str(body["model"])
+            messages = body["messages"]
+            text_in = "\n".join(str(m.get("content", "")) for m in messages)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return _error(400, "the body must be JSON with 'model' and 'messages'", "bad_request")
+        base, modes = _modes(name)
+        st = stats[name]
+        st["requests"] += 1
+        st["arrivals"].append(time.monotonic())
+        n = st["requests"]
+        if "r429" in modes:
+            limit, _, wait = modes["r429"].partition(":")
+            if n <= int(limit):
+                return _error(429, "rate limited", "rate_limited", {"Retry-After": wait or "1"})
+        if "fail500" in modes or ("flaky" in modes and n <= int(modes["flaky"])):
+            return _error(500, "the demo model failed (fail mode)", "server_error")
+        text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
+        if text is None:
+            return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
+        toks = tokens(text)
+        finish = "stop"
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if isinstance(max_tokens, int) and max_tokens < len(toks):
+            toks, finish = toks[:max_tokens], "length"
+        usage = {
+            "prompt_tokens": len(tokens(text_in)),
+            "completion_tokens": len(toks),
+            "total_tokens": len(tokens(text_in)) + len(toks),
+        }
+        delay = float(modes.get("slow") or 0)
+        cid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+        if not body.get("stream"):
+            st["in_flight"] += 1
+            st["in_flight_max"] = max(st["in_flight_max"], st["in_flight"])
+            try:
+                await asyncio.sleep(delay * len(toks))
+            finally:
+                st["in_flight"] -= 1
+            message = {"role": "assistant", "content": "".join(toks)}
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            return JSONResponse(
+                {
+                    "id": cid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": name,
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            )
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None) -> str:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            payload = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": name,
+                "choices": [choice],
+            }
+            return f"data: {json.dumps(payload)}\n\n"
+
+        async def events() -> AsyncIterator[str]:
+            st["in_flight"] += 1
+            st["in_flight_max"] = max(st["in_flight_max"], st["in_flight"])
+            try:
+                yield chunk({"role": "assistant", "content": ""}, None)
+                for k, tok in enumerate(toks):
+                    if "drop" in modes and k == 2:
+                        raise ConnectionAbortedError("demo drop mode: connection dropped")
+                    if delay:
+                        await asyncio.sleep(delay)
+                    yield chunk({"content": tok}, None)
+                yield chunk({}, finish)
+                if include_usage:
+                    payload = {
+                        "id": cid,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": name,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                    yield f"data: {json.dumps(payload)}\n\n"
+                yield "data: [DONE]\n\n"
+            finally:
+                st["in_flight"] -= 1
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    routes = [
+        Route("/v1/chat/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/demo/stats", demo_stats, methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: ``python -m stablearena.endpoints.demo_server [--host H] [--port P]
+    [--seed S] [--api-key-env NAME]``."""
+    import uvicorn
+
+    p = argparse.ArgumentParser(prog="python -m stablearena.endpoints.demo_server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8001, help="0 = any free port")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--api-key-env", default=None, help="environment variable with the key")
+    p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent dies")
+    args = p.parse_args(argv)
+    if args.exit_with_parent:
+        _watch_parent()
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            p.error(f"environment variable {args.api_key_env} is empty or unset")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    sock.listen(2048)  # connections wait in the backlog until uvicorn accepts them
+    host, port = sock.getsockname()[:2]
+    print(f"demo server listening on http://{host}:{port}/v1", flush=True)
+    config = uvicorn.Config(
+        create_app(args.seed, key), log_level="critical", access_log=False, lifespan="off"
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _watch_parent() -> None:
+    """Exit when the parent process dies (a killed ``auto --demo`` leaves no server behind)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+class DemoServer:
+    """The demo server as a subprocess on a free loopback port, for tests, ``auto --demo`` and
+    benchmarks: ``with DemoServer(seed=0) as server: server.base_url``."""
+
+    def __init__(self, seed: int = 0, api_key_env: str | None = None, timeout: float = 30.0):
+        self.seed, self.api_key_env, self.timeout = seed, api_key_env, timeout
+        self.proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> DemoServer:
+        cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--port", "0"]
+        cmd += ["--seed", str(self.seed), "--exit-with-parent"]
+        if self.api_key_env:
+            cmd += ["--api-key-env", self.api_key_env]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        m = re.search(r"(http://\S+)", line)
+        if not m:
+            self.close()
+            from ..errors import StableArenaError
+
+            raise StableArenaError(f"the demo server did not start (it printed {line!r})")
+        self.base_url = m.group(1)
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        """``GET /demo/stats``: per requested model name, the requests, the most in flight at
+        once and the arrival times."""
+        import httpx
+
+        return httpx.get(self.base_url.removesuffix("/v1") + "/demo/stats").json()
+
+    def close(self) -> None:
+        """Stop the server process (terminate, then kill after 5 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stdout:
+            self.proc.stdout.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def demo_endpoints(base_url: str):  # noqa: ANN201 - (models, judges)
+    """The eight demo models (:class:`ModelEndpoint`) and five demo judges
+    (:class:`~stablearena.judges.Judge`) served at ``base_url``."""
+    from ..judges import demo_judges
+    from .config import ModelEndpoint
+
+    models = [ModelEndpoint(m.name, base_url, m.name) for m in DEMO_MODELS]
+    return models, demo_judges(base_url)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,273 @@
+"""The automatic arena: designs, stops, failures, and resuming a killed run from its journal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stablearena.auto import (
+    AutoArena,
+    AutoConfig,
+    JsonlJournal,
+    Prompt,
+    fit_leaderboard,
+    read_prompts,
+    top_k_separated,
+)
+from stablearena.endpoints import EndpointClient, ModelEndpoint
+from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
+from stablearena.endpoints.demo_server import DemoServer
+from stablearena.errors import InputError
+from stablearena.judges import Judge, JudgeClient, demo_judges
+
+PROMPTS = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(60, seed=3)]
+
+
+def local_arena(config: AutoConfig, models=None, judges=None, prompts=PROMPTS, **kw) -> AutoArena:
+    models = models or [LocalDemoClient(m.name) for m in DEMO_MODELS[:5]]
+    judges = judges or [
+        JudgeClient(j, client=LocalDemoClient(j.name, system_prompt=j.endpoint.system_prompt))
+        for j in demo_judges("http://127.0.0.1:1/v1")
+    ]
+    return AutoArena(models, judges, prompts, config, **kw)
+
+
+def keys(result) -> list[tuple]:
+    return [(*sorted((r["x"], r["y"])), r["prompt_id"]) for r in result.judgements]
+
+
+def test_budget_stop_and_no_battle_twice():
+    r = local_arena(AutoConfig(budget=101, seed=1)).run()
+    assert r.stop_reason == "budget" and r.calls == 100 and len(r.judgements) == 50
+    assert len(set(keys(r))) == 50
+    assert r.completion_tokens > 0 and len(r.battles()) == 50
+    assert set(r.battles().annotators) <= {j.name for j in demo_judges("http://x")}
+
+
+def test_designs():
+    base = local_arena(AutoConfig(budget=80, design="baseline", baseline="demo-fair")).run()
+    assert all("demo-fair" in (r["x"], r["y"]) for r in base.judgements)
+    rr = local_arena(AutoConfig(budget=2 * 10 * 3, design="round-robin", parallel=3)).run()
+    per_prompt = Counter(r["prompt_id"] for r in rr.judgements)
+    assert sorted(per_prompt.values()) == [10, 10, 10]  # all 10 pairs of 5 models per prompt
+    with pytest.raises(InputError, match="baseline"):
+        local_arena(AutoConfig(design="baseline", baseline="nobody"))
+    with pytest.raises(InputError, match="strategy"):
+        local_arena(AutoConfig(design="best-guess"))
+
+
+def test_exhausted_when_every_battle_is_judged():
+    prompts = PROMPTS[:2]
+    models = [LocalDemoClient(m.name) for m in DEMO_MODELS[:3]]
+    r = local_arena(AutoConfig(), models=models, prompts=prompts).run()
+    assert r.stop_reason == "exhausted" and len(set(keys(r))) == len(r.judgements) == 6
+
+
+def test_precision_stop():
+    models = [LocalDemoClient(m.name) for m in (DEMO_MODELS[0], DEMO_MODELS[-1])]
+    prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(400, seed=4)]
+    judges = [
+        JudgeClient(j, client=LocalDemoClient(j.name, system_prompt=j.endpoint.system_prompt))
+        for j in demo_judges("http://127.0.0.1:1/v1", ["judge-keen"])
+    ]
+    cfg = AutoConfig(precision_top=1, check_every=10, parallel=5)
+    r = local_arena(cfg, models=models, judges=judges, prompts=prompts).run()
+    assert r.stop_reason == "precision" and len(r.judgements) < 400
+    from stablearena.raters.base import get_rater
+    from stablearena.uncertainty import intervals
+
+    iv = intervals(get_rater("m-elo").fit(r.battles()), "fisher")
+    assert top_k_separated(iv.rank, iv.rank_low, iv.rank_high, 1)
+
+
+def test_top_k_separated():
+    rank, low, high = np.array([1, 2, 3]), np.array([1, 2, 2]), np.array([1, 3, 3])
+    assert top_k_separated(rank, low, high, 1) and not top_k_separated(rank, low, high, 2)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with DemoServer(seed=0) as s:
+        yield s
+
+
+def test_over_http_answers_once_and_failures_are_never_votes(server):
+    names = [m.name for m in DEMO_MODELS[:3]]
+    models = [EndpointClient(ModelEndpoint(n, server.base_url, f"{n}+id=once")) for n in names]
+    broken = ModelEndpoint(
+        "broken", server.base_url, "demo-ace+fail500", max_retries=0, outage_after=1000
+    )
+    models.append(EndpointClient(broken))
+    mumbler = Judge("mumbler", ModelEndpoint("mumbler", server.base_url, "demo-sharp"))
+    judges = [JudgeClient(j) for j in demo_judges(server.base_url, ["judge-keen"])]
+    judges.append(JudgeClient(mumbler))
+    r = AutoArena(models, judges, PROMPTS[:6], AutoConfig(budget=200, parallel=4)).run()
+    st = server.stats()
+    for n in names:  # each answer generated once, reused by every battle that needs it
+        used = {j["prompt_id"] for j in r.judgements if n in (j["x"], j["y"])}
+        assert st[f"{n}+id=once"]["requests"] == len(used)
+    stages = Counter(f.get("stage") for f in r.failures)
+    assert stages["answer"] > 0 and stages["judge"] > 0
+    assert all(f["reason"] in ("http_500", "unparseable") for f in r.failures)
+    b = r.battles()
+    assert len(b) == len(r.judgements) - len(r.failures)
+    assert "broken" not in {b.models[k] for k in np.concatenate([b.model_a, b.model_b])}
+    assert "mumbler" not in set(b.annotators or ())
+    fitted, notes = fit_leaderboard(r, "m-elo")
+    assert fitted.n_models == 3 and "left out, no successful judgement: broken" in notes
+
+
+def test_journal_drops_a_torn_last_line(tmp_path):
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"type":"run"}\n{"type":"answer","mo')
+    j = JsonlJournal(path)
+    assert j.records() == [{"type": "run"}]
+    j.append({"type": "x"})
+    j.close()
+    assert path.read_text() == '{"type":"run"}\n{"type":"x"}\n'
+    path.write_text('{"type":"run"}\n{"type":"x"}')  # whole, but its newline not written
+    assert JsonlJournal(path).records() == [{"type": "run"}, {"type": "x"}]
+    assert path.read_text() == '{"type":"run"}\n{"type":"x"}\n'
+    path.write_text('{"type":"run"}\nnot json\n{"type":"x"}\n')
+    with pytest.raises(InputError, match="damaged"):
+        JsonlJournal(path)
+
+
+def test_journal_of_another_run_is_refused(tmp_path):
+    j = JsonlJournal(tmp_path / "j.jsonl")
+    local_arena(AutoConfig(budget=4), journal=j).run()
+    models = [LocalDemoClient(m.name) for m in DEMO_MODELS[:4]]
+    with pytest.raises(InputError, match="another run"):
+        local_arena(AutoConfig(budget=4), models=models, journal=j).run()
+
+
+def test_read_prompts(tmp_path):
+    rows = [
+        {"question_id": "q1", "turns": [{"content": "What is 2+2?"}]},
+        {"question_id": "q2", "turns": [{"content": "What is 3+3?"}]},
+    ]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    assert read_prompts(tmp_path / "a.jsonl") == [
+        Prompt("q1", "What is 2+2?"),
+        Prompt("q2", "What is 3+3?"),
+    ]
+    pd.DataFrame({"id": ["a", "b"], "prompt": ["x", "y"]}).to_csv(tmp_path / "p.csv", index=False)
+    pd.DataFrame({"id": ["a", "b"], "prompt": ["x", "y"]}).to_parquet(tmp_path / "p.parquet")
+    assert read_prompts(tmp_path / "p.csv") == read_prompts(tmp_path / "p.parquet")
+    pd.DataFrame({"id": ["a", "a"], "prompt": ["x", "y"]}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(InputError, match="unique"):
+        read_prompts(tmp_path / "d.csv")
+    pd.DataFrame({"key": ["a"], "prompt": ["x"]}).to_csv(tmp_path / "n.csv", index=False)
+    with pytest.raises(InputError, match="id column"):
+        read_prompts(tmp_path / "n.csv")
+
+
+def _toml(server, tmp_path) -> tuple:
+    models = tmp_path / "models.toml"
+    models.write_text(
+        "".join(
+            f'[[models]]\nname = "{m.name}"\nbase_url = "{server.base_url}"\n'
+            f'model = "{m.name}+slow=0.003"\n\n'
+            for m in DEMO_MODELS[:6]
+        )
+    )
+    judges = tmp_path / "judges.toml"
+    judges.write_text(
+        "".join(
+            f'[[judges]]\nname = "{j}"\nbase_url = "{server.base_url}"\nmodel = "{j}+slow=0.003"\n\n'
+            for j in ("judge-keen", "judge-fair", "judge-contrary")
+        )
+    )
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps(p) for p in demo_prompts(50, seed=5)))
+    return models, judges, prompts
+
+
+def _judgements(path) -> list[dict]:
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("type") == "judgement":
+            out.append(rec)
+    return out
+
+
+def test_resume_after_kill_9(server, tmp_path):
+    models, judges, prompts = _toml(server, tmp_path)
+    journal = tmp_path / "run.jsonl"
+    budget = 240
+    cmd = [
+        sys.executable,
+        "-m",
+        "stablearena",
+        "auto",
+        str(prompts),
+        "--models",
+        str(models),
+        "--judges",
+        str(judges),
+        "--budget",
+        str(budget),
+        "--journal",
+        str(journal),
+        "--parallel",
+        "4",
+        "--seed",
+        "7",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and len(_judgements(journal)) >= 30:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stderr.read().decode()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    before = _judgements(journal)
+    assert 30 <= len(before) < budget // 2
+    done = subprocess.run(
+        cmd + ["--output", str(tmp_path / "board.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"resumed: {len(before)} judgements" in done.stderr
+    after = _judgements(journal)
+    assert after[: len(before)] == before  # nothing lost or rewritten
+    battle_keys = [(*sorted((r["x"], r["y"])), r["prompt_id"]) for r in after]
+    assert len(set(battle_keys)) == len(battle_keys)  # nothing judged twice
+    assert sum(r["calls"] for r in after) == budget
+    answers = [json.loads(line) for line in journal.read_text().splitlines()]
+    ok = [(a["model"], a["prompt_id"]) for a in answers if a.get("type") == "answer" and a["ok"]]
+    assert len(set(ok)) == len(ok)  # every answer generated once, across both runs
+    board = json.loads((tmp_path / "board.json").read_text())
+    assert board["judge_calls"] == budget and board["stop_reason"] == "budget"
+    assert board["judgements"] == len(after) and board["resumed"] == len(before)
+
+
+def test_cli_demo(tmp_path):
+    out = tmp_path / "board.json"
+    cmd = [sys.executable, "-m", "stablearena", "auto", "--demo", "--budget", "60",
+           "--output", str(out), "--rater", "m-elo"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    board = json.loads(out.read_text())
+    assert board["judge_calls"] == 60 and board["judgements"] == 30
+    assert board["method"] == "m-elo" and len(board["models"]) >= 2
+    assert "demo server at http://127.0.0.1:" in done.stderr
+    assert len(board["endpoints"]) == 8  # the demo models' configuration is exported
