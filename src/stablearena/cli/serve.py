@@ -84,6 +84,15 @@ def serve(
             "Python process uses at most one core).",
         ),
     ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Start the built-in demo models (a local OpenAI-compatible server, a child "
+            "process) with a prompt pool, so /arena can be tried at once (database "
+            "arena-demo.db unless --db is given).",
+        ),
+    ] = False,
 ) -> None:
     """Run the live arena: pairs out, votes in, am-ELO leaderboard and annotator screening as
     the votes arrive (OpenAPI docs at /docs).
@@ -107,6 +116,7 @@ def serve(
         },
         sets=list(sets or ()),
     )
+    demo_server = _start_demo(settings, db_given=db is not None) if demo else None
     make_engine(settings.db).dispose()  # checks the URL and its directory; connects to nothing
     sock = _bind(settings.host, settings.port)  # before the database is created or touched
     try:
@@ -143,5 +153,33 @@ def serve(
         if code:
             raise typer.Exit(code)
         return
-    serve_app(create_app(settings), settings, sock)
+    try:
+        serve_app(create_app(settings), settings, sock)
+    finally:
+        if demo_server is not None:
+            demo_server.close()
     sys.stdout.flush()
+
+
+def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, DemoServer
+    """``serve --demo``: the demo server as a child process (it exits with this one), its
+    eight models as the arena's endpoints, the demo prompts as the pool, and every vote in
+    the fit at once (δ = 0) unless the settings say otherwise."""
+    from ..endpoints.demo_server import DemoServer, demo_endpoints
+
+    if not db_given and "db" not in settings.model_fields_set:
+        settings.db = "sqlite:///arena-demo.db"
+    server = DemoServer(seed=settings.seed or 0).__enter__()
+    models, _ = demo_endpoints(server.base_url)
+    settings.models = [
+        *settings.models,
+        *({"name": m.name, "base_url": m.base_url, "model": m.model} for m in models),
+    ]
+    if settings.arena_page.prompts is None:
+        settings.arena_page.prompts = "demo"
+    arena = settings.arena
+    for key, value in (("min_records", 0), ("refit_seconds", 1.0), ("refit_votes", 1)):
+        if key not in arena.model_fields_set:
+            setattr(arena, key, value)
+    print(f"demo models served by {server.base_url}; vote at /arena", flush=True)
+    return server
