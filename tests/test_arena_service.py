@@ -91,7 +91,7 @@ def test_models_from_config_stream_store_vote_export(tmp_path, demo):
         assert row["finish_reason_a"] == "stop" and json.loads(row["params_a"]) is not None
         ex = tc.get("/v1/export?format=jsonl&texts=true", headers=admin(tc))
         row = json.loads(ex.text.splitlines()[0])
-        assert row["prompt"] == "What is 17*23?"
+        assert row["prompt_text"] == "What is 17*23?"
         assert {row["answer_a"], row["answer_b"]} == set(streamed.values())
         # the export is read back by `rank --style` (style counts per side)
         df = pd.read_json(io.StringIO(ex.text), lines=True)
@@ -201,9 +201,43 @@ def test_admin_sets_endpoint_and_limits(tmp_path, demo):
         assert r.status_code == 429 and r.json()["error"]["code"] == "too_many_open"
         assert vote(tc, csrf, lines[0]["battle_id"]).status_code == 200
         assert battle(tc, csrf)[-1]["status"] == "complete"
+        # an API client's vote beside the held ones: the export still reads as a battle log
+        key = tc.post("/v1/admin/annotators", json={"name": "api"}, headers=admin(tc)).json()["key"]
+        auth = {"Authorization": f"Bearer {key}"}
+        b = tc.post("/v1/battles", json={}, headers=auth).json()["battles"][0]
+        assert tc.post(
+            f"/v1/battles/{b['battle_id']}/vote", json={"outcome": "tie"}, headers=auth
+        ).is_success
+        from stablearena.io import read_battles
+
+        df = pd.read_json(io.StringIO(tc.get("/v1/export", headers=admin(tc)).text), lines=True)
+        assert len(read_battles(df, extra="*")) == 2
+        assert (df["prompt_id"] == "battle-" + b["battle_id"]).sum() == 1
         # a model without an endpoint stays a name
         assert tc.delete("/v1/admin/models/m2/endpoint", headers=admin(tc)).json()["removed"]
         assert "m2" in {m["name"] for m in tc.get("/v1/models").json()["models"]}
         with tc.app.state.engine.connect() as conn:
             cfgs = conn.execute(sa.select(store.held.model_endpoints.c.config)).scalars().all()
         assert all("sk-x" not in c for c in cfgs)
+
+
+def test_style_and_category_boards_of_the_live_arena(tmp_path, demo):
+    from stablearena.endpoints.demo import demo_prompts
+
+    s = settings(tmp_path, demo.base_url, models=("demo-ace", "demo-solid", "demo-wild"))
+    s.models[2]["params"] = {"max_tokens": 3}  # a short answerer: lengths differ by side
+    s.arena_page.visitor_open = 100
+    s.arena_page.visitor_battles_per_hour = 1e6
+    with TestClient(create_app(s)) as tc:
+        csrf = open_page(tc)
+        for k, p in enumerate(demo_prompts(24)):
+            lines = battle(tc, csrf, p["prompt"])
+            assert vote(tc, csrf, lines[0]["battle_id"], ("model_a", "model_b")[k % 2]).is_success
+        styled = tc.get("/v1/leaderboard?style=true&method=bt").json()
+        assert "style" in styled and "style_tokens_a:style_tokens_b" not in styled["style_left_out"]
+        boards = tc.get("/v1/leaderboard?by=category&method=bt").json()["boards"]
+        assert set(boards) == {"math", "other"}
+        assert sum(b["n_battles"] for b in boards.values()) == 24
+        math = tc.get("/v1/leaderboard?where=category=math&method=bt").json()
+        assert math["n_battles"] == boards["math"]["n_battles"]
+        assert math["where"] == {"category": ["math"]}

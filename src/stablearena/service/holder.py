@@ -13,6 +13,7 @@ the first answer lifts the outage.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
@@ -239,6 +240,8 @@ class BattleHolder:
                 "fewer than two models with an endpoint can answer now; try again later",
             )
         st = self.state
+        if not prompt_id:  # a typed prompt: an id from its text (the same text, the same id)
+            prompt_id = "typed-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
         held = {
             "prompt_id": prompt_id,
             "prompt": prompt,

@@ -90,7 +90,12 @@ def _with_held(df: Any, held: dict[str, dict[str, Any]]) -> Any:
     if not held or df.empty:
         return df
     extra = pd.DataFrame.from_dict(held, orient="index")
-    return df.join(extra, on="battle_id")
+    out = df.join(extra, on="battle_id")
+    # a vote the arena did not hold: its prompt is unknown, a prompt of its own (readers take
+    # prompt_id as the prompt column, which must not be empty)
+    missing = out["prompt_id"].isna()
+    out.loc[missing, "prompt_id"] = "battle-" + out.loc[missing, "battle_id"].astype(str)
+    return out
 
 
 # ---------------------------------------------------------------------------------- routes

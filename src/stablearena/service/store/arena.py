@@ -252,7 +252,7 @@ def open_held(
 def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
     """Per held battle id, the columns the export adds: prompt_id, category, status, failure
     and, per side s in a/b, ``{column}_{s}`` for :data:`ANSWER_COLUMNS` (and, with ``texts``,
-    ``prompt`` and ``answer_a``/``answer_b``)."""
+    ``prompt_text`` and ``answer_a``/``answer_b``)."""
     with engine.connect() as conn:
         held = conn.execute(sa.select(held_battles)).all()
         answers = conn.execute(sa.select(battle_answers)).all()
@@ -265,7 +265,7 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
             "failure": h.failure,
         }
         if texts:
-            rec["prompt"] = h.prompt
+            rec["prompt_text"] = h.prompt
         out[h.battle_id] = rec
     for a in answers:
         rec = out.setdefault(a.battle_id, {})
