@@ -100,10 +100,7 @@ def serve(
     On the first start it creates the database and prints the admin key once. Settings come
     from --config FILE (TOML), then --set KEY=VALUE, then the flags.
     """
-    from ..service.app import create_app, prepare, serve_app
-    from ..service.seed import import_log
     from ..service.settings import load_settings
-    from ..service.store import make_engine
 
     settings = load_settings(
         config,
@@ -117,6 +114,10 @@ def serve(
         sets=list(sets or ()),
     )
     demo_server = _start_demo(settings, db_given=db is not None) if demo else None
+    from ..service.app import create_app, prepare, serve_app
+    from ..service.seed import import_log
+    from ..service.store import make_engine
+
     make_engine(settings.db).dispose()  # checks the URL and its directory; connects to nothing
     sock = _bind(settings.host, settings.port)  # before the database is created or touched
     try:
@@ -157,29 +158,45 @@ def serve(
         serve_app(create_app(settings), settings, sock)
     finally:
         if demo_server is not None:
-            demo_server.close()
+            _stop(demo_server)
     sys.stdout.flush()
 
 
-def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, DemoServer
-    """``serve --demo``: the demo server as a child process (it exits with this one), its
-    eight models as the arena's endpoints, the demo prompts as the pool, and every vote in
-    the fit at once (δ = 0) unless the settings say otherwise."""
-    from ..endpoints.demo_server import DemoServer, demo_endpoints
+def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, Popen
+    """``serve --demo``: the demo server (stablearena.endpoints.demo_server) as a child process
+    that exits with this one, started first so that it loads while ``serve`` does; its eight
+    models as the arena's endpoints, the demo prompts as the pool, and every vote in the fit
+    at once (δ = 0) unless the settings say otherwise."""
+    import subprocess
 
+    from ..endpoints.demo import DEMO_MODELS
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--port", str(port)]
+    cmd += ["--seed", str(settings.seed or 0), "--exit-with-parent"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}/v1"
     if not db_given and "db" not in settings.model_fields_set:
         settings.db = "sqlite:///arena-demo.db"
-    server = DemoServer(seed=settings.seed or 0).__enter__()
-    models, _ = demo_endpoints(server.base_url)
-    settings.models = [
-        *settings.models,
-        *({"name": m.name, "base_url": m.base_url, "model": m.model} for m in models),
-    ]
+    demo = [{"name": m.name, "base_url": base_url, "model": m.name} for m in DEMO_MODELS]
+    settings.models = [*settings.models, *demo]
     if settings.arena_page.prompts is None:
         settings.arena_page.prompts = "demo"
     arena = settings.arena
     for key, value in (("min_records", 0), ("refit_seconds", 1.0), ("refit_votes", 1)):
         if key not in arena.model_fields_set:
             setattr(arena, key, value)
-    print(f"demo models served by {server.base_url}; vote at /arena", flush=True)
-    return server
+    print(f"demo models served by {base_url}; vote at /arena", flush=True)
+    return proc
+
+
+def _stop(proc) -> None:  # noqa: ANN001 - Popen
+    """Stop the demo server (terminate, then kill after 5 s)."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+        proc.kill()
