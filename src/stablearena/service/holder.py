@@ -76,6 +76,17 @@ def load_pool(spec: str | None) -> list[dict[str, str]]:
     return [{"id": p.id, "prompt": p.text} for p in read_prompts(spec)]
 
 
+#: The fields of an :class:`~stablearena.endpoints.Answer` stored as they are.
+_ANSWER_FIELDS = (
+    "text",
+    "ttft",
+    "total_time",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+)
+
+
 def _answer_row(side: str, model_id: int, ep: ModelEndpoint, res: Any) -> dict[str, Any]:
     row: dict[str, Any] = {
         "side": side,
@@ -85,13 +96,9 @@ def _answer_row(side: str, model_id: int, ep: ModelEndpoint, res: Any) -> dict[s
     }
     if isinstance(res, Answer):
         tokens, headers, lists, bold = style_counts(res.text)
+        rec = res.to_record()
+        row.update({k: rec[k] for k in _ANSWER_FIELDS})
         row.update(
-            text=res.text,
-            ttft=res.ttft,
-            total_time=res.total_time,
-            prompt_tokens=res.prompt_tokens,
-            completion_tokens=res.completion_tokens,
-            finish_reason=res.finish_reason,
             style_tokens=tokens,
             style_headers=headers,
             style_lists=lists,
