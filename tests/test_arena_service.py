@@ -241,3 +241,28 @@ def test_style_and_category_boards_of_the_live_arena(tmp_path, demo):
         math = tc.get("/v1/leaderboard?where=category=math&method=bt").json()
         assert math["n_battles"] == boards["math"]["n_battles"]
         assert math["where"] == {"category": ["math"]}
+
+
+def test_judges_vote_on_completed_battles(tmp_path, demo):
+    s = settings(tmp_path, demo.base_url)
+    s.judges = [
+        {"name": n, "base_url": demo.base_url, "model": n} for n in ("judge-keen", "judge-contrary")
+    ]
+    with TestClient(create_app(s)) as tc:
+        csrf = open_page(tc)
+        lines = battle(tc, csrf, "What is 12*12?")
+        assert vote(tc, csrf, lines[0]["battle_id"], "tie").status_code == 200
+        deadline = time.time() + 30
+        rows: list[dict] = []
+        while time.time() < deadline and len(rows) < 3:
+            ex = tc.get("/v1/export?texts=true", headers=admin(tc)).text
+            rows = [json.loads(x) for x in ex.splitlines()]
+            time.sleep(0.1)
+        judges = {r["judge"]: r for r in rows}
+        assert {"judge-keen", "judge-contrary"} <= set(judges)
+        j = judges["judge-keen"]
+        assert j["strategy"] == "judge" and j["prompt_text"] == "What is 12*12?"
+        assert j["answer_a"] and j["prompt_id"] == rows[0]["prompt_id"]
+        # the honest judge and the inverted one disagree unless both orders tie
+        a, b = judges["judge-keen"]["winner"], judges["judge-contrary"]["winner"]
+        assert a == b == "tie" or a != b

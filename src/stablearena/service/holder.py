@@ -18,6 +18,7 @@ import json
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -123,6 +124,8 @@ class BattleHolder:
         self.clients: dict[int, tuple[str, EndpointClient]] = {}
         self._revision = -2
         self._probe: asyncio.Task | None = None
+        self.judges = _judge_clients(settings.judges)
+        self.judge_ids: dict[str, int] = {}
         self.tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ registry
@@ -224,6 +227,8 @@ class BattleHolder:
                 t.cancel()
         for _, client in self.clients.values():
             await client.aclose()
+        for jc in self.judges:
+            await jc.aclose()
         self.clients.clear()
 
     # ------------------------------------------------------------------ battles
@@ -259,6 +264,7 @@ class BattleHolder:
         for _ in range(8):
             revision = st.revision
             (row,) = st.serve(who, 1, names)
+            row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)
             refused = await self.writer.submit_async(
                 partial(store.held.insert_held, row=row, held=held, revision=revision)
             )
@@ -309,4 +315,61 @@ class BattleHolder:
                 ttl=ttl,
             )
         )
+        if not failure and self.judges:
+            task = asyncio.get_running_loop().create_task(self.judge(row, prompt, rows))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
         return {"status": "failed" if failure else "complete", "failure": failure}
+
+    # ------------------------------------------------------------------ judges
+    async def judge(self, row: dict[str, Any], prompt: str, answers: list[dict[str, Any]]) -> int:
+        """Every judge judges a completed battle in both orders (stablearena.judges; orders
+        that disagree are a tie) and votes on its own copy of it as an annotator of the arena;
+        a failed or unparseable judgement is no vote. Returns the votes recorded."""
+        text = {a["side"]: a["text"] for a in answers}
+        got = await asyncio.gather(
+            *(j.judge_pair(prompt, row["id"], "a", text["a"], "b", text["b"]) for j in self.judges)
+        )
+        st, now, done = self.state, time.time(), 0
+        held = {
+            "prompt": prompt,
+            "category": self.page.category(prompt),
+            "status": "complete",
+            "served_at": now,
+            "completed_at": now,
+        }
+        for jc, judgement in zip(self.judges, got, strict=True):
+            if judgement.outcome is None:
+                log.warning("judge %s: no verdict: %s", jc.name, judgement.failure)
+                continue
+            jid = self.judge_ids.get(jc.name)
+            if jid is None:
+                jid = self.judge_ids[jc.name] = await self.writer.submit_async(
+                    partial(store.held.judge_annotator, name=jc.name, now=now)
+                )
+            outcome = {"x": 0, "y": 1, "tie": 2}[judgement.outcome]
+            copy = {**row, "id": uuid.uuid4().hex, "strategy": "judge", "check": False}
+            res = await self.writer.submit_async(
+                partial(
+                    store.held.record_judgement,
+                    row=copy,
+                    judge_id=jid,
+                    outcome=outcome,
+                    now=now,
+                    ttl=st.config.battle_ttl,
+                    held={**held, "prompt_id": row.get("prompt_id")},
+                    answers=answers,
+                )
+            )
+            st.after_vote(Principal(jid, jc.name, "annotator", "", ""), copy["id"], res)
+            done += 1
+        return done
+
+
+def _judge_clients(entries: list[dict[str, Any]]) -> list[Any]:
+    """Clients of the serve config's ``[[judges]]`` (stablearena.judges)."""
+    if not entries:
+        return []
+    from ..judges import JudgeClient, judges_from_toml
+
+    return [JudgeClient(j) for j in judges_from_toml({"judges": entries}, "serve config")]

@@ -199,6 +199,11 @@ class Settings(BaseModel):
         "models.toml; written to the database at start).",
     )
     arena_page: ArenaPage = Field(default_factory=ArenaPage)
+    judges: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="[[judges]] tables (as in judges.toml): LLM judges that judge every "
+        "completed held battle in both orders and vote on it as annotators of the arena.",
+    )
     # ---- end of the held-battles block
 
     @field_validator("db")

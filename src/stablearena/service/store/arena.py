@@ -41,6 +41,8 @@ __all__ = [
     "open_held",
     "held_columns",
     "held_list",
+    "judge_annotator",
+    "record_judgement",
 ]
 
 #: The per-side columns of ``battle_answers`` the export carries (besides the text).
@@ -320,3 +322,37 @@ def arena_secret(engine: Engine) -> bytes:
                 got = get_meta(conn, "arena_secret")
         return bytes.fromhex(got)
     raise RuntimeError("could not create the arena's cookie key")
+
+
+def judge_annotator(conn: Connection, name: str, now: float) -> int:
+    """The id of the annotator ``name`` (a judge), created (without a key) when new."""
+    aid = conn.execute(sa.select(annotators.c.id).where(annotators.c.name == name)).scalar()
+    if aid is None:
+        aid = conn.execute(
+            annotators.insert()
+            .values(name=name, role="annotator", created_at=now)
+            .returning(annotators.c.id)
+        ).scalar_one()
+    return int(aid)
+
+
+def record_judgement(
+    conn: Connection,
+    row: dict[str, Any],
+    judge_id: int,
+    outcome: int,
+    now: float,
+    ttl: float,
+    held: dict[str, Any],
+    answers: list[dict[str, Any]],
+) -> VoteResult:
+    """A judge's vote on a completed held battle: a battle of the same pair served to the judge
+    (``row``: the held battle's row with a new id), stored complete
+    with its prompt (``held``) and the judged ``answers``, and the vote, in one transaction."""
+    insert_battles(
+        conn, [{**row, "annotator_id": judge_id, "served_at": now, "expires_at": now + ttl}]
+    )
+    conn.execute(held_battles.insert().values(battle_id=row["id"], **held))
+    for a in answers:  # the same answers as the battle judged
+        conn.execute(battle_answers.insert().values(battle_id=row["id"], **a))
+    return record_vote(conn, row["id"], judge_id, outcome, now, 0.0)
