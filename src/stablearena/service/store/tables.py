@@ -17,6 +17,7 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -162,6 +163,8 @@ held_battles = Table(
     Column("address", String(64)),
     Column("served_at", Float, nullable=False),
     Column("completed_at", Float),
+    # the visitors' limits count the battles served lately (store.arena.open_held)
+    Index("ix_held_battles_served_at", "served_at"),
 )
 battle_answers = Table(
     "battle_answers",
