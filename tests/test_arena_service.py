@@ -266,3 +266,26 @@ def test_judges_vote_on_completed_battles(tmp_path, demo):
         # the honest judge and the inverted one disagree unless both orders tie
         a, b = judges["judge-keen"]["winner"], judges["judge-contrary"]["winner"]
         assert a == b == "tie" or a != b
+
+
+def test_a_flood_from_one_address_is_limited(tmp_path, demo):
+    s = settings(tmp_path, demo.base_url, address_open=2)
+    with TestClient(create_app(s)) as tc:
+        tokens = []
+        for _ in range(2):
+            tc.cookies.clear()
+            tokens.append((open_page(tc), dict(tc.cookies)))
+        for csrf, cookies in tokens:  # two battles from the address, no vote: the cap
+            tc.cookies.clear()
+            tc.cookies.update(cookies)
+            assert battle(tc, csrf)[-1]["status"] == "complete"
+        tc.cookies.clear()
+        csrf = open_page(tc)
+        r = tc.post("/arena/battles", json={"prompt": "hi"}, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 429 and "your address" in r.json()["error"]["message"]
+        # new identities from one address: a burst of 5, then refused
+        codes = []
+        for _ in range(5):
+            tc.cookies.clear()
+            codes.append(tc.get("/arena").status_code)
+        assert codes[-1] == 429 and codes.count(200) == 2  # 3 made above, 2 more
