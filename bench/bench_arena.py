@@ -59,6 +59,12 @@ def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subproces
             admin = line.strip()
         m = re.search(r"listening on (http://\S+) ", line)
         url = m.group(1) if m else None
+    while True:  # the socket listens once the application has started
+        try:
+            httpx.get(url + "/healthz", timeout=5)
+            break
+        except httpx.TransportError:
+            time.sleep(0.05)
     return proc, url, admin
 
 
