@@ -68,25 +68,25 @@ def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subproces
     return proc, url, admin
 
 
-async def direct(base_url: str, slow: float, prompt: str) -> float:
-    """Time to the first content piece of two concurrent direct calls (one per model)."""
-    async with httpx.AsyncClient(timeout=120) as c:
-        t0 = time.perf_counter()
+async def direct(c: httpx.AsyncClient, base_url: str, slow: float, prompt: str) -> float:
+    """Time to the first content piece of two concurrent direct calls (one per model) on the
+    long-lived client ``c`` (as the arena's own clients are)."""
+    t0 = time.perf_counter()
 
-        async def one(model: str) -> float:
-            body = {"model": f"{model}+slow={slow}", "stream": True}
-            body["messages"] = [{"role": "user", "content": prompt}]
-            async with c.stream("POST", base_url + "/chat/completions", json=body) as r:
-                async for line in r.aiter_lines():
-                    if (
-                        line.startswith("data:")
-                        and '"content": "' in line
-                        and '"content": ""' not in line
-                    ):
-                        return time.perf_counter() - t0
-            return float("nan")
+    async def one(model: str) -> float:
+        body = {"model": f"{model}+slow={slow}", "stream": True}
+        body["messages"] = [{"role": "user", "content": prompt}]
+        async with c.stream("POST", base_url + "/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if (
+                    line.startswith("data:")
+                    and '"content": "' in line
+                    and '"content": ""' not in line
+                ):
+                    return time.perf_counter() - t0
+        return float("nan")
 
-        return min(await asyncio.gather(*(one(m) for m in MODELS)))
+    return min(await asyncio.gather(*(one(m) for m in MODELS)))
 
 
 async def held(
@@ -126,13 +126,15 @@ async def run(args: argparse.Namespace) -> None:
                 c = httpx.AsyncClient(base_url=url, timeout=300)
                 page = (await c.get("/arena")).text
                 clients.append((c, re.search(r'csrf-token" content="(\w+)"', page).group(1)))
+            limits = httpx.Limits(max_connections=4 * args.battles)
+            shared = httpx.AsyncClient(timeout=300, limits=limits)
             rss0 = rss_mb(proc.pid)
             added, rates = [], []
             all_ids: list[str] = []
             for k in range(args.rounds):  # interleaved: direct, arena, direct, arena…
                 t0 = time.perf_counter()
                 d = await asyncio.gather(
-                    *(direct(demo.base_url, args.slow, prompt) for _ in clients)
+                    *(direct(shared, demo.base_url, args.slow, prompt) for _ in clients)
                 )
                 t_direct = time.perf_counter() - t0
                 t0 = time.perf_counter()
@@ -168,6 +170,7 @@ async def run(args: argparse.Namespace) -> None:
             )
             for c, _ in clients:
                 await c.aclose()
+            await shared.aclose()
         finally:
             proc.terminate()
             proc.wait(30)
