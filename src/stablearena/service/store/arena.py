@@ -125,22 +125,14 @@ def set_auto_outage(conn: Connection, model_id: int, on: bool) -> bool:
     if row is None:
         return False
     auto, outage = bool(row[0]), bool(row[1])
-    if on and not outage:
-        conn.execute(models.update().where(models.c.id == model_id).values(outage=True))
-        conn.execute(
-            model_endpoints.update()
-            .where(model_endpoints.c.model_id == model_id)
-            .values(auto_outage=True)
-        )
-    elif not on and auto:
-        conn.execute(models.update().where(models.c.id == model_id).values(outage=False))
-        conn.execute(
-            model_endpoints.update()
-            .where(model_endpoints.c.model_id == model_id)
-            .values(auto_outage=False)
-        )
-    else:
+    if not ((on and not outage) or (not on and auto)):  # already so, or an admin's outage
         return False
+    conn.execute(models.update().where(models.c.id == model_id).values(outage=on))
+    conn.execute(
+        model_endpoints.update()
+        .where(model_endpoints.c.model_id == model_id)
+        .values(auto_outage=on)
+    )
     bump_revision(conn)
     return True
 
