@@ -84,6 +84,15 @@ def serve(
             "Python process uses at most one core).",
         ),
     ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Start the built-in demo models (a local OpenAI-compatible server, a child "
+            "process) with a prompt pool, so /arena can be tried at once (database "
+            "arena-demo.db unless --db is given).",
+        ),
+    ] = False,
 ) -> None:
     """Run the live arena: pairs out, votes in, am-ELO leaderboard and annotator screening as
     the votes arrive (OpenAPI docs at /docs).
@@ -91,10 +100,7 @@ def serve(
     On the first start it creates the database and prints the admin key once. Settings come
     from --config FILE (TOML), then --set KEY=VALUE, then the flags.
     """
-    from ..service.app import create_app, prepare, serve_app
-    from ..service.seed import import_log
     from ..service.settings import load_settings
-    from ..service.store import make_engine
 
     settings = load_settings(
         config,
@@ -107,6 +113,11 @@ def serve(
         },
         sets=list(sets or ()),
     )
+    demo_server = _start_demo(settings, db_given=db is not None) if demo else None
+    from ..service.app import create_app, prepare, serve_app
+    from ..service.seed import import_log
+    from ..service.store import make_engine
+
     make_engine(settings.db).dispose()  # checks the URL and its directory; connects to nothing
     sock = _bind(settings.host, settings.port)  # before the database is created or touched
     try:
@@ -143,5 +154,49 @@ def serve(
         if code:
             raise typer.Exit(code)
         return
-    serve_app(create_app(settings), settings, sock)
+    try:
+        serve_app(create_app(settings), settings, sock)
+    finally:
+        if demo_server is not None:
+            _stop(demo_server)
     sys.stdout.flush()
+
+
+def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, Popen
+    """``serve --demo``: the demo server (stablearena.endpoints.demo_server) as a child process
+    that exits with this one, started first so that it loads while ``serve`` does; its eight
+    models as the arena's endpoints, the demo prompts as the pool, and every vote in the fit
+    at once (δ = 0) unless the settings say otherwise."""
+    import subprocess
+
+    from ..endpoints.demo import DEMO_MODELS
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--port", str(port)]
+    cmd += ["--seed", str(settings.seed or 0), "--exit-with-parent"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    if not db_given and "db" not in settings.model_fields_set:
+        settings.db = "sqlite:///arena-demo.db"
+    demo = [{"name": m.name, "base_url": base_url, "model": m.name} for m in DEMO_MODELS]
+    settings.models = [*settings.models, *demo]
+    if settings.arena_page.prompts is None:
+        settings.arena_page.prompts = "demo"
+    arena = settings.arena
+    for key, value in (("min_records", 0), ("refit_seconds", 1.0), ("refit_votes", 1)):
+        if key not in arena.model_fields_set:
+            setattr(arena, key, value)
+    print(f"demo models served by {base_url}; vote at /arena", flush=True)
+    return proc
+
+
+def _stop(proc) -> None:  # noqa: ANN001 - Popen
+    """Stop the demo server (terminate, then kill after 5 s)."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+        proc.kill()

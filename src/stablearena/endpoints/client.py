@@ -91,6 +91,8 @@ class Failure:
 
 
 Result = Answer | Failure
+#: A callback receiving each piece of an answer as it streams in (``None``: start over).
+OnDelta = Callable[[str | None], None]
 
 
 def estimate_tokens(text: str) -> int:
@@ -234,8 +236,12 @@ class EndpointClient:
         """The model's answer to a one-turn ``prompt`` (``prompt_id`` is for offline models)."""
         return await self.complete(self.messages(prompt))
 
-    async def complete(self, messages: Sequence[dict[str, str]]) -> Result:
-        """One chat completion, with retries, back-off and the outage breaker."""
+    async def complete(
+        self, messages: Sequence[dict[str, str]], on_delta: OnDelta | None = None
+    ) -> Result:
+        """One chat completion, with retries, back-off and the outage breaker. ``on_delta`` is
+        called with each piece of content as it arrives (a non-streamed answer: once, whole),
+        and with ``None`` when an attempt failed and the answer starts over."""
         ep = self.endpoint
         if not self.breaker.allow():
             return Failure(
@@ -257,7 +263,7 @@ class EndpointClient:
             while True:
                 attempt += 1
                 try:
-                    got = await asyncio.wait_for(self._attempt(body), ep.timeout or None)
+                    got = await asyncio.wait_for(self._attempt(body, on_delta), ep.timeout or None)
                 except asyncio.TimeoutError:
                     got = _Attempt(
                         Failure(ep.name, "timeout", f"no complete answer within {ep.timeout} s"),
@@ -276,6 +282,8 @@ class EndpointClient:
                     wait,
                 )
                 self.waits.append(wait)
+                if on_delta is not None:
+                    on_delta(None)
                 await self.sleep(wait)
         result = got.result
         if isinstance(result, Answer):
@@ -303,7 +311,7 @@ class EndpointClient:
         base = min(ep.backoff_max, ep.backoff * 2 ** (attempt - 1))
         return base * (0.5 + 0.5 * self.rng.random())
 
-    async def _attempt(self, body: dict[str, Any]) -> _Attempt:
+    async def _attempt(self, body: dict[str, Any], on_delta: OnDelta | None = None) -> _Attempt:
         import httpx
 
         ep = self.endpoint
@@ -316,11 +324,14 @@ class EndpointClient:
                     if r.status_code != 200:
                         await r.aread()
                         return self._http_failure(r)
-                    return await self._read_stream(r, body, t0)
+                    return await self._read_stream(r, body, t0, on_delta)
             r = await self._client().post(ep.url, json=body, headers=self._headers())
             if r.status_code != 200:
                 return self._http_failure(r)
-            return self._read_json(r, body, t0)
+            got = self._read_json(r, body, t0)
+            if on_delta is not None and isinstance(got.result, Answer):
+                on_delta(got.result.text)
+            return got
         except httpx.TimeoutException as exc:
             detail = f"{type(exc).__name__} after {ep.timeout} s"
             return _Attempt(Failure(ep.name, "timeout", detail), retryable=True)
@@ -381,7 +392,9 @@ class EndpointClient:
         ttft = time.perf_counter() - t0
         return self._answer(text, finish, ttft, t0, data.get("usage"), body, None)
 
-    async def _read_stream(self, r: Any, body: dict[str, Any], t0: float) -> _Attempt:
+    async def _read_stream(
+        self, r: Any, body: dict[str, Any], t0: float, on_delta: OnDelta | None = None
+    ) -> _Attempt:
         name = self.endpoint.name
         parts: list[str] = []
         first: float | None = None
@@ -410,6 +423,8 @@ class EndpointClient:
                     if first is None:
                         first = time.perf_counter()
                     parts.append(content)
+                    if on_delta is not None:
+                        on_delta(content)
                     deltas += 1
                 finish = ch.get("finish_reason") or finish
         if not done and finish is None:

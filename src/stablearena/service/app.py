@@ -29,8 +29,10 @@ from . import store
 from .api import ROUTERS
 from .api.admin import apply_config
 from .api.battles import Hot
+from .arena_settings import model_tables
 from .dashboard import Dashboard
 from .errors import ApiError, RateLimited, invalid_message, rate_limited_message, retry_after
+from .holder import BattleHolder, write_model_tables
 from .hot import HotRoutes
 from .metrics import Metrics
 from .refitter import Refitter
@@ -50,6 +52,8 @@ def prepare(settings: Settings) -> tuple[sa.engine.Engine, str | None]:
     engine = store.make_engine(settings.db)
     admin_key = store.migrate(engine)
     apply_config(engine, settings.arena_overrides())
+    # the serve config's [[models]] endpoints (held battles: holder.py)
+    write_model_tables(engine, model_tables(settings.models))
     return engine, admin_key
 
 
@@ -190,9 +194,13 @@ def create_app(
         # the dashboard's watcher (and, when first needed, its render process)
         dash = app.state.dashboard = Dashboard(state, settings)
         dash.start()
+        # the battles the arena holds itself (models as endpoints, the /arena page)
+        holder = app.state.holder = BattleHolder(state, writer, settings)
+        holder.start()
         try:
             yield
         finally:
+            await holder.stop()
             dash.stop()
             front.hot = None
             refitter.stop()

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InputError
+from .arena_settings import ArenaPage
 
 __all__ = ["ArenaConfig", "Settings", "load_settings", "parse_override", "validation_message"]
 
@@ -259,6 +260,19 @@ class Settings(BaseModel):
     seed: int | None = Field(None, description="Seed of the serving rule's random draws.")
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
     arena: ArenaConfig = Field(default_factory=ArenaConfig)
+    # ---- battles held by the arena (models as endpoints, the /arena page): arena_settings.py
+    models: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="[[models]] tables: models as OpenAI-compatible endpoints (as in "
+        "models.toml; written to the database at start).",
+    )
+    arena_page: ArenaPage = Field(default_factory=ArenaPage)
+    judges: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="[[judges]] tables (as in judges.toml): LLM judges that judge every "
+        "completed held battle in both orders and vote on it as annotators of the arena.",
+    )
+    # ---- end of the held-battles block
 
     @field_validator("db")
     @classmethod

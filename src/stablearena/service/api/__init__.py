@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, battles, dashboard, docs, health, leaderboard
+from . import admin, arena, battles, dashboard, docs, health, leaderboard
 
 __all__ = ["ROUTERS"]
 
@@ -27,4 +27,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     battles.router,
     admin.router,
     docs.router,
+    arena.router,  # the held battles and the /arena page
 )

@@ -66,9 +66,13 @@ def _model(st: ArenaState, name: str) -> dict[str, Any]:
     return next(m for m in st.model_list() if m["name"] == name)
 
 
-def export(engine: sa.engine.Engine, fmt: str, history: bool) -> tuple[bytes, str]:
+def export(
+    engine: sa.engine.Engine, fmt: str, history: bool, texts: bool = False
+) -> tuple[bytes, str]:
     """The vote log as FastChat-style records: model_a, model_b, winner, judge, tstamp, plus
-    battle_id, revision, strategy, propensity (and superseded with ``history``)."""
+    battle_id, revision, strategy, propensity (and superseded with ``history``); battles the
+    arena held add their prompt's id and category and each side's answer columns
+    (:func:`~stablearena.service.store.arena.held_columns`; the texts with ``texts``)."""
     import pandas as pd
 
     rows, columns = store.vote_log(engine, history)
@@ -77,6 +81,7 @@ def export(engine: sa.engine.Engine, fmt: str, history: bool) -> tuple[bytes, st
     df.insert(2, "winner", [labels[int(o)] for o in df.pop("outcome")])
     if not history:
         df = df.drop(columns=["superseded"])
+    df = _with_held(df, store.held.held_columns(engine, texts))
     if fmt == "csv":  # text cells a spreadsheet would run as formulas: prefixed with '
         from ...io import csv_safe
 
@@ -88,6 +93,21 @@ def export(engine: sa.engine.Engine, fmt: str, history: bool) -> tuple[bytes, st
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     return buf.getvalue(), "application/vnd.apache.parquet"
+
+
+def _with_held(df: Any, held: dict[str, dict[str, Any]]) -> Any:
+    """``df`` with the held battles' columns joined on battle_id (none when there are none)."""
+    import pandas as pd
+
+    if not held or df.empty:
+        return df
+    extra = pd.DataFrame.from_dict(held, orient="index")
+    out = df.join(extra, on="battle_id")
+    # a vote the arena did not hold: its prompt is unknown, a prompt of its own (readers take
+    # prompt_id as the prompt column, which must not be empty)
+    missing = out["prompt_id"].isna()
+    out.loc[missing, "prompt_id"] = "battle-" + out.loc[missing, "battle_id"].astype(str)
+    return out
 
 
 # ---------------------------------------------------------------------------------- routes
@@ -102,8 +122,9 @@ async def export_votes(
     who: Admin,
     format: Annotated[Literal["jsonl", "csv", "parquet"], Query()] = "jsonl",
     history: Annotated[bool, Query(description="also the corrected (superseded) votes")] = False,
+    texts: Annotated[bool, Query(description="also prompts and answers (held battles)")] = False,
 ) -> Response:
-    data, media = await asyncio.to_thread(export, arena(request).engine, format, history)
+    data, media = await asyncio.to_thread(export, arena(request).engine, format, history, texts)
     return Response(
         data,
         media_type=media,

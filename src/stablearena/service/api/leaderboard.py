@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from ...uncertainty import CI_METHODS
 from ..deps import arena
 from ..errors import ApiError
+from ..live_boards import live_boards
 
 __all__ = ["router", "METHODS"]
 
@@ -36,6 +37,9 @@ async def leaderboard(
     ] = "am-elo",
     ci: Annotated[str, Query(description="none, fisher, sandwich or bootstrap")] = "none",
     level: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.95,
+    style: Annotated[bool, Query(description="style control (held battles)")] = False,
+    where: Annotated[list[str] | None, Query(description="COLUMN=VALUE, repeatable")] = None,
+    by: Annotated[str | None, Query(description="one board per value of COLUMN")] = None,
 ) -> Response:
     if method not in METHODS:
         raise ApiError(
@@ -52,6 +56,19 @@ async def leaderboard(
             "ci",
         )
     st = arena(request)
+    if style or where or by:  # the boards of the export (service/live_boards.py)
+        return JSONResponse(
+            await asyncio.to_thread(
+                live_boards,
+                st.engine,
+                method,
+                style=style,
+                where_items=where or [],
+                by=by,
+                ci=ci,
+                level=level,
+            )
+        )
     if method == "am-elo" and ci == "none":
         return Response(st.published_json(), media_type="application/json")
     return JSONResponse(await asyncio.to_thread(st.leaderboard, method, ci, level))

@@ -16,6 +16,7 @@ Everything is re-exported here: ``from stablearena.service import store; store.r
 
 from __future__ import annotations
 
+from . import arena as held  # the battles the arena holds (store/arena.py)
 from .admin import (
     add_model,
     annotator_list,
@@ -85,6 +86,7 @@ from .writer import Writer
 _write_conn = write_conn  # the name the tests know
 
 __all__ = [
+    "held",
     "EXPORT_LABELS",
     "MIGRATION_LOCK",
     "OUTCOMES",

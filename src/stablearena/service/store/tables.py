@@ -17,6 +17,7 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -134,6 +135,57 @@ dashboard_sessions = Table(
     Column("key_id", String(32), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+)
+
+# Battles the arena holds itself (docs/guides/arena-page.md): a model's endpoint (the
+# configuration of stablearena.endpoints.ModelEndpoint as JSON — never a key, only the name of
+# the environment variable holding it; ``auto_outage``: the outage was set by the circuit
+# breaker, and is lifted when the model answers again), the prompt and state of each battle
+# held (``served`` until both answers are in, then ``complete`` or ``failed``; only a complete
+# one can be voted on) and each side's answer with how it was made and its style counts.
+model_endpoints = Table(
+    "model_endpoints",
+    metadata,
+    Column("model_id", Integer, ForeignKey("models.id"), primary_key=True, autoincrement=False),
+    Column("config", Text, nullable=False),
+    Column("auto_outage", Boolean, nullable=False, server_default=false()),
+    Column("updated_at", Float, nullable=False),
+)
+held_battles = Table(
+    "held_battles",
+    metadata,
+    Column("battle_id", String(32), ForeignKey("battles.id"), primary_key=True),
+    Column("prompt_id", String(200)),
+    Column("prompt", Text, nullable=False),
+    Column("category", String(100)),
+    Column("status", String(16), nullable=False),  # served | complete | failed
+    Column("failure", Text),
+    Column("address", String(64)),
+    Column("served_at", Float, nullable=False),
+    Column("completed_at", Float),
+    # the visitors' limits count the battles served lately (store.arena.open_held)
+    Index("ix_held_battles_served_at", "served_at"),
+)
+battle_answers = Table(
+    "battle_answers",
+    metadata,
+    Column("battle_id", String(32), ForeignKey("battles.id"), primary_key=True),
+    Column("side", String(1), primary_key=True),  # a | b
+    Column("model_id", Integer, ForeignKey("models.id"), nullable=False),
+    Column("text", Text),
+    Column("params", Text, nullable=False),
+    Column("ttft", Float),
+    Column("total_time", Float),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("finish_reason", String(40)),
+    Column("failure", String(40)),
+    Column("failure_detail", Text),
+    Column("attempts", Integer),
+    Column("style_tokens", Integer),
+    Column("style_headers", Integer),
+    Column("style_lists", Integer),
+    Column("style_bold", Integer),
 )
 
 #: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".

@@ -1,0 +1,331 @@
+"""The battles the arena holds itself (docs/guides/arena-page.md): the voting page ``/arena``
+and its calls, and the admin's routes for models' endpoints and held battles.
+
+Page routes: ``GET /arena`` (the page; a new visitor gets an identity cookie unless the arena
+is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``GET /arena/arena.js``
+(the page's one script: the Content-Security-Policy lets only scripts of this site run),
+``GET /arena/prompt`` (one from the pool), ``POST /arena/battles`` (a pair by the serving rule;
+both answers stream back as NDJSON lines ``{"side": "a"|"b", "delta": …}`` between a first line
+``{"battle_id": …}`` and a last ``{"done": true, "status": …}``) and ``POST
+/arena/battles/{id}/vote`` (refused until both answers are complete; answers with the names).
+Posts need the identity's CSRF token in ``X-CSRF-Token`` and must come from this site.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from functools import lru_cache, partial
+from importlib import resources
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...endpoints.config import endpoint_from_mapping
+from ...errors import InputError
+from .. import store
+from ..deps import Admin, arena, reload, write
+from ..errors import ApiError
+from ..holder import BattleHolder, endpoint_json
+from ..render import environment, version_text
+from ..security import Principal, split_key, verify
+from ..visitors import COOKIE, Visitors
+from .dashboard import _same_origin
+
+__all__ = ["router", "CSP"]
+
+router = APIRouter()
+
+#: The page's policy: its own script file, inline styles, requests to this site only.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_OUTCOMES = {name: k for k, name in enumerate(store.OUTCOMES)}
+
+
+class ArenaBattle(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompt: str = Field(min_length=1)
+    prompt_id: str | None = Field(None, max_length=200)
+
+
+class ArenaVote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    outcome: Literal["model_a", "model_b", "tie", "both_bad"]
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _holder(request: Request) -> BattleHolder:
+    return request.app.state.holder
+
+
+def _visitors(request: Request) -> Visitors:
+    v = getattr(request.app.state, "visitors", None)
+    if v is None:
+        v = request.app.state.visitors = Visitors(
+            arena(request).engine, request.app.state.settings.arena_page
+        )
+    return v
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+async def _who(request: Request) -> Principal | None:
+    v = _visitors(request)
+    aid = await asyncio.to_thread(v.identity, request.cookies.get(COOKIE))
+    if aid is None:
+        return None
+    return await asyncio.to_thread(v.principal, aid)
+
+
+async def _poster(request: Request) -> Principal:
+    """The identity of a post from the page (403 without a valid identity and CSRF token)."""
+    who = await _who(request)
+    if who is None:
+        raise ApiError(403, "forbidden", "no arena identity; open /arena first", "cookie")
+    token = request.headers.get("x-csrf-token", "")
+    if not _same_origin(request) or token != _visitors(request).csrf(who.id):
+        raise ApiError(403, "forbidden", "this request must come from the arena page", "csrf")
+    return who
+
+
+def _set_cookie(request: Request, resp: Response, aid: int) -> None:
+    value, age = _visitors(request).cookie(aid)
+    resp.set_cookie(
+        COOKIE,
+        value,
+        max_age=age,
+        path="/arena",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+@lru_cache(maxsize=1)
+def _script() -> bytes:
+    return resources.files("stablearena.service").joinpath("templates/arena.js").read_bytes()
+
+
+def _page(request: Request, who: Principal | None, error: str | None = None) -> str:
+    page = request.app.state.settings.arena_page
+    return (
+        environment()
+        .get_template("arena.html.j2")
+        .render(
+            version=version_text(),
+            who=who,
+            csrf=_visitors(request).csrf(who.id) if who else "",
+            invite_only=page.invite_only,
+            pool=bool(_holder(request).pool),
+            max_chars=page.max_prompt_chars,
+            error=error,
+        )
+    )
+
+
+def _html(text: str, status: int = 200) -> Response:
+    return Response(text, status, headers=_HEADERS, media_type="text/html; charset=utf-8")
+
+
+# ---------------------------------------------------------------------------------- page
+@router.get("/arena", include_in_schema=False)
+async def arena_page(request: Request) -> Response:
+    """The voting page."""
+    who = await _who(request)
+    page = request.app.state.settings.arena_page
+    new = None
+    if who is None and not page.invite_only:
+        new = await asyncio.to_thread(_visitors(request).new_visitor, _address(request))
+        who = await asyncio.to_thread(_visitors(request).principal, new)
+    resp = _html(_page(request, who))
+    if new is not None:
+        _set_cookie(request, resp, new)
+    return resp
+
+
+@router.get("/arena/arena.js", include_in_schema=False)
+async def arena_script() -> Response:
+    return Response(
+        _script(),
+        media_type="text/javascript; charset=utf-8",
+        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
+    )
+
+
+@router.post("/arena/login", include_in_schema=False)
+async def arena_login(request: Request) -> Response:
+    """Sign in on the page with an annotator key (a form post)."""
+    if not _same_origin(request):
+        return _html(_page(request, None, "This form must be posted from this site."), 403)
+    wait = request.app.state.dashboard.login_limiter.take(f"arena-login:{_address(request)}")
+    if wait > 0:
+        return _html(_page(request, None, f"Too many attempts; wait {wait:.0f} s."), 429)
+    try:
+        form = parse_qs((await request.body()).decode("utf-8"), max_num_fields=4)
+    except (UnicodeDecodeError, ValueError):
+        return _html(_page(request, None, "The form could not be read."), 400)
+    key = (form.get("key") or [""])[0].strip()
+    key_id = split_key(key)
+    p = await asyncio.to_thread(arena(request).principal_for, key_id) if key_id else None
+    if p is None or not verify(key, p):
+        return _html(_page(request, None, "Not a valid annotator key."), 401)
+    resp = RedirectResponse("/arena", status_code=303)
+    _set_cookie(request, resp, p.id)
+    return resp
+
+
+@router.get("/arena/prompt", summary="A prompt from the arena's pool")
+async def arena_prompt(request: Request) -> dict[str, str]:
+    if await _who(request) is None:
+        raise ApiError(403, "forbidden", "no arena identity; open /arena first", "cookie")
+    return _holder(request).prompt()
+
+
+@router.post("/arena/battles", summary="A held battle: both answers stream back (NDJSON)")
+async def arena_battle(request: Request, body: ArenaBattle) -> Response:
+    who = await _poster(request)
+    holder, st = _holder(request), arena(request)
+    page = request.app.state.settings.arena_page
+    if len(body.prompt) > page.max_prompt_chars:
+        raise ApiError(
+            422, "invalid_input", f"the prompt is longer than {page.max_prompt_chars}", "prompt"
+        )
+    address = _address(request)
+    await asyncio.to_thread(_visitors(request).check_battle, who, address, st.config.battle_ttl)
+    row = await holder.serve(who, body.prompt, body.prompt_id, address)
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    def emit(side: str, delta: str | None) -> None:
+        queue.put_nowait(
+            {"side": side, "delta": delta} if delta is not None else {"side": side, "restart": True}
+        )
+
+    async def run() -> None:
+        try:
+            end = await holder.generate(row, body.prompt, emit)
+            queue.put_nowait({"done": True, **end})
+        finally:
+            queue.put_nowait(None)
+
+    # the generation goes on (and is stored) even when the page goes away
+    task = asyncio.get_running_loop().create_task(run())
+    holder.tasks.add(task)
+    task.add_done_callback(holder.tasks.discard)
+
+    async def lines():  # noqa: ANN202
+        yield json.dumps({"battle_id": row["id"]}) + "\n"
+        while (item := await queue.get()) is not None:
+            yield json.dumps(item) + "\n"
+
+    return StreamingResponse(
+        lines(), media_type="application/x-ndjson", headers={"Cache-Control": "no-store"}
+    )
+
+
+@router.post("/arena/battles/{battle_id}/vote", summary="Vote on a held battle from the page")
+async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[str, Any]:
+    who = await _poster(request)
+    st = arena(request)
+    res = await request.app.state.writer.submit_async(
+        partial(
+            store.held.record_held_vote,
+            battle_id=battle_id,
+            annotator_id=who.id,
+            outcome=_OUTCOMES[body.outcome],
+            now=time.time(),
+            correction_window=st.config.correction_window,
+        )
+    )
+    refused = {
+        "missing": (404, "not_found"),
+        "forbidden": (403, "forbidden"),
+        "conflict": (409, "conflict"),
+        "expired": (410, "expired"),
+        "incomplete": (409, "incomplete"),
+        "failed": (409, "failed"),
+    }.get(res.kind)
+    if refused is not None:
+        raise ApiError(refused[0], refused[1], res.message, "battle_id")
+    st.after_vote(who, battle_id, res)
+    return {
+        "battle_id": battle_id,
+        "outcome": store.OUTCOMES[res.outcome],
+        "replayed": res.kind == "replay",
+        "model_a": st.names.get(res.model_a),
+        "model_b": st.names.get(res.model_b),
+    }
+
+
+# ---------------------------------------------------------------------------------- admin
+@router.get("/v1/admin/endpoints", summary="Models with an endpoint and their state (admin)")
+async def list_endpoints(request: Request, who: Admin) -> dict[str, Any]:
+    holder = _holder(request)
+    await holder.refresh(force=True)
+    models = arena(request).models
+    out = []
+    for mid, ep in holder.endpoints.items():
+        rec = ep.to_record()
+        rec.pop("kind", None)
+        m = models.get(mid)
+        rec["outage"] = bool(m and m.outage)
+        rec["auto_outage"] = mid in holder.auto_outage
+        rec["retired"] = bool(m and m.retired)
+        out.append(rec)
+    return {"endpoints": out}
+
+
+@router.put("/v1/admin/models/{name}/endpoint", summary="Set a model's endpoint (admin)")
+async def put_endpoint(
+    request: Request, name: str, who: Admin, body: dict[str, Any]
+) -> dict[str, Any]:
+    if "name" in body and body["name"] != name:
+        raise ApiError(422, "invalid_input", "the name is the one in the path", "name")
+    try:
+        ep = endpoint_from_mapping({**body, "name": name}, f"model {name!r}")
+    except InputError as exc:
+        raise ApiError(422, "invalid_input", str(exc), None) from None
+    created = await write(
+        request,
+        partial(store.held.set_endpoint, name=name, config=endpoint_json(ep), now=time.time()),
+    )
+    await reload(request)
+    await _holder(request).refresh(force=True)
+    rec = ep.to_record()
+    rec.pop("kind", None)
+    return {"created": created, "endpoint": rec}
+
+
+@router.delete("/v1/admin/models/{name}/endpoint", summary="Remove a model's endpoint (admin)")
+async def delete_endpoint(request: Request, name: str, who: Admin) -> dict[str, Any]:
+    mid = arena(request).model_ids.get(name)
+    if mid is None:
+        raise ApiError(404, "not_found", f"no model {name!r}", "name")
+    had = await write(request, partial(store.held.drop_endpoint, model_id=mid))
+    await reload(request)
+    await _holder(request).refresh(force=True)
+    return {"name": name, "removed": had}
+
+
+@router.get("/v1/admin/held", summary="The newest held battles and their state (admin)")
+async def list_held(
+    request: Request,
+    who: Admin,
+    status: Annotated[Literal["served", "complete", "failed"] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 100,
+) -> dict[str, Any]:
+    rows = await asyncio.to_thread(store.held.held_list, arena(request).engine, status, limit)
+    return {"battles": rows}

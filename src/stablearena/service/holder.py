@@ -1,0 +1,375 @@
+"""The battles the arena holds itself: it calls both models of a served pair, streams their
+answers, stores everything about the battle, and keeps the models' outage state in step with
+their endpoints' circuit breakers (docs/guides/arena-page.md).
+
+One :class:`BattleHolder` per worker process, on the worker's event loop. It keeps one
+:class:`stablearena.endpoints.EndpointClient` per model with an endpoint (rebuilt when the
+registry's revision shows a change). When a client's breaker opens (``outage_after``
+consecutive failed calls), the model is put under outage in the database (``auto_outage``) so
+that no worker serves it; every ``probe_seconds`` the holder calls each such model once, and
+the first answer lifts the outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from ..endpoints import Answer, EndpointClient, Failure, ModelEndpoint
+from ..endpoints.config import endpoint_from_mapping
+from ..style_features import style_counts
+from . import store
+from .errors import ApiError
+from .security import Principal
+
+__all__ = ["BattleHolder", "endpoint_json", "load_pool", "write_model_tables"]
+
+log = logging.getLogger("stablearena.service")
+
+#: The probe's prompt (a model under outage is back when it answers anything).
+PROBE = "Reply with the word ok."
+
+Emit = Callable[[str, str | None], None]
+
+
+def endpoint_json(ep: ModelEndpoint) -> str:
+    """The stored form of an endpoint: its configuration without the name (never a key)."""
+    rec = ep.to_record()
+    for k in ("name", "kind"):
+        rec.pop(k, None)
+    if rec.get("price") is None:
+        rec.pop("price", None)
+    return json.dumps(rec, sort_keys=True)
+
+
+def endpoint_from_json(name: str, config: str) -> ModelEndpoint:
+    """The endpoint of model ``name`` from its stored form."""
+    return endpoint_from_mapping({**json.loads(config), "name": name}, f"model {name!r}")
+
+
+def write_model_tables(engine: Any, endpoints: list[ModelEndpoint]) -> None:
+    """Store the endpoints of the serve config's ``[[models]]`` (creating the models)."""
+    now = time.time()
+    for ep in endpoints:
+        with engine.begin() as conn:
+            store.held.set_endpoint(conn, ep.name, endpoint_json(ep), now)
+
+
+def load_pool(spec: str | None) -> list[dict[str, str]]:
+    """The prompt pool: ``None`` → none, ``"demo"`` → the demo models' 200 prompts, else a
+    file read by :func:`stablearena.auto.read_prompts`."""
+    if not spec:
+        return []
+    if spec == "demo":
+        from ..endpoints.demo import demo_prompts
+
+        return demo_prompts(200)
+    from ..auto import read_prompts
+
+    return [{"id": p.id, "prompt": p.text} for p in read_prompts(spec)]
+
+
+#: The fields of an :class:`~stablearena.endpoints.Answer` stored as they are.
+_ANSWER_FIELDS = (
+    "text",
+    "ttft",
+    "total_time",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+)
+
+
+def _answer_row(side: str, model_id: int, ep: ModelEndpoint, res: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "side": side,
+        "model_id": model_id,
+        "params": json.dumps({**ep.params, "system_prompt": ep.system_prompt}, sort_keys=True),
+        "attempts": res.attempts,
+    }
+    if isinstance(res, Answer):
+        tokens, headers, lists, bold = style_counts(res.text)
+        rec = res.to_record()
+        row.update({k: rec[k] for k in _ANSWER_FIELDS})
+        row.update(
+            style_tokens=tokens,
+            style_headers=headers,
+            style_lists=lists,
+            style_bold=bold,
+        )
+    else:
+        row.update(failure=res.reason, failure_detail=res.detail, total_time=res.elapsed)
+    return row
+
+
+class BattleHolder:
+    """Calls the models of held battles and keeps their outage state (module docstring)."""
+
+    def __init__(self, state: Any, writer: store.Writer, settings: Any) -> None:
+        self.state = state
+        self.writer = writer
+        self.page = settings.arena_page
+        self.pool = load_pool(self.page.prompts)
+        self.rng = random.Random()
+        self.endpoints: dict[int, ModelEndpoint] = {}
+        self.auto_outage: set[int] = set()
+        self.clients: dict[int, tuple[str, EndpointClient]] = {}
+        self._revision = -2
+        self._probe: asyncio.Task | None = None
+        self.judges = _judge_clients(settings.judges)
+        self.judge_ids: dict[str, int] = {}
+        self.tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ registry
+    def _read(self) -> tuple[int, list[Any]]:
+        rev = self.state.revision
+        with self.state.engine.connect() as conn:
+            return rev, store.held.endpoint_rows(conn)
+
+    async def refresh(self, force: bool = False) -> None:
+        """Reload the endpoints when the registry changed since they were read."""
+        if not force and self._revision == self.state.revision:
+            return
+        rev, rows = await asyncio.to_thread(self._read)
+        endpoints, auto = {}, set()
+        for r in rows:
+            try:
+                endpoints[r.model_id] = endpoint_from_json(r.name, r.config)
+            except Exception as exc:  # noqa: BLE001 - a bad stored row must not stop the page
+                log.error("model %s: stored endpoint unusable: %s", r.name, exc)
+                continue
+            if r.auto_outage:
+                auto.add(r.model_id)
+        for mid in list(self.clients):
+            cfg, client = self.clients[mid]
+            if mid not in endpoints or endpoint_json(endpoints[mid]) != cfg:
+                del self.clients[mid]
+                await client.aclose()
+        self.endpoints, self.auto_outage, self._revision = endpoints, auto, rev
+
+    def client(self, model_id: int) -> EndpointClient:
+        """The client of a model with an endpoint (made on first use)."""
+        ep = self.endpoints[model_id]
+        got = self.clients.get(model_id)
+        if got is None:
+            got = self.clients[model_id] = (endpoint_json(ep), EndpointClient(ep))
+        return got[1]
+
+    def servable(self) -> list[str]:
+        """The names of the models with an endpoint that may be served now."""
+        models = self.state.models
+        return [
+            models[m].name
+            for m in self.endpoints
+            if m in models and not models[m].retired and not models[m].outage
+        ]
+
+    # ------------------------------------------------------------------ outage
+    async def _set_outage(self, model_id: int, on: bool) -> None:
+        changed = await self.writer.submit_async(
+            partial(store.held.set_auto_outage, model_id=model_id, on=on)
+        )
+        if changed:
+            log.warning(
+                "model %s: %s",
+                self.endpoints[model_id].name if model_id in self.endpoints else model_id,
+                "under outage (its endpoint keeps failing)" if on else "answering again",
+            )
+            await asyncio.to_thread(self.state.reload_registry)
+            await self.refresh(force=True)
+
+    async def after_call(self, model_id: int, res: Any) -> None:
+        """Bring the model's outage in the registry in step with its breaker."""
+        client = self.clients.get(model_id)
+        if client is None:
+            return
+        under = client[1].breaker.under_outage
+        if under and not self.state.models[model_id].outage:
+            await self._set_outage(model_id, True)
+        elif not under and isinstance(res, Answer) and model_id in self.auto_outage:
+            await self._set_outage(model_id, False)
+
+    async def probe_once(self) -> None:
+        """Call each model under an automatic outage once; an answer lifts its outage."""
+        await self.refresh()
+        for mid in sorted(self.auto_outage):
+            if mid not in self.endpoints:
+                continue
+            client = self.client(mid)
+            res = await client.complete(client.messages(PROBE))
+            if isinstance(res, Answer):
+                await self._set_outage(mid, False)
+
+    async def _probe_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.page.probe_seconds)
+            try:
+                await self.probe_once()
+            except Exception:  # noqa: BLE001 - keep probing
+                log.exception("probing models under outage failed")
+
+    def start(self) -> None:
+        """Start the outage probe (on the running loop)."""
+        self._probe = asyncio.get_running_loop().create_task(self._probe_loop())
+
+    async def stop(self) -> None:
+        """Stop the probe and the generations in flight; close the clients."""
+        for t in [self._probe, *self.tasks]:
+            if t is not None:
+                t.cancel()
+        for _, client in self.clients.values():
+            await client.aclose()
+        for jc in self.judges:
+            await jc.aclose()
+        self.clients.clear()
+
+    # ------------------------------------------------------------------ battles
+    def prompt(self) -> dict[str, str]:
+        """A prompt from the pool (404 when the arena has none)."""
+        if not self.pool:
+            raise ApiError(404, "no_prompts", "this arena has no prompt pool; type a prompt")
+        return self.rng.choice(self.pool)
+
+    async def serve(
+        self, who: Principal, prompt: str, prompt_id: str | None, address: str | None
+    ) -> dict[str, Any]:
+        """Draw a pair among the servable models by the arena's serving rule and store the
+        battle (status ``served``, not votable); returns its row."""
+        await self.refresh()
+        names = self.servable()
+        if len(names) < 2:
+            raise ApiError(
+                503,
+                "no_models",
+                "fewer than two models with an endpoint can answer now; try again later",
+            )
+        st = self.state
+        if not prompt_id:  # a typed prompt: an id from its text (the same text, the same id)
+            prompt_id = "typed-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        held = {
+            "prompt_id": prompt_id,
+            "prompt": prompt,
+            "category": self.page.category(prompt),
+            "address": address,
+            "served_at": time.time(),
+        }
+        for _ in range(8):
+            revision = st.revision
+            (row,) = st.serve(who, 1, names)
+            row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)
+            refused = await self.writer.submit_async(
+                partial(store.held.insert_held, row=row, held=held, revision=revision)
+            )
+            if refused == []:
+                return row
+            st.refused(who, [row], refused or [])
+            if refused is None:
+                await asyncio.to_thread(st.reload_registry)
+                await self.refresh()
+                names = self.servable()
+                if len(names) < 2:
+                    break
+        raise ApiError(503, "busy", "the arena is changing fast; try again")
+
+    async def generate(self, row: dict[str, Any], prompt: str, emit: Emit) -> dict[str, Any]:
+        """Call both models at once, ``emit(side, delta)`` as their answers stream in, then
+        store both answers and the battle's new status; returns ``{"status", "failure"}``."""
+        sides = (("a", row["model_a"]), ("b", row["model_b"]))
+
+        async def one(side: str, mid: int) -> Any:
+            if mid not in self.endpoints:
+                return Failure(str(mid), "no_endpoint", "the model lost its endpoint")
+            client = self.client(mid)
+            res = await client.complete(client.messages(prompt), partial(emit, side))
+            await self.after_call(mid, res)
+            return res
+
+        results = await asyncio.gather(*(one(s, m) for s, m in sides))
+        rows = [
+            _answer_row(s, m, self.endpoints[m], r)
+            for (s, m), r in zip(sides, results, strict=True)
+            if m in self.endpoints
+        ]
+        failed = [
+            f"model {s.upper()}: {r.reason} ({r.detail})"
+            for (s, _), r in zip(sides, results, strict=True)
+            if not r.ok
+        ]
+        failure = "; ".join(failed) or None
+        ttl = self.state.config.battle_ttl
+        await self.writer.submit_async(
+            partial(
+                store.held.finish_held,
+                battle_id=row["id"],
+                answers=rows,
+                failure=failure,
+                now=time.time(),
+                ttl=ttl,
+            )
+        )
+        if not failure and self.judges:
+            task = asyncio.get_running_loop().create_task(self.judge(row, prompt, rows))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        return {"status": "failed" if failure else "complete", "failure": failure}
+
+    # ------------------------------------------------------------------ judges
+    async def judge(self, row: dict[str, Any], prompt: str, answers: list[dict[str, Any]]) -> int:
+        """Every judge judges a completed battle in both orders (stablearena.judges; orders
+        that disagree are a tie) and votes on its own copy of it as an annotator of the arena;
+        a failed or unparseable judgement is no vote. Returns the votes recorded."""
+        text = {a["side"]: a["text"] for a in answers}
+        got = await asyncio.gather(
+            *(j.judge_pair(prompt, row["id"], "a", text["a"], "b", text["b"]) for j in self.judges)
+        )
+        st, now, done = self.state, time.time(), 0
+        held = {
+            "prompt": prompt,
+            "category": self.page.category(prompt),
+            "status": "complete",
+            "served_at": now,
+            "completed_at": now,
+        }
+        for jc, judgement in zip(self.judges, got, strict=True):
+            if judgement.outcome is None:
+                log.warning("judge %s: no verdict: %s", jc.name, judgement.failure)
+                continue
+            jid = self.judge_ids.get(jc.name)
+            if jid is None:
+                jid = self.judge_ids[jc.name] = await self.writer.submit_async(
+                    partial(store.held.judge_annotator, name=jc.name, now=now)
+                )
+            outcome = {"x": 0, "y": 1, "tie": 2}[judgement.outcome]
+            copy = {**row, "id": uuid.uuid4().hex, "strategy": "judge", "check": False}
+            res = await self.writer.submit_async(
+                partial(
+                    store.held.record_judgement,
+                    row=copy,
+                    judge_id=jid,
+                    outcome=outcome,
+                    now=now,
+                    ttl=st.config.battle_ttl,
+                    held={**held, "prompt_id": row.get("prompt_id")},
+                    answers=answers,
+                )
+            )
+            st.after_vote(Principal(jid, jc.name, "annotator", "", ""), copy["id"], res)
+            done += 1
+        return done
+
+
+def _judge_clients(entries: list[dict[str, Any]]) -> list[Any]:
+    """Clients of the serve config's ``[[judges]]`` (stablearena.judges)."""
+    if not entries:
+        return []
+    from ..judges import JudgeClient, judges_from_toml
+
+    return [JudgeClient(j) for j in judges_from_toml({"judges": entries}, "serve config")]

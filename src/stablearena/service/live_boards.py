@@ -1,0 +1,88 @@
+"""Style-controlled and category boards of the live arena: ``/v1/leaderboard?style=true``,
+``?where=COLUMN=VALUE`` and ``?by=COLUMN`` fit the arena's export exactly as ``stablearena rank
+--covariate … --where … --by …`` fits the exported file (docs/guides/arena-page.md).
+
+Style control reads the per-side style counts stored with each held battle's answers
+(``style_tokens_a:style_tokens_b``, headers, lists, bold; stablearena.style_features), so it
+uses the battles the arena held (votes of API clients carry no answers); a feature that is the
+same in every battle cannot be estimated and is left out (the answer's ``style_left_out``).
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import InputError
+
+__all__ = ["STYLE_COVARIATES", "live_boards"]
+
+#: The covariates of ``?style=true``: each style count of side a against side b.
+STYLE_COVARIATES: tuple[str, ...] = tuple(
+    f"style_{f}_a:style_{f}_b" for f in ("tokens", "headers", "lists", "bold")
+)
+
+
+def live_boards(
+    engine: Any,
+    method: str,
+    *,
+    style: bool,
+    where_items: Sequence[str],
+    by: str | None,
+    ci: str = "none",
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """The board (or, with ``by``, ``{"boards": {value: board}}``) of the arena's current votes,
+    filtered by ``where_items`` (``COLUMN=VALUE``) and style-controlled with ``style``."""
+    import pandas as pd
+
+    from ..categories import parse_where, split_by, where
+    from ..cli.boards import style_method
+    from ..io import read_battles
+    from ..leaderboard import leaderboard_payload
+    from ..raters import get_rater
+    from ..style_features import add_covariates
+    from .api.admin import export
+
+    raw, _ = export(engine, "jsonl", False)
+    df = pd.read_json(io.BytesIO(raw), lines=True, dtype=False) if raw.strip() else None
+    if df is None or df.empty:
+        raise InputError("the arena has no votes yet")
+    left_out: list[str] = []
+    covariates: list[str] = []
+    if style:
+        if "status" not in df.columns:
+            raise InputError("style control needs battles the arena held (with their answers)")
+        df = df[df["status"] == "complete"].reset_index(drop=True)
+        for spec in STYLE_COVARIATES:
+            a, b = spec.split(":")
+            diff = (df[a] - df[b]) / (df[a] + df[b] + 1)
+            (covariates if diff.nunique() > 1 else left_out).append(spec)
+        if not covariates:
+            raise InputError("every style feature is the same in every battle; nothing to control")
+    battles = read_battles(df, extra="*", source="live arena")
+    conditions = parse_where(where_items)
+    if conditions:
+        battles = where(battles, conditions)
+    if covariates:
+        battles = add_covariates(battles, covariates)
+    rater = get_rater(style_method(method) if style else method)
+    boards = split_by(battles, by) if by else {"": battles}
+    out: dict[str, Any] = {}
+    for value, board in boards.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            payload = leaderboard_payload(
+                rater.fit(board), board, source="live arena", ci=ci, level=level
+            )
+        if conditions:
+            payload["where"] = conditions
+        if style:
+            payload["style_left_out"] = left_out
+        if by:
+            payload["by"] = {by: value}
+        out[value] = payload
+    return {"boards": out} if by else out[""]

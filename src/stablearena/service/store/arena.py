@@ -1,0 +1,350 @@
+"""The statements of the battles the arena holds itself (docs/guides/arena-page.md): models'
+endpoints, visitors, each held battle's prompt, state and answers, and the vote on it.
+
+A held battle is stored in ``battles`` with ``expires_at = 0`` while its answers are being
+generated, so that :func:`~.votes.record_vote` refuses a vote on it by any route (410) until
+:func:`finish_held` marks it complete and gives it its lifetime; a failed battle keeps
+``expires_at = 0`` and can never be voted on.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from .queries import bump_revision
+from .tables import (
+    annotators,
+    battle_answers,
+    battles,
+    held_battles,
+    model_endpoints,
+    models,
+    votes,
+)
+from .votes import VoteResult, insert_battles, record_vote
+
+__all__ = [
+    "set_endpoint",
+    "drop_endpoint",
+    "endpoint_rows",
+    "set_auto_outage",
+    "new_visitor",
+    "annotator_by_id",
+    "insert_held",
+    "finish_held",
+    "held_status",
+    "record_held_vote",
+    "open_held",
+    "held_columns",
+    "held_list",
+    "judge_annotator",
+    "record_judgement",
+]
+
+#: The per-side columns of ``battle_answers`` the export carries (besides the text).
+ANSWER_COLUMNS = (
+    "params",
+    "ttft",
+    "total_time",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+    "failure",
+    "failure_detail",
+    "attempts",
+    "style_tokens",
+    "style_headers",
+    "style_lists",
+    "style_bold",
+)
+
+
+# ---------------------------------------------------------------------------------- endpoints
+def set_endpoint(conn: Connection, name: str, config: str, now: float) -> bool:
+    """Give model ``name`` the endpoint ``config`` (JSON, no key), creating the model when new;
+    returns whether the model was created. Bumps the revision."""
+    mid = conn.execute(sa.select(models.c.id).where(models.c.name == name)).scalar()
+    created = mid is None
+    if created:
+        mid = conn.execute(
+            models.insert().values(name=name, added_at=now).returning(models.c.id)
+        ).scalar_one()
+    old = conn.execute(
+        sa.select(model_endpoints.c.config).where(model_endpoints.c.model_id == mid)
+    ).scalar()
+    if old is None:
+        conn.execute(model_endpoints.insert().values(model_id=mid, config=config, updated_at=now))
+    elif old != config:
+        conn.execute(
+            model_endpoints.update()
+            .where(model_endpoints.c.model_id == mid)
+            .values(config=config, updated_at=now)
+        )
+    else:
+        return created
+    bump_revision(conn)
+    return created
+
+
+def drop_endpoint(conn: Connection, model_id: int) -> bool:
+    """Take the endpoint from a model (it stays a name); returns whether it had one."""
+    n = conn.execute(model_endpoints.delete().where(model_endpoints.c.model_id == model_id))
+    if n.rowcount:
+        bump_revision(conn)
+    return bool(n.rowcount)
+
+
+def endpoint_rows(conn: Connection) -> list[Any]:
+    """(model_id, name, config, auto_outage, outage, retired) of every model with an endpoint."""
+    return conn.execute(
+        sa.select(
+            model_endpoints.c.model_id,
+            models.c.name,
+            model_endpoints.c.config,
+            model_endpoints.c.auto_outage,
+            models.c.outage,
+            models.c.retired,
+        )
+        .join(models, models.c.id == model_endpoints.c.model_id)
+        .order_by(model_endpoints.c.model_id)
+    ).all()
+
+
+def set_auto_outage(conn: Connection, model_id: int, on: bool) -> bool:
+    """Put a model under outage (``on``) because its endpoint keeps failing, or lift an outage
+    the breaker set (an outage an admin set stays). Returns whether anything changed."""
+    row = conn.execute(
+        sa.select(model_endpoints.c.auto_outage, models.c.outage)
+        .join(models, models.c.id == model_endpoints.c.model_id)
+        .where(model_endpoints.c.model_id == model_id)
+    ).first()
+    if row is None:
+        return False
+    auto, outage = bool(row[0]), bool(row[1])
+    if not ((on and not outage) or (not on and auto)):  # already so, or an admin's outage
+        return False
+    conn.execute(models.update().where(models.c.id == model_id).values(outage=on))
+    conn.execute(
+        model_endpoints.update()
+        .where(model_endpoints.c.model_id == model_id)
+        .values(auto_outage=on)
+    )
+    bump_revision(conn)
+    return True
+
+
+# ---------------------------------------------------------------------------------- visitors
+def new_visitor(conn: Connection, now: float) -> tuple[int, str]:
+    """A new anonymous annotator (no key): its id and name ``visitor-<hex>``."""
+    name = f"visitor-{secrets.token_hex(6)}"
+    vid = conn.execute(
+        annotators.insert()
+        .values(name=name, role="annotator", created_at=now)
+        .returning(annotators.c.id)
+    ).scalar_one()
+    return int(vid), name
+
+
+def annotator_by_id(conn: Connection, annotator_id: int) -> Any:
+    """The annotator record ``annotator_id`` or None."""
+    return conn.execute(sa.select(annotators).where(annotators.c.id == annotator_id)).first()
+
+
+# ---------------------------------------------------------------------------------- battles
+def insert_held(
+    conn: Connection, row: dict[str, Any], held: dict[str, Any], revision: int | None
+) -> list[str] | None:
+    """Store a served battle (``row``, as for :func:`~.votes.insert_battles`, stored with
+    ``expires_at = 0``) and its prompt (``held``: prompt_id, prompt, category, address,
+    served_at) with status ``served``; the result of ``insert_battles``."""
+    refused = insert_battles(conn, [{**row, "expires_at": 0.0}], revision)
+    if refused:
+        return refused
+    if refused is None:
+        return None
+    conn.execute(held_battles.insert().values(battle_id=row["id"], status="served", **held))
+    return []
+
+
+def finish_held(
+    conn: Connection,
+    battle_id: str,
+    answers: list[dict[str, Any]],
+    failure: str | None,
+    now: float,
+    ttl: float,
+) -> None:
+    """Store both answers (rows of ``battle_answers``) and mark the battle ``complete`` —
+    votable for ``ttl`` seconds from now — or, with ``failure``, ``failed`` (never votable)."""
+    for a in answers:  # one by one: an answer and a failure have different columns
+        conn.execute(battle_answers.insert().values(battle_id=battle_id, **a))
+    status = "failed" if failure else "complete"
+    conn.execute(
+        held_battles.update()
+        .where(held_battles.c.battle_id == battle_id)
+        .values(status=status, failure=failure, completed_at=now)
+    )
+    if not failure:
+        conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl))
+
+
+def held_status(conn: Connection, battle_id: str) -> str | None:
+    """The status of a held battle (``served``, ``complete``, ``failed``) or None."""
+    return conn.execute(
+        sa.select(held_battles.c.status).where(held_battles.c.battle_id == battle_id)
+    ).scalar()
+
+
+def record_held_vote(
+    conn: Connection,
+    battle_id: str,
+    annotator_id: int,
+    outcome: int,
+    now: float,
+    correction_window: float,
+    revision: int | None = None,
+) -> VoteResult:
+    """:func:`~.votes.record_vote` on a held battle, refused (kind ``incomplete``, or
+    ``failed``) until both answers are stored."""
+    status = held_status(conn, battle_id)
+    if status == "served":
+        return VoteResult("incomplete", message="both answers must be complete before a vote")
+    if status == "failed":
+        return VoteResult("failed", message="a model failed to answer; this battle has no vote")
+    return record_vote(conn, battle_id, annotator_id, outcome, now, correction_window, revision)
+
+
+def open_held(
+    conn: Connection, annotator_id: int, address: str | None, since: float
+) -> tuple[int, int]:
+    """Held battles served since ``since`` and not (yet) voted on nor failed: of the annotator,
+    and from ``address``."""
+    base = (
+        sa.select(sa.func.count())
+        .select_from(
+            held_battles.join(battles, battles.c.id == held_battles.c.battle_id).outerjoin(
+                votes, votes.c.battle_id == held_battles.c.battle_id
+            )
+        )
+        .where(
+            votes.c.id.is_(None),
+            held_battles.c.status != "failed",
+            held_battles.c.served_at > since,
+        )
+    )
+    mine = conn.execute(base.where(battles.c.annotator_id == annotator_id)).scalar_one()
+    there = 0
+    if address:
+        there = conn.execute(base.where(held_battles.c.address == address)).scalar_one()
+    return int(mine), int(there)
+
+
+def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
+    """Per held battle id, the columns the export adds: prompt_id, category, status, failure
+    and, per side s in a/b, ``{column}_{s}`` for :data:`ANSWER_COLUMNS` (and, with ``texts``,
+    ``prompt_text`` and ``answer_a``/``answer_b``)."""
+    with engine.connect() as conn:
+        held = conn.execute(sa.select(held_battles)).all()
+        answers = conn.execute(sa.select(battle_answers)).all()
+    out: dict[str, dict[str, Any]] = {}
+    for h in held:
+        rec: dict[str, Any] = {
+            "prompt_id": h.prompt_id,
+            "category": h.category,
+            "status": h.status,
+            "failure": h.failure,
+        }
+        if texts:
+            rec["prompt_text"] = h.prompt
+        out[h.battle_id] = rec
+    for a in answers:
+        rec = out.setdefault(a.battle_id, {})
+        for c in ANSWER_COLUMNS:
+            rec[f"{c}_{a.side}"] = getattr(a, c)
+        if texts:
+            rec[f"answer_{a.side}"] = a.text
+    return out
+
+
+def held_list(engine: Engine, status: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest held battles (of ``status`` when given): id, models, status, failure, times,
+    whether voted."""
+    ma, mb = models.alias("ma"), models.alias("mb")
+    q = (
+        sa.select(
+            held_battles.c.battle_id,
+            held_battles.c.status,
+            held_battles.c.failure,
+            held_battles.c.category,
+            held_battles.c.served_at,
+            held_battles.c.completed_at,
+            ma.c.name.label("model_a"),
+            mb.c.name.label("model_b"),
+            sa.exists().where(votes.c.battle_id == held_battles.c.battle_id).label("voted"),
+        )
+        .join(battles, battles.c.id == held_battles.c.battle_id)
+        .join(ma, ma.c.id == battles.c.model_a)
+        .join(mb, mb.c.id == battles.c.model_b)
+        .order_by(held_battles.c.served_at.desc())
+        .limit(limit)
+    )
+    if status:
+        q = q.where(held_battles.c.status == status)
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q).all()]
+
+
+def arena_secret(engine: Engine) -> bytes:
+    """The key that signs visitors' cookies (made on first use, kept in ``meta``, shared by
+    every worker)."""
+    from .queries import get_meta, set_meta
+
+    for _ in range(3):
+        with engine.begin() as conn:
+            got = get_meta(conn, "arena_secret")
+            if got is None:
+                try:
+                    set_meta(conn, "arena_secret", secrets.token_hex(32))
+                except sa.exc.IntegrityError:  # another worker made it first
+                    continue
+                got = get_meta(conn, "arena_secret")
+        return bytes.fromhex(got)
+    raise RuntimeError("could not create the arena's cookie key")
+
+
+def judge_annotator(conn: Connection, name: str, now: float) -> int:
+    """The id of the annotator ``name`` (a judge), created (without a key) when new."""
+    aid = conn.execute(sa.select(annotators.c.id).where(annotators.c.name == name)).scalar()
+    if aid is None:
+        aid = conn.execute(
+            annotators.insert()
+            .values(name=name, role="annotator", created_at=now)
+            .returning(annotators.c.id)
+        ).scalar_one()
+    return int(aid)
+
+
+def record_judgement(
+    conn: Connection,
+    row: dict[str, Any],
+    judge_id: int,
+    outcome: int,
+    now: float,
+    ttl: float,
+    held: dict[str, Any],
+    answers: list[dict[str, Any]],
+) -> VoteResult:
+    """A judge's vote on a completed held battle: a battle of the same pair served to the judge
+    (``row``: the held battle's row with a new id), stored complete
+    with its prompt (``held``) and the judged ``answers``, and the vote, in one transaction."""
+    insert_battles(
+        conn, [{**row, "annotator_id": judge_id, "served_at": now, "expires_at": now + ttl}]
+    )
+    conn.execute(held_battles.insert().values(battle_id=row["id"], **held))
+    for a in answers:  # the same answers as the battle judged
+        conn.execute(battle_answers.insert().values(battle_id=row["id"], **a))
+    return record_vote(conn, row["id"], judge_id, outcome, now, 0.0)

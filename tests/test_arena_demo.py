@@ -1,0 +1,46 @@
+"""``stablearena serve --demo``: the demo models answer on /arena and a vote is taken, with no
+model configured by hand; the demo server goes away with serve."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import httpx
+from arena_process import ServerProcess
+from procs import HAVE_PROC, alive, children
+
+
+def test_serve_demo_holds_a_battle(tmp_path):
+    t0 = time.perf_counter()
+    server = ServerProcess(f"sqlite:///{tmp_path / 'demo.db'}", "--demo", cwd=tmp_path).start()
+    try:
+        kids = children(server.proc.pid) if HAVE_PROC else []
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            csrf = re.search(r'csrf-token" content="(\w+)"', c.get("/arena").text).group(1)
+            p = c.get("/arena/prompt").json()
+            assert re.match(r"p\d{4}$", p["id"])
+            h = {"X-CSRF-Token": csrf, "Origin": server.url}
+            r = c.post(
+                "/arena/battles", json={"prompt": p["prompt"], "prompt_id": p["id"]}, headers=h
+            )
+            lines = [json.loads(x) for x in r.text.splitlines()]
+            assert lines[-1]["status"] == "complete", lines[-1]
+            first_vote = time.perf_counter() - t0
+            v = c.post(
+                f"/arena/battles/{lines[0]['battle_id']}/vote",
+                json={"outcome": "model_a"},
+                headers=h,
+            )
+            assert v.status_code == 200 and v.json()["model_a"].startswith("demo-")
+            names = {m["name"] for m in c.get("/v1/models").json()["models"]}
+            assert len(names) == 8 and all(n.startswith("demo-") for n in names)
+        print(f"serve --demo: first possible vote after {first_vote:.2f} s")
+    finally:
+        server.stop()
+    if HAVE_PROC:
+        deadline = time.time() + 10
+        while time.time() < deadline and any(alive(k) for k in kids):
+            time.sleep(0.1)
+        assert not any(alive(k) for k in kids)  # the demo server went with serve
