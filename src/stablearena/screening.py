@@ -36,7 +36,15 @@ from .battles import Battles, PairCounts
 from .errors import InputError, StableArenaWarning
 from .raters.annotator import UNKNOWN_ANNOTATOR, AmElo, AmEloFitted
 
-__all__ = ["Decision", "ArenaStep", "StableArena", "Policy", "ScreenedLog", "screen_log"]
+__all__ = [
+    "Decision",
+    "ArenaStep",
+    "StableArena",
+    "Policy",
+    "ScreenedLog",
+    "screen_log",
+    "converged_fit",
+]
 
 Policy = Literal["warn", "exclude"]
 
@@ -305,6 +313,40 @@ def _decision(
     )
 
 
+def converged_fit(
+    rater: AmElo,
+    data: Battles | PairCounts,
+    *,
+    exclude: frozenset[str] = frozenset(),
+    start: AmEloFitted | None = None,
+) -> AmEloFitted:
+    """``rater.fit`` that screening may act on: when the fit has not converged it is continued
+    (warm-started from the unconverged point), then tried from the deterministic m-ELO start;
+    the first converged fit is returned, else the last one — which the caller must not screen
+    on (check ``fitted.convergence.converged``). An unconverged am-ELO fit can give honest
+    annotators spurious negative abilities (issue 25: 128 honest annotators excluded)."""
+    fitted = rater.fit(data, exclude=exclude, start=start)
+    for retry in (fitted, None):
+        if fitted.convergence.converged:
+            break
+        if retry is None and start is None:
+            break
+        fitted = rater.fit(data, exclude=exclude, start=retry)
+    return fitted
+
+
+def _unflag(fitted: AmEloFitted) -> AmEloFitted:
+    """The fit with every ``flagged`` annotator back to ``included`` (nothing acted on)."""
+    from dataclasses import replace
+
+    st = tuple("included" if s == "flagged" else s for s in fitted.status)
+    rs = tuple(
+        r.replace("flagged:", "not acted on (unconverged fit):", 1) if s == "flagged" else r
+        for s, r in zip(fitted.status, fitted.reasons, strict=True)
+    )
+    return replace(fitted, status=st, reasons=rs)
+
+
 def screen_log(
     battles: Battles,
     *,
@@ -334,10 +376,23 @@ def screen_log(
     )
     excluded: dict[str, Decision] = {}
     rounds = 0
+    previous: AmEloFitted | None = None
     while True:
         rounds += 1
-        fitted = rater.fit(battles, exclude=frozenset(excluded))
+        fitted = converged_fit(rater, battles, exclude=frozenset(excluded), start=previous)
+        previous = fitted
         flagged = [k for k, st in enumerate(fitted.status) if st == "flagged"]
+        if flagged and not fitted.convergence.converged:
+            warnings.warn(
+                f"screening round {rounds}: the am-ELO fit did not converge "
+                f"({fitted.convergence.message or 'gradient above tolerance'}), also when "
+                f"warm-started; its {len(flagged)} flagged annotator(s) are NOT excluded. Raise "
+                "max_iter or check the data.",
+                StableArenaWarning,
+                stacklevel=2,
+            )
+            flagged = []
+            fitted = _unflag(fitted)
         for k in flagged:
             reason = fitted.reasons[k].replace("flagged:", f"excluded in round {rounds}:", 1)
             excluded[fitted.annotators[k]] = _decision(
