@@ -504,6 +504,13 @@ class Influence:
         return out
 
 
+#: The influence test judges each account at its fitted ability clipped to [0, this]: a noisy
+#: honest annotator (low ability) is not flagged for disagreeing, and an account whose votes
+#: agree with the ranking it is pushing cannot hide behind an inflated ability (issue 25: 5–63×
+#: an honest annotator's).
+INFLUENCE_ABILITY_CAP: float = 2.0
+
+
 def account_influence(
     counts: PairCounts,
     x: np.ndarray,
@@ -513,8 +520,9 @@ def account_influence(
     alpha: float = 0.05,
 ) -> Influence:
     """:class:`Influence` of every annotator of ``counts`` (pair × annotator rows) at scores
-    ``x`` with covariance ``cov`` (abilities default to 1: every account judged as an average
-    annotator, so that a high fitted ability cannot mask an account's push).
+    ``x`` with covariance ``cov`` and the accounts' ``abilities`` (default 1, every account an
+    average annotator; am-ELO's defence passes the fitted ones clipped to
+    [0, :data:`INFLUENCE_ABILITY_CAP`], so that a high fitted ability cannot mask a push).
 
     Per row r (pair i, j, annotator k, n votes, score s): p = σ(a_k (x_i − x_j)), gradient
     a_k (s − n p)(e_i − e_j), information a_k² n p (1 − p)(e_i − e_j)(e_i − e_j)ᵀ; with
@@ -727,7 +735,8 @@ def defence_scores(
             if defence == "am-elo+screen":
                 return _full_scores(fit, counts.models), excl
             sub = fit.counts
-            infl = account_influence(sub, fit.scores, _am_elo_cov(fit))
+            a = np.clip(fit.abilities[fit._fit_annotators], 0.0, INFLUENCE_ABILITY_CAP)
+            infl = account_influence(sub, fit.scores, _am_elo_cov(fit), a)
             names = {sub.annotators[k] for k in np.flatnonzero(infl.flagged)}  # type: ignore[index]
             if not names:
                 return _full_scores(fit, counts.models), excl
@@ -853,6 +862,8 @@ def run_seed(
                     "target_rank": rank0 + 1,
                     "family": fam.name,
                     "defence": d,
+                    "max_votes": max_votes,
+                    "fraction": arena.fraction,
                 }
                 for level, v in need.items():
                     rec[f"votes_{level}"] = v
@@ -921,4 +932,37 @@ def summarise(
             else:
                 row[f"ratio_{level}"] = row[f"ratio_{level}_se"] = None
         out.append(row)
+    return out
+
+
+# ------------------------------------------------------------------------------ honest cost
+def honest_cost(
+    counts: PairCounts,
+    reference: np.ndarray,
+    anomalous: Sequence[str],
+    defences: Sequence[str] = DEFENCES,
+) -> dict[str, dict[str, float]]:
+    """What each defence costs an arena without attacker: Kendall τ of its scores to
+    ``reference`` (the true scores, or a clean fit) and precision / recall / F1 of the annotators
+    it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator."""
+    from .metrics import detection_scores, kendall_tau
+
+    names = counts.annotators or ()
+    truth = np.array([n in set(anomalous) for n in names], dtype=bool)
+    fits = _Fits()
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        for d in defences:
+            x, excl = defence_scores(d, counts, fits, key=0)
+            ok = np.isfinite(x)
+            flagged = np.array([n in excl for n in names], dtype=bool)
+            sc = detection_scores(flagged, truth)
+            out[d] = {
+                "tau": kendall_tau(x[ok], np.asarray(reference)[ok]),
+                "excluded": int(flagged.sum()),
+                "precision": sc["precision"],
+                "recall": sc["recall"],
+                "f1": sc["f1"],
+            }
     return out

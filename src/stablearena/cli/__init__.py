@@ -950,4 +950,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # command modules register themselves on import (keep at the end)
-from . import am_elo, compare, coverage, plot, rank, selection, serve  # noqa: E402,F401
+from . import am_elo, compare, coverage, plot, rank, rigging, selection, serve  # noqa: E402,F401
