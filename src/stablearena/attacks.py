@@ -966,3 +966,48 @@ def honest_cost(
                 "f1": sc["f1"],
             }
     return out
+
+
+def account_statistics(counts: PairCounts, start: Any = None) -> dict[str, np.ndarray]:
+    """Per annotator of ``counts``, the statistics a detector can rank accounts by (larger =
+    more suspicious): ``push`` (influence max |z|), ``select`` (−ln tail probability of the
+    selection test), ``evalue`` (ln e-value), ``low_ability`` (−am-ELO ability), all read off
+    today's screened am-ELO fit (accounts it left out or excluded: NaN for push and select).
+    Returns the annotator names under ``"accounts"``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fit = _screened_am_elo(counts, start)
+    names = counts.annotators or ()
+    pos = {n: k for k, n in enumerate(names)}
+    idx = fit._fit_annotators
+    a = np.clip(fit.abilities[idx], 0.0, INFLUENCE_ABILITY_CAP)
+    infl = account_influence(fit.counts, fit.scores, _am_elo_cov(fit), a)
+    push = np.full(len(names), np.nan)
+    select = np.full(len(names), np.nan)
+    for k, n in enumerate(infl.accounts):
+        push[pos[n]] = infl.max_z[k]
+        select[pos[n]] = -infl.log_p_select[k]
+    ab = dict(zip(fit.annotators, fit.abilities, strict=True))
+    x = _full_scores(fit, counts.models)
+    x = np.where(np.isfinite(x), x, 0.0)
+    return {
+        "accounts": np.array(names, dtype=object),
+        "push": push,
+        "select": select,
+        "evalue": e_values(counts, x),
+        "low_ability": -np.array([ab.get(n, np.nan) for n in names]),
+    }
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for the ``positive`` class (Mann–Whitney U / n₊n₋;
+    NaN scores count as the least suspicious)."""
+    from scipy.stats import rankdata
+
+    s = np.where(np.isfinite(scores), scores, -np.inf)
+    r = rankdata(s)
+    pos = np.asarray(positive, bool)
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
