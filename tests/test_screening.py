@@ -292,3 +292,35 @@ def test_converged_fit_continues_an_unconverged_fit_warm():
     assert warm.convergence.converged
     np.testing.assert_allclose(warm.scores, full.scores, atol=1e-6)
     assert sorted(screened.excluded) == flippers
+
+
+def test_influence_screening_excludes_an_account_that_only_votes_for_one_model():
+    import warnings
+
+    from stablearena import StableArenaWarning
+    from stablearena.battles import Outcome
+    from stablearena.screening import screen_log
+
+    sim = simulate_arena(10, 8000, profiles={"honest": 20}, seed=5)
+    b = sim.battles
+    rng = np.random.default_rng(0)
+    target = int(np.argsort(sim.true_ratings)[5])
+    other = rng.choice(np.setdiff1d(np.arange(10), [target]), 150)
+    names = np.array(b.models, dtype=object)
+    ann = np.array(b.annotators, dtype=object)
+    rigged = Battles.from_arrays(
+        np.concatenate([names[b.model_a], np.full(150, names[target], dtype=object)]),
+        np.concatenate([names[b.model_b], names[other]]),
+        np.concatenate([b.outcome, np.full(150, Outcome.A, dtype=np.int8)]),
+        annotator=np.concatenate([ann[b.annotator], np.full(150, "rigger", dtype=object)]),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        plain = screen_log(rigged)
+        guarded = screen_log(rigged, influence=True)
+        honest = screen_log(b, influence=True)
+    assert "rigger" not in plain.excluded
+    assert guarded.excluded == ["rigger"]
+    reason = next(d.reason for d in guarded.removed if d.annotator == "rigger")
+    assert reason.startswith("excluded by influence:") and names[target] in reason
+    assert honest.excluded == []

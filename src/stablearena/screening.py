@@ -347,6 +347,21 @@ def _unflag(fitted: AmEloFitted) -> AmEloFitted:
     return replace(fitted, status=st, reasons=rs)
 
 
+def _influence_flagged(fitted: AmEloFitted) -> dict[int, str]:
+    """Annotators (indices into ``fitted.annotators``) the influence screening flags on a
+    converged fit, with the reason."""
+    from .influence import INFLUENCE_ABILITY_CAP, account_influence, am_elo_covariance
+
+    idx = fitted._fit_annotators
+    a = np.clip(fitted.abilities[idx], 0.0, INFLUENCE_ABILITY_CAP)
+    infl = account_influence(fitted.counts, fitted.scores, am_elo_covariance(fitted), a)
+    reasons = infl.reasons(fitted.models)
+    return {
+        int(idx[k]): "excluded by influence: " + reasons[k].removeprefix("flagged: ")
+        for k in np.flatnonzero(infl.flagged)
+    }
+
+
 def screen_log(
     battles: Battles,
     *,
@@ -354,6 +369,7 @@ def screen_log(
     ability_threshold: float = 0.0,
     confidence: float | None = None,
     max_rounds: int = 20,
+    influence: bool = False,
     **options: Any,
 ) -> ScreenedLog:
     """Stable Arena screening of a fixed log, repeated until it changes nothing (am-ELO Alg. 3).
@@ -363,6 +379,12 @@ def screen_log(
     ``confidence``, only when the one-sided upper bound is below ε too) are excluded and the
     model refitted without them — which can push another annotator below ε — until a fit flags
     nobody. ``options`` go to :class:`~stablearena.raters.annotator.AmElo`.
+
+    ``influence``: then, once, the influence screening of
+    :func:`stablearena.influence.account_influence` on the converged fit — annotators whose
+    one-Newton-step leave-one-out push on a model, or whose concentration on one model, is beyond
+    its Bonferroni bound are excluded too (reason ``"influence: …"``) and the screening repeated
+    (docs/guides/rigging.md).
     """
     if not isinstance(battles, Battles) or battles.annotator is None:
         raise InputError("screen_log() takes Battles with an annotator column.")
@@ -377,6 +399,7 @@ def screen_log(
     excluded: dict[str, Decision] = {}
     rounds = 0
     previous: AmEloFitted | None = None
+    influence_done = False
     while True:
         rounds += 1
         fitted = converged_fit(rater, battles, exclude=frozenset(excluded), start=previous)
@@ -398,6 +421,15 @@ def screen_log(
             excluded[fitted.annotators[k]] = _decision(
                 fitted, k, rounds, "excluded", "excluded", reason
             )
+        if not flagged and influence and not influence_done and fitted.convergence.converged:
+            influence_done = True
+            flagged = _influence_flagged(fitted)
+            for k in flagged:
+                excluded[fitted.annotators[k]] = _decision(
+                    fitted, k, rounds, "excluded", "excluded", flagged[k]
+                )
+            if flagged:
+                continue
         if not flagged:
             break
         if rounds >= max_rounds:
