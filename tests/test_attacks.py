@@ -163,6 +163,7 @@ def test_auc_ranks_positives_above_negatives():
     assert A.auc(np.array([3.0, 2.0, 1.0, 0.0]), np.array([1, 1, 0, 0], bool)) == 1.0
     assert A.auc(np.array([0.0, 1.0]), np.array([1, 0], bool)) == 0.0
     assert A.auc(np.array([np.nan, 1.0]), np.array([1, 0], bool)) == 0.0
+    assert A.auc(np.array([np.inf, 1.0]), np.array([1, 0], bool)) == 1.0
 
 
 def test_rigging_command_runs_resumes_and_summarises(arena, capsys, tmp_path):

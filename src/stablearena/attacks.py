@@ -829,10 +829,10 @@ def account_statistics(counts: PairCounts, start: Any = None) -> dict[str, np.nd
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
     """Area under the ROC curve of ``scores`` for the ``positive`` class (Mann–Whitney U / n₊n₋;
-    NaN scores count as the least suspicious)."""
+    NaN scores count as the least suspicious, +∞ as the most)."""
     from scipy.stats import rankdata
 
-    s = np.where(np.isfinite(scores), scores, -np.inf)
+    s = np.where(np.isnan(scores), -np.inf, scores)
     r = rankdata(s)
     pos = np.asarray(positive, bool)
     n1, n0 = int(pos.sum()), int((~pos).sum())
