@@ -194,3 +194,24 @@ def test_rigging_command_runs_resumes_and_summarises(arena, capsys, tmp_path):
     except SystemExit as exc:
         assert not exc.code
     assert "votes needed" in capsys.readouterr().out
+
+
+def test_capped_scores_equal_am_elo_below_the_cap_and_bound_a_heavy_account(arena):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fit = A._screened_am_elo(arena.counts, None, min_records=20)
+    a = fit.abilities[fit._fit_annotators]
+    np.testing.assert_allclose(A.capped_scores(fit, 1e9), fit.scores, atol=1e-6)
+    x = A.capped_scores(fit, 0.5 * a.max())
+    assert not np.allclose(x, fit.scores, atol=1e-6)
+    # the capped fit is the weighted Bradley–Terry optimum: zero score gradient at those weights
+    c = fit.counts
+    w = np.clip(a, 0, 0.5 * a.max())[c.annotator]
+    p = 1 / (1 + np.exp(-w * (x[c.i] - x[c.j])))
+    r = w * (c.score - c.totals * p)
+    g = np.bincount(c.i, r, c.n_models) - np.bincount(c.j, r, c.n_models)
+    assert np.abs(g).max() < 1e-6 * c.n_comparisons

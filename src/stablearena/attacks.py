@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -452,6 +452,7 @@ DEFENCES: tuple[str, ...] = (
     "am-elo+screen",
     "m-elo+influence",
     "am-elo+screen+influence",
+    "am-elo+screen+cap",
     "m-elo+evalue",
 )
 
@@ -529,6 +530,29 @@ def _without(counts: PairCounts, names: set[str]) -> PairCounts:
     return counts.take(~drop[counts.annotator])  # type: ignore[index]
 
 
+def capped_scores(fit: Any, cap: float) -> np.ndarray:
+    """Bounded influence: the scores refitted with every account's weight (its am-ELO ability)
+    held at min(max(a_k, 0), ``cap``) — the Bradley–Terry MLE with row coefficients a_k,
+    P(i beats j | k) = σ(a_k (x_i − x_j)) — so that no account weighs more than ``cap`` average
+    annotators. Equal to the am-ELO scores when no ability exceeds ``cap`` (the am-ELO optimum
+    has a zero score gradient at its abilities)."""
+    c = fit.counts
+    a = np.clip(fit.abilities[fit._fit_annotators], 0.0, cap)
+    coef = a[c.annotator]
+    keep = (coef > 0) & (c.totals > 0)
+    prior = fit.model_prior if fit.model_prior is not None and fit.model_prior.any() else None
+    return solve_bradley_terry(
+        c.n_models,
+        c.i[keep].astype(np.int64),
+        c.j[keep].astype(np.int64),
+        c.totals[keep],
+        c.score[keep],
+        coef=coef[keep],
+        x0=fit.scores,
+        prior_mask=prior,
+    ).x
+
+
 def defence_scores(
     defence: str, counts: PairCounts, fits: _Fits | None = None, key: int | None = None
 ) -> tuple[np.ndarray, set[str]]:
@@ -562,6 +586,9 @@ def defence_scores(
             excl = {fit.annotators[k] for k, st in enumerate(fit.status) if st == "excluded"}
             if defence == "am-elo+screen":
                 return _full_scores(fit, counts.models), excl
+            if defence == "am-elo+screen+cap":
+                x = capped_scores(fit, INFLUENCE_ABILITY_CAP)
+                return _full_scores(replace(fit, scores=x), counts.models), excl
             sub = fit.counts
             a = np.clip(fit.abilities[fit._fit_annotators], 0.0, INFLUENCE_ABILITY_CAP)
             infl = account_influence(sub, fit.scores, am_elo_covariance(fit), a)
