@@ -24,11 +24,11 @@ votes according to its family (:class:`Family`):
 
 A **defence** maps the counts (honest + attack) to ratings (:data:`DEFENCES`): ``m-elo``;
 ``am-elo+screen`` (today's Stable Arena: δ = 50, ε = 0, exclusion repeated until nobody is
-flagged); ``m-elo+influence`` and ``am-elo+influence`` (the influence screening of
-:func:`account_influence`: each account's leave-one-account-out effect on every model's score by
-one Newton step from the full fit, standardised by its null variance; an account is excluded when
-its largest |z| is beyond a Bonferroni bound); ``am-elo+prior`` (a shrinkage prior on the
-abilities, :class:`~stablearena.raters.annotator.AmElo`'s ``ability_prior``).
+flagged); ``m-elo+influence`` and ``am-elo+screen+influence`` (the influence screening of
+:func:`stablearena.influence.account_influence`, one round, then the screening repeated);
+``am-elo+screen+cap`` (bounded influence, :func:`capped_scores`); ``m-elo+evalue`` (LMArena's
+per-account e-value test, :func:`stablearena.influence.e_values`). docs/guides/rigging.md has
+the measurements.
 
 The **cost** of lifting the target by L places under a defence (:func:`votes_needed`) is the
 smallest prefix of the attack stream after which the target's rank under that defence is at
