@@ -243,3 +243,84 @@ def test_reconsider_readmits_an_excluded_annotator_whose_new_votes_agree():
             assert target not in arena.excluded
         else:
             assert d2.status == "excluded" and target in arena.excluded
+
+
+# ------------------------------------------------------------------ unconverged fits (issue 25)
+def _flipper_log() -> tuple[Battles, list[str]]:
+    sim = simulate_arena(10, 4000, profiles={"honest": 30, "flipper": 4}, seed=3)
+    flippers = [sim.battles.annotators[k] for k, p in enumerate(sim.profiles) if p == "flipper"]
+    return sim.battles, sorted(flippers)
+
+
+def test_screening_never_excludes_on_an_unconverged_fit():
+    import warnings
+
+    from stablearena import StableArenaWarning
+    from stablearena.screening import screen_log
+
+    battles, _ = _flipper_log()
+    # one Newton iteration, also when continued warm: never converges, so nobody is excluded
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StableArenaWarning)
+        out = screen_log(battles, max_iter=1)
+    assert out.excluded == []
+    assert any("did not converge" in str(w.message) for w in caught)
+    assert not out.fitted.flagged.any()
+    # the am-ELO rater's own exclusion round does not act on an unconverged fit either
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fit = AmElo(min_records=50, max_iter=1, exclude_flagged=True).fit(battles)
+    assert "excluded" not in fit.status
+    assert any("did not converge" in n for n in fit.notes)
+
+
+def test_converged_fit_continues_an_unconverged_fit_warm():
+    import warnings
+
+    from stablearena import StableArenaWarning
+    from stablearena.screening import converged_fit, screen_log
+
+    battles, flippers = _flipper_log()
+    rater = AmElo(min_records=50, max_iter=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        cold = rater.fit(battles)
+        assert not cold.convergence.converged  # 3 iterations are not enough from the m-ELO start
+        warm = converged_fit(rater, battles)
+        full = AmElo(min_records=50).fit(battles)
+        screened = screen_log(battles, max_iter=3)
+    assert warm.convergence.converged
+    np.testing.assert_allclose(warm.scores, full.scores, atol=1e-6)
+    assert sorted(screened.excluded) == flippers
+
+
+def test_influence_screening_excludes_an_account_that_only_votes_for_one_model():
+    import warnings
+
+    from stablearena import StableArenaWarning
+    from stablearena.battles import Outcome
+    from stablearena.screening import screen_log
+
+    sim = simulate_arena(10, 8000, profiles={"honest": 20}, seed=5)
+    b = sim.battles
+    rng = np.random.default_rng(0)
+    target = int(np.argsort(sim.true_ratings)[5])
+    other = rng.choice(np.setdiff1d(np.arange(10), [target]), 150)
+    names = np.array(b.models, dtype=object)
+    ann = np.array(b.annotators, dtype=object)
+    rigged = Battles.from_arrays(
+        np.concatenate([names[b.model_a], np.full(150, names[target], dtype=object)]),
+        np.concatenate([names[b.model_b], names[other]]),
+        np.concatenate([b.outcome, np.full(150, Outcome.A, dtype=np.int8)]),
+        annotator=np.concatenate([ann[b.annotator], np.full(150, "rigger", dtype=object)]),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        plain = screen_log(rigged)
+        guarded = screen_log(rigged, influence=True)
+        honest = screen_log(b, influence=True)
+    assert "rigger" not in plain.excluded
+    assert guarded.excluded == ["rigger"]
+    reason = next(d.reason for d in guarded.removed if d.annotator == "rigger")
+    assert reason.startswith("excluded by influence:") and names[target] in reason
+    assert honest.excluded == []

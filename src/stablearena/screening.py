@@ -36,7 +36,15 @@ from .battles import Battles, PairCounts
 from .errors import InputError, StableArenaWarning
 from .raters.annotator import UNKNOWN_ANNOTATOR, AmElo, AmEloFitted
 
-__all__ = ["Decision", "ArenaStep", "StableArena", "Policy", "ScreenedLog", "screen_log"]
+__all__ = [
+    "Decision",
+    "ArenaStep",
+    "StableArena",
+    "Policy",
+    "ScreenedLog",
+    "screen_log",
+    "converged_fit",
+]
 
 Policy = Literal["warn", "exclude"]
 
@@ -305,6 +313,55 @@ def _decision(
     )
 
 
+def converged_fit(
+    rater: AmElo,
+    data: Battles | PairCounts,
+    *,
+    exclude: frozenset[str] = frozenset(),
+    start: AmEloFitted | None = None,
+) -> AmEloFitted:
+    """``rater.fit`` that screening may act on: when the fit has not converged it is continued
+    (warm-started from the unconverged point), then tried from the deterministic m-ELO start;
+    the first converged fit is returned, else the last one — which the caller must not screen
+    on (check ``fitted.convergence.converged``). An unconverged am-ELO fit can give honest
+    annotators spurious negative abilities (issue 25: 128 honest annotators excluded)."""
+    fitted = rater.fit(data, exclude=exclude, start=start)
+    for retry in (fitted, None):
+        if fitted.convergence.converged:
+            break
+        if retry is None and start is None:
+            break
+        fitted = rater.fit(data, exclude=exclude, start=retry)
+    return fitted
+
+
+def _unflag(fitted: AmEloFitted) -> AmEloFitted:
+    """The fit with every ``flagged`` annotator back to ``included`` (nothing acted on)."""
+    from dataclasses import replace
+
+    st = tuple("included" if s == "flagged" else s for s in fitted.status)
+    rs = tuple(
+        r.replace("flagged:", "not acted on (unconverged fit):", 1) if s == "flagged" else r
+        for s, r in zip(fitted.status, fitted.reasons, strict=True)
+    )
+    return replace(fitted, status=st, reasons=rs)
+
+
+def _influence_flagged(fitted: AmEloFitted) -> dict[int, str]:
+    """Annotators (indices into ``fitted.annotators``) the influence screening flags on a
+    converged fit, with the reason."""
+    from .influence import INFLUENCE_ABILITY_CAP, account_influence, am_elo_covariance
+
+    idx = fitted._fit_annotators
+    a = np.clip(fitted.abilities[idx], 0.0, INFLUENCE_ABILITY_CAP)
+    infl = account_influence(fitted.counts, fitted.scores, am_elo_covariance(fitted), a)
+    reasons = infl.reasons(fitted.models)
+    return {
+        int(idx[k]): "excluded by influence: " + reasons[k].removeprefix("flagged: ")
+        for k in np.flatnonzero(infl.flagged)
+    }
+
+
 def screen_log(
     battles: Battles,
     *,
@@ -312,6 +369,7 @@ def screen_log(
     ability_threshold: float = 0.0,
     confidence: float | None = None,
     max_rounds: int = 20,
+    influence: bool = False,
     **options: Any,
 ) -> ScreenedLog:
     """Stable Arena screening of a fixed log, repeated until it changes nothing (am-ELO Alg. 3).
@@ -321,6 +379,12 @@ def screen_log(
     ``confidence``, only when the one-sided upper bound is below ε too) are excluded and the
     model refitted without them — which can push another annotator below ε — until a fit flags
     nobody. ``options`` go to :class:`~stablearena.raters.annotator.AmElo`.
+
+    ``influence``: then, once, the influence screening of
+    :func:`stablearena.influence.account_influence` on the converged fit — annotators whose
+    one-Newton-step leave-one-out push on a model, or whose concentration on one model, is beyond
+    its Bonferroni bound are excluded too (reason ``"influence: …"``) and the screening repeated
+    (docs/guides/rigging.md).
     """
     if not isinstance(battles, Battles) or battles.annotator is None:
         raise InputError("screen_log() takes Battles with an annotator column.")
@@ -334,15 +398,38 @@ def screen_log(
     )
     excluded: dict[str, Decision] = {}
     rounds = 0
+    previous: AmEloFitted | None = None
+    influence_done = False
     while True:
         rounds += 1
-        fitted = rater.fit(battles, exclude=frozenset(excluded))
+        fitted = converged_fit(rater, battles, exclude=frozenset(excluded), start=previous)
+        previous = fitted
         flagged = [k for k, st in enumerate(fitted.status) if st == "flagged"]
+        if flagged and not fitted.convergence.converged:
+            warnings.warn(
+                f"screening round {rounds}: the am-ELO fit did not converge "
+                f"({fitted.convergence.message or 'gradient above tolerance'}), also when "
+                f"warm-started; its {len(flagged)} flagged annotator(s) are NOT excluded. Raise "
+                "max_iter or check the data.",
+                StableArenaWarning,
+                stacklevel=2,
+            )
+            flagged = []
+            fitted = _unflag(fitted)
         for k in flagged:
             reason = fitted.reasons[k].replace("flagged:", f"excluded in round {rounds}:", 1)
             excluded[fitted.annotators[k]] = _decision(
                 fitted, k, rounds, "excluded", "excluded", reason
             )
+        if not flagged and influence and not influence_done and fitted.convergence.converged:
+            influence_done = True
+            flagged = _influence_flagged(fitted)
+            for k in flagged:
+                excluded[fitted.annotators[k]] = _decision(
+                    fitted, k, rounds, "excluded", "excluded", flagged[k]
+                )
+            if flagged:
+                continue
         if not flagged:
             break
         if rounds >= max_rounds:

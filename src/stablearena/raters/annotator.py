@@ -1113,7 +1113,16 @@ class AmElo(Rater):
             a0=a0,
         )
         fitted = self._flag(fitted)
-        if self.exclude_flagged and (np.array(fitted.status) == "flagged").any():
+        if self.exclude_flagged and not fitted.convergence.converged:
+            # never act on an unconverged fit (issue 25): its abilities are not the MLE's
+            fitted = replace(
+                fitted,
+                notes=(
+                    *fitted.notes,
+                    "the fit did not converge, so no flagged annotator was excluded",
+                ),
+            )
+        elif self.exclude_flagged and (np.array(fitted.status) == "flagged").any():
             st = np.array(fitted.status, dtype=object)
             rs = np.array(fitted.reasons, dtype=object)
             newly = st == "flagged"

@@ -1,0 +1,868 @@
+"""What it costs to rig a leaderboard: attacks on an arena, simulated and measured.
+
+An **honest arena** (:func:`honest_arena`) is built from a real log's pair counts (e.g. the
+Chatbot Arena 2024 counts): every real battle is kept with probability ``fraction`` (a scaled-down
+arena, for speed) and given to one of many synthetic honest annotators, whose volumes are drawn
+log-uniformly between ``volumes`` = (20, 200) votes. The truth is m-ELO on the full real counts;
+an honest vote on a pair is drawn from that pair's empirical outcome frequencies.
+
+An **attacker** (:func:`attack_stream`) is served battles at the arena's pair frequencies and
+votes according to its family (:class:`Family`):
+
+- ``target``: votes for the target whenever it recognises the target in a battle (recognised
+  with probability ``accuracy`` when present; never imagined when absent);
+- ``omni`` (omnipresent greedy, Min et al. 2025): in every battle, the outcome whose one-step
+  Newton effect on the target's margin over the model just above it is largest — the vote's
+  gradient g times the inverse information Σ of the attacker's current m-ELO fit of the public
+  counts (refreshed every time its votes have grown by 10 %);
+- ``camouflage``: whenever the vote does not matter (``target``: the target is not recognised;
+  ``omni``: the best outcome's effect is below the 95th percentile of effects over the served
+  pairs), the account votes honestly instead of abstaining or voting greedily;
+- ``accounts``: ``"few"`` — the votes go round-robin to 5 accounts; ``"many"`` — accounts of
+  normal volumes (log-uniform on [δ, 200] with δ = 50, the screening's ``min_records``: smaller
+  accounts would be left out of am-ELO's fit), filled one after the other.
+
+A **defence** maps the counts (honest + attack) to ratings (:data:`DEFENCES`): ``m-elo``;
+``am-elo+screen`` (today's Stable Arena: δ = 50, ε = 0, exclusion repeated until nobody is
+flagged); ``m-elo+influence`` and ``am-elo+screen+influence`` (the influence screening of
+:func:`stablearena.influence.account_influence`, one round, then the screening repeated);
+``am-elo+screen+cap`` (bounded influence, :func:`capped_scores`); ``m-elo+evalue`` (LMArena's
+per-account e-value test, :func:`stablearena.influence.e_values`). docs/guides/rigging.md has
+the measurements.
+
+The **cost** of lifting the target by L places under a defence (:func:`votes_needed`) is the
+smallest prefix of the attack stream after which the target's rank under that defence is at
+least L places above its rank without the attack: found by doubling the number of votes and then
+bisecting each bracket (geometrically, to ~10 %), not by refitting after every vote.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .battles import PairCounts
+from .errors import InputError, StableArenaWarning
+from .influence import (
+    INFLUENCE_ABILITY_CAP,
+    Influence,
+    account_influence,
+    am_elo_covariance,
+    e_values,
+)
+from .raters.bradley_terry import solve_bradley_terry
+
+__all__ = [
+    "Family",
+    "FAMILIES",
+    "HonestArena",
+    "honest_arena",
+    "AttackStream",
+    "attack_stream",
+    "Influence",
+    "account_influence",
+    "e_values",
+    "DEFENCES",
+    "defence_scores",
+    "summarise",
+    "votes_needed",
+    "run_seed",
+]
+
+#: Outcome columns of a vote: i wins, j wins, tie (as in :class:`PairCounts`).
+_WIN_I, _WIN_J, _TIE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Family:
+    """An attack family: ``kind`` ``"target"`` or ``"omni"``; ``camouflage``; ``accounts``
+    ``"few"`` (5 accounts) or ``"many"`` (accounts of normal volumes)."""
+
+    kind: str
+    camouflage: bool
+    accounts: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}{'+camo' if self.camouflage else ''}/{self.accounts}"
+
+    @classmethod
+    def parse(cls, text: str) -> Family:
+        try:
+            head, accounts = text.split("/")
+            kind, _, camo = head.partition("+")
+            fam = cls(kind, camo == "camo", accounts)
+        except ValueError:
+            fam = None
+        if fam is None or fam.kind not in ("target", "omni") or fam.accounts not in ("few", "many"):
+            raise InputError(
+                f"attack family {text!r}: write KIND[+camo]/ACCOUNTS with KIND target or omni and "
+                "ACCOUNTS few or many, e.g. target+camo/many."
+            )
+        if camo not in ("", "camo"):
+            raise InputError(f"attack family {text!r}: the only modifier is +camo.")
+        return fam
+
+
+FAMILIES: tuple[Family, ...] = tuple(
+    Family(k, c, a) for k in ("target", "omni") for c in (False, True) for a in ("few", "many")
+)
+
+
+# ------------------------------------------------------------------------------ honest arena
+@dataclass(frozen=True, eq=False)
+class HonestArena:
+    """A scaled-down honest arena with its truth.
+
+    ``counts``: pair × annotator counts of the honest votes (annotators ``h00000``…);
+    ``truth``: m-ELO scores (natural units) on the full source counts; ``pair_i``/``pair_j``:
+    the source's pairs, served with probabilities ``serve``; ``outcome_p``: each pair's
+    empirical (i wins, j wins, tie) frequencies (both kinds of tie pooled).
+    """
+
+    counts: PairCounts
+    truth: np.ndarray
+    pair_i: np.ndarray
+    pair_j: np.ndarray
+    serve: np.ndarray
+    outcome_p: np.ndarray
+    volumes: np.ndarray
+    fraction: float
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return self.counts.models
+
+    @property
+    def n_votes(self) -> int:
+        return int(round(self.counts.n_comparisons))
+
+
+def _source_counts(source: str | Path | PairCounts) -> PairCounts:
+    if isinstance(source, PairCounts):
+        return source.collapse() if source.annotator is not None else source
+    from .io import read_battles
+
+    data = read_battles(source)
+    if not isinstance(data, PairCounts):
+        from .battles import as_counts
+
+        data = as_counts(data)
+    return data
+
+
+def log_uniform_volumes(total: int, low: int, high: int, rng: np.random.Generator) -> np.ndarray:
+    """Volumes ⌊exp U(ln low, ln high + 1)⌋ drawn until they sum to ``total`` (the last one cut)."""
+    if not (1 <= low <= high):
+        raise InputError(f"volumes must satisfy 1 ≤ low ≤ high, not ({low}, {high}).")
+    mean = (high + 1 - low) / math.log((high + 1) / low)
+    vols = np.floor(
+        np.exp(rng.uniform(math.log(low), math.log(high + 1), int(total / mean * 1.3) + 8))
+    )
+    cum = np.cumsum(vols)
+    n = int(np.searchsorted(cum, total)) + 1
+    vols = vols[:n]
+    vols[-1] -= cum[n - 1] - total
+    return vols[vols > 0].astype(np.int64)
+
+
+def honest_arena(
+    source: str | Path | PairCounts,
+    *,
+    fraction: float = 0.05,
+    volumes: tuple[int, int] = (20, 200),
+    seed: int = 0,
+) -> HonestArena:
+    """The honest arena of the module docstring: each battle of ``source`` kept with probability
+    ``fraction``, spread over annotators with log-uniform volumes in ``volumes``."""
+    if not 0 < fraction <= 1:
+        raise InputError(f"fraction must lie in (0, 1], not {fraction!r}.")
+    full = _source_counts(source)
+    rng = np.random.default_rng(seed)
+    tot = full.totals
+    truth = solve_bradley_terry(
+        full.n_models, full.i.astype(np.int64), full.j.astype(np.int64), tot, full.score
+    ).x
+    y = np.column_stack([full.wins, full.losses, full.all_ties])
+    outcome_p = y / np.maximum(tot, 1e-300)[:, None]
+    kept = rng.binomial(np.round(y).astype(np.int64), fraction)
+    per_row = kept.sum(axis=1)
+    m = full.n_models
+    seen = (np.bincount(full.i, per_row, m) + np.bincount(full.j, per_row, m)) > 0
+    if not seen.all():
+        # a model with no battle in the sample cannot be rated: leave it out of the arena
+        keep_rows = seen[full.i] & seen[full.j]
+        full = full.take(keep_rows).compact()
+        kept, y, tot, outcome_p = (
+            kept[keep_rows],
+            y[keep_rows],
+            tot[keep_rows],
+            outcome_p[keep_rows],
+        )
+        truth = truth[seen]
+        truth = truth - truth.mean()
+    n = int(kept.sum())
+    vols = log_uniform_volumes(n, volumes[0], volumes[1], rng)
+    # battles (pair row, outcome) in random order, dealt to annotators by their volumes
+    row = np.repeat(np.repeat(np.arange(len(full)), 3), kept.ravel())
+    oc = np.tile(np.arange(3), len(full))
+    oc = np.repeat(oc, kept.ravel())
+    perm = rng.permutation(n)
+    row, oc = row[perm], oc[perm]
+    ann = np.repeat(np.arange(len(vols)), vols)
+    names = tuple(f"h{k:05d}" for k in range(len(vols)))
+    counts = _counts_from_votes(full, row, oc, ann, names)
+    return HonestArena(
+        counts=counts,
+        truth=truth,
+        pair_i=full.i.astype(np.int64),
+        pair_j=full.j.astype(np.int64),
+        serve=tot / tot.sum(),
+        outcome_p=outcome_p,
+        volumes=vols,
+        fraction=float(fraction),
+    )
+
+
+def _counts_from_votes(
+    full: PairCounts, row: np.ndarray, oc: np.ndarray, ann: np.ndarray, names: tuple[str, ...]
+) -> PairCounts:
+    """Pair × annotator counts of votes (source pair row, outcome column, annotator)."""
+    npairs = len(full)
+    key = ann.astype(np.int64) * npairs + row
+    uk, inv = np.unique(key, return_inverse=True)
+    y = np.zeros((len(uk), 3))
+    np.add.at(y, (inv, oc), 1.0)
+    r = uk % npairs
+    return PairCounts(
+        models=full.models,
+        i=full.i[r].astype(np.int32),
+        j=full.j[r].astype(np.int32),
+        wins=y[:, 0],
+        losses=y[:, 1],
+        ties=y[:, 2],
+        ties_both_bad=np.zeros(len(uk)),
+        annotator=(uk // npairs).astype(np.int32),
+        annotators=names,
+        source="honest arena",
+    )
+
+
+def merge_counts(a: PairCounts, b: PairCounts) -> PairCounts:
+    """Rows of ``a`` and ``b`` (same models, disjoint annotator names) as one PairCounts."""
+    na = len(a.annotators)  # type: ignore[arg-type]
+    return PairCounts(
+        models=a.models,
+        i=np.concatenate([a.i, b.i]),
+        j=np.concatenate([a.j, b.j]),
+        wins=np.concatenate([a.wins, b.wins]),
+        losses=np.concatenate([a.losses, b.losses]),
+        ties=np.concatenate([a.ties, b.ties]),
+        ties_both_bad=np.concatenate([a.ties_both_bad, b.ties_both_bad]),
+        annotator=np.concatenate([a.annotator, b.annotator + na]).astype(np.int32),  # type: ignore[operator]
+        annotators=(*a.annotators, *b.annotators),  # type: ignore[misc]
+        source=a.source,
+    )
+
+
+# ------------------------------------------------------------------------------ m-ELO pieces
+def _pooled(counts: PairCounts) -> tuple[np.ndarray, ...]:
+    m = counts.n_models
+    key = counts.i.astype(np.int64) * m + counts.j
+    uk, inv = np.unique(key, return_inverse=True)
+    n = np.bincount(inv, counts.totals, len(uk))
+    s = np.bincount(inv, counts.score, len(uk))
+    return uk // m, uk % m, n, s
+
+
+def m_elo_scores(counts: PairCounts, x0: np.ndarray | None = None) -> np.ndarray:
+    """m-ELO (Bradley–Terry MLE, ties as half) scores in natural units, pooled over annotators."""
+    from .graph import check_comparison_graph
+
+    i, j, n, s = _pooled(counts)
+    check = check_comparison_graph(counts, ties_count=True)
+    prior = None if check.ok else check.needs_prior
+    return solve_bradley_terry(counts.n_models, i, j, n, s, x0=x0, prior_mask=prior).x
+
+
+def bt_covariance(x: np.ndarray, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Σ = (L + 11ᵀ/m)⁻¹ − 11ᵀ/m: the covariance of the scores under Σx = 0 from the
+    Laplacian L with edge weights ``w`` (the Fisher information n p (1 − p) of each row)."""
+    from .information import laplacian
+
+    m = len(x)
+    lap = laplacian(m, i, j, w)
+    one = np.full((m, m), 1.0 / m)
+    return np.linalg.inv(lap + one) - one
+
+
+# ------------------------------------------------------------------------------ the attacker
+@dataclass(frozen=True, eq=False)
+class AttackStream:
+    """The attacker's votes in order: ``row`` (source pair), ``outcome`` (0: i wins, 1: j wins,
+    2: tie), ``account``; ``served[v]``: battles served up to and including vote v."""
+
+    family: Family
+    target: int
+    row: np.ndarray
+    outcome: np.ndarray
+    account: np.ndarray
+    served: np.ndarray
+    greedy: np.ndarray
+
+    def counts(self, n_votes: int, models: tuple[str, ...], full: HonestArena) -> PairCounts:
+        """The first ``n_votes`` votes as pair × account counts (accounts ``x00000``…)."""
+        acc = self.account[:n_votes]
+        n_acc = int(acc.max()) + 1 if n_votes else 0
+        names = tuple(f"x{k:05d}" for k in range(n_acc))
+        src = PairCounts(
+            models=models,
+            i=full.pair_i.astype(np.int32),
+            j=full.pair_j.astype(np.int32),
+            wins=np.zeros(len(full.pair_i)),
+            losses=np.zeros(len(full.pair_i)),
+            ties=np.zeros(len(full.pair_i)),
+            ties_both_bad=np.zeros(len(full.pair_i)),
+        )
+        return _counts_from_votes(src, self.row[:n_votes], self.outcome[:n_votes], acc, names)
+
+
+def _accounts(n: int, family: Family, rng: np.random.Generator, min_records: int) -> np.ndarray:
+    if family.accounts == "few":
+        return np.arange(n) % 5
+    vols = log_uniform_volumes(n, min_records, 200, rng)
+    return np.repeat(np.arange(len(vols)), vols)[:n]
+
+
+def attack_stream(
+    arena: HonestArena,
+    target: int,
+    family: Family,
+    max_votes: int,
+    *,
+    accuracy: float = 1.0,
+    min_records: int = 50,
+    seed: int = 0,
+) -> AttackStream:
+    """The attacker's first ``max_votes`` votes (module docstring)."""
+    rng = np.random.default_rng(seed)
+    npairs = len(arena.pair_i)
+    cum_p = np.cumsum(arena.outcome_p, axis=1)
+    has_t = (arena.pair_i == target) | (arena.pair_j == target)
+    rows: list[np.ndarray] = []
+    outs: list[np.ndarray] = []
+    greedy_l: list[np.ndarray] = []
+    served: list[np.ndarray] = []
+    n_served = 0
+    n_votes = 0
+    # the attacker's view of the public counts: the honest arena pooled, plus its own votes
+    hi, hj, hn, hs = _pooled(arena.counts)
+    own_n = np.zeros(npairs)
+    own_s = np.zeros(npairs)
+    x = None
+    while n_votes < max_votes:
+        chunk = max(16, n_votes // 10)
+        if family.kind == "target":
+            # serve battles until the chunk's votes are cast
+            need = (
+                chunk
+                if family.camouflage
+                else max(1, int(chunk / max(arena.serve[has_t].sum() * accuracy, 1e-9)))
+            )
+            r = rng.choice(npairs, size=need, p=arena.serve)
+            recog = has_t[r] & (rng.random(need) < accuracy)
+            honest_oc = (rng.random(need)[:, None] > cum_p[r]).sum(axis=1).clip(0, 2)
+            for_t = np.where(arena.pair_i[r] == target, _WIN_I, _WIN_J)
+            if family.camouflage:
+                vote = np.ones(need, dtype=bool)
+                oc = np.where(recog, for_t, honest_oc)
+            else:
+                vote = recog
+                oc = for_t
+            idx = np.flatnonzero(vote)
+            srv = np.arange(1, need + 1)[idx] + n_served
+            n_served += need
+            rows.append(r[idx])
+            outs.append(oc[idx])
+            greedy_l.append(recog[idx])
+            served.append(srv)
+            n_votes += len(idx)
+            continue
+        # omnipresent greedy: effects from the attacker's current m-ELO fit
+        pi = np.concatenate([hi, arena.pair_i])
+        pj = np.concatenate([hj, arena.pair_j])
+        pn = np.concatenate([hn, own_n])
+        ps = np.concatenate([hs, own_s])
+        x = solve_bradley_terry(arena.counts.n_models, pi, pj, pn, ps, x0=x).x
+        p = 1.0 / (1.0 + np.exp(-(x[pi] - x[pj])))
+        cov = bt_covariance(x, pi, pj, pn * p * (1 - p))
+        order = np.argsort(-x)
+        pos = int(np.flatnonzero(order == target)[0])
+        rival = int(order[pos - 1]) if pos > 0 else None
+        if rival is None:
+            v = cov[target]
+        else:
+            v = cov[target] - cov[rival]
+        gain_dir = v[arena.pair_i] - v[arena.pair_j]  # effect of a unit push of i over j
+        pp = 1.0 / (1.0 + np.exp(-(x[arena.pair_i] - x[arena.pair_j])))
+        # one Newton step: i wins → (1 − p)·gain_dir, j wins → −p·gain_dir
+        eff = np.column_stack([(1 - pp) * gain_dir, -pp * gain_dir, (0.5 - pp) * gain_dir])
+        best = eff.argmax(axis=1)
+        best_eff = eff.max(axis=1)
+        thr = _weighted_quantile(best_eff, arena.serve, 0.95)
+        r = rng.choice(npairs, size=chunk, p=arena.serve)
+        honest_oc = (rng.random(chunk)[:, None] > cum_p[r]).sum(axis=1).clip(0, 2)
+        matters = best_eff[r] >= thr
+        oc = np.where(matters | (not family.camouflage), best[r], honest_oc)
+        rows.append(r)
+        outs.append(oc)
+        greedy_l.append(matters | (not family.camouflage))
+        served.append(np.arange(1, chunk + 1) + n_served)
+        n_served += chunk
+        n_votes += chunk
+        np.add.at(own_n, r, 1.0)
+        np.add.at(own_s, r, np.where(oc == _WIN_I, 1.0, np.where(oc == _TIE, 0.5, 0.0)))
+    row = np.concatenate(rows)[:max_votes]
+    return AttackStream(
+        family=family,
+        target=target,
+        row=row,
+        outcome=np.concatenate(outs)[:max_votes].astype(np.int64),
+        account=_accounts(len(row), family, rng, min_records),
+        served=np.concatenate(served)[:max_votes],
+        greedy=np.concatenate(greedy_l)[:max_votes],
+    )
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    order = np.argsort(values)
+    cw = np.cumsum(weights[order])
+    return float(values[order][min(int(np.searchsorted(cw, q * cw[-1])), len(values) - 1)])
+
+
+# ------------------------------------------------------------------------------ defences
+DEFENCES: tuple[str, ...] = (
+    "m-elo",
+    "am-elo+screen",
+    "m-elo+influence",
+    "am-elo+screen+influence",
+    "am-elo+screen+cap",
+    "m-elo+evalue",
+)
+
+
+def _rank_of(x: np.ndarray, target: int) -> int:
+    """0-based position of ``target`` in the descending order of ``x`` (ties: worst place)."""
+    return int(np.sum(x >= x[target]) - 1)
+
+
+@dataclass
+class _Fits:
+    """What one seed's evaluations share: the honest fits (warm starts), the annotators today's
+    screening excluded from the honest arena (a live arena excluded them before the attack),
+    and the screened am-ELO fit at each prefix of the current attack stream."""
+
+    honest_am: Any = None
+    x_melo: np.ndarray | None = None
+    pre_excluded: frozenset[str] = frozenset()
+    screened: dict[int, Any] = field(default_factory=dict)
+
+
+def _screened_am_elo(
+    counts: PairCounts,
+    start: Any,
+    min_records: int = 50,
+    excluded: frozenset[str] = frozenset(),
+) -> Any:
+    """Today's Stable Arena screening on counts: am-ELO (δ = ``min_records``, ε = 0) without the
+    ``excluded``, exclude the flagged, refit (warm), until a converged fit flags nobody
+    (:func:`stablearena.screening.converged_fit`: an unconverged fit never excludes anyone)."""
+    from .raters.annotator import AmElo
+    from .screening import converged_fit
+
+    rater = AmElo(min_records=min_records)
+    out = set(excluded)
+    fit = None
+    for _ in range(20):
+        fit = converged_fit(
+            rater, _rated_models(counts, out, min_records), exclude=frozenset(out), start=start
+        )
+        new = {fit.annotators[k] for k, st in enumerate(fit.status) if st == "flagged"}
+        if not new or not fit.convergence.converged:
+            break
+        out |= new
+        start = fit
+    return fit
+
+
+def _rated_models(counts: PairCounts, excluded: set[str], min_records: int) -> PairCounts:
+    """``counts`` without the models that no annotator in the fit (≥ ``min_records`` records,
+    not ``excluded``) has judged: am-ELO cannot rate them (their scores are reported as NaN)."""
+    names = counts.annotators or ()
+    rec = np.bincount(counts.annotator, counts.totals, len(names))  # type: ignore[arg-type]
+    ok = (rec >= min_records) & ~np.array([n in excluded for n in names], dtype=bool)
+    rows = ok[counts.annotator]  # type: ignore[index]
+    m = counts.n_models
+    seen = np.zeros(m, dtype=bool)
+    seen[counts.i[rows]] = True
+    seen[counts.j[rows]] = True
+    if seen.all():
+        return counts
+    return counts.take(seen[counts.i] & seen[counts.j]).compact()
+
+
+def _full_scores(fit: Any, models: tuple[str, ...]) -> np.ndarray:
+    """The fit's scores in the order of ``models`` (NaN for a model it could not rate)."""
+    if tuple(fit.models) == tuple(models):
+        return np.asarray(fit.scores, float)
+    where = {n: k for k, n in enumerate(fit.models)}
+    return np.array([fit.scores[where[n]] if n in where else np.nan for n in models])
+
+
+def _without(counts: PairCounts, names: set[str]) -> PairCounts:
+    drop = np.array([n in names for n in counts.annotators], dtype=bool)  # type: ignore[union-attr]
+    return counts.take(~drop[counts.annotator])  # type: ignore[index]
+
+
+def capped_scores(fit: Any, cap: float) -> np.ndarray:
+    """Bounded influence: the scores refitted with every account's weight (its am-ELO ability)
+    held at min(max(a_k, 0), ``cap``) — the Bradley–Terry MLE with row coefficients a_k,
+    P(i beats j | k) = σ(a_k (x_i − x_j)) — so that no account weighs more than ``cap`` average
+    annotators. Equal to the am-ELO scores when no ability exceeds ``cap`` (the am-ELO optimum
+    has a zero score gradient at its abilities)."""
+    c = fit.counts
+    a = np.clip(fit.abilities[fit._fit_annotators], 0.0, cap)
+    coef = a[c.annotator]
+    keep = (coef > 0) & (c.totals > 0)
+    prior = fit.model_prior if fit.model_prior is not None and fit.model_prior.any() else None
+    return solve_bradley_terry(
+        c.n_models,
+        c.i[keep].astype(np.int64),
+        c.j[keep].astype(np.int64),
+        c.totals[keep],
+        c.score[keep],
+        coef=coef[keep],
+        x0=fit.scores,
+        prior_mask=prior,
+    ).x
+
+
+def defence_scores(
+    defence: str, counts: PairCounts, fits: _Fits | None = None, key: int | None = None
+) -> tuple[np.ndarray, set[str]]:
+    """Scores of every model under ``defence`` (:data:`DEFENCES`) and the accounts it excluded
+    (``key``: the prefix length, to reuse the screened am-ELO fit between defences)."""
+    fits = fits or _Fits()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        if defence.startswith("m-elo"):
+            x = m_elo_scores(counts, fits.x_melo)
+            if defence == "m-elo":
+                return x, set()
+            i, j, n, s = _pooled(counts)
+            if defence == "m-elo+evalue":
+                ev = e_values(counts, x)
+                bad = ev >= math.log(len(ev) / 0.05)
+            else:
+                p = 1.0 / (1.0 + np.exp(-(x[i] - x[j])))
+                cov = bt_covariance(x, i, j, n * p * (1 - p))
+                bad = account_influence(counts, x, cov).flagged
+            names = {counts.annotators[k] for k in np.flatnonzero(bad)}  # type: ignore[index]
+            if not names:
+                return x, set()
+            return m_elo_scores(_without(counts, names), x), names
+        if defence.startswith("am-elo+screen"):
+            fit = fits.screened.get(key) if key is not None else None
+            if fit is None:
+                fit = _screened_am_elo(counts, fits.honest_am, excluded=fits.pre_excluded)
+                if key is not None:
+                    fits.screened[key] = fit
+            excl = {fit.annotators[k] for k, st in enumerate(fit.status) if st == "excluded"}
+            if defence == "am-elo+screen":
+                return _full_scores(fit, counts.models), excl
+            if defence == "am-elo+screen+cap":
+                x = capped_scores(fit, INFLUENCE_ABILITY_CAP)
+                return _full_scores(replace(fit, scores=x), counts.models), excl
+            sub = fit.counts
+            a = np.clip(fit.abilities[fit._fit_annotators], 0.0, INFLUENCE_ABILITY_CAP)
+            infl = account_influence(sub, fit.scores, am_elo_covariance(fit), a)
+            names = {sub.annotators[k] for k in np.flatnonzero(infl.flagged)}  # type: ignore[index]
+            if not names:
+                return _full_scores(fit, counts.models), excl
+            fit2 = _screened_am_elo(_without(counts, names), fit, excluded=frozenset(excl))
+            return _full_scores(fit2, counts.models), excl | names
+    raise InputError(f"unknown defence {defence!r}; choose from {', '.join(DEFENCES)}.")
+
+
+def votes_needed(
+    lift: Callable[[int], int],
+    levels: Sequence[int],
+    max_votes: int,
+    *,
+    start: int = 4,
+    precision: float = 1.4,
+) -> dict[int, int | None]:
+    """Smallest number of votes v (to ``precision``, geometrically) with ``lift(v)`` ≥ L for each
+    L in ``levels``: doubling from ``start`` until the largest level is reached (or ``max_votes``),
+    then bisecting each level's bracket. ``None``: not reached within ``max_votes``. Assumes the
+    lift grows with the votes (it does on average; a bracket's bisection finds one crossing)."""
+    seen: dict[int, int] = {}
+
+    def f(v: int) -> int:
+        if v not in seen:
+            seen[v] = lift(v)
+        return seen[v]
+
+    v = start
+    top = max(levels)
+    while True:
+        if f(v) >= top or v >= max_votes:
+            break
+        v = min(2 * v, max_votes)
+    out: dict[int, int | None] = {}
+    for level in sorted(levels):
+        ok = sorted(u for u, val in seen.items() if val >= level)
+        if not ok:
+            out[level] = None
+            continue
+        hi = ok[0]
+        below = [u for u, val in seen.items() if u < hi and val < level]
+        lo = max(below) if below else 0
+        while lo and hi / lo > precision:
+            mid = int(round(math.sqrt(lo * hi)))
+            if mid in (lo, hi):
+                break
+            if f(mid) >= level:
+                hi = mid
+            else:
+                lo = mid
+        out[level] = hi
+    return out
+
+
+# ------------------------------------------------------------------------------ one seed
+#: Target positions (0-based rank in the honest arena's m-ELO leaderboard): near the top,
+#: the middle and the bottom of the 129 Chatbot Arena 2024 models (the top one leaves room to
+#: climb 10 places).
+TARGET_RANKS: dict[str, float] = {"top": 13 / 128, "middle": 0.5, "bottom": 120 / 128}
+
+
+def run_seed(
+    arena: HonestArena,
+    *,
+    seed: int,
+    families: Sequence[Family] = FAMILIES,
+    defences: Sequence[str] = ("m-elo", "am-elo+screen", "am-elo+screen+influence"),
+    targets: Sequence[str] = ("top", "middle", "bottom"),
+    levels: Sequence[int] = (1, 3, 10),
+    max_votes: int | None = None,
+    accuracy: float = 1.0,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Votes (and battles served) needed to lift each target by each level under each defence,
+    one record per (family, target, defence). ``max_votes`` defaults to 25 % of the honest
+    arena's votes. Costs are found to ~10 % for m-ELO (cheap fits) and to a factor 2 (the
+    doubling checkpoints, no bisection) for the other defences."""
+    m = arena.counts.n_models
+    max_votes = max_votes or int(0.25 * arena.n_votes)
+    fits = _Fits()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fits.x_melo = m_elo_scores(arena.counts)
+        if any(d.startswith("am-elo") for d in defences):
+            fits.honest_am = _screened_am_elo(arena.counts, None)
+            st = fits.honest_am.status
+            fits.pre_excluded = frozenset(
+                n for k, n in enumerate(fits.honest_am.annotators) if st[k] == "excluded"
+            )
+    base = {d: defence_scores(d, arena.counts, fits) for d in defences}
+    order = np.argsort(-fits.x_melo)
+    out = []
+    for tname in targets:
+        target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
+        for f_idx, fam in enumerate(families):
+            stream = attack_stream(
+                arena, target, fam, max_votes, accuracy=accuracy, seed=seed * 1000 + f_idx
+            )
+            fits.screened = {}
+            for d in defences:
+                rank0 = _rank_of(base[d][0], target)
+                excluded_at: dict[int, int] = {}
+
+                def lift(
+                    v: int,
+                    d: str = d,
+                    rank0: int = rank0,
+                    stream: AttackStream = stream,
+                    excluded_at: dict[int, int] = excluded_at,
+                    target: int = target,
+                ) -> int:
+                    c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
+                    x, excl = defence_scores(d, c, fits, key=v)
+                    excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
+                    return rank0 - _rank_of(x, target)
+
+                # m-ELO's cost to ~10 % (its fits are cheap); the others' to a factor 2
+                need = votes_needed(lift, levels, max_votes, precision=1.1 if d == "m-elo" else 2.0)
+                rec: dict[str, Any] = {
+                    "seed": seed,
+                    "target": tname,
+                    "target_model": arena.models[target],
+                    "target_rank": rank0 + 1,
+                    "family": fam.name,
+                    "defence": d,
+                    "max_votes": max_votes,
+                    "fraction": arena.fraction,
+                }
+                for level, v in need.items():
+                    rec[f"votes_{level}"] = v
+                    rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
+                    rec[f"excluded_accounts_{level}"] = excluded_at.get(v) if v else None
+                rec["fits"] = len(excluded_at)
+                out.append(rec)
+                if log:
+                    log(f"seed {seed} {tname} {fam.name} {d}: {need}")
+    return out
+
+
+# ------------------------------------------------------------------------------ summaries
+def summarise(
+    records: Sequence[dict[str, Any]],
+    *,
+    baseline: str = "m-elo",
+    levels: Sequence[int] = (1, 3, 10),
+    max_votes: dict[int, int] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per (family, target, defence): per level L the mean votes (and battles served)
+    over seeds with its SE, the number of seeds where the attack did not reach L within the
+    budget (``censored_L``; counted at the budget ``max_votes[seed]``, so the mean is then a
+    lower bound), and the mean over seeds of the cost ratio to ``baseline`` on the same seed,
+    with its SE (:func:`stablearena.metrics.paired_difference` of the ratios against 0)."""
+    from .metrics import paired_difference
+
+    max_votes = max_votes or {}
+    key = lambda r: (r["family"], r["target"], r["defence"])  # noqa: E731
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(key(r), []).append(r)
+    out = []
+    for (fam, tgt, d), group in groups.items():
+        base = {r["seed"]: r for r in groups.get((fam, tgt, baseline), [])}
+        row: dict[str, Any] = {"family": fam, "target": tgt, "defence": d, "seeds": len(group)}
+        for level in levels:
+
+            def votes(r: dict[str, Any], level: int = level) -> float:
+                v = r.get(f"votes_{level}")
+                return float(v) if v is not None else float(max_votes.get(r["seed"], np.nan))
+
+            v = np.array([votes(r) for r in group])
+            served = np.array(
+                [r[f"served_{level}"] for r in group if r.get(f"served_{level}") is not None],
+                dtype=float,
+            )
+            row[f"votes_{level}"] = float(np.nanmean(v)) if np.isfinite(v).any() else None
+            row[f"votes_{level}_se"] = (
+                float(np.nanstd(v, ddof=1) / math.sqrt(np.isfinite(v).sum()))
+                if np.isfinite(v).sum() > 1
+                else None
+            )
+            row[f"served_{level}"] = float(served.mean()) if len(served) else None
+            row[f"censored_{level}"] = int(sum(r.get(f"votes_{level}") is None for r in group))
+            ratios = [
+                votes(r) / votes(base[r["seed"]])
+                for r in group
+                if r["seed"] in base and votes(base[r["seed"]]) > 0
+            ]
+            ratios = [x for x in ratios if math.isfinite(x)]
+            if ratios:
+                pdiff = paired_difference(ratios)
+                row[f"ratio_{level}"] = pdiff["mean_diff"]
+                row[f"ratio_{level}_se"] = pdiff["se"]
+            else:
+                row[f"ratio_{level}"] = row[f"ratio_{level}_se"] = None
+        out.append(row)
+    return out
+
+
+# ------------------------------------------------------------------------------ honest cost
+def honest_cost(
+    counts: PairCounts,
+    reference: np.ndarray,
+    anomalous: Sequence[str],
+    defences: Sequence[str] = DEFENCES,
+) -> dict[str, dict[str, float]]:
+    """What each defence costs an arena without attacker: Kendall τ of its scores to
+    ``reference`` (the true scores, or a clean fit) and precision / recall / F1 of the annotators
+    it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator."""
+    from .metrics import detection_scores, kendall_tau
+
+    names = counts.annotators or ()
+    truth = np.array([n in set(anomalous) for n in names], dtype=bool)
+    fits = _Fits()
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        for d in defences:
+            x, excl = defence_scores(d, counts, fits, key=0)
+            ok = np.isfinite(x)
+            flagged = np.array([n in excl for n in names], dtype=bool)
+            sc = detection_scores(flagged, truth)
+            out[d] = {
+                "tau": kendall_tau(x[ok], np.asarray(reference)[ok]),
+                "excluded": int(flagged.sum()),
+                "precision": sc["precision"],
+                "recall": sc["recall"],
+                "f1": sc["f1"],
+            }
+    return out
+
+
+def account_statistics(counts: PairCounts, start: Any = None) -> dict[str, np.ndarray]:
+    """Per annotator of ``counts``, the statistics a detector can rank accounts by (larger =
+    more suspicious): ``push`` (influence max |z|), ``select`` (−ln tail probability of the
+    selection test), ``evalue`` (ln e-value), ``low_ability`` (−am-ELO ability), all read off
+    today's screened am-ELO fit (accounts it left out or excluded: NaN for push and select).
+    Returns the annotator names under ``"accounts"``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fit = _screened_am_elo(counts, start)
+    names = counts.annotators or ()
+    pos = {n: k for k, n in enumerate(names)}
+    idx = fit._fit_annotators
+    a = np.clip(fit.abilities[idx], 0.0, INFLUENCE_ABILITY_CAP)
+    infl = account_influence(fit.counts, fit.scores, am_elo_covariance(fit), a)
+    push = np.full(len(names), np.nan)
+    select = np.full(len(names), np.nan)
+    for k, n in enumerate(infl.accounts):
+        push[pos[n]] = infl.max_z[k]
+        select[pos[n]] = -infl.log_p_select[k]
+    ab = dict(zip(fit.annotators, fit.abilities, strict=True))
+    x = _full_scores(fit, counts.models)
+    x = np.where(np.isfinite(x), x, 0.0)
+    return {
+        "accounts": np.array(names, dtype=object),
+        "push": push,
+        "select": select,
+        "evalue": e_values(counts, x),
+        "low_ability": -np.array([ab.get(n, np.nan) for n in names]),
+    }
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for the ``positive`` class (Mann–Whitney U / n₊n₋;
+    NaN scores count as the least suspicious, +∞ as the most)."""
+    from scipy.stats import rankdata
+
+    s = np.where(np.isnan(scores), -np.inf, scores)
+    r = rankdata(s)
+    pos = np.asarray(positive, bool)
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))

@@ -1,0 +1,204 @@
+"""``stablearena experiment rigging``: the cost of rigging a leaderboard (docs/guides/rigging.md)."""
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import InputError
+from .common import (
+    FormatOpt,
+    OutputOpt,
+    count,
+    emit,
+    experiment_app,
+    records_table,
+    seed_check,
+    split_list,
+)
+
+#: every family of :data:`stablearena.attacks.FAMILIES` (spelled out: the CLI starts without
+#: importing the simulator)
+_ALL_FAMILIES = (
+    "target/few,target/many,target+camo/few,target+camo/many,"
+    "omni/few,omni/many,omni+camo/few,omni+camo/many"
+)
+
+
+def _source(path: Path | None) -> Any:
+    """The honest arena's source: a pair-count file, or the bundled Chatbot Arena 2024 counts."""
+    if path is not None and str(path) != "chatbot-arena-2024":
+        return path
+    from .. import datasets
+
+    load = getattr(datasets, "load", None)
+    if load is not None:
+        return load("chatbot-arena-2024")
+    return datasets.chatbot_arena_2024()
+
+
+def _fmt(v: Any, se: Any, censored: int) -> str:
+    if v is None:
+        return "—"
+    text = f"{v:,.0f}" + (f" ± {se:,.0f}" if se is not None else "")
+    return ("≥ " if censored else "") + text
+
+
+@experiment_app.command("rigging")
+def experiment_rigging(
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Pair counts of the real arena the honest arena is drawn from (a leaderbot "
+            "JSON file); default: the bundled Chatbot Arena 2024 counts.",
+            metavar="PATH",
+        ),
+    ] = None,
+    seeds: Annotated[
+        int, typer.Option("--seeds", help="Seeds (arenas and attacks).", callback=count(1, 10_000))
+    ] = 10,
+    seed: Annotated[
+        int, typer.Option("--seed", help="First seed.", metavar="SEED", callback=seed_check)
+    ] = 0,
+    fraction: Annotated[
+        float,
+        typer.Option(
+            "--fraction",
+            help="Share of the real battles kept in the honest arena (scaled down for speed).",
+            metavar="F",
+        ),
+    ] = 0.02,
+    families: Annotated[
+        str,
+        typer.Option(
+            "--families",
+            help="Attack families KIND[+camo]/ACCOUNTS, KIND target|omni, ACCOUNTS few|many.",
+            metavar="F1,F2,…",
+        ),
+    ] = _ALL_FAMILIES,
+    targets: Annotated[
+        str, typer.Option("--targets", help="Target positions.", metavar="top,middle,bottom")
+    ] = "top,middle,bottom",
+    defences: Annotated[
+        str,
+        typer.Option("--defences", help="Defences (the first is the baseline).", metavar="D1,…"),
+    ] = "m-elo,am-elo+screen,am-elo+screen+influence",
+    max_votes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-votes",
+            help="Attack budget (default 25 % of the honest arena's votes).",
+            callback=count(1, 10**9),
+        ),
+    ] = None,
+    accuracy: Annotated[
+        float,
+        typer.Option(
+            "--accuracy",
+            help="Probability that a target-only attacker recognises the target.",
+            metavar="P",
+        ),
+    ] = 1.0,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="Directory of per-seed results (seed_N.json): existing ones are read, new ones "
+            "written there.",
+            metavar="DIR",
+        ),
+    ] = None,
+    no_run: Annotated[
+        bool,
+        typer.Option("--no-run", help="Only summarise the seeds already in --results."),
+    ] = False,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+) -> None:
+    """Votes needed to lift a model by 1, 3 and 10 places, per attack family and defence.
+
+    An honest arena is drawn from real pair counts (each battle kept with probability
+    --fraction, spread over synthetic annotators of 20–200 votes); attackers are served pairs at
+    the arena's frequencies. Each figure is the mean over seeds (± SE); ratio_L is the mean over
+    seeds of the cost divided by the baseline's on the same seed. '≥' marks a mean in which some
+    seeds did not reach the level within the budget (counted at the budget)."""
+    from .. import attacks as A
+
+    if not 0 < fraction <= 1:
+        raise InputError(f"--fraction must lie in (0, 1], not {fraction}.")
+    if not 0 < accuracy <= 1:
+        raise InputError(f"--accuracy must lie in (0, 1], not {accuracy}.")
+    fams = [A.Family.parse(f) for f in split_list([families])]
+    tgts = split_list([targets])
+    bad = sorted(set(tgts) - set(A.TARGET_RANKS))
+    if bad:
+        raise InputError(f"--targets must be among top, middle, bottom, not {bad}.")
+    defs = split_list([defences])
+    bad = sorted(set(defs) - set(A.DEFENCES))
+    if bad or not defs:
+        raise InputError(f"--defences must be among {', '.join(A.DEFENCES)}, not {bad or '[]'}.")
+    if no_run and results is None:
+        raise InputError("--no-run summarises --results DIR; give the directory.")
+    if results is not None:
+        results.mkdir(parents=True, exist_ok=True)
+    records: list[dict[str, Any]] = []
+    source = None
+    used = []
+    for s in range(seed, seed + seeds):
+        file = results / f"seed_{s}.json" if results is not None else None
+        if file is not None and file.exists():
+            records += json.loads(file.read_text())
+            used.append(s)
+            continue
+        if no_run:
+            continue
+        source = source if source is not None else _source(path)
+        arena = A.honest_arena(source, fraction=fraction, seed=s)
+        recs = A.run_seed(
+            arena,
+            seed=s,
+            families=fams,
+            defences=defs,
+            targets=tgts,
+            max_votes=max_votes,
+            accuracy=accuracy,
+        )
+        if file is not None:
+            file.write_text(json.dumps(recs))
+        records += recs
+        used.append(s)
+    if not records:
+        raise InputError(f"no per-seed results in {results} for seeds {seed}–{seed + seeds - 1}.")
+    budgets = {r["seed"]: r.get("max_votes") for r in records}
+    keep = {(f.name, t, d) for f in fams for t in tgts for d in defs}
+    records = [r for r in records if (r["family"], r["target"], r["defence"]) in keep]
+    summary = A.summarise(records, baseline=defs[0], max_votes=budgets)
+    payload = {
+        "source": str(path) if path is not None else "chatbot-arena-2024",
+        "fraction": fraction,
+        "seeds": used,
+        "summary": summary,
+        "runs": records,
+    }
+
+    def table(p: dict[str, Any]) -> Any:
+        rows = []
+        for r in p["summary"]:
+            row = {"family": r["family"], "target": r["target"], "defence": r["defence"]}
+            for level in (1, 3, 10):
+                row[f"votes +{level}"] = _fmt(
+                    r.get(f"votes_{level}"), r.get(f"votes_{level}_se"), r.get(f"censored_{level}")
+                )
+            for level in (1, 3, 10):
+                v = r.get(f"ratio_{level}")
+                row[f"×{defs[0]} +{level}"] = "—" if v is None else f"{v:.2f}"
+            rows.append(row)
+        caption = (
+            f"seeds {', '.join(map(str, p['seeds']))}; honest arena = {p['fraction']:g} of the "
+            "real battles; votes: mean ± SE over seeds (≥: some seeds censored at the budget); "
+            f"×{defs[0]}: mean over seeds of the per-seed cost ratio"
+        )
+        return records_table(rows, title="rigging — votes needed to lift a model", caption=caption)
+
+    emit(payload, fmt, output, records_key="summary", table=table)

@@ -1,0 +1,214 @@
+"""The attack simulator (stablearena.attacks): arena, attackers, influence, cost search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stablearena import attacks as A
+from stablearena import datasets
+from stablearena.errors import InputError
+
+DATA = str(datasets.path("chatbot-arena-2024"))  # the bundled pair counts
+
+
+@pytest.fixture(scope="module")
+def arena() -> A.HonestArena:
+    return A.honest_arena(DATA, fraction=0.01, seed=0)
+
+
+def test_honest_arena_keeps_the_fraction_and_volumes(arena):
+    total = 1_670_250
+    assert abs(arena.n_votes - 0.01 * total) < 5 * np.sqrt(0.01 * total)
+    rec = np.bincount(arena.counts.annotator, arena.counts.totals)
+    assert rec.sum() == arena.n_votes
+    # every annotator but the last (cut to the total) has 20–200 votes
+    assert rec[:-1].min() >= 20 and rec.max() <= 200
+    assert np.isclose(arena.serve.sum(), 1.0) and np.allclose(arena.outcome_p.sum(axis=1), 1.0)
+
+
+def test_family_parse_round_trips_and_rejects_nonsense():
+    for fam in A.FAMILIES:
+        assert A.Family.parse(fam.name) == fam
+    with pytest.raises(InputError, match="KIND"):
+        A.Family.parse("omni+camo")
+    with pytest.raises(InputError, match="modifier"):
+        A.Family.parse("target+fast/few")
+
+
+def test_target_only_attacker_votes_only_for_the_target(arena):
+    target = int(np.argmax(arena.truth))
+    st = A.attack_stream(arena, target, A.Family("target", False, "few"), 200, seed=1)
+    i, j = arena.pair_i[st.row], arena.pair_j[st.row]
+    winner = np.where(st.outcome == 0, i, j)
+    assert len(st.row) == 200 and np.all(winner == target)
+    assert set(np.unique(st.account)) == set(range(5))
+    assert np.all(np.diff(st.served) > 0)
+    # served battles: the target is in a few % of them
+    assert st.served[-1] > 10 * 200
+
+
+def test_camouflaged_attacker_votes_in_every_battle(arena):
+    target = int(np.argmax(arena.truth))
+    st = A.attack_stream(arena, target, A.Family("target", True, "many"), 500, seed=1)
+    assert np.array_equal(st.served, np.arange(1, 501))
+    has_t = (arena.pair_i[st.row] == target) | (arena.pair_j[st.row] == target)
+    assert np.array_equal(st.greedy, has_t)
+    vols = np.bincount(st.account)
+    assert vols[:-1].min() >= 50 and vols.max() <= 200
+
+
+def test_omnipresent_greedy_votes_lift_the_target_more_than_random_votes(arena):
+    x0 = A.m_elo_scores(arena.counts)
+    order = np.argsort(-x0)
+    target = int(order[60])
+    st = A.attack_stream(arena, target, A.Family("omni", False, "few"), 400, seed=2)
+    c = A.merge_counts(arena.counts, st.counts(400, arena.models, arena))
+    x = A.m_elo_scores(c)
+    rival = int(order[59])
+    assert (x[target] - x[rival]) > (x0[target] - x0[rival]) + 0.05
+
+
+def test_influence_shift_matches_leave_one_account_out_refit(arena):
+    """The one-Newton-step shift of an account ≈ the exact refit without it."""
+    c = arena.counts
+    x = A.m_elo_scores(c)
+    i, j, n, _ = A._pooled(c)
+    p = 1 / (1 + np.exp(-(x[i] - x[j])))
+    infl = A.account_influence(c, x, A.bt_covariance(x, i, j, n * p * (1 - p)))
+    big = int(np.argmax(np.bincount(c.annotator, c.totals)))
+    x_wo = A.m_elo_scores(A._without(c, {c.annotators[big]}), x)
+    exact = x_wo - x
+    # first order: the full fit's covariance ignores the account's own leverage (~10 % here)
+    np.testing.assert_allclose(infl.shift[big], exact, atol=0.15 * np.abs(exact).max())
+    assert np.corrcoef(infl.shift[big], exact)[0, 1] > 0.99
+    assert not infl.flagged.any()  # honest accounts: no false alarm at α = 0.05
+
+
+def test_influence_flags_a_target_only_account_and_not_camouflage(arena):
+    target = int(np.argsort(-arena.truth)[13])
+    hits = {}
+    for camo in (False, True):
+        st = A.attack_stream(arena, target, A.Family("target", camo, "few"), 400, seed=3)
+        c = A.merge_counts(arena.counts, st.counts(400, arena.models, arena))
+        x = A.m_elo_scores(c)
+        i, j, n, _ = A._pooled(c)
+        p = 1 / (1 + np.exp(-(x[i] - x[j])))
+        infl = A.account_influence(c, x, A.bt_covariance(x, i, j, n * p * (1 - p)))
+        att = np.array([a.startswith("x") for a in infl.accounts])
+        hits[camo] = (int(infl.flagged[att].sum()), int(infl.flagged[~att].sum()))
+        assert "pushes" in infl.reasons(arena.models)[0]
+    assert hits[False][0] == 5 and hits[False][1] == 0
+    assert hits[True][0] == 0
+
+
+def test_votes_needed_doubles_then_bisects():
+    calls = []
+
+    def lift(v):
+        calls.append(v)
+        return int(v // 100)
+
+    out = A.votes_needed(lift, (1, 3, 10), 10_000, start=4, precision=1.1)
+    assert 100 <= out[1] <= 110 and 300 <= out[3] <= 330 and 1000 <= out[10] <= 1100
+    assert len(calls) == len(set(calls)) < 40
+    assert A.votes_needed(lambda v: 0, (1,), 64)[1] is None
+
+
+def test_e_values_are_e_values_under_the_model():
+    """E[e] ≤ 1 for a vote drawn from the fitted model (the calibrator 1/(2√p))."""
+    from stablearena.battles import PairCounts
+
+    x = np.array([0.0, 1.0])
+    pj = 1 / (1 + np.exp(-1.0))  # P(model 1 beats model 0)
+    one = dict(i=np.array([0]), j=np.array([1]), ties=np.zeros(1), ties_both_bad=np.zeros(1))
+    ev_win = A.e_values(
+        PairCounts(models=("a", "b"), wins=np.ones(1), losses=np.zeros(1), **one), x
+    )
+    ev_loss = A.e_values(
+        PairCounts(models=("a", "b"), wins=np.zeros(1), losses=np.ones(1), **one), x
+    )
+    expected = (1 - pj) * np.exp(ev_win[0]) + pj * np.exp(ev_loss[0])
+    assert expected <= 1.0
+
+
+def test_summary_pairs_seeds_against_m_elo():
+    recs = []
+    for seed in range(3):
+        for d, v in (("m-elo", 10), ("am-elo+screen", 30)):
+            recs.append(
+                {
+                    "seed": seed,
+                    "family": "target/few",
+                    "target": "top",
+                    "defence": d,
+                    "votes_1": v + seed,
+                    "served_1": 100,
+                    "votes_3": None,
+                    "served_3": None,
+                    "votes_10": None,
+                    "served_10": None,
+                }
+            )
+    rows = {r["defence"]: r for r in A.summarise(recs, max_votes={0: 50, 1: 50, 2: 50})}
+    assert rows["m-elo"]["votes_1"] == 11 and rows["m-elo"]["ratio_1"] == 1.0
+    assert rows["am-elo+screen"]["ratio_1"] == pytest.approx(np.mean([30 / 10, 31 / 11, 32 / 12]))
+    assert rows["am-elo+screen"]["censored_3"] == 3 and rows["am-elo+screen"]["votes_3"] == 50
+
+
+def test_auc_ranks_positives_above_negatives():
+    assert A.auc(np.array([3.0, 2.0, 1.0, 0.0]), np.array([1, 1, 0, 0], bool)) == 1.0
+    assert A.auc(np.array([0.0, 1.0]), np.array([1, 0], bool)) == 0.0
+    assert A.auc(np.array([np.nan, 1.0]), np.array([1, 0], bool)) == 0.0
+    assert A.auc(np.array([np.inf, 1.0]), np.array([1, 0], bool)) == 1.0
+
+
+def test_rigging_command_runs_resumes_and_summarises(arena, capsys, tmp_path):
+    import json
+
+    from stablearena.cli import main
+
+    args = [
+        "experiment", "rigging", DATA, "--seeds", "2", "--fraction", "0.01",
+        "--families", "target/few", "--targets", "middle", "--defences", "m-elo,m-elo+influence",
+        "--max-votes", "400", "--results", str(tmp_path), "--format", "json",
+    ]  # fmt: skip
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert not exc.code
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["seeds"] == [0, 1] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "seed_0.json",
+        "seed_1.json",
+    ]
+    rows = {r["defence"]: r for r in payload["summary"]}
+    assert rows["m-elo"]["ratio_1"] == 1.0
+    # the selection test catches 5 accounts that vote only for the target: dearer than m-ELO
+    assert rows["m-elo+influence"]["ratio_10"] > 1.0
+    try:
+        main([*args[:-2], "--no-run", "--format", "table"])
+    except SystemExit as exc:
+        assert not exc.code
+    assert "votes needed" in capsys.readouterr().out
+
+
+def test_capped_scores_equal_am_elo_below_the_cap_and_bound_a_heavy_account(arena):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fit = A._screened_am_elo(arena.counts, None, min_records=20)
+    a = fit.abilities[fit._fit_annotators]
+    np.testing.assert_allclose(A.capped_scores(fit, 1e9), fit.scores, atol=1e-6)
+    x = A.capped_scores(fit, 0.5 * a.max())
+    assert not np.allclose(x, fit.scores, atol=1e-6)
+    # the capped fit is the weighted Bradley–Terry optimum: zero score gradient at those weights
+    c = fit.counts
+    w = np.clip(a, 0, 0.5 * a.max())[c.annotator]
+    p = 1 / (1 + np.exp(-w * (x[c.i] - x[c.j])))
+    r = w * (c.score - c.totals * p)
+    g = np.bincount(c.i, r, c.n_models) - np.bincount(c.j, r, c.n_models)
+    assert np.abs(g).max() < 1e-6 * c.n_comparisons
