@@ -199,6 +199,14 @@ def ping(engine: Engine) -> bool:
         return False
 
 
+def probe_write(conn: Connection) -> None:
+    """A small write (``meta.health_probe``): whether the database takes writes again after a
+    failed one (``/healthz`` runs it through the writer while a failure is reported)."""
+    import time
+
+    set_meta(conn, "health_probe", repr(time.time()))
+
+
 def try_refit_lock(conn: Connection) -> bool:
     """PostgreSQL: take the session's "one refitter at a time" advisory lock if it is free."""
     got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": REFIT_LOCK}).scalar_one()
