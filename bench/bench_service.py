@@ -228,6 +228,8 @@ async def load(
         cpu["end"] = {**tree_cpu(tree), "load": time.process_time()}
         cpu["processes"] = {"api": sum(r == "api" for r in tree.values()), "other": len(tree)}
 
+    offset = int(getattr(args, "prefill_offset", 0))
+
     async def watcher() -> None:
         conn = Conn(host, port, admin_key)
         try:
@@ -238,7 +240,8 @@ async def load(
                 st, lb = await conn.request("GET", "/v1/leaderboard")
                 lat["leaderboard"].append(time.perf_counter() - t0)
                 if st == 200 and time.perf_counter() >= warm_until:
-                    behind = max(0, n_acked - int(lb["as_of_vote"]))
+                    # vote ids continue after the pre-filled votes' (--prefill)
+                    behind = max(0, n_acked + offset - int(lb["as_of_vote"]))
                     stale_votes.append(behind)
                     stale_secs.append(time.time() - lb["fitted_at"] if behind else 0.0)
         finally:
@@ -606,6 +609,7 @@ def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
         rng = np.random.default_rng(1)
         truth = dict(zip(names, rng.normal(0, 1.0, args.models), strict=True))
         load_before = os.getloadavg()
+        args.prefill_offset = n_prefill
         res = run_loop(load(server.url, keys, truth, args, server.admin_key, server.proc.pid))
         load_after = os.getloadavg()
         export = admin.export("jsonl")
