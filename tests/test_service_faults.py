@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from test_service import settings_for
 
 from stablearena.service import store
 from stablearena.service.app import create_app
@@ -29,15 +30,7 @@ ROOT = os.geteuid() == 0
 
 
 def _settings(url: str) -> Settings:
-    return Settings(
-        db=url,
-        fit_in_process=False,
-        poll_seconds=0.05,
-        seed=0,
-        rate_limit=1e6,
-        rate_burst=1_000_000,
-        arena={"min_records": 0, "refit_votes": 1000, "refit_seconds": 1000.0},
-    )
+    return settings_for(url, refit_votes=1000)
 
 
 class Load:

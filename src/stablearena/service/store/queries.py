@@ -78,17 +78,24 @@ def publish_fit(
     return int(fid)
 
 
+def _count_rows(conn: Connection) -> tuple[int, np.ndarray]:
+    """The newest vote id and every ``pair_counts`` row (i, j, annotator id, wins, losses,
+    ties, both-bad) in the caller's transaction, made one snapshot on PostgreSQL."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    wm = watermark(conn)
+    cur = cursor(conn)
+    cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
+    return wm, np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
+
+
 def read_snapshot(engine: Engine) -> Snapshot:
     """The pair counts and the newest vote id, read in one transaction (one snapshot). The
     number of (current) votes is the counts' total: each vote adds one count, a correction
     moves it."""
     with engine.connect() as conn, conn.begin():
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        wm = watermark(conn)
+        wm, rows = _count_rows(conn)
         cur = cursor(conn)
-        cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
-        rows = np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
         cur.execute("SELECT id, name FROM models ORDER BY id")
         model_rows = cur.fetchall()
         cur.execute("SELECT id, name FROM annotators ORDER BY id")
@@ -117,12 +124,7 @@ def read_count_rows(engine: Engine, window: int = 4096) -> tuple[int, np.ndarray
     it, read in one snapshot — what the live counts are rebuilt from once, at start (the ids
     tell which newer-than-committed ids are still in flight on PostgreSQL)."""
     with engine.connect() as conn, conn.begin():
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        wm = watermark(conn)
-        cur = cursor(conn)
-        cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
-        rows = np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
+        wm, rows = _count_rows(conn)
         recent = conn.execute(
             select(votes.c.id).where(votes.c.id > wm - window, votes.c.id <= wm)
         ).scalars()
