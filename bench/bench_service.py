@@ -228,6 +228,8 @@ async def load(
         cpu["end"] = {**tree_cpu(tree), "load": time.process_time()}
         cpu["processes"] = {"api": sum(r == "api" for r in tree.values()), "other": len(tree)}
 
+    offset = int(getattr(args, "prefill_offset", 0))
+
     async def watcher() -> None:
         conn = Conn(host, port, admin_key)
         try:
@@ -238,7 +240,8 @@ async def load(
                 st, lb = await conn.request("GET", "/v1/leaderboard")
                 lat["leaderboard"].append(time.perf_counter() - t0)
                 if st == 200 and time.perf_counter() >= warm_until:
-                    behind = max(0, n_acked - int(lb["as_of_vote"]))
+                    # vote ids continue after the pre-filled votes' (--prefill)
+                    behind = max(0, n_acked + offset - int(lb["as_of_vote"]))
                     stale_votes.append(behind)
                     stale_secs.append(time.time() - lb["fitted_at"] if behind else 0.0)
         finally:
@@ -505,21 +508,76 @@ def bare_postgres(url: str, seconds: float) -> float:
 
 
 # ---------------------------------------------------------------------------------- one backend
-def run_backend(backend: str, args, workdir: Path) -> dict:
+def prefill_annotators(n_votes: int, given: int | None) -> int:
+    """Annotators of the pre-filled votes: ``given``, else 2,000 per million votes (10,000 at
+    5M, about Chatbot Arena's ratio), at least 64."""
+    return given if given is not None else max(64, n_votes // 500)
+
+
+def prefill(
+    url: str, n_votes: int, n_models: int, n_annotators: int, seed: int = 7
+) -> tuple[float, str | None]:
+    """Fill a fresh arena database with ``n_votes`` past votes (Bradley–Terry outcomes on the
+    bench's models, uniform pairs, ``n_annotators`` annotators) in bulk through the store (its
+    import: battles, votes and the pair counts together, as the server's writer keeps them);
+    returns the seconds taken and the admin key (created here, on the database's first open)."""
+    from stablearena.service import store
+
+    t0 = time.perf_counter()
+    engine = store.make_engine(url)
+    admin_key = store.migrate(engine)
+    rng = np.random.default_rng(seed)
+    names = [f"model-{k:03d}" for k in range(n_models)]
+    truth = rng.normal(0, 1.0, n_models)
+    chunk = 500_000
+    for start in range(0, n_votes, chunk):
+        n = min(chunk, n_votes - start)
+        a = rng.integers(0, n_models, n)
+        b = (a + rng.integers(1, n_models, n)) % n_models
+        p = 1 / (1 + np.exp(-(truth[a] - truth[b])))
+        outcome = np.where(rng.random(n) < p, 0, 1)
+        outcome[rng.random(n) < 0.1] = 2
+        store.import_votes(
+            engine,
+            key=f"prefill-{start}",
+            label=f"prefill {start}",
+            model_names=names,
+            annotator_names=[f"past-{k:05d}" for k in range(n_annotators)],
+            model_a=a,
+            model_b=b,
+            annotator=rng.integers(0, n_annotators, n),
+            outcome=outcome,
+            timestamp=time.time() - 86400 + np.arange(n) * 1e-3,
+            now=time.time(),
+        )
+    engine.dispose()
+    return time.perf_counter() - t0, admin_key
+
+
+def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
     import _suite  # noqa: F401 - tests/ on sys.path
     from arena_process import ServerProcess
 
-    from stablearena.client import ArenaClient
+    from stablearena.client import ArenaClient, ArenaError
 
     pg = None
+    tag = f"bench{n_prefill}_{time.monotonic_ns()}"
     if backend == "sqlite":
-        db_path = str(workdir / "bench.db")
+        db_path = str(workdir / f"{tag}.db")
         url = f"sqlite:///{db_path}"
     else:
         from pgserver import PostgresServer
 
         pg = PostgresServer().start()
-        url = pg.create_database("bench")
+        url = pg.create_database(tag)
+    prefill_seconds, admin_key = 0.0, None
+    if n_prefill:
+        prefill_seconds, admin_key = prefill(
+            url,
+            n_prefill,
+            args.models,
+            prefill_annotators(n_prefill, args.prefill_annotators),
+        )
     sets = [
         "--set",
         "rate_limit=1000000",
@@ -537,15 +595,21 @@ def run_backend(backend: str, args, workdir: Path) -> dict:
     if args.workers != 1:
         sets += ["--workers", str(args.workers)]
     server = ServerProcess(url, *sets, cwd=workdir).start()
+    server.admin_key = server.admin_key or admin_key
     try:
         admin = ArenaClient(server.url, server.admin_key, timeout=120)
         names = [f"model-{k:03d}" for k in range(args.models)]
         for n in names:
-            admin.add_model(n)
+            try:
+                admin.add_model(n)
+            except ArenaError as exc:  # pre-filled already
+                if exc.status != 409:
+                    raise
         keys = [admin.create_annotator(f"annotator-{k:03d}") for k in range(args.annotators)]
         rng = np.random.default_rng(1)
         truth = dict(zip(names, rng.normal(0, 1.0, args.models), strict=True))
         load_before = os.getloadavg()
+        args.prefill_offset = n_prefill
         res = run_loop(load(server.url, keys, truth, args, server.admin_key, server.proc.pid))
         load_after = os.getloadavg()
         export = admin.export("jsonl")
@@ -554,23 +618,44 @@ def run_backend(backend: str, args, workdir: Path) -> dict:
         res["acknowledged"] = len(acked)
         res["acknowledged_missing"] = sum(1 for b in acked if b not in stored)
         health = admin.health()
-        res["server"] = {"votes": health["votes"], "fit_as_of_vote": health["fit_as_of_vote"]}
+        res["server"] = {
+            "votes": health["votes"],
+            "fit_as_of_vote": health["fit_as_of_vote"],
+            "live_counts": health.get("live_counts"),
+            "rss_mb": _rss_mb(server.proc.pid),
+        }
+        res["prefill"] = n_prefill
+        res["prefill_seconds"] = prefill_seconds
         admin.close()
     finally:
         server.stop()
     if args.floor:
         res["floor_writes"] = run_floor(args, url)
-    res["bare_inserts_per_s"] = (
-        bare_sqlite(db_path, args.bare_seconds)
-        if backend == "sqlite"
-        else bare_postgres(url, args.bare_seconds)
-    )
+    if getattr(args, "no_bare", False):
+        res["bare_inserts_per_s"] = float("nan")
+    else:
+        res["bare_inserts_per_s"] = (
+            bare_sqlite(db_path, args.bare_seconds)
+            if backend == "sqlite"
+            else bare_postgres(url, args.bare_seconds)
+        )
     res["ratio_to_bare"] = res["battles_per_s"] / res["bare_inserts_per_s"]
     res["load_before"] = load_before
     res["load_after"] = load_after
     if pg is not None:
         pg.stop()
     return res
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process (MB), from /proc."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
 
 
 def main() -> None:
@@ -611,8 +696,30 @@ def main() -> None:
         action="store_true",
         help="also run the same clients against a null ASGI app under uvicorn (the HTTP floor)",
     )
+    ap.add_argument(
+        "--prefill",
+        default="0",
+        help="votes already in the database before the load, comma-separated sizes (e.g. "
+        "0,100000,1000000): each size is a fresh database filled in bulk through the store",
+    )
+    ap.add_argument(
+        "--prefill-annotators",
+        type=int,
+        default=None,
+        help="annotators of the pre-filled votes (default: 2,000 per million votes, ≥ 64)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat the sizes this many times, interleaved (0, 100k, 1M, 0, 100k, 1M, …)",
+    )
+    ap.add_argument("--no-bare", action="store_true", help="skip the bare insert loop")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
+    sizes = [int(float(x)) for x in args.prefill.split(",") if x.strip()]
+    if sizes != [0] or args.rounds > 1:
+        sys.exit(run_sizes(args, sizes))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     bad = set(backends) - {"sqlite", "postgresql"}
     if bad:
@@ -685,6 +792,55 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=float))
     sys.exit(0)
+
+
+def run_sizes(args, sizes: list[int]) -> int:
+    """``--prefill``: the same load on databases pre-filled with each size, the sizes repeated
+    ``--rounds`` times interleaved; prints one line per run and the medians per size."""
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    print(
+        f"# {platform.python_version()}, {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.2f}; {args.models} models, {args.clients} clients, "
+        f"{args.duration:g} s per run (+{args.warmup:g} s warm-up); K={args.refit_votes}, "
+        f"T={args.refit_seconds:g} s; sizes {sizes} × {args.rounds} rounds, interleaved",
+        flush=True,
+    )
+    runs: dict[str, dict[int, list[dict]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
+        for _round in range(args.rounds):
+            for backend in backends:
+                for n in sizes:
+                    res = run_backend(backend, args, Path(tmp), n)
+                    runs.setdefault(backend, {}).setdefault(n, []).append(res)
+                    lc = res["server"].get("live_counts") or {}
+                    print(
+                        f"{backend:10s} prefill {n:>9,d} ({prefill_annotators(n, args.prefill_annotators) if n else 0:>6,d} annotators, "
+                        f"filled in {res['prefill_seconds']:6.1f} s): "
+                        f"{res['battles_per_s']:7.1f} battles/s, server CPU "
+                        f"{res['server_cpu_ms_per_battle']:.3f} ms/battle, fit CPU "
+                        f"{res['refit_cpu_ms_per_battle']:.3f} ms/battle, staleness max "
+                        f"{res['staleness_votes']['max']} votes / {res['staleness_seconds']['max']} s, "
+                        f"missing {res['acknowledged_missing']}, server RSS "
+                        f"{res['server']['rss_mb']:.0f} MB, cells {lc.get('cells')}, "
+                        f"load {res['load_before'][0]:.1f}/{res['load_after'][0]:.1f}",
+                        flush=True,
+                    )
+    print("\n## medians (ratio to the empty database's)")
+    for backend, by in runs.items():
+        base = by.get(0) or next(iter(by.values()))
+        b_bps = float(np.median([r["battles_per_s"] for r in base]))
+        b_cpu = float(np.median([r["server_cpu_ms_per_battle"] for r in base]))
+        for n, rs in by.items():
+            bps = float(np.median([r["battles_per_s"] for r in rs]))
+            cpu = float(np.median([r["server_cpu_ms_per_battle"] for r in rs]))
+            print(
+                f"{backend:10s} {n:>9,d} votes: {bps:7.1f} battles/s ({bps / b_bps:5.2f}), "
+                f"server CPU {cpu:.3f} ms/battle ({cpu / b_cpu:5.2f}); runs {len(rs)}",
+                flush=True,
+            )
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=2, default=float))
+    return 0
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ class Refitter:
 
     def tick(self) -> None:
         st = self.state
+        st.counts.update(st.engine)
         with st.engine.connect() as conn:
             rev = int(store.get_meta(conn, "revision") or 0)
             wm = store.watermark(conn)
@@ -222,7 +223,7 @@ class Refitter:
             stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
             if not (self._due(wm) or (force and stale)):
                 return None
-            snap = store.read_snapshot(st.engine)
+            snap = st.counts.snapshot(st.engine)  # reads only the votes since the last look
             if snap.empty:
                 return None
             cfg = st.config.model_dump()

@@ -36,6 +36,7 @@ from ..leaderboard import leaderboard_payload
 from ..selection import InformationTracker, Selector, get_selector
 from ..serving import boost_weights, serving_draw
 from . import store
+from .counts import LiveCounts
 from .errors import ApiError, for_the_service, waiting_message
 from .refit import SOURCE, refit_published
 from .security import Principal
@@ -146,6 +147,8 @@ class ArenaState:
         self._boosted: list[ModelInfo] = []
         self.pending: dict[str, tuple[int, int, float]] = {}
         self.votes_seen = 0
+        #: the pair counts in memory, brought up to date from the votes since the last look
+        self.counts = LiveCounts()
         self.battles_served = 0
         self.refit_error: str | None = None
         #: why there is no am-ELO fit yet although nothing failed (too few records: δ)
@@ -166,6 +169,7 @@ class ArenaState:
             self.votes_seen = store.watermark(conn)
         if row is not None:
             self.fit = published_fit(row)
+        self.counts.load(self.engine)
         self.rebuild_tracker(judged=True)
 
     def _load_registry(self, conn: Connection) -> None:
@@ -259,9 +263,9 @@ class ArenaState:
         the pairs :meth:`refused` learns from other workers' votes)."""
         with self.lock:
             mark = self._vote_seq
-        with self.engine.connect() as conn:
-            pairs = store.pair_totals(conn)
-            judged_rows = store.judged_rows(conn) if judged else []
+        self.counts.update(self.engine)  # the votes since the last look only
+        pairs = self.counts.pair_totals()
+        judged_rows = self.counts.judged() if judged else []
         with self.lock:
             ids = sorted(self.models)
             fit = self.fit
@@ -592,7 +596,7 @@ class ArenaState:
 
         from ..raters import get_rater
 
-        snap = store.read_snapshot(self.engine)
+        snap = self.counts.snapshot(self.engine)
         counts = snap.counts()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from .. import store
 from ..deps import arena
@@ -19,13 +19,24 @@ router = APIRouter()
 
 
 @router.get("/healthz", summary="Liveness and the state of the arena")
-async def healthz(request: Request) -> dict[str, Any]:
+async def healthz(request: Request) -> JSONResponse:
+    """200 when the database answers and takes writes; 503 (``status`` "degraded") when it
+    does not answer or the last write failed — with the reason (``database_error``) — until a
+    write succeeds again (while a failure is reported, each call tries a small write)."""
     st = arena(request)
     fit = st.fit
     ok = await asyncio.to_thread(store.ping, st.engine)
-    return {
-        "status": "ok" if ok else "degraded",
-        "database": "ok" if ok else "unreachable",
+    writer = st.writer
+    if writer.failure is not None:
+        with contextlib.suppress(Exception):  # still failing: the writer keeps the reason
+            await asyncio.wait_for(writer.submit_async(store.probe_write), 10)
+    failure = writer.failure
+    database = "unreachable" if not ok else "unwritable" if failure else "ok"
+    body = {
+        "status": "ok" if database == "ok" else "degraded",
+        "database": database,
+        "database_error": failure,
+        "database_failed_at": writer.failed_at if failure else None,
         "db": request.app.state.settings.redacted_db(),
         "models": len(st.models),
         "votes": st.votes_seen,
@@ -36,7 +47,9 @@ async def healthz(request: Request) -> dict[str, Any]:
         "refit_waiting": st.refit_waiting,
         "worker": request.app.state.worker,
         "pid": os.getpid(),
+        "live_counts": st.counts.stats(),
     }
+    return JSONResponse(body, status_code=200 if database == "ok" else 503)
 
 
 @router.get("/metrics", summary="Prometheus metrics")

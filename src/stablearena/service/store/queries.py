@@ -78,17 +78,24 @@ def publish_fit(
     return int(fid)
 
 
+def _count_rows(conn: Connection) -> tuple[int, np.ndarray]:
+    """The newest vote id and every ``pair_counts`` row (i, j, annotator id, wins, losses,
+    ties, both-bad) in the caller's transaction, made one snapshot on PostgreSQL."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    wm = watermark(conn)
+    cur = cursor(conn)
+    cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
+    return wm, np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
+
+
 def read_snapshot(engine: Engine) -> Snapshot:
     """The pair counts and the newest vote id, read in one transaction (one snapshot). The
     number of (current) votes is the counts' total: each vote adds one count, a correction
     moves it."""
     with engine.connect() as conn, conn.begin():
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        wm = watermark(conn)
+        wm, rows = _count_rows(conn)
         cur = cursor(conn)
-        cur.execute("SELECT i, j, annotator_id, wins, losses, ties, ties_both_bad FROM pair_counts")
-        rows = np.array(cur.fetchall(), dtype=float).reshape(-1, 7)
         cur.execute("SELECT id, name FROM models ORDER BY id")
         model_rows = cur.fetchall()
         cur.execute("SELECT id, name FROM annotators ORDER BY id")
@@ -109,6 +116,44 @@ def read_snapshot(engine: Engine) -> Snapshot:
         ties=rows[:, 5].copy(),
         ties_both_bad=rows[:, 6].copy(),
     )
+
+
+def read_count_rows(engine: Engine, window: int = 4096) -> tuple[int, np.ndarray, list[int]]:
+    """The whole ``pair_counts`` table (rows i, j, annotator id, wins, losses, ties, both-bad),
+    the newest vote id, and the ids of the votes among the newest ``window`` ids at or below
+    it, read in one snapshot — what the live counts are rebuilt from once, at start (the ids
+    tell which newer-than-committed ids are still in flight on PostgreSQL)."""
+    with engine.connect() as conn, conn.begin():
+        wm, rows = _count_rows(conn)
+        recent = conn.execute(
+            select(votes.c.id).where(votes.c.id > wm - window, votes.c.id <= wm)
+        ).scalars()
+        return int(wm), rows, list(recent)
+
+
+def votes_after(conn: Connection, after: int, also: list[int]) -> list[tuple]:
+    """The votes with an id above ``after`` or in ``also``, in id order, each as (id,
+    model_a, model_b, annotator id, outcome, outcome of the revision it corrects or None):
+    what changed in the counts since the live counts last looked (an indexed range read)."""
+    cond = "v.id > ?" + (f" OR v.id IN ({', '.join('?' * len(also))})" if also else "")
+    sql = (
+        "SELECT v.id, v.model_a, v.model_b, v.annotator_id, v.outcome, p.outcome FROM votes v "
+        "LEFT JOIN votes p ON p.battle_id = v.battle_id AND p.revision = v.revision - 1 "
+        f"WHERE {cond} ORDER BY v.id"
+    )
+    if conn.dialect.paramstyle != "qmark":
+        sql = sql.replace("?", "%s")
+    cur = cursor(conn)
+    cur.execute(sql, (after, *also))
+    return cur.fetchall()
+
+
+def names_after(conn: Connection, table: str, after: int) -> list[tuple[int, str]]:
+    """(id, name) of the ``models`` or ``annotators`` with an id above ``after``, in id order
+    (names never change)."""
+    t = {"models": models, "annotators": annotators}[table]
+    q = select(t.c.id, t.c.name).where(t.c.id > after).order_by(t.c.id)
+    return [(int(r[0]), str(r[1])) for r in conn.execute(q)]
 
 
 # ---------------------------------------------------------------------------------- registry
@@ -154,6 +199,14 @@ def ping(engine: Engine) -> bool:
         return True
     except Exception:
         return False
+
+
+def probe_write(conn: Connection) -> None:
+    """A small write (``meta.health_probe``): whether the database takes writes again after a
+    failed one (``/healthz`` runs it through the writer while a failure is reported)."""
+    import time
+
+    set_meta(conn, "health_probe", repr(time.time()))
 
 
 def try_refit_lock(conn: Connection) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..errors import ApiError
 from .engine import is_sqlite, write_conn
 
 T = TypeVar("T")
@@ -52,6 +53,10 @@ class Writer:
         self.writes = 0
         self.last_batch = 0
         self.on_commit: Callable[[int, float], None] | None = None
+        #: why the last write failed in the database (disk full, read-only, corrupt, connection
+        #: lost), or None once a write succeeds again: what ``/healthz`` reports
+        self.failure: str | None = None
+        self.failed_at: float | None = None
         dbapi = engine.dialect.dbapi
         self._dbapi_error: tuple[type, ...] = (dbapi.Error,) if dbapi else ()
         # a unique-key race with another worker, a busy database: worth one more try alone
@@ -134,14 +139,37 @@ class Writer:
             if tries > 1 and isinstance(exc, self._retryable):
                 self._commit(batch, tries - 1)
                 return
+            if self._storage_fault(exc):
+                self.failure = f"{type(exc).__name__}: {_first_line(exc)}"
+                self.failed_at = time.time()
+                exc = ApiError(
+                    503,
+                    "storage_unavailable",
+                    f"the database cannot take writes now ({self.failure}); nothing was "
+                    "recorded, retry later",
+                )
             _complete([(batch[0][1], None, exc)])
             return
+        self.failure = self.failed_at = None
         self.commits += 1
         self.writes += len(batch)
         self.last_batch = len(batch)
         if self.on_commit is not None:
             self.on_commit(len(batch), time.perf_counter() - t0)
         _complete([(fut, res, None) for (_, fut), res in zip(batch, results, strict=True)])
+
+    def _storage_fault(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the database failing (not a constraint or a bug): an operational
+        or database error of the driver (wrapped or not) other than an integrity error, or an
+        OS error."""
+        if isinstance(exc, sa.exc.IntegrityError | OSError):
+            return isinstance(exc, OSError)
+        if isinstance(exc, sa.exc.OperationalError | sa.exc.DatabaseError):
+            return True
+        dbapi = self.engine.dialect.dbapi
+        if dbapi is None or isinstance(exc, dbapi.IntegrityError):
+            return False
+        return isinstance(exc, dbapi.OperationalError | dbapi.DatabaseError)
 
     def _lock(self) -> None:
         if self._lock_path is None:
@@ -176,6 +204,12 @@ class Writer:
         if lost or conn.invalidated:
             conn.close()
             self._conn = None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's message (SQLAlchemy's wrapper adds the statement and a link)."""
+    orig = getattr(exc, "orig", None)
+    return (str(orig if orig is not None else exc).strip().splitlines() or [""])[0]
 
 
 def _complete(done: list[tuple[Any, Any, BaseException | None]]) -> None:
