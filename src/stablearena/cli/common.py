@@ -4,6 +4,7 @@ module follows): the Typer ``app``, the option definitions, :func:`load_data`, :
 
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
@@ -442,6 +443,51 @@ InputFormatOpt = Annotated[
         callback=one_of(*choices.INPUT_FORMATS, flag="--input-format"),
     ),
 ]
+
+#: A block of command parameters given once and shared: (name, ``Annotated`` type, default).
+OptionBlock = tuple[tuple[str, Any, Any], ...]
+
+#: The data options every command that reads a battle log takes, in their --help order; their
+#: names are :func:`load_data`'s keywords, so ``load_data(path, **data_options(options))``.
+DATA_OPTIONS: OptionBlock = (
+    ("both_bad", BothBadOpt, "tie"),
+    ("exclude", ExcludeOpt, None),
+    ("min_battles", MinBattlesOpt, 0),
+    ("col", ColOpt, None),
+    ("input_format", InputFormatOpt, None),
+)
+
+
+def data_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The values of :data:`DATA_OPTIONS` among a command's parameters."""
+    return {name: options[name] for name, _, _ in DATA_OPTIONS}
+
+
+def with_options(*blocks: OptionBlock, **defaults: Any) -> Callable[[Callable[..., Any]], Any]:
+    """Give a command the parameters of ``blocks`` (in order) through its ``**options``.
+
+    Typer reads a command's parameters from its signature; this decorator writes that signature:
+    the command's own parameters before ``*``, then the blocks' parameters, then its own
+    keyword-only ones — the order of --help. ``defaults`` overrides a block parameter's default
+    (e.g. ``ci="fisher"``). Typer calls commands with keywords only, so every parameter becomes
+    keyword-only; the blocks' values arrive in ``options``."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        kw = inspect.Parameter.KEYWORD_ONLY
+        own = [p for p in inspect.signature(func).parameters.values() if p.kind != p.VAR_KEYWORD]
+        shared = [
+            inspect.Parameter(name, kw, annotation=kind, default=defaults.get(name, default))
+            for block in blocks
+            for name, kind, default in block
+        ]
+        first_kw = next((i for i, p in enumerate(own) if p.kind == kw), len(own))
+        params = own[:first_kw] + shared + own[first_kw:]
+        func.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(kind=kw) for p in params]
+        )
+        return func
+
+    return decorate
 
 
 @dataclass(frozen=True)

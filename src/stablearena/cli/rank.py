@@ -7,17 +7,15 @@ import typer
 
 from .. import choices
 from .common import (
-    BothBadOpt,
-    ColOpt,
-    ExcludeOpt,
+    DATA_OPTIONS,
     FormatOpt,
-    InputFormatOpt,
-    MinBattlesOpt,
+    OptionBlock,
     OutputOpt,
     PathArg,
     _metavar,
     app,
     count,
+    data_options,
     emit,
     finite,
     fit_progress,
@@ -30,6 +28,7 @@ from .common import (
     records_table,
     seed_check,
     split_list,
+    with_options,
 )
 from .rater_flags import build_rater, rater_options
 
@@ -252,6 +251,42 @@ WhereOpt = Annotated[
 ]
 
 
+#: The method and interval options of ``rank``, ``plot`` and ``report`` (after the data
+#: options), in their --help order; ``plot`` and ``report`` default ``ci`` to "fisher".
+FIT_OPTIONS: OptionBlock = (
+    ("anchor", AnchorOpt, None),
+    ("solver", SolverOpt, None),
+    ("elo_k", EloKOpt, None),
+    ("shuffles", ShufflesOpt, None),
+    ("seed", SeedOpt, None),
+    ("min_records", MinRecordsOpt, None),
+    ("ability_threshold", AbilityThresholdOpt, None),
+    ("exclude_flagged", ExcludeFlaggedOpt, False),
+    ("k_tie", KTieOpt, None),
+    ("k_cov", KCovOpt, None),
+    ("confidence", ConfidenceOpt, None),
+    ("normalization", NormalizationOpt, None),
+    ("tie_form", TieFormOpt, None),
+    ("ci", CiOpt, "none"),
+    ("rounds", RoundsOpt, 1000),
+    ("cluster", ClusterOpt, None),
+    ("level", LevelOpt, 0.95),
+    ("style", StyleOpt, False),
+    ("covariate", CovariateOpt, None),
+    ("text_columns", TextColumnsOpt, None),
+    ("penalty", PenaltyOpt, None),
+    ("reg", RegOpt, None),
+    ("where", WhereOpt, None),
+)
+
+
+def interval_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The interval options (``--ci``, ``--level``, ``--rounds``, ``--cluster``, ``--seed``)
+    among a command's parameters, as :func:`stablearena.leaderboard.intervals_for` and the
+    payload builders take them."""
+    return {name: options[name] for name in ("ci", "level", "rounds", "cluster", "seed")}
+
+
 def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
     """Check, read the data and fit the rater — the part of ``rank``, ``plot`` and ``report``
     that is the same. ``options``: as for :func:`rater_options`, plus ``path`` and the filters
@@ -260,11 +295,7 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
     rater = build_rater(method, rater_options(options))
     loaded = load_data(
         options["path"],
-        col=options["col"],
-        input_format=options["input_format"],
-        both_bad=options["both_bad"],
-        exclude=options["exclude"],
-        min_battles=options["min_battles"],
+        **data_options(options),
         counts_only=not needs_battles(method, options["ci"], options["cluster"]),
         by_annotator=method == "am-elo",
     )
@@ -280,39 +311,13 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
 
 
 @app.command()
+@with_options(DATA_OPTIONS, FIT_OPTIONS)
 def rank(
     path: PathArg = None,
     method: MethodOpt = "m-elo",
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    anchor: AnchorOpt = None,
-    solver: SolverOpt = None,
-    elo_k: EloKOpt = None,
-    shuffles: ShufflesOpt = None,
-    seed: SeedOpt = None,
-    min_records: MinRecordsOpt = None,
-    ability_threshold: AbilityThresholdOpt = None,
-    exclude_flagged: ExcludeFlaggedOpt = False,
-    k_tie: KTieOpt = None,
-    k_cov: KCovOpt = None,
-    confidence: ConfidenceOpt = None,
-    normalization: NormalizationOpt = None,
-    tie_form: TieFormOpt = None,
-    ci: CiOpt = "none",
-    rounds: RoundsOpt = 1000,
-    cluster: ClusterOpt = None,
-    level: LevelOpt = 0.95,
-    style: StyleOpt = False,
-    covariate: CovariateOpt = None,
-    text_columns: TextColumnsOpt = None,
-    penalty: PenaltyOpt = None,
-    reg: RegOpt = None,
-    where: WhereOpt = None,
+    *,
     by: Annotated[
         str | None,
         typer.Option(
@@ -321,6 +326,7 @@ def rank(
             metavar="COLUMN",
         ),
     ] = None,
+    **options: Any,
 ) -> None:
     """Fit a rating method and print the leaderboard.
 
@@ -329,31 +335,29 @@ def rank(
     With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
-    options = dict(locals())
-    if style or covariate or where or by or text_columns:
+    options = {"path": path, "method": method, **options}
+    if (
+        options["style"]
+        or options["covariate"]
+        or options["where"]
+        or by
+        or options["text_columns"]
+    ):
         from .boards import rank_boards, style_method
 
-        use_style = style or bool(covariate) or text_columns is not None
+        use_style = (
+            options["style"] or bool(options["covariate"]) or options["text_columns"] is not None
+        )
         rank_boards(
             build_rater(style_method(method) if use_style else method, rater_options(options)),
             path,
             style=use_style,
-            covariates=covariate or [],
-            text_columns=text_columns,
-            where_items=where or [],
+            covariates=options["covariate"] or [],
+            text_columns=options["text_columns"],
+            where_items=options["where"] or [],
             by=by,
-            col=col,
-            input_format=input_format,
-            both_bad=both_bad,
-            exclude=split_list(exclude),
-            min_battles=min_battles,
-            payload_options={
-                "ci": ci,
-                "level": level,
-                "rounds": rounds,
-                "cluster": cluster,
-                "seed": seed,
-            },
+            **{**data_options(options), "exclude": split_list(options["exclude"])},
+            payload_options=interval_options(options),
             fmt=fmt,
             output=output,
         )
@@ -371,12 +375,8 @@ def rank(
         loaded.data,
         source=loaded.label,
         simulated=loaded.simulated,
-        ci=ci,
-        level=level,
-        rounds=rounds,
-        cluster=cluster,
-        seed=seed,
         progress=sys.stderr.isatty(),
+        **interval_options(options),
     )
     if loaded.dropped:
         payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
