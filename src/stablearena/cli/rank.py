@@ -14,7 +14,8 @@ from .common import (
     PathArg,
     _metavar,
     app,
-    count,
+    choice_option,
+    count_option,
     data_options,
     emit,
     finite,
@@ -65,12 +66,11 @@ AnchorOpt = Annotated[
 ]
 SolverOpt = Annotated[
     str | None,
-    typer.Option(
+    choice_option(
         "--solver",
-        help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
+        choices.SOLVERS,
+        "m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
         "rao-kupper/davidson: 'auto', 'newton' or 'lbfgs'.",
-        metavar=_metavar(choices.SOLVERS),
-        callback=one_of(*choices.SOLVERS, flag="--solver"),
     ),
 ]
 EloKOpt = Annotated[
@@ -79,11 +79,12 @@ EloKOpt = Annotated[
 ]
 ShufflesOpt = Annotated[
     int | None,
-    typer.Option(
+    count_option(
         "--shuffles",
-        help="elo: average over this many seeded shuffles (default: order as given).",
-        metavar="S",
-        callback=count(0, 1_000_000),
+        "elo: average over this many seeded shuffles (default: order as given).",
+        0,
+        1_000_000,
+        "S",
     ),
 ]
 SeedOpt = Annotated[
@@ -144,47 +145,34 @@ ConfidenceOpt = Annotated[
 ]
 NormalizationOpt = Annotated[
     str | None,
-    typer.Option(
+    choice_option(
         "--normalization",
-        help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
-        metavar=_metavar(choices.NORMALIZATIONS),
-        callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
+        choices.NORMALIZATIONS,
+        "am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
     ),
 ]
 TieFormOpt = Annotated[
     str | None,
-    typer.Option(
-        "--tie-form",
-        help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'.",
-        metavar=_metavar(choices.TIE_FORMS),
-        callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
+    choice_option(
+        "--tie-form", choices.TIE_FORMS, "rao-kupper/davidson: 'nested' (default) or 'leaderbot'."
     ),
 ]
 CiOpt = Annotated[
     str,
-    typer.Option(
+    choice_option(
         "--ci",
-        help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
-        metavar=_metavar(("none", *choices.CI_METHODS)),
-        callback=one_of("none", *choices.CI_METHODS, flag="--ci"),
+        ("none", *choices.CI_METHODS),
+        "Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
     ),
 ]
 RoundsOpt = Annotated[
     int,
-    typer.Option(
-        "--rounds",
-        help="Bootstrap rounds (with --ci bootstrap).",
-        metavar="N",
-        callback=count(2, 1_000_000),
-    ),
+    count_option("--rounds", "Bootstrap rounds (with --ci bootstrap).", 2, 1_000_000),
 ]
 ClusterOpt = Annotated[
     str | None,
-    typer.Option(
-        "--cluster",
-        help="Bootstrap whole annotators or prompts instead of battles.",
-        metavar=_metavar(choices.CLUSTERS),
-        callback=one_of(*choices.CLUSTERS, flag="--cluster"),
+    choice_option(
+        "--cluster", choices.CLUSTERS, "Bootstrap whole annotators or prompts instead of battles."
     ),
 ]
 LevelOpt = Annotated[
@@ -225,11 +213,10 @@ TextColumnsOpt = Annotated[
 ]
 PenaltyOpt = Annotated[
     str | None,
-    typer.Option(
+    choice_option(
         "--penalty",
-        help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
-        metavar="[gamma|all|none]",
-        callback=one_of("gamma", "all", "none", flag="--penalty"),
+        ("gamma", "all", "none"),
+        "--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
     ),
 ]
 RegOpt = Annotated[
