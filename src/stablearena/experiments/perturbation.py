@@ -55,6 +55,14 @@ __all__ = [
 METHODS: tuple[str, ...] = ("elo", "m-elo", "am-elo")
 
 
+class ExperimentResult:
+    """The ``to_dict`` of the am-ELO experiments' result dataclasses."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain dicts and lists (its config too), for JSON."""
+        return asdict(self)  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True)
 class PerturbationConfig:
     """Options of the perturbation experiment (module docstring).
@@ -93,7 +101,7 @@ class PerturbationConfig:
 
 
 @dataclass(frozen=True)
-class PerturbationResult:
+class PerturbationResult(ExperimentResult):
     """``summary``: one record per (kind, ratio), averaged over seeds; ``runs``: one per seed."""
 
     source: str
@@ -108,11 +116,6 @@ class PerturbationResult:
     seconds: float
     notes: list[str] = field(default_factory=list)
     screened_out: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["config"] = asdict(self.config)
-        return out
 
 
 def keep_annotators_with_records(
