@@ -466,6 +466,25 @@ def data_options(options: dict[str, Any]) -> dict[str, Any]:
     return {name: options[name] for name, _, _ in DATA_OPTIONS}
 
 
+def interval_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The interval options (``--ci``, ``--level``, ``--rounds``, ``--cluster``, ``--seed``)
+    among a command's parameters, as :func:`stablearena.leaderboard.intervals_for` and the
+    payload builders take them."""
+    return {name: options[name] for name in ("ci", "level", "rounds", "cluster", "seed")}
+
+
+def payload_options(loaded: "Loaded", options: dict[str, Any]) -> dict[str, Any]:
+    """The keywords that ``rank``, ``plot`` and ``report`` give the payload builders
+    (:func:`stablearena.leaderboard.leaderboard_payload`, :func:`stablearena.report.build_report`)
+    alike: where the data came from, the interval options, and a progress bar on a terminal."""
+    return {
+        "source": loaded.label,
+        "simulated": loaded.simulated,
+        "progress": sys.stderr.isatty(),
+        **interval_options(options),
+    }
+
+
 def with_options(
     *blocks: OptionBlock, last: OptionBlock = (), **defaults: Any
 ) -> Callable[[Callable[..., Any]], Any]:

@@ -21,13 +21,14 @@ from .common import (
     PathArg,
     app,
     err_console,
+    interval_options,
+    payload_options,
     with_options,
 )
 from .rank import (
     FIT_OPTIONS,
     MethodOpt,
     fit_from_options,
-    interval_options,
 )
 
 #: The figure kinds of ``plot --kind`` (stablearena.plots.KINDS, listed here without importing
@@ -183,10 +184,7 @@ def report(
     result = build_report(
         fitted,
         loaded.data,
-        source=loaded.label,
-        simulated=loaded.simulated,
-        **interval_options(options),
-        progress=sys.stderr.isatty(),
+        **payload_options(loaded, options),
         notes=notes,
         command=command,
     )

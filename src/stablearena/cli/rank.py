@@ -1,6 +1,5 @@
 """``stablearena rank``: a leaderboard from a battle log."""
 
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -24,11 +23,11 @@ from .common import (
     non_negative,
     notes_footer,
     one_of,
+    payload_options,
     positive,
     probability,
     records_table,
     seed_check,
-    split_list,
     with_options,
 )
 from .rater_flags import build_rater, rater_options
@@ -267,13 +266,6 @@ FIT_OPTIONS: OptionBlock = (
 )
 
 
-def interval_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The interval options (``--ci``, ``--level``, ``--rounds``, ``--cluster``, ``--seed``)
-    among a command's parameters, as :func:`stablearena.leaderboard.intervals_for` and the
-    payload builders take them."""
-    return {name: options[name] for name in ("ci", "level", "rounds", "cluster", "seed")}
-
-
 def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
     """Check, read the data and fit the rater — the part of ``rank``, ``plot`` and ``report``
     that is the same. ``options``: as for :func:`rater_options`, plus ``path`` and the filters
@@ -322,32 +314,12 @@ def rank(
     With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
-    options = {"path": path, "method": method, **options}
-    if (
-        options["style"]
-        or options["covariate"]
-        or options["where"]
-        or by
-        or options["text_columns"]
-    ):
-        from .boards import rank_boards, style_method
+    options = {"path": path, "method": method, "fmt": fmt, "output": output, "by": by, **options}
+    from .boards import rank_boards, style_method, uses_boards, uses_style
 
-        use_style = (
-            options["style"] or bool(options["covariate"]) or options["text_columns"] is not None
-        )
-        rank_boards(
-            build_rater(style_method(method) if use_style else method, rater_options(options)),
-            path,
-            style=use_style,
-            covariates=options["covariate"] or [],
-            text_columns=options["text_columns"],
-            where_items=options["where"] or [],
-            by=by,
-            **{**data_options(options), "exclude": split_list(options["exclude"])},
-            payload_options=interval_options(options),
-            fmt=fmt,
-            output=output,
-        )
+    if uses_boards(options):
+        rater_method = style_method(method) if uses_style(options) else method
+        rank_boards(build_rater(rater_method, rater_options(options)), options)
         return
     from ..leaderboard import (
         convergence_text,
@@ -357,14 +329,7 @@ def rank(
     )
 
     loaded, fitted = fit_from_options(options)
-    payload = leaderboard_payload(
-        fitted,
-        loaded.data,
-        source=loaded.label,
-        simulated=loaded.simulated,
-        progress=sys.stderr.isatty(),
-        **interval_options(options),
-    )
+    payload = leaderboard_payload(fitted, loaded.data, **payload_options(loaded, options))
     if loaded.dropped:
         payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 
