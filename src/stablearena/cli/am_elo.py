@@ -32,6 +32,7 @@ from .common import (
     probability,
     records_table,
     seed_check,
+    seed_option,
     split_list,
     with_options,
 )
@@ -73,9 +74,7 @@ SimSeedOpt = Annotated[
 ]
 SeedOpt = Annotated[
     int,
-    typer.Option(
-        "--seed", help="Random seed of the protocol.", metavar="SEED", callback=seed_check
-    ),
+    seed_option("Random seed of the protocol."),
 ]
 #: The simulated arena of ``experiment perturbation | prediction | restarts`` (after PATH).
 SIMULATION_OPTIONS: OptionBlock = (
@@ -368,17 +367,16 @@ def experiment_perturbation(
             if p["config"]["screen"]
             else "unscreened; "
         )
-        caption = (
-            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
-            + screened
+        caption = _caption(
+            p,
+            screened
             + f"{p['config']['seeds']} seeds; F1 of ability < ε vs perturbed; f1_unflagged leaves out "
             f"annotators already below ε unperturbed ({', '.join(p['baseline_flagged'][eps[0]]) or 'none'} at ε={eps[0]})"
             + "".join(
                 f"; {m}: no maximum-likelihood solution in {n} run(s), left out of its means"
                 for m in p["config"]["methods"]
                 if (n := sum(r.get(f"failed_{m}", 0) for r in p["summary"]))
-            )
-            + (" — SIMULATED data" if p["simulated"] else "")
+            ),
         )
         return records_table(rows, title=f"perturbation — {p['source']}", caption=caption)
 
@@ -415,16 +413,22 @@ def experiment_prediction(
         elo_shuffles=elo_shuffles,
         seed=seed,
     )
-    result = run_prediction(data, config, source=label)
-    payload = result.to_dict() | {"simulated": simulated}
-
     _emit_experiment(
-        payload,
+        run_prediction(data, config, source=label).to_dict() | {"simulated": simulated},
         fmt,
         output,
         key="table",
         title="prediction (am-ELO Table 2)",
         detail=f"held-out = {config.folds}-fold mean (std)",
+    )
+
+
+def _caption(p: dict[str, Any], detail: str) -> str:
+    """An experiment table's caption: the data's size, ``detail``, whether simulated."""
+    return (
+        f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
+        + detail
+        + (" — SIMULATED data" if p["simulated"] else "")
     )
 
 
@@ -435,11 +439,7 @@ def _emit_experiment(
     data's size, ``detail`` and whether the data were simulated."""
 
     def table(p: dict[str, Any]) -> Any:
-        caption = (
-            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
-            + detail
-            + (" — SIMULATED data" if p["simulated"] else "")
-        )
+        caption = _caption(p, detail)
         return records_table(p[key], title=f"{title} — {p['source']}", caption=caption)
 
     emit(payload, fmt, output, records_key=key, table=table)
@@ -488,11 +488,8 @@ def experiment_restarts(
         min_records=min_records,
         seed=seed,
     )
-    result = run_restarts(data, config, source=label)
-    payload = result.to_dict() | {"simulated": simulated}
-
     _emit_experiment(
-        payload,
+        run_restarts(data, config, source=label).to_dict() | {"simulated": simulated},
         fmt,
         output,
         key="final",

@@ -6,7 +6,15 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import app, console, count_option, emit, err_console, records_table, seed_check
+from .common import (
+    app,
+    console,
+    count_option,
+    emit,
+    err_console,
+    records_table,
+    seed_option,
+)
 
 
 @app.command()
@@ -39,7 +47,7 @@ def auto(
             "(instead of --models/--judges).",
         ),
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", callback=seed_check, help="Random seed.")] = 0,
+    seed: Annotated[int, seed_option("Random seed.", None)] = 0,
     design: Annotated[
         str | None,
         typer.Option(

@@ -361,6 +361,11 @@ def count(low: int, high: int) -> Callable[[Any], Any]:
     return check
 
 
+def seed_option(help: str, metavar: str | None = "SEED") -> Any:
+    """The ``--seed`` option: a ``typer.Option`` checked by :func:`seed_check`."""
+    return typer.Option("--seed", help=help, metavar=metavar, callback=seed_check)
+
+
 def choice_option(flag: str, values: Sequence[str], help: str, *short: str) -> Any:
     """A ``typer.Option`` (``flag``, then the ``short`` ones) taking one of ``values``: they
     are its metavar (``[a|b|c]``) and :func:`one_of` checks the value."""

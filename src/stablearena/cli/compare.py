@@ -17,7 +17,7 @@ from .common import (
     emit,
     load_data,
     notes_footer,
-    seed_check,
+    seed_option,
     split_list,
     with_options,
 )
@@ -193,9 +193,7 @@ def compare(
     ] = "battle",
     seed: Annotated[
         int,
-        typer.Option(
-            "--seed", help="Seed of the held-out split.", metavar="SEED", callback=seed_check
-        ),
+        seed_option("Seed of the held-out split."),
     ] = 0,
     kendall: Annotated[
         bool,

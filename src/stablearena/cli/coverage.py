@@ -15,7 +15,7 @@ from .common import (
     non_negative,
     probability,
     records_table,
-    seed_check,
+    seed_option,
     split_list,
 )
 
@@ -87,9 +87,7 @@ def experiment_coverage(
     ] = 0.5,
     seed: Annotated[
         int,
-        typer.Option(
-            "--seed", help="Seed of the arenas and bootstraps.", metavar="SEED", callback=seed_check
-        ),
+        seed_option("Seed of the arenas and bootstraps."),
     ] = 0,
     workers: Annotated[
         int | None,

@@ -27,7 +27,7 @@ from .common import (
     positive,
     probability,
     records_table,
-    seed_check,
+    seed_option,
     with_options,
 )
 from .rater_flags import build_rater, rater_options
@@ -88,12 +88,7 @@ ShufflesOpt = Annotated[
 ]
 SeedOpt = Annotated[
     int | None,
-    typer.Option(
-        "--seed",
-        help="Random seed (elo shuffles, bootstrap).",
-        metavar="SEED",
-        callback=seed_check,
-    ),
+    seed_option("Random seed (elo shuffles, bootstrap)."),
 ]
 MinRecordsOpt = Annotated[
     int | None,

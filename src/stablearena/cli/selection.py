@@ -25,7 +25,7 @@ from .common import (
     positive,
     records_table,
     require_module,
-    seed_check,
+    seed_option,
     split_list,
     with_options,
 )
@@ -99,7 +99,7 @@ def next_pairs(
     ] = False,
     seed: Annotated[
         int,
-        typer.Option("--seed", help="Seed for random choices and ties.", callback=seed_check),
+        seed_option("Seed for random choices and ties.", None),
     ] = 0,
     *,
     fmt: FormatOpt = "table",
@@ -273,7 +273,7 @@ def experiment_selection(
         float, typer.Option("--spread", help="Simulation: std of the true ratings, Elo points.")
     ] = 100.0,
     estimate: EstimateOpt = "empirical-bayes",
-    seed: Annotated[int, typer.Option("--seed", help="Base seed.", callback=seed_check)] = 0,
+    seed: Annotated[int, seed_option("Base seed.", None)] = 0,
     plot: Annotated[
         Path | None,
         typer.Option(
