@@ -118,6 +118,17 @@ class PerturbationResult(ExperimentResult):
     screened_out: list[dict[str, Any]] = field(default_factory=list)
 
 
+def start_protocol(
+    battles: Battles, config: Any, experiment: str = "the perturbation experiment"
+) -> tuple[Battles, float]:
+    """The common start of the am-ELO protocols: check ``config``, note the start time
+    (``time.perf_counter()``, returned second) and keep the annotators with at least
+    ``config.min_records`` records (:func:`keep_annotators_with_records`)."""
+    config.check()
+    t0 = time.perf_counter()
+    return keep_annotators_with_records(battles, config.min_records, experiment), t0
+
+
 def keep_annotators_with_records(
     battles: Battles, min_records: int, experiment: str = "the perturbation experiment"
 ) -> Battles:
@@ -160,9 +171,7 @@ def run_perturbation(
 ) -> PerturbationResult:
     """Run the protocol on ``battles`` (filtered to annotators with ≥ ``min_records`` records)."""
     config = config or PerturbationConfig()
-    config.check()
-    t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records)
+    data, t0 = start_protocol(battles, config)
     screened_out: list[dict[str, Any]] = []
     if config.screen:
         with warnings.catch_warnings():

@@ -33,7 +33,7 @@ from ..errors import InputError, StableArenaWarning
 from ..metrics import prediction_auc, prediction_mse
 from ..raters import get_rater
 from ..raters.annotator import AmEloFitted
-from .perturbation import ExperimentResult, keep_annotators_with_records
+from .perturbation import ExperimentResult, start_protocol
 
 __all__ = ["PredictionConfig", "PredictionResult", "predict_battles", "run_prediction"]
 
@@ -115,9 +115,7 @@ def run_prediction(
 ) -> PredictionResult:
     """Run the Table 2 protocol (module docstring)."""
     config = config or PredictionConfig()
-    config.check()
-    t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records, "the prediction experiment")
+    data, t0 = start_protocol(battles, config, "the prediction experiment")
     n = len(data)
     if n < config.folds:
         raise InputError(f"{n} battles cannot be split into {config.folds} folds.")

@@ -32,7 +32,7 @@ from ..errors import InputError, StableArenaWarning
 from ..metrics import consistency
 from ..raters import ELO_SCALE, get_rater
 from ..raters.annotator import AmEloRows, adam_am_elo, am_elo_loglik
-from .perturbation import ExperimentResult, keep_annotators_with_records
+from .perturbation import ExperimentResult, start_protocol
 
 __all__ = ["RestartsConfig", "RestartsResult", "run_restarts"]
 
@@ -83,9 +83,7 @@ def run_restarts(
 ) -> RestartsResult:
     """Run the Figure 5 protocol (module docstring)."""
     config = config or RestartsConfig()
-    config.check()
-    t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records, "the restarts experiment")
+    data, t0 = start_protocol(battles, config, "the restarts experiment")
     rows = AmEloRows.from_counts(data.counts(by_annotator=True))
     kk = rows.n_annotators
     curves: dict[str, dict[str, list[float]]] = {}
