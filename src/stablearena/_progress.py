@@ -10,8 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-__all__ = ["report", "reporting"]
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.progress import Progress
+
+__all__ = ["report", "reporting", "counting_bar"]
 
 _LISTENER: ContextVar[Callable[[str], None] | None] = ContextVar("_LISTENER", default=None)
 
@@ -31,3 +35,31 @@ def reporting(listener: Callable[[str], None]) -> Iterator[None]:
         yield
     finally:
         _LISTENER.reset(token)
+
+
+def counting_bar(
+    label: str, *, enabled: bool = True, elapsed: bool = False, transient: bool = True
+) -> Progress:
+    """A Rich progress bar on stderr counting finished steps: ``label`` (a Rich format string;
+    ``{task.description}`` is the task's), the bar, done/total and the time remaining (the time
+    elapsed when ``elapsed``). Shown only when ``enabled``; cleared at the end when
+    ``transient``. Rich is imported here, when a bar is asked for."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn() if elapsed else TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=transient,
+        disable=not enabled,
+    )

@@ -266,22 +266,10 @@ class _ProgressBar:
     """A Rich progress bar on stderr (one step per configuration)."""
 
     def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from ._progress import counting_bar
 
-        self._progress = Progress(
-            TextColumn("[bold]fitting[/bold] {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=False,
+        self._progress = counting_bar(
+            "[bold]fitting[/bold] {task.description}", elapsed=True, transient=False
         )
         self._progress.start()
         self._task = self._progress.add_task("", total=total)

@@ -56,6 +56,7 @@ from .battles import Battles, PairCounts, as_counts
 from .errors import InputError
 from .graph import components
 from .information import bt_information, empirical_bayes_scores, laplacian_pinv
+from .raters.base import registering
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -795,13 +796,7 @@ _SELECTORS: dict[str, type[Selector]] = {}
 
 def register_selector(name: str) -> Callable[[type], type]:
     """Class decorator adding a selector to the registry of :func:`get_selector`."""
-
-    def deco(cls: type) -> type:
-        cls.name = name  # type: ignore[attr-defined]
-        _SELECTORS[name] = cls
-        return cls
-
-    return deco
+    return registering(_SELECTORS, name)
 
 
 def selector_names() -> list[str]:

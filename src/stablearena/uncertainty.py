@@ -898,24 +898,9 @@ def bootstrap(
 
 def _execute(task: _Task, n_blocks: int, workers: int, progress: bool, rounds: int) -> list[Any]:
     """Run the blocks in this process or in a pool of ``workers`` processes, with a progress bar."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    from ._progress import counting_bar
 
-    bar = Progress(
-        TextColumn("bootstrap"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=not progress,
-    )
+    bar = counting_bar("bootstrap", enabled=progress)
     results = []
     if workers <= 1:
         with bar:

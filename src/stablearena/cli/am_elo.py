@@ -10,17 +10,17 @@ import typer
 from .. import choices
 from ..errors import InputError
 from .common import (
+    DATA_OPTIONS,
     BothBadOpt,
     ColOpt,
-    ExcludeOpt,
     FormatOpt,
     InputFormatOpt,
-    MinBattlesOpt,
+    OptionBlock,
     OutputOpt,
     PathArg,
-    _metavar,
     app,
-    count,
+    choice_option,
+    count_option,
     emit,
     experiment_app,
     finite,
@@ -28,12 +28,13 @@ from .common import (
     load_data,
     non_negative,
     notes_footer,
-    one_of,
     positive,
     probability,
     records_table,
     seed_check,
+    seed_option,
     split_list,
+    with_options,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,27 +58,15 @@ SimulateOpt = Annotated[
 ]
 SimModelsOpt = Annotated[
     int,
-    typer.Option(
-        "--models", help="--simulate: number of models.", metavar="N", callback=count(2, 100_000)
-    ),
+    count_option("--models", "--simulate: number of models.", 2, 100_000),
 ]
 SimAnnOpt = Annotated[
     int,
-    typer.Option(
-        "--annotators",
-        help="--simulate: number of annotators.",
-        metavar="N",
-        callback=count(2, 1_000_000),
-    ),
+    count_option("--annotators", "--simulate: number of annotators.", 2, 1_000_000),
 ]
 SimBattlesOpt = Annotated[
     int,
-    typer.Option(
-        "--battles",
-        help="--simulate: number of battles.",
-        metavar="N",
-        callback=count(1, 1_000_000_000),
-    ),
+    count_option("--battles", "--simulate: number of battles.", 1, 1_000_000_000),
 ]
 SimSeedOpt = Annotated[
     int,
@@ -85,17 +74,26 @@ SimSeedOpt = Annotated[
 ]
 SeedOpt = Annotated[
     int,
-    typer.Option(
-        "--seed", help="Random seed of the protocol.", metavar="SEED", callback=seed_check
-    ),
+    seed_option("Random seed of the protocol."),
 ]
+#: The simulated arena of ``experiment perturbation | prediction | restarts`` (after PATH).
+SIMULATION_OPTIONS: OptionBlock = (
+    ("simulate", SimulateOpt, False),
+    ("models", SimModelsOpt, 20),
+    ("n_annotators", SimAnnOpt, 100),
+    ("battles", SimBattlesOpt, 20_000),
+    ("sim_seed", SimSeedOpt, 0),
+)
+#: How those experiments read a battle log (their last options).
+EXPERIMENT_DATA_OPTIONS: OptionBlock = (
+    ("col", ColOpt, None),
+    ("input_format", InputFormatOpt, None),
+    ("both_bad", BothBadOpt, "tie"),
+)
 EloShufflesOpt = Annotated[
     int,
-    typer.Option(
-        "--elo-shuffles",
-        help="Online Elo is averaged over this many shuffles.",
-        metavar="S",
-        callback=count(1, 1_000_000),
+    count_option(
+        "--elo-shuffles", "Online Elo is averaged over this many shuffles.", 1, 1_000_000, "S"
     ),
 ]
 
@@ -113,9 +111,10 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 
 def _experiment_data(
     path: Path | None,
+    *,
     simulate: bool,
     models: int,
-    annotators: int,
+    n_annotators: int,
     battles: int,
     sim_seed: int,
     col: list[str] | None,
@@ -129,10 +128,10 @@ def _experiment_data(
 
         if path is not None:
             raise InputError("give either a PATH or --simulate, not both.")
-        if models < 2 or annotators < 2 or battles < 1:
+        if models < 2 or n_annotators < 2 or battles < 1:
             raise InputError("--simulate needs --models ≥ 2, --annotators ≥ 2 and --battles ≥ 1.")
-        data = simulated_perturbation_arena(models, annotators, battles, seed=sim_seed)
-        label = f"simulated arena: {models} models, {annotators} honest annotators, {battles:,} battles (seed {sim_seed})"
+        data = simulated_perturbation_arena(models, n_annotators, battles, seed=sim_seed)
+        label = f"simulated arena: {models} models, {n_annotators} honest annotators, {battles:,} battles (seed {sim_seed})"
         return data, label, True
     loaded = load_data(path, col=col, input_format=input_format, both_bad=both_bad)
     if not isinstance(loaded.data, Battles):
@@ -144,15 +143,12 @@ def _experiment_data(
 
 # ---------------------------------------------------------------------------- annotators
 @app.command()
+@with_options(DATA_OPTIONS)
 def annotators(
     path: PathArg = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
+    *,
     min_records: Annotated[
         int,
         typer.Option(
@@ -185,13 +181,13 @@ def annotators(
     ] = None,
     normalization: Annotated[
         str,
-        typer.Option(
+        choice_option(
             "--normalization",
-            help="'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1).",
-            metavar=_metavar(choices.NORMALIZATIONS),
-            callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
+            choices.NORMALIZATIONS,
+            "'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1).",
         ),
     ] = "mean",
+    **options: Any,
 ) -> None:
     """Fit am-ELO and list the annotators: flagged ones first, then the others worst
     (lowest ability) first, then those waiting for more records (fewer than δ).
@@ -211,11 +207,7 @@ def annotators(
     )
     loaded = load_data(
         path,
-        col=col,
-        input_format=input_format,
-        both_bad=both_bad,
-        exclude=exclude,
-        min_battles=min_battles,
+        **options,
         counts_only=True,
         by_annotator=True,
     )
@@ -279,13 +271,10 @@ def annotators(
 
 # ---------------------------------------------------------------------------- experiments
 @experiment_app.command("perturbation")
+@with_options(SIMULATION_OPTIONS, last=EXPERIMENT_DATA_OPTIONS)
 def experiment_perturbation(
     path: PathArg = None,
-    simulate: SimulateOpt = False,
-    models: SimModelsOpt = 20,
-    n_annotators: SimAnnOpt = 100,
-    battles: SimBattlesOpt = 20_000,
-    sim_seed: SimSeedOpt = 0,
+    *,
     kind: Annotated[
         str,
         typer.Option(
@@ -304,12 +293,7 @@ def experiment_perturbation(
     ] = "0.1,0.2,0.3,0.4",
     seeds: Annotated[
         int,
-        typer.Option(
-            "--seeds",
-            help="Repetitions per kind and ratio.",
-            metavar="N",
-            callback=count(1, 100_000),
-        ),
+        count_option("--seeds", "Repetitions per kind and ratio.", 1, 100_000),
     ] = 5,
     methods: Annotated[
         str,
@@ -338,9 +322,7 @@ def experiment_perturbation(
     seed: SeedOpt = 0,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    both_bad: BothBadOpt = "tie",
+    **options: Any,
 ) -> None:
     """am-ELO §5.5: consistency under perturbed annotators, and F1 of finding them.
 
@@ -349,9 +331,7 @@ def experiment_perturbation(
     is the true set of anomalous annotators; --no-screen runs it on the unscreened log."""
     from ..experiments.perturbation import PerturbationConfig, run_perturbation
 
-    data, label, simulated = _experiment_data(
-        path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
-    )
+    data, label, simulated = _experiment_data(path, **options)
     config = PerturbationConfig(
         kinds=tuple(split_list([kind])),
         ratios=_floats(ratios, "--ratios"),
@@ -387,17 +367,16 @@ def experiment_perturbation(
             if p["config"]["screen"]
             else "unscreened; "
         )
-        caption = (
-            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
-            + screened
+        caption = _caption(
+            p,
+            screened
             + f"{p['config']['seeds']} seeds; F1 of ability < ε vs perturbed; f1_unflagged leaves out "
             f"annotators already below ε unperturbed ({', '.join(p['baseline_flagged'][eps[0]]) or 'none'} at ε={eps[0]})"
             + "".join(
                 f"; {m}: no maximum-likelihood solution in {n} run(s), left out of its means"
                 for m in p["config"]["methods"]
                 if (n := sum(r.get(f"failed_{m}", 0) for r in p["summary"]))
-            )
-            + (" — SIMULATED data" if p["simulated"] else "")
+            ),
         )
         return records_table(rows, title=f"perturbation — {p['source']}", caption=caption)
 
@@ -405,21 +384,13 @@ def experiment_perturbation(
 
 
 @experiment_app.command("prediction")
+@with_options(SIMULATION_OPTIONS, last=EXPERIMENT_DATA_OPTIONS)
 def experiment_prediction(
     path: PathArg = None,
-    simulate: SimulateOpt = False,
-    models: SimModelsOpt = 20,
-    n_annotators: SimAnnOpt = 100,
-    battles: SimBattlesOpt = 20_000,
-    sim_seed: SimSeedOpt = 0,
+    *,
     folds: Annotated[
         int,
-        typer.Option(
-            "--folds",
-            help="Folds of the held-out estimate.",
-            metavar="K",
-            callback=count(2, 1000),
-        ),
+        count_option("--folds", "Folds of the held-out estimate.", 2, 1000, "K"),
     ] = 5,
     methods: Annotated[
         str, typer.Option("--methods", help="Methods compared.", metavar="M1,M2,…")
@@ -429,16 +400,12 @@ def experiment_prediction(
     seed: SeedOpt = 0,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    both_bad: BothBadOpt = "tie",
+    **options: Any,
 ) -> None:
     """am-ELO Table 2: MSE and AUC of predicted outcomes, in-sample and held-out."""
     from ..experiments.prediction import PredictionConfig, run_prediction
 
-    data, label, simulated = _experiment_data(
-        path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
-    )
+    data, label, simulated = _experiment_data(path, **options)
     config = PredictionConfig(
         methods=tuple(split_list([methods])),
         folds=folds,
@@ -446,16 +413,22 @@ def experiment_prediction(
         elo_shuffles=elo_shuffles,
         seed=seed,
     )
-    result = run_prediction(data, config, source=label)
-    payload = result.to_dict() | {"simulated": simulated}
-
     _emit_experiment(
-        payload,
+        run_prediction(data, config, source=label).to_dict() | {"simulated": simulated},
         fmt,
         output,
         key="table",
         title="prediction (am-ELO Table 2)",
         detail=f"held-out = {config.folds}-fold mean (std)",
+    )
+
+
+def _caption(p: dict[str, Any], detail: str) -> str:
+    """An experiment table's caption: the data's size, ``detail``, whether simulated."""
+    return (
+        f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
+        + detail
+        + (" — SIMULATED data" if p["simulated"] else "")
     )
 
 
@@ -466,58 +439,39 @@ def _emit_experiment(
     data's size, ``detail`` and whether the data were simulated."""
 
     def table(p: dict[str, Any]) -> Any:
-        caption = (
-            f"{p['n_models']} models, {p['n_annotators']} annotators, {p['n_battles']:,} battles; "
-            + detail
-            + (" — SIMULATED data" if p["simulated"] else "")
-        )
+        caption = _caption(p, detail)
         return records_table(p[key], title=f"{title} — {p['source']}", caption=caption)
 
     emit(payload, fmt, output, records_key=key, table=table)
 
 
 @experiment_app.command("restarts")
+@with_options(SIMULATION_OPTIONS, last=EXPERIMENT_DATA_OPTIONS)
 def experiment_restarts(
     path: PathArg = None,
-    simulate: SimulateOpt = False,
-    models: SimModelsOpt = 20,
-    n_annotators: SimAnnOpt = 100,
-    battles: SimBattlesOpt = 20_000,
-    sim_seed: SimSeedOpt = 0,
+    *,
     restarts: Annotated[
         int,
-        typer.Option(
-            "--restarts",
-            help="Random restarts per method.",
-            metavar="N",
-            callback=count(2, 100_000),
-        ),
+        count_option("--restarts", "Random restarts per method.", 2, 100_000),
     ] = 5,
     steps: Annotated[
         int,
-        typer.Option(
-            "--steps", help="Adam steps (epochs).", metavar="N", callback=count(1, 100_000_000)
-        ),
+        count_option("--steps", "Adam steps (epochs).", 1, 100_000_000),
     ] = 2000,
     lr: Annotated[
         float, typer.Option("--lr", help="Adam learning rate.", metavar="LR", callback=positive)
     ] = 0.1,
     record_every: Annotated[
         int,
-        typer.Option(
-            "--record-every",
-            help="Record loss and consistency every N epochs.",
-            metavar="N",
-            callback=count(1, 100_000_000),
+        count_option(
+            "--record-every", "Record loss and consistency every N epochs.", 1, 100_000_000
         ),
     ] = 20,
     min_records: MinRecordsOpt = 50,
     seed: SeedOpt = 0,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    both_bad: BothBadOpt = "tie",
+    **options: Any,
 ) -> None:
     """am-ELO Figure 5: loss and consistency of random restarts, with and without normalisation.
 
@@ -525,9 +479,7 @@ def experiment_restarts(
     """
     from ..experiments.restarts import RestartsConfig, run_restarts
 
-    data, label, simulated = _experiment_data(
-        path, simulate, models, n_annotators, battles, sim_seed, col, input_format, both_bad
-    )
+    data, label, simulated = _experiment_data(path, **options)
     config = RestartsConfig(
         restarts=restarts,
         steps=steps,
@@ -536,11 +488,8 @@ def experiment_restarts(
         min_records=min_records,
         seed=seed,
     )
-    result = run_restarts(data, config, source=label)
-    payload = result.to_dict() | {"simulated": simulated}
-
     _emit_experiment(
-        payload,
+        run_restarts(data, config, source=label).to_dict() | {"simulated": simulated},
         fmt,
         output,
         key="final",

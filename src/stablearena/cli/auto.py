@@ -6,7 +6,15 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import app, console, count, emit, err_console, records_table, seed_check
+from .common import (
+    app,
+    console,
+    count_option,
+    emit,
+    err_console,
+    records_table,
+    seed_option,
+)
 
 
 @app.command()
@@ -27,11 +35,8 @@ def auto(
     ] = None,
     budget: Annotated[
         int | None,
-        typer.Option(
-            "--budget",
-            help="Judge calls at most (a battle costs two: both orders).",
-            metavar="N",
-            callback=count(2, 10**9),
+        count_option(
+            "--budget", "Judge calls at most (a battle costs two: both orders).", 2, 10**9
         ),
     ] = None,
     demo: Annotated[
@@ -42,7 +47,7 @@ def auto(
             "(instead of --models/--judges).",
         ),
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", callback=seed_check, help="Random seed.")] = 0,
+    seed: Annotated[int, seed_option("Random seed.", None)] = 0,
     design: Annotated[
         str | None,
         typer.Option(
@@ -57,15 +62,16 @@ def auto(
     ] = None,
     parallel: Annotated[
         int,
-        typer.Option("--parallel", help="Battles in flight at once.", callback=count(1, 1024)),
+        count_option("--parallel", "Battles in flight at once.", 1, 1024, None),
     ] = 8,
     precision_top: Annotated[
         int | None,
-        typer.Option(
+        count_option(
             "--precision-top",
-            help="Stop once the top K models' 95% rank intervals overlap no other's.",
-            metavar="K",
-            callback=count(1, 10**6),
+            "Stop once the top K models' 95% rank intervals overlap no other's.",
+            1,
+            10**6,
+            "K",
         ),
     ] = None,
     journal: Annotated[

@@ -6,10 +6,8 @@ is given. Only stdlib, typer and rich are imported at module level (CLI start-up
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, StableArenaError
@@ -22,6 +20,7 @@ __all__ = [
     "load_board",
     "fit_board",
     "rank_boards",
+    "uses_style",
 ]
 
 #: ``--method`` → its style-controlled rater under ``--style``/``--covariate``.
@@ -139,29 +138,34 @@ def uses_boards(options: dict[str, Any]) -> bool:
     )
 
 
-def load_board(
-    path: Path | None,
-    *,
-    style: bool,
-    covariates: Sequence[str],
-    text_columns: str | None,
-    where_items: Sequence[str],
-    by: str | None,
-    col: Sequence[str] | None,
-    input_format: str | None,
-) -> tuple[Any, Any, dict[str, list[str]]]:
-    """Read the log keeping the columns the options need, keep the battles of ``--where`` and
-    attach the style covariates (``--style``/``--covariate``/``--text-columns``): returns
-    what was read (:class:`~stablearena.cli.Loaded`), the battles and the parsed conditions."""
+def uses_style(options: dict[str, Any]) -> bool:
+    """Whether a command's options ask for style control (--style, --covariate or
+    --text-columns)."""
+    return bool(options.get("style") or options.get("covariate")) or (
+        options.get("text_columns") is not None
+    )
+
+
+def load_board(options: dict[str, Any]) -> tuple[Any, Any, dict[str, list[str]]]:
+    """Read the log of a command's ``options`` (``path``, ``col``, ``input_format``) keeping the
+    columns the other options need, keep the battles of ``--where`` and attach the style
+    covariates (``--style``/``--covariate``/``--text-columns``): returns what was read
+    (:class:`~stablearena.cli.Loaded`), the battles and the parsed conditions."""
     from ..battles import PairCounts
     from ..categories import parse_where, where
     from ..style_features import add_covariates
     from .common import load_data
 
-    conditions = parse_where(where_items)
-    use_style = style or bool(covariates) or text_columns is not None
-    extra = extra_columns_needed(use_style, covariates, text_columns, list(conditions), by)
-    loaded = load_data(path, col=col, input_format=input_format, extra=extra)
+    covariates = options.get("covariate") or []
+    text_columns = options.get("text_columns")
+    conditions = parse_where(options.get("where") or [])
+    use_style = uses_style(options)
+    extra = extra_columns_needed(
+        use_style, covariates, text_columns, list(conditions), options.get("by")
+    )
+    loaded = load_data(
+        options["path"], col=options["col"], input_format=options["input_format"], extra=extra
+    )
     data = loaded.data
     if isinstance(data, PairCounts):
         raise InputError(
@@ -185,21 +189,9 @@ def fit_board(options: dict[str, Any]) -> tuple[Any, Any]:
     from .common import fit_progress, split_list
     from .rater_flags import build_rater, rater_options
 
-    use_style = bool(
-        options.get("style") or options.get("covariate") or options.get("text_columns")
-    )
-    method = style_method(options["method"]) if use_style else options["method"]
+    method = style_method(options["method"]) if uses_style(options) else options["method"]
     rater = build_rater(method, rater_options({**options, "method": method}))
-    loaded, data, _ = load_board(
-        options["path"],
-        style=bool(options.get("style")),
-        covariates=options.get("covariate") or [],
-        text_columns=options.get("text_columns"),
-        where_items=options.get("where") or [],
-        by=None,
-        col=options["col"],
-        input_format=options["input_format"],
-    )
+    loaded, data, _ = load_board({**options, "by": None})
     fitted_on = data.filter(
         exclude_models=split_list(options["exclude"]),
         min_battles=options["min_battles"],
@@ -213,40 +205,17 @@ def fit_board(options: dict[str, Any]) -> tuple[Any, Any]:
         return loaded, rater.fit(fitted_on)
 
 
-def rank_boards(
-    rater: Any,
-    path: Path | None,
-    *,
-    style: bool,
-    covariates: Sequence[str],
-    text_columns: str | None,
-    where_items: Sequence[str],
-    by: str | None,
-    col: Sequence[str] | None,
-    input_format: str | None,
-    both_bad: str,
-    exclude: Sequence[str],
-    min_battles: int,
-    payload_options: dict[str, Any],
-    fmt: str,
-    output: Path | None,
-) -> None:
-    """Read the log keeping the needed columns, filter (``--where``), attach covariates
-    (``--style``/``--covariate``), split (``--by``), fit ``rater`` on each board and emit."""
+def rank_boards(rater: Any, options: dict[str, Any]) -> None:
+    """``rank`` with --style, --covariate, --text-columns, --where or --by (in the command's
+    ``options``): read the log keeping the needed columns, filter (``--where``), attach
+    covariates, split (``--by``), fit ``rater`` on each board and emit."""
     from ..categories import split_by
     from ..leaderboard import leaderboard_payload
-    from .common import emit
+    from .common import emit, payload_options, split_list
 
-    loaded, data, conditions = load_board(
-        path,
-        style=style,
-        covariates=covariates,
-        text_columns=text_columns,
-        where_items=where_items,
-        by=by,
-        col=col,
-        input_format=input_format,
-    )
+    by, fmt, output = options["by"], options["fmt"], options["output"]
+    exclude = split_list(options["exclude"])
+    loaded, data, conditions = load_board(options)
     boards = split_by(data, by) if by else {"": data}
     payloads: dict[str, dict[str, Any]] = {}
     for value, board in boards.items():
@@ -254,16 +223,15 @@ def rank_boards(
         try:
             present = [m for m in exclude if m in board.models] if by else list(exclude)
             fitted_on = board.filter(
-                exclude_models=present, min_battles=min_battles, both_bad=both_bad
+                exclude_models=present,
+                min_battles=options["min_battles"],
+                both_bad=options["both_bad"],
             )
             fitted = rater.fit(fitted_on)
             payload = leaderboard_payload(
                 fitted,
                 fitted_on,
-                source=label,
-                simulated=loaded.simulated,
-                progress=sys.stderr.isatty(),
-                **payload_options,
+                **{**payload_options(loaded, options), "source": label},
             )
         except StableArenaError as exc:
             if not by:

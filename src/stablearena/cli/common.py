@@ -4,6 +4,7 @@ module follows): the Typer ``app``, the option definitions, :func:`load_data`, :
 
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
@@ -360,6 +361,24 @@ def count(low: int, high: int) -> Callable[[Any], Any]:
     return check
 
 
+def seed_option(help: str, metavar: str | None = "SEED") -> Any:
+    """The ``--seed`` option: a ``typer.Option`` checked by :func:`seed_check`."""
+    return typer.Option("--seed", help=help, metavar=metavar, callback=seed_check)
+
+
+def choice_option(flag: str, values: Sequence[str], help: str, *short: str) -> Any:
+    """A ``typer.Option`` (``flag``, then the ``short`` ones) taking one of ``values``: they
+    are its metavar (``[a|b|c]``) and :func:`one_of` checks the value."""
+    return typer.Option(
+        flag, *short, help=help, metavar=_metavar(values), callback=one_of(*values, flag=flag)
+    )
+
+
+def count_option(flag: str, help: str, low: int, high: int, metavar: str | None = "N") -> Any:
+    """A ``typer.Option`` taking a whole number from ``low`` to ``high`` (:func:`count`)."""
+    return typer.Option(flag, help=help, metavar=metavar, callback=count(low, high))
+
+
 def seed_check(value: Any) -> Any:
     """Seeds are integers 0 ≤ seed < 2**63 (NumPy's generators refuse negative seeds)."""
     if value is not None and not 0 <= value < 2**63:
@@ -380,13 +399,7 @@ PathArg = Annotated[
 ]
 FormatOpt = Annotated[
     str,
-    typer.Option(
-        "--format",
-        "-f",
-        help="Output format.",
-        metavar=_metavar(choices.OUTPUT_FORMATS),
-        callback=one_of(*choices.OUTPUT_FORMATS, flag="--format"),
-    ),
+    choice_option("--format", choices.OUTPUT_FORMATS, "Output format.", "-f"),
 ]
 OutputOpt = Annotated[
     Path | None,
@@ -400,11 +413,8 @@ OutputOpt = Annotated[
 ]
 BothBadOpt = Annotated[
     str,
-    typer.Option(
-        "--both-bad",
-        help="'tie' counts both-bad votes as ties; 'drop' removes them.",
-        metavar=_metavar(choices.BOTH_BAD),
-        callback=one_of(*choices.BOTH_BAD, flag="--both-bad"),
+    choice_option(
+        "--both-bad", choices.BOTH_BAD, "'tie' counts both-bad votes as ties; 'drop' removes them."
     ),
 ]
 ExcludeOpt = Annotated[
@@ -434,14 +444,82 @@ ColOpt = Annotated[
 ]
 InputFormatOpt = Annotated[
     str | None,
-    typer.Option(
+    choice_option(
         "--input-format",
-        help="Input format when the extension does not say (default: from the extension, "
+        choices.INPUT_FORMATS,
+        "Input format when the extension does not say (default: from the extension, "
         "else from the content).",
-        metavar=_metavar(choices.INPUT_FORMATS),
-        callback=one_of(*choices.INPUT_FORMATS, flag="--input-format"),
     ),
 ]
+
+#: A block of command parameters given once and shared: (name, ``Annotated`` type, default).
+OptionBlock = tuple[tuple[str, Any, Any], ...]
+
+#: The data options every command that reads a battle log takes, in their --help order; their
+#: names are :func:`load_data`'s keywords, so ``load_data(path, **data_options(options))``.
+DATA_OPTIONS: OptionBlock = (
+    ("both_bad", BothBadOpt, "tie"),
+    ("exclude", ExcludeOpt, None),
+    ("min_battles", MinBattlesOpt, 0),
+    ("col", ColOpt, None),
+    ("input_format", InputFormatOpt, None),
+)
+
+
+def data_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The values of :data:`DATA_OPTIONS` among a command's parameters."""
+    return {name: options[name] for name, _, _ in DATA_OPTIONS}
+
+
+def interval_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The interval options (``--ci``, ``--level``, ``--rounds``, ``--cluster``, ``--seed``)
+    among a command's parameters, as :func:`stablearena.leaderboard.intervals_for` and the
+    payload builders take them."""
+    return {name: options[name] for name in ("ci", "level", "rounds", "cluster", "seed")}
+
+
+def payload_options(loaded: "Loaded", options: dict[str, Any]) -> dict[str, Any]:
+    """The keywords that ``rank``, ``plot`` and ``report`` give the payload builders
+    (:func:`stablearena.leaderboard.leaderboard_payload`, :func:`stablearena.report.build_report`)
+    alike: where the data came from, the interval options, and a progress bar on a terminal."""
+    return {
+        "source": loaded.label,
+        "simulated": loaded.simulated,
+        "progress": sys.stderr.isatty(),
+        **interval_options(options),
+    }
+
+
+def with_options(
+    *blocks: OptionBlock, last: OptionBlock = (), **defaults: Any
+) -> Callable[[Callable[..., Any]], Any]:
+    """Give a command the parameters of ``blocks`` (in order) through its ``**options``.
+
+    Typer reads a command's parameters from its signature; this decorator writes that signature:
+    the command's own parameters before ``*``, then the blocks' parameters, then its own
+    keyword-only ones, then those of ``last`` — the order of --help. ``defaults`` overrides a
+    block parameter's default (e.g. ``ci="fisher"``). Typer calls commands with keywords only, so
+    every parameter becomes keyword-only; the blocks' values arrive in ``options``."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        kw = inspect.Parameter.KEYWORD_ONLY
+
+        def shared(*blocks: OptionBlock) -> list[inspect.Parameter]:
+            return [
+                inspect.Parameter(name, kw, annotation=kind, default=defaults.get(name, default))
+                for block in blocks
+                for name, kind, default in block
+            ]
+
+        own = [p for p in inspect.signature(func).parameters.values() if p.kind != p.VAR_KEYWORD]
+        first_kw = next((i for i, p in enumerate(own) if p.kind == kw), len(own))
+        params = own[:first_kw] + shared(*blocks) + own[first_kw:] + shared(last)
+        func.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(kind=kw) for p in params]
+        )
+        return func
+
+    return decorate
 
 
 @dataclass(frozen=True)

@@ -7,23 +7,19 @@ import typer
 from .. import choices
 from ..errors import InputError
 from .common import (
-    BothBadOpt,
-    ColOpt,
-    ExcludeOpt,
+    DATA_OPTIONS,
     FormatOpt,
-    InputFormatOpt,
-    MinBattlesOpt,
     OutputOpt,
     PathArg,
     RecordsTable,
-    _metavar,
     app,
+    choice_option,
     emit,
     load_data,
     notes_footer,
-    one_of,
-    seed_check,
+    seed_option,
     split_list,
+    with_options,
 )
 
 
@@ -135,6 +131,7 @@ def _table(payload: dict[str, Any]) -> RecordsTable:
 
 
 @app.command()
+@with_options(DATA_OPTIONS)
 def compare(
     path: PathArg = None,
     methods: Annotated[
@@ -163,13 +160,12 @@ def compare(
     ] = "none",
     tie_form: Annotated[
         str | None,
-        typer.Option(
+        choice_option(
             "--tie-form",
-            help="Factored ties: 'nested' (shared η_0, larger k_tie nests smaller) or 'leaderbot' "
+            choices.TIE_FORMS,
+            "Factored ties: 'nested' (shared η_0, larger k_tie nests smaller) or 'leaderbot' "
             "(leaderbot's parametrisation). Default: leaderbot with --table-d1 (as in its paper), "
             "nested otherwise.",
-            metavar=_metavar(choices.TIE_FORMS),
-            callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
         ),
     ] = None,
     table_d1: Annotated[
@@ -189,18 +185,15 @@ def compare(
     ] = None,
     split: Annotated[
         str,
-        typer.Option(
+        choice_option(
             "--split",
-            help="Held-out split: 'battle' (each comparison) or 'pair' (whole pairs).",
-            metavar=_metavar(choices.SPLITS),
-            callback=one_of(*choices.SPLITS, flag="--split"),
+            choices.SPLITS,
+            "Held-out split: 'battle' (each comparison) or 'pair' (whole pairs).",
         ),
     ] = "battle",
     seed: Annotated[
         int,
-        typer.Option(
-            "--seed", help="Seed of the held-out split.", metavar="SEED", callback=seed_check
-        ),
+        seed_option("Seed of the held-out split."),
     ] = 0,
     kendall: Annotated[
         bool,
@@ -213,11 +206,7 @@ def compare(
     ] = True,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
+    **options: Any,
 ) -> None:
     """Fit every configuration (methods × k_tie × k_cov) and print one comparison table:
     parameters, NLL, cross-entropy per outcome, RMSE, KL/JS divergence, AIC, BIC and fit time
@@ -244,11 +233,7 @@ def compare(
         )
     loaded = load_data(
         path,
-        col=col,
-        input_format=input_format,
-        both_bad=both_bad,
-        exclude=exclude,
-        min_battles=min_battles,
+        **options,
         counts_only=True,
     )
     result = compare_models(

@@ -8,14 +8,14 @@ import typer
 from .common import (
     FormatOpt,
     OutputOpt,
-    count,
+    count_option,
     emit,
     experiment_app,
     finite,
     non_negative,
     probability,
     records_table,
-    seed_check,
+    seed_option,
     split_list,
 )
 
@@ -24,22 +24,15 @@ from .common import (
 def experiment_coverage(
     arenas: Annotated[
         int,
-        typer.Option(
-            "--arenas",
-            help="Number of simulated arenas.",
-            metavar="N",
-            callback=count(1, 1_000_000),
-        ),
+        count_option("--arenas", "Number of simulated arenas.", 1, 1_000_000),
     ] = 200,
     models: Annotated[
         int,
-        typer.Option("--models", help="Models per arena.", metavar="N", callback=count(2, 100_000)),
+        count_option("--models", "Models per arena.", 2, 100_000),
     ] = 30,
     battles: Annotated[
         int,
-        typer.Option(
-            "--battles", help="Battles per arena.", metavar="N", callback=count(1, 1_000_000_000)
-        ),
+        count_option("--battles", "Battles per arena.", 1, 1_000_000_000),
     ] = 5000,
     method: Annotated[
         str,
@@ -57,12 +50,7 @@ def experiment_coverage(
     ] = "fisher,sandwich,bootstrap",
     rounds: Annotated[
         int,
-        typer.Option(
-            "--rounds",
-            help="Bootstrap rounds per arena.",
-            metavar="N",
-            callback=count(2, 1_000_000),
-        ),
+        count_option("--rounds", "Bootstrap rounds per arena.", 2, 1_000_000),
     ] = 1000,
     level: Annotated[
         float,
@@ -81,11 +69,11 @@ def experiment_coverage(
     ] = 200.0,
     annotators: Annotated[
         int,
-        typer.Option(
+        count_option(
             "--annotators",
-            help="Annotators with known abilities (0 = one average judge); use with --method am-elo.",
-            metavar="N",
-            callback=count(0, 1_000_000),
+            "Annotators with known abilities (0 = one average judge); use with --method am-elo.",
+            0,
+            1_000_000,
         ),
     ] = 0,
     ability_spread: Annotated[
@@ -99,18 +87,11 @@ def experiment_coverage(
     ] = 0.5,
     seed: Annotated[
         int,
-        typer.Option(
-            "--seed", help="Seed of the arenas and bootstraps.", metavar="SEED", callback=seed_check
-        ),
+        seed_option("Seed of the arenas and bootstraps."),
     ] = 0,
     workers: Annotated[
         int | None,
-        typer.Option(
-            "--workers",
-            help="Processes (default: every CPU).",
-            metavar="N",
-            callback=count(1, 1024),
-        ),
+        count_option("--workers", "Processes (default: every CPU).", 1, 1024),
     ] = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,

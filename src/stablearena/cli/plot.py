@@ -17,40 +17,17 @@ import typer
 
 from ..errors import InputError, StableArenaWarning
 from .common import (
-    BothBadOpt,
-    ColOpt,
-    ExcludeOpt,
-    InputFormatOpt,
-    MinBattlesOpt,
+    DATA_OPTIONS,
     PathArg,
     app,
     err_console,
+    interval_options,
+    payload_options,
+    with_options,
 )
 from .rank import (
-    AbilityThresholdOpt,
-    AnchorOpt,
-    CiOpt,
-    ClusterOpt,
-    ConfidenceOpt,
-    CovariateOpt,
-    EloKOpt,
-    ExcludeFlaggedOpt,
-    KCovOpt,
-    KTieOpt,
-    LevelOpt,
+    FIT_OPTIONS,
     MethodOpt,
-    MinRecordsOpt,
-    NormalizationOpt,
-    PenaltyOpt,
-    RegOpt,
-    RoundsOpt,
-    SeedOpt,
-    ShufflesOpt,
-    SolverOpt,
-    StyleOpt,
-    TextColumnsOpt,
-    TieFormOpt,
-    WhereOpt,
     fit_from_options,
 )
 
@@ -100,6 +77,7 @@ def _command_line(ctx: typer.Context) -> str:
 
 
 @app.command()
+@with_options(DATA_OPTIONS, FIT_OPTIONS, ci="fisher")
 def plot(
     path: PathArg = None,
     kind: Annotated[
@@ -116,34 +94,7 @@ def plot(
     ] = Path("leaderboard.png"),
     dpi: Annotated[float, typer.Option("--dpi", help="Pixels per inch of a PNG.")] = 150,
     method: MethodOpt = "m-elo",
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    anchor: AnchorOpt = None,
-    solver: SolverOpt = None,
-    elo_k: EloKOpt = None,
-    shuffles: ShufflesOpt = None,
-    seed: SeedOpt = None,
-    min_records: MinRecordsOpt = None,
-    ability_threshold: AbilityThresholdOpt = None,
-    exclude_flagged: ExcludeFlaggedOpt = False,
-    k_tie: KTieOpt = None,
-    k_cov: KCovOpt = None,
-    confidence: ConfidenceOpt = None,
-    normalization: NormalizationOpt = None,
-    tie_form: TieFormOpt = None,
-    ci: CiOpt = "fisher",
-    rounds: RoundsOpt = 1000,
-    cluster: ClusterOpt = None,
-    level: LevelOpt = 0.95,
-    style: StyleOpt = False,
-    covariate: CovariateOpt = None,
-    text_columns: TextColumnsOpt = None,
-    penalty: PenaltyOpt = None,
-    reg: RegOpt = None,
-    where: WhereOpt = None,
+    **options: Any,
 ) -> None:
     """Draw one figure of a fitted battle log (takes rank's data, method and interval options).
 
@@ -158,7 +109,8 @@ def plot(
     if kind not in PLOT_KINDS:
         raise InputError(f"--kind must be one of {', '.join(PLOT_KINDS)}, not {kind!r}.")
     plots.check_output(output, dpi)
-    loaded, fitted, _ = _fit(locals())
+    options = {"path": path, "method": method, **options}
+    loaded, fitted, _ = _fit(options)
 
     from ..leaderboard import intervals_for
     from ..report import screen_annotators, win_probability_for
@@ -169,16 +121,9 @@ def plot(
     uses_intervals = kind in ("leaderboard", "winrate") or (
         kind == "map" and getattr(fitted, "k_cov", None) is None
     )
-    if ci != "none" and uses_intervals:
+    if options["ci"] != "none" and uses_intervals:
         iv = intervals_for(
-            fitted,
-            loaded.data,
-            ci,
-            level=level,
-            rounds=rounds,
-            cluster=cluster,
-            seed=seed,
-            progress=sys.stderr.isatty(),
+            fitted, loaded.data, **interval_options(options), progress=sys.stderr.isatty()
         )
         if kind == "winrate":
             try:
@@ -210,6 +155,7 @@ def plot(
 
 
 @app.command()
+@with_options(DATA_OPTIONS, FIT_OPTIONS, ci="fisher")
 def report(
     ctx: typer.Context,
     path: PathArg = None,
@@ -217,34 +163,7 @@ def report(
         "report.html"
     ),
     method: MethodOpt = "m-elo",
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    anchor: AnchorOpt = None,
-    solver: SolverOpt = None,
-    elo_k: EloKOpt = None,
-    shuffles: ShufflesOpt = None,
-    seed: SeedOpt = None,
-    min_records: MinRecordsOpt = None,
-    ability_threshold: AbilityThresholdOpt = None,
-    exclude_flagged: ExcludeFlaggedOpt = False,
-    k_tie: KTieOpt = None,
-    k_cov: KCovOpt = None,
-    confidence: ConfidenceOpt = None,
-    normalization: NormalizationOpt = None,
-    tie_form: TieFormOpt = None,
-    ci: CiOpt = "fisher",
-    rounds: RoundsOpt = 1000,
-    cluster: ClusterOpt = None,
-    level: LevelOpt = 0.95,
-    style: StyleOpt = False,
-    covariate: CovariateOpt = None,
-    text_columns: TextColumnsOpt = None,
-    penalty: PenaltyOpt = None,
-    reg: RegOpt = None,
-    where: WhereOpt = None,
+    **options: Any,
 ) -> None:
     """Write a self-contained HTML report (takes rank's data, method and interval options).
 
@@ -257,21 +176,15 @@ def report(
     keeps a subset of the battles.
     """
     command = _command_line(ctx)
-    loaded, fitted, notes = _fit(locals())
+    options = {"path": path, "method": method, **options}
+    loaded, fitted, notes = _fit(options)
 
     from ..report import build_report
 
     result = build_report(
         fitted,
         loaded.data,
-        source=loaded.label,
-        simulated=loaded.simulated,
-        ci=ci,
-        level=level,
-        rounds=rounds,
-        cluster=cluster,
-        seed=seed,
-        progress=sys.stderr.isatty(),
+        **payload_options(loaded, options),
         notes=notes,
         command=command,
     )

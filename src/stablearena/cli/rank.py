@@ -1,23 +1,21 @@
 """``stablearena rank``: a leaderboard from a battle log."""
 
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .. import choices
 from .common import (
-    BothBadOpt,
-    ColOpt,
-    ExcludeOpt,
+    DATA_OPTIONS,
     FormatOpt,
-    InputFormatOpt,
-    MinBattlesOpt,
+    OptionBlock,
     OutputOpt,
     PathArg,
     _metavar,
     app,
-    count,
+    choice_option,
+    count_option,
+    data_options,
     emit,
     finite,
     fit_progress,
@@ -25,11 +23,12 @@ from .common import (
     non_negative,
     notes_footer,
     one_of,
+    payload_options,
     positive,
     probability,
     records_table,
-    seed_check,
-    split_list,
+    seed_option,
+    with_options,
 )
 from .rater_flags import build_rater, rater_options
 
@@ -66,12 +65,11 @@ AnchorOpt = Annotated[
 ]
 SolverOpt = Annotated[
     str | None,
-    typer.Option(
+    choice_option(
         "--solver",
-        help="m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
+        choices.SOLVERS,
+        "m-elo/bt/am-elo: 'newton' (exact, default) or 'adam' (paper reproduction); "
         "rao-kupper/davidson: 'auto', 'newton' or 'lbfgs'.",
-        metavar=_metavar(choices.SOLVERS),
-        callback=one_of(*choices.SOLVERS, flag="--solver"),
     ),
 ]
 EloKOpt = Annotated[
@@ -80,21 +78,17 @@ EloKOpt = Annotated[
 ]
 ShufflesOpt = Annotated[
     int | None,
-    typer.Option(
+    count_option(
         "--shuffles",
-        help="elo: average over this many seeded shuffles (default: order as given).",
-        metavar="S",
-        callback=count(0, 1_000_000),
+        "elo: average over this many seeded shuffles (default: order as given).",
+        0,
+        1_000_000,
+        "S",
     ),
 ]
 SeedOpt = Annotated[
     int | None,
-    typer.Option(
-        "--seed",
-        help="Random seed (elo shuffles, bootstrap).",
-        metavar="SEED",
-        callback=seed_check,
-    ),
+    seed_option("Random seed (elo shuffles, bootstrap)."),
 ]
 MinRecordsOpt = Annotated[
     int | None,
@@ -145,47 +139,34 @@ ConfidenceOpt = Annotated[
 ]
 NormalizationOpt = Annotated[
     str | None,
-    typer.Option(
+    choice_option(
         "--normalization",
-        help="am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
-        metavar=_metavar(choices.NORMALIZATIONS),
-        callback=one_of(*choices.NORMALIZATIONS, flag="--normalization"),
+        choices.NORMALIZATIONS,
+        "am-elo: 'mean' (abilities average C, m-ELO's Elo scale; default) or 'sum' (the paper's Σθ = 1).",
     ),
 ]
 TieFormOpt = Annotated[
     str | None,
-    typer.Option(
-        "--tie-form",
-        help="rao-kupper/davidson: 'nested' (default) or 'leaderbot'.",
-        metavar=_metavar(choices.TIE_FORMS),
-        callback=one_of(*choices.TIE_FORMS, flag="--tie-form"),
+    choice_option(
+        "--tie-form", choices.TIE_FORMS, "rao-kupper/davidson: 'nested' (default) or 'leaderbot'."
     ),
 ]
 CiOpt = Annotated[
     str,
-    typer.Option(
+    choice_option(
         "--ci",
-        help="Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
-        metavar=_metavar(("none", *choices.CI_METHODS)),
-        callback=one_of("none", *choices.CI_METHODS, flag="--ci"),
+        ("none", *choices.CI_METHODS),
+        "Intervals: none, fisher (inverse information), sandwich (robust) or bootstrap.",
     ),
 ]
 RoundsOpt = Annotated[
     int,
-    typer.Option(
-        "--rounds",
-        help="Bootstrap rounds (with --ci bootstrap).",
-        metavar="N",
-        callback=count(2, 1_000_000),
-    ),
+    count_option("--rounds", "Bootstrap rounds (with --ci bootstrap).", 2, 1_000_000),
 ]
 ClusterOpt = Annotated[
     str | None,
-    typer.Option(
-        "--cluster",
-        help="Bootstrap whole annotators or prompts instead of battles.",
-        metavar=_metavar(choices.CLUSTERS),
-        callback=one_of(*choices.CLUSTERS, flag="--cluster"),
+    choice_option(
+        "--cluster", choices.CLUSTERS, "Bootstrap whole annotators or prompts instead of battles."
     ),
 ]
 LevelOpt = Annotated[
@@ -226,11 +207,10 @@ TextColumnsOpt = Annotated[
 ]
 PenaltyOpt = Annotated[
     str | None,
-    typer.Option(
+    choice_option(
         "--penalty",
-        help="--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
-        metavar="[gamma|all|none]",
-        callback=one_of("gamma", "all", "none", flag="--penalty"),
+        ("gamma", "all", "none"),
+        "--style: L2 penalty on 'gamma' (default, arena-rank), 'all' (FastChat) or 'none'.",
     ),
 ]
 RegOpt = Annotated[
@@ -252,6 +232,35 @@ WhereOpt = Annotated[
 ]
 
 
+#: The method and interval options of ``rank``, ``plot`` and ``report`` (after the data
+#: options), in their --help order; ``plot`` and ``report`` default ``ci`` to "fisher".
+FIT_OPTIONS: OptionBlock = (
+    ("anchor", AnchorOpt, None),
+    ("solver", SolverOpt, None),
+    ("elo_k", EloKOpt, None),
+    ("shuffles", ShufflesOpt, None),
+    ("seed", SeedOpt, None),
+    ("min_records", MinRecordsOpt, None),
+    ("ability_threshold", AbilityThresholdOpt, None),
+    ("exclude_flagged", ExcludeFlaggedOpt, False),
+    ("k_tie", KTieOpt, None),
+    ("k_cov", KCovOpt, None),
+    ("confidence", ConfidenceOpt, None),
+    ("normalization", NormalizationOpt, None),
+    ("tie_form", TieFormOpt, None),
+    ("ci", CiOpt, "none"),
+    ("rounds", RoundsOpt, 1000),
+    ("cluster", ClusterOpt, None),
+    ("level", LevelOpt, 0.95),
+    ("style", StyleOpt, False),
+    ("covariate", CovariateOpt, None),
+    ("text_columns", TextColumnsOpt, None),
+    ("penalty", PenaltyOpt, None),
+    ("reg", RegOpt, None),
+    ("where", WhereOpt, None),
+)
+
+
 def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
     """Check, read the data and fit the rater — the part of ``rank``, ``plot`` and ``report``
     that is the same. ``options``: as for :func:`rater_options`, plus ``path`` and the filters
@@ -260,11 +269,7 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
     rater = build_rater(method, rater_options(options))
     loaded = load_data(
         options["path"],
-        col=options["col"],
-        input_format=options["input_format"],
-        both_bad=options["both_bad"],
-        exclude=options["exclude"],
-        min_battles=options["min_battles"],
+        **data_options(options),
         counts_only=not needs_battles(method, options["ci"], options["cluster"]),
         by_annotator=method == "am-elo",
     )
@@ -280,39 +285,13 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
 
 
 @app.command()
+@with_options(DATA_OPTIONS, FIT_OPTIONS)
 def rank(
     path: PathArg = None,
     method: MethodOpt = "m-elo",
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
-    anchor: AnchorOpt = None,
-    solver: SolverOpt = None,
-    elo_k: EloKOpt = None,
-    shuffles: ShufflesOpt = None,
-    seed: SeedOpt = None,
-    min_records: MinRecordsOpt = None,
-    ability_threshold: AbilityThresholdOpt = None,
-    exclude_flagged: ExcludeFlaggedOpt = False,
-    k_tie: KTieOpt = None,
-    k_cov: KCovOpt = None,
-    confidence: ConfidenceOpt = None,
-    normalization: NormalizationOpt = None,
-    tie_form: TieFormOpt = None,
-    ci: CiOpt = "none",
-    rounds: RoundsOpt = 1000,
-    cluster: ClusterOpt = None,
-    level: LevelOpt = 0.95,
-    style: StyleOpt = False,
-    covariate: CovariateOpt = None,
-    text_columns: TextColumnsOpt = None,
-    penalty: PenaltyOpt = None,
-    reg: RegOpt = None,
-    where: WhereOpt = None,
+    *,
     by: Annotated[
         str | None,
         typer.Option(
@@ -321,6 +300,7 @@ def rank(
             metavar="COLUMN",
         ),
     ] = None,
+    **options: Any,
 ) -> None:
     """Fit a rating method and print the leaderboard.
 
@@ -329,34 +309,12 @@ def rank(
     With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
-    options = dict(locals())
-    if style or covariate or where or by or text_columns:
-        from .boards import rank_boards, style_method
+    options = {"path": path, "method": method, "fmt": fmt, "output": output, "by": by, **options}
+    from .boards import rank_boards, style_method, uses_boards, uses_style
 
-        use_style = style or bool(covariate) or text_columns is not None
-        rank_boards(
-            build_rater(style_method(method) if use_style else method, rater_options(options)),
-            path,
-            style=use_style,
-            covariates=covariate or [],
-            text_columns=text_columns,
-            where_items=where or [],
-            by=by,
-            col=col,
-            input_format=input_format,
-            both_bad=both_bad,
-            exclude=split_list(exclude),
-            min_battles=min_battles,
-            payload_options={
-                "ci": ci,
-                "level": level,
-                "rounds": rounds,
-                "cluster": cluster,
-                "seed": seed,
-            },
-            fmt=fmt,
-            output=output,
-        )
+    if uses_boards(options):
+        rater_method = style_method(method) if uses_style(options) else method
+        rank_boards(build_rater(rater_method, rater_options(options)), options)
         return
     from ..leaderboard import (
         convergence_text,
@@ -366,18 +324,7 @@ def rank(
     )
 
     loaded, fitted = fit_from_options(options)
-    payload = leaderboard_payload(
-        fitted,
-        loaded.data,
-        source=loaded.label,
-        simulated=loaded.simulated,
-        ci=ci,
-        level=level,
-        rounds=rounds,
-        cluster=cluster,
-        seed=seed,
-        progress=sys.stderr.isatty(),
-    )
+    payload = leaderboard_payload(fitted, loaded.data, **payload_options(loaded, options))
     if loaded.dropped:
         payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 

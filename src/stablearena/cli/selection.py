@@ -10,17 +10,14 @@ import typer
 from ..atomic import atomic_path
 from ..errors import InputError, StableArenaWarning
 from .common import (
-    BothBadOpt,
-    ColOpt,
-    ExcludeOpt,
+    DATA_OPTIONS,
     FormatOpt,
-    InputFormatOpt,
-    MinBattlesOpt,
     OutputOpt,
     PathArg,
     app,
     check_outputs,
     count,
+    count_option,
     emit,
     err_console,
     experiment_app,
@@ -28,8 +25,9 @@ from .common import (
     positive,
     records_table,
     require_module,
-    seed_check,
+    seed_option,
     split_list,
+    with_options,
 )
 
 EstimateOpt = Annotated[
@@ -43,6 +41,7 @@ EstimateOpt = Annotated[
 
 
 @app.command("next-pairs")
+@with_options(DATA_OPTIONS)
 def next_pairs(
     path: PathArg = None,
     k: Annotated[
@@ -100,15 +99,12 @@ def next_pairs(
     ] = False,
     seed: Annotated[
         int,
-        typer.Option("--seed", help="Seed for random choices and ties.", callback=seed_check),
+        seed_option("Seed for random choices and ties.", None),
     ] = 0,
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
+    *,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
+    **options: Any,
 ) -> None:
     """The pairs to run next for a battle log, with each pick's expected information gain.
 
@@ -127,21 +123,17 @@ def next_pairs(
 
     loaded = load_data(
         path,
-        col=col,
-        input_format=input_format,
-        both_bad=both_bad,
-        exclude=exclude,
-        min_battles=min_battles,
+        **options,
         counts_only=annotator is None,
     )
     data = loaded.data
-    options: dict[str, Any] = {}
+    selector_options: dict[str, Any] = {}
     if strategy in ("a-opt", "d-opt", "rank-opt"):
-        options["batch_mode"] = batch_mode
-        options["estimate"] = estimate
+        selector_options["batch_mode"] = batch_mode
+        selector_options["estimate"] = estimate
     if strategy == "rank-opt":
-        options["weights"] = weights
-    selector = get_selector(strategy, **options)
+        selector_options["weights"] = weights
+    selector = get_selector(strategy, **selector_options)
     exclude_pairs: list[tuple[int, int]] = []
     if annotator is not None:
         if not isinstance(data, Battles) or data.annotator is None:
@@ -211,14 +203,17 @@ def next_pairs(
 
 
 @experiment_app.command("selection")
+@with_options(DATA_OPTIONS)
 def experiment_selection(
     path: PathArg = None,
     simulate: Annotated[
         int | None,
-        typer.Option(
+        count_option(
             "--simulate",
-            help="Simulation mode with this many models (instead of PATH).",
-            callback=count(2, 100_000),
+            "Simulation mode with this many models (instead of PATH).",
+            2,
+            100_000,
+            None,
         ),
     ] = None,
     fit: Annotated[
@@ -234,22 +229,18 @@ def experiment_selection(
     ] = "random,nearest,ada-pair,a-opt,d-opt,rank-opt",
     init: Annotated[
         int,
-        typer.Option("--init", help="Initial random battles.", callback=count(0, 100_000_000)),
+        count_option("--init", "Initial random battles.", 0, 100_000_000, None),
     ] = 100,
     steps: Annotated[
         str, typer.Option("--steps", help="Selected battles at which to record, comma-separated.")
     ] = "100,200,500,1000",
     grid: Annotated[
         int,
-        typer.Option(
-            "--grid",
-            help="Selected battles between two points of the curves.",
-            callback=count(1, 100_000_000),
+        count_option(
+            "--grid", "Selected battles between two points of the curves.", 1, 100_000_000, None
         ),
     ] = 50,
-    seeds: Annotated[
-        int, typer.Option("--seeds", help="Repetitions.", callback=count(1, 100_000))
-    ] = 5,
+    seeds: Annotated[int, count_option("--seeds", "Repetitions.", 1, 100_000, None)] = 5,
     baseline: Annotated[
         str,
         typer.Option(
@@ -258,18 +249,18 @@ def experiment_selection(
     ] = "random",
     workers: Annotated[
         int,
-        typer.Option(
-            "--workers", help="Processes running seeds in parallel.", callback=count(1, 256)
-        ),
+        count_option("--workers", "Processes running seeds in parallel.", 1, 256, None),
     ] = 1,
     bound_seeds: Annotated[
         int,
-        typer.Option(
+        count_option(
             "--bound-seeds",
-            help="Simulated arenas: for this many seeds, also the best any allocation of the "
+            "Simulated arenas: for this many seeds, also the best any allocation of the "
             "battles can reach in the normal approximation (slow: minutes per seed at 100+ "
             "models).",
-            callback=count(0, 100_000),
+            0,
+            100_000,
+            None,
         ),
     ] = 0,
     batch: Annotated[
@@ -282,20 +273,17 @@ def experiment_selection(
         float, typer.Option("--spread", help="Simulation: std of the true ratings, Elo points.")
     ] = 100.0,
     estimate: EstimateOpt = "empirical-bayes",
-    seed: Annotated[int, typer.Option("--seed", help="Base seed.", callback=seed_check)] = 0,
+    seed: Annotated[int, seed_option("Base seed.", None)] = 0,
     plot: Annotated[
         Path | None,
         typer.Option(
             "--plot", help="PNG of the curves and pair-choice heatmaps (default: beside --output)."
         ),
     ] = None,
-    both_bad: BothBadOpt = "tie",
-    exclude: ExcludeOpt = None,
-    min_battles: MinBattlesOpt = 0,
-    col: ColOpt = None,
-    input_format: InputFormatOpt = None,
+    *,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
+    **options: Any,
 ) -> None:
     """The "Fewer Battles, More Gain" Table 2 protocol: replay a real log (PATH), simulate from
     a tie model fitted to it (PATH --fit rao-kupper), or simulate (--simulate N).
@@ -334,11 +322,7 @@ def experiment_selection(
     if path is not None:
         data = load_data(
             path,
-            col=col,
-            input_format=input_format,
-            both_bad=both_bad,
-            exclude=exclude,
-            min_battles=min_battles,
+            **options,
         ).data
     total = len(names) * seeds
     done = [0]

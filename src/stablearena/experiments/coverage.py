@@ -201,24 +201,9 @@ def run_coverage(
 
 
 def _run(config: CoverageConfig, workers: int, progress: bool) -> list[dict[str, Any]]:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    from .._progress import counting_bar
 
-    bar = Progress(
-        TextColumn("coverage"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=not progress,
-    )
+    bar = counting_bar("coverage", enabled=progress)
     rows: list[dict[str, Any]] = []
     if workers == 1:
         with bar:

@@ -55,6 +55,14 @@ __all__ = [
 METHODS: tuple[str, ...] = ("elo", "m-elo", "am-elo")
 
 
+class ExperimentResult:
+    """The ``to_dict`` of the am-ELO experiments' result dataclasses."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain dicts and lists (its config too), for JSON."""
+        return asdict(self)  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True)
 class PerturbationConfig:
     """Options of the perturbation experiment (module docstring).
@@ -93,7 +101,7 @@ class PerturbationConfig:
 
 
 @dataclass(frozen=True)
-class PerturbationResult:
+class PerturbationResult(ExperimentResult):
     """``summary``: one record per (kind, ratio), averaged over seeds; ``runs``: one per seed."""
 
     source: str
@@ -109,10 +117,16 @@ class PerturbationResult:
     notes: list[str] = field(default_factory=list)
     screened_out: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["config"] = asdict(self.config)
-        return out
+
+def start_protocol(
+    battles: Battles, config: Any, experiment: str = "the perturbation experiment"
+) -> tuple[Battles, float]:
+    """The common start of the am-ELO protocols: check ``config``, note the start time
+    (``time.perf_counter()``, returned second) and keep the annotators with at least
+    ``config.min_records`` records (:func:`keep_annotators_with_records`)."""
+    config.check()
+    t0 = time.perf_counter()
+    return keep_annotators_with_records(battles, config.min_records, experiment), t0
 
 
 def keep_annotators_with_records(
@@ -157,9 +171,7 @@ def run_perturbation(
 ) -> PerturbationResult:
     """Run the protocol on ``battles`` (filtered to annotators with ≥ ``min_records`` records)."""
     config = config or PerturbationConfig()
-    config.check()
-    t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records)
+    data, t0 = start_protocol(battles, config)
     screened_out: list[dict[str, Any]] = []
     if config.screen:
         with warnings.catch_warnings():

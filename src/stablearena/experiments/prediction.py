@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from ..errors import InputError, StableArenaWarning
 from ..metrics import prediction_auc, prediction_mse
 from ..raters import get_rater
 from ..raters.annotator import AmEloFitted
-from .perturbation import keep_annotators_with_records
+from .perturbation import ExperimentResult, start_protocol
 
 __all__ = ["PredictionConfig", "PredictionResult", "predict_battles", "run_prediction"]
 
@@ -59,7 +59,7 @@ class PredictionConfig:
 
 
 @dataclass(frozen=True)
-class PredictionResult:
+class PredictionResult(ExperimentResult):
     """``table``: one record per method with in-sample and held-out MSE/AUC (mean, std over
     folds); ``folds``: the per-fold figures."""
 
@@ -72,11 +72,6 @@ class PredictionResult:
     config: PredictionConfig
     seconds: float
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["config"] = asdict(self.config)
-        return out
 
 
 def _fit(method: str, battles: Battles, config: PredictionConfig) -> Any:
@@ -120,9 +115,7 @@ def run_prediction(
 ) -> PredictionResult:
     """Run the Table 2 protocol (module docstring)."""
     config = config or PredictionConfig()
-    config.check()
-    t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records, "the prediction experiment")
+    data, t0 = start_protocol(battles, config, "the prediction experiment")
     n = len(data)
     if n < config.folds:
         raise InputError(f"{n} battles cannot be split into {config.folds} folds.")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ from ..errors import InputError, StableArenaWarning
 from ..metrics import consistency
 from ..raters import ELO_SCALE, get_rater
 from ..raters.annotator import AmEloRows, adam_am_elo, am_elo_loglik
-from .perturbation import keep_annotators_with_records
+from .perturbation import ExperimentResult, start_protocol
 
 __all__ = ["RestartsConfig", "RestartsResult", "run_restarts"]
 
@@ -58,7 +58,7 @@ class RestartsConfig:
 
 
 @dataclass(frozen=True)
-class RestartsResult:
+class RestartsResult(ExperimentResult):
     """``epochs`` and, per Adam method, ``loss`` and ``consistency`` at those epochs;
     ``final``: one record per method (including the Elo and exact references)."""
 
@@ -73,11 +73,6 @@ class RestartsResult:
     seconds: float
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["config"] = asdict(self.config)
-        return out
-
 
 def _mean_bce(rows: AmEloRows, x: np.ndarray, a: np.ndarray) -> float:
     return -am_elo_loglik(x, a, rows) / rows.total
@@ -88,9 +83,7 @@ def run_restarts(
 ) -> RestartsResult:
     """Run the Figure 5 protocol (module docstring)."""
     config = config or RestartsConfig()
-    config.check()
-    t0 = time.perf_counter()
-    data = keep_annotators_with_records(battles, config.min_records, "the restarts experiment")
+    data, t0 = start_protocol(battles, config, "the restarts experiment")
     rows = AmEloRows.from_counts(data.counts(by_annotator=True))
     kk = rows.n_annotators
     curves: dict[str, dict[str, list[float]]] = {}

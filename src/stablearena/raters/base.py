@@ -380,15 +380,22 @@ def _load_rater_modules(name: str | None = None) -> None:
         importlib.import_module(module)
 
 
-def register_rater(name: str) -> Callable[[type], type]:
-    """Class decorator adding a rater to the registry used by :func:`get_rater` and the CLI."""
+def registering(registry: dict[str, Any], name: str) -> Callable[[type], type]:
+    """A class decorator giving the class the ``name`` attribute ``name`` and adding it to
+    ``registry`` under that name (the raters' here, the pair selectors' in
+    :mod:`stablearena.selection`)."""
 
     def deco(cls: type) -> type:
         cls.name = name  # type: ignore[attr-defined]
-        _REGISTRY[name] = cls
+        registry[name] = cls
         return cls
 
     return deco
+
+
+def register_rater(name: str) -> Callable[[type], type]:
+    """Class decorator adding a rater to the registry used by :func:`get_rater` and the CLI."""
+    return registering(_REGISTRY, name)
 
 
 def rater_names() -> list[str]:

@@ -1578,9 +1578,28 @@ class _TieRater(Rater):
         )
 
 
+@dataclass(frozen=True)
+class _FactoredTieRater(_TieRater):
+    """The options and the fit of :class:`RaoKupper` and :class:`Davidson`; the tie-model
+    family is the rater's registered name."""
+
+    k_tie: int = 0
+    k_cov: int | None = None
+    tie_form: str = "nested"
+    solver: str = "auto"
+    tol: float = 1e-9
+    max_iter: int = 20000
+    anchor: str | tuple[str, float] | None = None
+
+    def fit(self, data: Battles | PairCounts, *, init: TieFitted | None = None) -> TieFitted:
+        return self._fit(
+            data, self.name, init, k_tie=self.k_tie, k_cov=self.k_cov, tie_form=self.tie_form
+        )
+
+
 @register_rater("rao-kupper")
 @dataclass(frozen=True)
-class RaoKupper(_TieRater):
+class RaoKupper(_FactoredTieRater):
     """Rao–Kupper model with ties (Rao & Kupper 1967; leaderbot eq. 4, 6–13), docs/methods/ties.md.
 
     P(i≻j) = σ(u − η_ij), P(i≺j) = σ(−u − η_ij), P(i∼j) = (e^{2η_ij} − 1)σ(u − η_ij)σ(−u − η_ij),
@@ -1591,41 +1610,15 @@ class RaoKupper(_TieRater):
     ``max_iter``, ``anchor`` ("MODEL=RATING").
     """
 
-    k_tie: int = 0
-    k_cov: int | None = None
-    tie_form: str = "nested"
-    solver: str = "auto"
-    tol: float = 1e-9
-    max_iter: int = 20000
-    anchor: str | tuple[str, float] | None = None
-
-    def fit(self, data: Battles | PairCounts, *, init: TieFitted | None = None) -> TieFitted:
-        return self._fit(
-            data, "rao-kupper", init, k_tie=self.k_tie, k_cov=self.k_cov, tie_form=self.tie_form
-        )
-
 
 @register_rater("davidson")
 @dataclass(frozen=True)
-class Davidson(_TieRater):
+class Davidson(_FactoredTieRater):
     """Davidson model with ties (Davidson 1970; leaderbot eq. 5, 6–13), docs/methods/ties.md.
 
     P(i≻j) = e^{u/2}/Z, P(i≺j) = e^{−u/2}/Z, P(i∼j) = e^{η_ij}/Z, Z = e^{u/2} + e^{−u/2} + e^{η_ij}.
     Options as :class:`RaoKupper`.
     """
-
-    k_tie: int = 0
-    k_cov: int | None = None
-    tie_form: str = "nested"
-    solver: str = "auto"
-    tol: float = 1e-9
-    max_iter: int = 20000
-    anchor: str | tuple[str, float] | None = None
-
-    def fit(self, data: Battles | PairCounts, *, init: TieFitted | None = None) -> TieFitted:
-        return self._fit(
-            data, "davidson", init, k_tie=self.k_tie, k_cov=self.k_cov, tie_form=self.tie_form
-        )
 
 
 @register_rater("bt-cov")

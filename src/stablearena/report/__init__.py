@@ -468,32 +468,16 @@ def build_report(
     with warnings.catch_warnings(record=True) as caught, ThreadPoolExecutor(1) as pool:
         warnings.simplefilter("always")
         wp_future = None
+        # the same interval options for the figures' intervals and the leaderboard's
+        options = {"level": level, "rounds": rounds, "cluster": cluster, "seed": seed}
         if ci != "none":
-            iv = intervals_for(
-                fitted,
-                data,
-                ci,
-                level=level,
-                rounds=rounds,
-                cluster=cluster,
-                seed=seed,
-                progress=progress,
-            )
+            iv = intervals_for(fitted, data, ci, progress=progress, **options)
             if "winrate" in kinds:
                 # NumPy computes the win-probability quantiles without the GIL: on a second core
                 # while the other figures are drawn
                 wp_future = pool.submit(win_probability_for, fitted, iv)
         payload = leaderboard_payload(
-            fitted,
-            data,
-            source=source,
-            simulated=simulated,
-            ci=ci,
-            level=level,
-            rounds=rounds,
-            cluster=cluster,
-            seed=seed,
-            precomputed=iv,
+            fitted, data, source=source, simulated=simulated, ci=ci, precomputed=iv, **options
         )
         screened, screen_notes = screen_annotators(fitted, data)
         figures, figure_notes = figure_blocks(
