@@ -10,11 +10,11 @@ from ..errors import InputError
 from .common import (
     FormatOpt,
     OutputOpt,
-    count,
+    count_option,
     emit,
     experiment_app,
     records_table,
-    seed_check,
+    seed_option,
     split_list,
 )
 
@@ -55,12 +55,8 @@ def experiment_rigging(
             metavar="PATH",
         ),
     ] = None,
-    seeds: Annotated[
-        int, typer.Option("--seeds", help="Seeds (arenas and attacks).", callback=count(1, 10_000))
-    ] = 10,
-    seed: Annotated[
-        int, typer.Option("--seed", help="First seed.", metavar="SEED", callback=seed_check)
-    ] = 0,
+    seeds: Annotated[int, count_option("--seeds", "Seeds (arenas and attacks).", 1, 10_000)] = 10,
+    seed: Annotated[int, seed_option("First seed.")] = 0,
     fraction: Annotated[
         float,
         typer.Option(
@@ -86,10 +82,8 @@ def experiment_rigging(
     ] = "m-elo,am-elo+screen,am-elo+screen+influence",
     max_votes: Annotated[
         int | None,
-        typer.Option(
-            "--max-votes",
-            help="Attack budget (default 25 % of the honest arena's votes).",
-            callback=count(1, 10**9),
+        count_option(
+            "--max-votes", "Attack budget (default 25 % of the honest arena's votes).", 1, 10**9
         ),
     ] = None,
     accuracy: Annotated[
