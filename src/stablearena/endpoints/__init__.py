@@ -10,24 +10,15 @@
 
 from __future__ import annotations
 
-from .client import Answer, CircuitBreaker, EndpointClient, Failure, Result
-from .config import ModelEndpoint, OfflineModel, Price, read_models
-from .offline import OfflineClient, read_model_answers
+from . import client, config, offline
+from .client import *  # noqa: F403  (each submodule's __all__ is the package's public names)
+from .client import EndpointClient
+from .config import *  # noqa: F403
+from .config import ModelEndpoint, OfflineModel
+from .offline import *  # noqa: F403
+from .offline import OfflineClient
 
-__all__ = [
-    "Answer",
-    "Failure",
-    "Result",
-    "CircuitBreaker",
-    "EndpointClient",
-    "ModelEndpoint",
-    "OfflineModel",
-    "OfflineClient",
-    "Price",
-    "read_models",
-    "read_model_answers",
-    "make_client",
-]
+__all__ = [*client.__all__, *config.__all__, *offline.__all__, "make_client"]
 
 
 def make_client(model: ModelEndpoint | OfflineModel, **options) -> EndpointClient | OfflineClient:  # noqa: ANN003
