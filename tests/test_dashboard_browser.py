@@ -219,6 +219,12 @@ def test_admin_view_behind_a_login(arena, browser, tmp_path):
     assert key_field.get_attribute("type") == "password"
     key_field.send_keys(arena.server.admin_key)
     browser.find_element(By.CSS_SELECTOR, "form.login button").click()
+    # the login page's readyState is "complete" until the browser leaves it: wait for the
+    # navigation the form starts (up to 10 s), then for the new page
+    for _ in range(200):
+        if browser.current_url != arena.url + "/admin/login":
+            break
+        time.sleep(0.05)
     wait_loaded(browser)
     assert browser.current_url == arena.url + "/admin"
     cookies = {c["name"]: c for c in browser.get_cookies()}
