@@ -46,7 +46,9 @@ def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subproces
         f"max_concurrency = {n}\n\n"
         for m in MODELS
     )
-    cfg.write_text(f"[arena]\nrefit_seconds = 5\n\n[arena_page]\n{limits}\n{models}")
+    cfg.write_text(
+        f"keep_alive_timeout = 600\n\n[arena]\nrefit_seconds = 5\n\n[arena_page]\n{limits}\n{models}"
+    )
     cmd = [sys.executable, "-m", "stablearena", "serve", "--config", str(cfg), "--port", "0"]
     cmd += ["--db", f"sqlite:///{tmp}/bench.db"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
