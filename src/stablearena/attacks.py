@@ -57,6 +57,7 @@ from .influence import (
     e_values,
 )
 from .raters.bradley_terry import solve_bradley_terry
+from .trust import bounded_scores
 
 __all__ = [
     "Family",
@@ -531,26 +532,10 @@ def _without(counts: PairCounts, names: set[str]) -> PairCounts:
 
 
 def capped_scores(fit: Any, cap: float) -> np.ndarray:
-    """Bounded influence: the scores refitted with every account's weight (its am-ELO ability)
-    held at min(max(a_k, 0), ``cap``) — the Bradley–Terry MLE with row coefficients a_k,
-    P(i beats j | k) = σ(a_k (x_i − x_j)) — so that no account weighs more than ``cap`` average
-    annotators. Equal to the am-ELO scores when no ability exceeds ``cap`` (the am-ELO optimum
-    has a zero score gradient at its abilities)."""
-    c = fit.counts
-    a = np.clip(fit.abilities[fit._fit_annotators], 0.0, cap)
-    coef = a[c.annotator]
-    keep = (coef > 0) & (c.totals > 0)
-    prior = fit.model_prior if fit.model_prior is not None and fit.model_prior.any() else None
-    return solve_bradley_terry(
-        c.n_models,
-        c.i[keep].astype(np.int64),
-        c.j[keep].astype(np.int64),
-        c.totals[keep],
-        c.score[keep],
-        coef=coef[keep],
-        x0=fit.scores,
-        prior_mask=prior,
-    ).x
+    """Bounded influence without a ramp: every account's weight held at min(max(a_k, 0),
+    ``cap``) (:func:`stablearena.trust.bounded_scores`), so that no account weighs more than
+    ``cap`` average annotators."""
+    return bounded_scores(fit, cap=cap)
 
 
 def defence_scores(
