@@ -1,7 +1,8 @@
 """Held battles under load: N concurrent streaming battles through one ``serve`` worker against
 the local demo model server, and the same calls made to the model server directly.
 
-Reports the arena's added time to first token (first streamed piece of either answer, vs the
+Reports the worker's CPU time per battle (relaying both answers and the vote included), the
+arena's added time to first token (first streamed piece of either answer, vs the
 first content piece of two direct concurrent calls), p50 and p99; answers per second; the
 worker's memory (RSS) before and after; and checks that every battle is stored complete and
 every vote counted.
@@ -35,6 +36,12 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subprocess.Popen, str, str]:
@@ -139,9 +146,9 @@ async def run(args: argparse.Namespace) -> None:
                     *(direct(shared, demo.base_url, args.slow, prompt) for _ in clients)
                 )
                 t_direct = time.perf_counter() - t0
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
                 got = await asyncio.gather(*(held(url, c, t, prompt) for c, t in clients))
-                t_arena = time.perf_counter() - t0
+                t_arena, cpu = time.perf_counter() - t0, cpu_seconds(proc.pid) - c0
                 a = [g[0] for g in got]
                 assert all(g[2] == "complete" for g in got), [g[2] for g in got]
                 all_ids += [g[1] for g in got]
@@ -154,7 +161,8 @@ async def run(args: argparse.Namespace) -> None:
                     f"p99 {pct(d, 0.99) * 1e3:.1f} ms; arena p50 {statistics.median(a) * 1e3:.1f} ms "
                     f"p99 {pct(a, 0.99) * 1e3:.1f} ms; added p50 {p50 * 1e3:.1f} ms, p99 "
                     f"{p99 * 1e3:.1f} ms; answers/s {2 * len(got) / t_arena:.0f} "
-                    f"(direct {2 * len(d) / t_direct:.0f})"
+                    f"(direct {2 * len(d) / t_direct:.0f}); worker CPU per battle "
+                    f"{cpu / len(got) * 1e3:.2f} ms"
                 )
             rss1 = rss_mb(proc.pid)
             async with httpx.AsyncClient(base_url=url, timeout=60) as c:

@@ -208,7 +208,8 @@ class EndpointClient:
         if self._http is None:
             import httpx
 
-            limits = httpx.Limits(max_connections=self.endpoint.max_concurrency)
+            n = self.endpoint.max_concurrency
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
             self._http = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.endpoint.timeout or None), limits=limits
             )

@@ -29,6 +29,7 @@ from ..style_features import style_counts
 from . import store
 from .errors import ApiError
 from .security import Principal
+from .visitors import refuse_open
 
 __all__ = ["BattleHolder", "endpoint_json", "load_pool", "write_model_tables"]
 
@@ -238,20 +239,15 @@ class BattleHolder:
             raise ApiError(404, "no_prompts", "this arena has no prompt pool; type a prompt")
         return self.rng.choice(self.pool)
 
-    async def serve(
-        self, who: Principal, prompt: str, prompt_id: str | None, address: str | None
-    ) -> dict[str, Any]:
-        """Draw a pair among the servable models by the arena's serving rule and store the
-        battle (status ``served``, not votable); returns its row."""
-        await self.refresh()
-        names = self.servable()
-        if len(names) < 2:
-            raise ApiError(
-                503,
-                "no_models",
-                "fewer than two models with an endpoint can answer now; try again later",
-            )
-        st = self.state
+    def _draw(
+        self,
+        who: Principal,
+        names: list[str],
+        prompt: str,
+        prompt_id: str | None,
+        address: str | None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A pair among ``names`` by the serving rule: the battle's row and its prompt's."""
         if not prompt_id:  # a typed prompt: an id from its text (the same text, the same id)
             prompt_id = "typed-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
         held = {
@@ -261,27 +257,114 @@ class BattleHolder:
             "address": address,
             "served_at": time.time(),
         }
+        (row,) = self.state.serve(who, 1, names)
+        row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)
+        return row, held
+
+    def _names(self) -> list[str]:
+        names = self.servable()
+        if len(names) < 2:
+            raise ApiError(
+                503,
+                "no_models",
+                "fewer than two models with an endpoint can answer now; try again later",
+            )
+        return names
+
+    async def hold(
+        self,
+        who: Principal,
+        prompt: str,
+        prompt_id: str | None,
+        address: str | None,
+        open_caps: tuple[int, int, float] | None = None,
+    ) -> tuple[dict[str, Any], asyncio.Queue[dict[str, Any] | None]]:
+        """Draw a pair by the arena's serving rule, call both models at once and, while their
+        answers start, store the battle (status ``served``, not votable; with ``open_caps``,
+        counted against the caps on battles without a vote in the same transaction,
+        :func:`~.store.arena.insert_held`). Returns the battle's row and the queue of its
+        answers' pieces — ``{"side", "delta"}`` (``{"side", "restart": True}`` when a call
+        starts over), then ``{"done": True, "status", "failure"}``, then None.
+
+        The calls start before the battle is stored so that storing it adds nothing to the
+        time to the first token; the answers are stored only once the battle is. When the
+        battle is refused (a cap, or the registry changed under the draw: then a new pair is
+        drawn), its calls are cancelled and nothing of it is kept."""
+        await self.refresh()
+        st = self.state
+        names = self._names()
         for _ in range(8):
             revision = st.revision
-            (row,) = st.serve(who, 1, names)
-            row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)
-            refused = await self.writer.submit_async(
-                partial(store.held.insert_held, row=row, held=held, revision=revision)
-            )
+            row, held = self._draw(who, names, prompt, prompt_id, address)
+            queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+            stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            task = self._spawn(self._run(row, prompt, queue, stored))
+            try:
+                refused = await self.writer.submit_async(
+                    partial(
+                        store.held.insert_held,
+                        row=row,
+                        held=held,
+                        revision=revision,
+                        open_caps=open_caps,
+                    )
+                )
+            except BaseException:
+                task.cancel()
+                raise
             if refused == []:
-                return row
+                stored.set_result(None)
+                return row, queue
+            task.cancel()
+            if isinstance(refused, store.held.OpenHeld):
+                st.refused(who, [row], [])
+                refuse_open(self.page, refused.mine, refused.there)
             st.refused(who, [row], refused or [])
             if refused is None:
                 await asyncio.to_thread(st.reload_registry)
                 await self.refresh()
-                names = self.servable()
-                if len(names) < 2:
-                    break
+                names = self._names()
         raise ApiError(503, "busy", "the arena is changing fast; try again")
 
-    async def generate(self, row: dict[str, Any], prompt: str, emit: Emit) -> dict[str, Any]:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def _run(
+        self,
+        row: dict[str, Any],
+        prompt: str,
+        queue: asyncio.Queue[dict[str, Any] | None],
+        stored: asyncio.Future[None],
+    ) -> None:
+        """Generate the battle's answers into ``queue`` (the generation goes on, and is stored,
+        even when the page goes away)."""
+
+        def emit(side: str, delta: str | None) -> None:
+            queue.put_nowait(
+                {"side": side, "delta": delta}
+                if delta is not None
+                else {"side": side, "restart": True}
+            )
+
+        try:
+            end = await self.generate(row, prompt, emit, stored)
+            queue.put_nowait({"done": True, **end})
+        finally:
+            queue.put_nowait(None)
+
+    async def generate(
+        self,
+        row: dict[str, Any],
+        prompt: str,
+        emit: Emit,
+        stored: asyncio.Future[None] | None = None,
+    ) -> dict[str, Any]:
         """Call both models at once, ``emit(side, delta)`` as their answers stream in, then
-        store both answers and the battle's new status; returns ``{"status", "failure"}``."""
+        (once ``stored`` says the battle is) store both answers and the battle's new status;
+        returns ``{"status", "failure"}``."""
         sides = (("a", row["model_a"]), ("b", row["model_b"]))
 
         async def one(side: str, mid: int) -> Any:
@@ -305,6 +388,8 @@ class BattleHolder:
         ]
         failure = "; ".join(failed) or None
         ttl = self.state.config.battle_ttl
+        if stored is not None:
+            await stored
         await self.writer.submit_async(
             partial(
                 store.held.finish_held,

@@ -11,7 +11,8 @@ site (Origin).
 Limits (settings ``[arena_page]``), kept apart from the API keys' rate limit: token buckets
 per identity and per network address on battles started, and on new identities per address
 (in memory, per worker); and caps on battles served but not voted on, per identity and per
-address, counted in the database (exact across workers).
+address, counted in the database (exact across workers) in the transaction that stores the
+battle, after an in-memory pre-check of the identity's battles served by this worker.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from typing import Any
 
 from . import store
 from .errors import ApiError
-from .security import Principal, RateLimiter
+from .security import OpenBattles, Principal, RateLimiter
 
-__all__ = ["COOKIE", "Visitors"]
+__all__ = ["COOKIE", "Visitors", "refuse_open"]
 
 COOKIE = "sa_arena"
 
@@ -41,6 +42,9 @@ class Visitors:
         self.battles = RateLimiter(page.visitor_battles_per_hour / 3600.0, 20)
         self.addresses = RateLimiter(page.address_battles_per_hour / 3600.0, 100)
         self.new = RateLimiter(page.visitors_per_hour / 3600.0, 5)
+        #: battles this worker served and that have no vote yet, per identity (a pre-check:
+        #: the database counts every worker's at insert)
+        self.open = OpenBattles()
 
     @property
     def secret(self) -> bytes:
@@ -68,6 +72,19 @@ class Visitors:
         if not hmac.compare_digest(mac, self._mac(f"id:{aid}.{expiry}")):
             return None
         return int(aid)
+
+    def who(self, cookie: str | None) -> Principal | None:
+        """The principal of a cookie (None: no valid identity)."""
+        aid = self.identity(cookie)
+        return None if aid is None else self.principal(aid)
+
+    def needs_database(self, cookie: str | None) -> bool:
+        """Whether :meth:`who` would read the database (the signing key or the identity not
+        known yet in this worker): then it runs in a thread, else on the event loop."""
+        if self._secret is None:
+            return True
+        head = cookie.split(".", 1)[0] if cookie else ""
+        return head.isdigit() and int(head) not in self.names
 
     def csrf(self, annotator_id: int) -> str:
         """The CSRF token of an identity (sent back in the ``X-CSRF-Token`` header)."""
@@ -97,25 +114,33 @@ class Visitors:
         if wait > 0:
             raise ApiError(429, "rate_limited", f"too many {what}; wait {wait:.0f} s", "cookie")
 
-    def check_battle(self, who: Principal, address: str, ttl: float) -> None:
-        """Refuse (429) a battle over the identity's or the address's limits: the rates first
-        (in memory, so a flood beyond them costs the database nothing), then the battles
-        without a vote (two counts in the database)."""
+    def check_battle(self, who: Principal, address: str, ttl: float) -> tuple[int, int, float]:
+        """Refuse (429) a battle over the identity's or the address's rates, or over the
+        identity's cap on battles without a vote as far as this worker knows — all in memory, so
+        a flood beyond them costs the database and the models nothing. Returns the caps
+        (identity's, address's, since) that :func:`~.store.arena.insert_held` counts exactly,
+        in the database, in the transaction that stores the battle."""
         self._limited(self.battles.take(f"id:{who.id}"), "battles")
         self._limited(self.addresses.take(f"ip:{address}"), "battles from your address")
-        with self.engine.connect() as conn:
-            mine, there = store.held.open_held(conn, who.id, address, time.time() - ttl)
-        if mine >= self.page.visitor_open:
-            raise ApiError(
-                429,
-                "too_many_open",
-                f"you have {mine} battles without a vote; vote on them first",
-                "cookie",
-            )
-        if there >= self.page.address_open:
-            raise ApiError(
-                429,
-                "too_many_open",
-                f"{there} battles from your address have no vote yet; try again later",
-                "cookie",
-            )
+        now = time.time()
+        if self.open.over(who.id, 1, self.page.visitor_open, now):
+            refuse_open(self.page, self.open.count(who.id, now), 0)
+        return self.page.visitor_open, self.page.address_open, now - ttl
+
+
+def refuse_open(page: Any, mine: int, there: int) -> None:
+    """429 for a battle over a cap (settings ``page``) on battles without a vote: the
+    identity's ``mine`` or its address's ``there``."""
+    if mine >= page.visitor_open:
+        raise ApiError(
+            429,
+            "too_many_open",
+            f"you have {mine} battles without a vote; vote on them first",
+            "cookie",
+        )
+    raise ApiError(
+        429,
+        "too_many_open",
+        f"{there} battles from your address have no vote yet; try again later",
+        "cookie",
+    )

@@ -84,11 +84,10 @@ def _address(request: Request) -> str:
 
 
 async def _who(request: Request) -> Principal | None:
-    v = _visitors(request)
-    aid = await asyncio.to_thread(v.identity, request.cookies.get(COOKIE))
-    if aid is None:
-        return None
-    return await asyncio.to_thread(v.principal, aid)
+    v, cookie = _visitors(request), request.cookies.get(COOKIE)
+    if v.needs_database(cookie):
+        return await asyncio.to_thread(v.who, cookie)
+    return v.who(cookie)  # a known identity: an HMAC and a dict lookup, no thread hop
 
 
 async def _poster(request: Request) -> Principal:
@@ -204,32 +203,28 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
         raise ApiError(
             422, "invalid_input", f"the prompt is longer than {page.max_prompt_chars}", "prompt"
         )
-    address = _address(request)
-    await asyncio.to_thread(_visitors(request).check_battle, who, address, st.config.battle_ttl)
-    row = await holder.serve(who, body.prompt, body.prompt_id, address)
-    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-
-    def emit(side: str, delta: str | None) -> None:
-        queue.put_nowait(
-            {"side": side, "delta": delta} if delta is not None else {"side": side, "restart": True}
-        )
-
-    async def run() -> None:
-        try:
-            end = await holder.generate(row, body.prompt, emit)
-            queue.put_nowait({"done": True, **end})
-        finally:
-            queue.put_nowait(None)
-
-    # the generation goes on (and is stored) even when the page goes away
-    task = asyncio.get_running_loop().create_task(run())
-    holder.tasks.add(task)
-    task.add_done_callback(holder.tasks.discard)
+    address, visitors = _address(request), _visitors(request)
+    caps = visitors.check_battle(who, address, st.config.battle_ttl)
+    row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
+    visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])
 
     async def lines():  # noqa: ANN202
         yield json.dumps({"battle_id": row["id"]}) + "\n"
-        while (item := await queue.get()) is not None:
-            yield json.dumps(item) + "\n"
+        end = False
+        while not end:
+            # the pieces that arrived since the last write go out as one chunk (one send per
+            # wake-up, not one per token: the relay's cost falls as the load rises)
+            items = [await queue.get()]
+            while not queue.empty():
+                items.append(queue.get_nowait())
+            if items[-1] is None:
+                items.pop()
+                end = True
+            for item in items:
+                if item.get("done") and item.get("status") == "failed":
+                    visitors.open.close(who.id, [row["id"]])  # a failed battle holds none open
+            if items:
+                yield "".join(json.dumps(item) + "\n" for item in items)
 
     return StreamingResponse(
         lines(), media_type="application/x-ndjson", headers={"Cache-Control": "no-store"}
@@ -261,6 +256,7 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
     if refused is not None:
         raise ApiError(refused[0], refused[1], res.message, "battle_id")
     st.after_vote(who, battle_id, res)
+    _visitors(request).open.close(who.id, [battle_id])
     return {
         "battle_id": battle_id,
         "outcome": store.OUTCOMES[res.outcome],

@@ -10,7 +10,7 @@ generated, so that :func:`~.votes.record_vote` refuses a vote on it by any route
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -39,6 +39,7 @@ __all__ = [
     "held_status",
     "record_held_vote",
     "open_held",
+    "OpenHeld",
     "held_columns",
     "held_list",
     "judge_annotator",
@@ -155,12 +156,32 @@ def annotator_by_id(conn: Connection, annotator_id: int) -> Any:
 
 
 # ---------------------------------------------------------------------------------- battles
+class OpenHeld(NamedTuple):
+    """:func:`insert_held` refused the battle: the annotator (``mine``) or its address
+    (``there``) already holds as many battles without a vote as its cap allows."""
+
+    mine: int
+    there: int
+
+
 def insert_held(
-    conn: Connection, row: dict[str, Any], held: dict[str, Any], revision: int | None
-) -> list[str] | None:
+    conn: Connection,
+    row: dict[str, Any],
+    held: dict[str, Any],
+    revision: int | None,
+    open_caps: tuple[int, int, float] | None = None,
+) -> list[str] | None | OpenHeld:
     """Store a served battle (``row``, as for :func:`~.votes.insert_battles`, stored with
     ``expires_at = 0``) and its prompt (``held``: prompt_id, prompt, category, address,
-    served_at) with status ``served``; the result of ``insert_battles``."""
+    served_at) with status ``served``; the result of ``insert_battles``. With ``open_caps`` =
+    (annotator's cap, address's cap, since), the battle is first counted against the caps on
+    battles without a vote (:func:`open_held`) in the same transaction — exact across workers —
+    and refused with :class:`OpenHeld` when either is reached."""
+    if open_caps is not None:
+        cap_mine, cap_there, since = open_caps
+        mine, there = open_held(conn, row["annotator_id"], held.get("address"), since)
+        if mine >= cap_mine or there >= cap_there:
+            return OpenHeld(mine, there)
     refused = insert_battles(conn, [{**row, "expires_at": 0.0}], revision)
     if refused:
         return refused
