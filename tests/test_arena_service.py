@@ -205,11 +205,15 @@ def test_admin_sets_endpoint_and_limits(tmp_path, demo):
 
         tc.app.state.visitors.open = OpenBattles()
         with tc.app.state.engine.connect() as conn:
-            before = conn.execute(sa.select(sa.func.count()).select_from(store.tables.battles)).scalar()
+            before = conn.execute(
+                sa.select(sa.func.count()).select_from(store.tables.battles)
+            ).scalar()
         r = tc.post("/arena/battles", json={"prompt": "hi"}, headers={"X-CSRF-Token": csrf})
         assert r.status_code == 429 and r.json()["error"]["code"] == "too_many_open"
         with tc.app.state.engine.connect() as conn:
-            after = conn.execute(sa.select(sa.func.count()).select_from(store.tables.battles)).scalar()
+            after = conn.execute(
+                sa.select(sa.func.count()).select_from(store.tables.battles)
+            ).scalar()
         assert after == before
         assert vote(tc, csrf, lines[0]["battle_id"]).status_code == 200
         assert battle(tc, csrf)[-1]["status"] == "complete"
