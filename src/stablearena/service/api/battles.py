@@ -54,6 +54,7 @@ _VOTE_ERRORS = {
     "forbidden": (403, "forbidden", "battle_id"),
     "conflict": (409, "conflict", "outcome"),
     "expired": (410, "expired", "battle_id"),
+    "incomplete": (409, "incomplete", "battle_id"),
 }
 
 router = APIRouter()

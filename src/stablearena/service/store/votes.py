@@ -152,7 +152,8 @@ def _insert_vote(cur: Any, sql: str, *values: Any) -> int:
 class VoteResult:
     """What :func:`record_vote` did: ``kind`` is ``new``, ``replay`` (the same vote again:
     the stored one is returned), ``corrected``, or an error — ``missing`` (404), ``forbidden``
-    (403), ``conflict`` (409), ``expired`` (410) — or ``stale`` (nothing done: the registry
+    (403), ``conflict`` (409), ``expired`` (410), ``incomplete`` (409: a held battle whose
+answers are still being generated) — or ``stale`` (nothing done: the registry
     changed since the caller's revision; reload it and try again)."""
 
     kind: str
@@ -216,6 +217,12 @@ def record_vote(
             [count_row(a, b, annotator_id, old, -1.0), count_row(a, b, annotator_id, outcome, 1.0)],
         )
         return VoteResult("corrected", new_id, rev + 1, outcome, now, a, b, stored_outcome=old)
+    if expires == 0.0:  # a held battle whose answers are still being generated
+        return VoteResult(
+            "incomplete",
+            message=f"battle {battle_id}: both answers must be complete before a vote; "
+            "vote once they are",
+        )
     if now > expires:
         return VoteResult("expired", message=f"battle {battle_id} expired at {expires:.3f}")
     new_id = _insert_vote(
