@@ -31,6 +31,7 @@ from stablearena.endpoints.demo_server import DemoServer
 from stablearena.errors import InputError
 from stablearena.judges import Judge, JudgeClient, demo_judges
 from stablearena.metrics import kendall_tau
+from stablearena.raters.base import get_rater
 
 PROMPTS = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(60, seed=3)]
 
@@ -298,7 +299,7 @@ def test_judge_steering_screens_a_judge_of_ability_below_zero():
     r = demo_run(AutoConfig(budget=1600, seed=2, design="round-robin"))
     steer = JudgeSteering(r.judges, warmup=10)
     steer.refit(r.battles(), Counter(x["judge"] for x in r.judgements))
-    ability = dict(zip(steer.fitted.annotators, steer.fitted.abilities, strict=True))
+    ability = dict(zip(steer.judges, steer.abilities, strict=True))
     assert ability["judge-contrary"] < 0 < ability["judge-keen"]
     assert abs(ability["judge-first"]) < 0.1
     battles = [(0, 1, "p"), (3, 4, "p"), (6, 7, "p")] * 1000
@@ -331,3 +332,28 @@ def test_information_design_sends_battles_to_good_judges():
         x["judge"] for x in demo_run(AutoConfig(budget=400, design="round-robin")).judgements
     )
     assert min(rr.values()) >= 25
+
+
+def test_judge_steering_orients_by_judges_not_votes():
+    # the inverted judge holds most votes (as a design that sent it battles would make it):
+    # am-ELO's vote majority turns the scale over; the steering, one voice per judge, does not
+    names = ["judge-keen", "judge-fair", "judge-contrary"]
+    judges = [
+        JudgeClient(j, client=LocalDemoClient(j.name, system_prompt=j.endpoint.system_prompt))
+        for j in demo_judges("http://127.0.0.1:1/v1", names)
+    ]
+    models = [LocalDemoClient(m.name) for m in DEMO_MODELS]
+    prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(200, seed=5)]
+    cfg = AutoConfig(budget=3000, seed=1, design="round-robin")
+    r = local_arena(cfg, models=models, judges=judges, prompts=prompts).run()
+    b = r.battles()
+    who = np.asarray(b.annotators)[b.annotator]
+    keep = (who == "judge-contrary") | (np.arange(len(b)) % 5 == 0)
+    sub = b.take(np.flatnonzero(keep))
+    plain = get_rater("am-elo").fit(sub)
+    assert kendall_tau(-np.arange(8.0), np.asarray(plain.scores)) < 0  # upside down
+    steer = JudgeSteering(r.judges)
+    steer.refit(sub, Counter(who[keep]))
+    assert kendall_tau(-np.arange(8.0), steer.scores) > 0.8
+    ability = dict(zip(steer.judges, steer.abilities, strict=True))
+    assert ability["judge-contrary"] < 0 < min(ability["judge-keen"], ability["judge-fair"])

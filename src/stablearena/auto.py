@@ -323,6 +323,34 @@ def judge_information(ability: np.ndarray, gap: float | np.ndarray) -> np.ndarra
     return a * a * p * (1.0 - p)
 
 
+def _judge_balanced_scores(counts: Any) -> np.ndarray | None:
+    """m-ELO scores of pair × judge ``counts`` with every judge's rows weighted 1/(its
+    comparisons), so each judge weighs alike; ``None`` when the fit fails."""
+    import warnings
+
+    from .battles import PairCounts
+    from .errors import StableArenaError, StableArenaWarning
+    from .raters.base import get_rater
+
+    n = np.bincount(counts.annotator, counts.totals, len(counts.annotators))
+    w = 1.0 / np.maximum(n, 1e-12)[counts.annotator]
+    eff = PairCounts(
+        models=counts.models,
+        i=counts.i,
+        j=counts.j,
+        wins=counts.wins * w,
+        losses=counts.losses * w,
+        ties=counts.ties * w,
+        ties_both_bad=counts.ties_both_bad * w,
+    )
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", StableArenaWarning)
+            return np.asarray(get_rater("m-elo").fit(eff).scores, dtype=float)
+    except StableArenaError:
+        return None
+
+
 #: A judge whose ability is below 0 by this many standard errors is no longer sent battles.
 SCREEN_Z = 2.0
 
@@ -344,6 +372,15 @@ class JudgeSteering:
       judge has made ``warmup`` judgements, the battle goes to the judge with the fewest
       instead, so that every ability can be estimated.
 
+    **Orientation.** am-ELO fixes the sign of the scale by the majority of *votes*
+    (docs/methods/annotator-identification.md), and this design decides who gets the votes: an
+    early fit in which the inverted judge looks honest would send it the battles and so make it
+    the majority for good (the leaderboard upside down; seen in the demo arena). The steering
+    therefore orients the fit by the *judges* instead: scores and abilities change sign (the
+    likelihood is the same) when the am-ELO scores point against the m-ELO scores of the votes
+    weighted 1/n_k for a judge with n_k votes — every judge one voice, whatever the design
+    sent it. This assumes, as the screening does, that the judges are on the whole honest.
+
     While am-ELO has no fit (too few judgements, or a comparison graph not yet connected),
     :attr:`fitted` is ``None`` and the arena falls back to m-ELO and the spread judges.
     """
@@ -353,6 +390,9 @@ class JudgeSteering:
         self.warmup = int(warmup)
         self.fitted: Any = None
         self.attempts = np.zeros(len(self.judges))
+        self.scores = np.zeros(0)
+        self.abilities = np.zeros(len(self.judges))
+        self.ability_se = np.ones(len(self.judges))
 
     def refit(self, battles: Battles, attempts: dict[str, int]) -> None:
         """Fit am-ELO to ``battles`` (annotator = judge); ``attempts``: judgements tried per
@@ -364,6 +404,7 @@ class JudgeSteering:
 
         self.attempts = np.array([attempts.get(j, 0) for j in self.judges], dtype=float)
         self.fitted = None
+        self.abilities, self.ability_se = np.zeros(len(self.judges)), np.ones(len(self.judges))
         if len(battles) == 0:
             return
         try:
@@ -372,11 +413,19 @@ class JudgeSteering:
                 fitted = get_rater("am-elo").fit(battles)
         except StableArenaError:
             return
-        if fitted.convergence.converged and float(np.max(fitted.abilities)) > 0:
-            self.fitted = fitted
+        if not fitted.convergence.converged:
+            return
+        x = np.asarray(fitted.scores, dtype=float)
+        mean, se = self._abilities(fitted, x)
+        balanced = _judge_balanced_scores(fitted.counts)
+        if balanced is not None and float(x @ balanced) < 0:
+            x, mean = -x, -mean
+        if mean.max() > 0:
+            self.fitted, self.scores, self.abilities, self.ability_se = fitted, x, mean, se
 
-    def _abilities(self) -> tuple[np.ndarray, np.ndarray]:
-        """(â, se) per judge of :attr:`judges`; N(0, 1) for a judge not in the fit.
+    def _abilities(self, f: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(â, se) per judge of :attr:`judges` in fit ``f`` at scores ``x``; N(0, 1) for a
+        judge not in the fit.
 
         se is the standard error with the scores held at the fit's, 1/√(Σ_r d_r² n_r p_r(1 −
         p_r)) over the judge's rows r (d_r the rows' score gap, p_r = σ(â d_r)): free of the
@@ -385,16 +434,14 @@ class JudgeSteering:
         from scipy.special import expit
 
         mean, se = np.zeros(len(self.judges)), np.ones(len(self.judges))
-        f = self.fitted
-        if f is not None:
-            c, x = f.counts, np.asarray(f.scores, dtype=float)
-            d = x[c.i] - x[c.j]
-            p = expit(f.abilities[c.annotator] * d)
-            info = np.bincount(c.annotator, d * d * c.totals * p * (1 - p), len(f.annotators))
-            for k, name in enumerate(self.judges):
-                if name in f.annotators:
-                    q = f.annotators.index(name)
-                    mean[k], se[k] = f.abilities[q], 1.0 / np.sqrt(max(info[q], 1e-12))
+        c = f.counts
+        d = x[c.i] - x[c.j]
+        p = expit(f.abilities[c.annotator] * d)
+        info = np.bincount(c.annotator, d * d * c.totals * p * (1 - p), len(f.annotators))
+        for k, name in enumerate(self.judges):
+            if name in f.annotators:
+                q = f.annotators.index(name)
+                mean[k], se[k] = f.abilities[q], 1.0 / np.sqrt(max(info[q], 1e-12))
         return mean, se
 
     def refresh(self, tracker: Any) -> None:
@@ -402,9 +449,9 @@ class JudgeSteering:
         am-ELO scores, with each judge's battles weighted by its information (see above)."""
         from .battles import PairCounts
 
-        f = self.fitted
-        c = f.counts
-        a = np.maximum(np.asarray(f.abilities, dtype=float), 0.0)
+        c = self.fitted.counts
+        by_name = dict(zip(self.judges, np.maximum(self.abilities, 0.0), strict=True))
+        a = np.array([by_name.get(n, 0.0) for n in self.fitted.annotators])
         best = float(a.max())
         w = (a[c.annotator] / best) ** 2 * c.totals
         keep = w > 0
@@ -418,7 +465,7 @@ class JudgeSteering:
             ties=zero,
             ties_both_bad=zero,
         )
-        tracker.refresh(best * np.asarray(f.scores, dtype=float), counts=eff)
+        tracker.refresh(best * self.scores, counts=eff)
 
     def choose(
         self,
@@ -429,9 +476,9 @@ class JudgeSteering:
         """A judge (index into :attr:`judges`) for each battle (i, j, prompt id; model indices
         of the arena); ``spread`` gives the judge while am-ELO has no fit."""
         n = self.attempts.copy()
-        mean, se = self._abilities()
+        mean, se = self.abilities, self.ability_se
         screened = mean + SCREEN_Z * se <= 0  # ability reliably <= 0: never chosen
-        x = None if self.fitted is None else np.asarray(self.fitted.scores, dtype=float)
+        x = None if self.fitted is None else self.scores
         out = []
         for i, j, pid in battles:
             cold = np.flatnonzero(n < self.warmup)
