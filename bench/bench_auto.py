@@ -139,11 +139,11 @@ def arena(
 def bounds(asym, upper: int) -> tuple[float | None, float | None]:
     """Judge calls (two a battle) of the best allocation and of battles spread evenly over all
     pairs that reach an expected pairwise agreement of 0.95 (None: not within ``upper``)."""
-    best = asym.least_battles(0.95, upper)
+    best = asym.least_battles(0.95, upper, tol=1e-4)
     lo, hi = 1.0, float(upper)
     if asym.uniform_pairwise(hi) < 0.95:
         return (None if best is None else 2 * best), None
-    while hi - lo > 0.005 * upper:
+    while hi - lo > 1e-4 * upper:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if asym.uniform_pairwise(mid) >= 0.95 else (mid, hi)
     return (None if best is None else 2 * best), 2 * hi
@@ -191,9 +191,10 @@ def summary(label: str, diffs: list[float], digits: int = 0) -> str:
     from stablearena.metrics import paired_difference
 
     p = paired_difference(diffs)
+    z = f", z {p['mean_diff'] / p['se']:+.1f}" if p["se"] > 0 else ""
     return (
         f"{label}: {p['mean_diff']:+.{digits}f} ± {p['se']:.{digits}f} (seeds won {p['won']}, "
-        f"tied {p['tied']}, lost {p['lost']})"
+        f"tied {p['tied']}, lost {p['lost']}{z})"
     )
 
 
@@ -213,6 +214,13 @@ def main() -> None:
         help="selector of design (a) (default: selection.DEFAULT_STRATEGY)",
     )
     ap.add_argument("--json", default=None, help="write every figure to this file")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="run nothing: summarise the seeds of these --json files (runs split over processes)",
+    )
     args = ap.parse_args()
     from stablearena.endpoints.demo_server import DemoServer
     from stablearena.metrics import paired_difference
@@ -225,7 +233,7 @@ def main() -> None:
     steps = list(range(args.step, args.cap + 1, args.step))
     am_steps = list(range(args.am_step, args.cap + 1, args.am_step))
     per_seed: list[dict] = []
-    for seed in range(args.first, args.first + args.seeds):
+    for seed in [] if args.merge else range(args.first, args.first + args.seeds):
         row: dict = {"seed": seed}
         for name, design in designs.items():
             t0 = time.perf_counter()
@@ -286,6 +294,13 @@ def main() -> None:
             flush=True,
         )
 
+    if args.merge:
+        for path in args.merge:
+            with open(path) as fh:
+                per_seed += json.load(fh)["per_seed"]
+        per_seed.sort(key=lambda r: r["seed"])
+        same = [r["http"]["same_judgements"] for r in per_seed if "http" in r]
+        print(f"seeds {[r['seed'] for r in per_seed]}; over HTTP same judgements: {same}")
     print(
         f"\n{len(per_seed)} seeds, {args.prompts} prompts, cap {args.cap} judge calls, "
         f"tau checkpoints every {args.step} calls"
@@ -335,7 +350,9 @@ def main() -> None:
         )
         out["bound"][label] = {"best_calls": best, "even_calls": even}
     shares = {
-        j.name: float(np.mean([r["information"]["judges"].get(j.name, 0) for r in per_seed]))
+        j.name: float(
+            np.mean([r["information"].get("judges", {}).get(j.name, 0) for r in per_seed])
+        )
         for j in DEMO_JUDGES
     }
     print(

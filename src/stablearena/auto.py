@@ -6,11 +6,14 @@ Each battle is a pair of models on one prompt, judged by one judge in both order
 
 * a pair selector of :mod:`stablearena.selection` (default
   :data:`~stablearena.selection.DEFAULT_STRATEGY`, the information design;
-  docs/methods/selection.md), its information kept at the m-ELO scores refitted after every
-  batch, the prompt drawn at random among those the pair has not yet been judged on;
+  docs/methods/selection.md), its information kept at the am-ELO fit refitted after every
+  batch, and each battle's judge chosen by its estimated ability (:class:`JudgeSteering`),
+  the prompt drawn at random among those the pair has not yet been judged on;
 * ``"round-robin"``: every pair on every prompt, prompt after prompt;
 * ``"baseline"``: Arena-Hard-Auto's design, every model against one fixed baseline model on
   every prompt.
+
+The fixed designs draw each battle's judge by a hash, every judge alike.
 
 Each model's answer to a prompt is generated once and reused. The run stops at the budget
 (judge calls), when the precision target is met (the top-k models' rank intervals no longer
