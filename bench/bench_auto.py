@@ -38,6 +38,7 @@ same.
 
     python bench/bench_auto.py [--seeds 10] [--prompts 600] [--cap 10000] [--step 100]
         [--am-step 2000] [--http-seeds 1] [--info-design rank-opt] [--json out.json]
+    python bench/bench_auto.py --merge a.json b.json [same --prompts/--cap/--step/--am-step]
 """
 
 from __future__ import annotations
