@@ -4,13 +4,17 @@ A local arena of the 8 demo models of known quality (error rates 0.02 … 0.86 o
 prompts; the true order is theirs) and the 5 demo judges (three honest, right with probability
 0.9, 0.8, 0.7 per call; one that always prefers the first answer; one adversarial, the 0.9
 judge's verdict inverted), on ``--prompts`` demo prompts. Each battle is judged by one judge
-(drawn per battle) in both orders. Designs, each run per seed to ``--cap`` judge calls (or
-until its battles run out):
+in both orders. Designs, each run per seed to ``--cap`` judge calls (or until its battles run
+out):
 
-(a) the information design (``stablearena.selection.DEFAULT_STRATEGY``, refitted every batch);
-(b) round-robin: every pair on every prompt;
+(a) the information design, as shipped (``stablearena.auto``): the pair from
+    ``stablearena.selection.DEFAULT_STRATEGY`` (or ``--info-design``) at the am-ELO fit
+    refitted every batch, and the judge chosen by its estimated ability
+    (``stablearena.auto.JudgeSteering``);
+(b) round-robin: every pair on every prompt, the judge drawn per battle (a hash: every judge
+    alike);
 (c) Arena-Hard-Auto's design: every model against one baseline model (``--baseline``) on
-    every prompt.
+    every prompt, the judge drawn per battle as in (b).
 
 At every ``--step`` judge calls, Kendall τ between the ratings of the judgements so far and the
 true order, by m-ELO (Bradley–Terry, every judgement alike; the issue's rater for all three
@@ -18,11 +22,13 @@ designs) and by am-ELO (each judge an annotator with its own ability). A seed's 
 τ ≥ 0.9** is the first checkpoint from which τ stays ≥ 0.9 up to the cap (a run that never gets
 there counts as the cap and is reported as censored; an am-ELO fit that fails counts as below).
 Paired by seed: the differences (b) − (a) and (c) − (a) under each rater, mean ± SE and seeds
-won. The **truth-known bound**: the fewest battles whose best allocation, with the true outcome
-probabilities known, reaches an expected pairwise agreement of 0.95 (τ = 0.9 for a ranking
-without ties) in the normal approximation of the m-ELO errors
+won. The **truth-known bound**: the fewest judge calls whose best allocation over the pairs,
+with the true outcome probabilities known, reaches an expected pairwise agreement of 0.95
+(τ = 0.9 for a ranking without ties) in the normal approximation of the Bradley–Terry errors
 (:class:`stablearena.experiments.selection.RankingAsymptotics`), and the same for battles
-spread evenly over all pairs. **Judge weighting**: per design, the calls saved by am-ELO against
+spread evenly over all pairs — once with every battle's judge drawn uniformly from the five
+(the judges of (b) and (c)), once with every battle sent to the best judge (judge-keen, the
+best that a design choosing judges can do). **Judge weighting**: per design, the calls saved by am-ELO against
 m-ELO on the same judgements, and τ of both every ``--am-step`` calls, paired by seed.
 
 The bulk runs in process (:class:`stablearena.endpoints.demo.LocalDemoClient`: the demo
@@ -32,6 +38,7 @@ same.
 
     python bench/bench_auto.py [--seeds 10] [--prompts 600] [--cap 10000] [--step 100]
         [--am-step 2000] [--http-seeds 1] [--info-design rank-opt] [--json out.json]
+    python bench/bench_auto.py --merge a.json b.json [same --prompts/--cap/--step/--am-step]
 """
 
 from __future__ import annotations
@@ -50,10 +57,13 @@ def truth_scores():
     return -np.array([m.error_rate for m in DEMO_MODELS])
 
 
-def outcome_moments() -> tuple[np.ndarray, np.ndarray]:
-    """Expected score e_ij of model i against j in one battle (judge drawn uniformly from the
-    five, both orders, disagreeing orders a tie) and its variance v_ij."""
+def outcome_moments(judges: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Expected score e_ij of model i against j in one battle (judge drawn uniformly from
+    ``judges``, default the five demo judges; both orders, disagreeing orders a tie) and its
+    variance v_ij."""
     from stablearena.endpoints.demo import DEMO_JUDGES, DEMO_MODELS
+
+    judges = DEMO_JUDGES if judges is None else judges
 
     c = 1.0 - np.array([m.error_rate for m in DEMO_MODELS])
     m = len(c)
@@ -65,9 +75,9 @@ def outcome_moments() -> tuple[np.ndarray, np.ndarray]:
             right = {"x": c[i] * (1 - c[j]), "y": (1 - c[i]) * c[j]}
             right["tie"] = 1.0 - right["x"] - right["y"]
             px = pt = 0.0
-            for judge in DEMO_JUDGES:
+            for judge in judges:
                 if judge.kind == "first":
-                    pt += 1.0 / len(DEMO_JUDGES)
+                    pt += 1.0 / len(judges)
                     continue
                 q = judge.accuracy
                 for r, pr in right.items():
@@ -76,18 +86,18 @@ def outcome_moments() -> tuple[np.ndarray, np.ndarray]:
                     if judge.kind == "inverted":
                         probs = {"x": probs["y"], "y": probs["x"], "tie": probs["tie"]}
                     wx, wy = probs["x"] ** 2, probs["y"] ** 2  # both orders agree
-                    px += pr * wx / len(DEMO_JUDGES)
-                    pt += pr * (1.0 - wx - wy) / len(DEMO_JUDGES)
+                    px += pr * wx / len(judges)
+                    pt += pr * (1.0 - wx - wy) / len(judges)
             e[i, j] = px + 0.5 * pt
             v[i, j] = px + 0.25 * pt - e[i, j] ** 2
     return e, v
 
 
-def asymptotics():
+def asymptotics(judges: tuple | None = None):
     from stablearena.experiments.selection import RankingAsymptotics
     from stablearena.raters.bradley_terry import solve_bradley_terry
 
-    e, v = outcome_moments()
+    e, v = outcome_moments(judges)
     m = e.shape[0]
     iu, ju = np.triu_indices(m, 1)
     sol = solve_bradley_terry(m, iu, ju, np.ones(len(iu)), e[iu, ju])
@@ -125,6 +135,19 @@ def arena(
         judges = [JudgeClient(j) for j in judge_cfg]
     cfg = AutoConfig(budget=cap, design=design, baseline=baseline, seed=seed, parallel=16)
     return AutoArena(models, judges, prompts, cfg)
+
+
+def bounds(asym, upper: int) -> tuple[float | None, float | None]:
+    """Judge calls (two a battle) of the best allocation and of battles spread evenly over all
+    pairs that reach an expected pairwise agreement of 0.95 (None: not within ``upper``)."""
+    best = asym.least_battles(0.95, upper, tol=1e-4)
+    lo, hi = 1.0, float(upper)
+    if asym.uniform_pairwise(hi) < 0.95:
+        return (None if best is None else 2 * best), None
+    while hi - lo > 1e-4 * upper:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if asym.uniform_pairwise(mid) >= 0.95 else (mid, hi)
+    return (None if best is None else 2 * best), 2 * hi
 
 
 def tau_curve(result, steps: list[int], rater: str) -> tuple[list[float], int]:
@@ -169,9 +192,10 @@ def summary(label: str, diffs: list[float], digits: int = 0) -> str:
     from stablearena.metrics import paired_difference
 
     p = paired_difference(diffs)
+    z = f", z {p['mean_diff'] / p['se']:+.1f}" if p["se"] > 0 else ""
     return (
         f"{label}: {p['mean_diff']:+.{digits}f} ± {p['se']:.{digits}f} (seeds won {p['won']}, "
-        f"tied {p['tied']}, lost {p['lost']})"
+        f"tied {p['tied']}, lost {p['lost']}{z})"
     )
 
 
@@ -191,6 +215,13 @@ def main() -> None:
         help="selector of design (a) (default: selection.DEFAULT_STRATEGY)",
     )
     ap.add_argument("--json", default=None, help="write every figure to this file")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="run nothing: summarise the seeds of these --json files (runs split over processes)",
+    )
     args = ap.parse_args()
     from stablearena.endpoints.demo_server import DemoServer
     from stablearena.metrics import paired_difference
@@ -203,7 +234,7 @@ def main() -> None:
     steps = list(range(args.step, args.cap + 1, args.step))
     am_steps = list(range(args.am_step, args.cap + 1, args.am_step))
     per_seed: list[dict] = []
-    for seed in range(args.first, args.first + args.seeds):
+    for seed in [] if args.merge else range(args.first, args.first + args.seeds):
         row: dict = {"seed": seed}
         for name, design in designs.items():
             t0 = time.perf_counter()
@@ -212,6 +243,10 @@ def main() -> None:
             last = int(sum(r["calls"] for r in res.judgements))
             use = [s for s in steps if s <= last] or [last]
             row[name] = {"calls": last, "seconds": run_s, "steps": use}
+            calls_by_judge: dict[str, int] = {}
+            for r in res.judgements:
+                calls_by_judge[r["judge"]] = calls_by_judge.get(r["judge"], 0) + r["calls"]
+            row[name]["judges"] = {k: v / max(last, 1) for k, v in calls_by_judge.items()}
             for rater in ("m-elo", "am-elo"):
                 curve, failed = tau_curve(res, use, rater)
                 n, censored = calls_to(use, curve)
@@ -260,6 +295,13 @@ def main() -> None:
             flush=True,
         )
 
+    if args.merge:
+        for path in args.merge:
+            with open(path) as fh:
+                per_seed += json.load(fh)["per_seed"]
+        per_seed.sort(key=lambda r: r["seed"])
+        same = [r["http"]["same_judgements"] for r in per_seed if "http" in r]
+        print(f"seeds {[r['seed'] for r in per_seed]}; over HTTP same judgements: {same}")
     print(
         f"\n{len(per_seed)} seeds, {args.prompts} prompts, cap {args.cap} judge calls, "
         f"tau checkpoints every {args.step} calls"
@@ -295,26 +337,30 @@ def main() -> None:
         d = [r[name]["m-elo"]["calls_to_0.9"] - r[name]["am-elo"]["calls_to_0.9"] for r in per_seed]
         print("  " + summary(f"{name}: calls saved by am-ELO", d))
         out[f"am_elo_saving_{name}"] = paired_difference(d)
-    asym = asymptotics()
-    upper = 4 * args.cap
-    best = asym.least_battles(0.95, upper)
-    iu, _ = np.triu_indices(8, 1)
-    lo, hi = 1.0, float(upper)
-    if asym.uniform_pairwise(hi) >= 0.95:
-        while hi - lo > 0.005 * upper:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if asym.uniform_pairwise(mid) >= 0.95 else (mid, hi)
-        even = 2 * hi
-    else:
-        even = None
+    from stablearena.endpoints.demo import DEMO_JUDGES
+
+    keen = max(DEMO_JUDGES, key=lambda j: (j.kind == "honest", j.accuracy))
+    out["bound"] = {}
+    for label, judges in (("every judge alike", None), (f"all to {keen.name}", (keen,))):
+        best, even = bounds(asymptotics(judges), 4 * args.cap)
+        print(
+            f"  truth-known bound, battles judged by {label} (expected pairwise 0.95 = tau 0.9, "
+            "Bradley-Terry, normal approx.): "
+            + (f"best allocation {best:.0f} judge calls" if best else "not reached")
+            + (f"; even allocation over all pairs {even:.0f}" if even else "")
+        )
+        out["bound"][label] = {"best_calls": best, "even_calls": even}
+    shares = {
+        j.name: float(
+            np.mean([r["information"].get("judges", {}).get(j.name, 0) for r in per_seed])
+        )
+        for j in DEMO_JUDGES
+    }
     print(
-        f"  truth-known bound (expected pairwise 0.95 = tau 0.9, m-ELO, normal approx.): "
-        f"best allocation {2 * best:.0f} judge calls"
-        if best
-        else "  bound: not reached",
-        f"; even allocation over all pairs {even:.0f}" if even else "",
+        "  judge calls of design (a) by judge, mean share over seeds: "
+        + ", ".join(f"{k} {v:.1%}" for k, v in shares.items())
     )
-    out["bound"] = {"best_calls": None if best is None else 2 * best, "even_calls": even}
+    out["information_judge_shares"] = shares
     for s in am_steps:
         for name in designs:
             k = per_seed[0][name]["steps"].index(s) if s in per_seed[0][name]["steps"] else None

@@ -18,8 +18,10 @@ from stablearena.auto import (
     AutoArena,
     AutoConfig,
     JsonlJournal,
+    JudgeSteering,
     Prompt,
     fit_leaderboard,
+    judge_information,
     read_prompts,
     top_k_separated,
 )
@@ -28,6 +30,8 @@ from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompt
 from stablearena.endpoints.demo_server import DemoServer
 from stablearena.errors import InputError
 from stablearena.judges import Judge, JudgeClient, demo_judges
+from stablearena.metrics import kendall_tau
+from stablearena.raters.base import get_rater
 
 PROMPTS = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(60, seed=3)]
 
@@ -271,3 +275,85 @@ def test_cli_demo(tmp_path):
     assert board["method"] == "m-elo" and len(board["models"]) >= 2
     assert "demo server at http://127.0.0.1:" in done.stderr
     assert len(board["endpoints"]) == 8  # the demo models' configuration is exported
+
+
+def test_judge_information():
+    a = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
+    info = judge_information(a, 0.3)
+    p = 1 / (1 + np.exp(-a[2:] * 0.3))
+    assert info[0] == info[1] == 0.0  # inverted or ~0: no information
+    np.testing.assert_allclose(info[2:], a[2:] ** 2 * p * (1 - p))
+    assert judge_information(np.array([1.0]), 0.0)[0] == pytest.approx(0.25)
+    with pytest.raises(InputError, match="judge_choice"):
+        AutoConfig(judge_choice="best")
+
+
+def demo_run(config: AutoConfig):
+    models = [LocalDemoClient(m.name) for m in DEMO_MODELS]
+    prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(200, seed=5)]
+    return local_arena(config, models=models, prompts=prompts).run()
+
+
+def test_judge_steering_screens_a_judge_of_ability_below_zero():
+    # enough votes: a round-robin run, every judge alike (about 160 battles each)
+    r = demo_run(AutoConfig(budget=1600, seed=2, design="round-robin"))
+    steer = JudgeSteering(r.judges, warmup=10)
+    steer.refit(r.battles(), Counter(x["judge"] for x in r.judgements))
+    ability = dict(zip(steer.judges, steer.abilities, strict=True))
+    assert ability["judge-contrary"] < 0 < ability["judge-keen"]
+    assert abs(ability["judge-first"]) < 0.1
+    battles = [(0, 1, "p"), (3, 4, "p"), (6, 7, "p")] * 1000
+    picks = Counter(steer.judges[k] for k in steer.choose(battles, np.random.default_rng(0), min))
+    assert picks["judge-contrary"] == picks["judge-first"] == 0  # inverted; position-biased
+    assert picks.most_common(1)[0][0] in ("judge-keen", "judge-fair", "judge-lax")
+    # before the fit (or without one): the warm-up, then the spread judge
+    cold = JudgeSteering(r.judges, warmup=2)
+    assert cold.choose([(0, 1, "p")] * 12, np.random.default_rng(0), lambda *_: 4) == [
+        0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 4, 4
+    ]  # fmt: skip
+
+
+def test_information_design_sends_battles_to_good_judges():
+    r = demo_run(AutoConfig(budget=1600, seed=2, parallel=8, judge_warmup=10))
+    judged = [x for x in r.judgements if x.get("stage") != "answer"]
+    assert min(Counter(x["judge"] for x in judged).values()) >= 10  # every ability estimated
+    early = Counter(x["judge"] for x in judged[: len(judged) // 2])
+    late = Counter(x["judge"] for x in judged[len(judged) // 2 :])
+    bad = ("judge-contrary", "judge-first")
+    assert sum(late[j] for j in bad) <= 0.12 * len(judged) / 2, late
+    assert sum(late[j] for j in bad) < sum(early[j] for j in bad), (early, late)
+    assert late.most_common(1)[0][0] == "judge-keen", late
+    # the pairs are still chosen by information: every pair judged, the true order recovered
+    assert len({tuple(sorted((x["x"], x["y"]))) for x in judged}) == 28
+    fitted, _ = fit_leaderboard(r)
+    assert kendall_tau(-np.arange(8.0), np.asarray(fitted.scores)) >= 0.85
+    # the fixed designs keep every judge alike
+    rr = Counter(
+        x["judge"] for x in demo_run(AutoConfig(budget=400, design="round-robin")).judgements
+    )
+    assert min(rr.values()) >= 25
+
+
+def test_judge_steering_orients_by_judges_not_votes():
+    # the inverted judge holds most votes (as a design that sent it battles would make it):
+    # am-ELO's vote majority turns the scale over; the steering, one voice per judge, does not
+    names = ["judge-keen", "judge-fair", "judge-contrary"]
+    judges = [
+        JudgeClient(j, client=LocalDemoClient(j.name, system_prompt=j.endpoint.system_prompt))
+        for j in demo_judges("http://127.0.0.1:1/v1", names)
+    ]
+    models = [LocalDemoClient(m.name) for m in DEMO_MODELS]
+    prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(200, seed=5)]
+    cfg = AutoConfig(budget=3000, seed=1, design="round-robin")
+    r = local_arena(cfg, models=models, judges=judges, prompts=prompts).run()
+    b = r.battles()
+    who = np.asarray(b.annotators)[b.annotator]
+    keep = (who == "judge-contrary") | (np.arange(len(b)) % 5 == 0)
+    sub = b.take(np.flatnonzero(keep))
+    plain = get_rater("am-elo").fit(sub)
+    assert kendall_tau(-np.arange(8.0), np.asarray(plain.scores)) < 0  # upside down
+    steer = JudgeSteering(r.judges)
+    steer.refit(sub, Counter(who[keep]))
+    assert kendall_tau(-np.arange(8.0), steer.scores) > 0.8
+    ability = dict(zip(steer.judges, steer.abilities, strict=True))
+    assert ability["judge-contrary"] < 0 < min(ability["judge-keen"], ability["judge-fair"])

@@ -6,11 +6,14 @@ Each battle is a pair of models on one prompt, judged by one judge in both order
 
 * a pair selector of :mod:`stablearena.selection` (default
   :data:`~stablearena.selection.DEFAULT_STRATEGY`, the information design;
-  docs/methods/selection.md), its information kept at the m-ELO scores refitted after every
-  batch, the prompt drawn at random among those the pair has not yet been judged on;
+  docs/methods/selection.md), its information kept at the am-ELO fit refitted after every
+  batch, and each battle's judge chosen by its estimated ability (:class:`JudgeSteering`),
+  the prompt drawn at random among those the pair has not yet been judged on;
 * ``"round-robin"``: every pair on every prompt, prompt after prompt;
 * ``"baseline"``: Arena-Hard-Auto's design, every model against one fixed baseline model on
   every prompt.
+
+The fixed designs draw each battle's judge by a hash, every judge alike.
 
 Each model's answer to a prompt is generated once and reused. The run stops at the budget
 (judge calls), when the precision target is met (the top-k models' rank intervals no longer
@@ -25,6 +28,7 @@ import asyncio
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,11 +53,17 @@ __all__ = [
     "AutoArena",
     "top_k_separated",
     "FIXED_DESIGNS",
+    "JUDGE_CHOICES",
+    "judge_information",
+    "JudgeSteering",
 ]
 
 #: Designs that do not read the information: every pair on every prompt; every model against
 #: one baseline model.
 FIXED_DESIGNS = ("round-robin", "baseline")
+
+#: How a battle's judge is chosen (:class:`AutoConfig` ``judge_choice``).
+JUDGE_CHOICES = ("information", "spread")
 
 _ID_COLUMNS = ("id", "prompt_id", "question_id", "uid")
 _TEXT_COLUMNS = ("prompt", "question", "text", "turns")
@@ -212,6 +222,11 @@ class AutoConfig:
     flight at once (the selector is asked for that many distinct pairs per batch).
     ``precision_top``: stop when the rank intervals (``level``, Fisher, m-ELO) of the top k
     models no longer overlap each other or the rest; checked every ``check_every`` judgements.
+    ``judge_choice``: ``"information"`` (each battle to the judge whose judgement is expected to
+    carry the most information, :func:`judge_information`, after ``judge_warmup`` judgements
+    of every judge) or ``"spread"`` (a judge drawn per battle by a hash, every judge alike);
+    by default ``"information"`` for the information design and ``"spread"`` for the fixed
+    designs.
     """
 
     budget: int | None = None
@@ -222,10 +237,18 @@ class AutoConfig:
     precision_top: int | None = None
     level: float = 0.95
     check_every: int = 20
+    judge_choice: str | None = None
+    judge_warmup: int = 10
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 2:
             raise InputError("the budget is in judge calls and a battle takes two: give >= 2")
+        if self.judge_choice not in (None, *JUDGE_CHOICES):
+            raise InputError(
+                f"judge_choice must be one of {', '.join(JUDGE_CHOICES)}, not {self.judge_choice!r}"
+            )
+        if self.judge_warmup < 0:
+            raise InputError("judge_warmup must be >= 0")
         if self.parallel < 1 or self.check_every < 1:
             raise InputError("parallel and check_every must be >= 1")
         if self.precision_top is not None and self.precision_top < 1:
@@ -283,6 +306,195 @@ class AutoResult:
 
 def _hash(*key: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "little")
+
+
+# ---------------------------------------------------------------------------------- steering
+def judge_information(ability: np.ndarray, gap: float | np.ndarray) -> np.ndarray:
+    """Fisher information about the score gap Δ = x_i − x_j carried by one judgement of a judge
+    of am-ELO ability a (docs/methods/annotators.md): P(i beats j) = σ(aΔ), so
+
+        I(a, Δ) = a₊² σ(aΔ)(1 − σ(aΔ)),   a₊ = max(a, 0).
+
+    A judge of ability ≤ 0 counts for nothing: ~0 tells nothing (a position-biased judge,
+    whose two orders cancel into ties), and a negative ability is an inverted or adversarial
+    judge, whose votes the project never trusts (the bounded-influence rule of
+    :mod:`stablearena.trust` gives it weight 0)."""
+    from scipy.special import expit
+
+    a = np.maximum(np.asarray(ability, dtype=float), 0.0)
+    p = expit(a * gap)
+    return a * a * p * (1.0 - p)
+
+
+def _judge_balanced_scores(counts: Any) -> np.ndarray | None:
+    """m-ELO scores of pair × judge ``counts`` with every judge's rows weighted 1/(its
+    comparisons), so each judge weighs alike; ``None`` when the fit fails."""
+    import warnings
+
+    from .battles import PairCounts
+    from .errors import StableArenaError, StableArenaWarning
+    from .raters.base import get_rater
+
+    n = np.bincount(counts.annotator, counts.totals, len(counts.annotators))
+    w = 1.0 / np.maximum(n, 1e-12)[counts.annotator]
+    eff = PairCounts(
+        models=counts.models,
+        i=counts.i,
+        j=counts.j,
+        wins=counts.wins * w,
+        losses=counts.losses * w,
+        ties=counts.ties * w,
+        ties_both_bad=counts.ties_both_bad * w,
+    )
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", StableArenaWarning)
+            return np.asarray(get_rater("m-elo").fit(eff).scores, dtype=float)
+    except StableArenaError:
+        return None
+
+
+#: A judge whose ability is below 0 by this many standard errors is no longer sent battles.
+SCREEN_Z = 2.0
+
+
+class JudgeSteering:
+    """The am-ELO fit that steers the information design: its scores place the pairs, its judge
+    abilities choose the judges (docs/guides/models-and-judges.md).
+
+    :meth:`refit` fits am-ELO (judges as annotators) to the judgements so far. Then
+
+    * :meth:`refresh` gives the pair selector's tracker the am-ELO scores, on the scale of the
+      best judge (a_best x), and the battles counted in battles of the best judge: a battle
+      judged by judge k counts (a_k₊ / a_best)² — a judge of ability ≤ 0 adds no information;
+    * :meth:`choose` sends a battle to a judge by Thompson sampling of the abilities: draw each
+      a_k ~ N(â_k, se_k²) (a judge without a successful judgement: N(0, 1)) and take the judge
+      of largest :func:`judge_information` at the pair's am-ELO gap. Judges whose abilities are
+      uncertain are tried now and then, one well below the best almost never, and one whose
+      ability is reliably ≤ 0 (â + 2 se ≤ 0: inverted, adversarial) never again. Until every
+      judge has made ``warmup`` judgements, the battle goes to the judge with the fewest
+      instead, so that every ability can be estimated.
+
+    **Orientation.** am-ELO fixes the sign of the scale by the majority of *votes*
+    (docs/methods/annotator-identification.md), and this design decides who gets the votes: an
+    early fit in which the inverted judge looks honest would send it the battles and so make it
+    the majority for good (the leaderboard upside down; seen in the demo arena). The steering
+    therefore orients the fit by the *judges* instead: scores and abilities change sign (the
+    likelihood is the same) when the am-ELO scores point against the m-ELO scores of the votes
+    weighted 1/n_k for a judge with n_k votes — every judge one voice, whatever the design
+    sent it. This assumes, as the screening does, that the judges are on the whole honest.
+
+    While am-ELO has no fit (too few judgements, or a comparison graph not yet connected),
+    :attr:`fitted` is ``None`` and the arena falls back to m-ELO and the spread judges.
+    """
+
+    def __init__(self, judges: Sequence[str], warmup: int = 10):
+        self.judges = tuple(judges)
+        self.warmup = int(warmup)
+        self.fitted: Any = None
+        self.attempts = np.zeros(len(self.judges))
+        self.scores = np.zeros(0)
+        self.abilities = np.zeros(len(self.judges))
+        self.ability_se = np.ones(len(self.judges))
+
+    def refit(self, battles: Battles, attempts: dict[str, int]) -> None:
+        """Fit am-ELO to ``battles`` (annotator = judge); ``attempts``: judgements tried per
+        judge (failures included)."""
+        import warnings
+
+        from .errors import StableArenaError, StableArenaWarning
+        from .raters.base import get_rater
+
+        self.attempts = np.array([attempts.get(j, 0) for j in self.judges], dtype=float)
+        self.fitted = None
+        self.abilities, self.ability_se = np.zeros(len(self.judges)), np.ones(len(self.judges))
+        if len(battles) == 0:
+            return
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore", StableArenaWarning)
+                fitted = get_rater("am-elo").fit(battles)
+        except StableArenaError:
+            return
+        if not fitted.convergence.converged:
+            return
+        x = np.asarray(fitted.scores, dtype=float)
+        mean, se = self._abilities(fitted, x)
+        balanced = _judge_balanced_scores(fitted.counts)
+        if balanced is not None and float(x @ balanced) < 0:
+            x, mean = -x, -mean
+        if mean.max() > 0:
+            self.fitted, self.scores, self.abilities, self.ability_se = fitted, x, mean, se
+
+    def _abilities(self, f: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(â, se) per judge of :attr:`judges` in fit ``f`` at scores ``x``; N(0, 1) for a
+        judge not in the fit.
+
+        se is the standard error with the scores held at the fit's, 1/√(Σ_r d_r² n_r p_r(1 −
+        p_r)) over the judge's rows r (d_r the rows' score gap, p_r = σ(â d_r)): free of the
+        scale gauge mean |a| = 1, whose uncertainty is common to every judge and does not
+        change which judge is best."""
+        from scipy.special import expit
+
+        mean, se = np.zeros(len(self.judges)), np.ones(len(self.judges))
+        c = f.counts
+        d = x[c.i] - x[c.j]
+        p = expit(f.abilities[c.annotator] * d)
+        info = np.bincount(c.annotator, d * d * c.totals * p * (1 - p), len(f.annotators))
+        for k, name in enumerate(self.judges):
+            if name in f.annotators:
+                q = f.annotators.index(name)
+                mean[k], se[k] = f.abilities[q], 1.0 / np.sqrt(max(info[q], 1e-12))
+        return mean, se
+
+    def refresh(self, tracker: Any) -> None:
+        """Re-evaluate ``tracker`` (:class:`~stablearena.selection.InformationTracker`) at the
+        am-ELO scores, with each judge's battles weighted by its information (see above)."""
+        from .battles import PairCounts
+
+        c = self.fitted.counts
+        by_name = dict(zip(self.judges, np.maximum(self.abilities, 0.0), strict=True))
+        a = np.array([by_name.get(n, 0.0) for n in self.fitted.annotators])
+        best = float(a.max())
+        w = (a[c.annotator] / best) ** 2 * c.totals
+        keep = w > 0
+        zero = np.zeros(int(keep.sum()))
+        eff = PairCounts(
+            models=c.models,
+            i=c.i[keep],
+            j=c.j[keep],
+            wins=w[keep],
+            losses=zero,
+            ties=zero,
+            ties_both_bad=zero,
+        )
+        tracker.refresh(best * self.scores, counts=eff)
+
+    def choose(
+        self,
+        battles: Sequence[tuple[int, int, str]],
+        rng: np.random.Generator,
+        spread: Callable[[int, int, str], int],
+    ) -> list[int]:
+        """A judge (index into :attr:`judges`) for each battle (i, j, prompt id; model indices
+        of the arena); ``spread`` gives the judge while am-ELO has no fit."""
+        n = self.attempts.copy()
+        mean, se = self.abilities, self.ability_se
+        screened = mean + SCREEN_Z * se <= 0  # ability reliably <= 0: never chosen
+        x = None if self.fitted is None else self.scores
+        out = []
+        for i, j, pid in battles:
+            cold = np.flatnonzero(n < self.warmup)
+            if len(cold):
+                k = int(cold[np.argmin(n[cold])])
+            elif x is None:
+                k = spread(i, j, pid)
+            else:
+                info = judge_information(np.where(screened, 0.0, rng.normal(mean, se)), x[i] - x[j])
+                k = int(np.argmax(info)) if info.max() > 0 else spread(i, j, pid)
+            n[k] += 1
+            out.append(k)
+        return out
 
 
 # -------------------------------------------------------------------------------------- arena
@@ -483,8 +695,29 @@ class AutoArena:
             self.on_progress(r)
 
     # ---------------------------------------------------------------- designs
-    def _judge_for(self, i: int, j: int, pid: str) -> JudgeClient:
-        return self.judges[_hash(self.config.seed, "judge", i, j, pid) % len(self.judges)]
+    def _spread(self, i: int, j: int, pid: str) -> int:
+        return _hash(self.config.seed, "judge", i, j, pid) % len(self.judges)
+
+    def _refresh(self, tracker: Any, steering: JudgeSteering | None) -> None:
+        """Refit after a batch: am-ELO steers the pairs and judges when it has a fit
+        (:class:`JudgeSteering`); otherwise the tracker is refreshed at m-ELO, judges alike."""
+        from .arena import Refitter
+
+        if tracker is None and steering is None:
+            return
+        battles = self.result.battles()
+        if steering is not None:
+            attempts = Counter(
+                r["judge"] for r in self.result.judgements if r.get("stage") != "answer"
+            )
+            steering.refit(battles, attempts)
+            if tracker is not None and steering.fitted is not None:
+                steering.refresh(tracker)
+                return
+        if tracker is not None and len(battles):
+            refitter = Refitter(self.names)
+            refitter.add(battles.model_a, battles.model_b, battles.outcome)
+            tracker.refresh(refitter.fit(), counts=refitter.counts())
 
     def _oriented(self, i: int, j: int, pid: str) -> tuple[int, int]:
         return (i, j) if _hash(self.config.seed, "order", i, j, pid) % 2 == 0 else (j, i)
@@ -573,7 +806,6 @@ class AutoArena:
     # ---------------------------------------------------------------- the loop
     async def run_async(self) -> AutoResult:
         """Run until the budget, the precision target, or the end of the battles."""
-        from .arena import Refitter
         from .selection import DEFAULT_STRATEGY, InformationTracker, get_selector
 
         self._replay()
@@ -582,16 +814,15 @@ class AutoArena:
         self._queues: dict[tuple[int, int], list[int]] = {}
         fixed = iter(self._fixed_order()) if design in FIXED_DESIGNS else None
         selector = None if fixed is not None else get_selector(design)
-        refitter = Refitter(self.names)
-        battles = r.battles()
-        if len(battles):
-            refitter.add(battles.model_a, battles.model_b, battles.outcome)
+        choice = cfg.judge_choice or ("spread" if fixed is not None else "information")
+        steering = None
+        if choice == "information":
+            steering = JudgeSteering(r.judges, cfg.judge_warmup)
         tracker = None
         if selector is not None:
             estimate = selector.estimate or "plug-in"
             tracker = InformationTracker(self.names, estimate=estimate)
-            if len(battles):
-                tracker.refresh(refitter.fit(), counts=refitter.counts())
+        self._refresh(tracker, steering)
         self._n_ok = last_check = len(r.judgements) - len(r.failures)
         idle = 0
         try:
@@ -618,14 +849,16 @@ class AutoArena:
                     break
                 before = self._n_ok
                 calls_before = r.calls
+                if steering is not None:
+                    judges = steering.choose(batch, self._rng, self._spread)
+                else:
+                    judges = [self._spread(i, j, pid) for i, j, pid in batch]
                 await asyncio.gather(
                     *(
                         self._battle(
-                            *self._oriented(i, j, pid),
-                            self._prompt_by_id[pid],
-                            self._judge_for(i, j, pid),
+                            *self._oriented(i, j, pid), self._prompt_by_id[pid], self.judges[k]
                         )
-                        for i, j, pid in batch
+                        for (i, j, pid), k in zip(batch, judges, strict=True)
                     )
                 )
                 n_ok = self._n_ok
@@ -633,11 +866,8 @@ class AutoArena:
                 if idle >= 3:
                     r.stop_reason = "failing"
                     break
-                if tracker is not None and n_ok > before:
-                    battles = r.battles()
-                    refitter = Refitter(self.names)
-                    refitter.add(battles.model_a, battles.model_b, battles.outcome)
-                    tracker.refresh(refitter.fit(), counts=refitter.counts())
+                if n_ok > before or (steering is not None and r.calls > calls_before):
+                    self._refresh(tracker, steering)
                 if n_ok - last_check >= cfg.check_every:
                     last_check = n_ok
                     if self._precise(r.battles()):
