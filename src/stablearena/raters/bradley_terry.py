@@ -400,7 +400,9 @@ def fit_bradley_terry_counts(
     else:
         n, s = c.wins + c.losses, c.wins
     keep = n > 0
-    i, j, n, s = c.i[keep], c.j[keep], n[keep], s[keep]
+    i, j = c.i, c.j
+    if not keep.all():  # (no copies when every row counts)
+        i, j, n, s = i[keep], j[keep], n[keep], s[keep]
     check = check_comparison_graph(c, ties_count=(ties == "half"))
     notes: tuple[str, ...] = ()
     if not check.ok:
