@@ -334,3 +334,18 @@ def test_llmfao_fits(llmfao_path):
     assert np.all(np.isfinite(f.ratings))
     # the likelihood is the per-battle one
     assert f.loglik == pytest.approx(per_battle_loglik(b, f.ratings), rel=1e-10)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 30), st.booleans(), st.integers(0, 2**32 - 1))
+def test_row_sums_equal_bincount(m, n_rows, sort, seed):
+    """_row_sums (reduceat over the contiguous rows of sorted indices, bincount otherwise) is
+    np.bincount(k, w, m): models without rows (first, last, between) get 0."""
+    from stablearena.raters.bradley_terry import _row_sums
+
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, m, n_rows)
+    if sort:
+        k = np.sort(k)
+    w = rng.normal(size=n_rows)
+    np.testing.assert_allclose(_row_sums(k, m)(w), np.bincount(k, w, m), rtol=1e-12, atol=1e-12)

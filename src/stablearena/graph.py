@@ -65,6 +65,15 @@ def _mutually_connected(m: int, i: np.ndarray, j: np.ndarray, both: np.ndarray) 
     b = np.asarray(j, dtype=np.int64)[both]
     if len(a) < m - 1:
         return False
+    # a model with an edge to every other one connects them all: the usual case of a dense
+    # arena, checked on the model with the most edges (rows may repeat a pair)
+    hub = int(np.argmax(np.bincount(a, minlength=m) + np.bincount(b, minlength=m)))
+    reached = np.zeros(m, dtype=bool)
+    reached[hub] = True
+    reached[b[a == hub]] = True
+    reached[a[b == hub]] = True
+    if reached.all():
+        return True
     label = np.arange(m)
     while True:
         la, lb = label[a], label[b]

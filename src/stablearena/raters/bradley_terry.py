@@ -71,6 +71,25 @@ def _prior_terms(
     return val, grad, -hess
 
 
+def _row_sums(k: np.ndarray, m: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``w ↦ np.bincount(k, w, m)``: per-model sums of a row quantity over the rows whose index
+    ``k`` names the model. When ``k`` is sorted — the ``i`` of count rows, which come in key
+    order — each model's rows are contiguous and ``np.add.reduceat`` sums them; a ``bincount``
+    over sorted indices adds into the same slot row after row, each addition waiting for the
+    one before (20k rows: 66 µs against 6)."""
+    if len(k) == 0 or not bool(np.all(k[1:] >= k[:-1])):
+        return lambda w: np.bincount(k, w, m)
+    starts = np.flatnonzero(np.diff(k, prepend=-1))
+    first = k[starts]
+
+    def sums(w: np.ndarray) -> np.ndarray:
+        out = np.zeros(m)
+        out[first] = np.add.reduceat(w, starts)
+        return out
+
+    return sums
+
+
 def _bt_pass(
     x: np.ndarray,
     i: np.ndarray,
@@ -79,9 +98,10 @@ def _bt_pass(
     s: np.ndarray,
     c: np.ndarray | None,
     grad: np.ndarray,
+    sum_i: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One pass over the rows: fills ``grad`` (∇lnL) and returns ``(z, e, w)`` for
-    :func:`_bt_value` and :func:`_laplacian`.
+    :func:`_bt_value` and :func:`_laplacian` (``sum_i``: :func:`_row_sums` of ``i``).
 
     z_r = c_r (x_i − x_j), e_r = exp(−|z_r|); p_r = σ(z_r) is σ(|z_r|) = 1/(1 + e_r) or
     σ(−|z_r|) = e_r/(1 + e_r) by the sign of z_r; ∂lnL/∂x_i = c_r (s_r − n_r p_r) (and minus
@@ -106,7 +126,7 @@ def _bt_pass(
     np.subtract(s, res, out=res)
     if c is not None:
         res *= c
-    grad[:] = np.bincount(i, res, m) - np.bincount(j, res, m)
+    grad[:] = (np.bincount(i, res, m) if sum_i is None else sum_i(res)) - np.bincount(j, res, m)
     w = small
     w *= big
     w *= n
@@ -157,7 +177,13 @@ def _spd_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _start(
-    m: int, i: np.ndarray, j: np.ndarray, n: np.ndarray, s: np.ndarray, c: np.ndarray | None
+    m: int,
+    i: np.ndarray,
+    j: np.ndarray,
+    n: np.ndarray,
+    s: np.ndarray,
+    c: np.ndarray | None,
+    sum_i: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
     """Newton's starting point: each model's log-odds ℓ_k of winning against the field
     (smoothed by ½), corrected for whom it met.
@@ -169,14 +195,15 @@ def _start(
     which often saves a step (any start converges). Divided by the mean |c_r| when rows are
     scaled.
     """
-    won = np.bincount(i, s, m) + np.bincount(j, n - s, m)
-    played = np.bincount(i, n, m) + np.bincount(j, n, m)
+    by_i = sum_i or _row_sums(i, m)
+    won = by_i(s) + np.bincount(j, n - s, m)
+    played = by_i(n) + np.bincount(j, n, m)
     lo = np.log((won + 0.5) / (played - won + 0.5))
     lo -= lo.mean()
     li, lj = lo[i], lo[j]
     per = np.maximum(played, 1e-300)
-    mu = (np.bincount(i, n * lj, m) + np.bincount(j, n * li, m)) / per
-    sq = (np.bincount(i, n * lj * lj, m) + np.bincount(j, n * li * li, m)) / per
+    mu = (by_i(n * lj) + np.bincount(j, n * li, m)) / per
+    sq = (by_i(n * lj * lj) + np.bincount(j, n * li * li, m)) / per
     var = np.maximum(sq - mu * mu, 0.0)
     x = mu + lo * np.sqrt(1.0 + np.pi / 8.0 * var)
     if c is not None:
@@ -294,8 +321,9 @@ def solve_bradley_terry(
     c: np.ndarray | None = None
     if not (np.ndim(coef) == 0 and float(coef) == 1.0):  # type: ignore[arg-type]
         c = np.ascontiguousarray(np.broadcast_to(np.asarray(coef, dtype=float), n.shape))
+    sum_i = _row_sums(i, m)
     if x0 is None:
-        x = _start(m, i, j, n, s, c)
+        x = _start(m, i, j, n, s, c, sum_i)
     else:
         x = np.asarray(x0, dtype=float) - np.mean(x0)
     use_prior = prior_mask is not None and bool(np.any(prior_mask))
@@ -307,7 +335,7 @@ def solve_bradley_terry(
 
     def evaluate(x: np.ndarray, g: np.ndarray) -> tuple:
         """Fill ``g`` with ∇(lnL + prior) at x; return what :func:`value` and the Laplacian need."""
-        z, e, w = _bt_pass(x, i, j, n, s, c, g)
+        z, e, w = _bt_pass(x, i, j, n, s, c, g, sum_i)
         prior = None
         if use_prior:
             prior = _prior_terms(x, mask, prior_strength)  # type: ignore[arg-type]
@@ -400,7 +428,9 @@ def fit_bradley_terry_counts(
     else:
         n, s = c.wins + c.losses, c.wins
     keep = n > 0
-    i, j, n, s = c.i[keep], c.j[keep], n[keep], s[keep]
+    i, j = c.i, c.j
+    if not keep.all():  # (no copies when every row counts)
+        i, j, n, s = i[keep], j[keep], n[keep], s[keep]
     check = check_comparison_graph(c, ties_count=(ties == "half"))
     notes: tuple[str, ...] = ()
     if not check.ok:
@@ -423,7 +453,7 @@ def fit_bradley_terry_counts(
         sol = _adam_bradley_terry(m, i, j, n, s, lr=lr, steps=steps)
     else:
         raise InputError(f"solver must be 'newton' or 'adam', not {solver!r}.")
-    battles = np.bincount(i, n, m) + np.bincount(j, n, m)
+    battles = _row_sums(i, m)(n) + np.bincount(j, n, m)
     return Fitted(
         method=method,
         models=c.models,
