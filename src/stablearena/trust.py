@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from . import choices
 from .raters.bradley_terry import bradley_terry_loglik, solve_bradley_terry
 
 __all__ = [
@@ -39,10 +40,11 @@ __all__ = [
 ]
 
 #: Largest weight of one account, in average annotators (am-ELO's abilities have mean 1): the
-#: value of :data:`stablearena.influence.INFLUENCE_ABILITY_CAP`.
-DEFAULT_CAP: float = 2.0
+#: value of :data:`stablearena.influence.INFLUENCE_ABILITY_CAP`. Set in
+#: :mod:`stablearena.choices` (``TRUST_CAP``), which the command line reads without numpy.
+DEFAULT_CAP: float = choices.TRUST_CAP
 #: Votes after which a new account weighs fully (its weight grows linearly until then).
-DEFAULT_RAMP_VOTES: float = 50.0
+DEFAULT_RAMP_VOTES: float = choices.TRUST_RAMP_VOTES
 
 
 def _off(value: float | None) -> bool:
@@ -81,12 +83,18 @@ def _row_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.nd
 
 def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
     """Scores of the Bradley–Terry fit with row coefficients w_k, and its log-likelihood on
-    every vote of the fit (a vote of weight 0 counts ln ½)."""
+    every vote of the fit (a vote of weight 0 counts ln ½). The existence prior goes on the
+    models the fit gave it and those without a finite MLE on the weighted votes alone; a
+    :class:`~stablearena.errors.DisconnectedGraphError` when those votes leave a model out."""
+    from .graph import check_comparison_graph
+
     c = fit.counts
     coef = w[c.annotator]
     i, j = c.i.astype(np.int64), c.j.astype(np.int64)
     keep = (coef > 0) & (c.totals > 0)
-    prior = fit.model_prior if fit.model_prior is not None and fit.model_prior.any() else None
+    prior = check_comparison_graph(c.take(keep)).needs_prior
+    if fit.model_prior is not None:
+        prior = prior | (np.asarray(fit.model_prior) > 0)
     x = solve_bradley_terry(
         c.n_models,
         i[keep],
@@ -95,7 +103,7 @@ def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
         c.score[keep],
         coef=coef[keep],
         x0=fit.scores,
-        prior_mask=prior,
+        prior_mask=prior if prior.any() else None,
     ).x
     return x, bradley_terry_loglik(x, i, j, c.totals, c.score, coef)
 
@@ -111,10 +119,15 @@ def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) 
     statuses and reasons kept; ``loglik`` that of the bounded model;
     ``params`` gain ``ability_cap`` and ``trust_ramp_votes`` — or ``fit`` itself when every
     account's bounded weight equals its ability (nothing capped, ramped or negative)."""
+    from .errors import DisconnectedGraphError
+
     w = _row_weights(fit, cap, ramp_votes)
     if np.array_equal(w, fit.abilities[fit._fit_annotators]):
         return fit
-    x, loglik = _solve(fit, w)
+    try:
+        x, loglik = _solve(fit, w)
+    except DisconnectedGraphError as exc:  # weighed votes alone cannot rank every model
+        return replace(fit, notes=(*fit.notes, f"bounded influence not applied: {exc}"))
     params = {**dict(fit.params), "ability_cap": cap, "trust_ramp_votes": ramp_votes}
     note = (
         f"bounded influence: each account's weight min(max(ability, 0), {cap or 'no cap'}) · "
@@ -185,7 +198,7 @@ def account_trust(
     idx = fit._fit_annotators
     w = _row_weights(fit, cap, ramp_votes)
     votes = _fit_votes(fit)
-    x = fit.scores if np.array_equal(w, fit.abilities[idx]) else _solve(fit, w)[0]
+    x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes).scores
     infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)
     points = np.abs(infl.shift) / fit.elo_scale
     where = {int(k): r for r, k in enumerate(idx)}
@@ -212,7 +225,7 @@ def account_trust(
         ramped = not _off(ramp_votes) and a > 0 and n < ramp_votes  # type: ignore[operator]
         reasons = []
         if a <= 0:
-            reasons.append(f"excluded: ability {a:.3g} ≤ 0 weighs nothing")
+            reasons.append(f"excluded: ability {a:.3g} ≤ 0, weight 0")
         if capped:
             reasons.append(f"capped at {cap:g} (ability {a:.3g})")
         if ramped:
@@ -242,7 +255,7 @@ def account_trust(
                 bool(ramped),
                 a <= 0,
                 float(points[r, top]),
-                fit.models[top],
+                fit.models[top] if points[r, top] > 0 else None,
                 float(infl.max_z[r]),
                 flag,
                 "; ".join(reasons) or "full weight",
