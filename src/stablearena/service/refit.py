@@ -6,7 +6,9 @@ then never competes with requests for Python's interpreter lock). A :class:`Snap
 counts table read in one transaction together with the newest vote id it includes; it turns
 into the same :class:`~stablearena.battles.PairCounts` that ``stablearena rank`` builds from
 the exported vote log (models and annotators in sorted name order, rows in key order), so the
-published leaderboard is the one ``rank`` computes from the export.
+published leaderboard is the one ``rank`` computes from the export — with the arena's bounded
+influence applied on top (:func:`stablearena.trust.bounded_fit`; off with ``ability_cap`` and
+``trust_ramp_votes`` 0).
 """
 
 from __future__ import annotations
