@@ -142,6 +142,13 @@ def _experiment_data(
 
 
 # ---------------------------------------------------------------------------- annotators
+def _bound_option(flag: str, metavar: str, text: str) -> Any:
+    """A non-negative number of the bounded-influence rule (docs/guides/annotators.md)."""
+    return typer.Option(
+        flag, help=f"Bounded influence: {text}.", metavar=metavar, callback=non_negative
+    )
+
+
 @app.command()
 @with_options(DATA_OPTIONS)
 def annotators(
@@ -188,21 +195,12 @@ def annotators(
         ),
     ] = "mean",
     cap: Annotated[
-        float,
-        typer.Option(
-            "--cap",
-            help="Bounded influence: no account weighs more than this ability (0: no cap).",
-            metavar="A",
-            callback=non_negative,
-        ),
+        float, _bound_option("--cap", "A", "no account weighs more than this ability (0: no cap)")
     ] = choices.TRUST_CAP,
     ramp_votes: Annotated[
         float,
-        typer.Option(
-            "--ramp-votes",
-            help="Bounded influence: an account's weight grows until this many votes (0: none).",
-            metavar="N",
-            callback=non_negative,
+        _bound_option(
+            "--ramp-votes", "N", "an account's weight grows until this many votes (0: none)"
         ),
     ] = choices.TRUST_RAMP_VOTES,
     **options: Any,
