@@ -201,6 +201,7 @@ def account_trust(
     x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes).scores
     infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)
     points = np.abs(infl.shift) / fit.elo_scale
+    max_z, pushes, push, select = infl.max_z, infl.model, infl.flagged_push, infl.flagged_select
     where = {int(k): r for r, k in enumerate(idx)}
     mr = int(dict(fit.params).get("min_records", 0))
     out = []
@@ -231,15 +232,15 @@ def account_trust(
         if ramped:
             reasons.append(f"new: weight ramps until {ramp_votes:g} votes ({n:g} so far)")
         top = int(points[r].argmax())
-        pushed = int(infl.model[r])
+        pushed = int(pushes[r])
         flag = None
-        if infl.flagged_push[r]:
+        if push[r]:
             flag = "push"
             reasons.append(
                 f"flagged: influence outlier on {fit.models[pushed]} "
                 f"(z {infl.z[r, pushed]:+.1f}, bound {infl.threshold:.1f})"
             )
-        elif infl.flagged_select[r]:
+        elif select[r]:
             flag = "select"
             reasons.append(
                 f"flagged: votes when {fit.models[int(infl.select_model[r])]} is on screen "
@@ -256,7 +257,7 @@ def account_trust(
                 a <= 0,
                 float(points[r, top]),
                 fit.models[top] if points[r, top] > 0 else None,
-                float(infl.max_z[r]),
+                float(max_z[r]),
                 flag,
                 "; ".join(reasons) or "full weight",
             )

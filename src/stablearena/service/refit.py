@@ -220,6 +220,9 @@ def warm_up_worker() -> bool:
     few hundred rows, where more threads mostly spin)."""
     from threadpoolctl import threadpool_limits
 
+    import scipy.stats  # noqa: F401  (the influence test's binomial tails: ~1 s on first use)
+
+    from .. import influence  # noqa: F401
     from ..raters import annotator  # noqa: F401
 
     threadpool_limits(1)
