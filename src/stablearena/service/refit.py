@@ -218,9 +218,8 @@ def warm_up_worker() -> bool:
     """Imported and compiled once when the fit process starts (so the first refit is quick);
     one BLAS thread (the process shares the machine with the API workers; its matrices are a
     few hundred rows, where more threads mostly spin)."""
-    from threadpoolctl import threadpool_limits
-
     import scipy.stats  # noqa: F401  (the influence test's binomial tails: ~1 s on first use)
+    from threadpoolctl import threadpool_limits
 
     from .. import influence  # noqa: F401
     from ..raters import annotator  # noqa: F401
