@@ -103,3 +103,29 @@ def test_bounded_scores_are_the_am_elo_scores_when_nothing_is_bounded():
     capped = bounded_fit(fit, cap=0.5 * a.max(), ramp_votes=0)
     assert capped is not fit and not np.allclose(capped.scores, fit.scores, atol=1e-6)
     assert capped.params["ability_cap"] == 0.5 * a.max() and "bounded influence" in capped.notes[-1]
+
+
+def test_with_cap_and_ramp_off_the_rule_is_off_negative_abilities_included():
+    from stablearena.trust import account_trust, bounded_fit
+
+    battles = small_arena()
+    flip = np.array(battles.annotators)[battles.annotator] == "h0"
+    out = np.where(flip & (battles.outcome < 2), 1 - battles.outcome, battles.outcome)
+    fit = am_elo_fit(
+        type(battles).from_arrays(
+            battles.model_a,
+            battles.model_b,
+            out,
+            models=battles.models,
+            annotator=np.array(battles.annotators)[battles.annotator],
+        )
+    )
+    h0 = fit.annotators.index("h0")
+    assert fit.abilities[h0] < 0 and fit.status[h0] == "flagged"  # in the fit, counted against
+    assert bounded_fit(fit, cap=0, ramp_votes=0) is fit
+    t = {a.annotator: a for a in account_trust(fit, cap=0, ramp_votes=None)}
+    assert t["h0"].weight == fit.abilities[h0] and not t["h0"].excluded
+    # any part of the rule on: a negative ability weighs nothing
+    assert bounded_fit(fit, cap=100, ramp_votes=0) is not fit
+    t = {a.annotator: a for a in account_trust(fit, cap=100, ramp_votes=0)}
+    assert t["h0"].weight == 0 and t["h0"].reason.startswith("excluded: ability")

@@ -76,8 +76,11 @@ def _fit_votes(fit: Any) -> np.ndarray:
 
 
 def _row_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.ndarray:
-    """Each fitted account's bounded weight."""
+    """Each fitted account's bounded weight — its ability as fitted when both the cap and the
+    ramp are off (the rule is off: am-ELO as it is, negative abilities included)."""
     a = fit.abilities[fit._fit_annotators]
+    if _off(cap) and _off(ramp_votes):
+        return np.array(a, float)
     return account_weights(a, _fit_votes(fit), cap=cap, ramp_votes=ramp_votes)
 
 
@@ -118,7 +121,8 @@ def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) 
     """``fit`` (am-ELO) with its scores replaced by :func:`bounded_scores` — the abilities,
     statuses and reasons kept; ``loglik`` that of the bounded model;
     ``params`` gain ``ability_cap`` and ``trust_ramp_votes`` — or ``fit`` itself when every
-    account's bounded weight equals its ability (nothing capped, ramped or negative)."""
+    account's bounded weight equals its ability (nothing capped, ramped or negative), and when
+    both ``cap`` and ``ramp_votes`` are off (None or ≤ 0: the rule is off)."""
     from .errors import DisconnectedGraphError
 
     w = _row_weights(fit, cap, ramp_votes)
@@ -225,7 +229,7 @@ def account_trust(
         capped = not _off(cap) and a > cap  # type: ignore[operator]
         ramped = not _off(ramp_votes) and a > 0 and n < ramp_votes  # type: ignore[operator]
         reasons = []
-        if a <= 0:
+        if a <= 0 and w[r] == 0:
             reasons.append(f"excluded: ability {a:.3g} ≤ 0, weight 0")
         if capped:
             reasons.append(f"capped at {cap:g} (ability {a:.3g})")
@@ -254,7 +258,7 @@ def account_trust(
                 float(w[r]),
                 bool(capped),
                 bool(ramped),
-                a <= 0,
+                bool(w[r] == 0),
                 float(points[r, top]),
                 fit.models[top] if points[r, top] > 0 else None,
                 float(max_z[r]),
