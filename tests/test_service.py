@@ -321,7 +321,13 @@ def play(
 def test_the_export_reads_back_through_rank_to_the_identical_leaderboard(
     make_arena, cli, tmp_path, fmt
 ):
-    arena = make_arena(models=tuple("abcdef"), min_records=5, ability_threshold=0.0)
+    arena = make_arena(  # `rank` fits am-ELO without bounded influence (test_service_trust)
+        models=tuple("abcdef"),
+        min_records=5,
+        ability_threshold=0.0,
+        ability_cap=0.0,
+        trust_ramp_votes=0.0,
+    )
     truth = dict(zip("abcdef", np.linspace(-1.5, 1.5, 6), strict=True))
     play(arena, ["u1", "u2", "u3", "u4"], 160, truth, seed=1)
     arena.admin.refit()
@@ -857,7 +863,8 @@ def test_import_seeds_the_arena_once(db_url, tmp_path, cli):
         import_log(engine, path)
     assert counts_table(engine) == counts_from_votes(engine)
     engine.dispose()
-    with TestClient(create_app(settings_for(db_url, min_records=0))) as tc:
+    no_bounds = {"ability_cap": 0.0, "trust_ramp_votes": 0.0}  # as `rank` fits am-ELO
+    with TestClient(create_app(settings_for(db_url, min_records=0, **no_bounds))) as tc:
         admin = ArenaClient("http://testserver", None, client=tc)
         deadline = time.time() + 30
         while tc.app.state.arena.fit is None and time.time() < deadline:

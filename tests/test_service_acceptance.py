@@ -56,6 +56,10 @@ def test_llmfao_replayed_through_the_api_matches_rank_and_annotators(llmfao_path
         "arena.refit_votes=100000",
         "--set",
         "arena.refit_seconds=100000",
+        "--set",  # `rank` fits am-ELO without bounded influence
+        "arena.ability_cap=0",
+        "--set",
+        "arena.trust_ramp_votes=0",
         cwd=tmp_path,
     ).start()
     t0 = time.time()

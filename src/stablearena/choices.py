@@ -20,6 +20,8 @@ __all__ = [
     "CLUSTERS",
     "PERTURBATIONS",
     "SPLITS",
+    "TRUST_CAP",
+    "TRUST_RAMP_VOTES",
 ]
 
 #: Rater name → the module that defines and registers it (imported on first use; a new rater
@@ -59,3 +61,10 @@ CLUSTERS: tuple[str, ...] = ("annotator", "prompt")
 PERTURBATIONS: tuple[str, ...] = ("random", "equal", "flip", "mixed")
 #: Held-out splits of ``stablearena compare --test-ratio`` (``--split``).
 SPLITS: tuple[str, ...] = ("battle", "pair")
+#: Bounded influence's defaults (:data:`stablearena.trust.DEFAULT_CAP`,
+#: :data:`stablearena.trust.DEFAULT_RAMP_VOTES`; ``annotators --cap/--ramp-votes`` and the live
+#: arena's ``ability_cap``/``trust_ramp_votes``): the largest weight of one account (average
+#: annotator = 1; the value of ``stablearena.influence.INFLUENCE_ABILITY_CAP``), and the votes
+#: after which a new account weighs fully.
+TRUST_CAP: float = 2.0
+TRUST_RAMP_VOTES: float = 50.0

@@ -71,6 +71,7 @@ def annotators_payload(
     simulated: bool = False,
     ability_threshold: float = 0.0,
     normalization: str = "mean",
+    trust: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``stablearena annotators --format json`` payload of a fitted am-ELO result
     (:class:`~stablearena.raters.annotator.AmEloFitted`) — the one builder for the CLI and the
@@ -78,13 +79,40 @@ def annotators_payload(
     flagged, reason, status``: the flagged ones first (``status`` flagged or excluded), then
     those in the fit, then those waiting for more records (``left_out``: fewer than
     ``min_records``), each group worst (lowest ability) first; ``flagged`` lists the flagged
-    names, ``n_waiting`` counts the waiting ones."""
+    names, ``n_waiting`` counts the waiting ones.
+
+    ``trust``: ``{"cap": …, "ramp_votes": …}`` adds the bounded-influence rule
+    (:func:`stablearena.trust.account_trust`): per annotator ``weight, influence,
+    influence_model, influence_z, influence_flag, trust`` (the reason), and a ``"trust"``
+    object with the settings and how many accounts were capped, ramped and flagged."""
     d = fitted.to_dict()
     status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
     for rec in d["annotators"]:
         rec["status"] = status[rec["annotator"]]
+    summary = None
+    if trust is not None:
+        from .trust import account_trust
+
+        accounts = {t.annotator: t for t in account_trust(fitted, **trust)}
+        for rec in d["annotators"]:
+            t = accounts[rec["annotator"]]
+            rec |= {
+                "weight": t.weight,
+                "influence": t.influence,
+                "influence_model": t.influence_model,
+                "influence_z": t.influence_z,
+                "influence_flag": t.flagged,
+                "trust": t.reason,
+            }
+        summary = {
+            "ability_cap": trust.get("cap"),
+            "ramp_votes": trust.get("ramp_votes"),
+            "n_capped": sum(t.capped for t in accounts.values()),
+            "n_ramped": sum(t.ramped for t in accounts.values()),
+            "n_influence_flagged": sum(t.flagged is not None for t in accounts.values()),
+        }
     ordered = sorted(d["annotators"], key=lambda r: ANNOTATOR_GROUPS.get(r["status"], 1))
-    return {
+    out = {
         "method": d["method"],
         "source": source,
         "simulated": simulated,
@@ -101,6 +129,9 @@ def annotators_payload(
         "notes": d["notes"],
         "annotators": ordered,
     }
+    if summary is not None:
+        out["trust"] = summary
+    return out
 
 
 #: Annotator status → group of the annotators listing: 0 flagged, 1 in the fit, 2 waiting.

@@ -12,46 +12,258 @@ maximum-likelihood estimate with those row coefficients held fixed,
 P(i beats j | k) = σ(w_k (x_i − x_j)) — the am-ELO likelihood with the abilities replaced by
 the bounded weights. With no ability above ``cap`` and ``ramp_votes`` ≤ every account's
 count, this is the am-ELO fit itself (its optimum has a zero score gradient at its abilities).
+
+:func:`account_trust` says, per account, what weight it got and why, and how far it moves the
+leaderboard (:func:`stablearena.influence.account_influence` at the bounded fit):
+``stablearena annotators`` and the live arena's admin view show it (docs/guides/annotators.md).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from .raters.bradley_terry import solve_bradley_terry
+from . import choices
+from .raters.bradley_terry import bradley_terry_loglik, solve_bradley_terry
 
-__all__ = ["account_weights", "bounded_scores"]
+__all__ = [
+    "DEFAULT_CAP",
+    "DEFAULT_RAMP_VOTES",
+    "AccountTrust",
+    "account_trust",
+    "account_weights",
+    "bounded_fit",
+    "bounded_scores",
+]
+
+#: Largest weight of one account, in average annotators (am-ELO's abilities have mean 1): the
+#: value of :data:`stablearena.influence.INFLUENCE_ABILITY_CAP`. Set in
+#: :mod:`stablearena.choices` (``TRUST_CAP``), which the command line reads without numpy.
+DEFAULT_CAP: float = choices.TRUST_CAP
+#: Votes after which a new account weighs fully (its weight grows linearly until then).
+DEFAULT_RAMP_VOTES: float = choices.TRUST_RAMP_VOTES
+
+
+def _off(value: float | None) -> bool:
+    """A cap or ramp of ``None`` or ≤ 0 is off."""
+    return value is None or value <= 0
 
 
 def account_weights(
-    abilities: np.ndarray, votes: np.ndarray, *, cap: float, ramp_votes: float = 0.0
+    abilities: np.ndarray,
+    votes: np.ndarray,
+    *,
+    cap: float | None,
+    ramp_votes: float | None = 0.0,
 ) -> np.ndarray:
-    """w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes) for every account k (no ramp
-    when ``ramp_votes`` ≤ 0). Negative abilities weigh nothing (the account is screened)."""
-    a = np.clip(np.asarray(abilities, float), 0.0, cap)
-    if ramp_votes > 0:
-        a = a * np.minimum(1.0, np.asarray(votes, float) / ramp_votes)
+    """w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes) for every account k (no cap when
+    ``cap`` is None or ≤ 0, no ramp when ``ramp_votes`` is). Negative abilities weigh nothing
+    (the account is screened)."""
+    a = np.clip(np.asarray(abilities, float), 0.0, math.inf if _off(cap) else cap)
+    if not _off(ramp_votes):
+        with np.errstate(over="ignore"):  # a tiny ramp: n / ramp = inf, weight min(1, ·) = 1
+            a = a * np.minimum(1.0, np.asarray(votes, float) / ramp_votes)  # type: ignore[operator]
     return a
 
 
-def bounded_scores(fit: Any, *, cap: float, ramp_votes: float = 0.0) -> np.ndarray:
-    """The model scores of an am-ELO ``fit`` refitted with each account's weight bounded by
-    :func:`account_weights` (accounts' vote counts from the fit's counts)."""
+def _fit_votes(fit: Any) -> np.ndarray:
+    """n_k of every fitted account (the order of the fit's counts' annotators)."""
     c = fit.counts
-    votes = np.bincount(c.annotator, c.totals, len(c.annotators))
-    w = account_weights(fit.abilities[fit._fit_annotators], votes, cap=cap, ramp_votes=ramp_votes)
+    return np.bincount(c.annotator, c.totals, len(c.annotators))
+
+
+def _row_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.ndarray:
+    """Each fitted account's bounded weight — its ability as fitted when both the cap and the
+    ramp are off (the rule is off: am-ELO as it is, negative abilities included)."""
+    a = fit.abilities[fit._fit_annotators]
+    if _off(cap) and _off(ramp_votes):
+        return np.array(a, float)
+    return account_weights(a, _fit_votes(fit), cap=cap, ramp_votes=ramp_votes)
+
+
+def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
+    """Scores of the Bradley–Terry fit with row coefficients w_k, and its log-likelihood on
+    every vote of the fit (a vote of weight 0 counts ln ½). The existence prior goes on the
+    models the fit gave it and those without a finite MLE on the weighted votes alone; a
+    :class:`~stablearena.errors.DisconnectedGraphError` when those votes leave a model out."""
+    from .graph import check_comparison_graph
+
+    c = fit.counts
     coef = w[c.annotator]
+    i, j = c.i.astype(np.int64), c.j.astype(np.int64)
     keep = (coef > 0) & (c.totals > 0)
-    prior = fit.model_prior if fit.model_prior is not None and fit.model_prior.any() else None
-    return solve_bradley_terry(
+    prior = check_comparison_graph(c.take(keep)).needs_prior
+    if fit.model_prior is not None:
+        prior = prior | (np.asarray(fit.model_prior) > 0)
+    x = solve_bradley_terry(
         c.n_models,
-        c.i[keep].astype(np.int64),
-        c.j[keep].astype(np.int64),
+        i[keep],
+        j[keep],
         c.totals[keep],
         c.score[keep],
         coef=coef[keep],
         x0=fit.scores,
-        prior_mask=prior,
+        prior_mask=prior if prior.any() else None,
     ).x
+    return x, bradley_terry_loglik(x, i, j, c.totals, c.score, coef)
+
+
+def bounded_scores(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> np.ndarray:
+    """The model scores of an am-ELO ``fit`` refitted with each account's weight bounded by
+    :func:`account_weights` (accounts' vote counts from the fit's counts)."""
+    return _solve(fit, _row_weights(fit, cap, ramp_votes))[0]
+
+
+def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> Any:
+    """``fit`` (am-ELO) with its scores replaced by :func:`bounded_scores` — the abilities,
+    statuses and reasons kept; ``loglik`` that of the bounded model;
+    ``params`` gain ``ability_cap`` and ``trust_ramp_votes`` — or ``fit`` itself when every
+    account's bounded weight equals its ability (nothing capped, ramped or negative), and when
+    both ``cap`` and ``ramp_votes`` are off (None or ≤ 0: the rule is off)."""
+    from .errors import DisconnectedGraphError
+
+    w = _row_weights(fit, cap, ramp_votes)
+    if np.array_equal(w, fit.abilities[fit._fit_annotators]):
+        return fit
+    try:
+        x, loglik = _solve(fit, w)
+    except DisconnectedGraphError as exc:  # weighed votes alone cannot rank every model
+        return replace(fit, notes=(*fit.notes, f"bounded influence not applied: {exc}"))
+    params = {**dict(fit.params), "ability_cap": cap, "trust_ramp_votes": ramp_votes}
+    note = (
+        f"bounded influence: each account's weight min(max(ability, 0), {cap or 'no cap'}) · "
+        f"min(1, votes / {ramp_votes or 'no ramp'}) (docs/guides/annotators.md)"
+    )
+    return replace(fit, scores=x, loglik=loglik, params=params, notes=(*fit.notes, note))
+
+
+@dataclass(frozen=True)
+class AccountTrust:
+    """One account under the bounded-influence rule.
+
+    ``weight``: w_k in the published fit (0 when the account is not in it); ``capped``,
+    ``ramped``: whether the cap or the ramp lowered it; ``influence``: the largest change of a
+    model's rating (Elo points) when the account's votes are removed, by one Newton step from
+    the bounded fit, on ``influence_model``; ``influence_z``: the score test of the account's
+    push (:class:`stablearena.influence.Influence`); ``flagged``: ``"push"`` (that test beyond
+    its Bonferroni bound), ``"select"`` (votes concentrated on one model) or ``None``;
+    ``reason``: what of the above applies, in words.
+    """
+
+    annotator: str
+    votes: int
+    ability: float
+    weight: float
+    capped: bool
+    ramped: bool
+    excluded: bool
+    influence: float
+    influence_model: str | None
+    influence_z: float
+    flagged: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _bounded_covariance(x: np.ndarray, fit: Any, w: np.ndarray) -> np.ndarray:
+    """Covariance of the bounded fit's scores: the pseudo-inverse of the information
+    Σ_r w_k² n p (1 − p)(e_i − e_j)(e_i − e_j)ᵀ (Σx = 0)."""
+    from .information import bt_information, laplacian_pinv
+
+    c = fit.counts
+    coef = w[c.annotator]
+    info = bt_information(x, c.i.astype(np.int64), c.j.astype(np.int64), c.totals, coef)
+    try:
+        return laplacian_pinv(info)
+    except np.linalg.LinAlgError:  # models only zero-weight accounts compared
+        return np.linalg.pinv(info, hermitian=True)
+
+
+def account_trust(
+    fit: Any,
+    *,
+    cap: float | None = DEFAULT_CAP,
+    ramp_votes: float | None = DEFAULT_RAMP_VOTES,
+    alpha: float = 0.05,
+) -> tuple[AccountTrust, ...]:
+    """:class:`AccountTrust` of every annotator of the am-ELO ``fit`` (its order): the bounded
+    weights (:func:`account_weights`), the bounded fit (:func:`bounded_scores`) and each
+    fitted account's leave-one-account-out influence on it
+    (:func:`stablearena.influence.account_influence` with the weights as abilities, the test's
+    level ``alpha`` Bonferroni-corrected over accounts and models). Accounts not in the fit
+    (waiting for δ votes, or excluded by the screening) weigh 0 and move nothing."""
+    from .influence import account_influence
+
+    idx = fit._fit_annotators
+    w = _row_weights(fit, cap, ramp_votes)
+    votes = _fit_votes(fit)
+    x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes).scores
+    infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)
+    points = np.abs(infl.shift) / fit.elo_scale
+    max_z, pushes, push, select = infl.max_z, infl.model, infl.flagged_push, infl.flagged_select
+    where = {int(k): r for r, k in enumerate(idx)}
+    mr = int(dict(fit.params).get("min_records", 0))
+    out = []
+    for k, name in enumerate(fit.annotators):
+        a = float(fit.abilities[k])
+        r = where.get(k)
+        if r is None:
+            why = (
+                f"excluded: ability {a:.3g} below the screening threshold"
+                if fit.status[k] == "excluded"
+                else f"waiting: fewer than {mr} votes, not in the fit"
+            )
+            out.append(
+                AccountTrust(
+                    name, int(round(fit.records[k])), a, 0.0, False, False, True, 0.0, None,
+                    0.0, None, why,
+                )
+            )  # fmt: skip
+            continue
+        n = float(votes[r])
+        capped = not _off(cap) and a > cap  # type: ignore[operator]
+        ramped = not _off(ramp_votes) and a > 0 and n < ramp_votes  # type: ignore[operator]
+        reasons = []
+        if a <= 0 and w[r] == 0:
+            reasons.append(f"excluded: ability {a:.3g} ≤ 0, weight 0")
+        if capped:
+            reasons.append(f"capped at {cap:g} (ability {a:.3g})")
+        if ramped:
+            reasons.append(f"new: weight ramps until {ramp_votes:g} votes ({n:g} so far)")
+        top = int(points[r].argmax())
+        pushed = int(pushes[r])
+        flag = None
+        if push[r]:
+            flag = "push"
+            reasons.append(
+                f"flagged: influence outlier on {fit.models[pushed]} "
+                f"(z {infl.z[r, pushed]:+.1f}, bound {infl.threshold:.1f})"
+            )
+        elif select[r]:
+            flag = "select"
+            reasons.append(
+                f"flagged: votes when {fit.models[int(infl.select_model[r])]} is on screen "
+                f"(tail probability {math.exp(infl.log_p_select[r]):.2g})"
+            )
+        out.append(
+            AccountTrust(
+                name,
+                int(round(n)),
+                a,
+                float(w[r]),
+                bool(capped),
+                bool(ramped),
+                bool(w[r] == 0),
+                float(points[r, top]),
+                fit.models[top] if points[r, top] > 0 else None,
+                float(max_z[r]),
+                flag,
+                "; ".join(reasons) or "full weight",
+            )
+        )
+    return tuple(out)

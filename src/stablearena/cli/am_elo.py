@@ -142,6 +142,13 @@ def _experiment_data(
 
 
 # ---------------------------------------------------------------------------- annotators
+def _bound_option(flag: str, metavar: str, text: str) -> Any:
+    """A non-negative number of the bounded-influence rule (docs/guides/annotators.md)."""
+    return typer.Option(
+        flag, help=f"Bounded influence: {text}.", metavar=metavar, callback=non_negative
+    )
+
+
 @app.command()
 @with_options(DATA_OPTIONS)
 def annotators(
@@ -187,14 +194,27 @@ def annotators(
             "'mean' (mean θ = C, Elo scale) or 'sum' (paper, Σθ = 1).",
         ),
     ] = "mean",
+    cap: Annotated[
+        float, _bound_option("--cap", "A", "no account weighs more than this ability (0: no cap)")
+    ] = choices.TRUST_CAP,
+    ramp_votes: Annotated[
+        float,
+        _bound_option(
+            "--ramp-votes", "N", "an account's weight grows until this many votes (0: none)"
+        ),
+    ] = choices.TRUST_RAMP_VOTES,
     **options: Any,
 ) -> None:
     """Fit am-ELO and list the annotators: flagged ones first, then the others worst
     (lowest ability) first, then those waiting for more records (fewer than δ).
 
     Ability is relative to the average fitted annotator (1.0); below 0 votes against the
-    consensus. JSON: {"method", "n_battles", "n_annotators", "annotators": [{"annotator",
-    "records", "ability", "ability_se", "flagged", "reason", "status"}], ...}.
+    consensus. Weight: the account's weight under bounded influence, min(max(ability, 0),
+    --cap) · min(1, votes / --ramp-votes); influence: the most a model's rating moves (Elo
+    points) when the account's votes are removed. JSON: {"method", "n_battles",
+    "n_annotators", "annotators": [{"annotator", "records", "ability", "ability_se", "flagged",
+    "reason", "status", "weight", "influence", "influence_model", "influence_z",
+    "influence_flag", "trust"}], "trust": {...}, ...}.
     """
     from ..raters.annotator import AmElo
 
@@ -222,6 +242,7 @@ def annotators(
         simulated=loaded.simulated,
         ability_threshold=ability_threshold,
         normalization=normalization,
+        trust={"cap": cap, "ramp_votes": ramp_votes},
     )
     if loaded.dropped:
         payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
@@ -230,17 +251,24 @@ def annotators(
         from rich.console import Group
 
         def rows(which: int) -> list[dict[str, Any]]:
+            shown = ("annotator", "records", "ability", "status", "weight")
             return [
-                {k: v for k, v in r.items() if k != "reason"} | {"reason": r["reason"]}
+                {k: r[k] for k in shown}
+                | {"influence": round(r["influence"], 1), "reason": _reason(r)}
                 for r in p["annotators"]
                 if group.get(r["status"], 1) == which
             ]
 
+        t = p["trust"]
         caption = (
             f"{p['n_annotators']} annotators, {p['n_flagged']} flagged (ability < {p['ability_threshold']:g}), "
             f"{p['n_waiting']} waiting (fewer than {p['min_records']} records), "
             f"{p['n_battles']:,} battles in the fit"
             + (" — SIMULATED data" if p["simulated"] else "")
+            + f". Bounded influence: {t['n_capped']} capped at {t['ability_cap'] or 'no cap':g}, "
+            f"{t['n_ramped']} ramped (weight grows until {t['ramp_votes'] or 0:g} votes), "
+            f"{t['n_influence_flagged']} influence outliers; influence: Elo points the account "
+            "moves a model."
         )
         parts = []
         titles = (
@@ -267,6 +295,14 @@ def annotators(
         table=table,
         footer=notes_footer(payload["notes"], loaded.dropped),
     )
+
+
+def _reason(r: dict[str, Any]) -> str:
+    """The table's reason: the screening's, then the bounded-influence rule's when it says
+    more than "full weight" (and is not the screening's decision again)."""
+    if r["trust"] == "full weight" or r["weight"] == 0 and r["status"] != "included":
+        return r["reason"]
+    return f"{r['reason']}; {r['trust']}"
 
 
 # ---------------------------------------------------------------------------- experiments

@@ -6,7 +6,9 @@ then never competes with requests for Python's interpreter lock). A :class:`Snap
 counts table read in one transaction together with the newest vote id it includes; it turns
 into the same :class:`~stablearena.battles.PairCounts` that ``stablearena rank`` builds from
 the exported vote log (models and annotators in sorted name order, rows in key order), so the
-published leaderboard is the one ``rank`` computes from the export.
+published leaderboard is the one ``rank`` computes from the export — with the arena's bounded
+influence applied on top (:func:`stablearena.trust.bounded_fit`; off with ``ability_cap`` and
+``trust_ramp_votes`` 0).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..battles import PairCounts
 from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
 from ..screening import StableArena
+from ..trust import bounded_fit
 
 __all__ = ["Snapshot", "FitOutput", "run_fit", "refit_published", "SOURCE"]
 
@@ -135,12 +138,21 @@ def refit_published(
     config: dict[str, Any] | None = None,
 ) -> Any:
     """am-ELO fitted on ``counts`` with the screening state of a published fit (its ``config``
-    — or ``config`` when it has none — and its excluded annotators): the published fit itself
-    when ``counts`` are the snapshot it was made from. ``start``: a warm start."""
-    arena = arena_for(payload.get("config") or config or {}, payload.get("screening"))
-    return arena.rater.fit(
+    — or ``config`` when it has none — and its excluded annotators), its weights bounded by the
+    configuration's rule (:func:`trust_options`): the published fit itself when ``counts`` are
+    the snapshot it was made from. ``start``: a warm start."""
+    cfg = payload.get("config") or config or {}
+    arena = arena_for(cfg, payload.get("screening"))
+    fitted = arena.rater.fit(
         counts, exclude=frozenset(arena.excluded & set(counts.annotators or ())), start=start
     )
+    return bounded_fit(fitted, **trust_options(cfg))
+
+
+def trust_options(config: dict[str, Any]) -> dict[str, Any]:
+    """The bounded-influence rule of an arena configuration (``ability_cap``,
+    ``trust_ramp_votes``; absent — a fit published before they existed — or 0: off)."""
+    return {"cap": config.get("ability_cap"), "ramp_votes": config.get("trust_ramp_votes")}
 
 
 def run_fit(
@@ -149,9 +161,12 @@ def run_fit(
     screening: dict[str, Any] | None,
     arena_id: str = "",
 ) -> FitOutput:
-    """Fit am-ELO with the Stable Arena screening on ``snapshot`` and build the payload:
-    ``leaderboard`` (the ``rank --method am-elo --format json`` contract), ``annotators`` (the
-    ``annotators --format json`` contract with each decision's reason), ``screening`` (the
+    """Fit am-ELO with the Stable Arena screening on ``snapshot``, bound each account's weight
+    (:func:`stablearena.trust.bounded_fit` with the arena's ``ability_cap`` and
+    ``trust_ramp_votes``) and build the payload: ``leaderboard`` (the ``rank --method am-elo
+    --format json`` contract, of the bounded fit), ``annotators`` (the ``annotators --format
+    json`` contract with each decision's reason, each account's weight, influence and trust
+    reason), ``screening`` (the
     loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
     model name, for the information tracker)."""
     t0 = time.perf_counter()
@@ -170,14 +185,16 @@ def run_fit(
             # the deterministic m-ELO start decides whether the maximum exists
             arena = arena_for(config, screening)
             step = arena.step(counts, warm=False)
-    fitted = step.fitted
-    _LAST[arena_id] = fitted
+    _LAST[arena_id] = step.fitted
+    trust = trust_options(config)
+    fitted = bounded_fit(step.fitted, **trust)
     leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
     annotators = annotators_payload(
-        fitted,
+        step.fitted,
         source=SOURCE,
         ability_threshold=float(config["ability_threshold"]),
         normalization=fitted.normalization,
+        trust=trust,
     )
     annotators["policy"] = config["policy"]
     annotators["min_records"] = int(config["min_records"])
@@ -201,8 +218,10 @@ def warm_up_worker() -> bool:
     """Imported and compiled once when the fit process starts (so the first refit is quick);
     one BLAS thread (the process shares the machine with the API workers; its matrices are a
     few hundred rows, where more threads mostly spin)."""
+    import scipy.stats  # noqa: F401  (the influence test's binomial tails: ~1 s on first use)
     from threadpoolctl import threadpool_limits
 
+    from .. import influence  # noqa: F401
     from ..raters import annotator  # noqa: F401
 
     threadpool_limits(1)

@@ -163,6 +163,13 @@ def build_view(fitted: Any, job: RenderJob) -> RenderedView:
         if hasattr(fitted, "annotator_table")
         else None
     )
+    ann = published.get("annotators", {})
+    if screening is not None and "trust" in ann:  # the bounded-influence rule, per account
+        trust = {r["annotator"]: r for r in ann.get("annotators", ())}
+        keys = ("weight", "influence", "influence_model", "trust")
+        for row in screening["rows"]:
+            row |= {k: trust.get(row["annotator"], {}).get(k) for k in keys}
+        screening["trust"] = ann["trust"]
     v = {
         "fit_id": job.fit_id,
         "as_of_vote": job.as_of_vote,

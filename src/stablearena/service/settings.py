@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..choices import TRUST_CAP, TRUST_RAMP_VOTES
 from ..errors import InputError
 from .arena_settings import ArenaPage
 
@@ -121,6 +122,22 @@ class ArenaConfig(BaseModel):
         description="Most battles one annotator may hold served and not voted on (per worker "
         "process; more: 429 too_many_open until it votes or they expire).",
     )
+    ability_cap: float | None = Field(
+        TRUST_CAP,
+        ge=0.0,
+        le=1e6,
+        description="Bounded influence: no account's votes weigh more than this ability "
+        "(average annotator = 1) in the published am-ELO leaderboard; 0 or null: no cap "
+        "(docs/guides/annotators.md).",
+    )
+    trust_ramp_votes: float | None = Field(
+        TRUST_RAMP_VOTES,
+        ge=0.0,
+        le=_MAX_COUNT,
+        description="Bounded influence: an account's weight grows linearly with its votes "
+        "until this many (new and anonymous /arena identities weigh less); 0 or null: no "
+        "ramp. Only counts above min_records matter: below δ votes an account is not fitted.",
+    )
     boost_factor: float = Field(
         5.0,
         ge=1.0,
@@ -139,6 +156,8 @@ class ArenaConfig(BaseModel):
         "battle_ttl",
         "boost_factor",
         "confidence",
+        "ability_cap",
+        "trust_ramp_votes",
     )
     @classmethod
     def _finite(cls, v: float | None) -> float | None:

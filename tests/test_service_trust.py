@@ -1,0 +1,110 @@
+"""Bounded influence in the live arena (docs/guides/annotators.md): the published am-ELO
+leaderboard weighs each account by min(max(a_k, 0), ability_cap) · min(1, n_k /
+trust_ramp_votes) — it equals :func:`stablearena.trust.bounded_fit` of the exported votes — and
+the admin API and view show each account's weight, influence and the reason."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from test_dashboard import MODELS, TRUTH, open_arena, wait_for_view
+
+from stablearena.client import ArenaClient
+from stablearena.io import read_battles
+from stablearena.raters.annotator import AmElo
+from stablearena.trust import DEFAULT_CAP, DEFAULT_RAMP_VOTES, bounded_fit
+
+#: δ = 20 votes: ``newbie`` (30 votes) is in the fit but still ramping to DEFAULT_RAMP_VOTES.
+ACCOUNTS = {**{f"h{k}": 80 for k in range(5)}, "heavy": 240, "newbie": 30}
+
+
+def vote_as(tc: TestClient, admin: ArenaClient, rng: np.random.Generator) -> None:
+    """Honest accounts vote by the Bradley–Terry truth; ``heavy`` always for the stronger
+    model (it agrees with the ranking, so its am-ELO ability is far above the others')."""
+    clients = {
+        name: ArenaClient(
+            "http://testserver", admin.create_annotator(name), client=TestClient(tc.app), retries=0
+        )
+        for name in ACCOUNTS
+    }
+    left = dict(ACCOUNTS)
+    while any(left.values()):
+        for name, client in clients.items():
+            if not left[name]:
+                continue
+            left[name] -= 1
+            (b,) = client.next_battles()
+            a, z = TRUTH[b["model_a"]], TRUTH[b["model_b"]]
+            a_wins = a > z if name == "heavy" else rng.random() < 1 / (1 + np.exp(z - a))
+            client.vote(b["battle_id"], "model_a" if a_wins else "model_b")
+
+
+@pytest.fixture(scope="module")
+def arena(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('trust') / 'arena.db'}"
+    tc, admin = open_arena(url, policy="warn", ability_threshold=0.0)
+    for m in MODELS:
+        admin.add_model(m)
+    vote_as(tc, admin, np.random.default_rng(3))
+    admin.refit()
+    yield tc, admin
+    tc.__exit__(None, None, None)
+
+
+def test_the_defaults_come_from_stablearena_trust(arena):
+    tc, admin = arena
+    cfg = admin._request("GET", "/v1/admin/config")
+    assert cfg["ability_cap"] == DEFAULT_CAP and cfg["trust_ramp_votes"] == DEFAULT_RAMP_VOTES
+
+
+def test_the_admin_api_says_who_was_capped_and_who_ramps(arena):
+    tc, admin = arena
+    ann = admin.annotators()
+    assert ann["trust"]["ability_cap"] == DEFAULT_CAP
+    assert ann["trust"]["n_capped"] >= 1 and ann["trust"]["n_ramped"] >= 1
+    rows = {r["annotator"]: r for r in ann["annotators"]}
+    heavy, new = rows["heavy"], rows["newbie"]
+    assert heavy["ability"] > DEFAULT_CAP and heavy["weight"] == DEFAULT_CAP
+    assert heavy["trust"].startswith(f"capped at {DEFAULT_CAP:g} (ability ")
+    assert new["weight"] == pytest.approx(max(new["ability"], 0) * 30 / DEFAULT_RAMP_VOTES)
+    assert f"new: weight ramps until {DEFAULT_RAMP_VOTES:g} votes (30 so far)" in new["trust"]
+    honest = [rows[f"h{k}"] for k in range(5)]
+    assert all(r["influence"] > 0 and r["influence_model"] in MODELS for r in honest)
+    assert heavy["influence"] > new["influence"]
+
+
+def test_the_leaderboard_is_bounded_fit_of_the_exported_votes(arena, tmp_path):
+    tc, admin = arena
+    live = admin.leaderboard()
+    path = tmp_path / "votes.jsonl"
+    path.write_bytes(admin.export("jsonl"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        counts = read_battles(path).counts(by_annotator=True)
+        fit = AmElo(min_records=20, ability_threshold=0.0).fit(counts)
+    bounded = bounded_fit(fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES)
+    assert not np.allclose(bounded.scores, fit.scores, atol=1e-3)  # the rule changed the board
+    want = dict(zip(bounded.models, bounded.ratings, strict=True))
+    got = {m["model"]: m["rating"] for m in live["models"]}
+    assert got.keys() == want.keys()
+    assert np.allclose([got[m] for m in want], list(want.values()), atol=1e-4)
+    assert any("bounded influence" in n for n in live["notes"])
+
+
+def test_the_admin_view_shows_weight_influence_and_reason(arena):
+    tc, admin = arena
+    wait_for_view(tc)
+    s = TestClient(tc.app, follow_redirects=False)
+    s.post("/admin/login", data={"key": tc.app.state.admin_key})
+    html = s.get("/admin").text
+    assert 'id="bounded-influence"' in html
+    head = re.search(r'<table class="annotators".*?<thead>(.*?)</thead>', html, re.S).group(1)
+    assert all(c in head for c in ("weight", "influence", "bounded influence"))
+    row = re.search(r'data-annotator="heavy"[^>]*>(.*?)</tr>', html, re.S).group(1)
+    assert f'data-weight="{DEFAULT_CAP}"' in row and f"capped at {DEFAULT_CAP:g}" in row
+    row = re.search(r'data-annotator="newbie"[^>]*>(.*?)</tr>', html, re.S).group(1)
+    assert "new: weight ramps until" in row
