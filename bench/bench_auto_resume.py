@@ -9,6 +9,7 @@ calls in flight at the kill included). Prints per round the wall time (B: both p
 judge and model requests the server saw, and the judge calls the run reports; then medians.
 
     nice python bench/bench_auto_resume.py --budget 400 --rounds 3
+    nice python bench/bench_auto_resume.py --budget 400 --rounds 3 --demo   # auto --demo
 """
 
 from __future__ import annotations
@@ -65,12 +66,13 @@ def _judged(url: str) -> int:
         engine.dispose()
 
 
-def one(budget: int, kill: bool, tmp: Path) -> dict:
-    """One run (A) or one killed-and-resumed run (B) on a fresh database and demo server."""
+def one(budget: int, kill: bool, tmp: Path, demo: bool = False) -> dict:
+    """One run (A) or one killed-and-resumed run (B) on a fresh database and demo server
+    (``demo``: ``auto --demo``, its own demo server, whose requests are not counted)."""
     db = tmp / f"run-{time.monotonic_ns()}.db"
     url = f"sqlite:///{db}"
     with DemoServer(seed=0) as server:
-        args = _files(server.base_url, tmp)
+        args = ["--demo"] if demo else _files(server.base_url, tmp)
         out = tmp / "board.json"
         cmd = [sys.executable, "-m", "stablearena", "auto", *args, "--budget", str(budget),
                "--db", url, "--output", str(out)]  # fmt: skip
@@ -92,13 +94,16 @@ def one(budget: int, kill: bool, tmp: Path) -> dict:
         seconds = time.perf_counter() - t0
         if done.returncode:
             raise RuntimeError(done.stderr)
-        stats = server.stats()
+        stats = {} if demo else server.stats()
     board = json.loads(out.read_text())
     judges = {j.name for j in demo_judges("http://x")}
-    return {
-        "seconds": seconds,
+    requests = {
         "judge_requests": sum(v["requests"] for k, v in stats.items() if k in judges),
         "model_requests": sum(v["requests"] for k, v in stats.items() if k not in judges),
+    }
+    return {
+        "seconds": seconds,
+        **({} if demo else requests),
         "judge_calls": board["judge_calls"],
         "resumed": board["resumed"],
         "killed_at": killed_at,
@@ -109,12 +114,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--budget", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--demo", action="store_true", help="run `auto --demo` (its requests are not counted)"
+    )
     a = ap.parse_args()
     rows: dict[str, list[dict]] = {"A uninterrupted": [], "B killed + resumed": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             for name, kill in (("A uninterrupted", False), ("B killed + resumed", True)):
-                got = one(a.budget, kill, Path(tmp))
+                got = one(a.budget, kill, Path(tmp), a.demo)
                 rows[name].append(got)
                 print(f"round {r} {name}: {got}", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f}")
