@@ -17,14 +17,12 @@ from collections import Counter
 import pytest
 import sqlalchemy as sa
 from arena_process import ServerProcess
-from test_auto import PROMPTS, _toml
+from test_auto import PROMPTS, _toml, failing_arena
 
 from stablearena.auto import AutoArena, AutoConfig
 from stablearena.client import ArenaClient
-from stablearena.endpoints import EndpointClient, ModelEndpoint
 from stablearena.endpoints.demo import DEMO_MODELS
 from stablearena.endpoints.demo_server import DemoServer
-from stablearena.judges import Judge, JudgeClient, demo_judges
 from stablearena.service import store
 from stablearena.service.journal import DatabaseJournal
 
@@ -147,14 +145,7 @@ def test_killed_run_resumes_and_serve_shows_it(server, tmp_path, new_db):
 
 def test_failures_are_failed_battles_never_votes(server, tmp_path):
     names = [m.name for m in DEMO_MODELS[:3]]
-    models = [EndpointClient(ModelEndpoint(n, server.base_url, n)) for n in names]
-    broken = ModelEndpoint(
-        "broken", server.base_url, "demo-ace+fail500", max_retries=0, outage_after=1000
-    )
-    models.append(EndpointClient(broken))
-    mumbler = Judge("mumbler", ModelEndpoint("mumbler", server.base_url, "demo-sharp"))
-    judges = [JudgeClient(j) for j in demo_judges(server.base_url, ["judge-keen"])]
-    judges.append(JudgeClient(mumbler))
+    models, judges = failing_arena(server, names)
     url = f"sqlite:///{tmp_path / 'f.db'}"
     configs = [m.endpoint for m in models]
     journal = DatabaseJournal(url, PROMPTS[:6], configs)

@@ -25,20 +25,9 @@ from ..endpoints.config import ModelEndpoint
 from ..errors import InputError
 from ..style_features import style_counts
 from . import store
-from .holder import endpoint_json
+from .holder import _ANSWER_FIELDS, endpoint_json
 
 __all__ = ["DatabaseJournal"]
-
-#: The fields of an answer record stored as they are in ``battle_answers``.
-_ANSWER_FIELDS = (
-    "text",
-    "ttft",
-    "total_time",
-    "prompt_tokens",
-    "completion_tokens",
-    "finish_reason",
-    "attempts",
-)
 
 
 def _redacted(url: str) -> str:
@@ -68,10 +57,11 @@ class DatabaseJournal:
             self.admin_key = store.migrate(self.engine)
         except sa.exc.SQLAlchemyError as exc:
             self.engine.dispose()
+            why = getattr(exc, "orig", None) or exc
+            first = (str(why).strip().splitlines() or [""])[0]
             raise InputError(
-                f"{self.label}: cannot open the database ({type(exc.orig or exc).__name__}: "
-                f"{str(exc.orig or exc).strip().splitlines()[0]}); check the URL, that the "
-                "server runs and the file is an arena database"
+                f"{self.label}: cannot open the database ({type(why).__name__}: {first}); "
+                "check the URL, that the server runs and the file is an arena database"
             ) from None
         self.prompts = {p.id: p.text for p in prompts}
         self.entries: list[tuple[str, str | None]] = []
@@ -135,7 +125,7 @@ class DatabaseJournal:
             return None
         row: dict[str, Any] = {"model_id": self.model_ids[name], "params": self.params[name]}
         if rec["ok"]:
-            row.update({k: rec.get(k) for k in _ANSWER_FIELDS})
+            row.update({k: rec.get(k) for k in (*_ANSWER_FIELDS, "attempts")})
             tokens, headers, lists, bold = style_counts(rec["text"])
             row.update(
                 style_tokens=tokens, style_headers=headers, style_lists=lists, style_bold=bold
