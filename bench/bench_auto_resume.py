@@ -6,7 +6,8 @@ Per round, interleaved: (A) one run to ``--budget`` judge calls on a fresh SQLit
 same run killed once its journal holds half the budget's judgements, then run again to the
 end. Each run gets a fresh demo server, whose request counts are the calls really made (the
 calls in flight at the kill included). Prints per round the wall time (B: both processes), the
-judge and model requests the server saw, and the judge calls the run reports; then medians.
+judge and model requests the server saw, the judge calls the run reports, and the judgements
+and answers the journal holds twice (none expected); then medians.
 
     nice python bench/bench_auto_resume.py --budget 400 --rounds 3
     nice python bench/bench_auto_resume.py --budget 400 --rounds 3 --demo   # auto --demo
@@ -66,6 +67,23 @@ def _judged(url: str) -> int:
         engine.dispose()
 
 
+def _repeats(url: str) -> tuple[int, int]:
+    """Judgements made twice (a pair and prompt judged again) and answers generated twice (a
+    model and prompt), from the journal."""
+    from collections import Counter
+
+    engine = store.make_engine(url)
+    try:
+        records = store.auto.journal_records(engine)
+    finally:
+        engine.dispose()
+    judged = Counter(
+        (*sorted((r["x"], r["y"])), r["prompt_id"]) for r in records if r["type"] == "judgement"
+    )
+    answered = Counter((r["model"], r["prompt_id"]) for r in records if r["type"] == "answer")
+    return sum(n - 1 for n in judged.values()), sum(n - 1 for n in answered.values())
+
+
 def one(budget: int, kill: bool, tmp: Path, demo: bool = False) -> dict:
     """One run (A) or one killed-and-resumed run (B) on a fresh database and demo server
     (``demo``: ``auto --demo``, its own demo server, whose requests are not counted)."""
@@ -96,6 +114,7 @@ def one(budget: int, kill: bool, tmp: Path, demo: bool = False) -> dict:
             raise RuntimeError(done.stderr)
         stats = {} if demo else server.stats()
     board = json.loads(out.read_text())
+    judged_twice, answered_twice = _repeats(url)
     judges = {j.name for j in demo_judges("http://x")}
     requests = {
         "judge_requests": sum(v["requests"] for k, v in stats.items() if k in judges),
@@ -107,6 +126,8 @@ def one(budget: int, kill: bool, tmp: Path, demo: bool = False) -> dict:
         "judge_calls": board["judge_calls"],
         "resumed": board["resumed"],
         "killed_at": killed_at,
+        "judged_twice": judged_twice,
+        "answered_twice": answered_twice,
     }
 
 
