@@ -104,9 +104,10 @@ def server():
         yield s
 
 
-def test_over_http_answers_once_and_failures_are_never_votes(server):
-    names = [m.name for m in DEMO_MODELS[:3]]
-    models = [EndpointClient(ModelEndpoint(n, server.base_url, f"{n}+id=once")) for n in names]
+def failing_arena(server, names: list[str]) -> tuple[list, list]:
+    """Clients of the demo models ``names`` (model ids as given), one model that always fails
+    (HTTP 500) and two judges, one of which never gives a parseable verdict."""
+    models = [EndpointClient(ModelEndpoint(n.split("+")[0], server.base_url, n)) for n in names]
     broken = ModelEndpoint(
         "broken", server.base_url, "demo-ace+fail500", max_retries=0, outage_after=1000
     )
@@ -114,6 +115,12 @@ def test_over_http_answers_once_and_failures_are_never_votes(server):
     mumbler = Judge("mumbler", ModelEndpoint("mumbler", server.base_url, "demo-sharp"))
     judges = [JudgeClient(j) for j in demo_judges(server.base_url, ["judge-keen"])]
     judges.append(JudgeClient(mumbler))
+    return models, judges
+
+
+def test_over_http_answers_once_and_failures_are_never_votes(server):
+    names = [m.name for m in DEMO_MODELS[:3]]
+    models, judges = failing_arena(server, [f"{n}+id=once" for n in names])
     r = AutoArena(models, judges, PROMPTS[:6], AutoConfig(budget=200, parallel=4)).run()
     st = server.stats()
     for n in names:  # each answer generated once, reused by every battle that needs it

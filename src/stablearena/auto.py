@@ -134,7 +134,10 @@ def read_prompts(path: str | Path) -> list[Prompt]:
 class Journal(Protocol):
     """Where an automatic arena keeps what it did (answers, judgements), so that a killed run
     resumes. An append-only log: :meth:`records` replays it, :meth:`append` adds one record
-    durably before returning. (A database backend shared with ``serve`` is to come.)"""
+    durably before returning. Backends: :class:`JsonlJournal` (a file),
+    :class:`MemoryJournal`, and :class:`stablearena.service.journal.DatabaseJournal` (the live
+    arena's database, shared with ``serve``). Optional attributes ``label`` (what the journal
+    is, for messages) and ``hint`` (what to do when it belongs to another run)."""
 
     def records(self) -> list[dict[str, Any]]:
         """Every record written so far, oldest first."""
@@ -173,6 +176,8 @@ class JsonlJournal:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.label = f"the journal {self.path}"
+        self.hint = "give another journal file"
         self._records: list[dict[str, Any]] = []
         raw = self.path.read_bytes() if self.path.exists() else b""
         body, newline, tail = raw.rpartition(b"\n")  # tail: what follows the last newline
@@ -578,9 +583,12 @@ class AutoArena:
             )
             return
         if head["models"] != list(self.names) or head["judges"] != list(self.result.judges):
+            where = getattr(self.journal, "label", "the journal")
+            hint = getattr(self.journal, "hint", "give another journal file")
             raise InputError(
-                "the journal belongs to another run (models "
-                f"{head['models']}, judges {head['judges']}); give another journal file"
+                f"{where} belongs to another run (models {head['models']}, judges "
+                f"{head['judges']}; this run: models {list(self.names)}, judges "
+                f"{list(self.result.judges)}); {hint}"
             )
         for rec in records:
             if rec.get("type") == "answer":

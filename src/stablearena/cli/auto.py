@@ -82,6 +82,16 @@ def auto(
             "same journal resumes where it stopped.",
         ),
     ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Keep the run in the live arena's database (sqlite:///FILE or "
+            "postgresql+psycopg://…), instead of --journal: a killed run given the same --db "
+            "resumes, and `stablearena serve --db` shows the result.",
+            metavar="URL",
+        ),
+    ] = None,
     report: Annotated[
         Path | None, typer.Option("--report", help="Also write the HTML report to this file.")
     ] = None,
@@ -141,7 +151,20 @@ def auto(
             parallel=parallel,
             precision_top=precision_top,
         )
-        jr = JsonlJournal(journal) if journal is not None else None
+        if journal is not None and db is not None:
+            raise InputError("give --journal FILE or --db URL, not both")
+        jr: Any = JsonlJournal(journal) if journal is not None else None
+        if db is not None:
+            from ..service.journal import DatabaseJournal
+
+            # the demo server's address dies with the run: its models are stored as names
+            jr = DatabaseJournal(db, prompt_list, model_cfg, endpoints=not demo)
+            if jr.admin_key is not None:
+                print(
+                    "created a new arena database; the admin key (shown once, store it now):\n"
+                    f"  {jr.admin_key}",
+                    flush=True,
+                )
         if jr is not None:
             stack.callback(jr.close)
         total = budget
@@ -165,7 +188,8 @@ def auto(
         result = arena.run()
         update(result)
     if result.resumed:
-        err_console.print(f"resumed: {result.resumed} judgements replayed from {journal}")
+        where = journal if journal is not None else getattr(jr, "label", db)
+        err_console.print(f"resumed: {result.resumed} judgements replayed from {where}")
     fitted, notes = fit_leaderboard(result, rater)
     payload = _payload(
         result, fitted, notes, [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)]

@@ -9,7 +9,8 @@
 - :mod:`.queries`    the configuration and revision, the registry, the counts, the fits;
 - :mod:`.admin`      models and keys added and changed, the export;
 - :mod:`.dashboard`  the drawn pages and the admin sessions;
-- :mod:`.imports`    ``serve --import LOG``.
+- :mod:`.imports`    ``serve --import LOG``;
+- :mod:`.auto`       the automatic arena's journal (``stablearena auto --db``).
 
 Everything is re-exported here: ``from stablearena.service import store; store.record_vote``.
 """
@@ -17,6 +18,7 @@ Everything is re-exported here: ``from stablearena.service import store; store.r
 from __future__ import annotations
 
 from . import arena as held  # the battles the arena holds (store/arena.py)
+from . import auto  # the automatic arena's journal (store/auto.py)
 from .admin import (
     add_model,
     annotator_list,
@@ -91,6 +93,7 @@ _write_conn = write_conn  # the name the tests know
 
 __all__ = [
     "held",
+    "auto",
     "EXPORT_LABELS",
     "MIGRATION_LOCK",
     "OUTCOMES",

@@ -188,6 +188,22 @@ battle_answers = Table(
     Column("style_bold", Integer),
 )
 
+# The automatic arena's journal (migration 0004; ``stablearena auto --db``,
+# docs/guides/models-and-judges.md): every record of the run (``run``: its models and judges;
+# ``answer``: a model's answer to a prompt, generated once and reused; ``judgement``: a battle
+# judged in both orders, with the verdicts and reasoning) as JSON, oldest first, so a killed
+# run resumes. A judgement's record is written in the same transaction as its battles and
+# votes (or its failed battle), ``battle_id`` naming the first of them.
+auto_journal = Table(
+    "auto_journal",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(16), nullable=False),  # run | answer | judgement
+    Column("record", Text, nullable=False),
+    Column("battle_id", String(32), ForeignKey("battles.id")),
+    Column("created_at", Float, nullable=False),
+)
+
 #: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".
 MIGRATION_LOCK = 0x5AB1E_0001
 REFIT_LOCK = 0x5AB1E_0002
