@@ -5,10 +5,11 @@ docs/guides/models-and-judges.md).
 in the table ``auto_journal``, so a killed run given the same database resumes (answers reused,
 judgements never repeated), and each judgement is stored in the same transaction as the live
 arena stores battles and votes (:mod:`.store.auto`): ``stablearena serve --db`` on that
-database shows the models, the judges as annotators and every judged battle as two votes on
-its leaderboard, export and dashboard. Writes are transactions of their own (SQLite:
-``BEGIN IMMEDIATE`` with a 30 s busy timeout), so a ``serve`` using the database at the same
-time waits for them, and they for it; nothing is written outside a transaction.
+database shows the models, the judges as annotators and every judgement as one vote (its
+verdict of both orders) on its leaderboard, export and dashboard. Writes are transactions of
+their own (SQLite: ``BEGIN IMMEDIATE`` with a 30 s busy timeout), so a ``serve`` using the
+database at the same time waits for them, and they for it; nothing is written outside a
+transaction.
 """
 
 from __future__ import annotations

@@ -84,8 +84,9 @@ def store_judged(
     now: float,
 ) -> str:
     """Store one judgement of models ``x`` and ``y`` (ids) by the judge's annotator
-    ``judge_id``: with ``outcome`` (``"x"``, ``"y"``, ``"tie"``) two battles and votes, one per
-    order; with ``failure`` one failed battle (x as A). ``held``: prompt_id, prompt, category;
+    ``judge_id``: one battle (x as A) and, with ``outcome`` (``"x"``, ``"y"``, ``"tie"``: the
+    verdict of both orders, disagreeing orders a tie), its one vote — one judgement, one vote, as
+    the judges of ``serve`` vote and as ``auto`` fits; with ``failure`` the battle is failed. ``held``: prompt_id, prompt, category;
     ``answers``: per model id, its ``battle_answers`` row without battle id and side (those it
     has). Returns the id of the first battle stored."""
 
@@ -110,12 +111,9 @@ def store_judged(
         finish_held(conn, first["id"], sided(x, y), failure or "failed", now, 0.0)
         return str(first["id"])
     done = {**held, "status": "complete", "served_at": now, "completed_at": now}
-    ids = []
-    for a, b in ((x, y), (y, x)):
-        code = 2 if outcome == "tie" else (0 if (outcome == "x") == (a == x) else 1)
-        r = row(a, b)
-        res = record_judgement(conn, r, judge_id, code, now, 0.0, done, sided(a, b))
-        if res.kind != "new":  # a fresh battle and its first vote: anything else is a bug
-            raise RuntimeError(f"the judgement's vote was not recorded: {res.kind} {res.message}")
-        ids.append(r["id"])
-    return str(ids[0])
+    code = {"x": 0, "y": 1, "tie": 2}[outcome]
+    r = row(x, y)
+    res = record_judgement(conn, r, judge_id, code, now, 0.0, done, sided(x, y))
+    if res.kind != "new":  # a fresh battle and its first vote: anything else is a bug
+        raise RuntimeError(f"the judgement's vote was not recorded: {res.kind} {res.message}")
+    return str(r["id"])
