@@ -151,10 +151,10 @@ def _insert_vote(cur: Any, sql: str, *values: Any) -> int:
 @dataclass(frozen=True)
 class VoteResult:
     """What :func:`record_vote` did: ``kind`` is ``new``, ``replay`` (the same vote again:
-    the stored one is returned), ``corrected``, or an error — ``missing`` (404), ``forbidden``
-    (403), ``conflict`` (409), ``expired`` (410), ``incomplete`` (409: a held battle whose
-answers are still being generated) — or ``stale`` (nothing done: the registry
-    changed since the caller's revision; reload it and try again)."""
+        the stored one is returned), ``corrected``, or an error — ``missing`` (404), ``forbidden``
+        (403), ``conflict`` (409), ``expired`` (410), ``incomplete`` (409: a held battle whose
+    answers are still being generated) — or ``stale`` (nothing done: the registry
+        changed since the caller's revision; reload it and try again)."""
 
     kind: str
     vote_id: int | None = None
