@@ -8,6 +8,8 @@ worker's memory (RSS) before and after; and checks that every battle is stored c
 every vote counted.
 
     PYTHONPATH=src python bench/bench_arena.py [--battles 200] [--slow 0.01] [--rounds 2]
+
+``--battles 1 --rounds 41`` measures one battle at a time (the arena's own latency, no queue).
 """
 
 from __future__ import annotations
@@ -164,6 +166,12 @@ async def run(args: argparse.Namespace) -> None:
                     f"(direct {2 * len(d) / t_direct:.0f}); worker CPU per battle "
                     f"{cpu / len(got) * 1e3:.2f} ms"
                 )
+            later = added[1:] or added  # the first round pays the start (connections, first fit)
+            print(
+                f"rounds 2-{len(added)}: added time to first token, median of the rounds' p50 "
+                f"{statistics.median(a[0] for a in later) * 1e3:.1f} ms, of their p99 "
+                f"{statistics.median(a[1] for a in later) * 1e3:.1f} ms"
+            )
             rss1 = rss_mb(proc.pid)
             async with httpx.AsyncClient(base_url=url, timeout=60) as c:
                 auth = {"Authorization": f"Bearer {admin}"}

@@ -280,6 +280,12 @@ def test_judges_vote_on_completed_battles(tmp_path, demo):
         j = judges["judge-keen"]
         assert j["strategy"] == "judge" and j["prompt_text"] == "What is 12*12?"
         assert j["answer_a"] and j["prompt_id"] == rows[0]["prompt_id"]
+        # the judge's replies to both orders are kept (the demo judges explain their verdict)
+        replies = json.loads(j["judge_reasoning"])
+        assert [r["order"] for r in replies] == ["xy", "yx"]
+        assert all(r["winner"] in ("A", "B", "tie") and r["reasoning"] for r in replies)
+        people = [r for r in rows if r["strategy"] != "judge"]
+        assert all(r.get("judge_reasoning") is None for r in people)
         # the honest judge and the inverted one disagree unless both orders tie
         a, b = judges["judge-keen"]["winner"], judges["judge-contrary"]["winner"]
         assert a == b == "tie" or a != b

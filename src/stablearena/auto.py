@@ -684,10 +684,7 @@ class AutoArena:
                 calls=2,
                 prompt_tokens=sum(c.prompt_tokens for c in calls),
                 completion_tokens=sum(c.completion_tokens for c in calls),
-                verdicts=[
-                    {"order": v.order, "winner": v.winner, "reasoning": v.reasoning}
-                    for v in j.verdicts
-                ],
+                verdicts=j.verdict_records(),
             )
             if j.failure is not None:
                 rec.update(stage="judge", reason=j.failure.reason, detail=j.failure.detail)

@@ -168,6 +168,13 @@ class Judgement:
         a, b = (v.for_x() for v in self.verdicts)
         return a == b
 
+    def verdict_records(self) -> list[dict[str, str]]:
+        """The judge's replies, one per order: ``{"order", "winner", "reasoning"}`` (what the
+        journal and the store keep)."""
+        return [
+            {"order": v.order, "winner": v.winner, "reasoning": v.reasoning} for v in self.verdicts
+        ]
+
     @property
     def calls(self) -> list[Answer]:
         """The judge calls that were answered."""

@@ -442,7 +442,11 @@ class BattleHolder:
                     outcome=outcome,
                     now=now,
                     ttl=st.config.battle_ttl,
-                    held={**held, "prompt_id": row.get("prompt_id")},
+                    held={
+                        **held,
+                        "prompt_id": row.get("prompt_id"),
+                        "judge_reasoning": json.dumps(judgement.verdict_records()),
+                    },
                     answers=answers,
                 )
             )

@@ -155,7 +155,12 @@ class DatabaseJournal:
             y=self.model_ids[y],
             outcome=rec.get("outcome"),
             failure=failure,
-            held={"prompt_id": pid, "prompt": self.prompts.get(pid, ""), "category": None},
+            held={
+                "prompt_id": pid,
+                "prompt": self.prompts.get(pid, ""),
+                "category": None,
+                "judge_reasoning": json.dumps(rec["verdicts"]) if rec.get("verdicts") else None,
+            },
             answers=answers,
             now=now,
         )

@@ -267,7 +267,8 @@ def open_held(
 def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
     """Per held battle id, the columns the export adds: prompt_id, category, status, failure
     and, per side s in a/b, ``{column}_{s}`` for :data:`ANSWER_COLUMNS` (and, with ``texts``,
-    ``prompt_text`` and ``answer_a``/``answer_b``)."""
+    ``prompt_text``, ``answer_a``/``answer_b`` and, for a judge's battle, ``judge_reasoning``:
+    its replies to both orders as JSON text, ``[{"order", "winner", "reasoning"}, …]``)."""
     with engine.connect() as conn:
         held = conn.execute(sa.select(held_battles)).all()
         answers = conn.execute(sa.select(battle_answers)).all()
@@ -281,6 +282,8 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
         }
         if texts:
             rec["prompt_text"] = h.prompt
+            if h.judge_reasoning is not None:  # a judge's battle: its replies to both orders
+                rec["judge_reasoning"] = h.judge_reasoning  # JSON text (every format holds it)
         out[h.battle_id] = rec
     for a in answers:
         rec = out.setdefault(a.battle_id, {})

@@ -163,6 +163,8 @@ held_battles = Table(
     Column("address", String(64)),
     Column("served_at", Float, nullable=False),
     Column("completed_at", Float),
+    # a judge's battle: its replies to both orders (JSON list of {"order", "winner", "reasoning"})
+    Column("judge_reasoning", Text),
     # the visitors' limits count the battles served lately (store.arena.open_held)
     Index("ix_held_battles_served_at", "served_at"),
 )
