@@ -713,7 +713,12 @@ def run_seed(
         target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
         for fam in families:
             stream = attack_stream(
-                arena, target, fam, max_votes, accuracy=accuracy, seed=seed * 1000 + _family_index(fam)
+                arena,
+                target,
+                fam,
+                max_votes,
+                accuracy=accuracy,
+                seed=seed * 1000 + _family_index(fam),
             )
             fits.screened, fits.influenced = {}, {}
             for d in defences:
@@ -823,15 +828,19 @@ def honest_cost(
     reference: np.ndarray,
     anomalous: Sequence[str],
     defences: Sequence[str] = DEFENCES,
+    *,
+    cap: float = BOUNDED_CAP,
+    ramp_votes: float = BOUNDED_RAMP_VOTES,
 ) -> dict[str, dict[str, float]]:
     """What each defence costs an arena without attacker: Kendall τ of its scores to
     ``reference`` (the true scores, or a clean fit) and precision / recall / F1 of the annotators
-    it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator."""
+    it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator;
+    ``cap``, ``ramp_votes``: the bounded influence of the ``+bounded`` defences."""
     from .metrics import detection_scores, kendall_tau
 
     names = counts.annotators or ()
     truth = np.array([n in set(anomalous) for n in names], dtype=bool)
-    fits = _Fits()
+    fits = _Fits(cap=cap, ramp_votes=ramp_votes)
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
