@@ -462,8 +462,8 @@ DEFENCES: tuple[str, ...] = (
 #: Bounded influence (:func:`stablearena.trust.bounded_scores`) of the ``+bounded`` defences:
 #: an account's weight is min(max(a_k, 0), ``cap``) · min(1, n_k / ``ramp_votes``).
 #: docs/guides/rigging.md chooses the values.
-BOUNDED_CAP: float = 1.0
-BOUNDED_RAMP_VOTES: float = 200.0
+BOUNDED_CAP: float = 2.0
+BOUNDED_RAMP_VOTES: float = 400.0
 
 
 def _rank_of(x: np.ndarray, target: int) -> int:

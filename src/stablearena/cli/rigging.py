@@ -95,6 +95,14 @@ def experiment_rigging(
             metavar="P",
         ),
     ] = 1.0,
+    precision: Annotated[
+        float,
+        typer.Option(
+            "--precision",
+            help="Costs found to this factor (doubling, then geometric bisection; 1: to the vote).",
+            metavar="R",
+        ),
+    ] = 1.1,
     cap: Annotated[
         float | None,
         typer.Option(
@@ -161,6 +169,8 @@ def experiment_rigging(
         "cap": A.BOUNDED_CAP if cap is None else cap,
         "ramp_votes": A.BOUNDED_RAMP_VOTES if ramp_votes is None else ramp_votes,
     }
+    if precision < 1:
+        raise InputError(f"--precision must be ≥ 1, not {precision}.")
     if bounded["cap"] <= 0 or bounded["ramp_votes"] < 0:
         raise InputError("--cap must be > 0 and --ramp-votes ≥ 0.")
     records: list[dict[str, Any]] = []
@@ -198,6 +208,7 @@ def experiment_rigging(
                 max_votes=max_votes,
                 accuracy=accuracy,
                 log=step,
+                precision=precision,
                 **bounded,
             )
             if file is not None:
@@ -213,6 +224,8 @@ def experiment_rigging(
     payload = {
         "source": str(path) if path is not None else "chatbot-arena-2024",
         "fraction": fraction,
+        "precision": precision,
+        **bounded,
         "seeds": used,
         "summary": summary,
         "runs": records,
