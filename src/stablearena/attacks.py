@@ -463,7 +463,7 @@ DEFENCES: tuple[str, ...] = (
 #: an account's weight is min(max(a_k, 0), ``cap``) · min(1, n_k / ``ramp_votes``).
 #: docs/guides/rigging.md chooses the values.
 BOUNDED_CAP: float = 2.0
-BOUNDED_RAMP_VOTES: float = 400.0
+BOUNDED_RAMP_VOTES: float = 100.0
 
 
 def _rank_of(x: np.ndarray, target: int) -> int:
