@@ -26,14 +26,19 @@ A **defence** maps the counts (honest + attack) to ratings (:data:`DEFENCES`): `
 ``am-elo+screen`` (today's Stable Arena: δ = 50, ε = 0, exclusion repeated until nobody is
 flagged); ``m-elo+influence`` and ``am-elo+screen+influence`` (the influence screening of
 :func:`stablearena.influence.account_influence`, one round, then the screening repeated);
-``am-elo+screen+cap`` (bounded influence, :func:`capped_scores`); ``m-elo+evalue`` (LMArena's
-per-account e-value test, :func:`stablearena.influence.e_values`). docs/guides/rigging.md has
-the measurements.
+``am-elo+screen+cap`` (bounded influence without a ramp, :func:`capped_scores`);
+``am-elo+screen+bounded`` and ``am-elo+screen+influence+bounded`` (bounded influence with a
+ramp, :func:`stablearena.trust.bounded_scores` at :data:`BOUNDED_CAP` and
+:data:`BOUNDED_RAMP_VOTES`, after today's or the influence screening); ``m-elo+evalue``
+(LMArena's per-account e-value test, :func:`stablearena.influence.e_values`).
+docs/guides/rigging.md has the measurements.
 
 The **cost** of lifting the target by L places under a defence (:func:`votes_needed`) is the
 smallest prefix of the attack stream after which the target's rank under that defence is at
-least L places above its rank without the attack: found by doubling the number of votes and then
-bisecting each bracket (geometrically, to ~10 %), not by refitting after every vote.
+least L places above its rank without the attack: found by doubling the number of votes from 1
+and then bisecting each level's bracket geometrically (to 10 % by default), not by refitting
+after every vote; the screened fits at each prefix are shared between the defences built on
+them.
 """
 
 from __future__ import annotations
