@@ -212,3 +212,68 @@ def test_capped_scores_equal_am_elo_below_the_cap_and_bound_a_heavy_account(aren
     r = w * (c.score - c.totals * p)
     g = np.bincount(c.i, r, c.n_models) - np.bincount(c.j, r, c.n_models)
     assert np.abs(g).max() < 1e-6 * c.n_comparisons
+
+
+def _lift(arena, stream, defence, fits, target):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        rank0 = A._rank_of(A.defence_scores(defence, arena.counts, fits)[0], target)
+
+        def lift(v: int) -> int:
+            c = A.merge_counts(arena.counts, stream.counts(v, arena.models, arena))
+            return rank0 - A._rank_of(A.defence_scores(defence, c, fits, key=v)[0], target)
+
+    return lift
+
+
+def test_votes_needed_agrees_with_the_exhaustive_search_on_a_small_arena():
+    """Doubling + bisection (precision 1: to the vote) finds the same first crossing as trying
+    every number of votes, on m-ELO fits of a small arena."""
+    arena = A.honest_arena(DATA, fraction=0.005, seed=0)
+    x0 = A.m_elo_scores(arena.counts)
+    target = int(np.argsort(-x0)[len(x0) // 2])
+    fits = A._Fits(x_melo=x0)
+    for fam in ("target/many", "omni+camo/few"):
+        stream = A.attack_stream(arena, target, A.Family.parse(fam), 120, seed=1)
+        lift = _lift(arena, stream, "m-elo", fits, target)
+        every = [lift(v) for v in range(1, 121)]
+        first = {lv: next((v + 1 for v, x in enumerate(every) if x >= lv), None) for lv in (1, 3)}
+        fast = A.votes_needed(lift, (1, 3), 120, start=1, precision=1.0)
+        assert fast == first, fam
+
+
+def test_bounded_defences_are_am_elo_without_bounds_and_trust_bounded_scores_with_them(arena):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    fits = A._Fits(x_melo=A.m_elo_scores(arena.counts), cap=1e9, ramp_votes=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        fits.honest_am = A._screened_am_elo(arena.counts, None)
+        plain, ex1 = A.defence_scores("am-elo+screen", arena.counts, fits, key=0)
+        free, ex2 = A.defence_scores("am-elo+screen+bounded", arena.counts, fits, key=0)
+    np.testing.assert_allclose(free, plain, atol=1e-5)
+    assert ex1 == ex2
+    # with bounds: trust.bounded_scores of the screened fit (after the influence screening for
+    # the +influence+bounded defence), on the arena with an attack in 5 accounts
+    from stablearena.trust import bounded_scores
+
+    target = int(np.argsort(-fits.x_melo)[13])
+    stream = A.attack_stream(arena, target, A.Family.parse("target/few"), 400, seed=4)
+    c = A.merge_counts(arena.counts, stream.counts(400, arena.models, arena))
+    fits.cap, fits.ramp_votes = 2.0, 400.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        x, _ = A.defence_scores("am-elo+screen+bounded", c, fits, key=400)
+        fit = fits.screened[400]
+        np.testing.assert_allclose(x, bounded_scores(fit, cap=2.0, ramp_votes=400.0))
+        assert not np.allclose(x, fit.scores, atol=1e-3)
+        xi, excl = A.defence_scores("am-elo+screen+influence+bounded", c, fits, key=400)
+    fit_i, flagged = fits.influenced[400]
+    assert flagged and flagged <= excl  # the 5 accounts (or some) caught by the influence test
+    np.testing.assert_allclose(xi, bounded_scores(fit_i, cap=2.0, ramp_votes=400.0))

@@ -26,14 +26,19 @@ A **defence** maps the counts (honest + attack) to ratings (:data:`DEFENCES`): `
 ``am-elo+screen`` (today's Stable Arena: δ = 50, ε = 0, exclusion repeated until nobody is
 flagged); ``m-elo+influence`` and ``am-elo+screen+influence`` (the influence screening of
 :func:`stablearena.influence.account_influence`, one round, then the screening repeated);
-``am-elo+screen+cap`` (bounded influence, :func:`capped_scores`); ``m-elo+evalue`` (LMArena's
-per-account e-value test, :func:`stablearena.influence.e_values`). docs/guides/rigging.md has
-the measurements.
+``am-elo+screen+cap`` (bounded influence without a ramp, :func:`capped_scores`);
+``am-elo+screen+bounded`` and ``am-elo+screen+influence+bounded`` (bounded influence with a
+ramp, :func:`stablearena.trust.bounded_scores` at :data:`BOUNDED_CAP` and
+:data:`BOUNDED_RAMP_VOTES`, after today's or the influence screening); ``m-elo+evalue``
+(LMArena's per-account e-value test, :func:`stablearena.influence.e_values`).
+docs/guides/rigging.md has the measurements.
 
 The **cost** of lifting the target by L places under a defence (:func:`votes_needed`) is the
 smallest prefix of the attack stream after which the target's rank under that defence is at
-least L places above its rank without the attack: found by doubling the number of votes and then
-bisecting each bracket (geometrically, to ~10 %), not by refitting after every vote.
+least L places above its rank without the attack: found by doubling the number of votes from 1
+and then bisecting each level's bracket geometrically (to 10 % by default), not by refitting
+after every vote; the screened fits at each prefix are shared between the defences built on
+them.
 """
 
 from __future__ import annotations
@@ -454,8 +459,16 @@ DEFENCES: tuple[str, ...] = (
     "m-elo+influence",
     "am-elo+screen+influence",
     "am-elo+screen+cap",
+    "am-elo+screen+bounded",
+    "am-elo+screen+influence+bounded",
     "m-elo+evalue",
 )
+
+#: Bounded influence (:func:`stablearena.trust.bounded_scores`) of the ``+bounded`` defences:
+#: an account's weight is min(max(a_k, 0), ``cap``) · min(1, n_k / ``ramp_votes``).
+#: docs/guides/rigging.md chooses the values.
+BOUNDED_CAP: float = 2.0
+BOUNDED_RAMP_VOTES: float = 100.0
 
 
 def _rank_of(x: np.ndarray, target: int) -> int:
@@ -473,6 +486,9 @@ class _Fits:
     x_melo: np.ndarray | None = None
     pre_excluded: frozenset[str] = frozenset()
     screened: dict[int, Any] = field(default_factory=dict)
+    influenced: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)
+    cap: float = BOUNDED_CAP
+    ramp_votes: float = BOUNDED_RAMP_VOTES
 
 
 def _screened_am_elo(
@@ -574,15 +590,34 @@ def defence_scores(
             if defence == "am-elo+screen+cap":
                 x = capped_scores(fit, INFLUENCE_ABILITY_CAP)
                 return _full_scores(replace(fit, scores=x), counts.models), excl
-            sub = fit.counts
-            a = np.clip(fit.abilities[fit._fit_annotators], 0.0, INFLUENCE_ABILITY_CAP)
-            infl = account_influence(sub, fit.scores, am_elo_covariance(fit), a)
-            names = {sub.annotators[k] for k in np.flatnonzero(infl.flagged)}  # type: ignore[index]
-            if not names:
+            if defence.startswith("am-elo+screen+influence"):
+                got = fits.influenced.get(key) if key is not None else None
+                if got is None:
+                    got = _influence_screened(counts, fit, excl)
+                    if key is not None:
+                        fits.influenced[key] = got
+                fit, names = got
+                excl = excl | names
+            if defence.endswith("+bounded"):
+                x = bounded_scores(fit, cap=fits.cap, ramp_votes=fits.ramp_votes)
+                fit = replace(fit, scores=x)
+            if defence in DEFENCES:
                 return _full_scores(fit, counts.models), excl
-            fit2 = _screened_am_elo(_without(counts, names), fit, excluded=frozenset(excl))
-            return _full_scores(fit2, counts.models), excl | names
     raise InputError(f"unknown defence {defence!r}; choose from {', '.join(DEFENCES)}.")
+
+
+def _influence_screened(counts: PairCounts, fit: Any, excl: set[str]) -> tuple[Any, set[str]]:
+    """The influence screening after today's (module docstring): the accounts of the screened
+    am-ELO ``fit`` flagged by :func:`account_influence` (judged at abilities clipped to
+    [0, :data:`INFLUENCE_ABILITY_CAP`]) excluded and the screening repeated; the new fit and the
+    accounts the influence test flagged."""
+    sub = fit.counts
+    a = np.clip(fit.abilities[fit._fit_annotators], 0.0, INFLUENCE_ABILITY_CAP)
+    infl = account_influence(sub, fit.scores, am_elo_covariance(fit), a)
+    names = {sub.annotators[k] for k in np.flatnonzero(infl.flagged)}  # type: ignore[index]
+    if not names:
+        return fit, set()
+    return _screened_am_elo(_without(counts, names), fit, excluded=frozenset(excl)), names
 
 
 def votes_needed(
@@ -638,6 +673,12 @@ def votes_needed(
 TARGET_RANKS: dict[str, float] = {"top": 13 / 128, "middle": 0.5, "bottom": 120 / 128}
 
 
+def _family_index(fam: Family) -> int:
+    """The family's place in :data:`FAMILIES` (its attack stream's seed does not depend on which
+    other families are run)."""
+    return FAMILIES.index(fam) if fam in FAMILIES else len(FAMILIES)
+
+
 def run_seed(
     arena: HonestArena,
     *,
@@ -648,15 +689,19 @@ def run_seed(
     levels: Sequence[int] = (1, 3, 10),
     max_votes: int | None = None,
     accuracy: float = 1.0,
+    precision: float = 1.1,
+    cap: float = BOUNDED_CAP,
+    ramp_votes: float = BOUNDED_RAMP_VOTES,
     log: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Votes (and battles served) needed to lift each target by each level under each defence,
     one record per (family, target, defence). ``max_votes`` defaults to 25 % of the honest
-    arena's votes. Costs are found to ~10 % for m-ELO (cheap fits) and to a factor 2 (the
-    doubling checkpoints, no bisection) for the other defences."""
+    arena's votes. Costs are found to ``precision`` (a factor: doubling from 1 vote, then
+    bisecting each bracket geometrically, :func:`votes_needed`); ``cap`` and ``ramp_votes``:
+    the bounded influence of the ``+bounded`` defences."""
     m = arena.counts.n_models
     max_votes = max_votes or int(0.25 * arena.n_votes)
-    fits = _Fits()
+    fits = _Fits(cap=cap, ramp_votes=ramp_votes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
         fits.x_melo = m_elo_scores(arena.counts)
@@ -671,11 +716,16 @@ def run_seed(
     out = []
     for tname in targets:
         target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
-        for f_idx, fam in enumerate(families):
+        for fam in families:
             stream = attack_stream(
-                arena, target, fam, max_votes, accuracy=accuracy, seed=seed * 1000 + f_idx
+                arena,
+                target,
+                fam,
+                max_votes,
+                accuracy=accuracy,
+                seed=seed * 1000 + _family_index(fam),
             )
-            fits.screened = {}
+            fits.screened, fits.influenced = {}, {}
             for d in defences:
                 rank0 = _rank_of(base[d][0], target)
                 excluded_at: dict[int, int] = {}
@@ -693,8 +743,7 @@ def run_seed(
                     excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
                     return rank0 - _rank_of(x, target)
 
-                # m-ELO's cost to ~10 % (its fits are cheap); the others' to a factor 2
-                need = votes_needed(lift, levels, max_votes, precision=1.1 if d == "m-elo" else 2.0)
+                need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
                 rec: dict[str, Any] = {
                     "seed": seed,
                     "target": tname,
@@ -704,7 +753,10 @@ def run_seed(
                     "defence": d,
                     "max_votes": max_votes,
                     "fraction": arena.fraction,
+                    "precision": precision,
                 }
+                if d.endswith("+bounded"):
+                    rec.update(cap=cap, ramp_votes=ramp_votes)
                 for level, v in need.items():
                     rec[f"votes_{level}"] = v
                     rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
@@ -781,15 +833,19 @@ def honest_cost(
     reference: np.ndarray,
     anomalous: Sequence[str],
     defences: Sequence[str] = DEFENCES,
+    *,
+    cap: float = BOUNDED_CAP,
+    ramp_votes: float = BOUNDED_RAMP_VOTES,
 ) -> dict[str, dict[str, float]]:
     """What each defence costs an arena without attacker: Kendall τ of its scores to
     ``reference`` (the true scores, or a clean fit) and precision / recall / F1 of the annotators
-    it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator."""
+    it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator;
+    ``cap``, ``ramp_votes``: the bounded influence of the ``+bounded`` defences."""
     from .metrics import detection_scores, kendall_tau
 
     names = counts.annotators or ()
     truth = np.array([n in set(anomalous) for n in names], dtype=bool)
-    fits = _Fits()
+    fits = _Fits(cap=cap, ramp_votes=ramp_votes)
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)

@@ -1,6 +1,7 @@
 """``stablearena experiment rigging``: the cost of rigging a leaderboard (docs/guides/rigging.md)."""
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -79,7 +80,7 @@ def experiment_rigging(
     defences: Annotated[
         str,
         typer.Option("--defences", help="Defences (the first is the baseline).", metavar="D1,…"),
-    ] = "m-elo,am-elo+screen,am-elo+screen+influence",
+    ] = "m-elo,am-elo+screen,am-elo+screen+influence+bounded",
     max_votes: Annotated[
         int | None,
         count_option(
@@ -94,6 +95,32 @@ def experiment_rigging(
             metavar="P",
         ),
     ] = 1.0,
+    precision: Annotated[
+        float,
+        typer.Option(
+            "--precision",
+            help="Costs found to this factor (doubling, then geometric bisection; 1: to the vote).",
+            metavar="R",
+        ),
+    ] = 1.1,
+    cap: Annotated[
+        float | None,
+        typer.Option(
+            "--cap",
+            help="Bounded influence of the +bounded defences: the largest weight of an account "
+            "(default stablearena.attacks.BOUNDED_CAP).",
+            metavar="W",
+        ),
+    ] = None,
+    ramp_votes: Annotated[
+        float | None,
+        typer.Option(
+            "--ramp-votes",
+            help="Bounded influence: an account's weight grows linearly until it has voted this "
+            "often (default stablearena.attacks.BOUNDED_RAMP_VOTES; 0: no ramp).",
+            metavar="N",
+        ),
+    ] = None,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -136,32 +163,58 @@ def experiment_rigging(
         raise InputError("--no-run summarises --results DIR; give the directory.")
     if results is not None:
         results.mkdir(parents=True, exist_ok=True)
+    from .._progress import counting_bar
+
+    bounded = {
+        "cap": A.BOUNDED_CAP if cap is None else cap,
+        "ramp_votes": A.BOUNDED_RAMP_VOTES if ramp_votes is None else ramp_votes,
+    }
+    if precision < 1:
+        raise InputError(f"--precision must be ≥ 1, not {precision}.")
+    if bounded["cap"] <= 0 or bounded["ramp_votes"] < 0:
+        raise InputError("--cap must be > 0 and --ramp-votes ≥ 0.")
     records: list[dict[str, Any]] = []
     source = None
     used = []
-    for s in range(seed, seed + seeds):
-        file = results / f"seed_{s}.json" if results is not None else None
-        if file is not None and file.exists():
-            records += json.loads(file.read_text())
+    files = {
+        s: results / f"seed_{s}.json" if results is not None else None
+        for s in range(seed, seed + seeds)
+    }
+    to_run = [s for s, f in files.items() if not no_run and (f is None or not f.exists())]
+    bar = counting_bar(
+        "rigging [dim]{task.description}[/]", enabled=bool(to_run) and sys.stderr.isatty()
+    )
+    with bar:
+        task = bar.add_task("", total=len(to_run) * len(tgts) * len(fams) * len(defs))
+        for s, file in files.items():
+            if file is not None and file.exists():
+                records += json.loads(file.read_text())
+                used.append(s)
+                continue
+            if no_run:
+                continue
+            source = source if source is not None else _source(path)
+            arena = A.honest_arena(source, fraction=fraction, seed=s)
+
+            def step(text: str) -> None:
+                bar.update(task, advance=1, description=text)
+
+            recs = A.run_seed(
+                arena,
+                seed=s,
+                families=fams,
+                defences=defs,
+                targets=tgts,
+                max_votes=max_votes,
+                accuracy=accuracy,
+                log=step,
+                precision=precision,
+                **bounded,
+            )
+            if file is not None:
+                file.write_text(json.dumps(recs))
+            records += recs
             used.append(s)
-            continue
-        if no_run:
-            continue
-        source = source if source is not None else _source(path)
-        arena = A.honest_arena(source, fraction=fraction, seed=s)
-        recs = A.run_seed(
-            arena,
-            seed=s,
-            families=fams,
-            defences=defs,
-            targets=tgts,
-            max_votes=max_votes,
-            accuracy=accuracy,
-        )
-        if file is not None:
-            file.write_text(json.dumps(recs))
-        records += recs
-        used.append(s)
     if not records:
         raise InputError(f"no per-seed results in {results} for seeds {seed}–{seed + seeds - 1}.")
     budgets = {r["seed"]: r.get("max_votes") for r in records}
@@ -171,6 +224,8 @@ def experiment_rigging(
     payload = {
         "source": str(path) if path is not None else "chatbot-arena-2024",
         "fraction": fraction,
+        "precision": precision,
+        **bounded,
         "seeds": used,
         "summary": summary,
         "runs": records,
