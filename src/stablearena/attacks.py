@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from .battles import PairCounts
+from .choices import TRUST_CAP, TRUST_RAMP_VOTES
 from .errors import InputError, StableArenaWarning
 from .influence import (
     INFLUENCE_ABILITY_CAP,
@@ -466,9 +467,9 @@ DEFENCES: tuple[str, ...] = (
 
 #: Bounded influence (:func:`stablearena.trust.bounded_scores`) of the ``+bounded`` defences:
 #: an account's weight is min(max(a_k, 0), ``cap``) · min(1, n_k / ``ramp_votes``).
-#: docs/guides/rigging.md chooses the values.
-BOUNDED_CAP: float = 2.0
-BOUNDED_RAMP_VOTES: float = 100.0
+#: docs/guides/rigging.md chooses the values: the defaults of :mod:`stablearena.trust`.
+BOUNDED_CAP: float = TRUST_CAP
+BOUNDED_RAMP_VOTES: float = TRUST_RAMP_VOTES
 
 
 def _rank_of(x: np.ndarray, target: int) -> int:

@@ -65,6 +65,8 @@ SPLITS: tuple[str, ...] = ("battle", "pair")
 #: :data:`stablearena.trust.DEFAULT_RAMP_VOTES`; ``annotators --cap/--ramp-votes`` and the live
 #: arena's ``ability_cap``/``trust_ramp_votes``): the largest weight of one account (average
 #: annotator = 1; the value of ``stablearena.influence.INFLUENCE_ABILITY_CAP``), and the votes
-#: after which a new account weighs fully.
+#: after which a new account weighs fully. Chosen in docs/guides/rigging.md (cap 2, ramp 100:
+#: honest Kendall τ unchanged within two standard errors on simulated arenas, LLMFAO and the
+#: 2024 Chatbot Arena counts).
 TRUST_CAP: float = 2.0
-TRUST_RAMP_VOTES: float = 50.0
+TRUST_RAMP_VOTES: float = 100.0
