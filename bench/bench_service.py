@@ -654,7 +654,7 @@ def run_backend(
         sets += ["--set", item]
     if args.workers != 1:
         sets += ["--workers", str(args.workers)]
-    server = ServerProcess(url, *sets, cwd=workdir).start()
+    server = ServerProcess(url, *sets, cwd=workdir).start(timeout=1800)  # 5M: minutes
     server.admin_key = server.admin_key or admin_key
     try:
         admin = ArenaClient(server.url, server.admin_key, timeout=120)

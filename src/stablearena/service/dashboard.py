@@ -165,12 +165,17 @@ class Dashboard:
             )
         self._maybe_render()
 
+    def watched(self) -> bool:
+        """Whether someone looked at the dashboard (through any worker) within
+        ``dashboard_idle`` seconds: then new fits are drawn."""
+        return max(self.watched_at, self._watched_db) >= time.time() - self.settings.dashboard_idle
+
     def _maybe_render(self) -> None:
         fit = self.state.fit
         now = time.time()
         if fit is None or (self.view is not None and self.view.fit_id >= fit.id):
             return
-        if max(self.watched_at, self._watched_db) < now - self.settings.dashboard_idle:
+        if not self.watched():
             return
         if fit.fitted is None and now - fit.fitted_at < FALLBACK_GRACE:
             return  # made by another worker, which may be drawing it

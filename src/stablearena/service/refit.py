@@ -23,7 +23,7 @@ from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
 from ..screening import StableArena
 
-__all__ = ["Snapshot", "FitOutput", "run_fit", "refit_published", "SOURCE"]
+__all__ = ["Snapshot", "FitOutput", "run_fit", "run_live_fit", "refit_published", "SOURCE"]
 
 #: The ``source`` of the live arena's payloads.
 SOURCE = "live arena"
@@ -99,11 +99,13 @@ def _by_name(table: tuple[str, ...], *codes: np.ndarray) -> tuple[Any, ...]:
 
 @dataclass
 class FitOutput:
-    """What a refit publishes (``payload``, stored as JSON) and the fitted object itself."""
+    """What a refit publishes (``payload``, stored as JSON), the fitted object itself (``None``
+    when not asked for: it holds every count) and the newest vote the fit includes."""
 
     payload: dict[str, Any]
     seconds: float
     fitted: Any = None
+    as_of_vote: int = 0
 
 
 #: The last fit of this process per arena (database): the warm start of the next one (the
@@ -194,7 +196,38 @@ def run_fit(
         "n_votes": snapshot.n_votes,
         "config": dict(config),
     }
-    return FitOutput(payload, time.perf_counter() - t0, fitted)
+    return FitOutput(payload, time.perf_counter() - t0, fitted, snapshot.as_of_vote)
+
+
+#: The fit process's own live counts and engine per database (:func:`run_live_fit`).
+_LIVE: dict[str, tuple[Any, Any]] = {}
+
+
+def run_live_fit(
+    db: str, config: dict[str, Any], screening: dict[str, Any] | None, want_fitted: bool
+) -> FitOutput:
+    """:func:`run_fit` on the fit process's own live counts of ``db``
+    (:class:`stablearena.service.counts.LiveCounts`: read in full once, then brought up to date
+    from the votes recorded since the last fit), so that nothing the size of the counts
+    crosses between the processes: the API process sends the settings and gets the payload
+    back (its size grows with models and annotators, not votes) — and the fitted object only
+    when ``want_fitted`` (the dashboard is drawing)."""
+    from . import store
+    from .counts import LiveCounts
+
+    got = _LIVE.get(db)
+    if got is None:
+        got = _LIVE[db] = (store.make_engine(db), LiveCounts())
+    engine, live = got
+    t0 = time.perf_counter()
+    snap = live.snapshot(engine)  # reads only the votes since the last fit
+    if snap.empty:
+        return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
+    out = run_fit(snap, config, screening, db)
+    if not want_fitted:
+        out.fitted = None
+    out.seconds = time.perf_counter() - t0
+    return out
 
 
 def warm_up_worker() -> bool:

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from ..errors import TooFewRecords
 from . import store
 from .errors import ApiError, for_the_service, waiting_message
-from .refit import FitOutput, run_fit
+from .refit import FitOutput, run_fit, run_live_fit
 from .state import PublishedFit, published_fit
 
 if TYPE_CHECKING:
@@ -61,8 +61,13 @@ class _FileLock:
 class Refitter:
     """The background loop of one worker (see the module docstring)."""
 
-    def __init__(self, state: ArenaState, *, on_fit: Any = None) -> None:
+    def __init__(self, state: ArenaState, *, on_fit: Any = None, want_fitted: Any = None) -> None:
         self.state = state
+        #: whether the fit process should send back the fitted object (it holds every count:
+        #: only while the dashboard draws); ``None``: always
+        self.want_fitted = want_fitted
+        #: (seconds the last fit took, when it ended): the next waits d·(1/refit_share − 1)
+        self.last_fit = (0.0, 0.0)
         self.settings = state.settings
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="arena-refitter", daemon=True)
@@ -146,8 +151,17 @@ class Refitter:
             st.votes_seen = max(st.votes_seen, wm)
         if newer is not None:
             st.install_fit(published_fit(newer))
-        if self._due(wm):
+        if self._due(wm) and self.pause() <= 0:
             self.refit()
+
+    def pause(self) -> float:
+        """Seconds the next fit must still wait so that fits take at most ``refit_share`` of
+        one core: d·(1/share − 1) after the end of the last one, which took d seconds (a fit
+        of a large arena costs in proportion to its cells; this bounds its cost per second,
+        and hence per vote at a given rate, at the price of a staleness of that many seconds)."""
+        took, ended = self.last_fit
+        share = self.settings.refit_share
+        return ended + took * (1.0 / share - 1.0) - time.time()
 
     def _due(self, wm: int) -> bool:
         fit = self.state.fit
@@ -223,30 +237,41 @@ class Refitter:
             stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
             if not (self._due(wm) or (force and stale)):
                 return None
-            snap = st.counts.snapshot(st.engine)  # reads only the votes since the last look
-            if snap.empty:
-                return None
             cfg = st.config.model_dump()
             screening = st.fit.payload.get("screening") if st.fit else None
             assert self._executor is not None
-            out: FitOutput = self._executor.submit(
-                run_fit, snap, cfg, screening, self.settings.db
-            ).result()
+            t0 = time.perf_counter()
+            if self.settings.fit_in_process:
+                # the fit process keeps its own live counts: only the settings go there and
+                # the payload (models + annotators) comes back, nothing the size of the counts
+                want = self.want_fitted is None or bool(self.want_fitted())
+                out: FitOutput = self._executor.submit(
+                    run_live_fit, self.settings.db, cfg, screening, want
+                ).result()
+                if not out.payload:
+                    return None
+            else:
+                snap = st.counts.snapshot(st.engine)  # the votes since the last look only
+                if snap.empty:
+                    return None
+                out = self._executor.submit(
+                    run_fit, snap, cfg, screening, self.settings.db
+                ).result()
+            self.last_fit = (time.perf_counter() - t0, time.time())
+            as_of = out.as_of_vote
             fitted_at = time.time()
             fid = st.writer.run(
                 lambda c: store.publish_fit(
                     c,
                     "am-elo",
-                    snap.as_of_vote,
+                    as_of,
                     fitted_at,
                     out.seconds,
                     out.payload,
                     self.settings.keep_fits,
                 )
             )
-            fit = PublishedFit(
-                fid, snap.as_of_vote, fitted_at, out.seconds, out.payload, out.fitted
-            )
+            fit = PublishedFit(fid, as_of, fitted_at, out.seconds, out.payload, out.fitted)
             st.install_fit(fit)
             self.fits_done += 1
             if self.on_fit is not None:

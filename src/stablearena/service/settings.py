@@ -231,6 +231,15 @@ class Settings(BaseModel):
         description="Run refits in a separate process (no contention with requests for "
         "Python's interpreter lock); false: in a thread.",
     )
+    refit_share: float = Field(
+        0.1,
+        gt=0.0,
+        le=1.0,
+        description="Most of one core the refits may take: after a fit that took d seconds the "
+        "next starts no sooner than d·(1/share − 1) seconds later, so that a fit whose cost grows "
+        "with the arena's cells costs a bounded share per vote; the published fit is then at "
+        "most max(T, d·(1/share − 1)) + d seconds behind.",
+    )
     keep_fits: int = Field(20, ge=1, description="Published fits kept in the database.")
     dashboard_share: float = Field(
         0.2,
