@@ -666,6 +666,10 @@ def run_backend(
                 if exc.status != 409:
                     raise
         keys = [admin.create_annotator(f"annotator-{k:03d}") for k in range(args.annotators)]
+        t_ready = time.perf_counter()
+        while n_prefill and (admin.health().get("fit_as_of_vote") or 0) < n_prefill:
+            time.sleep(1.0)  # start-up (the counts read once, the first fit) is not measured
+        first_fit_wait = time.perf_counter() - t_ready
         rng = np.random.default_rng(1)
         truth = dict(zip(names, rng.normal(0, 1.0, args.models), strict=True))
         load_before = os.getloadavg()
@@ -691,6 +695,7 @@ def run_backend(
         res["prefill"] = n_prefill
         res["prefill_seconds"] = prefill_seconds
         res["prefill_copy_seconds"] = copy_seconds
+        res["first_fit_wait_seconds"] = first_fit_wait
         admin.close()
     finally:
         server.stop()
@@ -880,7 +885,8 @@ def print_size_run(args, backend: str, n: int, res: dict) -> None:
     n_ann = prefill_annotators(n, args.prefill_annotators) if n else 0
     print(
         f"{backend:10s} prefill {n:>9,d} ({n_ann:>6,d} annotators; built in "
-        f"{res['prefill_seconds']:6.1f} s, copied in {res['prefill_copy_seconds']:5.1f} s): "
+        f"{res['prefill_seconds']:6.1f} s, copied in {res['prefill_copy_seconds']:5.1f} s, "
+        f"first fit waited {res['first_fit_wait_seconds']:5.1f} s): "
         f"{res['battles_per_s']:7.1f} battles/s, server CPU "
         f"{res['total_server_cpu_ms_per_battle']:.3f} ms/battle (API "
         f"{res['server_cpu_ms_per_battle']:.3f} + fit {res['refit_cpu_ms_per_battle']:.3f}), "

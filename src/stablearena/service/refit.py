@@ -106,6 +106,7 @@ class FitOutput:
     seconds: float
     fitted: Any = None
     as_of_vote: int = 0
+    cpu_seconds: float = 0.0  # the fit's CPU time (its process, all threads)
 
 
 #: The last fit of this process per arena (database): the warm start of the next one (the
@@ -156,7 +157,7 @@ def run_fit(
     ``annotators --format json`` contract with each decision's reason), ``screening`` (the
     loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
     model name, for the information tracker)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     arena = arena_for(config, screening)
     if config.get("warm_start", False) and arena_id in _LAST:
         arena.last_fit = _LAST[arena_id]
@@ -196,7 +197,13 @@ def run_fit(
         "n_votes": snapshot.n_votes,
         "config": dict(config),
     }
-    return FitOutput(payload, time.perf_counter() - t0, fitted, snapshot.as_of_vote)
+    return FitOutput(
+        payload,
+        time.perf_counter() - t0,
+        fitted,
+        snapshot.as_of_vote,
+        time.process_time() - c0,
+    )
 
 
 #: The fit process's own live counts and engine per database (:func:`run_live_fit`).
@@ -219,14 +226,14 @@ def run_live_fit(
     if got is None:
         got = _LIVE[db] = (store.make_engine(db), LiveCounts())
     engine, live = got
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     snap = live.snapshot(engine)  # reads only the votes since the last fit
     if snap.empty:
         return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
     out = run_fit(snap, config, screening, db)
     if not want_fitted:
         out.fitted = None
-    out.seconds = time.perf_counter() - t0
+    out.seconds, out.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     return out
 
 

@@ -32,6 +32,9 @@ __all__ = ["Refitter"]
 
 log = logging.getLogger("stablearena.service")
 
+#: Fits that take less CPU than this (seconds) are not paced by ``refit_share``.
+UNPACED_CPU = 0.05
+
 
 class _FileLock:
     """An exclusive, non-blocking lock file (SQLite: one refitter per database file)."""
@@ -66,8 +69,9 @@ class Refitter:
         #: whether the fit process should send back the fitted object (it holds every count:
         #: only while the dashboard draws); ``None``: always
         self.want_fitted = want_fitted
-        #: (seconds the last fit took, when it ended): the next waits d·(1/refit_share − 1)
-        self.last_fit = (0.0, 0.0)
+        #: the last fit's CPU and wall seconds, and the wall clock and this process's CPU
+        #: clock when it ended (:meth:`paced`)
+        self.last_fit = (0.0, 0.0, 0.0, 0.0)
         self.settings = state.settings
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="arena-refitter", daemon=True)
@@ -151,17 +155,22 @@ class Refitter:
             st.votes_seen = max(st.votes_seen, wm)
         if newer is not None:
             st.install_fit(published_fit(newer))
-        if self._due(wm) and self.pause() <= 0:
+        if self._due(wm) and self.paced():
             self.refit()
 
-    def pause(self) -> float:
-        """Seconds the next fit must still wait so that fits take at most ``refit_share`` of
-        one core: d·(1/share − 1) after the end of the last one, which took d seconds (a fit
-        of a large arena costs in proportion to its cells; this bounds its cost per second,
-        and hence per vote at a given rate, at the price of a staleness of that many seconds)."""
-        took, ended = self.last_fit
+    def paced(self) -> bool:
+        """Whether the next fit may start: once this worker has spent d/``refit_share``
+        seconds of CPU since the last fit, which took d seconds of CPU (so fits cost at most
+        that share of the serving CPU, per vote, however their cost grows with the arena's
+        cells), or, when the worker idles, 10·w/``refit_share`` seconds of wall time after it
+        (w: the fit's wall time). A fit under :data:`UNPACED_CPU` seconds (a small arena) is
+        not paced: K votes or T seconds decide alone. The staleness pacing adds grows with the
+        fit's cost."""
+        cpu, wall, ended, cpu_at = self.last_fit
         share = self.settings.refit_share
-        return ended + took * (1.0 / share - 1.0) - time.time()
+        busy = (time.process_time() - cpu_at) * share >= cpu
+        idle = (time.time() - ended) * share >= 10.0 * wall
+        return cpu < UNPACED_CPU or busy or idle
 
     def _due(self, wm: int) -> bool:
         fit = self.state.fit
@@ -257,7 +266,12 @@ class Refitter:
                 out = self._executor.submit(
                     run_fit, snap, cfg, screening, self.settings.db
                 ).result()
-            self.last_fit = (time.perf_counter() - t0, time.time())
+            self.last_fit = (
+                out.cpu_seconds or out.seconds,
+                time.perf_counter() - t0,
+                time.time(),
+                time.process_time(),
+            )
             as_of = out.as_of_vote
             fitted_at = time.time()
             fid = st.writer.run(
