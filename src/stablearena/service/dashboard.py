@@ -276,11 +276,16 @@ class Dashboard:
         return text
 
     def battles_total(self) -> int:
-        """Battles served by the whole arena (all workers), counted at most every 10 s."""
+        """Battles served by the whole arena (all workers), counted at most every 10 s (or
+        every 100 times the count's duration, when longer)."""
         at, n = self._battles
         if time.time() - at > COUNT_CACHE:
+            t0 = time.perf_counter()
             n = store.count_battles(self.engine)
-            self._battles = (time.time(), n)
+            # a count that takes t seconds (it grows with the battles) is redone at most every
+            # 100·t seconds: at most 1% of a core however large the arena
+            took = time.perf_counter() - t0
+            self._battles = (time.time() + max(0.0, 100.0 * took - COUNT_CACHE), n)
         return n
 
     def health(self, battles: int) -> dict[str, Any]:

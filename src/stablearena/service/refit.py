@@ -23,7 +23,15 @@ from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
 from ..screening import StableArena
 
-__all__ = ["Snapshot", "FitOutput", "run_fit", "run_live_fit", "refit_published", "SOURCE"]
+__all__ = [
+    "Snapshot",
+    "FitOutput",
+    "run_fit",
+    "run_live_fit",
+    "live_counts",
+    "refit_published",
+    "SOURCE",
+]
 
 #: The ``source`` of the live arena's payloads.
 SOURCE = "live arena"
@@ -210,6 +218,18 @@ def run_fit(
 _LIVE: dict[str, tuple[Any, Any]] = {}
 
 
+def live_counts(db: str) -> tuple[Any, Any]:
+    """This process's engine and :class:`~stablearena.service.counts.LiveCounts` of ``db``
+    (made on first use; the counts are read in full at their first update)."""
+    from . import store
+    from .counts import LiveCounts
+
+    got = _LIVE.get(db)
+    if got is None:
+        got = _LIVE[db] = (store.make_engine(db), LiveCounts())
+    return got
+
+
 def run_live_fit(
     db: str, config: dict[str, Any], screening: dict[str, Any] | None, want_fitted: bool
 ) -> FitOutput:
@@ -219,13 +239,9 @@ def run_live_fit(
     crosses between the processes: the API process sends the settings and gets the payload
     back (its size grows with models and annotators, not votes) — and the fitted object only
     when ``want_fitted`` (the dashboard is drawing)."""
-    from . import store
-    from .counts import LiveCounts
-
-    got = _LIVE.get(db)
-    if got is None:
-        got = _LIVE[db] = (store.make_engine(db), LiveCounts())
-    engine, live = got
+    engine, live = live_counts(db)
+    if not live.loaded:
+        live.load(engine)  # once per process: not part of the fit's cost (refit pacing)
     t0, c0 = time.perf_counter(), time.process_time()
     snap = live.snapshot(engine)  # reads only the votes since the last fit
     if snap.empty:
