@@ -139,16 +139,17 @@ def test_the_fit_process_fits_its_own_live_counts_as_the_table_would(engine):
 
 def test_refits_are_paced_by_their_cost(tmp_path):
     """After a fit that took d seconds of CPU, the next waits until the worker has spent
-    d/refit_share seconds of CPU (or 10·wall/refit_share seconds pass); cheap fits are not
+    d/refit_share seconds of CPU (or 10·wall/refit_share seconds pass); small arenas are not
     paced."""
     from types import SimpleNamespace
 
-    from stablearena.service.refitter import UNPACED_CPU, Refitter
+    from stablearena.service.refitter import UNPACED_CELLS, Refitter
     from stablearena.service.settings import Settings
 
     eng = store.make_engine(f"sqlite:///{tmp_path}/a.db")
     settings = Settings(db=str(eng.url), refit_share=0.05)
-    r = Refitter(SimpleNamespace(settings=settings, engine=eng))
+    counts = SimpleNamespace(cells=UNPACED_CELLS)
+    r = Refitter(SimpleNamespace(settings=settings, engine=eng, counts=counts))
     assert r.paced()  # no fit yet
     now, cpu = time.time(), time.process_time()
     r.last_fit = (2.0, 2.5, now, cpu)  # 2 s of CPU: wait for 40 s of serving CPU
@@ -157,6 +158,7 @@ def test_refits_are_paced_by_their_cost(tmp_path):
     assert r.paced()
     r.last_fit = (2.0, 2.5, now - 10 * 2.5 / 0.05, cpu)  # idle: 500 s of wall time
     assert r.paced()
-    r.last_fit = (UNPACED_CPU / 2, 1.0, now, cpu)
+    r.last_fit = (2.0, 2.5, now, cpu)
+    counts.cells = UNPACED_CELLS - 1  # a small arena
     assert r.paced()
     eng.dispose()

@@ -32,8 +32,9 @@ __all__ = ["Refitter"]
 
 log = logging.getLogger("stablearena.service")
 
-#: Fits that take less CPU than this (seconds) are not paced by ``refit_share``.
-UNPACED_CPU = 0.05
+#: Arenas with fewer (pair, annotator) cells than this are not paced by ``refit_share``
+#: (their fits take milliseconds: K votes or T seconds decide alone).
+UNPACED_CELLS = 20_000
 
 
 class _FileLock:
@@ -163,14 +164,14 @@ class Refitter:
         seconds of CPU since the last fit, which took d seconds of CPU (so fits cost at most
         that share of the serving CPU, per vote, however their cost grows with the arena's
         cells), or, when the worker idles, 10·w/``refit_share`` seconds of wall time after it
-        (w: the fit's wall time). A fit under :data:`UNPACED_CPU` seconds (a small arena) is
-        not paced: K votes or T seconds decide alone. The staleness pacing adds grows with the
+        (w: the fit's wall time). An arena of fewer than :data:`UNPACED_CELLS` cells is not
+        paced: K votes or T seconds decide alone. The staleness pacing adds grows with the
         fit's cost."""
         cpu, wall, ended, cpu_at = self.last_fit
         share = self.settings.refit_share
         busy = (time.process_time() - cpu_at) * share >= cpu
         idle = (time.time() - ended) * share >= 10.0 * wall
-        return cpu < UNPACED_CPU or busy or idle
+        return self.state.counts.cells < UNPACED_CELLS or busy or idle
 
     def _due(self, wm: int) -> bool:
         fit = self.state.fit
