@@ -221,10 +221,14 @@ async def load(
             conn.close()
 
     async def cpu_probe() -> None:
+        # every process of the server's tree: the API process(es) with their threads (writer,
+        # refitter, ...) and the others (the fit process, multiprocessing's helpers); a process
+        # started during the run (e.g. a fit process restarted) counts from 0
         await asyncio.sleep(max(0.0, warm_until - time.perf_counter()))
         tree = process_tree(pid)
         cpu["start"] = {**tree_cpu(tree), "load": time.process_time()}
         await asyncio.sleep(max(0.0, end - time.perf_counter()))
+        tree = {**tree, **process_tree(pid)}
         cpu["end"] = {**tree_cpu(tree), "load": time.process_time()}
         cpu["processes"] = {"api": sum(r == "api" for r in tree.values()), "other": len(tree)}
 
@@ -268,6 +272,8 @@ async def load(
         # CPU per battle (user + system), independent of how loaded the machine is
         "server_cpu_ms_per_battle": 1000.0 * used["api"] / n,
         "refit_cpu_ms_per_battle": 1000.0 * used["other"] / n,
+        # all of the server's processes: API process(es) (incl. the refitter thread) + fit process
+        "total_server_cpu_ms_per_battle": 1000.0 * (used["api"] + used["other"]) / n,
         "loadgen_cpu_ms_per_battle": 1000.0 * used["load"] / n,
         "server_cpu_share": used["api"] / args.duration,
         "cpu_share": {k: v / args.duration for k, v in used.items()},
@@ -554,7 +560,56 @@ def prefill(
     return time.perf_counter() - t0, admin_key
 
 
-def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
+def prefilled_sqlite(args, n_votes: int, dest: Path) -> tuple[float, float, str | None]:
+    """``dest``: a copy of the SQLite database pre-filled with ``n_votes`` votes, built once
+    into ``--prefill-cache`` (then copied for every run). Returns the seconds the build took
+    (0 when it was cached), the seconds of the copy and the admin key."""
+    import shutil
+
+    n_ann = prefill_annotators(n_votes, args.prefill_annotators)
+    cache = Path(args.prefill_cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    built = cache / f"sqlite-{n_votes}-{args.models}m-{n_ann}a.db"
+    key_file = built.with_suffix(".key")
+    seconds = 0.0
+    if not built.exists() or not key_file.exists():
+        part = built.with_suffix(".part")
+        for f in (part, Path(f"{part}-wal"), Path(f"{part}-shm")):
+            f.unlink(missing_ok=True)
+        seconds, admin_key = prefill(f"sqlite:///{part}", n_votes, args.models, n_ann)
+        assert not Path(f"{part}-wal").exists(), "the WAL was not checkpointed"
+        key_file.write_text(admin_key or "")
+        part.rename(built)
+    t0 = time.perf_counter()
+    shutil.copyfile(built, dest)
+    return seconds, time.perf_counter() - t0, key_file.read_text() or None
+
+
+def prefilled_postgres(args, pg: Any, n_votes: int, name: str) -> tuple[float, float, str | None]:
+    """A new database ``name`` on ``pg``, a copy (``CREATE DATABASE … TEMPLATE``) of one
+    pre-filled with ``n_votes`` votes, built once per server. Returns the URL's build seconds
+    (0 when built before), the copy's seconds and the admin key; the URL is ``pg.url(name)``."""
+    built = args.pg_templates.get(n_votes)
+    seconds = 0.0
+    if built is None:
+        tmpl = f"prefill_{n_votes}"
+        seconds, key = prefill(
+            pg.create_database(tmpl),
+            n_votes,
+            args.models,
+            prefill_annotators(n_votes, args.prefill_annotators),
+        )
+        built = args.pg_templates[n_votes] = (tmpl, key)
+    t0 = time.perf_counter()
+    pg.create_database(name, template=built[0])
+    return seconds, time.perf_counter() - t0, built[1]
+
+
+def run_backend(
+    backend: str, args, workdir: Path, n_prefill: int = 0, shared_pg: Any = None
+) -> dict:
+    """One run of the load on ``backend`` (a fresh database, or a copy of one pre-filled with
+    ``n_prefill`` votes; ``shared_pg``: a PostgreSQL server to use and keep)."""
     import _suite  # noqa: F401 - tests/ on sys.path
     from arena_process import ServerProcess
 
@@ -562,22 +617,27 @@ def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
 
     pg = None
     tag = f"bench{n_prefill}_{time.monotonic_ns()}"
+    prefill_seconds, copy_seconds, admin_key = 0.0, 0.0, None
     if backend == "sqlite":
         db_path = str(workdir / f"{tag}.db")
         url = f"sqlite:///{db_path}"
+        if n_prefill:
+            prefill_seconds, copy_seconds, admin_key = prefilled_sqlite(
+                args, n_prefill, Path(db_path)
+            )
     else:
         from pgserver import PostgresServer
 
-        pg = PostgresServer().start()
-        url = pg.create_database(tag)
-    prefill_seconds, admin_key = 0.0, None
-    if n_prefill:
-        prefill_seconds, admin_key = prefill(
-            url,
-            n_prefill,
-            args.models,
-            prefill_annotators(n_prefill, args.prefill_annotators),
-        )
+        if shared_pg is None:
+            pg = PostgresServer().start()
+        server_pg = shared_pg or pg
+        if n_prefill:
+            prefill_seconds, copy_seconds, admin_key = prefilled_postgres(
+                args, server_pg, n_prefill, tag
+            )
+            url = server_pg.url(tag)
+        else:
+            url = server_pg.create_database(tag)
     sets = [
         "--set",
         "rate_limit=1000000",
@@ -594,7 +654,7 @@ def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
         sets += ["--set", item]
     if args.workers != 1:
         sets += ["--workers", str(args.workers)]
-    server = ServerProcess(url, *sets, cwd=workdir).start()
+    server = ServerProcess(url, *sets, cwd=workdir).start(timeout=1800)  # 5M: minutes
     server.admin_key = server.admin_key or admin_key
     try:
         admin = ArenaClient(server.url, server.admin_key, timeout=120)
@@ -606,14 +666,17 @@ def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
                 if exc.status != 409:
                     raise
         keys = [admin.create_annotator(f"annotator-{k:03d}") for k in range(args.annotators)]
+        t_ready = time.perf_counter()
+        while n_prefill and (admin.health().get("fit_as_of_vote") or 0) < n_prefill:
+            time.sleep(1.0)  # start-up (the counts read once, the first fit) is not measured
+        first_fit_wait = time.perf_counter() - t_ready
         rng = np.random.default_rng(1)
         truth = dict(zip(names, rng.normal(0, 1.0, args.models), strict=True))
         load_before = os.getloadavg()
         args.prefill_offset = n_prefill
         res = run_loop(load(server.url, keys, truth, args, server.admin_key, server.proc.pid))
         load_after = os.getloadavg()
-        export = admin.export("jsonl")
-        stored = {json.loads(line)["battle_id"] for line in export.decode().splitlines() if line}
+        stored = stored_battles(url, n_prefill) if n_prefill else exported_battles(admin)
         acked = res.pop("acked_ids")
         res["acknowledged"] = len(acked)
         res["acknowledged_missing"] = sum(1 for b in acked if b not in stored)
@@ -623,9 +686,15 @@ def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
             "fit_as_of_vote": health["fit_as_of_vote"],
             "live_counts": health.get("live_counts"),
             "rss_mb": _rss_mb(server.proc.pid),
+            # the other processes of the server (the fit process, multiprocessing's helper)
+            "other_rss_mb": sum(
+                _rss_mb(p) for p, role in process_tree(server.proc.pid).items() if role != "api"
+            ),
         }
         res["prefill"] = n_prefill
         res["prefill_seconds"] = prefill_seconds
+        res["prefill_copy_seconds"] = copy_seconds
+        res["first_fit_wait_seconds"] = first_fit_wait
         admin.close()
     finally:
         server.stop()
@@ -644,7 +713,37 @@ def run_backend(backend: str, args, workdir: Path, n_prefill: int = 0) -> dict:
     res["load_after"] = load_after
     if pg is not None:
         pg.stop()
+    elif backend == "postgresql":
+        import psycopg
+
+        dsn = f"host=127.0.0.1 port={shared_pg.port} user={shared_pg.user} dbname=postgres"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{tag}"')
+    else:
+        for f in (db_path, f"{db_path}-wal", f"{db_path}-shm"):
+            Path(f).unlink(missing_ok=True)
     return res
+
+
+def exported_battles(admin: Any) -> set[str]:
+    """The battle ids of the votes in the server's export."""
+    export = admin.export("jsonl")
+    return {json.loads(line)["battle_id"] for line in export.decode().splitlines() if line}
+
+
+def stored_battles(url: str, after: int) -> set[str]:
+    """The battle ids of the votes stored after vote id ``after`` (the pre-filled votes), read
+    from the database itself: exporting millions of pre-filled votes to check the new ones
+    would take minutes."""
+    from stablearena.service import store
+
+    engine = store.make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(f"SELECT battle_id FROM votes WHERE id > {int(after)}")
+            return {r[0] for r in rows}
+    finally:
+        engine.dispose()
 
 
 def _rss_mb(pid: int) -> float:
@@ -713,6 +812,12 @@ def main() -> None:
         type=int,
         default=1,
         help="repeat the sizes this many times, interleaved (0, 100k, 1M, 0, 100k, 1M, …)",
+    )
+    ap.add_argument(
+        "--prefill-cache",
+        default=str(Path(tempfile.gettempdir()) / "stablearena-bench-prefill"),
+        help="directory of the pre-filled SQLite databases, built once and copied for each run "
+        "(PostgreSQL: each size is built once per run of this script, as a template database)",
     )
     ap.add_argument("--no-bare", action="store_true", help="skip the bare insert loop")
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -794,6 +899,27 @@ def main() -> None:
     sys.exit(0)
 
 
+def print_size_run(args, backend: str, n: int, res: dict) -> None:
+    """One line per run of :func:`run_sizes`."""
+    lc = res["server"].get("live_counts") or {}
+    n_ann = prefill_annotators(n, args.prefill_annotators) if n else 0
+    print(
+        f"{backend:10s} prefill {n:>9,d} ({n_ann:>6,d} annotators; built in "
+        f"{res['prefill_seconds']:6.1f} s, copied in {res['prefill_copy_seconds']:5.1f} s, "
+        f"first fit waited {res['first_fit_wait_seconds']:5.1f} s): "
+        f"{res['battles_per_s']:7.1f} battles/s, server CPU "
+        f"{res['total_server_cpu_ms_per_battle']:.3f} ms/battle (API "
+        f"{res['server_cpu_ms_per_battle']:.3f} + fit {res['refit_cpu_ms_per_battle']:.3f}), "
+        f"staleness max {res['staleness_votes']['max']} votes / "
+        f"{res['staleness_seconds']['max']} s (median {res['staleness_votes']['median']} / "
+        f"{res['staleness_seconds']['median']}), missing {res['acknowledged_missing']}, "
+        f"server RSS {res['server']['rss_mb']:.0f} MB (+ fit process "
+        f"{res['server']['other_rss_mb']:.0f} MB), cells {lc.get('cells')}, "
+        f"load {res['load_before'][0]:.1f}/{res['load_after'][0]:.1f}",
+        flush=True,
+    )
+
+
 def run_sizes(args, sizes: list[int]) -> int:
     """``--prefill``: the same load on databases pre-filled with each size, the sizes repeated
     ``--rounds`` times interleaved; prints one line per run and the medians per size."""
@@ -806,36 +932,44 @@ def run_sizes(args, sizes: list[int]) -> int:
         flush=True,
     )
     runs: dict[str, dict[int, list[dict]]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
-        for _round in range(args.rounds):
-            for backend in backends:
-                for n in sizes:
-                    res = run_backend(backend, args, Path(tmp), n)
-                    runs.setdefault(backend, {}).setdefault(n, []).append(res)
-                    lc = res["server"].get("live_counts") or {}
-                    print(
-                        f"{backend:10s} prefill {n:>9,d} ({prefill_annotators(n, args.prefill_annotators) if n else 0:>6,d} annotators, "
-                        f"filled in {res['prefill_seconds']:6.1f} s): "
-                        f"{res['battles_per_s']:7.1f} battles/s, server CPU "
-                        f"{res['server_cpu_ms_per_battle']:.3f} ms/battle, fit CPU "
-                        f"{res['refit_cpu_ms_per_battle']:.3f} ms/battle, staleness max "
-                        f"{res['staleness_votes']['max']} votes / {res['staleness_seconds']['max']} s, "
-                        f"missing {res['acknowledged_missing']}, server RSS "
-                        f"{res['server']['rss_mb']:.0f} MB, cells {lc.get('cells')}, "
-                        f"load {res['load_before'][0]:.1f}/{res['load_after'][0]:.1f}",
-                        flush=True,
-                    )
-    print("\n## medians (ratio to the empty database's)")
+    args.pg_templates = {}
+    shared_pg = None
+    if "postgresql" in backends:
+        import _suite  # noqa: F401 - tests/ on sys.path
+        from pgserver import PostgresServer
+
+        shared_pg = PostgresServer().start()  # one server: each size is built once on it
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
+            for _round in range(args.rounds):
+                for backend in backends:
+                    for n in sizes:
+                        res = run_backend(backend, args, Path(tmp), n, shared_pg)
+                        runs.setdefault(backend, {}).setdefault(n, []).append(res)
+                        print_size_run(args, backend, n, res)
+    finally:
+        if shared_pg is not None:
+            shared_pg.stop()
+    print(
+        "\n## medians (ratio to the empty database's); server CPU = every process of the "
+        "server: the API process (its writer and refitter threads included) + the fit process"
+    )
     for backend, by in runs.items():
         base = by.get(0) or next(iter(by.values()))
-        b_bps = float(np.median([r["battles_per_s"] for r in base]))
-        b_cpu = float(np.median([r["server_cpu_ms_per_battle"] for r in base]))
+
+        def med(rs: list[dict], key: str) -> float:
+            return float(np.median([r[key] for r in rs]))
+
+        b_bps = med(base, "battles_per_s")
+        b_cpu = med(base, "total_server_cpu_ms_per_battle")
         for n, rs in by.items():
-            bps = float(np.median([r["battles_per_s"] for r in rs]))
-            cpu = float(np.median([r["server_cpu_ms_per_battle"] for r in rs]))
+            bps, cpu = med(rs, "battles_per_s"), med(rs, "total_server_cpu_ms_per_battle")
             print(
                 f"{backend:10s} {n:>9,d} votes: {bps:7.1f} battles/s ({bps / b_bps:5.2f}), "
-                f"server CPU {cpu:.3f} ms/battle ({cpu / b_cpu:5.2f}); runs {len(rs)}",
+                f"server CPU {cpu:.3f} ms/battle ({cpu / b_cpu:5.2f}) = API "
+                f"{med(rs, 'server_cpu_ms_per_battle'):.3f} + fit "
+                f"{med(rs, 'refit_cpu_ms_per_battle'):.3f}; RSS {med([r['server'] for r in rs], 'rss_mb'):.0f} MB; "
+                f"runs {len(rs)}",
                 flush=True,
             )
     if args.json:

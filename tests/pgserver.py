@@ -114,13 +114,16 @@ class PostgresServer:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """A new database (a copy of the database ``template`` when given, which must have no
+        open connection); returns its URL."""
         import psycopg
 
         with psycopg.connect(
             f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres", autocommit=True
         ) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            copy = f' TEMPLATE "{template}"' if template else ""
+            conn.execute(f'CREATE DATABASE "{name}"{copy}')
         return self.url(name)
 
     def stop(self) -> None:

@@ -110,3 +110,55 @@ def test_a_vote_id_that_commits_late_is_not_missed(engine):
     live._gaps.update({v: time.time() for v in (21, 22, 23, 24)})
     assert live.update(engine) == 5 and len(rows) == 5
     assert live.verify(engine) == [] and live.stats()["gaps"] == 0
+
+
+def test_the_fit_process_fits_its_own_live_counts_as_the_table_would(engine):
+    """run_live_fit (what the fit process runs) keeps its own counts, brought up to date from
+    the new votes only, and publishes what a fit of the whole table publishes; the fitted
+    object (every count) comes back only when asked for."""
+    from stablearena.service import refit
+    from stablearena.service.settings import ArenaConfig
+
+    db = str(engine.url)
+    cfg = ArenaConfig(min_records=5).model_dump()
+    _import(engine, 400, 5, "first")
+    for step in range(2):
+        out = refit.run_live_fit(db, cfg, None, want_fitted=step == 1)
+        want = refit.run_fit(store.read_snapshot(engine), cfg, None, "other")
+        assert out.as_of_vote == store.read_snapshot(engine).as_of_vote == 400 + 60 * step
+        assert out.payload["leaderboard"]["models"] == want.payload["leaderboard"]["models"]
+        assert out.payload["annotators"] == want.payload["annotators"]
+        assert (out.fitted is None) == (step == 0) and out.cpu_seconds > 0
+        _import(engine, 60, 6 + step, f"more{step}")
+    engine_, live = refit._LIVE[db]
+    assert live.votes_applied == 60  # the second fit read the 60 new votes, not the table
+    assert live.verify(engine) == []
+    refit._LIVE.pop(db)
+    engine_.dispose()
+
+
+def test_refits_are_paced_by_their_cost(tmp_path):
+    """After a fit that took d seconds of CPU, the next waits until the worker has spent
+    d/refit_share seconds of CPU (or 10·wall/refit_share seconds pass); small arenas are not
+    paced."""
+    from types import SimpleNamespace
+
+    from stablearena.service.refitter import UNPACED_CELLS, Refitter
+    from stablearena.service.settings import Settings
+
+    eng = store.make_engine(f"sqlite:///{tmp_path}/a.db")
+    settings = Settings(db=str(eng.url), refit_share=0.05)
+    counts = SimpleNamespace(cells=UNPACED_CELLS)
+    r = Refitter(SimpleNamespace(settings=settings, engine=eng, counts=counts))
+    assert r.paced()  # no fit yet
+    now, cpu = time.time(), time.process_time()
+    r.last_fit = (2.0, 2.5, now, cpu)  # 2 s of CPU: wait for 40 s of serving CPU
+    assert not r.paced()
+    r.last_fit = (2.0, 2.5, now, cpu - 40.0)
+    assert r.paced()
+    r.last_fit = (2.0, 2.5, now - 10 * 2.5 / 0.05, cpu)  # idle: 500 s of wall time
+    assert r.paced()
+    r.last_fit = (2.0, 2.5, now, cpu)
+    counts.cells = UNPACED_CELLS - 1  # a small arena
+    assert r.paced()
+    eng.dispose()

@@ -170,7 +170,14 @@ def create_app(
         state = ArenaState(engine, settings, writer, worker=worker)
         await asyncio.to_thread(state.load)
         metrics = Metrics(state, writer)
-        refitter = Refitter(state, on_fit=lambda fit: metrics.refit.observe(fit.seconds))
+        refitter = Refitter(
+            state,
+            on_fit=lambda fit: metrics.refit.observe(fit.seconds),
+            # the fitted object (every count) comes back from the fit process only for drawing
+            want_fitted=lambda: (
+                getattr(app.state, "dashboard", None) is not None and app.state.dashboard.watched()
+            ),
+        )
         refitter.start()
         app.state.engine = engine
         app.state.writer = writer

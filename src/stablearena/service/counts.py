@@ -197,6 +197,11 @@ class LiveCounts:
             if mine.get(k, zero) != table.get(k, zero)
         ]
 
+    @property
+    def cells(self) -> int:
+        """(pair, annotator) cells held."""
+        return self._n
+
     def stats(self) -> dict[str, Any]:
         """Cells, pairs, annotators and the bytes the arrays take (for /healthz and the docs)."""
         with self._lock:

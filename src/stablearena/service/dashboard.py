@@ -165,12 +165,17 @@ class Dashboard:
             )
         self._maybe_render()
 
+    def watched(self) -> bool:
+        """Whether someone looked at the dashboard (through any worker) within
+        ``dashboard_idle`` seconds: then new fits are drawn."""
+        return max(self.watched_at, self._watched_db) >= time.time() - self.settings.dashboard_idle
+
     def _maybe_render(self) -> None:
         fit = self.state.fit
         now = time.time()
         if fit is None or (self.view is not None and self.view.fit_id >= fit.id):
             return
-        if max(self.watched_at, self._watched_db) < now - self.settings.dashboard_idle:
+        if not self.watched():
             return
         if fit.fitted is None and now - fit.fitted_at < FALLBACK_GRACE:
             return  # made by another worker, which may be drawing it
@@ -271,11 +276,16 @@ class Dashboard:
         return text
 
     def battles_total(self) -> int:
-        """Battles served by the whole arena (all workers), counted at most every 10 s."""
+        """Battles served by the whole arena (all workers), counted at most every 10 s (or
+        every 100 times the count's duration, when longer)."""
         at, n = self._battles
         if time.time() - at > COUNT_CACHE:
+            t0 = time.perf_counter()
             n = store.count_battles(self.engine)
-            self._battles = (time.time(), n)
+            # a count that takes t seconds (it grows with the battles) is redone at most every
+            # 100·t seconds: at most 1% of a core however large the arena
+            took = time.perf_counter() - t0
+            self._battles = (time.time() + max(0.0, 100.0 * took - COUNT_CACHE), n)
         return n
 
     def health(self, battles: int) -> dict[str, Any]:

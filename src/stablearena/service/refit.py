@@ -26,7 +26,15 @@ from ..leaderboard import annotators_payload, leaderboard_payload
 from ..screening import StableArena
 from ..trust import bounded_fit
 
-__all__ = ["Snapshot", "FitOutput", "run_fit", "refit_published", "SOURCE"]
+__all__ = [
+    "Snapshot",
+    "FitOutput",
+    "run_fit",
+    "run_live_fit",
+    "live_counts",
+    "refit_published",
+    "SOURCE",
+]
 
 #: The ``source`` of the live arena's payloads.
 SOURCE = "live arena"
@@ -102,11 +110,14 @@ def _by_name(table: tuple[str, ...], *codes: np.ndarray) -> tuple[Any, ...]:
 
 @dataclass
 class FitOutput:
-    """What a refit publishes (``payload``, stored as JSON) and the fitted object itself."""
+    """What a refit publishes (``payload``, stored as JSON), the fitted object itself (``None``
+    when not asked for: it holds every count) and the newest vote the fit includes."""
 
     payload: dict[str, Any]
     seconds: float
     fitted: Any = None
+    as_of_vote: int = 0
+    cpu_seconds: float = 0.0  # the fit's CPU time (its process, all threads)
 
 
 #: The last fit of this process per arena (database): the warm start of the next one (the
@@ -169,7 +180,7 @@ def run_fit(
     reason), ``screening`` (the
     loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
     model name, for the information tracker)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     arena = arena_for(config, screening)
     if config.get("warm_start", False) and arena_id in _LAST:
         arena.last_fit = _LAST[arena_id]
@@ -211,7 +222,52 @@ def run_fit(
         "n_votes": snapshot.n_votes,
         "config": dict(config),
     }
-    return FitOutput(payload, time.perf_counter() - t0, fitted)
+    return FitOutput(
+        payload,
+        time.perf_counter() - t0,
+        fitted,
+        snapshot.as_of_vote,
+        time.process_time() - c0,
+    )
+
+
+#: The fit process's own live counts and engine per database (:func:`run_live_fit`).
+_LIVE: dict[str, tuple[Any, Any]] = {}
+
+
+def live_counts(db: str) -> tuple[Any, Any]:
+    """This process's engine and :class:`~stablearena.service.counts.LiveCounts` of ``db``
+    (made on first use; the counts are read in full at their first update)."""
+    from . import store
+    from .counts import LiveCounts
+
+    got = _LIVE.get(db)
+    if got is None:
+        got = _LIVE[db] = (store.make_engine(db), LiveCounts())
+    return got
+
+
+def run_live_fit(
+    db: str, config: dict[str, Any], screening: dict[str, Any] | None, want_fitted: bool
+) -> FitOutput:
+    """:func:`run_fit` on the fit process's own live counts of ``db``
+    (:class:`stablearena.service.counts.LiveCounts`: read in full once, then brought up to date
+    from the votes recorded since the last fit), so that nothing the size of the counts
+    crosses between the processes: the API process sends the settings and gets the payload
+    back (its size grows with models and annotators, not votes) — and the fitted object only
+    when ``want_fitted`` (the dashboard is drawing)."""
+    engine, live = live_counts(db)
+    if not live.loaded:
+        live.load(engine)  # once per process: not part of the fit's cost (refit pacing)
+    t0, c0 = time.perf_counter(), time.process_time()
+    snap = live.snapshot(engine)  # reads only the votes since the last fit
+    if snap.empty:
+        return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
+    out = run_fit(snap, config, screening, db)
+    if not want_fitted:
+        out.fitted = None
+    out.seconds, out.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    return out
 
 
 def warm_up_worker() -> bool:

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from ..errors import TooFewRecords
 from . import store
 from .errors import ApiError, for_the_service, waiting_message
-from .refit import FitOutput, run_fit
+from .refit import FitOutput, run_fit, run_live_fit
 from .state import PublishedFit, published_fit
 
 if TYPE_CHECKING:
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 __all__ = ["Refitter"]
 
 log = logging.getLogger("stablearena.service")
+
+#: Arenas with fewer (pair, annotator) cells than this are not paced by ``refit_share``
+#: (their fits take milliseconds: K votes or T seconds decide alone).
+UNPACED_CELLS = 20_000
 
 
 class _FileLock:
@@ -61,8 +65,14 @@ class _FileLock:
 class Refitter:
     """The background loop of one worker (see the module docstring)."""
 
-    def __init__(self, state: ArenaState, *, on_fit: Any = None) -> None:
+    def __init__(self, state: ArenaState, *, on_fit: Any = None, want_fitted: Any = None) -> None:
         self.state = state
+        #: whether the fit process should send back the fitted object (it holds every count:
+        #: only while the dashboard draws); ``None``: always
+        self.want_fitted = want_fitted
+        #: the last fit's CPU and wall seconds, and the wall clock and this process's CPU
+        #: clock when it ended (:meth:`paced`)
+        self.last_fit = (0.0, 0.0, 0.0, 0.0)
         self.settings = state.settings
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="arena-refitter", daemon=True)
@@ -146,8 +156,22 @@ class Refitter:
             st.votes_seen = max(st.votes_seen, wm)
         if newer is not None:
             st.install_fit(published_fit(newer))
-        if self._due(wm):
+        if self._due(wm) and self.paced():
             self.refit()
+
+    def paced(self) -> bool:
+        """Whether the next fit may start: once this worker has spent d/``refit_share``
+        seconds of CPU since the last fit, which took d seconds of CPU (so fits cost at most
+        that share of the serving CPU, per vote, however their cost grows with the arena's
+        cells), or, when the worker idles, 10·w/``refit_share`` seconds of wall time after it
+        (w: the fit's wall time). An arena of fewer than :data:`UNPACED_CELLS` cells is not
+        paced: K votes or T seconds decide alone. The staleness pacing adds grows with the
+        fit's cost."""
+        cpu, wall, ended, cpu_at = self.last_fit
+        share = self.settings.refit_share
+        busy = (time.process_time() - cpu_at) * share >= cpu
+        idle = (time.time() - ended) * share >= 10.0 * wall
+        return self.state.counts.cells < UNPACED_CELLS or busy or idle
 
     def _due(self, wm: int) -> bool:
         fit = self.state.fit
@@ -223,30 +247,46 @@ class Refitter:
             stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
             if not (self._due(wm) or (force and stale)):
                 return None
-            snap = st.counts.snapshot(st.engine)  # reads only the votes since the last look
-            if snap.empty:
-                return None
             cfg = st.config.model_dump()
             screening = st.fit.payload.get("screening") if st.fit else None
             assert self._executor is not None
-            out: FitOutput = self._executor.submit(
-                run_fit, snap, cfg, screening, self.settings.db
-            ).result()
+            t0 = time.perf_counter()
+            if self.settings.fit_in_process:
+                # the fit process keeps its own live counts: only the settings go there and
+                # the payload (models + annotators) comes back, nothing the size of the counts
+                want = self.want_fitted is None or bool(self.want_fitted())
+                out: FitOutput = self._executor.submit(
+                    run_live_fit, self.settings.db, cfg, screening, want
+                ).result()
+                if not out.payload:
+                    return None
+            else:
+                snap = st.counts.snapshot(st.engine)  # the votes since the last look only
+                if snap.empty:
+                    return None
+                out = self._executor.submit(
+                    run_fit, snap, cfg, screening, self.settings.db
+                ).result()
+            self.last_fit = (
+                out.cpu_seconds or out.seconds,
+                time.perf_counter() - t0,
+                time.time(),
+                time.process_time(),
+            )
+            as_of = out.as_of_vote
             fitted_at = time.time()
             fid = st.writer.run(
                 lambda c: store.publish_fit(
                     c,
                     "am-elo",
-                    snap.as_of_vote,
+                    as_of,
                     fitted_at,
                     out.seconds,
                     out.payload,
                     self.settings.keep_fits,
                 )
             )
-            fit = PublishedFit(
-                fid, snap.as_of_vote, fitted_at, out.seconds, out.payload, out.fitted
-            )
+            fit = PublishedFit(fid, as_of, fitted_at, out.seconds, out.payload, out.fitted)
             st.install_fit(fit)
             self.fits_done += 1
             if self.on_fit is not None:

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from .._numeric import normal_ppf
 from . import store
-from .refit import SOURCE, refit_published
+from .refit import SOURCE, live_counts, refit_published
 
 __all__ = [
     "PUBLIC_FIGURES",
@@ -250,10 +250,11 @@ def store_view(engine: sa.engine.Engine, view: RenderedView, rendered_at: float)
     return {k: len(v) for k, v in blobs.items()}
 
 
-def _refit(engine: sa.engine.Engine, job: RenderJob) -> Any:
-    """The published fit again from the counts table — only while it still holds exactly the
-    votes of the fit (otherwise ``None``)."""
-    snap = store.read_snapshot(engine)
+def _refit(job: RenderJob) -> Any:
+    """The published fit again from this process's live counts (read in full once, then only
+    the new votes) — only while they hold exactly the votes of the fit (otherwise ``None``)."""
+    engine, live = live_counts(job.db)
+    snap = live.snapshot(engine)
     if snap.as_of_vote != job.as_of_vote or snap.empty:
         return None
     return refit_published(job.payload, snap.counts())
@@ -279,7 +280,7 @@ def render_view(job: RenderJob) -> RenderResult:
         return result("exists")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes carry every warning
-        fitted = job.fitted if job.fitted is not None else _refit(engine, job)
+        fitted = job.fitted if job.fitted is not None else _refit(job)
         if fitted is None:
             return result("skipped")
         view = build_view(fitted, job)

@@ -250,6 +250,16 @@ class Settings(BaseModel):
         description="Run refits in a separate process (no contention with requests for "
         "Python's interpreter lock); false: in a thread.",
     )
+    refit_share: float = Field(
+        0.05,
+        gt=0.0,
+        le=1.0,
+        description="Most CPU the refits may take, as a share of the CPU this worker spends "
+        "serving: after a fit that took d seconds of CPU the next starts once the worker has "
+        "spent d/share seconds of CPU since (or, when it idles, after 10·d/share seconds of wall "
+        "time), so that a fit whose cost grows with the arena's cells costs a bounded share per "
+        "vote; staleness then grows with the fit's cost.",
+    )
     keep_fits: int = Field(20, ge=1, description="Published fits kept in the database.")
     dashboard_share: float = Field(
         0.2,
