@@ -18,8 +18,10 @@ from stablearena.io import read_battles
 from stablearena.raters.annotator import AmElo
 from stablearena.trust import DEFAULT_CAP, DEFAULT_RAMP_VOTES, bounded_fit
 
-#: δ = 20 votes: ``newbie`` (30 votes) is in the fit but still ramping to DEFAULT_RAMP_VOTES.
-ACCOUNTS = {**{f"h{k}": 80 for k in range(5)}, "heavy": 240, "newbie": 30}
+#: δ = 20 votes: ``newbie`` (30 votes) is in the fit but still ramping to DEFAULT_RAMP_VOTES;
+#: the honest accounts have voted past the ramp (they weigh their ability).
+HONEST_VOTES = int(DEFAULT_RAMP_VOTES) + 20
+ACCOUNTS = {**{f"h{k}": HONEST_VOTES for k in range(5)}, "heavy": 240, "newbie": 30}
 
 
 def vote_as(tc: TestClient, admin: ArenaClient, rng: np.random.Generator) -> None:
