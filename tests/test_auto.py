@@ -284,6 +284,20 @@ def test_cli_demo(tmp_path):
     assert len(board["endpoints"]) == 8  # the demo models' configuration is exported
 
 
+def test_cli_judge_choice(tmp_path):
+    out = tmp_path / "board.json"
+    cmd = [sys.executable, "-m", "stablearena", "auto", "--demo", "--budget", "40",
+           "--output", str(out), "--judge-choice", "spread", "--judge-warmup", "2"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["judge_calls"] == 40
+    bad = subprocess.run(
+        [*cmd[:-4], "--judge-choice", "best"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "--judge-choice must be one of information, spread" in bad.stderr
+    assert "demo server" not in bad.stderr  # refused before anything starts
+
+
 def test_judge_information():
     a = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
     info = judge_information(a, 0.3)

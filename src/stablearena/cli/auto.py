@@ -74,6 +74,27 @@ def auto(
             "K",
         ),
     ] = None,
+    judge_choice: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-choice",
+            help="How each battle's judge is chosen: information (after a warm-up, the judge "
+            "whose verdict is expected to teach the most; judges estimated below 0 are left "
+            "out) or spread (every judge alike, by a hash). Default: information for the "
+            "information design, spread for round-robin and baseline.",
+            metavar="[information|spread]",
+        ),
+    ] = None,
+    judge_warmup: Annotated[
+        int,
+        count_option(
+            "--judge-warmup",
+            "With --judge-choice information: judgements per judge before its ability steers.",
+            0,
+            10**6,
+            None,
+        ),
+    ] = 10,
     journal: Annotated[
         Path | None,
         typer.Option(
@@ -113,7 +134,15 @@ def auto(
     both orders; prints the leaderboard with the judges' abilities."""
     import contextlib
 
-    from ..auto import AutoArena, AutoConfig, JsonlJournal, Prompt, fit_leaderboard, read_prompts
+    from ..auto import (
+        JUDGE_CHOICES,
+        AutoArena,
+        AutoConfig,
+        JsonlJournal,
+        Prompt,
+        fit_leaderboard,
+        read_prompts,
+    )
     from ..endpoints import make_client, read_models
     from ..endpoints.config import ModelEndpoint
     from ..endpoints.demo import demo_prompts
@@ -122,6 +151,10 @@ def auto(
 
     if rater not in ("am-elo", "m-elo"):
         raise InputError(f"--rater must be am-elo or m-elo, not {rater!r}")
+    if judge_choice is not None and judge_choice not in JUDGE_CHOICES:
+        raise InputError(
+            f"--judge-choice must be one of {', '.join(JUDGE_CHOICES)}, not {judge_choice!r}"
+        )
     if not demo and (models is None or judges is None):
         raise InputError("give --models FILE and --judges FILE (or --demo for the demo arena)")
     if prompts is None and not demo:
@@ -150,6 +183,8 @@ def auto(
             seed=seed,
             parallel=parallel,
             precision_top=precision_top,
+            judge_choice=judge_choice,
+            judge_warmup=judge_warmup,
         )
         if journal is not None and db is not None:
             raise InputError("give --journal FILE or --db URL, not both")
