@@ -27,7 +27,7 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from . import store
-from .refit import Snapshot
+from .snapshot import Snapshot
 
 __all__ = ["LiveCounts", "GAP_SECONDS"]
 

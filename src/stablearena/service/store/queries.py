@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy import Integer, Text, func, select
 from sqlalchemy.engine import Connection, Engine
 
-from ..refit import Snapshot
+from ..snapshot import Snapshot
 from .tables import REFIT_LOCK, annotators, fits, meta, models, votes
 from .votes import cursor
 
