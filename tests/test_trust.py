@@ -129,3 +129,39 @@ def test_with_cap_and_ramp_off_the_rule_is_off_negative_abilities_included():
     assert bounded_fit(fit, cap=100, ramp_votes=0) is not fit
     t = {a.annotator: a for a in account_trust(fit, cap=100, ramp_votes=0)}
     assert t["h0"].weight == 0 and t["h0"].reason.startswith("excluded: ability")
+
+
+def test_a_model_judged_only_by_accounts_of_weight_zero_keeps_the_fit():
+    """Bounded weights can leave a model with no comparison that counts (every account that
+    judged it weighs 0): the bounded fit is then not applied (a note says why) — as the live
+    arena publishes it and as the rigging simulator's bounded defences now read it (a run of
+    `experiment rigging` stopped on this at seed 4 of the omnipresent families)."""
+    from stablearena.battles import Battles
+    from stablearena.trust import bounded_fit
+
+    battles = small_arena()
+    rng = np.random.default_rng(1)
+    # m6 is judged only by "inverted", who votes against the truth everywhere (ability < 0)
+    rows = []
+    for _ in range(300):
+        a, b = rng.choice(7, 2, replace=False)
+        stronger = max(a, b) if 6 not in (a, b) else (a if a != 6 else b)
+        rows.append((int(a), int(b), 1 if a == stronger else 0, "inverted"))
+    a, b, o, k = zip(*rows, strict=True)
+    models = (*battles.models, "m6")
+    extra = Battles.from_arrays(
+        np.array(a), np.array(b), np.array(o), models=models, annotator=list(k)
+    )
+    both = Battles.from_arrays(
+        np.concatenate([battles.model_a, extra.model_a]),
+        np.concatenate([battles.model_b, extra.model_b]),
+        np.concatenate([battles.outcome, extra.outcome]),
+        models=models,
+        annotator=[*np.array(battles.annotators)[battles.annotator], *k],
+    )
+    fit = am_elo_fit(both)
+    trust = dict(zip(fit.annotators, fit.abilities, strict=True))
+    assert trust["inverted"] < 0
+    got = bounded_fit(fit, cap=2.0, ramp_votes=0)
+    assert np.isfinite(got.scores).all()
+    assert "bounded influence not applied" in got.notes[-1] and "m6" in got.notes[-1]

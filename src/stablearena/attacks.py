@@ -63,7 +63,7 @@ from .influence import (
     e_values,
 )
 from .raters.bradley_terry import solve_bradley_terry
-from .trust import bounded_scores
+from .trust import bounded_fit, bounded_scores
 
 __all__ = [
     "Family",
@@ -600,8 +600,9 @@ def defence_scores(
                 fit, names = got
                 excl = excl | names
             if defence.endswith("+bounded"):
-                x = bounded_scores(fit, cap=fits.cap, ramp_votes=fits.ramp_votes)
-                fit = replace(fit, scores=x)
+                # as the live arena publishes it: where the weighed votes alone cannot rank
+                # every model (a model judged only by accounts that weigh 0), the fit unbounded
+                fit = bounded_fit(fit, cap=fits.cap, ramp_votes=fits.ramp_votes)
             if defence in DEFENCES:
                 return _full_scores(fit, counts.models), excl
     raise InputError(f"unknown defence {defence!r}; choose from {', '.join(DEFENCES)}.")
