@@ -139,7 +139,7 @@ def test_incomplete_battle_refuses_votes(tmp_path, demo):
         # the API path: no vote on an incomplete battle, and it says why (not "expired")
         assert res.kind == "incomplete" and "both answers must be complete" in res.message
         res = st.writer.submit(
-            lambda c: store.held.record_held_vote(c, row["id"], 1, 0, time.time(), 0.0)
+            lambda c: store.record_vote(c, row["id"], 1, 0, time.time(), 0.0)
         ).result()
         assert res.kind == "incomplete"
         assert csrf

@@ -237,7 +237,7 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
     st = arena(request)
     res = await request.app.state.writer.submit_async(
         partial(
-            store.held.record_held_vote,
+            store.record_vote,
             battle_id=battle_id,
             annotator_id=who.id,
             outcome=_OUTCOMES[body.outcome],

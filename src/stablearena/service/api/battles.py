@@ -55,6 +55,7 @@ _VOTE_ERRORS = {
     "conflict": (409, "conflict", "outcome"),
     "expired": (410, "expired", "battle_id"),
     "incomplete": (409, "incomplete", "battle_id"),
+    "failed": (409, "failed", "battle_id"),
 }
 
 router = APIRouter()

@@ -37,7 +37,6 @@ __all__ = [
     "insert_held",
     "finish_held",
     "held_status",
-    "record_held_vote",
     "open_held",
     "OpenHeld",
     "held_columns",
@@ -218,25 +217,6 @@ def held_status(conn: Connection, battle_id: str) -> str | None:
     return conn.execute(
         sa.select(held_battles.c.status).where(held_battles.c.battle_id == battle_id)
     ).scalar()
-
-
-def record_held_vote(
-    conn: Connection,
-    battle_id: str,
-    annotator_id: int,
-    outcome: int,
-    now: float,
-    correction_window: float,
-    revision: int | None = None,
-) -> VoteResult:
-    """:func:`~.votes.record_vote` on a held battle, refused (kind ``incomplete``, or
-    ``failed``) until both answers are stored."""
-    status = held_status(conn, battle_id)
-    if status == "served":
-        return VoteResult("incomplete", message="both answers must be complete before a vote")
-    if status == "failed":
-        return VoteResult("failed", message="a model failed to answer; this battle has no vote")
-    return record_vote(conn, battle_id, annotator_id, outcome, now, correction_window, revision)
 
 
 def open_held(

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .tables import OUTCOMES
+from .tables import OUTCOMES, held_battles
 
 # PostgreSQL alike, on the driver's own cursor inside the caller's transaction: SQLAlchemy's
 # statement and result machinery costs several times the database work itself (measured on
@@ -217,7 +218,12 @@ def record_vote(
             [count_row(a, b, annotator_id, old, -1.0), count_row(a, b, annotator_id, outcome, 1.0)],
         )
         return VoteResult("corrected", new_id, rev + 1, outcome, now, a, b, stored_outcome=old)
-    if expires == 0.0:  # a held battle whose answers are still being generated
+    if expires == 0.0:  # a battle the arena holds, not votable: still generating, or failed
+        status = conn.execute(
+            sa.select(held_battles.c.status).where(held_battles.c.battle_id == battle_id)
+        ).scalar()
+        if status == "failed":
+            return VoteResult("failed", message="a model failed to answer; this battle has no vote")
         return VoteResult(
             "incomplete",
             message=f"battle {battle_id}: both answers must be complete before a vote; "
