@@ -432,14 +432,13 @@ class BattleHolder:
                 jid = self.judge_ids[jc.name] = await self.writer.submit_async(
                     partial(store.held.judge_annotator, name=jc.name, now=now)
                 )
-            outcome = {"x": 0, "y": 1, "tie": 2}[judgement.outcome]
             copy = {**row, "id": uuid.uuid4().hex, "strategy": "judge", "check": False}
             res = await self.writer.submit_async(
                 partial(
                     store.held.record_judgement,
                     row=copy,
                     judge_id=jid,
-                    outcome=outcome,
+                    verdict=judgement.outcome,
                     now=now,
                     ttl=st.config.battle_ttl,
                     held={

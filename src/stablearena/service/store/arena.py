@@ -336,7 +336,7 @@ def record_judgement(
     conn: Connection,
     row: dict[str, Any],
     judge_id: int,
-    outcome: int,
+    verdict: str,
     now: float,
     ttl: float,
     held: dict[str, Any],
@@ -344,11 +344,13 @@ def record_judgement(
 ) -> VoteResult:
     """A judge's vote on a completed held battle: a battle of the same pair served to the judge
     (``row``: the held battle's row with a new id), stored complete
-    with its prompt (``held``) and the judged ``answers``, and the vote, in one transaction."""
+    with its prompt (``held``) and the judged ``answers``, and the vote — the judgement's
+    ``verdict`` (``"x"``: model A, ``"y"``: model B, ``"tie"``) — in one transaction."""
     insert_battles(
         conn, [{**row, "annotator_id": judge_id, "served_at": now, "expires_at": now + ttl}]
     )
     conn.execute(held_battles.insert().values(battle_id=row["id"], **held))
     for a in answers:  # the same answers as the battle judged
         conn.execute(battle_answers.insert().values(battle_id=row["id"], **a))
+    outcome = {"x": 0, "y": 1, "tie": 2}[verdict]  # codes of tables.OUTCOMES
     return record_vote(conn, row["id"], judge_id, outcome, now, 0.0)

@@ -111,9 +111,8 @@ def store_judged(
         finish_held(conn, first["id"], sided(x, y), failure or "failed", now, 0.0)
         return str(first["id"])
     done = {**held, "status": "complete", "served_at": now, "completed_at": now}
-    code = {"x": 0, "y": 1, "tie": 2}[outcome]
     r = row(x, y)
-    res = record_judgement(conn, r, judge_id, code, now, 0.0, done, sided(x, y))
+    res = record_judgement(conn, r, judge_id, outcome, now, 0.0, done, sided(x, y))
     if res.kind != "new":  # a fresh battle and its first vote: anything else is a bug
         raise RuntimeError(f"the judgement's vote was not recorded: {res.kind} {res.message}")
     return str(r["id"])
