@@ -76,21 +76,48 @@ def test_exhausted_when_every_battle_is_judged():
     assert r.stop_reason == "exhausted" and len(set(keys(r))) == len(r.judgements) == 6
 
 
-def test_precision_stop():
+def _precision_run(judge_names, **config):
     models = [LocalDemoClient(m.name) for m in (DEMO_MODELS[0], DEMO_MODELS[-1])]
     prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(400, seed=4)]
     judges = [
         JudgeClient(j, client=LocalDemoClient(j.name, system_prompt=j.endpoint.system_prompt))
-        for j in demo_judges("http://127.0.0.1:1/v1", ["judge-keen"])
+        for j in demo_judges("http://127.0.0.1:1/v1", judge_names)
     ]
-    cfg = AutoConfig(precision_top=1, check_every=10, parallel=5)
-    r = local_arena(cfg, models=models, judges=judges, prompts=prompts).run()
+    cfg = AutoConfig(precision_top=1, check_every=10, parallel=5, **config)
+    return local_arena(cfg, models=models, judges=judges, prompts=prompts).run()
+
+
+def test_precision_stop():
+    r = _precision_run(["judge-keen"])
     assert r.stop_reason == "precision" and len(r.judgements) < 400
-    from stablearena.raters.base import get_rater
     from stablearena.uncertainty import intervals
 
-    iv = intervals(get_rater("m-elo").fit(r.battles()), "fisher")
+    fitted, _ = fit_leaderboard(r)
+    iv = intervals(fitted, "fisher")
     assert top_k_separated(iv.rank, iv.rank_low, iv.rank_high, 1)
+
+
+def test_precision_stop_reads_the_fit_the_leaderboard_reports():
+    """A keen judge and a contrary one, battles spread over both: m-ELO (judges alike) sees
+    about even results and cannot separate the two models, am-ELO (the contrary judge's
+    ability negative) can — so the default (am-ELO) run stops on am-ELO's intervals many
+    judgements before an m-ELO run (10 against 200 when written)."""
+    from stablearena.uncertainty import intervals
+
+    judges = ["judge-keen", "judge-contrary"]
+    r = _precision_run(judges, judge_choice="spread")
+    assert r.stop_reason == "precision" and len(r.judgements) < 100
+    fitted, notes = fit_leaderboard(r)
+    assert fitted.method == "am-elo" and not notes
+    iv = intervals(fitted, "fisher")
+    assert top_k_separated(iv.rank, iv.rank_low, iv.rank_high, 1)
+    r = _precision_run(judges, judge_choice="spread", rater="m-elo")
+    assert len(r.judgements) > 100
+
+
+def test_auto_config_refuses_an_unknown_rater():
+    with pytest.raises(InputError, match="rater must be am-elo or m-elo"):
+        AutoConfig(rater="elo")
 
 
 def test_top_k_separated():

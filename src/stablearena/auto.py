@@ -225,8 +225,10 @@ class AutoConfig:
     target is met or no battle is left. ``design``: a selector name, ``"round-robin"`` or
     ``"baseline"`` (then ``baseline`` names the baseline model). ``parallel``: battles in
     flight at once (the selector is asked for that many distinct pairs per batch).
-    ``precision_top``: stop when the rank intervals (``level``, Fisher, m-ELO) of the top k
-    models no longer overlap each other or the rest; checked every ``check_every`` judgements.
+    ``precision_top``: stop when the rank intervals (``level``, Fisher) of the top k models
+    no longer overlap each other or the rest, on the fit the leaderboard reports (``rater``:
+    am-ELO with the judges' abilities, or m-ELO; :func:`fit_judgements`); checked every
+    ``check_every`` judgements.
     ``judge_choice``: ``"information"`` (each battle to the judge whose judgement is expected to
     carry the most information, :func:`judge_information`, after ``judge_warmup`` judgements
     of every judge) or ``"spread"`` (a judge drawn per battle by a hash, every judge alike);
@@ -244,8 +246,11 @@ class AutoConfig:
     check_every: int = 20
     judge_choice: str | None = None
     judge_warmup: int = 10
+    rater: str = "am-elo"
 
     def __post_init__(self) -> None:
+        if self.rater not in ("am-elo", "m-elo"):
+            raise InputError(f"rater must be am-elo or m-elo, not {self.rater!r}")
         if self.budget is not None and self.budget < 2:
             raise InputError("the budget is in judge calls and a battle takes two: give >= 2")
         if self.judge_choice not in (None, *JUDGE_CHOICES):
@@ -793,17 +798,12 @@ class AutoArena:
         k = self.config.precision_top
         if k is None or len(battles) == 0:
             return False
-        import warnings
-
-        from .errors import StableArenaError, StableArenaWarning
-        from .raters.base import get_rater
+        from .errors import StableArenaError
         from .uncertainty import intervals
 
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", StableArenaWarning)
-                fitted = get_rater("m-elo").fit(battles)
-                iv = intervals(fitted, "fisher", level=self.config.level, seed=self.config.seed)
+            fitted, _ = fit_judgements(battles, self.config.rater)
+            iv = intervals(fitted, "fisher", level=self.config.level, seed=self.config.seed)
         except StableArenaError:
             return False
         return top_k_separated(iv.rank, iv.rank_low, iv.rank_high, k)
@@ -890,24 +890,17 @@ class AutoArena:
         return asyncio.run(self.run_async())
 
 
-def fit_leaderboard(result: AutoResult, rater: str = "am-elo") -> tuple[Any, list[str]]:
-    """The fitted leaderboard of an automatic arena's judgements (models without a
-    successful judgement left out), and notes: am-ELO with the
-    judges as annotators (their abilities estimated; docs/methods/annotators.md), or m-ELO on
-    all judgements alike when ``rater="m-elo"`` — or when am-ELO finds no solution (then a note
-    says why)."""
+def fit_judgements(battles: Battles, rater: str = "am-elo") -> tuple[Any, list[str]]:
+    """The fit of an automatic arena's judgements and its notes: am-ELO with the judges as
+    annotators (their abilities estimated; docs/methods/annotators.md), or m-ELO on all
+    judgements alike when ``rater="m-elo"`` — or when am-ELO finds no solution (then a note
+    says why). The leaderboard (:func:`fit_leaderboard`) and the precision stop read it."""
     import warnings
 
     from .errors import StableArenaError, StableArenaWarning
     from .raters.base import get_rater
 
-    battles = result.battles().compact()
-    if len(battles) == 0:
-        raise InputError("no judgement succeeded, so there is no leaderboard (see the failures)")
     notes: list[str] = []
-    missing = [m for m in result.models if m not in battles.models]
-    if missing:
-        notes.append(f"left out, no successful judgement: {', '.join(missing)}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StableArenaWarning)
         if rater == "am-elo":
@@ -918,3 +911,17 @@ def fit_leaderboard(result: AutoResult, rater: str = "am-elo") -> tuple[Any, lis
         fitted = get_rater("m-elo").fit(battles)
     notes += [str(w.message) for w in caught]
     return fitted, notes
+
+
+def fit_leaderboard(result: AutoResult, rater: str = "am-elo") -> tuple[Any, list[str]]:
+    """The fitted leaderboard of an automatic arena's judgements (models without a
+    successful judgement left out), and notes (:func:`fit_judgements`)."""
+    battles = result.battles().compact()
+    if len(battles) == 0:
+        raise InputError("no judgement succeeded, so there is no leaderboard (see the failures)")
+    notes: list[str] = []
+    missing = [m for m in result.models if m not in battles.models]
+    if missing:
+        notes.append(f"left out, no successful judgement: {', '.join(missing)}")
+    fitted, fit_notes = fit_judgements(battles, rater)
+    return fitted, notes + fit_notes

@@ -185,6 +185,7 @@ def auto(
             precision_top=precision_top,
             judge_choice=judge_choice,
             judge_warmup=judge_warmup,
+            rater=rater,
         )
         if journal is not None and db is not None:
             raise InputError("give --journal FILE or --db URL, not both")
