@@ -202,10 +202,10 @@ def test_a_database_of_another_run_or_a_bad_url_is_refused(server, tmp_path, cli
     assert code == 2 and "cannot open the database" in err and "check the URL" in err
 
 
-def test_auto_beside_a_live_serve(server, tmp_path):
-    """auto writing into the SQLite file a live serve is using: both go on, nothing is lost,
-    and serve counts the judges' votes once it refits."""
-    url = f"sqlite:///{tmp_path / 'live.db'}"
+def test_auto_beside_a_live_serve(server, tmp_path, new_db):
+    """auto writing into the database (SQLite file or PostgreSQL) a live serve is using: both
+    go on, nothing is lost, and serve counts the judges' votes once it refits."""
+    url = new_db()
     with ServerProcess(url, "--set", "arena.min_records=0", cwd=tmp_path) as s:
         cmd = _command(server, tmp_path, url)
         cmd[cmd.index("--budget") + 1] = "80"
