@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+from unittest.mock import patch
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -134,7 +139,8 @@ def test_count_rows_both_paths_match_reference(m, n, n_ann, by_annotator, weight
     got_ann_list = [0] * len(i) if got_ann is None else got_ann.tolist()
     got_keys = zip(i.tolist(), j.tolist(), got_ann_list, strict=True)
     assert list(got_keys) == keys
-    assert i.dtype == j.dtype == np.int32 and table.dtype == float and table.flags.c_contiguous
+    assert i.dtype == j.dtype == np.int32 and table.dtype == float
+    assert table.flags.c_contiguous or table.flags.f_contiguous  # rows or columns
     np.testing.assert_allclose(table, np.array([ref[k] for k in keys]).reshape(-1, 4), rtol=1e-12)
 
 
@@ -277,13 +283,25 @@ def count_cases(draw: st.DrawFn) -> tuple:
     return m, a, b, oc, w, ann, n_ann
 
 
+def numpy_counting() -> contextlib.AbstractContextManager:
+    """Count as when SciPy's compiled scatter-add cannot be loaded: ``np.bincount`` only."""
+    from stablearena import battles as battles_module
+
+    return patch.object(battles_module, "coo_todense", lambda: None)
+
+
 @settings(max_examples=300, deadline=None)
-@given(count_cases())
-def test_battles_counts_equal_per_battle_loop(case):
-    """Battles.counts (both counting paths) equals a per-battle loop: the same rows in (i, j,
-    annotator) order, counts equal exactly without weights; empty logs give no rows; calling
-    it again gives the same counts after the caller edits the arrays it got (nothing cached is
-    shared)."""
+@given(count_cases(), st.booleans())
+def test_battles_counts_equal_per_battle_loop(case, compiled):
+    """Battles.counts (both counting paths; the dense one with the compiled scatter-add and with
+    NumPy alone) equals a per-battle loop: the same rows in (i, j, annotator) order, counts
+    equal exactly without weights; empty logs give no rows; calling it again gives the same
+    counts after the caller edits the arrays it got (nothing cached is shared)."""
+    with contextlib.nullcontext() if compiled else numpy_counting():
+        check_counts_against_loop(case)
+
+
+def check_counts_against_loop(case: tuple) -> None:
     m, a, b, oc, w, ann, n_ann = case
     battles = Battles(
         models=tuple(f"m{k}" for k in range(m)),
@@ -359,3 +377,66 @@ def test_invalid_codes_name_the_row(dtype, a, b, outcome, message):
             outcome=np.array(outcome, dtype=np.int8),
         )
     assert "data row 2" in str(err.value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 50),
+    st.integers(0, 400),
+    st.sampled_from([np.int32, np.int64]),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_ordered_table_compiled_equals_bincount(space, n, dtype, weighted, seed):
+    """The compiled scatter-add fills the same ordered table as ``np.bincount`` over key·4 +
+    outcome (integer counts exactly; weighted sums in the same order, so equal too)."""
+    from stablearena._scatter import coo_todense
+    from stablearena.battles import _ordered_table
+
+    assert coo_todense() is not None  # SciPy is a dependency: the compiled path is the one run
+    rng = np.random.default_rng(seed)
+    key = rng.integers(0, space, n).astype(dtype)
+    oc = rng.integers(0, 4, n).astype(np.int8)
+    w = rng.choice([0.0, 0.3, 1.0, 2.5], n) if weighted else None
+    want = np.bincount(key.astype(np.int64) * 4 + oc, w, minlength=space * 4)
+    got = _ordered_table(key.copy(), oc, w, space)
+    assert got.dtype.kind == ("f" if weighted and n else "i")  # (bincount: ints when empty)
+    np.testing.assert_array_equal(got, want)
+    with numpy_counting():
+        np.testing.assert_array_equal(_ordered_table(key.copy(), oc, w, space), want)
+
+
+@pytest.mark.parametrize(
+    ("column", "row", "value"),
+    [("model_a", 0, 3), ("model_b", 0, -1), ("outcome", 7, 4), ("outcome", 7, -2)],
+)
+def test_counts_refuse_codes_changed_in_place(column, row, value):
+    """The compiled kernel does not check bounds: codes written into a validated log's arrays
+    after it was built that point outside the table are an InputError, never a write outside
+    it."""
+    battles = Battles.from_arrays([0, 1, 2] * 50, [1, 2, 0] * 50, [0, 1, 2] * 50, models="xyz")
+    getattr(battles, column)[row] = value
+    with pytest.raises(InputError, match="changed in place"):
+        battles.counts()
+
+
+def test_compiled_scatter_loads_without_importing_scipy():
+    """The kernel is loaded from its file alone: counting imports no SciPy module (start-up stays
+    fast), and ``scipy.sparse`` imported afterwards works as usual."""
+    code = (
+        "import sys\n"
+        "from stablearena import Battles\n"
+        "from stablearena._scatter import coo_todense\n"
+        "b = Battles.from_arrays([0, 1] * 600, [1, 2] * 600, [0, 2] * 600, models='xyz')\n"
+        "c = b.counts()\n"
+        "assert coo_todense() is not None\n"
+        "assert not [k for k in sys.modules if k.startswith('scipy')], sys.modules.keys()\n"
+        "import scipy.sparse as sp\n"
+        "x = sp.coo_matrix(([1.0, 2.0, 4.0], ([0, 1, 1], [1, 0, 0])), shape=(2, 2)).toarray()\n"
+        "assert x.tolist() == [[0, 1], [6, 0]], x\n"
+        "print(c.wins.tolist(), c.ties.tolist())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["[600.0,", "0.0]", "[0.0,", "600.0]"]
