@@ -336,8 +336,8 @@ def test_fold_positions_are_the_upper_triangle(m):
     i, j, up, low = _fold_positions(m)
     np.testing.assert_array_equal(i, iu)
     np.testing.assert_array_equal(j, ju)
-    np.testing.assert_array_equal(up, iu * m + ju)
-    np.testing.assert_array_equal(low, ju * m + iu)
+    np.testing.assert_array_equal(up, iu * 4 * m + ju)  # cells of an m × 4 × m table
+    np.testing.assert_array_equal(low, ju * 4 * m + iu)
     assert i.dtype == j.dtype == np.int32
     assert not any(x.flags.writeable for x in (i, j, up, low))
 
@@ -381,34 +381,48 @@ def test_invalid_codes_name_the_row(dtype, a, b, outcome, message):
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.integers(1, 50),
+    st.integers(1, 12),
     st.integers(0, 400),
+    st.integers(0, 3),
     st.sampled_from([np.int32, np.int64]),
     st.booleans(),
+    st.sampled_from([7, 1 << 18]),
     st.integers(0, 2**32 - 1),
 )
-def test_ordered_table_compiled_equals_bincount(space, n, dtype, weighted, seed):
-    """The compiled scatter-add fills the same ordered table as ``np.bincount`` over key·4 +
-    outcome (integer counts exactly; weighted sums in the same order, so equal too)."""
+def test_ordered_table_compiled_equals_bincount(m, n, n_ann, dtype, weighted, chunk, seed):
+    """The compiled scatter-add (in chunks of 7 battles too) and the NumPy fallback fill the
+    same model_a × outcome × model_b [× annotator] table as a plain ``np.bincount`` over each
+    battle's cell (integer counts exactly; weighted sums in the same order, so equal too), for
+    int32 and int64 codes."""
+    from stablearena import battles as battles_module
     from stablearena._scatter import coo_todense
     from stablearena.battles import _ordered_table
 
+    assert chunk <= battles_module._CHUNK
+    _chunk = patch.object(battles_module, "_CHUNK", chunk)
+
     assert coo_todense() is not None  # SciPy is a dependency: the compiled path is the one run
     rng = np.random.default_rng(seed)
-    key = rng.integers(0, space, n).astype(dtype)
+    a = rng.integers(0, m, n).astype(dtype)
+    b = rng.integers(0, m, n).astype(dtype)
     oc = rng.integers(0, 4, n).astype(np.int8)
+    ann = rng.integers(0, n_ann, n).astype(np.int32) if n_ann else None
+    k = max(n_ann, 1)
     w = rng.choice([0.0, 0.3, 1.0, 2.5], n) if weighted else None
-    want = np.bincount(key.astype(np.int64) * 4 + oc, w, minlength=space * 4)
-    got = _ordered_table(key.copy(), oc, w, space)
-    assert got.dtype.kind == ("f" if weighted and n else "i")  # (bincount: ints when empty)
-    np.testing.assert_array_equal(got, want)
-    with numpy_counting():
-        np.testing.assert_array_equal(_ordered_table(key.copy(), oc, w, space), want)
+    cell = ((a.astype(np.int64) * 4 + oc) * m + b) * k + (0 if ann is None else ann)
+    want = np.bincount(cell, w, minlength=m * m * k * 4)
+    for dt in (np.int32, np.int64):
+        with _chunk:
+            got = _ordered_table(a, b, oc, m, w, ann, k, dt)
+        assert got.dtype.kind == ("f" if weighted and n else "i")  # (bincount: ints when empty)
+        np.testing.assert_array_equal(got, want)
+        with numpy_counting():
+            np.testing.assert_array_equal(_ordered_table(a, b, oc, m, w, ann, k, dt), want)
 
 
 @pytest.mark.parametrize(
     ("column", "row", "value"),
-    [("model_a", 0, 3), ("model_b", 0, -1), ("outcome", 7, 4), ("outcome", 7, -2)],
+    [("model_a", 0, 3), ("model_b", 0, -1), ("outcome", 2, 4), ("outcome", 0, -2)],
 )
 def test_counts_refuse_codes_changed_in_place(column, row, value):
     """The compiled kernel does not check bounds: codes written into a validated log's arrays
