@@ -9,7 +9,9 @@ these counts, so every fit reads a :class:`PairCounts`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import lru_cache
@@ -690,19 +692,20 @@ class Battles:
             annotator=self.annotator if by_annotator else None,
             n_annotators=len(self.annotators) if by_annotator else 1,  # type: ignore[arg-type]
         )
-        return PairCounts(
-            models=self.models,
-            i=i,
-            j=j,
-            # contiguous columns: views when count_rows stored the table by column
-            wins=np.ascontiguousarray(table[:, 0]),
-            losses=np.ascontiguousarray(table[:, 1]),
-            ties=np.ascontiguousarray(table[:, 2]),
-            ties_both_bad=np.ascontiguousarray(table[:, 3]),
-            annotator=ann,
-            annotators=self.annotators if by_annotator else None,
-            source=self.source,
-        )
+        with _counted():  # valid by construction: codes and weights were checked
+            return PairCounts(
+                models=self.models,
+                i=i,
+                j=j,
+                # contiguous columns: views when count_rows stored the table by column
+                wins=np.ascontiguousarray(table[:, 0]),
+                losses=np.ascontiguousarray(table[:, 1]),
+                ties=np.ascontiguousarray(table[:, 2]),
+                ties_both_bad=np.ascontiguousarray(table[:, 3]),
+                annotator=ann,
+                annotators=self.annotators if by_annotator else None,
+                source=self.source,
+            )
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a DataFrame with model names and outcome labels."""
@@ -726,6 +729,21 @@ class Battles:
         if self.weight is not None:
             df["weight"] = self.weight
         return df
+
+
+#: Set while :meth:`Battles.counts` builds its :class:`PairCounts`: rows from
+#: :func:`count_rows` over validated codes satisfy the checks by construction, so they are not
+#: run again (0.1 ms at 20k rows).
+_COUNTED: ContextVar[bool] = ContextVar("stablearena_counted", default=False)
+
+
+@contextmanager
+def _counted() -> Iterator[None]:
+    token = _COUNTED.set(True)
+    try:
+        yield
+    finally:
+        _COUNTED.reset(token)
 
 
 @dataclass(frozen=True, eq=False)
@@ -754,7 +772,7 @@ class PairCounts:
         for name in ("j", "wins", "losses", "ties", "ties_both_bad"):
             if len(getattr(self, name)) != n:
                 raise InputError(f"{self.source}: pair-count column {name} has the wrong length.")
-        if n:
+        if n and not _COUNTED.get():
             m = len(self.models)
             if self.i.min() < 0 or self.j.max() >= m or np.any(self.i >= self.j):
                 raise InputError(f"{self.source}: pair counts need 0 <= i < j < {m} in every row.")
