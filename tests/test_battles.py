@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+from unittest.mock import patch
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -134,7 +139,8 @@ def test_count_rows_both_paths_match_reference(m, n, n_ann, by_annotator, weight
     got_ann_list = [0] * len(i) if got_ann is None else got_ann.tolist()
     got_keys = zip(i.tolist(), j.tolist(), got_ann_list, strict=True)
     assert list(got_keys) == keys
-    assert i.dtype == j.dtype == np.int32 and table.dtype == float and table.flags.c_contiguous
+    assert i.dtype == j.dtype == np.int32 and table.dtype == float
+    assert table.flags.c_contiguous or table.flags.f_contiguous  # rows or columns
     np.testing.assert_allclose(table, np.array([ref[k] for k in keys]).reshape(-1, 4), rtol=1e-12)
 
 
@@ -277,13 +283,25 @@ def count_cases(draw: st.DrawFn) -> tuple:
     return m, a, b, oc, w, ann, n_ann
 
 
+def numpy_counting() -> contextlib.AbstractContextManager:
+    """Count as when SciPy's compiled scatter-add cannot be loaded: ``np.bincount`` only."""
+    from stablearena import battles as battles_module
+
+    return patch.object(battles_module, "coo_todense", lambda: None)
+
+
 @settings(max_examples=300, deadline=None)
-@given(count_cases())
-def test_battles_counts_equal_per_battle_loop(case):
-    """Battles.counts (both counting paths) equals a per-battle loop: the same rows in (i, j,
-    annotator) order, counts equal exactly without weights; empty logs give no rows; calling
-    it again gives the same counts after the caller edits the arrays it got (nothing cached is
-    shared)."""
+@given(count_cases(), st.booleans())
+def test_battles_counts_equal_per_battle_loop(case, compiled):
+    """Battles.counts (both counting paths; the dense one with the compiled scatter-add and with
+    NumPy alone) equals a per-battle loop: the same rows in (i, j, annotator) order, counts
+    equal exactly without weights; empty logs give no rows; calling it again gives the same
+    counts after the caller edits the arrays it got (nothing cached is shared)."""
+    with contextlib.nullcontext() if compiled else numpy_counting():
+        check_counts_against_loop(case)
+
+
+def check_counts_against_loop(case: tuple) -> None:
     m, a, b, oc, w, ann, n_ann = case
     battles = Battles(
         models=tuple(f"m{k}" for k in range(m)),
@@ -318,8 +336,8 @@ def test_fold_positions_are_the_upper_triangle(m):
     i, j, up, low = _fold_positions(m)
     np.testing.assert_array_equal(i, iu)
     np.testing.assert_array_equal(j, ju)
-    np.testing.assert_array_equal(up, iu * m + ju)
-    np.testing.assert_array_equal(low, ju * m + iu)
+    np.testing.assert_array_equal(up, iu * 4 * m + ju)  # cells of an m × 4 × m table
+    np.testing.assert_array_equal(low, ju * 4 * m + iu)
     assert i.dtype == j.dtype == np.int32
     assert not any(x.flags.writeable for x in (i, j, up, low))
 
@@ -359,3 +377,80 @@ def test_invalid_codes_name_the_row(dtype, a, b, outcome, message):
             outcome=np.array(outcome, dtype=np.int8),
         )
     assert "data row 2" in str(err.value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(0, 400),
+    st.integers(0, 3),
+    st.sampled_from([np.int32, np.int64]),
+    st.booleans(),
+    st.sampled_from([7, 1 << 18]),
+    st.integers(0, 2**32 - 1),
+)
+def test_ordered_table_compiled_equals_bincount(m, n, n_ann, dtype, weighted, chunk, seed):
+    """The compiled scatter-add (in chunks of 7 battles too) and the NumPy fallback fill the
+    same model_a × outcome × model_b [× annotator] table as a plain ``np.bincount`` over each
+    battle's cell (integer counts exactly; weighted sums in the same order, so equal too), for
+    int32 and int64 codes."""
+    from stablearena import battles as battles_module
+    from stablearena._scatter import coo_todense
+    from stablearena.battles import _ordered_table
+
+    assert chunk <= battles_module._CHUNK
+    _chunk = patch.object(battles_module, "_CHUNK", chunk)
+
+    assert coo_todense() is not None  # SciPy is a dependency: the compiled path is the one run
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, m, n).astype(dtype)
+    b = rng.integers(0, m, n).astype(dtype)
+    oc = rng.integers(0, 4, n).astype(np.int8)
+    ann = rng.integers(0, n_ann, n).astype(np.int32) if n_ann else None
+    k = max(n_ann, 1)
+    w = rng.choice([0.0, 0.3, 1.0, 2.5], n) if weighted else None
+    cell = ((a.astype(np.int64) * 4 + oc) * m + b) * k + (0 if ann is None else ann)
+    want = np.bincount(cell, w, minlength=m * m * k * 4)
+    for dt in (np.int32, np.int64):
+        with _chunk:
+            got = _ordered_table(a, b, oc, m, w, ann, k, dt)
+        assert got.dtype.kind == ("f" if weighted and n else "i")  # (bincount: ints when empty)
+        np.testing.assert_array_equal(got, want)
+        with numpy_counting():
+            np.testing.assert_array_equal(_ordered_table(a, b, oc, m, w, ann, k, dt), want)
+
+
+@pytest.mark.parametrize(
+    ("column", "row", "value"),
+    [("model_a", 0, 3), ("model_b", 0, -1), ("outcome", 2, 4), ("outcome", 0, -2)],
+)
+def test_counts_refuse_codes_changed_in_place(column, row, value):
+    """The compiled kernel does not check bounds: codes written into a validated log's arrays
+    after it was built that point outside the table are an InputError, never a write outside
+    it."""
+    battles = Battles.from_arrays([0, 1, 2] * 50, [1, 2, 0] * 50, [0, 1, 2] * 50, models="xyz")
+    getattr(battles, column)[row] = value
+    with pytest.raises(InputError, match="changed in place"):
+        battles.counts()
+
+
+def test_compiled_scatter_loads_without_importing_scipy():
+    """The kernel is loaded from its file alone: counting imports no SciPy module (start-up stays
+    fast), and ``scipy.sparse`` imported afterwards works as usual."""
+    code = (
+        "import sys\n"
+        "from stablearena import Battles\n"
+        "from stablearena._scatter import coo_todense\n"
+        "b = Battles.from_arrays([0, 1] * 600, [1, 2] * 600, [0, 2] * 600, models='xyz')\n"
+        "c = b.counts()\n"
+        "assert coo_todense() is not None\n"
+        "assert not [k for k in sys.modules if k.startswith('scipy')], sys.modules.keys()\n"
+        "import scipy.sparse as sp\n"
+        "x = sp.coo_matrix(([1.0, 2.0, 4.0], ([0, 1, 1], [1, 0, 0])), shape=(2, 2)).toarray()\n"
+        "assert x.tolist() == [[0, 1], [6, 0]], x\n"
+        "print(c.wins.tolist(), c.ties.tolist())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["[600.0,", "0.0]", "[0.0,", "600.0]"]

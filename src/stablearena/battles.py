@@ -9,7 +9,9 @@ these counts, so every fit reads a :class:`PairCounts`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import lru_cache
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ._scatter import coo_todense
 from .errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -253,47 +256,39 @@ def count_rows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """Aggregate battles (valid codes) into count rows: ``(i, j, annotator, table)`` with
     ``i < j``, one row per (pair[, annotator]) that occurs (zero-weight battles included), rows
-    in key order, and ``table`` (rows × 4) the weighted A/B/tie/both-bad counts seen from i.
+    in key order, and ``table`` (rows × 4, float) the weighted A/B/tie/both-bad counts seen from
+    i (stored by column on the dense path: each column contiguous).
 
-    The sufficient statistic of every fit (docs/methods/data.md), vectorised: when the (ordered pair ×
-    annotator × outcome) space is small beside the log, one ``bincount`` over a flat int32 key
-    fills a dense ordered table that is then folded onto i < j (A and B swap where model_a had
-    the larger index); otherwise the unordered keys are sorted (``np.unique``) and summed.
+    The sufficient statistic of every fit (docs/methods/data.md), vectorised: when the (ordered
+    pair × annotator × outcome) space is small beside the log, one scatter-add
+    (:func:`_ordered_table`) fills a dense model_a × outcome × model_b [× annotator] table that
+    is then folded onto i < j (A and B swap where model_a had the larger index); otherwise the
+    unordered keys are sorted (``np.unique``) and summed.
     """
     n_ann = n_annotators if annotator is not None else 1
     space = m * m * n_ann
     n = len(a)
     if space * 4 <= max(8 * n, 1 << 20):
         dt = np.int32 if space * 4 < 2**31 else np.int64
-        key = np.multiply(a, dt(m), dtype=dt)  # then in place: no further temporaries
-        key += b
-        if annotator is not None:
-            key *= dt(n_ann)
-            key += annotator
-        occurs = None
+        t = _ordered_table(a, b, outcome, m, weight, annotator, n_ann, dt)
+        iu, ju, up, low = _fold_positions(m)
+        if n_ann > 1:  # (pair, annotator) in key order
+            up = (up[:, None] * n_ann + np.arange(n_ann)).ravel()
+            low = (low[:, None] * n_ann + np.arange(n_ann)).ravel()
+        cols = _fold(t, up, low, m * n_ann)
         if weight is not None and n and not weight.min() > 0:
             # a row of zero-weight battles still exists: count occurrences (with positive
             # weights only, a row occurs exactly when its weighted counts are positive)
-            occurs = np.bincount(key, minlength=space).reshape(m * m, n_ann)
-        key <<= 2
-        key += outcome
-        t = np.bincount(key, weight, minlength=space * 4).reshape(m * m, n_ann, 4)
-        iu, ju, up, low = _fold_positions(m)
-        seen_up = t.take(up, axis=0)  # (pairs, n_ann, 4): from i's side as model_a
-        seen_low = t.take(low, axis=0)  # from j's side: A and B swap
-        # column by column into a float table: element-wise adds over strided columns (adding
-        # the 4-wide slices in place, or reducing over the last axis, costs ten times more)
-        table = np.empty((len(up) * n_ann, 4))
-        folded = table.reshape(len(up), n_ann, 4)
-        for col, other in ((0, 1), (1, 0), (2, 2), (3, 3)):
-            np.add(seen_up[..., col], seen_low[..., other], out=folded[..., col])
-        if occurs is None:
-            seen = (table[:, 0] + table[:, 1]) + (table[:, 2] + table[:, 3])
+            seen = _fold(
+                _ordered_table(a, b, outcome, m, None, annotator, n_ann, dt), up, low, m * n_ann
+            )
+            seen = seen.sum(axis=0)
         else:
-            seen = (occurs.take(up, axis=0) + occurs.take(low, axis=0)).ravel()
+            seen = (cols[0] + cols[1]) + (cols[2] + cols[3])
         keep = np.flatnonzero(seen > 0)
-        if len(keep) < len(table):  # (no copy when every pair [× annotator] occurs)
-            table = table[keep]
+        if len(keep) < cols.shape[1]:  # (no copy when every pair [× annotator] occurs)
+            cols = cols[:, keep]
+        table = cols.T
         if n_ann == 1:  # (no division)
             pair, ann = keep, np.zeros(len(keep), dtype=np.int32)
         else:
@@ -316,8 +311,91 @@ def count_rows(
         i.astype(np.int32, copy=False),
         j.astype(np.int32, copy=False),
         ann.astype(np.int32, copy=False) if annotator is not None else None,
-        np.ascontiguousarray(table, dtype=float),
+        np.asarray(table, dtype=float),
     )
+
+
+def _ordered_table(
+    a: np.ndarray,
+    b: np.ndarray,
+    outcome: np.ndarray,
+    m: int,
+    weight: np.ndarray | None,
+    annotator: np.ndarray | None,
+    n_ann: int,
+    dt: type[np.integer],
+) -> np.ndarray:
+    """The flat model_a × outcome × model_b [× annotator] table (m·4·m·n_ann cells) with
+    ``weight[k]`` (1 without weights) added at battle k's cell ``((4·a + o)·m + b)·n_ann + ann``:
+    integer counts without weights, floats with; index arithmetic in ``dt``.
+
+    SciPy's compiled ``coo_todense`` when it loads (:mod:`stablearena._scatter`), with row
+    4·a + o and column b (the codes themselves without annotators), chunk by chunk; else
+    ``np.bincount`` over the flat cell index. The compiled kernel does not check bounds, so
+    each chunk's row and column indices are checked first (one unsigned maximum each): a cell
+    outside the table is an error, never a write outside it."""
+    scatter = coo_todense()
+    n = len(a)
+    if scatter is None or not n:
+        key = np.left_shift(a, 2, dtype=dt)  # then in place: no further temporaries
+        key += outcome
+        key *= dt(m)
+        key += b
+        if annotator is not None:
+            key *= dt(n_ann)
+            key += annotator
+        return np.bincount(key, weight, minlength=m * m * n_ann * 4)
+    # counts as int32 below 2^31 battles (no cell can overflow), else int64
+    vtype = float if weight is not None else np.int32 if n < 2**31 else np.int64
+    out = np.zeros(m * m * n_ann * 4, dtype=vtype)
+    ones = _ones(np.dtype(vtype)) if weight is None else None
+    w = None if weight is None else np.ascontiguousarray(weight, dtype=float)
+    # a chunk of the log at a time: its index columns stay in the processor's cache between
+    # the passes that build them and the kernel that reads them (1M battles: 1.7 ms against
+    # 2.0 in one piece), and no allocation grows with the log
+    own_col = annotator is not None or b.dtype != dt or not b.flags.c_contiguous
+    buf = np.empty((1 + own_col, min(n, _CHUNK)), dtype=dt)
+    for lo in range(0, n, _CHUNK):
+        hi = min(lo + _CHUNK, n)
+        row = np.left_shift(a[lo:hi], 2, out=buf[0, : hi - lo], dtype=dt)
+        row += outcome[lo:hi]
+        if own_col:
+            col = np.multiply(b[lo:hi], dt(n_ann), out=buf[1, : hi - lo], dtype=dt)
+            if annotator is not None:
+                col += annotator[lo:hi]
+        else:
+            col = b[lo:hi]
+        if _unsigned_max(row) >= 4 * m or _unsigned_max(col) >= m * n_ann:
+            raise InputError(
+                "model, annotator or outcome codes outside their ranges: were the arrays of a "
+                "validated Battles changed in place? Build a new one with Battles.from_arrays."
+            )
+        vals = ones[: hi - lo] if w is None else w[lo:hi]
+        scatter(4 * m, m * n_ann, hi - lo, row, col, vals, out, 0)
+    return out
+
+
+#: Battles per call of the compiled scatter-add (:func:`_ordered_table`).
+_CHUNK = 1 << 18
+
+
+@lru_cache(maxsize=2)
+def _ones(dtype: np.dtype) -> np.ndarray:
+    """:data:`_CHUNK` ones (read-only): the values the scatter-add adds without weights."""
+    out = np.ones(_CHUNK, dtype=dtype)
+    out.flags.writeable = False
+    return out
+
+
+def _fold(t: np.ndarray, up: np.ndarray, low: np.ndarray, stride: int) -> np.ndarray:
+    """(4, rows) float counts seen from i of the rows whose cells in the flat model_a × outcome
+    × model_b [× annotator] table ``t`` start at ``up`` (i first, outcome 0) and ``low`` (j
+    first): an outcome adds ``stride`` = m·n_ann to a cell, and A and B swap from j's side."""
+    cols = np.empty((4, len(up)))
+    for col, other in ((0, 1), (1, 0), (2, 2), (3, 3)):
+        # gathers from offset views: no index arithmetic per outcome
+        np.add(t[col * stride :].take(up), t[other * stride :].take(low), out=cols[col])
+    return cols
 
 
 #: :func:`_fold_positions` keeps its arrays for up to this many models (24 bytes per pair:
@@ -327,8 +405,9 @@ _FOLD_CACHE_MODELS = 724
 
 def _fold_positions(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(i, j, up, low)`` for the pairs i < j of ``m`` models in key order: the models as
-    int32 and the flat positions of (i, j) and (j, i) in an m × m table (read-only; cached for
-    up to :data:`_FOLD_CACHE_MODELS` models, where building them costs as much as the fold)."""
+    int32 and the flat positions of (i, outcome 0, j) and (j, outcome 0, i) in an m × 4 × m
+    table (read-only; cached for up to :data:`_FOLD_CACHE_MODELS` models, where building them
+    costs as much as the fold)."""
     return _fold_positions_cached(m) if m <= _FOLD_CACHE_MODELS else _build_fold_positions(m)
 
 
@@ -339,7 +418,7 @@ def _fold_positions_cached(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 
 def _build_fold_positions(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     iu, ju = np.triu_indices(m, 1)
-    up, low = iu * m + ju, ju * m + iu
+    up, low = iu * (4 * m) + ju, ju * (4 * m) + iu
     out = (iu.astype(np.int32), ju.astype(np.int32), up, low)
     for x in out:
         x.flags.writeable = False
@@ -458,8 +537,13 @@ class Battles:
                 raise InputError(
                     f"{source}: with models= given, model_a/model_b must be integer codes."
                 )
-            # copies: a validated log must not change when the caller later edits its arrays
-            a_codes, b_codes = a.astype(np.int32), b.astype(np.int32)
+            # copies: a validated log must not change when the caller later edits its arrays;
+            # both in one allocation (two of 4 MB per million battles let malloc hand the
+            # memory back to the system after each use and fault it in again on the next:
+            # 2,400 page faults and 6 ms per million battles in a fresh process; measured)
+            a_codes, b_codes = np.empty((2, len(a)), dtype=np.int32)
+            a_codes[...] = a
+            b_codes[...] = b
         oc = np.asarray(outcome)
         if (
             np.issubdtype(oc.dtype, np.integer)
@@ -613,18 +697,20 @@ class Battles:
             annotator=self.annotator if by_annotator else None,
             n_annotators=len(self.annotators) if by_annotator else 1,  # type: ignore[arg-type]
         )
-        return PairCounts(
-            models=self.models,
-            i=i,
-            j=j,
-            wins=table[:, 0].copy(),
-            losses=table[:, 1].copy(),
-            ties=table[:, 2].copy(),
-            ties_both_bad=table[:, 3].copy(),
-            annotator=ann,
-            annotators=self.annotators if by_annotator else None,
-            source=self.source,
-        )
+        with _counted():  # valid by construction: codes and weights were checked
+            return PairCounts(
+                models=self.models,
+                i=i,
+                j=j,
+                # contiguous columns: views when count_rows stored the table by column
+                wins=np.ascontiguousarray(table[:, 0]),
+                losses=np.ascontiguousarray(table[:, 1]),
+                ties=np.ascontiguousarray(table[:, 2]),
+                ties_both_bad=np.ascontiguousarray(table[:, 3]),
+                annotator=ann,
+                annotators=self.annotators if by_annotator else None,
+                source=self.source,
+            )
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a DataFrame with model names and outcome labels."""
@@ -648,6 +734,21 @@ class Battles:
         if self.weight is not None:
             df["weight"] = self.weight
         return df
+
+
+#: Set while :meth:`Battles.counts` builds its :class:`PairCounts`: rows from
+#: :func:`count_rows` over validated codes satisfy the checks by construction, so they are not
+#: run again (0.1 ms at 20k rows).
+_COUNTED: ContextVar[bool] = ContextVar("stablearena_counted", default=False)
+
+
+@contextmanager
+def _counted() -> Iterator[None]:
+    token = _COUNTED.set(True)
+    try:
+        yield
+    finally:
+        _COUNTED.reset(token)
 
 
 @dataclass(frozen=True, eq=False)
@@ -676,7 +777,7 @@ class PairCounts:
         for name in ("j", "wins", "losses", "ties", "ties_both_bad"):
             if len(getattr(self, name)) != n:
                 raise InputError(f"{self.source}: pair-count column {name} has the wrong length.")
-        if n:
+        if n and not _COUNTED.get():
             m = len(self.models)
             if self.i.min() < 0 or self.j.max() >= m or np.any(self.i >= self.j):
                 raise InputError(f"{self.source}: pair counts need 0 <= i < j < {m} in every row.")
