@@ -215,8 +215,9 @@ def create_app(
         # What the worker loaded (modules, caches, the fit) lives as long as it does: out of
         # the cycle collector's sight (gc.freeze), which then runs less often (GC_THRESHOLDS).
         # Measured (bench/bench_arena.py, 200 battles at once, a round's collections timed by
-        # gc.callbacks): 880 ms of pauses (two full collections, 413 and 187 ms) before, 135
-        # and 157 ms in two runs after; worker CPU per battle 8.3–9.5 → 6.7–7.8 ms.
+        # gc.callbacks, a stack sampler running): 880 ms of pauses (two full collections, 413
+        # and 187 ms) before, 135 and 157 ms in two runs after. Without the sampler, five
+        # interleaved runs: worker CPU per battle 7.7 → 6.1 ms (medians, with the SSE reader).
         gc.freeze()
         thresholds = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)
