@@ -1,11 +1,14 @@
 """Held battles under load: N concurrent streaming battles through one ``serve`` worker against
 the local demo model server, and the same calls made to the model server directly.
 
-Reports the worker's CPU time per battle (relaying both answers and the vote included), the
-arena's added time to first token (first streamed piece of either answer, vs the
-first content piece of two direct concurrent calls), p50 and p99; answers per second; the
-worker's memory (RSS) before and after; and checks that every battle is stored complete and
-every vote counted.
+Reports the worker's CPU time per battle (relaying both answers and the vote included); the
+CPU per battle of all three processes (this client, the worker, the model server) in each phase
+— on a machine whose cores are all busy, the arena's extra CPU per battle times the battles
+served before the median one is about what the burst adds to the median time to first token;
+the arena's added time to first token (first streamed piece of either answer, vs the first
+content piece of two direct concurrent calls), p50 and p99; answers per second; the worker's
+memory (RSS) before and after; and checks that every battle is stored complete and every vote
+counted.
 
     PYTHONPATH=src python bench/bench_arena.py [--battles 200] [--slow 0.01] [--rounds 2]
 
@@ -140,17 +143,22 @@ async def run(args: argparse.Namespace) -> None:
             limits = httpx.Limits(max_connections=4 * args.battles)
             shared = httpx.AsyncClient(timeout=300, limits=limits)
             rss0 = rss_mb(proc.pid)
-            added, rates = [], []
+            added, rates, extra = [], [], []
             all_ids: list[str] = []
             for k in range(args.rounds):  # interleaved: direct, arena, direct, arena…
-                t0 = time.perf_counter()
+                t0, m0, b0 = time.perf_counter(), cpu_seconds(demo.proc.pid), time.process_time()
                 d = await asyncio.gather(
                     *(direct(shared, demo.base_url, args.slow, prompt) for _ in clients)
                 )
                 t_direct = time.perf_counter() - t0
+                m1, b1 = cpu_seconds(demo.proc.pid), time.process_time()
                 t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
                 got = await asyncio.gather(*(held(url, c, t, prompt) for c, t in clients))
                 t_arena, cpu = time.perf_counter() - t0, cpu_seconds(proc.pid) - c0
+                m2, b2 = cpu_seconds(demo.proc.pid), time.process_time()
+                n = len(clients)
+                phases = (((b1 - b0) + (m1 - m0)) / n, ((b2 - b1) + (m2 - m1) + cpu) / n)
+                extra.append(phases[1] - phases[0])
                 a = [g[0] for g in got]
                 assert all(g[2] == "complete" for g in got), [g[2] for g in got]
                 all_ids += [g[1] for g in got]
@@ -166,11 +174,21 @@ async def run(args: argparse.Namespace) -> None:
                     f"(direct {2 * len(d) / t_direct:.0f}); worker CPU per battle "
                     f"{cpu / len(got) * 1e3:.2f} ms"
                 )
+                print(
+                    f"  CPU per battle, all three processes: direct {phases[0] * 1e3:.2f} ms "
+                    f"(client {(b1 - b0) / n * 1e3:.2f} + model server {(m1 - m0) / n * 1e3:.2f}); "
+                    f"arena {phases[1] * 1e3:.2f} ms (client {(b2 - b1) / n * 1e3:.2f} + worker "
+                    f"{cpu / n * 1e3:.2f} + model server {(m2 - m1) / n * 1e3:.2f}); the arena's "
+                    f"extra {extra[-1] * 1e3:.2f} ms × {n // 2} battles before the median one = "
+                    f"{extra[-1] * (n // 2) * 1e3:.0f} ms of CPU"
+                )
             later = added[1:] or added  # the first round pays the start (connections, first fit)
             print(
                 f"rounds 2-{len(added)}: added time to first token, median of the rounds' p50 "
                 f"{statistics.median(a[0] for a in later) * 1e3:.1f} ms, of their p99 "
-                f"{statistics.median(a[1] for a in later) * 1e3:.1f} ms"
+                f"{statistics.median(a[1] for a in later) * 1e3:.1f} ms; the arena's extra CPU "
+                f"per battle (worker, client and model server together, vs calling directly) "
+                f"{statistics.median(extra[1:] or extra) * 1e3:.2f} ms"
             )
             rss1 = rss_mb(proc.pid)
             async with httpx.AsyncClient(base_url=url, timeout=60) as c:

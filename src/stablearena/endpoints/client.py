@@ -32,6 +32,7 @@ __all__ = [
     "Result",
     "CircuitBreaker",
     "EndpointClient",
+    "SSEDecoder",
     "estimate_tokens",
     "parse_retry_after",
 ]
@@ -153,6 +154,66 @@ class CircuitBreaker:
             self.opened_at = self.clock()
 
 
+async def _within(coro: Any, seconds: float | None) -> Any:
+    """``await coro`` with a deadline: :func:`asyncio.timeout` where there is one (Python
+    3.11+; no task of its own per call, as :func:`asyncio.wait_for` makes there), else
+    :func:`asyncio.wait_for`. Raises :class:`asyncio.TimeoutError` at the deadline."""
+    if seconds is None or not hasattr(asyncio, "timeout"):
+        return await asyncio.wait_for(coro, seconds)
+    async with asyncio.timeout(seconds):
+        return await coro
+
+
+class SSEDecoder:
+    """Server-sent events read incrementally from raw bytes: :meth:`feed` takes whatever one
+    read of the response brought and returns the data of the events completed by it, as bytes
+    (the ``data:`` lines of an event joined by newlines, one leading space dropped, as the
+    HTML standard's event-stream rules say); :meth:`close` returns the data of an event left
+    unterminated at the end of the stream. Comments, ``event:``, ``id:`` and ``retry:`` lines
+    and events without data are skipped.
+
+    Nothing is decoded here: an event is split at blank lines as bytes, so a piece cut across
+    two reads — a multi-byte UTF-8 character included — is handed over whole once its event
+    ends, and only the data is JSON-decoded by the caller (one decode per event, no per-line
+    string work: the stream of a long answer has hundreds of events).
+    """
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The data of the events that ``chunk`` completes."""
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:  # CRLF or CR line ends: make them LF (a CR last may be half a CRLF)
+            keep = buf.endswith(b"\r")
+            buf = buf[:-1] if keep else buf
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if keep else b"")
+        *events, self._buf = buf.split(b"\n\n")
+        return [d for d in map(_event_data, events) if d is not None]
+
+    def close(self) -> list[bytes]:
+        """The data of an event the stream ended in without its blank line."""
+        rest, self._buf = self._buf.rstrip(b"\r\n").replace(b"\r\n", b"\n"), b""
+        data = _event_data(rest.replace(b"\r", b"\n")) if rest else None
+        return [] if data is None else [data]
+
+
+def _event_data(event: bytes) -> bytes | None:
+    """The data of one event's lines (None without a ``data`` field)."""
+    if event.startswith(b"data:") and b"\n" not in event:  # the usual event: one data line
+        return event[6:] if event[5:6] == b" " else event[5:]
+    data = None
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            value = line[6:] if line[5:6] == b" " else line[5:]
+            data = value if data is None else data + b"\n" + value
+        elif line == b"data":  # a field name without a colon: empty data
+            data = b"" if data is None else data + b"\n"
+    return data
+
+
 @dataclass
 class _Attempt:
     result: Result
@@ -264,7 +325,7 @@ class EndpointClient:
             while True:
                 attempt += 1
                 try:
-                    got = await asyncio.wait_for(self._attempt(body, on_delta), ep.timeout or None)
+                    got = await _within(self._attempt(body, on_delta), ep.timeout or None)
                 except asyncio.TimeoutError:
                     got = _Attempt(
                         Failure(ep.name, "timeout", f"no complete answer within {ep.timeout} s"),
@@ -396,38 +457,51 @@ class EndpointClient:
     async def _read_stream(
         self, r: Any, body: dict[str, Any], t0: float, on_delta: OnDelta | None = None
     ) -> _Attempt:
+        """Read a streamed answer: the pieces of content that arrive in one read of the
+        response go to ``on_delta`` at once, joined (one call per read, not per token)."""
         name = self.endpoint.name
         parts: list[str] = []
         first: float | None = None
         finish: str | None = None
         usage: dict[str, Any] | None = None
-        deltas, done = 0, False
-        async for line in r.aiter_lines():
-            if not line.startswith("data:"):
-                continue  # blank separators, ": comments", "event:" and "id:" lines
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
+        deltas, done, ended = 0, False, False
+        decoder = SSEDecoder()
+        chunks = r.aiter_bytes()
+        while not (done or ended):
             try:
-                obj = json.loads(data)
-            except ValueError:
-                return _Attempt(Failure(name, "bad_response", f"not JSON: {data[:100]!r}"))
-            if isinstance(obj, dict) and obj.get("error"):
-                err = obj["error"]
-                msg = err.get("message", err) if isinstance(err, dict) else err
-                return _Attempt(Failure(name, "http_500", f"error in the stream: {msg}"), True)
-            usage = obj.get("usage") or usage
-            for ch in obj.get("choices") or ():
-                content = (ch.get("delta") or {}).get("content")
-                if content:
-                    if first is None:
-                        first = time.perf_counter()
-                    parts.append(content)
-                    if on_delta is not None:
-                        on_delta(content)
-                    deltas += 1
-                finish = ch.get("finish_reason") or finish
+                events = decoder.feed(await chunks.__anext__())
+            except StopAsyncIteration:
+                events, ended = decoder.close(), True
+            new = len(parts)
+            for data in events:
+                if data[:1] != b"{" and data.strip() in (b"[DONE]", b""):
+                    if data.strip():
+                        done = True
+                        break
+                    continue  # an empty data line (a keep-alive)
+                try:
+                    obj = json.loads(data)
+                except ValueError:
+                    shown = data[:100].decode("utf-8", "replace")
+                    return _Attempt(Failure(name, "bad_response", f"not JSON: {shown!r}"))
+                if not isinstance(obj, dict):
+                    continue
+                if obj.get("error"):
+                    err = obj["error"]
+                    msg = err.get("message", err) if isinstance(err, dict) else err
+                    return _Attempt(Failure(name, "http_500", f"error in the stream: {msg}"), True)
+                usage = obj.get("usage") or usage
+                for ch in obj.get("choices") or ():
+                    content = (ch.get("delta") or {}).get("content")
+                    if content:
+                        parts.append(content)
+                        deltas += 1
+                    finish = ch.get("finish_reason") or finish
+            if len(parts) > new:
+                if first is None:
+                    first = time.perf_counter()
+                if on_delta is not None:
+                    on_delta(parts[new] if len(parts) == new + 1 else "".join(parts[new:]))
         if not done and finish is None:
             return _Attempt(Failure(name, "dropped", "the stream ended before [DONE]"), True)
         ttft = (first if first is not None else time.perf_counter()) - t0
