@@ -38,7 +38,7 @@ from ..serving import boost_weights, serving_draw
 from . import store
 from .counts import LiveCounts
 from .errors import ApiError, for_the_service, waiting_message
-from .refit import SOURCE, refit_published
+from .refit import SOURCE, UPDATE_METHOD, merge_update, refit_published
 from .security import Principal
 from .settings import ArenaConfig, Settings
 
@@ -77,12 +77,22 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class PublishedFit:
+    """A published fit: a full am-ELO fit, or a one-step update of one (``full``: that fit;
+    ``payload``: the full fit's with the update's leaderboard and scores,
+    :func:`~stablearena.service.refit.merge_update`)."""
+
     id: int
     as_of_vote: int
     fitted_at: float
     seconds: float
     payload: dict[str, Any]
     fitted: Any = None  # the AmEloFitted when this process made (or loaded) it
+    full: PublishedFit | None = None
+
+    @property
+    def base(self) -> PublishedFit:
+        """The full fit: this one, or the one this update starts from."""
+        return self.full or self
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,8 @@ class ArenaState:
         self.pending: dict[str, tuple[int, int, float]] = {}
         self.votes_seen = 0
         #: the pair counts in memory, brought up to date from the votes since the last look
-        self.counts = LiveCounts()
+        #: (journalled when the fit runs in this process: its one-step updates read the delta)
+        self.counts = LiveCounts(journal=not settings.fit_in_process)
         self.battles_served = 0
         self.refit_error: str | None = None
         #: why there is no am-ELO fit yet although nothing failed (too few records: δ)
@@ -167,8 +178,8 @@ class ArenaState:
             self._load_registry(conn)
             row = store.latest_fit_row(conn)
             self.votes_seen = store.watermark(conn)
-        if row is not None:
-            self.fit = published_fit(row)
+            if row is not None:
+                self.fit = self.fit_from_row(conn, row)
         self.counts.load(self.engine)
         self.rebuild_tracker(judged=True)
 
@@ -330,6 +341,27 @@ class ArenaState:
             self._judged_pos = {}
             self._all_candidates = None
             self.selector = selector
+
+    def fit_from_row(self, conn: Connection, row: Any) -> PublishedFit | None:
+        """The :class:`PublishedFit` of a ``fits`` row; for a one-step update, completed from
+        its full fit (the one installed, else read from the database; ``None`` if gone)."""
+        if row.method != UPDATE_METHOD:
+            return published_fit(row)
+        upd = json.loads(row.payload)
+        base_id = int(upd["update"]["base"])
+        full = self.fit.base if self.fit is not None else None
+        if full is None or full.id != base_id:
+            base_row = store.fit_row(conn, base_id)
+            if base_row is None:
+                return None
+            full = published_fit(base_row)
+        return published_fit(row, full=full, payload=upd)
+
+    def install_row(self, conn: Connection, row: Any) -> None:
+        """Install the fit of a ``fits`` row (:meth:`fit_from_row`, :meth:`install_fit`)."""
+        fit = self.fit_from_row(conn, row)
+        if fit is not None:
+            self.install_fit(fit)
 
     def install_fit(self, fit: PublishedFit) -> None:
         with self.lock:
@@ -570,9 +602,11 @@ class ArenaState:
             fit = self.published()
             if method == "am-elo" and ci == "none":
                 out = dict(fit.payload["leaderboard"])
+                out.setdefault("update", "full")
                 out["as_of_vote"] = fit.as_of_vote
                 out["fitted_at"] = fit.fitted_at
                 return out
+            fit = fit.base  # computed from the counts: once per full fit
             generation = fit.id
         key = (method, ci, level, generation)
         with self._cache_lock:
@@ -615,7 +649,8 @@ class ArenaState:
         return payload
 
     def annotators(self) -> dict[str, Any]:
-        fit = self.published()
+        """The full fit's annotators payload (a one-step update keeps its abilities)."""
+        fit = self.published().base
         out = dict(fit.payload["annotators"])
         out["as_of_vote"] = fit.as_of_vote
         out["fitted_at"] = fit.fitted_at
@@ -638,12 +673,24 @@ class ArenaState:
             ]
 
 
-def published_fit(row: Any, fitted: Any = None) -> PublishedFit:
+def published_fit(
+    row: Any,
+    fitted: Any = None,
+    *,
+    full: PublishedFit | None = None,
+    payload: dict[str, Any] | None = None,
+) -> PublishedFit:
+    """The :class:`PublishedFit` of a ``fits`` row (``payload``: its payload, already
+    decoded); a one-step update's completed from its ``full`` fit."""
+    payload = json.loads(row.payload) if payload is None else payload
+    if full is not None:
+        payload = merge_update(full.payload, payload)
     return PublishedFit(
         int(row.id),
         int(row.as_of_vote),
         float(row.fitted_at),
         float(row.seconds),
-        json.loads(row.payload),
+        payload,
         fitted,
+        full,
     )

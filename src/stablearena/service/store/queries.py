@@ -55,6 +55,11 @@ def latest_fit_row(conn: Connection, after: int = 0) -> Any:
     ).first()
 
 
+def fit_row(conn: Connection, fid: int) -> Any:
+    """The published fit of id ``fid`` (as :func:`latest_fit_row`), or None."""
+    return conn.execute(select(fits).where(fits.c.id == fid)).first()
+
+
 def publish_fit(
     conn: Connection,
     method: str,
@@ -63,8 +68,10 @@ def publish_fit(
     seconds: float,
     payload: dict[str, Any],
     keep: int,
+    base: int | None = None,
 ) -> int:
-    """Insert a fit and delete all but the newest ``keep``; returns its id."""
+    """Insert a fit and delete all but the newest ``keep`` — never the full fit ``base`` that
+    a one-step update is made from (nor anything newer); returns its id."""
     fid = conn.execute(
         fits.insert().values(
             method=method,
@@ -74,7 +81,7 @@ def publish_fit(
             payload=json.dumps(payload, allow_nan=False),
         )
     ).inserted_primary_key[0]
-    conn.execute(fits.delete().where(fits.c.id <= fid - keep))
+    conn.execute(fits.delete().where(fits.c.id <= fid - keep, fits.c.id < (base or fid)))
     return int(fid)
 
 
