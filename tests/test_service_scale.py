@@ -304,3 +304,25 @@ def test_the_published_board_is_updated_between_paced_full_fits(tmp_path, monkey
     with TestClient(create_app(settings)) as tc:  # a restart: the board from the database
         again = tc.get("/v1/leaderboard").json()
         assert again == lb
+
+
+def test_old_fits_are_deleted_but_never_the_full_fit_of_the_newest_update(engine):
+    from stablearena.service.refit import UPDATE_METHOD
+
+    def publish(method: str, base: int | None = None) -> int:
+        with engine.begin() as conn:
+            return store.publish_fit(conn, method, 1, 1.0, 0.1, {}, 3, base)
+
+    old = publish("am-elo")
+    full = publish("am-elo")
+    ups = [publish(UPDATE_METHOD, full) for _ in range(6)]
+    with engine.connect() as conn:
+        assert store.fit_row(conn, full) is not None  # kept: the updates start from it
+        assert store.fit_row(conn, old) is None
+        assert store.fit_row(conn, ups[2]) is None and store.fit_row(conn, ups[-3]) is not None
+        assert store.latest_fit_row(conn).id == ups[-1]
+    newer = publish("am-elo")
+    publish(UPDATE_METHOD, newer)
+    publish(UPDATE_METHOD, newer)
+    with engine.connect() as conn:
+        assert store.fit_row(conn, full) is None  # a newer full fit: the old one may go

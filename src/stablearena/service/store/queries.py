@@ -70,8 +70,8 @@ def publish_fit(
     keep: int,
     base: int | None = None,
 ) -> int:
-    """Insert a fit and delete all but the newest ``keep`` — never the full fit ``base`` that
-    a one-step update is made from (nor anything newer); returns its id."""
+    """Insert a fit and delete all but the newest ``keep`` — but not the full fit ``base`` a
+    one-step update is made from; returns its id."""
     fid = conn.execute(
         fits.insert().values(
             method=method,
@@ -81,7 +81,7 @@ def publish_fit(
             payload=json.dumps(payload, allow_nan=False),
         )
     ).inserted_primary_key[0]
-    conn.execute(fits.delete().where(fits.c.id <= fid - keep, fits.c.id < (base or fid)))
+    conn.execute(fits.delete().where(fits.c.id <= fid - keep, fits.c.id != (base or 0)))
     return int(fid)
 
 
