@@ -173,15 +173,15 @@ def _frozen_refit_and_update(fit, new, cap=2.0, ramp=100.0):
     Newton step (:func:`one_step_update`) and the full refit with every weight frozen."""
     from stablearena.raters.bradley_terry import solve_bradley_terry
     from stablearena.trust import (
-        _row_weights,
         _weighted_rows,
         bounded_fit,
         bounded_information,
+        bounded_weights,
         one_step_update,
     )
 
     x0 = bounded_fit(fit, cap=cap, ramp_votes=ramp).scores
-    w = _row_weights(fit, cap, ramp)
+    w = bounded_weights(fit, cap, ramp)
     weight = dict(zip([fit.annotators[k] for k in fit._fit_annotators], w, strict=True))
     i0, j0, n0, s0, c0, prior = _weighted_rows(fit, w)
     c = new.counts(by_annotator=True)
@@ -231,9 +231,9 @@ def test_one_step_update_without_new_votes_is_the_full_fit():
     np.testing.assert_array_equal(one.scores, x0)
     assert one.loglik_change == 0.0
     # its covariance is the bounded fit's (no prior here: the same information)
-    from stablearena.trust import _bounded_covariance, _row_weights
+    from stablearena.trust import _bounded_covariance, bounded_weights
 
-    cov = _bounded_covariance(x0, fit, _row_weights(fit, 2.0, 100.0))
+    cov = _bounded_covariance(x0, fit, bounded_weights(fit, 2.0, 100.0))
     np.testing.assert_allclose(one.covariance, cov, atol=1e-10)
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "account_weights",
     "bounded_fit",
     "bounded_information",
+    "bounded_weights",
     "bounded_scores",
     "OneStep",
     "one_step_update",
@@ -79,9 +80,10 @@ def _fit_votes(fit: Any) -> np.ndarray:
     return np.bincount(c.annotator, c.totals, len(c.annotators))
 
 
-def _row_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.ndarray:
-    """Each fitted account's bounded weight — its ability as fitted when both the cap and the
-    ramp are off (the rule is off: am-ELO as it is, negative abilities included)."""
+def bounded_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.ndarray:
+    """Each fitted account's bounded weight w_k (:func:`account_weights`; in the order of
+    ``fit._fit_annotators``) — its ability as fitted when both the cap and the ramp are off
+    (the rule is off: am-ELO as it is, negative abilities included)."""
     a = fit.abilities[fit._fit_annotators]
     if _off(cap) and _off(ramp_votes):
         return np.array(a, float)
@@ -120,7 +122,7 @@ def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
 def bounded_scores(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> np.ndarray:
     """The model scores of an am-ELO ``fit`` refitted with each account's weight bounded by
     :func:`account_weights` (accounts' vote counts from the fit's counts)."""
-    return _solve(fit, _row_weights(fit, cap, ramp_votes))[0]
+    return _solve(fit, bounded_weights(fit, cap, ramp_votes))[0]
 
 
 def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> Any:
@@ -131,7 +133,7 @@ def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) 
     both ``cap`` and ``ramp_votes`` are off (None or ≤ 0: the rule is off)."""
     from .errors import DisconnectedGraphError
 
-    w = _row_weights(fit, cap, ramp_votes)
+    w = bounded_weights(fit, cap, ramp_votes)
     if np.array_equal(w, fit.abilities[fit._fit_annotators]):
         return fit
     try:
@@ -162,7 +164,7 @@ def bounded_information(
     from .information import laplacian
     from .raters.bradley_terry import PRIOR_STRENGTH, _prior_terms
 
-    i, j, n, _, coef, prior = _weighted_rows(fit, _row_weights(fit, cap, ramp_votes))
+    i, j, n, _, coef, prior = _weighted_rows(fit, bounded_weights(fit, cap, ramp_votes))
     x = np.asarray(scores, float)
     p = expit(coef * (x[i] - x[j]))
     info = laplacian(len(x), i, j, n * coef * coef * p * (1.0 - p))
@@ -301,7 +303,7 @@ def account_trust(
     from .influence import account_influence
 
     idx = fit._fit_annotators
-    w = _row_weights(fit, cap, ramp_votes)
+    w = bounded_weights(fit, cap, ramp_votes)
     votes = _fit_votes(fit)
     x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes).scores
     infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)

@@ -18,12 +18,20 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ..battles import PairCounts
 from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
 from ..raters.base import Fitted
 from ..screening import StableArena
-from ..trust import account_weights, bounded_fit, bounded_information, one_step_update
+from ..trust import (
+    account_weights,
+    bounded_fit,
+    bounded_information,
+    bounded_weights,
+    one_step_update,
+)
 from .snapshot import SOURCE, Snapshot
 
 __all__ = [
@@ -100,7 +108,7 @@ def _update_base(step_fitted: Any, fitted: Any, config: dict[str, Any], snap: Sn
         return None
     names = step_fitted.annotators
     fit_idx = step_fitted._fit_annotators
-    w = trust_weights(step_fitted, trust)
+    w = bounded_weights(step_fitted, trust["cap"], trust["ramp_votes"])
     return UpdateBase(
         fitted=fitted,
         information=info,
@@ -119,13 +127,6 @@ def _update_base(step_fitted: Any, fitted: Any, config: dict[str, Any], snap: Sn
         n_votes=snap.n_votes,
         as_of_vote=snap.as_of_vote,
     )
-
-
-def trust_weights(fit: Any, trust: dict[str, Any]) -> Any:
-    """The bounded weights of the fit's accounts (:func:`stablearena.trust.bounded_fit`'s)."""
-    from ..trust import _row_weights
-
-    return _row_weights(fit, trust.get("cap"), trust.get("ramp_votes"))
 
 
 def arena_for(config: dict[str, Any], screening: dict[str, Any] | None) -> StableArena:
@@ -292,8 +293,6 @@ def run_update(
     base = _BASE.get(arena_id)
     if base is None or base.as_of_vote != int(full_fit["as_of_vote"]):
         return FitOutput({}, time.perf_counter() - t0, None, delta.as_of_vote)
-    import numpy as np
-
     fitted = base.fitted
     tot = delta.wins + delta.losses + delta.ties + delta.ties_both_bad
     since = int(round(float(tot.sum())))
