@@ -293,6 +293,7 @@ def test_the_published_board_is_updated_between_paced_full_fits(tmp_path, monkey
         assert first["update"] == "full" and "full_fit" not in first
         auth = {"Authorization": f"Bearer {tc.app.state.admin_key}"}
         annotators = tc.get("/v1/annotators", headers=auth).json()
+        tracker = tc.app.state.arena.tracker
         _import_bt(engine, 40, 2, "more")
         lb = board(tc, 640)
         assert lb["update"] == "one-step" and lb["votes_since_full_fit"] == 40
@@ -301,6 +302,7 @@ def test_the_published_board_is_updated_between_paced_full_fits(tmp_path, monkey
         assert lb["annotators"] == first["annotators"]
         assert tc.get("/v1/annotators", headers=auth).json() == annotators
         assert tc.app.state.refitter.fits_done == 1 and tc.app.state.refitter.updates_done >= 1
+        assert tc.app.state.arena.tracker is tracker  # rebuilt at full fits only
     with TestClient(create_app(settings)) as tc:  # a restart: the board from the database
         again = tc.get("/v1/leaderboard").json()
         assert again == lb

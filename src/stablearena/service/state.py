@@ -364,13 +364,20 @@ class ArenaState:
             self.install_fit(fit)
 
     def install_fit(self, fit: PublishedFit) -> None:
+        """Publish ``fit`` here, and rebuild the information tracker at its scores — once per
+        full fit: a one-step update of the full fit installed before leaves the tracker (its
+        scores stay the full fit's, its counts grow with every battle): a rebuild (two M×M
+        inverses and a solve) every K votes would cost the API process more than the update
+        costs the fit process."""
         with self.lock:
-            if self.fit is not None and fit.id <= self.fit.id:
+            prev = self.fit
+            if prev is not None and fit.id <= prev.id:
                 return
             self.fit = fit
             self.refit_waiting = None
             self._expire_pending()
-        self.rebuild_tracker()
+        if fit.full is None or prev is None or prev.base.id != fit.base.id:
+            self.rebuild_tracker()
 
     def _expire_pending(self) -> None:
         now = time.time()
