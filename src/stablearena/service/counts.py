@@ -173,7 +173,7 @@ class LiveCounts:
             wm = self.as_of_vote
             if mark:
                 self._marked = {}
-        return _snapshot(wm, cells, counts, model_rows, ann)
+        return Snapshot.from_ids(wm, cells, counts, model_rows, ann)
 
     def delta(self, engine: Engine) -> Snapshot:
         """Brought up to date, then the change of each cell since the last ``mark``ed
@@ -192,7 +192,7 @@ class LiveCounts:
             counts = self._counts[rows] - before
             ann = sorted(self._annotators.items())
             wm = self.as_of_vote
-        return _snapshot(wm, cells, counts, model_rows, ann)
+        return Snapshot.from_ids(wm, cells, counts, model_rows, ann)
 
     def verify(self, engine: Engine) -> list[tuple[int, int, int, list[float], list[float]]]:
         """Compare with the ``pair_counts`` table after an update: the cells that differ, as
@@ -228,24 +228,3 @@ class LiveCounts:
                 "gaps": len(self._gaps),
                 "array_bytes": int(self._cells.nbytes + self._counts.nbytes),
             }
-
-
-def _snapshot(
-    wm: int, cells: np.ndarray, counts: np.ndarray, model_rows: Any, ann: list[tuple[int, str]]
-) -> Snapshot:
-    """The :class:`Snapshot` of cells (model ids i, j, annotator id) and their four counts."""
-    model_ids = np.array([r[0] for r in model_rows], dtype=np.int64)
-    ann_ids = np.array([r[0] for r in ann], dtype=np.int64)
-    return Snapshot(
-        as_of_vote=int(wm),
-        n_votes=int(round(counts.sum())),
-        model_names=tuple(r[1] for r in model_rows),
-        annotator_names=tuple(r[1] for r in ann),
-        i=np.searchsorted(model_ids, cells[:, 0]),
-        j=np.searchsorted(model_ids, cells[:, 1]),
-        annotator=np.searchsorted(ann_ids, cells[:, 2]),
-        wins=counts[:, 0].copy(),
-        losses=counts[:, 1].copy(),
-        ties=counts[:, 2].copy(),
-        ties_both_bad=counts[:, 3].copy(),
-    )

@@ -107,21 +107,8 @@ def read_snapshot(engine: Engine) -> Snapshot:
         model_rows = cur.fetchall()
         cur.execute("SELECT id, name FROM annotators ORDER BY id")
         annotator_rows = cur.fetchall()
-    model_ids = np.array([r[0] for r in model_rows], dtype=np.int64)
-    annotator_ids = np.array([r[0] for r in annotator_rows], dtype=np.int64)
-    ids = rows[:, :3].astype(np.int64)
-    return Snapshot(
-        as_of_vote=int(wm),
-        n_votes=int(round(rows[:, 3:].sum())),
-        model_names=tuple(r[1] for r in model_rows),
-        annotator_names=tuple(r[1] for r in annotator_rows),
-        i=np.searchsorted(model_ids, ids[:, 0]),
-        j=np.searchsorted(model_ids, ids[:, 1]),
-        annotator=np.searchsorted(annotator_ids, ids[:, 2]),
-        wins=rows[:, 3].copy(),
-        losses=rows[:, 4].copy(),
-        ties=rows[:, 5].copy(),
-        ties_both_bad=rows[:, 6].copy(),
+    return Snapshot.from_ids(
+        wm, rows[:, :3].astype(np.int64), rows[:, 3:], model_rows, annotator_rows
     )
 
 
