@@ -168,6 +168,7 @@ class ArenaState:
         self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=100_000)
         self._cache: dict[tuple, Future] = {}
         self._published_json: tuple[int, bytes] | None = None
+        self._annotators_json: tuple[int, bytes] | None = None
         self._cache_lock = threading.Lock()
         self.cache_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="arena-board")
 
@@ -583,16 +584,21 @@ class ArenaState:
 
     def published_json(self) -> bytes:
         """The published leaderboard (:meth:`leaderboard` of am-ELO without intervals) as the
-        JSON of its answer, encoded once per fit (as Starlette's ``JSONResponse`` would)."""
+        JSON of its answer, encoded once per fit (as Starlette's ``JSONResponse`` would). Its
+        annotators (A entries, the full fit's) are encoded once per full fit: a one-step
+        update encodes only what it changed."""
         fit = self.published()
         cached = self._published_json
         if cached is None or cached[0] != fit.id:
-            body = json.dumps(
-                self.leaderboard("am-elo", "none", 0.95),
-                ensure_ascii=False,
-                allow_nan=False,
-                separators=(",", ":"),
-            ).encode()
+            board = self.leaderboard("am-elo", "none", 0.95)
+            if fit.full is None or "annotators" not in board:
+                body = _json(board)
+            else:
+                ann = self._annotators_json
+                if ann is None or ann[0] != fit.full.id:
+                    ann = self._annotators_json = (fit.full.id, _json(board["annotators"]))
+                rest = _json({k: v for k, v in board.items() if k != "annotators"})
+                body = rest[:-1] + b',"annotators":' + ann[1] + b"}"
             cached = self._published_json = (fit.id, body)
         return cached[1]
 
@@ -678,6 +684,11 @@ class ArenaState:
                 m.to_dict(float(battles[pos[m.id]]) if battles is not None and m.id in pos else 0.0)
                 for m in sorted(self.models.values(), key=lambda m: m.id)
             ]
+
+
+def _json(obj: Any) -> bytes:
+    """``obj`` as the JSON of an answer (Starlette's ``JSONResponse``)."""
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def published_fit(
