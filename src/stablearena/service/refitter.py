@@ -254,8 +254,9 @@ class Refitter:
         return self._locked(self._update_locked, False)
 
     def _locked(self, work: Any, wait: bool) -> PublishedFit | None:
-        """``work()`` under this worker's lock and the arena's refit lock, after installing a
-        fit another worker has just published (None when a lock is taken)."""
+        """``work()`` under this worker's lock and the arena's refit lock (None when a lock is
+        taken); ``work`` first installs a fit another worker has just published
+        (:meth:`_newest`)."""
         if not self._local.acquire(blocking=wait):
             return None
         try:
