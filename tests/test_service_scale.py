@@ -162,3 +162,169 @@ def test_refits_are_paced_by_their_cost(tmp_path):
     counts.cells = UNPACED_CELLS - 1  # a small arena
     assert r.paced()
     eng.dispose()
+
+
+# ------------------------------------------------------------------ one-step updates
+def _import_bt(engine, n: int, seed: int, key: str, annotators: int = 5) -> None:
+    """``n`` votes on six models by a Bradley–Terry truth (strengths −1.5 … 1.5, 10% ties)."""
+    rng = np.random.default_rng(seed)
+    truth = np.linspace(-1.5, 1.5, 6)
+    a = rng.integers(0, 6, n)
+    b = (a + rng.integers(1, 6, n)) % 6
+    p = 1 / (1 + np.exp(-(truth[a] - truth[b])))
+    outcome = np.where(rng.random(n) < 0.1, 2, np.where(rng.random(n) < p, 0, 1))
+    store.import_votes(
+        engine,
+        key=key,
+        label=key,
+        model_names=[f"m{k}" for k in range(6)],
+        annotator_names=[f"u{k}" for k in range(annotators)],
+        model_a=a,
+        model_b=b,
+        annotator=rng.integers(0, annotators, n),
+        outcome=outcome,
+        timestamp=np.full(n, 1.0),
+        now=time.time(),
+    )
+
+
+def test_live_counts_delta_is_the_change_since_the_full_fits_snapshot(engine):
+    """With a journal, delta() holds each cell's change since the marked snapshot (new votes
+    and a correction: −1 on one outcome, +1 on another), read from the new votes only."""
+    live = LiveCounts(journal=True)
+    _import(engine, 300, 1, "first")
+    live.load(engine)
+    before = live.snapshot(engine, mark=True)
+    _vote(engine, "newb1", 2, 1, 2, 0)
+    _import(engine, 40, 2, "more")
+    _vote(engine, "b1", 2, 1, 2, 1)  # a correction: a win of model 1 becomes a loss
+    delta = live.delta(engine)
+    after = live.snapshot(engine)
+    assert delta.n_votes == 41 and delta.as_of_vote == after.as_of_vote
+    key = lambda s, r: (s.i[r], s.j[r], s.annotator[r])  # noqa: E731
+    cols = ("wins", "losses", "ties", "ties_both_bad")
+    old = {key(before, r): [getattr(before, c)[r] for c in cols] for r in range(len(before.i))}
+    new = {key(after, r): [getattr(after, c)[r] for c in cols] for r in range(len(after.i))}
+    moved = {k: np.subtract(v, old.get(k, 0.0)) for k, v in new.items()}
+    got = {key(delta, r): [getattr(delta, c)[r] for c in cols] for r in range(len(delta.i))}
+    assert {k for k, v in moved.items() if np.any(v)} <= set(got)
+    for k, v in got.items():
+        np.testing.assert_array_equal(v, moved[k])
+    live.snapshot(engine, mark=True)
+    assert live.delta(engine).n_votes == 0
+    with pytest.raises(RuntimeError):
+        LiveCounts().delta(engine)
+
+
+def test_the_fit_process_updates_its_last_full_fit_by_one_step(engine):
+    """run_live_update: the full fit's board moved by the votes since, with the full fit's
+    abilities; its ratings within 2 Elo points of a full refit (weights re-estimated) on 5%
+    more votes, and the full fit's own ratings when no vote came."""
+    from stablearena.service import refit
+    from stablearena.service.settings import ArenaConfig
+
+    db = str(engine.url)
+    cfg = ArenaConfig(min_records=5).model_dump()
+    _import_bt(engine, 1200, 1, "first")
+    full = refit.run_live_fit(db, cfg, None, want_fitted=False)
+    info = {"id": 7, "as_of_vote": full.as_of_vote, "n_votes": 1200, "fitted_at": 1.0}
+    same = refit.run_live_update(db, info, want_fitted=False)
+    board = full.payload["leaderboard"]
+    assert same.payload["leaderboard"]["models"] == board["models"]
+    assert same.payload["leaderboard"]["votes_since_full_fit"] == 0
+    _import_bt(engine, 60, 2, "more")
+    out = refit.run_live_update(db, info, want_fitted=True)
+    lb = out.payload["leaderboard"]
+    assert lb["update"] == "one-step" and lb["full_fit"] == info
+    assert lb["votes_since_full_fit"] == 60 and out.payload["n_votes"] == 1260
+    assert out.as_of_vote == 1260 and lb["n_battles"] == board["n_battles"] + 60
+    assert "annotators" not in lb  # only what changed: the rest is the full fit's
+    merged = refit.merge_update(full.payload, out.payload)
+    assert merged["annotators"] == full.payload["annotators"]
+    assert merged["leaderboard"]["annotators"] == board["annotators"]
+    refit_all = refit.run_fit(store.read_snapshot(engine), cfg, None, "other")
+    want = {r["model"]: r["rating"] for r in refit_all.payload["leaderboard"]["models"]}
+    got = {r["model"]: r["rating"] for r in lb["models"]}
+    was = {r["model"]: r["rating"] for r in board["models"]}
+    assert max(abs(got[m] - want[m]) for m in want) < 2.0
+    assert max(abs(got[m] - want[m]) for m in want) < max(abs(was[m] - want[m]) for m in want)
+    assert out.fitted is not None and list(out.fitted.models) == sorted(want)
+    # another full fit (here or elsewhere) published: no update from an older base
+    assert refit.run_live_update(db, {**info, "as_of_vote": 5}, want_fitted=False).payload == {}
+    engine_, _ = refit._LIVE.pop(db)
+    refit._BASE.pop(db)
+    engine_.dispose()
+
+
+def test_the_published_board_is_updated_between_paced_full_fits(tmp_path, monkeypatch):
+    """A paced arena: after the full fit, the leaderboard follows every K votes by one-step
+    updates (``update``, ``full_fit``, ``votes_since_full_fit``), /v1/annotators stays the full
+    fit's, and a restart serves the same board from the database."""
+    from fastapi.testclient import TestClient
+
+    from stablearena.service import refitter
+    from stablearena.service.app import create_app
+    from stablearena.service.settings import Settings
+
+    monkeypatch.setattr(refitter, "UNPACED_CELLS", 0)  # every arena paced
+    settings = Settings(
+        db=f"sqlite:///{tmp_path / 'arena.db'}",
+        fit_in_process=False,
+        poll_seconds=0.05,
+        refit_share=0.0001,  # the next full fit after 10⁴ × its CPU
+        rate_limit=1e6,
+        rate_burst=1_000_000,
+        arena={"min_records": 5, "refit_votes": 20, "refit_seconds": 1000.0},
+    )
+
+    def board(tc, votes: int, timeout: float = 30.0) -> dict:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            r = tc.get("/v1/leaderboard")
+            if r.status_code == 200 and r.json()["as_of_vote"] >= votes:
+                return r.json()
+            time.sleep(0.05)
+        raise AssertionError(f"no board of {votes} votes: {r.status_code} {r.text[:300]}")
+
+    with TestClient(create_app(settings)) as tc:
+        engine = tc.app.state.engine
+        _import_bt(engine, 600, 1, "first")
+        first = board(tc, 600)
+        assert first["update"] == "full" and "full_fit" not in first
+        auth = {"Authorization": f"Bearer {tc.app.state.admin_key}"}
+        annotators = tc.get("/v1/annotators", headers=auth).json()
+        tracker = tc.app.state.arena.tracker
+        _import_bt(engine, 40, 2, "more")
+        lb = board(tc, 640)
+        assert lb["update"] == "one-step" and lb["votes_since_full_fit"] == 40
+        assert lb["full_fit"]["as_of_vote"] == 600 and lb["full_fit"]["n_votes"] == 600
+        assert lb["n_battles"] == first["n_battles"] + 40
+        assert lb["annotators"] == first["annotators"]
+        assert tc.get("/v1/annotators", headers=auth).json() == annotators
+        assert tc.app.state.refitter.fits_done == 1 and tc.app.state.refitter.updates_done >= 1
+        assert tc.app.state.arena.tracker is tracker  # rebuilt at full fits only
+    with TestClient(create_app(settings)) as tc:  # a restart: the board from the database
+        again = tc.get("/v1/leaderboard").json()
+        assert again == lb
+
+
+def test_old_fits_are_deleted_but_never_the_full_fit_of_the_newest_update(engine):
+    from stablearena.service.refit import UPDATE_METHOD
+
+    def publish(method: str, base: int | None = None) -> int:
+        with engine.begin() as conn:
+            return store.publish_fit(conn, method, 1, 1.0, 0.1, {}, 3, base)
+
+    old = publish("am-elo")
+    full = publish("am-elo")
+    ups = [publish(UPDATE_METHOD, full) for _ in range(6)]
+    with engine.connect() as conn:
+        assert store.fit_row(conn, full) is not None  # kept: the updates start from it
+        assert store.fit_row(conn, old) is None
+        assert store.fit_row(conn, ups[2]) is None and store.fit_row(conn, ups[-3]) is not None
+        assert store.latest_fit_row(conn).id == ups[-1]
+    newer = publish("am-elo")
+    publish(UPDATE_METHOD, newer)
+    publish(UPDATE_METHOD, newer)
+    with engine.connect() as conn:
+        assert store.fit_row(conn, full) is None  # a newer full fit: the old one may go

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import choices
+from ._numeric import expit
 from .raters.bradley_terry import bradley_terry_loglik, solve_bradley_terry
 
 __all__ = [
@@ -36,7 +37,11 @@ __all__ = [
     "account_trust",
     "account_weights",
     "bounded_fit",
+    "bounded_information",
+    "bounded_weights",
     "bounded_scores",
+    "OneStep",
+    "one_step_update",
 ]
 
 #: Largest weight of one account, in average annotators (am-ELO's abilities have mean 1): the
@@ -75,46 +80,49 @@ def _fit_votes(fit: Any) -> np.ndarray:
     return np.bincount(c.annotator, c.totals, len(c.annotators))
 
 
-def _row_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.ndarray:
-    """Each fitted account's bounded weight — its ability as fitted when both the cap and the
-    ramp are off (the rule is off: am-ELO as it is, negative abilities included)."""
+def bounded_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.ndarray:
+    """Each fitted account's bounded weight w_k (:func:`account_weights`; in the order of
+    ``fit._fit_annotators``) — its ability as fitted when both the cap and the ramp are off
+    (the rule is off: am-ELO as it is, negative abilities included)."""
     a = fit.abilities[fit._fit_annotators]
     if _off(cap) and _off(ramp_votes):
         return np.array(a, float)
     return account_weights(a, _fit_votes(fit), cap=cap, ramp_votes=ramp_votes)
 
 
-def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
-    """Scores of the Bradley–Terry fit with row coefficients w_k, and its log-likelihood on
-    every vote of the fit (a vote of weight 0 counts ln ½). The existence prior goes on the
-    models the fit gave it and those without a finite MLE on the weighted votes alone; a
+def _weighted_rows(fit: Any, w: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The rows of the bounded objective: (i, j, n, s, coef) of the fit's counts with a weight
+    (coef = w_k ≠ 0 and a vote), and the models that get the existence prior — those the fit
+    gave it and those without a finite MLE on the weighted votes alone (``None``: no model); a
     :class:`~stablearena.errors.DisconnectedGraphError` when those votes leave a model out."""
     from .graph import check_comparison_graph
 
     c = fit.counts
     coef = w[c.annotator]
-    i, j = c.i.astype(np.int64), c.j.astype(np.int64)
     keep = (coef > 0) & (c.totals > 0)
     prior = check_comparison_graph(c.take(keep)).needs_prior
     if fit.model_prior is not None:
         prior = prior | (np.asarray(fit.model_prior) > 0)
-    x = solve_bradley_terry(
-        c.n_models,
-        i[keep],
-        j[keep],
-        c.totals[keep],
-        c.score[keep],
-        coef=coef[keep],
-        x0=fit.scores,
-        prior_mask=prior if prior.any() else None,
-    ).x
-    return x, bradley_terry_loglik(x, i, j, c.totals, c.score, coef)
+    i, j = c.i[keep].astype(np.int64), c.j[keep].astype(np.int64)
+    return i, j, c.totals[keep], c.score[keep], coef[keep], prior if prior.any() else None
+
+
+def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
+    """Scores of the Bradley–Terry fit with row coefficients w_k, and its log-likelihood on
+    every vote of the fit (a vote of weight 0 counts ln ½). The existence prior goes on the
+    models of :func:`_weighted_rows`."""
+    c = fit.counts
+    i, j, n, s, coef, prior = _weighted_rows(fit, w)
+    x = solve_bradley_terry(c.n_models, i, j, n, s, coef=coef, x0=fit.scores, prior_mask=prior).x
+    return x, bradley_terry_loglik(
+        x, c.i.astype(np.int64), c.j.astype(np.int64), c.totals, c.score, w[c.annotator]
+    )
 
 
 def bounded_scores(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> np.ndarray:
     """The model scores of an am-ELO ``fit`` refitted with each account's weight bounded by
     :func:`account_weights` (accounts' vote counts from the fit's counts)."""
-    return _solve(fit, _row_weights(fit, cap, ramp_votes))[0]
+    return _solve(fit, bounded_weights(fit, cap, ramp_votes))[0]
 
 
 def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> Any:
@@ -125,7 +133,7 @@ def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) 
     both ``cap`` and ``ramp_votes`` are off (None or ≤ 0: the rule is off)."""
     from .errors import DisconnectedGraphError
 
-    w = _row_weights(fit, cap, ramp_votes)
+    w = bounded_weights(fit, cap, ramp_votes)
     if np.array_equal(w, fit.abilities[fit._fit_annotators]):
         return fit
     try:
@@ -138,6 +146,101 @@ def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) 
         f"min(1, votes / {ramp_votes or 'no ramp'}) (docs/guides/annotators.md)"
     )
     return replace(fit, scores=x, loglik=loglik, params=params, notes=(*fit.notes, note))
+
+
+def bounded_information(
+    fit: Any, scores: np.ndarray, *, cap: float | None, ramp_votes: float | None = 0.0
+) -> np.ndarray:
+    """H* = −∇² of the bounded objective (the log-likelihood :func:`bounded_scores` maximises,
+    existence prior included) at ``scores`` (those of :func:`bounded_fit`):
+
+        H* = Σ_r w_k² n_r p_r (1 − p_r) (e_i − e_j)(e_i − e_j)ᵀ + H_prior,
+        p_r = σ(w_k (x_i − x_j)),
+
+    the weights w_k of :func:`account_weights`, H_prior the existence prior's curvature (α
+    virtual ties against the average model, :func:`~stablearena.raters.bradley_terry.
+    solve_bradley_terry`). An M×M Laplacian, singular along 1 (scores have mean zero): what
+    :func:`one_step_update` needs from a full fit. One pass over the fit's counts (O(C))."""
+    from .information import laplacian
+    from .raters.bradley_terry import PRIOR_STRENGTH, _prior_terms
+
+    i, j, n, _, coef, prior = _weighted_rows(fit, bounded_weights(fit, cap, ramp_votes))
+    x = np.asarray(scores, float)
+    p = expit(coef * (x[i] - x[j]))
+    info = laplacian(len(x), i, j, n * coef * coef * p * (1.0 - p))
+    if prior is not None:
+        info -= _prior_terms(x, prior.astype(float), PRIOR_STRENGTH)[2]
+    return info
+
+
+@dataclass(frozen=True)
+class OneStep:
+    """:func:`one_step_update`'s result: ``scores`` θ* + δ (mean zero), ``information``
+    H* + H_new (at θ*), ``gradient`` g_new, ``loglik_change`` ℓ_new(θ*) + ½ g_newᵀδ (the
+    second-order change of the fit's log-likelihood, new votes included)."""
+
+    scores: np.ndarray
+    information: np.ndarray
+    gradient: np.ndarray
+    loglik_change: float
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """The updated scores' covariance: the pseudo-inverse of ``information`` (Σx = 0), as
+        the bounded fit's (its information; here with the prior's few virtual ties)."""
+        from .information import laplacian_pinv
+
+        try:
+            return laplacian_pinv(self.information)
+        except np.linalg.LinAlgError:
+            return np.linalg.pinv(self.information, hermitian=True)
+
+
+def one_step_update(
+    scores: np.ndarray,
+    information: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    n: np.ndarray,
+    s: np.ndarray,
+    coef: np.ndarray | float = 1.0,
+) -> OneStep:
+    """The scores of a Bradley–Terry fit with fixed row coefficients after new votes, by one
+    Newton step from the fit's optimum θ* (whose gradient on the old votes is zero):
+
+        g_new = Σ_r c_r (s_r − n_r p_r)(e_i − e_j),   p_r = σ(c_r (θ*_i − θ*_j)),
+        H_new = Σ_r c_r² n_r p_r (1 − p_r)(e_i − e_j)(e_i − e_j)ᵀ,
+        θ = θ* + δ,   δ = (H* + H_new)⁺ g_new   (the mean-zero solution),
+
+    rows r = (i, j) with ``n`` new comparisons, score ``s`` of i (wins + ½ ties; a correction
+    moves a vote: n 0, s ±1 or ±½) and coefficient c_r (the account's weight w_k), H* =
+    ``information`` of the old votes at θ* (:func:`bounded_information`). Everything is taken
+    at θ*, so g_new and H_new are sums over the new votes: batches of votes add up, and the
+    update costs O(new rows + M³), whatever the number of old votes. Exact to second order:
+    the error against the full refit (weights frozen) is O(‖δ‖²); no new votes, δ = 0.
+    """
+    from .information import laplacian
+    from .raters.bradley_terry import _bt_pass, _bt_value
+
+    x = np.array(scores, float)
+    m = len(x)
+    i = np.ascontiguousarray(i, dtype=np.int64)
+    j = np.ascontiguousarray(j, dtype=np.int64)
+    n = np.ascontiguousarray(n, dtype=float)
+    s = np.ascontiguousarray(s, dtype=float)
+    c = np.ascontiguousarray(np.broadcast_to(np.asarray(coef, float), n.shape))
+    g = np.zeros(m)
+    z, e, w = _bt_pass(x, i, j, n, s, c, g)
+    info = np.asarray(information, float) + laplacian(m, i, j, w)
+    if not np.any(g):
+        return OneStep(x, info, g, _bt_value(z, e, n, s) if len(n) else 0.0)
+    try:
+        step = np.linalg.solve(info + 1.0 / m, g)  # + 11ᵀ/m: the step ⊥ 1 (g sums to 0)
+    except np.linalg.LinAlgError:
+        step = np.linalg.lstsq(info, g, rcond=None)[0]
+    step -= step.mean()
+    gain = _bt_value(z, e, n, s) + 0.5 * float(g @ step)
+    return OneStep(x + step, info, g, gain)
 
 
 @dataclass(frozen=True)
@@ -200,7 +303,7 @@ def account_trust(
     from .influence import account_influence
 
     idx = fit._fit_annotators
-    w = _row_weights(fit, cap, ramp_votes)
+    w = bounded_weights(fit, cap, ramp_votes)
     votes = _fit_votes(fit)
     x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes).scores
     infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)

@@ -42,10 +42,15 @@ def _key(i: Any, j: Any, a: Any) -> Any:
 
 
 class LiveCounts:
-    """The pair counts of one worker, in memory (see the module docstring). Thread-safe."""
+    """The pair counts of one worker, in memory (see the module docstring). Thread-safe.
 
-    def __init__(self) -> None:
+    ``journal``: also keep what changed since the last :meth:`snapshot` with ``mark`` (the
+    full fit's), for :meth:`delta` — the new votes a one-step update of that fit reads."""
+
+    def __init__(self, *, journal: bool = False) -> None:
         self._lock = threading.RLock()
+        self.journal = journal
+        self._marked: dict[int, np.ndarray] = {}  # row → its counts at the mark
         self._index: dict[int, int] = {}  # cell key → row
         self._cells = np.zeros((0, 3), dtype=np.int64)  # i, j, annotator id
         self._counts = np.zeros((0, 4))  # wins of i, losses, ties, both-bad
@@ -82,6 +87,7 @@ class LiveCounts:
             self._index = dict(zip(keys.tolist(), range(len(keys)), strict=True))
             self._cells, self._counts, self._n = cells, counts, len(keys)
             self._pairs, self._gaps, self._annotators = pairs, gaps, names
+            self._marked = {}
             self.as_of_vote = wm
             self.loaded = True
 
@@ -104,6 +110,8 @@ class LiveCounts:
         i, j = (a, b) if a < b else (b, a)
         col = 1 - outcome if a > b and outcome < 2 else outcome
         r = self._row(i, j, annotator)  # first: it may grow (replace) the arrays
+        if self.journal and r not in self._marked:
+            self._marked[r] = self._counts[r].copy()
         self._counts[r, col] += n
         self._pairs[(i, j)] = self._pairs.get((i, j), 0.0) + n
 
@@ -151,9 +159,10 @@ class LiveCounts:
             has = self._counts[: self._n].sum(axis=1) > 0
             return [(a, i, j) for i, j, a in cells[has].tolist()]
 
-    def snapshot(self, engine: Engine) -> Snapshot:
+    def snapshot(self, engine: Engine, *, mark: bool = False) -> Snapshot:
         """Brought up to date, then copied into a :class:`Snapshot` (what a fit reads): the
-        same rows, codes and names :func:`store.read_snapshot` gives for the table."""
+        same rows, codes and names :func:`store.read_snapshot` gives for the table. ``mark``:
+        :meth:`delta` counts from here (the snapshot of a full fit)."""
         self.update(engine)
         with engine.connect() as conn:
             model_rows = store.names_after(conn, "models", 0)
@@ -162,21 +171,28 @@ class LiveCounts:
             counts = self._counts[: self._n].copy()
             ann = sorted(self._annotators.items())
             wm = self.as_of_vote
-        model_ids = np.array([r[0] for r in model_rows], dtype=np.int64)
-        ann_ids = np.array([r[0] for r in ann], dtype=np.int64)
-        return Snapshot(
-            as_of_vote=int(wm),
-            n_votes=int(round(counts.sum())),
-            model_names=tuple(r[1] for r in model_rows),
-            annotator_names=tuple(r[1] for r in ann),
-            i=np.searchsorted(model_ids, cells[:, 0]),
-            j=np.searchsorted(model_ids, cells[:, 1]),
-            annotator=np.searchsorted(ann_ids, cells[:, 2]),
-            wins=counts[:, 0].copy(),
-            losses=counts[:, 1].copy(),
-            ties=counts[:, 2].copy(),
-            ties_both_bad=counts[:, 3].copy(),
-        )
+            if mark:
+                self._marked = {}
+        return Snapshot.from_ids(wm, cells, counts, model_rows, ann)
+
+    def delta(self, engine: Engine) -> Snapshot:
+        """Brought up to date, then the change of each cell since the last ``mark``ed
+        :meth:`snapshot` as a :class:`Snapshot` of those cells only (a correction: −1 on one
+        outcome, +1 on another; ``n_votes``: the new votes). Costs the cells changed, not C.
+        Needs ``journal``."""
+        if not self.journal:
+            raise RuntimeError("LiveCounts.delta needs LiveCounts(journal=True)")
+        self.update(engine)
+        with engine.connect() as conn:
+            model_rows = store.names_after(conn, "models", 0)
+        with self._lock:
+            rows = np.fromiter(self._marked, dtype=np.int64, count=len(self._marked))
+            before = np.array(list(self._marked.values())).reshape(len(rows), 4)
+            cells = self._cells[rows].copy()
+            counts = self._counts[rows] - before
+            ann = sorted(self._annotators.items())
+            wm = self.as_of_vote
+        return Snapshot.from_ids(wm, cells, counts, model_rows, ann)
 
     def verify(self, engine: Engine) -> list[tuple[int, int, int, list[float], list[float]]]:
         """Compare with the ``pair_counts`` table after an update: the cells that differ, as

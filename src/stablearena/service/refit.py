@@ -15,25 +15,45 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from ..battles import PairCounts
 from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
+from ..raters.base import Fitted
 from ..screening import StableArena
-from ..trust import bounded_fit
+from ..trust import (
+    account_weights,
+    bounded_fit,
+    bounded_information,
+    bounded_weights,
+    one_step_update,
+)
 from .snapshot import SOURCE, Snapshot
 
 __all__ = [
     "Snapshot",
     "FitOutput",
+    "UpdateBase",
+    "UPDATE_METHOD",
+    "merge_update",
     "run_fit",
     "run_live_fit",
+    "run_update",
+    "run_live_update",
     "live_counts",
     "refit_published",
     "SOURCE",
 ]
+
+#: The ``method`` of a published one-step update (:func:`run_update`) in the ``fits`` table.
+UPDATE_METHOD = "am-elo one-step"
+#: The ability a new account (not in the full fit) is weighed with in a one-step update, by
+#: :func:`stablearena.trust.account_weights` (am-ELO's abilities have mean 1).
+NEW_ACCOUNT_ABILITY = 1.0
 
 
 @dataclass
@@ -51,6 +71,62 @@ class FitOutput:
 #: The last fit of this process per arena (database): the warm start of the next one (the
 #: optimum does not depend on the start, so any earlier fit of the arena will do).
 _LAST: dict[str, Any] = {}
+
+
+@dataclass
+class UpdateBase:
+    """What a one-step update of the last full fit needs (kept by the process that fitted):
+    the bounded fit (``fitted``: scores θ*, models, battles), its information H* at θ*
+    (:func:`stablearena.trust.bounded_information`), each account's weight, and the rule for
+    an account the fit did not weigh."""
+
+    fitted: Any
+    information: Any
+    position: dict[str, int]  # model name → position in the fit
+    weights: dict[str, float]  # fitted accounts' w_k (frozen)
+    records: dict[str, float]  # accounts of the data not in the fit: their votes then
+    excluded: frozenset[str]  # screened out: weight 0
+    min_records: int
+    trust: dict[str, Any]
+    n_votes: int
+    as_of_vote: int  # the newest vote of the full fit (which published fit this is)
+
+
+#: The base of the last full fit of this process per arena (:func:`run_update`).
+_BASE: dict[str, UpdateBase] = {}
+
+
+def _update_base(step_fitted: Any, fitted: Any, config: dict[str, Any], snap: Snapshot) -> Any:
+    """The :class:`UpdateBase` of a full fit (``None`` when the weighted votes leave a model
+    out: then no update until the next full fit)."""
+    from ..errors import DisconnectedGraphError
+
+    trust = trust_options(config)
+    try:
+        info = bounded_information(step_fitted, fitted.scores, **trust)
+    except DisconnectedGraphError:
+        return None
+    names = step_fitted.annotators
+    fit_idx = step_fitted._fit_annotators
+    w = bounded_weights(step_fitted, trust["cap"], trust["ramp_votes"])
+    return UpdateBase(
+        fitted=fitted,
+        information=info,
+        position={name: k for k, name in enumerate(fitted.models)},
+        weights={names[k]: float(x) for k, x in zip(fit_idx.tolist(), w, strict=True)},
+        records={
+            names[k]: float(step_fitted.records[k])
+            for k in range(len(names))
+            if not step_fitted.included[k]
+        },
+        excluded=frozenset(
+            names[k] for k in range(len(names)) if step_fitted.status[k] == "excluded"
+        ),
+        min_records=int(config["min_records"]),
+        trust=trust,
+        n_votes=snap.n_votes,
+        as_of_vote=snap.as_of_vote,
+    )
 
 
 def arena_for(config: dict[str, Any], screening: dict[str, Any] | None) -> StableArena:
@@ -138,6 +214,7 @@ def run_fit(
     annotators["policy"] = config["policy"]
     annotators["min_records"] = int(config["min_records"])
     annotators["changes"] = [d.to_dict() for d in step.changes()]
+    _BASE[arena_id] = _update_base(step.fitted, fitted, config, snapshot)
     payload = {
         "leaderboard": leaderboard,
         "annotators": annotators,
@@ -171,7 +248,7 @@ def live_counts(db: str) -> tuple[Any, Any]:
 
     got = _LIVE.get(db)
     if got is None:
-        got = _LIVE[db] = (store.make_engine(db), LiveCounts())
+        got = _LIVE[db] = (store.make_engine(db), LiveCounts(journal=True))
     return got
 
 
@@ -188,7 +265,7 @@ def run_live_fit(
     if not live.loaded:
         live.load(engine)  # once per process: not part of the fit's cost (refit pacing)
     t0, c0 = time.perf_counter(), time.process_time()
-    snap = live.snapshot(engine)  # reads only the votes since the last fit
+    snap = live.snapshot(engine, mark=True)  # reads only the votes since the last fit
     if snap.empty:
         return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
     out = run_fit(snap, config, screening, db)
@@ -196,6 +273,102 @@ def run_live_fit(
         out.fitted = None
     out.seconds, out.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     return out
+
+
+def run_update(
+    delta: Snapshot, arena_id: str, full_fit: dict[str, Any], want_fitted: bool = False
+) -> FitOutput:
+    """The last full fit of this process (:func:`run_fit` on ``arena_id``) updated by the votes
+    since (``delta``: the change of each cell, :meth:`~stablearena.service.counts.LiveCounts.
+    delta`) with one Newton step (:func:`stablearena.trust.one_step_update`): the accounts'
+    weights frozen at the full fit's, an account the fit did not weigh weighed by the rule
+    with ability :data:`NEW_ACCOUNT_ABILITY` and its votes (0 below ``min_records`` or when
+    screened out), models the fit does not know left out. Costs the cells changed and M³, not
+    the arena's C. The payload holds only what changes — the leaderboard's models, battles,
+    fit statistics and ``update`` (``"one-step"``), the ``full_fit`` it starts from (given:
+    ``id``, ``as_of_vote``, ``n_votes``, ``fitted_at``) and ``votes_since_full_fit`` — and is
+    completed from the full fit's by :func:`merge_update`. An empty payload when this process
+    has no base (it did not make the last full fit)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    base = _BASE.get(arena_id)
+    if base is None or base.as_of_vote != int(full_fit["as_of_vote"]):
+        return FitOutput({}, time.perf_counter() - t0, None, delta.as_of_vote)
+    fitted = base.fitted
+    tot = delta.wins + delta.losses + delta.ties + delta.ties_both_bad
+    since = int(round(float(tot.sum())))
+    pos = np.array([base.position.get(name, -1) for name in delta.model_names], dtype=np.int64)
+    pi, pj = pos[delta.i], pos[delta.j]
+    ann = np.asarray(delta.annotator, dtype=np.int64)
+    votes = np.bincount(ann, tot, len(delta.annotator_names))
+    coef = np.zeros(len(delta.annotator_names))
+    use = np.zeros(len(delta.annotator_names), dtype=bool)
+    for k in np.unique(ann).tolist():
+        name = delta.annotator_names[k]
+        w = base.weights.get(name)
+        if w is not None:
+            coef[k], use[k] = w, True
+        elif name not in base.excluded:
+            n = base.records.get(name, 0.0) + votes[k]
+            if n >= base.min_records:
+                coef[k] = float(
+                    account_weights(np.array([NEW_ACCOUNT_ABILITY]), np.array([n]), **base.trust)[0]
+                )
+                use[k] = True
+    keep = (pi >= 0) & (pj >= 0) & use[ann] & ((tot != 0) | (delta.wins != delta.losses))
+    # rows oriented as the fit's: i is the lower position
+    swap = pi > pj
+    i, j = np.where(swap, pj, pi)[keep], np.where(swap, pi, pj)[keep]
+    win_i = np.where(swap, delta.losses, delta.wins)[keep]
+    n = tot[keep]
+    s = win_i + 0.5 * (delta.ties + delta.ties_both_bad)[keep]
+    one = one_step_update(fitted.scores, base.information, i, j, n, s, coef[ann[keep]])
+    m = len(fitted.models)
+    battles = fitted.battles + np.bincount(i, n, m) + np.bincount(j, n, m)
+    new = replace(
+        fitted,
+        scores=one.scores,
+        battles=battles,
+        n_comparisons=fitted.n_comparisons + float(n.sum()),
+        loglik=fitted.loglik + one.loglik_change,
+    )
+    leaderboard = Fitted.to_dict(new)  # the board without the annotators (the full fit's)
+    leaderboard["update"] = "one-step"
+    leaderboard["full_fit"] = dict(full_fit)
+    leaderboard["votes_since_full_fit"] = since
+    payload = {
+        "update": {"method": UPDATE_METHOD, "base": int(full_fit["id"]), "votes_since": since},
+        "leaderboard": leaderboard,
+        "scores": {name: float(x) for name, x in zip(new.models, new.scores, strict=True)},
+        "n_votes": base.n_votes + since,
+    }
+    return FitOutput(
+        payload,
+        time.perf_counter() - t0,
+        new if want_fitted else None,
+        delta.as_of_vote,
+        time.process_time() - c0,
+    )
+
+
+def run_live_update(db: str, full_fit: dict[str, Any], want_fitted: bool) -> FitOutput:
+    """:func:`run_update` on the votes this fit process's live counts applied since its last
+    full fit (:func:`run_live_fit`): only they are read."""
+    engine, live = live_counts(db)
+    if not live.loaded or db not in _BASE:
+        return FitOutput({}, 0.0, None, 0)
+    return run_update(live.delta(engine), db, full_fit, want_fitted)
+
+
+def merge_update(full: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """The payload of a published one-step update: the full fit's (annotators, screening,
+    configuration; the leaderboard's annotators and notes) with what the update changed."""
+    return {
+        **full,
+        "leaderboard": {**full["leaderboard"], **update["leaderboard"]},
+        "scores": update["scores"],
+        "n_votes": update["n_votes"],
+        "update": update["update"],
+    }
 
 
 def warm_up_worker() -> bool:

@@ -1,11 +1,14 @@
 """The background refitter of one worker (a thread): installs the newest published fit and,
-when the newest fit is K votes or T seconds behind, refits.
+when the newest fit is K votes or T seconds behind, refits — or updates.
 
 It polls the database every ``poll_seconds``: a newer fit published by any worker is installed;
 when the newest fit is K votes or T seconds behind, the worker that gets the refit lock
-(PostgreSQL: an advisory lock; SQLite: a lock file) reads a snapshot of the counts, runs the
-Stable Arena step (:func:`stablearena.service.refit.run_fit`, in a separate process by default)
-and publishes it. Votes never wait for a fit.
+(PostgreSQL: an advisory lock; SQLite: a lock file) either reads a snapshot of the counts, runs
+the Stable Arena step (:func:`stablearena.service.refit.run_fit`, in a separate process by
+default) and publishes it — when the full fit's pacing allows (:meth:`Refitter.paced`) — or
+else publishes a one-step update of the last full fit by the votes since
+(:func:`stablearena.service.refit.run_update`: their cost, not the arena's), so that the
+leaderboard stays within K votes / T seconds while full fits are paced. Votes never wait.
 """
 
 from __future__ import annotations
@@ -22,8 +25,16 @@ from sqlalchemy.engine import Connection
 from ..errors import TooFewRecords
 from . import store
 from .errors import ApiError, for_the_service, waiting_message
-from .refit import FitOutput, run_fit, run_live_fit
-from .state import PublishedFit, published_fit
+from .refit import (
+    UPDATE_METHOD,
+    FitOutput,
+    merge_update,
+    run_fit,
+    run_live_fit,
+    run_live_update,
+    run_update,
+)
+from .state import PublishedFit
 
 if TYPE_CHECKING:
     from .state import ArenaState
@@ -80,6 +91,10 @@ class Refitter:
         self.on_fit = on_fit
         self.last_error: str | None = None
         self.fits_done = 0
+        self.updates_done = 0
+        #: the id of the published full fit this worker's fit process made (its one-step
+        #: updates start from it), or None
+        self.base_id: int | None = None
         self._lock_conn: Connection | None = None
         self._wake = threading.Event()
         self._local = threading.Lock()
@@ -139,6 +154,7 @@ class Refitter:
                 self.last_error = msg
                 self.state.refit_error = msg
                 if type(exc).__name__ == "BrokenProcessPool" and not self._stop.is_set():
+                    self.base_id = None  # its base died with it
                     self._start_executor()  # the fit process died (e.g. killed): a new one
             self._wake.wait(self.settings.poll_seconds)
             self._wake.clear()
@@ -152,12 +168,15 @@ class Refitter:
             newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
             if rev != st.revision:
                 st._load_registry(conn)
+            if newer is not None:
+                st.install_row(conn, newer)
         with st.lock:
             st.votes_seen = max(st.votes_seen, wm)
-        if newer is not None:
-            st.install_fit(published_fit(newer))
-        if self._due(wm) and self.paced():
-            self.refit()
+        if self._due(wm):
+            if self.paced():
+                self.refit()
+            else:
+                self.update()
 
     def paced(self) -> bool:
         """Whether the next fit may start: once this worker has spent d/``refit_share``
@@ -226,71 +245,130 @@ class Refitter:
     def refit(self, *, force: bool = False, wait: bool = False) -> PublishedFit | None:
         """Refit now if this worker gets the lock and no other worker has just published
         (``force``: whenever a vote is newer than the published fit)."""
+        return self._locked(lambda: self._refit_locked(force), wait)
+
+    def update(self) -> PublishedFit | None:
+        """Publish a one-step update of the last full fit by the votes since
+        (:func:`~stablearena.service.refit.run_update`) if this worker gets the lock, the
+        published board is due and this worker's fit process made the last full fit."""
+        return self._locked(self._update_locked, False)
+
+    def _locked(self, work: Any, wait: bool) -> PublishedFit | None:
+        """``work()`` under this worker's lock and the arena's refit lock (None when a lock is
+        taken); ``work`` first installs a fit another worker has just published
+        (:meth:`_newest`)."""
         if not self._local.acquire(blocking=wait):
             return None
         try:
-            return self._refit_locked(force)
+            if not self._acquire():
+                return None
+            try:
+                return work()
+            finally:
+                self._release()
         finally:
             self._local.release()
 
+    def _newest(self) -> int:
+        """Install a newer published fit; returns the watermark."""
+        st = self.state
+        with st.engine.connect() as conn:
+            newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
+            wm = store.watermark(conn)
+            if newer is not None:
+                st.install_row(conn, newer)
+        return wm
+
+    def _want(self) -> bool:
+        return self.want_fitted is None or bool(self.want_fitted())
+
     def _refit_locked(self, force: bool) -> PublishedFit | None:
         st = self.state
-        if not self._acquire():
+        wm = self._newest()
+        fit = st.fit
+        stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
+        if not (self._due(wm) or (force and stale)):
             return None
-        try:
-            with st.engine.connect() as conn:
-                newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
-                wm = store.watermark(conn)
-            if newer is not None:
-                st.install_fit(published_fit(newer))
-            fit = st.fit
-            stale = wm > 0 and (fit is None or wm > fit.as_of_vote)
-            if not (self._due(wm) or (force and stale)):
+        cfg = st.config.model_dump()
+        screening = st.fit.payload.get("screening") if st.fit else None
+        assert self._executor is not None
+        t0 = time.perf_counter()
+        self.base_id = None  # the fit process's base is the one this fit makes
+        if self.settings.fit_in_process:
+            # the fit process keeps its own live counts: only the settings go there and
+            # the payload (models + annotators) comes back, nothing the size of the counts
+            out: FitOutput = self._executor.submit(
+                run_live_fit, self.settings.db, cfg, screening, self._want()
+            ).result()
+            if not out.payload:
                 return None
-            cfg = st.config.model_dump()
-            screening = st.fit.payload.get("screening") if st.fit else None
-            assert self._executor is not None
-            t0 = time.perf_counter()
-            if self.settings.fit_in_process:
-                # the fit process keeps its own live counts: only the settings go there and
-                # the payload (models + annotators) comes back, nothing the size of the counts
-                want = self.want_fitted is None or bool(self.want_fitted())
-                out: FitOutput = self._executor.submit(
-                    run_live_fit, self.settings.db, cfg, screening, want
-                ).result()
-                if not out.payload:
-                    return None
-            else:
-                snap = st.counts.snapshot(st.engine)  # the votes since the last look only
-                if snap.empty:
-                    return None
-                out = self._executor.submit(
-                    run_fit, snap, cfg, screening, self.settings.db
-                ).result()
-            self.last_fit = (
-                out.cpu_seconds or out.seconds,
-                time.perf_counter() - t0,
-                time.time(),
-                time.process_time(),
+        else:
+            snap = st.counts.snapshot(st.engine, mark=True)  # the votes since the last look
+            if snap.empty:
+                return None
+            out = self._executor.submit(run_fit, snap, cfg, screening, self.settings.db).result()
+        self.last_fit = (
+            out.cpu_seconds or out.seconds,
+            time.perf_counter() - t0,
+            time.time(),
+            time.process_time(),
+        )
+        fit = self._publish("am-elo", out)
+        self.base_id = fit.id
+        self.fits_done += 1
+        if self.on_fit is not None:
+            self.on_fit(fit)
+        return fit
+
+    def _update_locked(self) -> PublishedFit | None:
+        st = self.state
+        wm = self._newest()
+        fit = st.fit
+        if fit is None or self.base_id is None or fit.base.id != self.base_id or not self._due(wm):
+            return None
+        full = fit.base
+        info = {
+            "id": full.id,
+            "as_of_vote": full.as_of_vote,
+            "n_votes": int(full.payload.get("n_votes", 0)),
+            "fitted_at": full.fitted_at,
+        }
+        assert self._executor is not None
+        if self.settings.fit_in_process:
+            out: FitOutput = self._executor.submit(
+                run_live_update, self.settings.db, info, self._want()
+            ).result()
+        else:
+            delta = st.counts.delta(st.engine)
+            out = self._executor.submit(
+                run_update, delta, self.settings.db, info, self._want()
+            ).result()
+        if not out.payload or out.as_of_vote <= fit.as_of_vote:
+            return None
+        upd = self._publish(UPDATE_METHOD, out, full)
+        self.updates_done += 1
+        return upd
+
+    def _publish(
+        self, method: str, out: FitOutput, full: PublishedFit | None = None
+    ) -> PublishedFit:
+        """Store ``out`` in ``fits`` (a one-step update of ``full``: only what it changes) and
+        install it here."""
+        st = self.state
+        as_of, fitted_at = out.as_of_vote, time.time()
+        fid = st.writer.run(
+            lambda c: store.publish_fit(
+                c,
+                method,
+                as_of,
+                fitted_at,
+                out.seconds,
+                out.payload,
+                self.settings.keep_fits,
+                None if full is None else full.id,
             )
-            as_of = out.as_of_vote
-            fitted_at = time.time()
-            fid = st.writer.run(
-                lambda c: store.publish_fit(
-                    c,
-                    "am-elo",
-                    as_of,
-                    fitted_at,
-                    out.seconds,
-                    out.payload,
-                    self.settings.keep_fits,
-                )
-            )
-            fit = PublishedFit(fid, as_of, fitted_at, out.seconds, out.payload, out.fitted)
-            st.install_fit(fit)
-            self.fits_done += 1
-            if self.on_fit is not None:
-                self.on_fit(fit)
-            return fit
-        finally:
-            self._release()
+        )
+        payload = out.payload if full is None else merge_update(full.payload, out.payload)
+        fit = PublishedFit(fid, as_of, fitted_at, out.seconds, payload, out.fitted, full)
+        st.install_fit(fit)
+        return fit

@@ -40,6 +40,29 @@ class Snapshot:
     ties_both_bad: np.ndarray
     taken_at: float = field(default_factory=time.time)
 
+    @classmethod
+    def from_ids(
+        cls, as_of_vote: int, cells: np.ndarray, counts: np.ndarray, model_rows: Any, ann_rows: Any
+    ) -> Snapshot:
+        """The snapshot of ``cells`` (rows: model id i, model id j, annotator id) with their
+        four ``counts``, the ids coded into the (id, name) rows of the models and annotators
+        (sorted by id)."""
+        model_ids = np.array([r[0] for r in model_rows], dtype=np.int64)
+        ann_ids = np.array([r[0] for r in ann_rows], dtype=np.int64)
+        return cls(
+            as_of_vote=int(as_of_vote),
+            n_votes=int(round(counts.sum())),
+            model_names=tuple(r[1] for r in model_rows),
+            annotator_names=tuple(r[1] for r in ann_rows),
+            i=np.searchsorted(model_ids, cells[:, 0]),
+            j=np.searchsorted(model_ids, cells[:, 1]),
+            annotator=np.searchsorted(ann_ids, cells[:, 2]),
+            wins=counts[:, 0].copy(),
+            losses=counts[:, 1].copy(),
+            ties=counts[:, 2].copy(),
+            ties_both_bad=counts[:, 3].copy(),
+        )
+
     @property
     def empty(self) -> bool:
         return float(np.sum(self.wins + self.losses + self.ties + self.ties_both_bad)) <= 0

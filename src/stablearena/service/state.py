@@ -38,7 +38,7 @@ from ..serving import boost_weights, serving_draw
 from . import store
 from .counts import LiveCounts
 from .errors import ApiError, for_the_service, waiting_message
-from .refit import SOURCE, refit_published
+from .refit import SOURCE, UPDATE_METHOD, merge_update, refit_published
 from .security import Principal
 from .settings import ArenaConfig, Settings
 
@@ -77,12 +77,22 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class PublishedFit:
+    """A published fit: a full am-ELO fit, or a one-step update of one (``full``: that fit;
+    ``payload``: the full fit's with the update's leaderboard and scores,
+    :func:`~stablearena.service.refit.merge_update`)."""
+
     id: int
     as_of_vote: int
     fitted_at: float
     seconds: float
     payload: dict[str, Any]
     fitted: Any = None  # the AmEloFitted when this process made (or loaded) it
+    full: PublishedFit | None = None
+
+    @property
+    def base(self) -> PublishedFit:
+        """The full fit: this one, or the one this update starts from."""
+        return self.full or self
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,8 @@ class ArenaState:
         self.pending: dict[str, tuple[int, int, float]] = {}
         self.votes_seen = 0
         #: the pair counts in memory, brought up to date from the votes since the last look
-        self.counts = LiveCounts()
+        #: (journalled when the fit runs in this process: its one-step updates read the delta)
+        self.counts = LiveCounts(journal=not settings.fit_in_process)
         self.battles_served = 0
         self.refit_error: str | None = None
         #: why there is no am-ELO fit yet although nothing failed (too few records: δ)
@@ -157,6 +168,7 @@ class ArenaState:
         self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=100_000)
         self._cache: dict[tuple, Future] = {}
         self._published_json: tuple[int, bytes] | None = None
+        self._annotators_json: tuple[int, bytes] | None = None
         self._cache_lock = threading.Lock()
         self.cache_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="arena-board")
 
@@ -167,8 +179,8 @@ class ArenaState:
             self._load_registry(conn)
             row = store.latest_fit_row(conn)
             self.votes_seen = store.watermark(conn)
-        if row is not None:
-            self.fit = published_fit(row)
+            if row is not None:
+                self.fit = self.fit_from_row(conn, row)
         self.counts.load(self.engine)
         self.rebuild_tracker(judged=True)
 
@@ -331,14 +343,42 @@ class ArenaState:
             self._all_candidates = None
             self.selector = selector
 
+    def fit_from_row(self, conn: Connection, row: Any) -> PublishedFit | None:
+        """The :class:`PublishedFit` of a ``fits`` row; for a one-step update, completed from
+        its full fit (the one installed, else read from the database; ``None`` if gone)."""
+        if row.method != UPDATE_METHOD:
+            return published_fit(row)
+        upd = json.loads(row.payload)
+        base_id = int(upd["update"]["base"])
+        full = self.fit.base if self.fit is not None else None
+        if full is None or full.id != base_id:
+            base_row = store.fit_row(conn, base_id)
+            if base_row is None:
+                return None
+            full = published_fit(base_row)
+        return published_fit(row, full=full, payload=upd)
+
+    def install_row(self, conn: Connection, row: Any) -> None:
+        """Install the fit of a ``fits`` row (:meth:`fit_from_row`, :meth:`install_fit`)."""
+        fit = self.fit_from_row(conn, row)
+        if fit is not None:
+            self.install_fit(fit)
+
     def install_fit(self, fit: PublishedFit) -> None:
+        """Publish ``fit`` here, and rebuild the information tracker at its scores — once per
+        full fit: a one-step update of the full fit installed before leaves the tracker (its
+        scores stay the full fit's, its counts grow with every battle): a rebuild (two M×M
+        inverses and a solve) every K votes would cost the API process more than the update
+        costs the fit process."""
         with self.lock:
-            if self.fit is not None and fit.id <= self.fit.id:
+            prev = self.fit
+            if prev is not None and fit.id <= prev.id:
                 return
             self.fit = fit
             self.refit_waiting = None
             self._expire_pending()
-        self.rebuild_tracker()
+        if fit.full is None or prev is None or prev.base.id != fit.base.id:
+            self.rebuild_tracker()
 
     def _expire_pending(self) -> None:
         now = time.time()
@@ -544,16 +584,21 @@ class ArenaState:
 
     def published_json(self) -> bytes:
         """The published leaderboard (:meth:`leaderboard` of am-ELO without intervals) as the
-        JSON of its answer, encoded once per fit (as Starlette's ``JSONResponse`` would)."""
+        JSON of its answer, encoded once per fit (as Starlette's ``JSONResponse`` would). Its
+        annotators (A entries, the full fit's) are encoded once per full fit: a one-step
+        update encodes only what it changed."""
         fit = self.published()
         cached = self._published_json
         if cached is None or cached[0] != fit.id:
-            body = json.dumps(
-                self.leaderboard("am-elo", "none", 0.95),
-                ensure_ascii=False,
-                allow_nan=False,
-                separators=(",", ":"),
-            ).encode()
+            board = self.leaderboard("am-elo", "none", 0.95)
+            if fit.full is None or "annotators" not in board:
+                body = _json(board)
+            else:
+                ann = self._annotators_json
+                if ann is None or ann[0] != fit.full.id:
+                    ann = self._annotators_json = (fit.full.id, _json(board["annotators"]))
+                rest = _json({k: v for k, v in board.items() if k != "annotators"})
+                body = rest[:-1] + b',"annotators":' + ann[1] + b"}"
             cached = self._published_json = (fit.id, body)
         return cached[1]
 
@@ -570,9 +615,11 @@ class ArenaState:
             fit = self.published()
             if method == "am-elo" and ci == "none":
                 out = dict(fit.payload["leaderboard"])
+                out.setdefault("update", "full")
                 out["as_of_vote"] = fit.as_of_vote
                 out["fitted_at"] = fit.fitted_at
                 return out
+            fit = fit.base  # computed from the counts: once per full fit
             generation = fit.id
         key = (method, ci, level, generation)
         with self._cache_lock:
@@ -615,7 +662,8 @@ class ArenaState:
         return payload
 
     def annotators(self) -> dict[str, Any]:
-        fit = self.published()
+        """The full fit's annotators payload (a one-step update keeps its abilities)."""
+        fit = self.published().base
         out = dict(fit.payload["annotators"])
         out["as_of_vote"] = fit.as_of_vote
         out["fitted_at"] = fit.fitted_at
@@ -638,12 +686,29 @@ class ArenaState:
             ]
 
 
-def published_fit(row: Any, fitted: Any = None) -> PublishedFit:
+def _json(obj: Any) -> bytes:
+    """``obj`` as the JSON of an answer (Starlette's ``JSONResponse``)."""
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def published_fit(
+    row: Any,
+    fitted: Any = None,
+    *,
+    full: PublishedFit | None = None,
+    payload: dict[str, Any] | None = None,
+) -> PublishedFit:
+    """The :class:`PublishedFit` of a ``fits`` row (``payload``: its payload, already
+    decoded); a one-step update's completed from its ``full`` fit."""
+    payload = json.loads(row.payload) if payload is None else payload
+    if full is not None:
+        payload = merge_update(full.payload, payload)
     return PublishedFit(
         int(row.id),
         int(row.as_of_vote),
         float(row.fitted_at),
         float(row.seconds),
-        json.loads(row.payload),
+        payload,
         fitted,
+        full,
     )

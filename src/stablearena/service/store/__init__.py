@@ -42,6 +42,7 @@ from .engine import is_sqlite, make_engine, migrate, write_conn
 from .imports import import_votes
 from .queries import (
     bump_revision,
+    fit_row,
     get_meta,
     judged_rows,
     key_row,
@@ -117,6 +118,7 @@ __all__ = [
     "get_meta",
     "import_votes",
     "insert_battles",
+    "fit_row",
     "insert_view",
     "is_sqlite",
     "judged_rows",

@@ -55,6 +55,11 @@ def latest_fit_row(conn: Connection, after: int = 0) -> Any:
     ).first()
 
 
+def fit_row(conn: Connection, fid: int) -> Any:
+    """The published fit of id ``fid`` (as :func:`latest_fit_row`), or None."""
+    return conn.execute(select(fits).where(fits.c.id == fid)).first()
+
+
 def publish_fit(
     conn: Connection,
     method: str,
@@ -63,8 +68,10 @@ def publish_fit(
     seconds: float,
     payload: dict[str, Any],
     keep: int,
+    base: int | None = None,
 ) -> int:
-    """Insert a fit and delete all but the newest ``keep``; returns its id."""
+    """Insert a fit and delete all but the newest ``keep`` — but not the full fit ``base`` a
+    one-step update is made from; returns its id."""
     fid = conn.execute(
         fits.insert().values(
             method=method,
@@ -74,7 +81,7 @@ def publish_fit(
             payload=json.dumps(payload, allow_nan=False),
         )
     ).inserted_primary_key[0]
-    conn.execute(fits.delete().where(fits.c.id <= fid - keep))
+    conn.execute(fits.delete().where(fits.c.id <= fid - keep, fits.c.id != (base or 0)))
     return int(fid)
 
 
@@ -100,21 +107,8 @@ def read_snapshot(engine: Engine) -> Snapshot:
         model_rows = cur.fetchall()
         cur.execute("SELECT id, name FROM annotators ORDER BY id")
         annotator_rows = cur.fetchall()
-    model_ids = np.array([r[0] for r in model_rows], dtype=np.int64)
-    annotator_ids = np.array([r[0] for r in annotator_rows], dtype=np.int64)
-    ids = rows[:, :3].astype(np.int64)
-    return Snapshot(
-        as_of_vote=int(wm),
-        n_votes=int(round(rows[:, 3:].sum())),
-        model_names=tuple(r[1] for r in model_rows),
-        annotator_names=tuple(r[1] for r in annotator_rows),
-        i=np.searchsorted(model_ids, ids[:, 0]),
-        j=np.searchsorted(model_ids, ids[:, 1]),
-        annotator=np.searchsorted(annotator_ids, ids[:, 2]),
-        wins=rows[:, 3].copy(),
-        losses=rows[:, 4].copy(),
-        ties=rows[:, 5].copy(),
-        ties_both_bad=rows[:, 6].copy(),
+    return Snapshot.from_ids(
+        wm, rows[:, :3].astype(np.int64), rows[:, 3:], model_rows, annotator_rows
     )
 
 
