@@ -277,3 +277,54 @@ def test_bounded_defences_are_am_elo_without_bounds_and_trust_bounded_scores_wit
     fit_i, flagged = fits.influenced[400]
     assert flagged and flagged <= excl  # the 5 accounts (or some) caught by the influence test
     np.testing.assert_allclose(xi, bounded_scores(fit_i, cap=2.0, ramp_votes=400.0))
+
+
+def test_detector_roc_sees_a_target_only_attack_and_not_honest_accounts(arena):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    x0 = A.m_elo_scores(arena.counts)
+    target = int(np.argsort(-x0)[64])
+    stream = A.attack_stream(arena, target, A.Family.parse("target/few"), 400, seed=2)
+    att = stream.counts(400, arena.models, arena)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        roc = A.detector_roc(A.merge_counts(arena.counts, att), att.annotators)
+        # honest accounts relabelled as attackers: no detector separates them
+        names = arena.counts.annotators
+        votes = np.bincount(arena.counts.annotator, arena.counts.totals)
+        fake = [n for n, v in zip(names, votes, strict=True) if v >= 50][::4]
+        null = A.detector_roc(arena.counts, fake)
+    assert roc["n_attackers"] == 5 and roc["select"] > 0.95
+    assert null["n_attackers"] == len(fake)
+    assert all(abs(null[d] - 0.5) < 0.2 for d in A.DETECTORS), null
+
+
+def test_rigging_roc_option_prints_each_detectors_auc(capsys, tmp_path):
+    import json
+
+    from stablearena.cli import main
+
+    args = [
+        "experiment", "rigging", DATA, "--roc", "--seeds", "2", "--fraction", "0.01",
+        "--families", "target/few,target+camo/few", "--targets", "middle",
+        "--max-votes", "1500", "--results", str(tmp_path), "--format", "json",
+    ]  # fmt: skip
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert not exc.code
+    payload = json.loads(capsys.readouterr().out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["roc_seed_0.json", "roc_seed_1.json"]
+    rows = {r["family"]: r for r in payload["summary"]}
+    # +10 on m-ELO takes target-only attackers a few dozen votes: no account reaches 50 votes
+    assert rows["target/few"]["seeds"] == 2 and rows["target/few"]["auc_select"] is None
+    assert rows["target+camo/few"]["n_attackers"] == 5
+    assert 0 <= rows["target+camo/few"]["auc_push"] <= 1
+    assert all(r["votes"] <= 1500 for r in payload["runs"])
+    try:
+        main([*args[:-2], "--no-run", "--format", "table"])
+    except SystemExit as exc:
+        assert not exc.code
+    assert "what a detector sees" in capsys.readouterr().out

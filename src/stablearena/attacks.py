@@ -80,6 +80,10 @@ __all__ = [
     "summarise",
     "votes_needed",
     "run_seed",
+    "DETECTORS",
+    "detector_roc",
+    "roc_seed",
+    "summarise_roc",
 ]
 
 #: Outcome columns of a vote: i wins, j wins, tie (as in :class:`PairCounts`).
@@ -909,3 +913,132 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float:
     if n1 == 0 or n0 == 0:
         return float("nan")
     return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+#: The per-account statistics of :func:`account_statistics` a detector ranks accounts by.
+DETECTORS: tuple[str, ...] = ("push", "select", "evalue", "low_ability")
+
+
+def detector_roc(
+    counts: PairCounts,
+    attackers: Sequence[str],
+    *,
+    start: Any = None,
+    min_votes: int = 50,
+) -> dict[str, float]:
+    """ROC AUC of each detector statistic (:data:`DETECTORS`, :func:`account_statistics` on
+    ``counts``) separating the ``attackers`` accounts from the honest ones, both restricted to
+    accounts with ≥ ``min_votes`` votes (smaller ones are not in today's screened fit): 1 = every
+    attacker ranked more suspicious than every honest account, 0.5 = indistinguishable
+    (Mann–Whitney, :func:`auc`). Also ``n_attackers`` and ``n_honest``."""
+    stats = account_statistics(counts, start)
+    names = counts.annotators or ()
+    votes = np.bincount(counts.annotator, counts.totals, len(names))  # type: ignore[arg-type]
+    bad = set(attackers)
+    pos = np.array([n in bad for n in names], dtype=bool)
+    ok = votes >= min_votes
+    out = {d: auc(stats[d][ok], pos[ok]) for d in DETECTORS}
+    out["n_attackers"] = int((pos & ok).sum())
+    out["n_honest"] = int((~pos & ok).sum())
+    return out
+
+
+def roc_seed(
+    arena: HonestArena,
+    *,
+    seed: int,
+    families: Sequence[Family] = FAMILIES,
+    targets: Sequence[str] = ("top", "middle", "bottom"),
+    level: int = 10,
+    max_votes: int | None = None,
+    accuracy: float = 1.0,
+    precision: float = 1.1,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """What a detector sees of each attack at the volume where it lifts the target by ``level``
+    places on m-ELO: per (target, family), that number of votes (:func:`votes_needed` on m-ELO,
+    to ``precision``; the budget ``max_votes`` — default 25 % of the honest votes — when not
+    reached, ``censored``) and :func:`detector_roc` of the arena with those votes — the attack
+    streams of :func:`run_seed` (same seeds)."""
+    m = arena.counts.n_models
+    max_votes = max_votes or int(0.25 * arena.n_votes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        x0 = m_elo_scores(arena.counts)
+        start = _screened_am_elo(arena.counts, None)
+    fits = _Fits(x_melo=x0)
+    order = np.argsort(-x0)
+    out = []
+    for tname in targets:
+        target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
+        rank0 = _rank_of(x0, target)
+        for fam in families:
+            stream = attack_stream(
+                arena,
+                target,
+                fam,
+                max_votes,
+                accuracy=accuracy,
+                seed=seed * 1000 + _family_index(fam),
+            )
+
+            def lift(
+                v: int, stream: AttackStream = stream, target: int = target, rank0: int = rank0
+            ) -> int:
+                c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
+                return rank0 - _rank_of(defence_scores("m-elo", c, fits)[0], target)
+
+            v = votes_needed(lift, (level,), max_votes, start=1, precision=precision)[level]
+            n = v or max_votes
+            att = stream.counts(n, arena.models, arena)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", StableArenaWarning)
+                roc = detector_roc(
+                    merge_counts(arena.counts, att), att.annotators or (), start=start
+                )
+            rec = {
+                "seed": seed,
+                "target": tname,
+                "target_model": arena.models[target],
+                "family": fam.name,
+                "level": level,
+                "votes": n,
+                "censored": v is None,
+                "max_votes": max_votes,
+                "fraction": arena.fraction,
+                # an AUC without attacker accounts of ≥ 50 votes is None (NaN: not JSON)
+                **{
+                    f"auc_{k}" if k in DETECTORS else k: None if math.isnan(val) else val
+                    for k, val in roc.items()
+                },
+            }
+            out.append(rec)
+            if log:
+                log(f"seed {seed} {tname} {fam.name}: {n} votes, {roc}")
+    return out
+
+
+def summarise_roc(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (family, target) of :func:`roc_seed` records: the votes and each detector's
+    AUC, mean ± SE over seeds (NaN AUCs — no attacker account with enough votes — left out),
+    and the number of censored seeds."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["family"], r["target"]), []).append(r)
+
+    def mse(vals: list[float]) -> tuple[float | None, float | None]:
+        v = np.array([x for x in vals if x is not None and math.isfinite(x)], float)
+        if not len(v):
+            return None, None
+        return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
+
+    out = []
+    for (fam, tgt), group in groups.items():
+        row: dict[str, Any] = {"family": fam, "target": tgt, "seeds": len(group)}
+        row["votes"], row["votes_se"] = mse([r["votes"] for r in group])
+        row["censored"] = int(sum(bool(r["censored"]) for r in group))
+        row["n_attackers"], _ = mse([r["n_attackers"] for r in group])
+        for d in DETECTORS:
+            row[f"auc_{d}"], row[f"auc_{d}_se"] = mse([r[f"auc_{d}"] for r in group])
+        out.append(row)
+    return out
