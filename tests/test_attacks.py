@@ -328,3 +328,33 @@ def test_rigging_roc_option_prints_each_detectors_auc(capsys, tmp_path):
     except SystemExit as exc:
         assert not exc.code
     assert "what a detector sees" in capsys.readouterr().out
+
+
+def test_attacker_accounts_created_today_lift_nothing_under_the_age_ramp(arena):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    assert arena.ages is not None and len(arena.ages) == len(arena.counts.annotators)
+    assert 0 <= arena.ages.min() and arena.ages.max() <= A.HONEST_MAX_AGE_DAYS
+    x0 = A.m_elo_scores(arena.counts)
+    target = int(np.argsort(-x0)[64])
+    stream = A.attack_stream(arena, target, A.Family.parse("target+camo/few"), 1500, seed=3)
+    c = A.merge_counts(arena.counts, stream.counts(1500, arena.models, arena))
+    honest = A._honest_ages(arena)
+    d = "am-elo+screen+influence+bounded"
+    lifts = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        for age in (0.0, 30.0):
+            fits = A._Fits(x_melo=x0, ramp_days=7.0)
+            fits.honest_am = A._screened_am_elo(arena.counts, None)
+            fits.ages = honest
+            rank0 = A._rank_of(A.defence_scores(d, arena.counts, fits)[0], target)
+            fits.ages = {**honest, **{f"x{k:05d}": age for k in range(5)}}
+            lifts[age] = rank0 - A._rank_of(A.defence_scores(d, c, fits, key=1)[0], target)
+        melo = A._rank_of(x0, target) - A._rank_of(A.m_elo_scores(c), target)
+    # accounts old enough weigh as honest ones and lift the target as on m-ELO (roughly);
+    # accounts created for the attack weigh 0 — their votes still move the honest annotators'
+    # abilities a little (am-ELO fits those with every vote), which lifts it a few places here
+    assert melo >= 10 and lifts[30.0] >= melo // 2 and lifts[0.0] <= melo // 3, (melo, lifts)

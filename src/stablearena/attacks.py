@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .battles import PairCounts
-from .choices import TRUST_CAP, TRUST_RAMP_VOTES
+from .choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES
 from .errors import InputError, StableArenaWarning
 from .influence import (
     INFLUENCE_ABILITY_CAP,
@@ -134,7 +134,8 @@ class HonestArena:
     ``counts``: pair × annotator counts of the honest votes (annotators ``h00000``…);
     ``truth``: m-ELO scores (natural units) on the full source counts; ``pair_i``/``pair_j``:
     the source's pairs, served with probabilities ``serve``; ``outcome_p``: each pair's
-    empirical (i wins, j wins, tie) frequencies (both kinds of tie pooled).
+    empirical (i wins, j wins, tie) frequencies (both kinds of tie pooled); ``ages``: each
+    honest annotator's account age in days (:func:`honest_arena`).
     """
 
     counts: PairCounts
@@ -145,6 +146,7 @@ class HonestArena:
     outcome_p: np.ndarray
     volumes: np.ndarray
     fraction: float
+    ages: np.ndarray | None = None
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -153,6 +155,10 @@ class HonestArena:
     @property
     def n_votes(self) -> int:
         return int(round(self.counts.n_comparisons))
+
+
+#: Honest accounts' ages in the simulation: uniform on [0, this many] days.
+HONEST_MAX_AGE_DAYS: float = 365.0
 
 
 def _source_counts(source: str | Path | PairCounts) -> PairCounts:
@@ -189,9 +195,13 @@ def honest_arena(
     fraction: float = 0.05,
     volumes: tuple[int, int] = (20, 200),
     seed: int = 0,
+    max_age_days: float = HONEST_MAX_AGE_DAYS,
 ) -> HonestArena:
     """The honest arena of the module docstring: each battle of ``source`` kept with probability
-    ``fraction``, spread over annotators with log-uniform volumes in ``volumes``."""
+    ``fraction``, spread over annotators with log-uniform volumes in ``volumes``; each
+    annotator's account age uniform on [0, ``max_age_days``] days (accounts created at a
+    constant rate over that time; drawn from a stream of its own, so the votes do not depend
+    on it)."""
     if not 0 < fraction <= 1:
         raise InputError(f"fraction must lie in (0, 1], not {fraction!r}.")
     full = _source_counts(source)
@@ -229,6 +239,7 @@ def honest_arena(
     ann = np.repeat(np.arange(len(vols)), vols)
     names = tuple(f"h{k:05d}" for k in range(len(vols)))
     counts = _counts_from_votes(full, row, oc, ann, names)
+    ages = np.random.default_rng((seed, 1)).uniform(0.0, max_age_days, len(vols))
     return HonestArena(
         counts=counts,
         truth=truth,
@@ -238,6 +249,7 @@ def honest_arena(
         outcome_p=outcome_p,
         volumes=vols,
         fraction=float(fraction),
+        ages=ages,
     )
 
 
@@ -474,6 +486,8 @@ DEFENCES: tuple[str, ...] = (
 #: docs/guides/rigging.md chooses the values: the defaults of :mod:`stablearena.trust`.
 BOUNDED_CAP: float = TRUST_CAP
 BOUNDED_RAMP_VOTES: float = TRUST_RAMP_VOTES
+#: The age ramp of the ``+bounded`` defences: × min(1, age in days / ``ramp_days``).
+BOUNDED_RAMP_DAYS: float = TRUST_RAMP_DAYS
 
 
 def _rank_of(x: np.ndarray, target: int) -> int:
@@ -494,6 +508,8 @@ class _Fits:
     influenced: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)
     cap: float = BOUNDED_CAP
     ramp_votes: float = BOUNDED_RAMP_VOTES
+    ramp_days: float = 0.0
+    ages: dict[str, float] | None = None
 
 
 def _screened_am_elo(
@@ -606,7 +622,13 @@ def defence_scores(
             if defence.endswith("+bounded"):
                 # as the live arena publishes it: where the weighed votes alone cannot rank
                 # every model (a model judged only by accounts that weigh 0), the fit unbounded
-                fit = bounded_fit(fit, cap=fits.cap, ramp_votes=fits.ramp_votes)
+                fit = bounded_fit(
+                    fit,
+                    cap=fits.cap,
+                    ramp_votes=fits.ramp_votes,
+                    ages=fits.ages,
+                    ramp_days=fits.ramp_days,
+                )
             if defence in DEFENCES:
                 return _full_scores(fit, counts.models), excl
     raise InputError(f"unknown defence {defence!r}; choose from {', '.join(DEFENCES)}.")
@@ -679,6 +701,13 @@ def votes_needed(
 TARGET_RANKS: dict[str, float] = {"top": 13 / 128, "middle": 0.5, "bottom": 120 / 128}
 
 
+def _honest_ages(arena: HonestArena) -> dict[str, float] | None:
+    """The honest annotators' ages in days by name (None: the arena has none)."""
+    if arena.ages is None:
+        return None
+    return dict(zip(arena.counts.annotators or (), map(float, arena.ages), strict=True))
+
+
 def _family_index(fam: Family) -> int:
     """The family's place in :data:`FAMILIES` (its attack stream's seed does not depend on which
     other families are run)."""
@@ -698,16 +727,22 @@ def run_seed(
     precision: float = 1.1,
     cap: float = BOUNDED_CAP,
     ramp_votes: float = BOUNDED_RAMP_VOTES,
+    ramp_days: float = BOUNDED_RAMP_DAYS,
+    attack_age: float = 0.0,
     log: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Votes (and battles served) needed to lift each target by each level under each defence,
     one record per (family, target, defence). ``max_votes`` defaults to 25 % of the honest
     arena's votes. Costs are found to ``precision`` (a factor: doubling from 1 vote, then
-    bisecting each bracket geometrically, :func:`votes_needed`); ``cap`` and ``ramp_votes``:
-    the bounded influence of the ``+bounded`` defences."""
+    bisecting each bracket geometrically, :func:`votes_needed`); ``cap``, ``ramp_votes`` and
+    ``ramp_days``: the bounded influence of the ``+bounded`` defences, whose age ramp reads the
+    honest annotators' ages (``arena.ages``) and the attacker accounts' age ``attack_age`` (in
+    days; 0: created for the attack)."""
     m = arena.counts.n_models
     max_votes = max_votes or int(0.25 * arena.n_votes)
-    fits = _Fits(cap=cap, ramp_votes=ramp_votes)
+    fits = _Fits(cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days)
+    honest_ages = _honest_ages(arena)
+    fits.ages = honest_ages
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
         fits.x_melo = m_elo_scores(arena.counts)
@@ -732,6 +767,8 @@ def run_seed(
                 seed=seed * 1000 + _family_index(fam),
             )
             fits.screened, fits.influenced = {}, {}
+            n_acc = int(stream.account.max()) + 1 if len(stream.account) else 0
+            fits.ages = {**honest_ages, **{f"x{k:05d}": attack_age for k in range(n_acc)}}
             for d in defences:
                 rank0 = _rank_of(base[d][0], target)
                 excluded_at: dict[int, int] = {}
@@ -762,7 +799,9 @@ def run_seed(
                     "precision": precision,
                 }
                 if d.endswith("+bounded"):
-                    rec.update(cap=cap, ramp_votes=ramp_votes)
+                    rec.update(
+                        cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days, attack_age=attack_age
+                    )
                 for level, v in need.items():
                     rec[f"votes_{level}"] = v
                     rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
@@ -842,16 +881,19 @@ def honest_cost(
     *,
     cap: float = BOUNDED_CAP,
     ramp_votes: float = BOUNDED_RAMP_VOTES,
+    ages: dict[str, float] | None = None,
+    ramp_days: float = 0.0,
 ) -> dict[str, dict[str, float]]:
     """What each defence costs an arena without attacker: Kendall τ of its scores to
     ``reference`` (the true scores, or a clean fit) and precision / recall / F1 of the annotators
     it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator;
-    ``cap``, ``ramp_votes``: the bounded influence of the ``+bounded`` defences."""
+    ``cap``, ``ramp_votes``, ``ramp_days``: the bounded influence of the ``+bounded`` defences
+    (the age ramp reads ``ages``, name → days; off without them)."""
     from .metrics import detection_scores, kendall_tau
 
     names = counts.annotators or ()
     truth = np.array([n in set(anomalous) for n in names], dtype=bool)
-    fits = _Fits(cap=cap, ramp_votes=ramp_votes)
+    fits = _Fits(cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days, ages=ages)
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)

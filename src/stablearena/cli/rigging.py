@@ -121,6 +121,25 @@ def experiment_rigging(
             metavar="N",
         ),
     ] = None,
+    ramp_days: Annotated[
+        float | None,
+        typer.Option(
+            "--ramp-days",
+            help="Bounded influence: an account's weight grows linearly with its age until this "
+            "many days (default stablearena.attacks.BOUNDED_RAMP_DAYS; 0: no age ramp). Honest "
+            "accounts' ages are uniform on [0, 365] days.",
+            metavar="D",
+        ),
+    ] = None,
+    attack_age: Annotated[
+        float,
+        typer.Option(
+            "--attack-age",
+            help="Age in days of the attacker's accounts when the leaderboard is read (0: created "
+            "for the attack).",
+            metavar="D",
+        ),
+    ] = 0.0,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -178,11 +197,14 @@ def experiment_rigging(
     bounded = {
         "cap": A.BOUNDED_CAP if cap is None else cap,
         "ramp_votes": A.BOUNDED_RAMP_VOTES if ramp_votes is None else ramp_votes,
+        "ramp_days": A.BOUNDED_RAMP_DAYS if ramp_days is None else ramp_days,
     }
     if precision < 1:
         raise InputError(f"--precision must be ≥ 1, not {precision}.")
-    if bounded["cap"] <= 0 or bounded["ramp_votes"] < 0:
-        raise InputError("--cap must be > 0 and --ramp-votes ≥ 0.")
+    if bounded["cap"] <= 0 or bounded["ramp_votes"] < 0 or bounded["ramp_days"] < 0:
+        raise InputError("--cap must be > 0, --ramp-votes and --ramp-days ≥ 0.")
+    if attack_age < 0:
+        raise InputError(f"--attack-age must be ≥ 0 days, not {attack_age}.")
     records: list[dict[str, Any]] = []
     source = None
     used = []
@@ -233,6 +255,7 @@ def experiment_rigging(
                     accuracy=accuracy,
                     log=step,
                     precision=precision,
+                    attack_age=attack_age,
                     **bounded,
                 )
             if file is not None:
@@ -253,6 +276,7 @@ def experiment_rigging(
         "fraction": fraction,
         "precision": precision,
         **bounded,
+        "attack_age": attack_age,
         "seeds": used,
         "summary": summary,
         "runs": records,
