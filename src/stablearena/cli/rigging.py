@@ -339,7 +339,9 @@ def _emit_roc(
             }
             for d in A.DETECTORS:
                 v, se = r[f"auc_{d}"], r[f"auc_{d}_se"]
-                row[f"AUC {d}"] = "—" if v is None else f"{v:.2f}" + (f" ± {se:.2f}" if se else "")
+                row[f"AUC {d}"] = (
+                    "—" if v is None else f"{v:.2f}" + (f" ± {se:.2f}" if se is not None else "")
+                )
             rows.append(row)
         caption = (
             f"seeds {', '.join(map(str, p['seeds']))}; honest arena = {p['fraction']:g} of the "

@@ -7,12 +7,14 @@ counts table read in one transaction together with the newest vote id it include
 into the same :class:`~stablearena.battles.PairCounts` that ``stablearena rank`` builds from
 the exported vote log (models and annotators in sorted name order, rows in key order), so the
 published leaderboard is the one ``rank`` computes from the export — with the arena's bounded
-influence applied on top (:func:`stablearena.trust.bounded_fit`; off with ``ability_cap`` and
-``trust_ramp_votes`` 0).
+influence applied on top (:func:`stablearena.trust.bounded_fit`; off with ``ability_cap``,
+``trust_ramp_votes`` and ``trust_ramp_days`` 0; the age ramp reads each account's age from the
+store, :func:`stablearena.service.store.account_ages`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -85,13 +87,45 @@ def refit_published(
     fitted = arena.rater.fit(
         counts, exclude=frozenset(arena.excluded & set(counts.annotators or ())), start=start
     )
-    return bounded_fit(fitted, **trust_options(cfg))
+    return bounded_fit(fitted, **trust_options(cfg, published_ages(payload)))
 
 
-def trust_options(config: dict[str, Any]) -> dict[str, Any]:
+def published_ages(payload: dict[str, Any]) -> dict[str, float] | None:
+    """The account ages (days) a published fit's age ramp used: its annotators' ``age_days``
+    (None there: an account that counts as old, +∞) — None when it used no age ramp."""
+    ann = payload.get("annotators") or {}
+    if not (ann.get("trust") or {}).get("ramp_days"):
+        return None
+    return {
+        r["annotator"]: math.inf if r.get("age_days") is None else float(r["age_days"])
+        for r in ann.get("annotators", ())
+    }
+
+
+def trust_options(config: dict[str, Any], ages: dict[str, float] | None = None) -> dict[str, Any]:
     """The bounded-influence rule of an arena configuration (``ability_cap``,
-    ``trust_ramp_votes``; absent — a fit published before they existed — or 0: off)."""
-    return {"cap": config.get("ability_cap"), "ramp_votes": config.get("trust_ramp_votes")}
+    ``trust_ramp_votes``, ``trust_ramp_days``; absent — a fit published before they existed —
+    or 0: off) with the accounts' ``ages`` in days (None: no age ramp)."""
+    return {
+        "cap": config.get("ability_cap"),
+        "ramp_votes": config.get("trust_ramp_votes"),
+        "ramp_days": config.get("trust_ramp_days"),
+        "ages": ages,
+    }
+
+
+def live_ages(db: str, config: dict[str, Any]) -> dict[str, float] | None:
+    """Every account's age in days read from the arena ``db``
+    (:func:`stablearena.service.store.account_ages`), or None when the configuration has no age
+    ramp (or there is no database)."""
+    days = config.get("trust_ramp_days")
+    if not db or not days or days <= 0:
+        return None
+    from . import store
+
+    engine, _ = live_counts(db)
+    with engine.connect() as conn:
+        return store.account_ages(conn, float(days), time.time())
 
 
 def run_fit(
@@ -99,6 +133,7 @@ def run_fit(
     config: dict[str, Any],
     screening: dict[str, Any] | None,
     arena_id: str = "",
+    ages: dict[str, float] | None = None,
 ) -> FitOutput:
     """Fit am-ELO with the Stable Arena screening on ``snapshot``, bound each account's weight
     (:func:`stablearena.trust.bounded_fit` with the arena's ``ability_cap`` and
@@ -107,7 +142,8 @@ def run_fit(
     json`` contract with each decision's reason, each account's weight, influence and trust
     reason), ``screening`` (the
     loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
-    model name, for the information tracker)."""
+    model name, for the information tracker). ``ages``: the accounts' ages in days for the age
+    ramp (default: read from the database ``arena_id`` when the configuration has one)."""
     t0, c0 = time.perf_counter(), time.process_time()
     arena = arena_for(config, screening)
     if config.get("warm_start", False) and arena_id in _LAST:
@@ -125,7 +161,7 @@ def run_fit(
             arena = arena_for(config, screening)
             step = arena.step(counts, warm=False)
     _LAST[arena_id] = step.fitted
-    trust = trust_options(config)
+    trust = trust_options(config, ages if ages is not None else live_ages(arena_id, config))
     fitted = bounded_fit(step.fitted, **trust)
     leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
     annotators = annotators_payload(
