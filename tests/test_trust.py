@@ -207,3 +207,13 @@ def test_an_account_of_age_zero_moves_nothing_and_old_accounts_change_nothing():
     assert not trust["h0"].aged and trust["h0"].age_days == 400
     # no ages: no age ramp, and the reasons say nothing of age
     assert all(t.age_days is None and not t.aged for t in account_trust(fit))
+
+
+def test_an_age_ramp_that_lowers_nobody_leaves_the_rule_off():
+    from stablearena.trust import bounded_fit
+
+    fit = am_elo_fit(small_arena())
+    old = {n: np.inf for n in fit.annotators}
+    assert bounded_fit(fit, cap=0, ramp_votes=0, ages=old, ramp_days=7) is fit
+    young = {**old, "h0": 1.0}
+    assert bounded_fit(fit, cap=0, ramp_votes=0, ages=young, ramp_days=7) is not fit

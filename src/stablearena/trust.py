@@ -106,18 +106,16 @@ def _row_weights(
     ramp_days: float | None = None,
 ) -> np.ndarray:
     """Each fitted account's bounded weight — its ability as fitted when the cap and both
-    ramps are off (the rule is off: am-ELO as it is, negative abilities included)."""
+    ramps are off (the rule is off: am-ELO as it is, negative abilities included); an age ramp
+    that lowers nobody's weight (every account at least ``ramp_days`` old) counts as off."""
     a = fit.abilities[fit._fit_annotators]
-    no_age = ages is None or _off(ramp_days)
-    if _off(cap) and _off(ramp_votes) and no_age:
+    t = None if ages is None or _off(ramp_days) else _fit_ages(fit, ages)
+    if t is not None and np.all(t >= ramp_days):  # every account old enough: no age ramp
+        t = None
+    if _off(cap) and _off(ramp_votes) and t is None:
         return np.array(a, float)
     return account_weights(
-        a,
-        _fit_votes(fit),
-        cap=cap,
-        ramp_votes=ramp_votes,
-        ages=None if no_age else _fit_ages(fit, ages),
-        ramp_days=ramp_days,
+        a, _fit_votes(fit), cap=cap, ramp_votes=ramp_votes, ages=t, ramp_days=ramp_days
     )
 
 
