@@ -163,21 +163,26 @@ def test_auc_ranks_positives_above_negatives():
     assert A.auc(np.array([np.inf, 1.0]), np.array([1, 0], bool)) == 1.0
 
 
+def run_cli(args: list[str], capsys) -> str:
+    """``stablearena ARGS`` in process; its standard output."""
+    from stablearena.cli import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert not exc.code
+    return capsys.readouterr().out
+
+
 def test_rigging_command_runs_resumes_and_summarises(arena, capsys, tmp_path):
     import json
-
-    from stablearena.cli import main
 
     args = [
         "experiment", "rigging", DATA, "--seeds", "2", "--fraction", "0.01",
         "--families", "target/few", "--targets", "middle", "--defences", "m-elo,m-elo+influence",
         "--max-votes", "400", "--results", str(tmp_path), "--format", "json",
     ]  # fmt: skip
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert not exc.code
-    payload = json.loads(capsys.readouterr().out)
+    payload = json.loads(run_cli(args, capsys))
     assert payload["seeds"] == [0, 1] and sorted(p.name for p in tmp_path.iterdir()) == [
         "seed_0.json",
         "seed_1.json",
@@ -186,11 +191,7 @@ def test_rigging_command_runs_resumes_and_summarises(arena, capsys, tmp_path):
     assert rows["m-elo"]["ratio_1"] == 1.0
     # the selection test catches 5 accounts that vote only for the target: dearer than m-ELO
     assert rows["m-elo+influence"]["ratio_10"] > 1.0
-    try:
-        main([*args[:-2], "--no-run", "--format", "table"])
-    except SystemExit as exc:
-        assert not exc.code
-    assert "votes needed" in capsys.readouterr().out
+    assert "votes needed" in run_cli([*args[:-2], "--no-run", "--format", "table"], capsys)
 
 
 def test_capped_scores_equal_am_elo_below_the_cap_and_bound_a_heavy_account(arena):
@@ -304,18 +305,12 @@ def test_detector_roc_sees_a_target_only_attack_and_not_honest_accounts(arena):
 def test_rigging_roc_option_prints_each_detectors_auc(capsys, tmp_path):
     import json
 
-    from stablearena.cli import main
-
     args = [
         "experiment", "rigging", DATA, "--roc", "--seeds", "2", "--fraction", "0.01",
         "--families", "target/few,target+camo/few", "--targets", "middle",
         "--max-votes", "1500", "--results", str(tmp_path), "--format", "json",
     ]  # fmt: skip
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert not exc.code
-    payload = json.loads(capsys.readouterr().out)
+    payload = json.loads(run_cli(args, capsys))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["roc_seed_0.json", "roc_seed_1.json"]
     rows = {r["family"]: r for r in payload["summary"]}
     # +10 on m-ELO takes target-only attackers a few dozen votes: no account reaches 50 votes
@@ -323,11 +318,8 @@ def test_rigging_roc_option_prints_each_detectors_auc(capsys, tmp_path):
     assert rows["target+camo/few"]["n_attackers"] == 5
     assert 0 <= rows["target+camo/few"]["auc_push"] <= 1
     assert all(r["votes"] <= 1500 for r in payload["runs"])
-    try:
-        main([*args[:-2], "--no-run", "--format", "table"])
-    except SystemExit as exc:
-        assert not exc.code
-    assert "what a detector sees" in capsys.readouterr().out
+    out = run_cli([*args[:-2], "--no-run", "--format", "table"], capsys)
+    assert "what a detector sees" in out
 
 
 def test_attacker_accounts_created_today_lift_nothing_under_the_age_ramp(arena):

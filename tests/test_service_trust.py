@@ -56,6 +56,16 @@ def vote_as(
             client.vote(b["battle_id"], "model_a" if a_wins else "model_b")
 
 
+def exported_am_elo(admin: ArenaClient, tmp_path: Any) -> Any:
+    """am-ELO (δ = 20, ε = 0, no bounds) on the arena's exported votes."""
+    path = tmp_path / "votes.jsonl"
+    path.write_bytes(admin.export("jsonl"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        counts = read_battles(path).counts(by_annotator=True)
+        return AmElo(min_records=20, ability_threshold=0.0).fit(counts)
+
+
 @pytest.fixture(scope="module")
 def arena(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('trust') / 'arena.db'}"
@@ -93,12 +103,7 @@ def test_the_admin_api_says_who_was_capped_and_who_ramps(arena):
 def test_the_leaderboard_is_bounded_fit_of_the_exported_votes(arena, tmp_path):
     tc, admin = arena
     live = admin.leaderboard()
-    path = tmp_path / "votes.jsonl"
-    path.write_bytes(admin.export("jsonl"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        counts = read_battles(path).counts(by_annotator=True)
-        fit = AmElo(min_records=20, ability_threshold=0.0).fit(counts)
+    fit = exported_am_elo(admin, tmp_path)
     bounded = bounded_fit(fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES)
     assert not np.allclose(bounded.scores, fit.scores, atol=1e-3)  # the rule changed the board
     want = dict(zip(bounded.models, bounded.ratings, strict=True))
@@ -168,12 +173,7 @@ def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
             r = rows[f"h{k}"]
             assert r["age_days"] == pytest.approx(20.0, abs=0.01) and "young" not in r["trust"]
         # the published leaderboard: bounded_fit of the exported votes with the accounts' ages
-        path = tmp_path / "votes.jsonl"
-        path.write_bytes(admin.export("jsonl"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            counts = read_battles(path).counts(by_annotator=True)
-            fit = AmElo(min_records=20, ability_threshold=0.0).fit(counts)
+        fit = exported_am_elo(admin, tmp_path)
         ages = {n: r["age_days"] for n, r in rows.items()}
         want_fit = bounded_fit(
             fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES, ages=ages, ramp_days=7.0

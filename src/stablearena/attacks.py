@@ -708,6 +708,28 @@ def _honest_ages(arena: HonestArena) -> dict[str, float] | None:
     return dict(zip(arena.counts.annotators or (), map(float, arena.ages), strict=True))
 
 
+def _attacks(
+    arena: HonestArena,
+    x: np.ndarray,
+    targets: Sequence[str],
+    families: Sequence[Family],
+    max_votes: int,
+    accuracy: float,
+    seed: int,
+) -> Any:
+    """(target name, target, family, attack stream) of every cell of a seed: the targets at
+    :data:`TARGET_RANKS` of the honest arena's m-ELO scores ``x``; each family's stream seeded by
+    the seed and the family alone."""
+    m = arena.counts.n_models
+    order = np.argsort(-x)
+    for tname in targets:
+        target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
+        for fam in families:
+            seed_f = seed * 1000 + _family_index(fam)
+            stream = attack_stream(arena, target, fam, max_votes, accuracy=accuracy, seed=seed_f)
+            yield tname, target, fam, stream
+
+
 def _family_index(fam: Family) -> int:
     """The family's place in :data:`FAMILIES` (its attack stream's seed does not depend on which
     other families are run)."""
@@ -738,7 +760,6 @@ def run_seed(
     ``ramp_days``: the bounded influence of the ``+bounded`` defences, whose age ramp reads the
     honest annotators' ages (``arena.ages``) and the attacker accounts' age ``attack_age`` (in
     days; 0: created for the attack)."""
-    m = arena.counts.n_models
     max_votes = max_votes or int(0.25 * arena.n_votes)
     fits = _Fits(cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days)
     honest_ages = _honest_ages(arena)
@@ -753,63 +774,54 @@ def run_seed(
                 n for k, n in enumerate(fits.honest_am.annotators) if st[k] == "excluded"
             )
     base = {d: defence_scores(d, arena.counts, fits) for d in defences}
-    order = np.argsort(-fits.x_melo)
     out = []
-    for tname in targets:
-        target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
-        for fam in families:
-            stream = attack_stream(
-                arena,
-                target,
-                fam,
-                max_votes,
-                accuracy=accuracy,
-                seed=seed * 1000 + _family_index(fam),
-            )
-            fits.screened, fits.influenced = {}, {}
-            n_acc = int(stream.account.max()) + 1 if len(stream.account) else 0
+    cells = _attacks(arena, fits.x_melo, targets, families, max_votes, accuracy, seed)
+    for tname, target, fam, stream in cells:
+        fits.screened, fits.influenced = {}, {}
+        n_acc = int(stream.account.max()) + 1 if len(stream.account) else 0
+        if honest_ages is not None:  # an arena without ages: no age ramp
             fits.ages = {**honest_ages, **{f"x{k:05d}": attack_age for k in range(n_acc)}}
-            for d in defences:
-                rank0 = _rank_of(base[d][0], target)
-                excluded_at: dict[int, int] = {}
+        for d in defences:
+            rank0 = _rank_of(base[d][0], target)
+            excluded_at: dict[int, int] = {}
 
-                def lift(
-                    v: int,
-                    d: str = d,
-                    rank0: int = rank0,
-                    stream: AttackStream = stream,
-                    excluded_at: dict[int, int] = excluded_at,
-                    target: int = target,
-                ) -> int:
-                    c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
-                    x, excl = defence_scores(d, c, fits, key=v)
-                    excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
-                    return rank0 - _rank_of(x, target)
+            def lift(
+                v: int,
+                d: str = d,
+                rank0: int = rank0,
+                stream: AttackStream = stream,
+                excluded_at: dict[int, int] = excluded_at,
+                target: int = target,
+            ) -> int:
+                c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
+                x, excl = defence_scores(d, c, fits, key=v)
+                excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
+                return rank0 - _rank_of(x, target)
 
-                need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
-                rec: dict[str, Any] = {
-                    "seed": seed,
-                    "target": tname,
-                    "target_model": arena.models[target],
-                    "target_rank": rank0 + 1,
-                    "family": fam.name,
-                    "defence": d,
-                    "max_votes": max_votes,
-                    "fraction": arena.fraction,
-                    "precision": precision,
-                }
-                if d.endswith("+bounded"):
-                    rec.update(
-                        cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days, attack_age=attack_age
-                    )
-                for level, v in need.items():
-                    rec[f"votes_{level}"] = v
-                    rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
-                    rec[f"excluded_accounts_{level}"] = excluded_at.get(v) if v else None
-                rec["fits"] = len(excluded_at)
-                out.append(rec)
-                if log:
-                    log(f"seed {seed} {tname} {fam.name} {d}: {need}")
+            need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
+            rec: dict[str, Any] = {
+                "seed": seed,
+                "target": tname,
+                "target_model": arena.models[target],
+                "target_rank": rank0 + 1,
+                "family": fam.name,
+                "defence": d,
+                "max_votes": max_votes,
+                "fraction": arena.fraction,
+                "precision": precision,
+            }
+            if d.endswith("+bounded"):
+                rec.update(
+                    cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days, attack_age=attack_age
+                )
+            for level, v in need.items():
+                rec[f"votes_{level}"] = v
+                rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
+                rec[f"excluded_accounts_{level}"] = excluded_at.get(v) if v else None
+            rec["fits"] = len(excluded_at)
+            out.append(rec)
+            if log:
+                log(f"seed {seed} {tname} {fam.name} {d}: {need}")
     return out
 
 
@@ -1002,61 +1014,49 @@ def roc_seed(
     to ``precision``; the budget ``max_votes`` — default 25 % of the honest votes — when not
     reached, ``censored``) and :func:`detector_roc` of the arena with those votes — the attack
     streams of :func:`run_seed` (same seeds)."""
-    m = arena.counts.n_models
     max_votes = max_votes or int(0.25 * arena.n_votes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
         x0 = m_elo_scores(arena.counts)
         start = _screened_am_elo(arena.counts, None)
     fits = _Fits(x_melo=x0)
-    order = np.argsort(-x0)
     out = []
-    for tname in targets:
-        target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
+    for tname, target, fam, stream in _attacks(
+        arena, x0, targets, families, max_votes, accuracy, seed
+    ):
         rank0 = _rank_of(x0, target)
-        for fam in families:
-            stream = attack_stream(
-                arena,
-                target,
-                fam,
-                max_votes,
-                accuracy=accuracy,
-                seed=seed * 1000 + _family_index(fam),
-            )
 
-            def lift(
-                v: int, stream: AttackStream = stream, target: int = target, rank0: int = rank0
-            ) -> int:
-                c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
-                return rank0 - _rank_of(defence_scores("m-elo", c, fits)[0], target)
+        def lift(
+            v: int, stream: AttackStream = stream, target: int = target, rank0: int = rank0
+        ) -> int:
+            c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
+            return rank0 - _rank_of(defence_scores("m-elo", c, fits)[0], target)
 
-            v = votes_needed(lift, (level,), max_votes, start=1, precision=precision)[level]
-            n = v or max_votes
-            att = stream.counts(n, arena.models, arena)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", StableArenaWarning)
-                roc = detector_roc(
-                    merge_counts(arena.counts, att), att.annotators or (), start=start
-                )
-            rec = {
-                "seed": seed,
-                "target": tname,
-                "target_model": arena.models[target],
-                "family": fam.name,
-                "level": level,
-                "votes": n,
-                "censored": v is None,
-                "max_votes": max_votes,
-                "fraction": arena.fraction,
-                # an AUC without attacker accounts of ≥ 50 votes is None (NaN: not JSON)
-                **{
-                    f"auc_{k}" if k in DETECTORS else k: None if math.isnan(val) else val
-                    for k, val in roc.items()
-                },
-            }
-            out.append(rec)
-            if log:
-                log(f"seed {seed} {tname} {fam.name}: {n} votes, {roc}")
+        v = votes_needed(lift, (level,), max_votes, start=1, precision=precision)[level]
+        n = v or max_votes
+        att = stream.counts(n, arena.models, arena)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StableArenaWarning)
+            roc = detector_roc(merge_counts(arena.counts, att), att.annotators or (), start=start)
+        rec = {
+            "seed": seed,
+            "target": tname,
+            "target_model": arena.models[target],
+            "family": fam.name,
+            "level": level,
+            "votes": n,
+            "censored": v is None,
+            "max_votes": max_votes,
+            "fraction": arena.fraction,
+            # an AUC without attacker accounts of ≥ 50 votes is None (NaN: not JSON)
+            **{
+                f"auc_{k}" if k in DETECTORS else k: None if math.isnan(val) else val
+                for k, val in roc.items()
+            },
+        }
+        out.append(rec)
+        if log:
+            log(f"seed {seed} {tname} {fam.name}: {n} votes, {roc}")
     return out
 
 

@@ -233,31 +233,19 @@ def experiment_rigging(
             def step(text: str) -> None:
                 bar.update(task, advance=1, description=text)
 
+            cell = {
+                "seed": s,
+                "families": fams,
+                "targets": tgts,
+                "max_votes": max_votes,
+                "accuracy": accuracy,
+                "precision": precision,
+                "log": step,
+            }
             if roc:
-                recs = A.roc_seed(
-                    arena,
-                    seed=s,
-                    families=fams,
-                    targets=tgts,
-                    max_votes=max_votes,
-                    accuracy=accuracy,
-                    precision=precision,
-                    log=step,
-                )
+                recs = A.roc_seed(arena, **cell)
             else:
-                recs = A.run_seed(
-                    arena,
-                    seed=s,
-                    families=fams,
-                    defences=defs,
-                    targets=tgts,
-                    max_votes=max_votes,
-                    accuracy=accuracy,
-                    log=step,
-                    precision=precision,
-                    attack_age=attack_age,
-                    **bounded,
-                )
+                recs = A.run_seed(arena, **cell, defences=defs, attack_age=attack_age, **bounded)
             if file is not None:
                 file.write_text(json.dumps(recs))
             records += recs
