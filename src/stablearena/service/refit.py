@@ -114,16 +114,15 @@ def trust_options(config: dict[str, Any], ages: dict[str, float] | None = None) 
     }
 
 
-def live_ages(db: str, config: dict[str, Any]) -> dict[str, float] | None:
-    """Every account's age in days read from the arena ``db``
+def live_ages(engine: Any, config: dict[str, Any]) -> dict[str, float] | None:
+    """Every account's age in days read through ``engine``
     (:func:`stablearena.service.store.account_ages`), or None when the configuration has no age
-    ramp (or there is no database)."""
+    ramp."""
     days = config.get("trust_ramp_days")
-    if not db or not days or days <= 0:
+    if not days or days <= 0:
         return None
     from . import store
 
-    engine, _ = live_counts(db)
     with engine.connect() as conn:
         return store.account_ages(conn, float(days), time.time())
 
@@ -143,7 +142,7 @@ def run_fit(
     reason), ``screening`` (the
     loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
     model name, for the information tracker). ``ages``: the accounts' ages in days for the age
-    ramp (default: read from the database ``arena_id`` when the configuration has one)."""
+    ramp (:func:`live_ages`; None: no age ramp)."""
     t0, c0 = time.perf_counter(), time.process_time()
     arena = arena_for(config, screening)
     if config.get("warm_start", False) and arena_id in _LAST:
@@ -161,7 +160,7 @@ def run_fit(
             arena = arena_for(config, screening)
             step = arena.step(counts, warm=False)
     _LAST[arena_id] = step.fitted
-    trust = trust_options(config, ages if ages is not None else live_ages(arena_id, config))
+    trust = trust_options(config, ages)
     fitted = bounded_fit(step.fitted, **trust)
     leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
     annotators = annotators_payload(
@@ -227,7 +226,7 @@ def run_live_fit(
     snap = live.snapshot(engine)  # reads only the votes since the last fit
     if snap.empty:
         return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
-    out = run_fit(snap, config, screening, db)
+    out = run_fit(snap, config, screening, db, live_ages(engine, config))
     if not want_fitted:
         out.fitted = None
     out.seconds, out.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from ..errors import TooFewRecords
 from . import store
 from .errors import ApiError, for_the_service, waiting_message
-from .refit import FitOutput, run_fit, run_live_fit
+from .refit import FitOutput, live_ages, run_fit, run_live_fit
 from .state import PublishedFit, published_fit
 
 if TYPE_CHECKING:
@@ -264,8 +264,9 @@ class Refitter:
                 snap = st.counts.snapshot(st.engine)  # the votes since the last look only
                 if snap.empty:
                     return None
+                ages = live_ages(st.engine, cfg)
                 out = self._executor.submit(
-                    run_fit, snap, cfg, screening, self.settings.db
+                    run_fit, snap, cfg, screening, self.settings.db, ages
                 ).result()
             self.last_fit = (
                 out.cpu_seconds or out.seconds,
