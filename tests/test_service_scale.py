@@ -124,7 +124,8 @@ def test_the_fit_process_fits_its_own_live_counts_as_the_table_would(engine):
     _import(engine, 400, 5, "first")
     for step in range(2):
         out = refit.run_live_fit(db, cfg, None, want_fitted=step == 1)
-        want = refit.run_fit(store.read_snapshot(engine), cfg, None, "other")
+        ages = refit.live_ages(engine, cfg)  # the age ramp's ages, as run_live_fit reads them
+        want = refit.run_fit(store.read_snapshot(engine), cfg, None, "other", ages)
         assert out.as_of_vote == store.read_snapshot(engine).as_of_vote == 400 + 60 * step
         assert out.payload["leaderboard"]["models"] == want.payload["leaderboard"]["models"]
         assert out.payload["annotators"] == want.payload["annotators"]
