@@ -163,21 +163,26 @@ def test_auc_ranks_positives_above_negatives():
     assert A.auc(np.array([np.inf, 1.0]), np.array([1, 0], bool)) == 1.0
 
 
+def run_cli(args: list[str], capsys) -> str:
+    """``stablearena ARGS`` in process; its standard output."""
+    from stablearena.cli import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert not exc.code
+    return capsys.readouterr().out
+
+
 def test_rigging_command_runs_resumes_and_summarises(arena, capsys, tmp_path):
     import json
-
-    from stablearena.cli import main
 
     args = [
         "experiment", "rigging", DATA, "--seeds", "2", "--fraction", "0.01",
         "--families", "target/few", "--targets", "middle", "--defences", "m-elo,m-elo+influence",
         "--max-votes", "400", "--results", str(tmp_path), "--format", "json",
     ]  # fmt: skip
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert not exc.code
-    payload = json.loads(capsys.readouterr().out)
+    payload = json.loads(run_cli(args, capsys))
     assert payload["seeds"] == [0, 1] and sorted(p.name for p in tmp_path.iterdir()) == [
         "seed_0.json",
         "seed_1.json",
@@ -186,11 +191,7 @@ def test_rigging_command_runs_resumes_and_summarises(arena, capsys, tmp_path):
     assert rows["m-elo"]["ratio_1"] == 1.0
     # the selection test catches 5 accounts that vote only for the target: dearer than m-ELO
     assert rows["m-elo+influence"]["ratio_10"] > 1.0
-    try:
-        main([*args[:-2], "--no-run", "--format", "table"])
-    except SystemExit as exc:
-        assert not exc.code
-    assert "votes needed" in capsys.readouterr().out
+    assert "votes needed" in run_cli([*args[:-2], "--no-run", "--format", "table"], capsys)
 
 
 def test_capped_scores_equal_am_elo_below_the_cap_and_bound_a_heavy_account(arena):
@@ -277,3 +278,75 @@ def test_bounded_defences_are_am_elo_without_bounds_and_trust_bounded_scores_wit
     fit_i, flagged = fits.influenced[400]
     assert flagged and flagged <= excl  # the 5 accounts (or some) caught by the influence test
     np.testing.assert_allclose(xi, bounded_scores(fit_i, cap=2.0, ramp_votes=400.0))
+
+
+def test_detector_roc_sees_a_target_only_attack_and_not_honest_accounts(arena):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    x0 = A.m_elo_scores(arena.counts)
+    target = int(np.argsort(-x0)[64])
+    stream = A.attack_stream(arena, target, A.Family.parse("target/few"), 400, seed=2)
+    att = stream.counts(400, arena.models, arena)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        roc = A.detector_roc(A.merge_counts(arena.counts, att), att.annotators)
+        # honest accounts relabelled as attackers: no detector separates them
+        names = arena.counts.annotators
+        votes = np.bincount(arena.counts.annotator, arena.counts.totals)
+        fake = [n for n, v in zip(names, votes, strict=True) if v >= 50][::4]
+        null = A.detector_roc(arena.counts, fake)
+    assert roc["n_attackers"] == 5 and roc["select"] > 0.95
+    assert null["n_attackers"] == len(fake)
+    assert all(abs(null[d] - 0.5) < 0.2 for d in A.DETECTORS), null
+
+
+def test_rigging_roc_option_prints_each_detectors_auc(capsys, tmp_path):
+    import json
+
+    args = [
+        "experiment", "rigging", DATA, "--roc", "--seeds", "2", "--fraction", "0.01",
+        "--families", "target/few,target+camo/few", "--targets", "middle",
+        "--max-votes", "1500", "--results", str(tmp_path), "--format", "json",
+    ]  # fmt: skip
+    payload = json.loads(run_cli(args, capsys))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["roc_seed_0.json", "roc_seed_1.json"]
+    rows = {r["family"]: r for r in payload["summary"]}
+    # +10 on m-ELO takes target-only attackers a few dozen votes: no account reaches 50 votes
+    assert rows["target/few"]["seeds"] == 2 and rows["target/few"]["auc_select"] is None
+    assert rows["target+camo/few"]["n_attackers"] == 5
+    assert 0 <= rows["target+camo/few"]["auc_push"] <= 1
+    assert all(r["votes"] <= 1500 for r in payload["runs"])
+    out = run_cli([*args[:-2], "--no-run", "--format", "table"], capsys)
+    assert "what a detector sees" in out
+
+
+def test_attacker_accounts_created_today_lift_nothing_under_the_age_ramp(arena):
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    assert arena.ages is not None and len(arena.ages) == len(arena.counts.annotators)
+    assert 0 <= arena.ages.min() and arena.ages.max() <= A.HONEST_MAX_AGE_DAYS
+    x0 = A.m_elo_scores(arena.counts)
+    target = int(np.argsort(-x0)[64])
+    stream = A.attack_stream(arena, target, A.Family.parse("target+camo/few"), 1500, seed=3)
+    c = A.merge_counts(arena.counts, stream.counts(1500, arena.models, arena))
+    honest = A._honest_ages(arena)
+    d = "am-elo+screen+influence+bounded"
+    lifts = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        for age in (0.0, 30.0):
+            fits = A._Fits(x_melo=x0, ramp_days=7.0)
+            fits.honest_am = A._screened_am_elo(arena.counts, None)
+            fits.ages = honest
+            rank0 = A._rank_of(A.defence_scores(d, arena.counts, fits)[0], target)
+            fits.ages = {**honest, **{f"x{k:05d}": age for k in range(5)}}
+            lifts[age] = rank0 - A._rank_of(A.defence_scores(d, c, fits, key=1)[0], target)
+        melo = A._rank_of(x0, target) - A._rank_of(A.m_elo_scores(c), target)
+    # accounts old enough weigh as honest ones and lift the target as on m-ELO (roughly);
+    # accounts created for the attack weigh 0 — their votes still move the honest annotators'
+    # abilities a little (am-ELO fits those with every vote), which lifts it a few places here
+    assert melo >= 10 and lifts[30.0] >= melo // 2 and lifts[0.0] <= melo // 3, (melo, lifts)

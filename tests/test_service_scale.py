@@ -124,7 +124,8 @@ def test_the_fit_process_fits_its_own_live_counts_as_the_table_would(engine):
     _import(engine, 400, 5, "first")
     for step in range(2):
         out = refit.run_live_fit(db, cfg, None, want_fitted=step == 1)
-        want = refit.run_fit(store.read_snapshot(engine), cfg, None, "other")
+        ages = refit.live_ages(engine, cfg)  # the age ramp's ages, as run_live_fit reads them
+        want = refit.run_fit(store.read_snapshot(engine), cfg, None, "other", ages)
         assert out.as_of_vote == store.read_snapshot(engine).as_of_vote == 400 + 60 * step
         assert out.payload["leaderboard"]["models"] == want.payload["leaderboard"]["models"]
         assert out.payload["annotators"] == want.payload["annotators"]
@@ -328,3 +329,25 @@ def test_old_fits_are_deleted_but_never_the_full_fit_of_the_newest_update(engine
     publish(UPDATE_METHOD, newer)
     with engine.connect() as conn:
         assert store.fit_row(conn, full) is None  # a newer full fit: the old one may go
+
+
+def test_the_update_weighs_accounts_as_the_full_fit_did_under_the_age_ramp(engine):
+    """The one-step update's frozen weights are the published full fit's — the age ramp
+    included (a young account weighs its age over the ramp) — and an account new since the
+    full fit weighs by the same rule at age 0: nothing, under an age ramp."""
+    from stablearena.service import refit
+    from stablearena.service.settings import ArenaConfig
+
+    cfg = ArenaConfig(min_records=5, trust_ramp_days=7.0).model_dump()
+    _import_bt(engine, 1200, 1, "first")
+    ages = {"u0": 1.0, "u1": 3.5, "u2": 30.0, "u3": 30.0, "u4": 30.0}
+    full = refit.run_fit(store.read_snapshot(engine), cfg, None, "aged", ages)
+    published = {r["annotator"]: r["weight"] for r in full.payload["annotators"]["annotators"]}
+    base = refit._BASE.pop("aged")
+    assert base.weights == pytest.approx(published, abs=1e-12)
+    assert base.weights["u0"] < base.weights["u1"] < base.weights["u2"]  # the age ramp applies
+    trust = base.trust
+    assert refit._new_account_weight("new", 500.0, trust) == 0.0  # age 0 at the full fit
+    assert refit._new_account_weight("new", 500.0, {**trust, "ages": None}) == pytest.approx(
+        min(refit.NEW_ACCOUNT_ABILITY, trust["cap"])
+    )

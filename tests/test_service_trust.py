@@ -6,7 +6,9 @@ the admin API and view show each account's weight, influence and the reason."""
 from __future__ import annotations
 
 import re
+import time
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,16 +26,25 @@ HONEST_VOTES = int(DEFAULT_RAMP_VOTES) + 20
 ACCOUNTS = {**{f"h{k}": HONEST_VOTES for k in range(5)}, "heavy": 240, "newbie": 30}
 
 
-def vote_as(tc: TestClient, admin: ArenaClient, rng: np.random.Generator) -> None:
+def vote_as(
+    tc: TestClient,
+    admin: ArenaClient,
+    rng: np.random.Generator,
+    accounts: dict[str, int] = ACCOUNTS,
+    before_voting: Any = None,
+) -> None:
     """Honest accounts vote by the Bradley–Terry truth; ``heavy`` always for the stronger
-    model (it agrees with the ranking, so its am-ELO ability is far above the others')."""
+    model (it agrees with the ranking, so its am-ELO ability is far above the others').
+    ``before_voting()`` runs once the accounts exist."""
     clients = {
         name: ArenaClient(
             "http://testserver", admin.create_annotator(name), client=TestClient(tc.app), retries=0
         )
-        for name in ACCOUNTS
+        for name in accounts
     }
-    left = dict(ACCOUNTS)
+    if before_voting is not None:
+        before_voting()
+    left = dict(accounts)
     while any(left.values()):
         for name, client in clients.items():
             if not left[name]:
@@ -43,6 +54,16 @@ def vote_as(tc: TestClient, admin: ArenaClient, rng: np.random.Generator) -> Non
             a, z = TRUTH[b["model_a"]], TRUTH[b["model_b"]]
             a_wins = a > z if name == "heavy" else rng.random() < 1 / (1 + np.exp(z - a))
             client.vote(b["battle_id"], "model_a" if a_wins else "model_b")
+
+
+def exported_am_elo(admin: ArenaClient, tmp_path: Any) -> Any:
+    """am-ELO (δ = 20, ε = 0, no bounds) on the arena's exported votes."""
+    path = tmp_path / "votes.jsonl"
+    path.write_bytes(admin.export("jsonl"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        counts = read_battles(path).counts(by_annotator=True)
+        return AmElo(min_records=20, ability_threshold=0.0).fit(counts)
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +103,7 @@ def test_the_admin_api_says_who_was_capped_and_who_ramps(arena):
 def test_the_leaderboard_is_bounded_fit_of_the_exported_votes(arena, tmp_path):
     tc, admin = arena
     live = admin.leaderboard()
-    path = tmp_path / "votes.jsonl"
-    path.write_bytes(admin.export("jsonl"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        counts = read_battles(path).counts(by_annotator=True)
-        fit = AmElo(min_records=20, ability_threshold=0.0).fit(counts)
+    fit = exported_am_elo(admin, tmp_path)
     bounded = bounded_fit(fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES)
     assert not np.allclose(bounded.scores, fit.scores, atol=1e-3)  # the rule changed the board
     want = dict(zip(bounded.models, bounded.ratings, strict=True))
@@ -110,3 +126,72 @@ def test_the_admin_view_shows_weight_influence_and_reason(arena):
     assert f'data-weight="{DEFAULT_CAP}"' in row and f"capped at {DEFAULT_CAP:g}" in row
     row = re.search(r'data-annotator="newbie"[^>]*>(.*?)</tr>', html, re.S).group(1)
     assert "new: weight ramps until" in row
+
+
+def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
+    """Age ramp (trust_ramp_days, default DEFAULT_RAMP_DAYS): an account created a day ago
+    weighs 1/7 of its (capped, vote-ramped) ability; accounts 20 days old weigh fully; the
+    leaderboard is bounded_fit of the exported votes with those ages."""
+    import sqlalchemy as sa
+
+    from stablearena.service.store.tables import annotators, meta
+    from stablearena.trust import DEFAULT_RAMP_DAYS
+
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    tc, admin = open_arena(url, policy="warn", ability_threshold=0.0)
+    day, now = 86400.0, time.time()
+
+    def backdate() -> None:  # the arena opened 60 days ago; accounts made 20 days ago, fresh 1
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(
+                meta.update().where(meta.c.key == "created_at").values(value=repr(now - 60 * day))
+            )
+            conn.execute(annotators.update().values(created_at=now - 20 * day))
+            conn.execute(
+                annotators.update().where(annotators.c.name == "fresh").values(created_at=now - day)
+            )
+        engine.dispose()
+
+    try:
+        for m in MODELS:
+            admin.add_model(m)
+        accounts = {**{f"h{k}": 120 for k in range(4)}, "fresh": 120}
+        vote_as(tc, admin, np.random.default_rng(5), accounts, before_voting=backdate)
+        admin.refit()
+        assert admin._request("GET", "/v1/admin/config")["trust_ramp_days"] == DEFAULT_RAMP_DAYS
+        ann = admin.annotators()
+        assert ann["trust"]["ramp_days"] == DEFAULT_RAMP_DAYS and ann["trust"]["n_young"] == 1
+        rows = {r["annotator"]: r for r in ann["annotators"]}
+        fresh = rows["fresh"]
+        assert fresh["age_days"] == pytest.approx(1.0, abs=0.01)
+        assert fresh["weight"] == pytest.approx(
+            min(max(fresh["ability"], 0), DEFAULT_CAP) * fresh["age_days"] / DEFAULT_RAMP_DAYS
+        )
+        assert f"young: weight ramps until {DEFAULT_RAMP_DAYS:g} days old" in fresh["trust"]
+        for k in range(4):
+            r = rows[f"h{k}"]
+            assert r["age_days"] == pytest.approx(20.0, abs=0.01) and "young" not in r["trust"]
+        # the published leaderboard: bounded_fit of the exported votes with the accounts' ages
+        fit = exported_am_elo(admin, tmp_path)
+        ages = {n: r["age_days"] for n, r in rows.items()}
+        want_fit = bounded_fit(
+            fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES, ages=ages, ramp_days=7.0
+        )
+        old = bounded_fit(fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES)
+        assert not np.allclose(want_fit.scores, old.scores, atol=1e-4)
+        want = dict(zip(want_fit.models, want_fit.ratings, strict=True))
+        got = {m["model"]: m["rating"] for m in admin.leaderboard()["models"]}
+        assert np.allclose([got[m] for m in want], list(want.values()), atol=1e-3)
+    finally:
+        tc.__exit__(None, None, None)
+
+
+def test_a_published_fit_says_which_ages_its_age_ramp_used():
+    from stablearena.service.refit import published_ages
+
+    rows = [{"annotator": "a", "age_days": 2.5}, {"annotator": "b", "age_days": None}]
+    payload = {"annotators": {"trust": {"ramp_days": 7.0}, "annotators": rows}}
+    assert published_ages(payload) == {"a": 2.5, "b": float("inf")}
+    payload["annotators"]["trust"]["ramp_days"] = None  # no age ramp
+    assert published_ages(payload) is None and published_ages({}) is None

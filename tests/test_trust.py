@@ -269,3 +269,55 @@ def test_one_step_update_properties(m, seed, c):
     both = one_step_update(x0, ha.information, i[r][b], j[r][b], n[b], s[b], c)
     assert both.gradient + ha.gradient == pytest.approx(one.gradient)
     np.testing.assert_allclose(both.information, one.information, atol=1e-10)
+
+
+# ------------------------------------------------------------------ the age ramp
+def test_weights_ramp_with_age_in_days_and_ignore_age_when_off():
+    a = np.array([1.0, 1.0, 1.0, 3.0])
+    n = np.array([500, 500, 500, 500])
+    t = np.array([0.0, 3.5, 30.0, np.inf])
+    np.testing.assert_allclose(
+        account_weights(a, n, cap=2.0, ramp_votes=100, ages=t, ramp_days=7), [0, 0.5, 1, 2]
+    )
+    for off in ({"ages": None, "ramp_days": 7}, {"ages": t, "ramp_days": 0}):
+        np.testing.assert_allclose(account_weights(a, n, cap=2.0, **off), [1, 1, 1, 2])
+
+
+def test_an_account_of_age_zero_moves_nothing_and_old_accounts_change_nothing():
+    from stablearena.trust import account_trust, bounded_fit
+
+    fit = am_elo_fit(small_arena())
+    old = {n: 400.0 for n in fit.annotators}
+    plain = bounded_fit(fit, cap=2.0, ramp_votes=100)
+    np.testing.assert_allclose(
+        bounded_fit(fit, cap=2.0, ramp_votes=100, ages=old, ramp_days=7).scores, plain.scores
+    )
+    # heavy created today: its votes weigh 0 — the fit of the other accounts' votes alone
+    young = {**old, "heavy": 0.0}
+    aged = bounded_fit(fit, cap=2.0, ramp_votes=100, ages=young, ramp_days=7)
+    assert aged.params["trust_ramp_days"] == 7 and "age in days / 7" in aged.notes[-1]
+    c = fit.counts
+    keep = np.array([fit.annotators[k] != "heavy" for k in c.annotator])
+    from stablearena.raters.bradley_terry import solve_bradley_terry
+
+    w = np.clip(fit.abilities, 0, 2) * np.minimum(1, np.bincount(c.annotator, c.totals) / 100)
+    x = solve_bradley_terry(
+        c.n_models, c.i[keep], c.j[keep], c.totals[keep], c.score[keep], coef=w[c.annotator][keep]
+    ).x
+    np.testing.assert_allclose(aged.scores - aged.scores.mean(), x - x.mean(), atol=1e-6)
+    trust = {t.annotator: t for t in account_trust(fit, ages=young, ramp_days=7)}
+    assert trust["heavy"].weight == 0 and trust["heavy"].aged and trust["heavy"].age_days == 0
+    assert "young: weight ramps until 7 days old (0 so far)" in trust["heavy"].reason
+    assert not trust["h0"].aged and trust["h0"].age_days == 400
+    # no ages: no age ramp, and the reasons say nothing of age
+    assert all(t.age_days is None and not t.aged for t in account_trust(fit))
+
+
+def test_an_age_ramp_that_lowers_nobody_leaves_the_rule_off():
+    from stablearena.trust import bounded_fit
+
+    fit = am_elo_fit(small_arena())
+    old = {n: np.inf for n in fit.annotators}
+    assert bounded_fit(fit, cap=0, ramp_votes=0, ages=old, ramp_days=7) is fit
+    young = {**old, "h0": 1.0}
+    assert bounded_fit(fit, cap=0, ramp_votes=0, ages=young, ramp_days=7) is not fit

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .battles import PairCounts
-from .choices import TRUST_CAP, TRUST_RAMP_VOTES
+from .choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES
 from .errors import InputError, StableArenaWarning
 from .influence import (
     INFLUENCE_ABILITY_CAP,
@@ -80,6 +80,10 @@ __all__ = [
     "summarise",
     "votes_needed",
     "run_seed",
+    "DETECTORS",
+    "detector_roc",
+    "roc_seed",
+    "summarise_roc",
 ]
 
 #: Outcome columns of a vote: i wins, j wins, tie (as in :class:`PairCounts`).
@@ -130,7 +134,8 @@ class HonestArena:
     ``counts``: pair × annotator counts of the honest votes (annotators ``h00000``…);
     ``truth``: m-ELO scores (natural units) on the full source counts; ``pair_i``/``pair_j``:
     the source's pairs, served with probabilities ``serve``; ``outcome_p``: each pair's
-    empirical (i wins, j wins, tie) frequencies (both kinds of tie pooled).
+    empirical (i wins, j wins, tie) frequencies (both kinds of tie pooled); ``ages``: each
+    honest annotator's account age in days (:func:`honest_arena`).
     """
 
     counts: PairCounts
@@ -141,6 +146,7 @@ class HonestArena:
     outcome_p: np.ndarray
     volumes: np.ndarray
     fraction: float
+    ages: np.ndarray | None = None
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -149,6 +155,10 @@ class HonestArena:
     @property
     def n_votes(self) -> int:
         return int(round(self.counts.n_comparisons))
+
+
+#: Honest accounts' ages in the simulation: uniform on [0, this many] days.
+HONEST_MAX_AGE_DAYS: float = 365.0
 
 
 def _source_counts(source: str | Path | PairCounts) -> PairCounts:
@@ -185,9 +195,13 @@ def honest_arena(
     fraction: float = 0.05,
     volumes: tuple[int, int] = (20, 200),
     seed: int = 0,
+    max_age_days: float = HONEST_MAX_AGE_DAYS,
 ) -> HonestArena:
     """The honest arena of the module docstring: each battle of ``source`` kept with probability
-    ``fraction``, spread over annotators with log-uniform volumes in ``volumes``."""
+    ``fraction``, spread over annotators with log-uniform volumes in ``volumes``; each
+    annotator's account age uniform on [0, ``max_age_days``] days (accounts created at a
+    constant rate over that time; drawn from a stream of its own, so the votes do not depend
+    on it)."""
     if not 0 < fraction <= 1:
         raise InputError(f"fraction must lie in (0, 1], not {fraction!r}.")
     full = _source_counts(source)
@@ -225,6 +239,7 @@ def honest_arena(
     ann = np.repeat(np.arange(len(vols)), vols)
     names = tuple(f"h{k:05d}" for k in range(len(vols)))
     counts = _counts_from_votes(full, row, oc, ann, names)
+    ages = np.random.default_rng((seed, 1)).uniform(0.0, max_age_days, len(vols))
     return HonestArena(
         counts=counts,
         truth=truth,
@@ -234,6 +249,7 @@ def honest_arena(
         outcome_p=outcome_p,
         volumes=vols,
         fraction=float(fraction),
+        ages=ages,
     )
 
 
@@ -470,6 +486,8 @@ DEFENCES: tuple[str, ...] = (
 #: docs/guides/rigging.md chooses the values: the defaults of :mod:`stablearena.trust`.
 BOUNDED_CAP: float = TRUST_CAP
 BOUNDED_RAMP_VOTES: float = TRUST_RAMP_VOTES
+#: The age ramp of the ``+bounded`` defences: × min(1, age in days / ``ramp_days``).
+BOUNDED_RAMP_DAYS: float = TRUST_RAMP_DAYS
 
 
 def _rank_of(x: np.ndarray, target: int) -> int:
@@ -490,6 +508,8 @@ class _Fits:
     influenced: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)
     cap: float = BOUNDED_CAP
     ramp_votes: float = BOUNDED_RAMP_VOTES
+    ramp_days: float = 0.0
+    ages: dict[str, float] | None = None
 
 
 def _screened_am_elo(
@@ -602,7 +622,13 @@ def defence_scores(
             if defence.endswith("+bounded"):
                 # as the live arena publishes it: where the weighed votes alone cannot rank
                 # every model (a model judged only by accounts that weigh 0), the fit unbounded
-                fit = bounded_fit(fit, cap=fits.cap, ramp_votes=fits.ramp_votes)
+                fit = bounded_fit(
+                    fit,
+                    cap=fits.cap,
+                    ramp_votes=fits.ramp_votes,
+                    ages=fits.ages,
+                    ramp_days=fits.ramp_days,
+                )
             if defence in DEFENCES:
                 return _full_scores(fit, counts.models), excl
     raise InputError(f"unknown defence {defence!r}; choose from {', '.join(DEFENCES)}.")
@@ -675,6 +701,35 @@ def votes_needed(
 TARGET_RANKS: dict[str, float] = {"top": 13 / 128, "middle": 0.5, "bottom": 120 / 128}
 
 
+def _honest_ages(arena: HonestArena) -> dict[str, float] | None:
+    """The honest annotators' ages in days by name (None: the arena has none)."""
+    if arena.ages is None:
+        return None
+    return dict(zip(arena.counts.annotators or (), map(float, arena.ages), strict=True))
+
+
+def _attacks(
+    arena: HonestArena,
+    x: np.ndarray,
+    targets: Sequence[str],
+    families: Sequence[Family],
+    max_votes: int,
+    accuracy: float,
+    seed: int,
+) -> Any:
+    """(target name, target, family, attack stream) of every cell of a seed: the targets at
+    :data:`TARGET_RANKS` of the honest arena's m-ELO scores ``x``; each family's stream seeded by
+    the seed and the family alone."""
+    m = arena.counts.n_models
+    order = np.argsort(-x)
+    for tname in targets:
+        target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
+        for fam in families:
+            seed_f = seed * 1000 + _family_index(fam)
+            stream = attack_stream(arena, target, fam, max_votes, accuracy=accuracy, seed=seed_f)
+            yield tname, target, fam, stream
+
+
 def _family_index(fam: Family) -> int:
     """The family's place in :data:`FAMILIES` (its attack stream's seed does not depend on which
     other families are run)."""
@@ -694,16 +749,21 @@ def run_seed(
     precision: float = 1.1,
     cap: float = BOUNDED_CAP,
     ramp_votes: float = BOUNDED_RAMP_VOTES,
+    ramp_days: float = BOUNDED_RAMP_DAYS,
+    attack_age: float = 0.0,
     log: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Votes (and battles served) needed to lift each target by each level under each defence,
     one record per (family, target, defence). ``max_votes`` defaults to 25 % of the honest
     arena's votes. Costs are found to ``precision`` (a factor: doubling from 1 vote, then
-    bisecting each bracket geometrically, :func:`votes_needed`); ``cap`` and ``ramp_votes``:
-    the bounded influence of the ``+bounded`` defences."""
-    m = arena.counts.n_models
+    bisecting each bracket geometrically, :func:`votes_needed`); ``cap``, ``ramp_votes`` and
+    ``ramp_days``: the bounded influence of the ``+bounded`` defences, whose age ramp reads the
+    honest annotators' ages (``arena.ages``) and the attacker accounts' age ``attack_age`` (in
+    days; 0: created for the attack)."""
     max_votes = max_votes or int(0.25 * arena.n_votes)
-    fits = _Fits(cap=cap, ramp_votes=ramp_votes)
+    fits = _Fits(cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days)
+    honest_ages = _honest_ages(arena)
+    fits.ages = honest_ages
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
         fits.x_melo = m_elo_scores(arena.counts)
@@ -714,59 +774,54 @@ def run_seed(
                 n for k, n in enumerate(fits.honest_am.annotators) if st[k] == "excluded"
             )
     base = {d: defence_scores(d, arena.counts, fits) for d in defences}
-    order = np.argsort(-fits.x_melo)
     out = []
-    for tname in targets:
-        target = int(order[int(round(TARGET_RANKS[tname] * (m - 1)))])
-        for fam in families:
-            stream = attack_stream(
-                arena,
-                target,
-                fam,
-                max_votes,
-                accuracy=accuracy,
-                seed=seed * 1000 + _family_index(fam),
-            )
-            fits.screened, fits.influenced = {}, {}
-            for d in defences:
-                rank0 = _rank_of(base[d][0], target)
-                excluded_at: dict[int, int] = {}
+    cells = _attacks(arena, fits.x_melo, targets, families, max_votes, accuracy, seed)
+    for tname, target, fam, stream in cells:
+        fits.screened, fits.influenced = {}, {}
+        n_acc = int(stream.account.max()) + 1 if len(stream.account) else 0
+        if honest_ages is not None:  # an arena without ages: no age ramp
+            fits.ages = {**honest_ages, **{f"x{k:05d}": attack_age for k in range(n_acc)}}
+        for d in defences:
+            rank0 = _rank_of(base[d][0], target)
+            excluded_at: dict[int, int] = {}
 
-                def lift(
-                    v: int,
-                    d: str = d,
-                    rank0: int = rank0,
-                    stream: AttackStream = stream,
-                    excluded_at: dict[int, int] = excluded_at,
-                    target: int = target,
-                ) -> int:
-                    c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
-                    x, excl = defence_scores(d, c, fits, key=v)
-                    excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
-                    return rank0 - _rank_of(x, target)
+            def lift(
+                v: int,
+                d: str = d,
+                rank0: int = rank0,
+                stream: AttackStream = stream,
+                excluded_at: dict[int, int] = excluded_at,
+                target: int = target,
+            ) -> int:
+                c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
+                x, excl = defence_scores(d, c, fits, key=v)
+                excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
+                return rank0 - _rank_of(x, target)
 
-                need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
-                rec: dict[str, Any] = {
-                    "seed": seed,
-                    "target": tname,
-                    "target_model": arena.models[target],
-                    "target_rank": rank0 + 1,
-                    "family": fam.name,
-                    "defence": d,
-                    "max_votes": max_votes,
-                    "fraction": arena.fraction,
-                    "precision": precision,
-                }
-                if d.endswith("+bounded"):
-                    rec.update(cap=cap, ramp_votes=ramp_votes)
-                for level, v in need.items():
-                    rec[f"votes_{level}"] = v
-                    rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
-                    rec[f"excluded_accounts_{level}"] = excluded_at.get(v) if v else None
-                rec["fits"] = len(excluded_at)
-                out.append(rec)
-                if log:
-                    log(f"seed {seed} {tname} {fam.name} {d}: {need}")
+            need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
+            rec: dict[str, Any] = {
+                "seed": seed,
+                "target": tname,
+                "target_model": arena.models[target],
+                "target_rank": rank0 + 1,
+                "family": fam.name,
+                "defence": d,
+                "max_votes": max_votes,
+                "fraction": arena.fraction,
+                "precision": precision,
+            }
+            if d.endswith("+bounded"):
+                rec.update(
+                    cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days, attack_age=attack_age
+                )
+            for level, v in need.items():
+                rec[f"votes_{level}"] = v
+                rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
+                rec[f"excluded_accounts_{level}"] = excluded_at.get(v) if v else None
+            rec["fits"] = len(excluded_at)
+            out.append(rec)
+            if log:
+                log(f"seed {seed} {tname} {fam.name} {d}: {need}")
     return out
 
 
@@ -838,16 +893,19 @@ def honest_cost(
     *,
     cap: float = BOUNDED_CAP,
     ramp_votes: float = BOUNDED_RAMP_VOTES,
+    ages: dict[str, float] | None = None,
+    ramp_days: float = 0.0,
 ) -> dict[str, dict[str, float]]:
     """What each defence costs an arena without attacker: Kendall τ of its scores to
     ``reference`` (the true scores, or a clean fit) and precision / recall / F1 of the annotators
     it excluded against the ``anomalous`` ones (e.g. flippers). ``counts``: pair × annotator;
-    ``cap``, ``ramp_votes``: the bounded influence of the ``+bounded`` defences."""
+    ``cap``, ``ramp_votes``, ``ramp_days``: the bounded influence of the ``+bounded`` defences
+    (the age ramp reads ``ages``, name → days; off without them)."""
     from .metrics import detection_scores, kendall_tau
 
     names = counts.annotators or ()
     truth = np.array([n in set(anomalous) for n in names], dtype=bool)
-    fits = _Fits(cap=cap, ramp_votes=ramp_votes)
+    fits = _Fits(cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days, ages=ages)
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
@@ -909,3 +967,120 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float:
     if n1 == 0 or n0 == 0:
         return float("nan")
     return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+#: The per-account statistics of :func:`account_statistics` a detector ranks accounts by.
+DETECTORS: tuple[str, ...] = ("push", "select", "evalue", "low_ability")
+
+
+def detector_roc(
+    counts: PairCounts,
+    attackers: Sequence[str],
+    *,
+    start: Any = None,
+    min_votes: int = 50,
+) -> dict[str, float]:
+    """ROC AUC of each detector statistic (:data:`DETECTORS`, :func:`account_statistics` on
+    ``counts``) separating the ``attackers`` accounts from the honest ones, both restricted to
+    accounts with ≥ ``min_votes`` votes (smaller ones are not in today's screened fit): 1 = every
+    attacker ranked more suspicious than every honest account, 0.5 = indistinguishable
+    (Mann–Whitney, :func:`auc`). Also ``n_attackers`` and ``n_honest``."""
+    stats = account_statistics(counts, start)
+    names = counts.annotators or ()
+    votes = np.bincount(counts.annotator, counts.totals, len(names))  # type: ignore[arg-type]
+    bad = set(attackers)
+    pos = np.array([n in bad for n in names], dtype=bool)
+    ok = votes >= min_votes
+    out = {d: auc(stats[d][ok], pos[ok]) for d in DETECTORS}
+    out["n_attackers"] = int((pos & ok).sum())
+    out["n_honest"] = int((~pos & ok).sum())
+    return out
+
+
+def roc_seed(
+    arena: HonestArena,
+    *,
+    seed: int,
+    families: Sequence[Family] = FAMILIES,
+    targets: Sequence[str] = ("top", "middle", "bottom"),
+    level: int = 10,
+    max_votes: int | None = None,
+    accuracy: float = 1.0,
+    precision: float = 1.1,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """What a detector sees of each attack at the volume where it lifts the target by ``level``
+    places on m-ELO: per (target, family), that number of votes (:func:`votes_needed` on m-ELO,
+    to ``precision``; the budget ``max_votes`` — default 25 % of the honest votes — when not
+    reached, ``censored``) and :func:`detector_roc` of the arena with those votes — the attack
+    streams of :func:`run_seed` (same seeds)."""
+    max_votes = max_votes or int(0.25 * arena.n_votes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        x0 = m_elo_scores(arena.counts)
+        start = _screened_am_elo(arena.counts, None)
+    fits = _Fits(x_melo=x0)
+    out = []
+    for tname, target, fam, stream in _attacks(
+        arena, x0, targets, families, max_votes, accuracy, seed
+    ):
+        rank0 = _rank_of(x0, target)
+
+        def lift(
+            v: int, stream: AttackStream = stream, target: int = target, rank0: int = rank0
+        ) -> int:
+            c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
+            return rank0 - _rank_of(defence_scores("m-elo", c, fits)[0], target)
+
+        v = votes_needed(lift, (level,), max_votes, start=1, precision=precision)[level]
+        n = v or max_votes
+        att = stream.counts(n, arena.models, arena)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StableArenaWarning)
+            roc = detector_roc(merge_counts(arena.counts, att), att.annotators or (), start=start)
+        rec = {
+            "seed": seed,
+            "target": tname,
+            "target_model": arena.models[target],
+            "family": fam.name,
+            "level": level,
+            "votes": n,
+            "censored": v is None,
+            "max_votes": max_votes,
+            "fraction": arena.fraction,
+            # an AUC without attacker accounts of ≥ 50 votes is None (NaN: not JSON)
+            **{
+                f"auc_{k}" if k in DETECTORS else k: None if math.isnan(val) else val
+                for k, val in roc.items()
+            },
+        }
+        out.append(rec)
+        if log:
+            log(f"seed {seed} {tname} {fam.name}: {n} votes, {roc}")
+    return out
+
+
+def summarise_roc(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (family, target) of :func:`roc_seed` records: the votes and each detector's
+    AUC, mean ± SE over seeds (NaN AUCs — no attacker account with enough votes — left out),
+    and the number of censored seeds."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["family"], r["target"]), []).append(r)
+
+    def mse(vals: list[float]) -> tuple[float | None, float | None]:
+        v = np.array([x for x in vals if x is not None and math.isfinite(x)], float)
+        if not len(v):
+            return None, None
+        return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
+
+    out = []
+    for (fam, tgt), group in groups.items():
+        row: dict[str, Any] = {"family": fam, "target": tgt, "seeds": len(group)}
+        row["votes"], row["votes_se"] = mse([r["votes"] for r in group])
+        row["censored"] = int(sum(bool(r["censored"]) for r in group))
+        row["n_attackers"], _ = mse([r["n_attackers"] for r in group])
+        for d in DETECTORS:
+            row[f"auc_{d}"], row[f"auc_{d}_se"] = mse([r[f"auc_{d}"] for r in group])
+        out.append(row)
+    return out

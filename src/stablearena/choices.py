@@ -22,6 +22,7 @@ __all__ = [
     "SPLITS",
     "TRUST_CAP",
     "TRUST_RAMP_VOTES",
+    "TRUST_RAMP_DAYS",
 ]
 
 #: Rater name → the module that defines and registers it (imported on first use; a new rater
@@ -70,3 +71,8 @@ SPLITS: tuple[str, ...] = ("battle", "pair")
 #: 2024 Chatbot Arena counts).
 TRUST_CAP: float = 2.0
 TRUST_RAMP_VOTES: float = 100.0
+#: Days after which a new account weighs fully under bounded influence (its weight grows
+#: linearly with its age until then; :data:`stablearena.trust.DEFAULT_RAMP_DAYS`, the live
+#: arena's ``trust_ramp_days``, ``experiment rigging --ramp-days``). Chosen in
+#: docs/guides/rigging.md.
+TRUST_RAMP_DAYS: float = 7.0

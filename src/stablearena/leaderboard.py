@@ -11,6 +11,7 @@ arena's ``GET /v1/leaderboard`` — so they cannot drift apart:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = [
@@ -81,10 +82,12 @@ def annotators_payload(
     ``min_records``), each group worst (lowest ability) first; ``flagged`` lists the flagged
     names, ``n_waiting`` counts the waiting ones.
 
-    ``trust``: ``{"cap": …, "ramp_votes": …}`` adds the bounded-influence rule
+    ``trust``: ``{"cap": …, "ramp_votes": …}`` (optionally ``"ramp_days"`` and ``"ages"``,
+    name → days: the age ramp) adds the bounded-influence rule
     (:func:`stablearena.trust.account_trust`): per annotator ``weight, influence,
-    influence_model, influence_z, influence_flag, trust`` (the reason), and a ``"trust"``
-    object with the settings and how many accounts were capped, ramped and flagged."""
+    influence_model, influence_z, influence_flag, trust`` (the reason; ``age_days`` with ages,
+    None for an account that counts as old), and a ``"trust"`` object with the settings and
+    how many accounts were capped, ramped (by votes), young (ramped by age) and flagged."""
     d = fitted.to_dict()
     status = {row.annotator: row.status for row in fitted.annotator_table().itertuples(index=False)}
     for rec in d["annotators"]:
@@ -104,11 +107,16 @@ def annotators_payload(
                 "influence_flag": t.flagged,
                 "trust": t.reason,
             }
+            if trust.get("ages") is not None:  # +∞ (an account that counts as old): None
+                age = t.age_days
+                rec["age_days"] = age if age is not None and math.isfinite(age) else None
         summary = {
             "ability_cap": trust.get("cap"),
             "ramp_votes": trust.get("ramp_votes"),
             "n_capped": sum(t.capped for t in accounts.values()),
             "n_ramped": sum(t.ramped for t in accounts.values()),
+            "ramp_days": trust.get("ramp_days") if trust.get("ages") is not None else None,
+            "n_young": sum(t.aged for t in accounts.values()),
             "n_influence_flagged": sum(t.flagged is not None for t in accounts.values()),
         }
     ordered = sorted(d["annotators"], key=lambda r: ANNOTATOR_GROUPS.get(r["status"], 1))

@@ -5,9 +5,13 @@ An account that agrees with the leaderboard it is pushing earns a large ability 
 weight (docs/guides/rigging.md). Bounded influence caps that weight and lets it grow only as
 the account votes:
 
-    w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes)
+    w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes) · min(1, t_k / ramp_days)
 
-with n_k the account's vote count (its age in votes). The scores are then the Bradley–Terry
+with n_k the account's vote count (its age in votes) and t_k its age in days (since it was
+created; the age factor is off when no ages are known or ``ramp_days`` is 0). The vote ramp
+cannot stop an attacker whose accounts vote like honest ones (their camouflage votes count
+towards the ramp); the age ramp makes an identity cost time: before ``ramp_days`` an account's
+votes weigh less, at age 0 nothing (docs/guides/rigging.md). The scores are then the Bradley–Terry
 maximum-likelihood estimate with those row coefficients held fixed,
 P(i beats j | k) = σ(w_k (x_i − x_j)) — the am-ELO likelihood with the abilities replaced by
 the bounded weights. With no ability above ``cap`` and ``ramp_votes`` ≤ every account's
@@ -21,6 +25,7 @@ leaderboard (:func:`stablearena.influence.account_influence` at the bounded fit)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -33,6 +38,7 @@ from .raters.bradley_terry import bradley_terry_loglik, solve_bradley_terry
 __all__ = [
     "DEFAULT_CAP",
     "DEFAULT_RAMP_VOTES",
+    "DEFAULT_RAMP_DAYS",
     "AccountTrust",
     "account_trust",
     "account_weights",
@@ -50,6 +56,8 @@ __all__ = [
 DEFAULT_CAP: float = choices.TRUST_CAP
 #: Votes after which a new account weighs fully (its weight grows linearly until then).
 DEFAULT_RAMP_VOTES: float = choices.TRUST_RAMP_VOTES
+#: Days after which a new account weighs fully (its weight grows linearly with its age).
+DEFAULT_RAMP_DAYS: float = choices.TRUST_RAMP_DAYS
 
 
 def _off(value: float | None) -> bool:
@@ -63,14 +71,20 @@ def account_weights(
     *,
     cap: float | None,
     ramp_votes: float | None = 0.0,
+    ages: np.ndarray | None = None,
+    ramp_days: float | None = 0.0,
 ) -> np.ndarray:
-    """w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes) for every account k (no cap when
-    ``cap`` is None or ≤ 0, no ramp when ``ramp_votes`` is). Negative abilities weigh nothing
-    (the account is screened)."""
+    """w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes) · min(1, t_k / ramp_days) for
+    every account k (no cap when ``cap`` is None or ≤ 0, no vote ramp when ``ramp_votes`` is,
+    no age ramp when ``ramp_days`` is or ``ages`` — t_k in days, +∞ for an account that counts
+    as old — is None). Negative abilities weigh nothing (the account is screened)."""
     a = np.clip(np.asarray(abilities, float), 0.0, math.inf if _off(cap) else cap)
-    if not _off(ramp_votes):
-        with np.errstate(over="ignore"):  # a tiny ramp: n / ramp = inf, weight min(1, ·) = 1
+    with np.errstate(over="ignore"):  # a tiny ramp: n / ramp = inf, weight min(1, ·) = 1
+        if not _off(ramp_votes):
             a = a * np.minimum(1.0, np.asarray(votes, float) / ramp_votes)  # type: ignore[operator]
+        if ages is not None and not _off(ramp_days):
+            t = np.maximum(np.asarray(ages, float), 0.0)
+            a = a * np.minimum(1.0, t / ramp_days)  # type: ignore[operator]
     return a
 
 
@@ -80,14 +94,35 @@ def _fit_votes(fit: Any) -> np.ndarray:
     return np.bincount(c.annotator, c.totals, len(c.annotators))
 
 
-def bounded_weights(fit: Any, cap: float | None, ramp_votes: float | None) -> np.ndarray:
+def _fit_ages(fit: Any, ages: Mapping[str, float] | None) -> np.ndarray | None:
+    """t_k in days of every fitted account from ``ages`` (name → days; a name it lacks counts
+    as a new account, age 0), or None when no ages are known."""
+    if ages is None:
+        return None
+    names = fit.annotators
+    return np.array([float(ages.get(names[k], 0.0)) for k in fit._fit_annotators])
+
+
+def bounded_weights(
+    fit: Any,
+    cap: float | None,
+    ramp_votes: float | None,
+    ages: Mapping[str, float] | None = None,
+    ramp_days: float | None = None,
+) -> np.ndarray:
     """Each fitted account's bounded weight w_k (:func:`account_weights`; in the order of
-    ``fit._fit_annotators``) — its ability as fitted when both the cap and the ramp are off
-    (the rule is off: am-ELO as it is, negative abilities included)."""
+    ``fit._fit_annotators``) — its ability as fitted when the cap and both ramps are off (the
+    rule is off: am-ELO as it is, negative abilities included); an age ramp that lowers
+    nobody's weight (every account at least ``ramp_days`` old) counts as off."""
     a = fit.abilities[fit._fit_annotators]
-    if _off(cap) and _off(ramp_votes):
+    t = None if ages is None or _off(ramp_days) else _fit_ages(fit, ages)
+    if t is not None and np.all(t >= ramp_days):  # every account old enough: no age ramp
+        t = None
+    if _off(cap) and _off(ramp_votes) and t is None:
         return np.array(a, float)
-    return account_weights(a, _fit_votes(fit), cap=cap, ramp_votes=ramp_votes)
+    return account_weights(
+        a, _fit_votes(fit), cap=cap, ramp_votes=ramp_votes, ages=t, ramp_days=ramp_days
+    )
 
 
 def _weighted_rows(fit: Any, w: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -119,21 +154,37 @@ def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
     )
 
 
-def bounded_scores(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> np.ndarray:
+def bounded_scores(
+    fit: Any,
+    *,
+    cap: float | None,
+    ramp_votes: float | None = 0.0,
+    ages: Mapping[str, float] | None = None,
+    ramp_days: float | None = 0.0,
+) -> np.ndarray:
     """The model scores of an am-ELO ``fit`` refitted with each account's weight bounded by
-    :func:`account_weights` (accounts' vote counts from the fit's counts)."""
-    return _solve(fit, bounded_weights(fit, cap, ramp_votes))[0]
+    :func:`account_weights` (accounts' vote counts from the fit's counts, ages in days by name
+    from ``ages``)."""
+    return _solve(fit, bounded_weights(fit, cap, ramp_votes, ages, ramp_days))[0]
 
 
-def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) -> Any:
+def bounded_fit(
+    fit: Any,
+    *,
+    cap: float | None,
+    ramp_votes: float | None = 0.0,
+    ages: Mapping[str, float] | None = None,
+    ramp_days: float | None = 0.0,
+) -> Any:
     """``fit`` (am-ELO) with its scores replaced by :func:`bounded_scores` — the abilities,
     statuses and reasons kept; ``loglik`` that of the bounded model;
-    ``params`` gain ``ability_cap`` and ``trust_ramp_votes`` — or ``fit`` itself when every
-    account's bounded weight equals its ability (nothing capped, ramped or negative), and when
-    both ``cap`` and ``ramp_votes`` are off (None or ≤ 0: the rule is off)."""
+    ``params`` gain ``ability_cap``, ``trust_ramp_votes`` (and ``trust_ramp_days`` when ages
+    are given) — or ``fit`` itself when every account's bounded weight equals its ability
+    (nothing capped, ramped or negative), and when the cap and both ramps are off (None or
+    ≤ 0: the rule is off)."""
     from .errors import DisconnectedGraphError
 
-    w = bounded_weights(fit, cap, ramp_votes)
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days)
     if np.array_equal(w, fit.abilities[fit._fit_annotators]):
         return fit
     try:
@@ -141,15 +192,26 @@ def bounded_fit(fit: Any, *, cap: float | None, ramp_votes: float | None = 0.0) 
     except DisconnectedGraphError as exc:  # weighed votes alone cannot rank every model
         return replace(fit, notes=(*fit.notes, f"bounded influence not applied: {exc}"))
     params = {**dict(fit.params), "ability_cap": cap, "trust_ramp_votes": ramp_votes}
+    aged = ages is not None and not _off(ramp_days)
+    if aged:
+        params["trust_ramp_days"] = ramp_days
     note = (
         f"bounded influence: each account's weight min(max(ability, 0), {cap or 'no cap'}) · "
-        f"min(1, votes / {ramp_votes or 'no ramp'}) (docs/guides/annotators.md)"
+        f"min(1, votes / {ramp_votes or 'no ramp'})"
+        + (f" · min(1, age in days / {ramp_days:g})" if aged else "")
+        + " (docs/guides/annotators.md)"
     )
     return replace(fit, scores=x, loglik=loglik, params=params, notes=(*fit.notes, note))
 
 
 def bounded_information(
-    fit: Any, scores: np.ndarray, *, cap: float | None, ramp_votes: float | None = 0.0
+    fit: Any,
+    scores: np.ndarray,
+    *,
+    cap: float | None,
+    ramp_votes: float | None = 0.0,
+    ages: Mapping[str, float] | None = None,
+    ramp_days: float | None = 0.0,
 ) -> np.ndarray:
     """H* = −∇² of the bounded objective (the log-likelihood :func:`bounded_scores` maximises,
     existence prior included) at ``scores`` (those of :func:`bounded_fit`):
@@ -157,14 +219,15 @@ def bounded_information(
         H* = Σ_r w_k² n_r p_r (1 − p_r) (e_i − e_j)(e_i − e_j)ᵀ + H_prior,
         p_r = σ(w_k (x_i − x_j)),
 
-    the weights w_k of :func:`account_weights`, H_prior the existence prior's curvature (α
+    the weights w_k of :func:`bounded_weights`, H_prior the existence prior's curvature (α
     virtual ties against the average model, :func:`~stablearena.raters.bradley_terry.
     solve_bradley_terry`). An M×M Laplacian, singular along 1 (scores have mean zero): what
     :func:`one_step_update` needs from a full fit. One pass over the fit's counts (O(C))."""
     from .information import laplacian
     from .raters.bradley_terry import PRIOR_STRENGTH, _prior_terms
 
-    i, j, n, _, coef, prior = _weighted_rows(fit, bounded_weights(fit, cap, ramp_votes))
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days)
+    i, j, n, _, coef, prior = _weighted_rows(fit, w)
     x = np.asarray(scores, float)
     p = expit(coef * (x[i] - x[j]))
     info = laplacian(len(x), i, j, n * coef * coef * p * (1.0 - p))
@@ -253,7 +316,9 @@ class AccountTrust:
     the bounded fit, on ``influence_model``; ``influence_z``: the score test of the account's
     push (:class:`stablearena.influence.Influence`); ``flagged``: ``"push"`` (that test beyond
     its Bonferroni bound), ``"select"`` (votes concentrated on one model) or ``None``;
-    ``reason``: what of the above applies, in words.
+    ``reason``: what of the above applies, in words; ``age_days``: the account's age (None
+    when ages are not known, +∞ when it counts as old), ``aged``: whether the age ramp
+    lowered its weight.
     """
 
     annotator: str
@@ -268,6 +333,8 @@ class AccountTrust:
     influence_z: float
     flagged: str | None
     reason: str
+    age_days: float | None = None
+    aged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,6 +359,8 @@ def account_trust(
     *,
     cap: float | None = DEFAULT_CAP,
     ramp_votes: float | None = DEFAULT_RAMP_VOTES,
+    ages: Mapping[str, float] | None = None,
+    ramp_days: float | None = DEFAULT_RAMP_DAYS,
     alpha: float = 0.05,
 ) -> tuple[AccountTrust, ...]:
     """:class:`AccountTrust` of every annotator of the am-ELO ``fit`` (its order): the bounded
@@ -299,13 +368,15 @@ def account_trust(
     fitted account's leave-one-account-out influence on it
     (:func:`stablearena.influence.account_influence` with the weights as abilities, the test's
     level ``alpha`` Bonferroni-corrected over accounts and models). Accounts not in the fit
-    (waiting for δ votes, or excluded by the screening) weigh 0 and move nothing."""
+    (waiting for δ votes, or excluded by the screening) weigh 0 and move nothing. ``ages``
+    (name → days) and ``ramp_days``: the age ramp (off without ages)."""
     from .influence import account_influence
 
     idx = fit._fit_annotators
-    w = bounded_weights(fit, cap, ramp_votes)
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days)
     votes = _fit_votes(fit)
-    x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes).scores
+    x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes, ages=ages, ramp_days=ramp_days).scores
+    use_age = ages is not None and not _off(ramp_days)
     infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)
     points = np.abs(infl.shift) / fit.elo_scale
     max_z, pushes, push, select = infl.max_z, infl.model, infl.flagged_push, infl.flagged_select
@@ -314,6 +385,7 @@ def account_trust(
     out = []
     for k, name in enumerate(fit.annotators):
         a = float(fit.abilities[k])
+        age = float(ages.get(name, 0.0)) if ages is not None else None
         r = where.get(k)
         if r is None:
             why = (
@@ -324,7 +396,7 @@ def account_trust(
             out.append(
                 AccountTrust(
                     name, int(round(fit.records[k])), a, 0.0, False, False, True, 0.0, None,
-                    0.0, None, why,
+                    0.0, None, why, age,
                 )
             )  # fmt: skip
             continue
@@ -338,6 +410,9 @@ def account_trust(
             reasons.append(f"capped at {cap:g} (ability {a:.3g})")
         if ramped:
             reasons.append(f"new: weight ramps until {ramp_votes:g} votes ({n:g} so far)")
+        aged = use_age and a > 0 and age < ramp_days  # type: ignore[operator]
+        if aged:
+            reasons.append(f"young: weight ramps until {ramp_days:g} days old ({age:.3g} so far)")
         top = int(points[r].argmax())
         pushed = int(pushes[r])
         flag = None
@@ -367,6 +442,8 @@ def account_trust(
                 float(max_z[r]),
                 flag,
                 "; ".join(reasons) or "full weight",
+                age,
+                bool(aged),
             )
         )
     return tuple(out)

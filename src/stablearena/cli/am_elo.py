@@ -210,8 +210,9 @@ def annotators(
 
     Ability is relative to the average fitted annotator (1.0); below 0 votes against the
     consensus. Weight: the account's weight under bounded influence, min(max(ability, 0),
-    --cap) · min(1, votes / --ramp-votes); influence: the most a model's rating moves (Elo
-    points) when the account's votes are removed. JSON: {"method", "n_battles",
+    --cap) · min(1, votes / --ramp-votes) (the live arena's age ramp, arena.trust_ramp_days, is
+    off here: pair counts carry no account ages); influence: the most a model's rating moves
+    (Elo points) when the account's votes are removed. JSON: {"method", "n_battles",
     "n_annotators", "annotators": [{"annotator", "records", "ability", "ability_se", "flagged",
     "reason", "status", "weight", "influence", "influence_model", "influence_z",
     "influence_flag", "trust"}], "trust": {...}, ...}.

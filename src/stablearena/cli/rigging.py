@@ -121,6 +121,25 @@ def experiment_rigging(
             metavar="N",
         ),
     ] = None,
+    ramp_days: Annotated[
+        float | None,
+        typer.Option(
+            "--ramp-days",
+            help="Bounded influence: an account's weight grows linearly with its age until this "
+            "many days (default stablearena.attacks.BOUNDED_RAMP_DAYS; 0: no age ramp). Honest "
+            "accounts' ages are uniform on [0, 365] days.",
+            metavar="D",
+        ),
+    ] = None,
+    attack_age: Annotated[
+        float,
+        typer.Option(
+            "--attack-age",
+            help="Age in days of the attacker's accounts when the leaderboard is read (0: created "
+            "for the attack).",
+            metavar="D",
+        ),
+    ] = 0.0,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -130,6 +149,16 @@ def experiment_rigging(
             metavar="DIR",
         ),
     ] = None,
+    roc: Annotated[
+        bool,
+        typer.Option(
+            "--roc",
+            help="Instead of costs: at the number of votes that lifts the target by 10 places on "
+            "the m-ELO baseline, the ROC AUC of each per-account detector (influence push, "
+            "selection test, e-value, −am-ELO ability) separating attacker accounts from honest "
+            "ones (both with ≥ 50 votes). Per-seed results: roc_seed_N.json.",
+        ),
+    ] = False,
     no_run: Annotated[
         bool,
         typer.Option("--no-run", help="Only summarise the seeds already in --results."),
@@ -168,16 +197,20 @@ def experiment_rigging(
     bounded = {
         "cap": A.BOUNDED_CAP if cap is None else cap,
         "ramp_votes": A.BOUNDED_RAMP_VOTES if ramp_votes is None else ramp_votes,
+        "ramp_days": A.BOUNDED_RAMP_DAYS if ramp_days is None else ramp_days,
     }
     if precision < 1:
         raise InputError(f"--precision must be ≥ 1, not {precision}.")
-    if bounded["cap"] <= 0 or bounded["ramp_votes"] < 0:
-        raise InputError("--cap must be > 0 and --ramp-votes ≥ 0.")
+    if bounded["cap"] <= 0 or bounded["ramp_votes"] < 0 or bounded["ramp_days"] < 0:
+        raise InputError("--cap must be > 0, --ramp-votes and --ramp-days ≥ 0.")
+    if attack_age < 0:
+        raise InputError(f"--attack-age must be ≥ 0 days, not {attack_age}.")
     records: list[dict[str, Any]] = []
     source = None
     used = []
+    stem = "roc_seed" if roc else "seed"
     files = {
-        s: results / f"seed_{s}.json" if results is not None else None
+        s: results / f"{stem}_{s}.json" if results is not None else None
         for s in range(seed, seed + seeds)
     }
     to_run = [s for s, f in files.items() if not no_run and (f is None or not f.exists())]
@@ -185,7 +218,8 @@ def experiment_rigging(
         "rigging [dim]{task.description}[/]", enabled=bool(to_run) and sys.stderr.isatty()
     )
     with bar:
-        task = bar.add_task("", total=len(to_run) * len(tgts) * len(fams) * len(defs))
+        per_seed = len(tgts) * len(fams) * (1 if roc else len(defs))
+        task = bar.add_task("", total=len(to_run) * per_seed)
         for s, file in files.items():
             if file is not None and file.exists():
                 records += json.loads(file.read_text())
@@ -199,24 +233,28 @@ def experiment_rigging(
             def step(text: str) -> None:
                 bar.update(task, advance=1, description=text)
 
-            recs = A.run_seed(
-                arena,
-                seed=s,
-                families=fams,
-                defences=defs,
-                targets=tgts,
-                max_votes=max_votes,
-                accuracy=accuracy,
-                log=step,
-                precision=precision,
-                **bounded,
-            )
+            cell = {
+                "seed": s,
+                "families": fams,
+                "targets": tgts,
+                "max_votes": max_votes,
+                "accuracy": accuracy,
+                "precision": precision,
+                "log": step,
+            }
+            if roc:
+                recs = A.roc_seed(arena, **cell)
+            else:
+                recs = A.run_seed(arena, **cell, defences=defs, attack_age=attack_age, **bounded)
             if file is not None:
                 file.write_text(json.dumps(recs))
             records += recs
             used.append(s)
     if not records:
         raise InputError(f"no per-seed results in {results} for seeds {seed}–{seed + seeds - 1}.")
+    if roc:
+        _emit_roc(records, fams, tgts, path, fraction, used, fmt, output)
+        return
     budgets = {r["seed"]: r.get("max_votes") for r in records}
     keep = {(f.name, t, d) for f in fams for t in tgts for d in defs}
     records = [r for r in records if (r["family"], r["target"], r["defence"]) in keep]
@@ -226,6 +264,7 @@ def experiment_rigging(
         "fraction": fraction,
         "precision": precision,
         **bounded,
+        "attack_age": attack_age,
         "seeds": used,
         "summary": summary,
         "runs": records,
@@ -249,5 +288,54 @@ def experiment_rigging(
             f"×{defs[0]}: mean over seeds of the per-seed cost ratio"
         )
         return records_table(rows, title="rigging — votes needed to lift a model", caption=caption)
+
+    emit(payload, fmt, output, records_key="summary", table=table)
+
+
+def _emit_roc(
+    records: list[dict[str, Any]],
+    fams: list[Any],
+    tgts: list[str],
+    path: Path | None,
+    fraction: float,
+    used: list[int],
+    fmt: Any,
+    output: Any,
+) -> None:
+    """The ``--roc`` summary: per family × target, the m-ELO +10 volume and each detector's AUC
+    (mean ± SE over seeds)."""
+    from .. import attacks as A
+
+    keep = {(f.name, t) for f in fams for t in tgts}
+    records = [r for r in records if (r["family"], r["target"]) in keep]
+    payload = {
+        "source": str(path) if path is not None else "chatbot-arena-2024",
+        "fraction": fraction,
+        "seeds": used,
+        "summary": A.summarise_roc(records),
+        "runs": records,
+    }
+
+    def table(p: dict[str, Any]) -> Any:
+        rows = []
+        for r in p["summary"]:
+            row = {
+                "family": r["family"],
+                "target": r["target"],
+                "votes (m-ELO +10)": _fmt(r["votes"], r["votes_se"], r["censored"]),
+                "attacker accounts": "—" if r["n_attackers"] is None else f"{r['n_attackers']:.1f}",
+            }
+            for d in A.DETECTORS:
+                v, se = r[f"auc_{d}"], r[f"auc_{d}_se"]
+                row[f"AUC {d}"] = (
+                    "—" if v is None else f"{v:.2f}" + (f" ± {se:.2f}" if se is not None else "")
+                )
+            rows.append(row)
+        caption = (
+            f"seeds {', '.join(map(str, p['seeds']))}; honest arena = {p['fraction']:g} of the "
+            "real battles; AUC of each detector for attacker against honest accounts (both ≥ 50 "
+            "votes; 0.5: indistinguishable), mean ± SE over seeds"
+        )
+        return records_table(rows, title="rigging — what a detector sees", caption=caption)
 
     emit(payload, fmt, output, records_key="summary", table=table)

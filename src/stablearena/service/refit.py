@@ -7,12 +7,14 @@ counts table read in one transaction together with the newest vote id it include
 into the same :class:`~stablearena.battles.PairCounts` that ``stablearena rank`` builds from
 the exported vote log (models and annotators in sorted name order, rows in key order), so the
 published leaderboard is the one ``rank`` computes from the export — with the arena's bounded
-influence applied on top (:func:`stablearena.trust.bounded_fit`; off with ``ability_cap`` and
-``trust_ramp_votes`` 0).
+influence applied on top (:func:`stablearena.trust.bounded_fit`; off with ``ability_cap``,
+``trust_ramp_votes`` and ``trust_ramp_days`` 0; the age ramp reads each account's age from the
+store, :func:`stablearena.service.store.account_ages`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -96,19 +98,21 @@ class UpdateBase:
 _BASE: dict[str, UpdateBase] = {}
 
 
-def _update_base(step_fitted: Any, fitted: Any, config: dict[str, Any], snap: Snapshot) -> Any:
+def _update_base(
+    step_fitted: Any, fitted: Any, trust: dict[str, Any], config: dict[str, Any], snap: Snapshot
+) -> Any:
     """The :class:`UpdateBase` of a full fit (``None`` when the weighted votes leave a model
-    out: then no update until the next full fit)."""
+    out: then no update until the next full fit); ``trust``: the rule the fit was bounded by
+    (:func:`trust_options`, the accounts' ages included)."""
     from ..errors import DisconnectedGraphError
 
-    trust = trust_options(config)
     try:
         info = bounded_information(step_fitted, fitted.scores, **trust)
     except DisconnectedGraphError:
         return None
     names = step_fitted.annotators
     fit_idx = step_fitted._fit_annotators
-    w = bounded_weights(step_fitted, trust["cap"], trust["ramp_votes"])
+    w = bounded_weights(step_fitted, **trust)
     return UpdateBase(
         fitted=fitted,
         information=info,
@@ -161,13 +165,44 @@ def refit_published(
     fitted = arena.rater.fit(
         counts, exclude=frozenset(arena.excluded & set(counts.annotators or ())), start=start
     )
-    return bounded_fit(fitted, **trust_options(cfg))
+    return bounded_fit(fitted, **trust_options(cfg, published_ages(payload)))
 
 
-def trust_options(config: dict[str, Any]) -> dict[str, Any]:
+def published_ages(payload: dict[str, Any]) -> dict[str, float] | None:
+    """The account ages (days) a published fit's age ramp used: its annotators' ``age_days``
+    (None there: an account that counts as old, +∞) — None when it used no age ramp."""
+    ann = payload.get("annotators") or {}
+    if not (ann.get("trust") or {}).get("ramp_days"):
+        return None
+    return {
+        r["annotator"]: math.inf if r.get("age_days") is None else float(r["age_days"])
+        for r in ann.get("annotators", ())
+    }
+
+
+def trust_options(config: dict[str, Any], ages: dict[str, float] | None = None) -> dict[str, Any]:
     """The bounded-influence rule of an arena configuration (``ability_cap``,
-    ``trust_ramp_votes``; absent — a fit published before they existed — or 0: off)."""
-    return {"cap": config.get("ability_cap"), "ramp_votes": config.get("trust_ramp_votes")}
+    ``trust_ramp_votes``, ``trust_ramp_days``; absent — a fit published before they existed —
+    or 0: off) with the accounts' ``ages`` in days (None: no age ramp)."""
+    return {
+        "cap": config.get("ability_cap"),
+        "ramp_votes": config.get("trust_ramp_votes"),
+        "ramp_days": config.get("trust_ramp_days"),
+        "ages": ages,
+    }
+
+
+def live_ages(engine: Any, config: dict[str, Any]) -> dict[str, float] | None:
+    """Every account's age in days read through ``engine``
+    (:func:`stablearena.service.store.account_ages`), or None when the configuration has no age
+    ramp."""
+    days = config.get("trust_ramp_days")
+    if not days or days <= 0:
+        return None
+    from . import store
+
+    with engine.connect() as conn:
+        return store.account_ages(conn, float(days), time.time())
 
 
 def run_fit(
@@ -175,6 +210,7 @@ def run_fit(
     config: dict[str, Any],
     screening: dict[str, Any] | None,
     arena_id: str = "",
+    ages: dict[str, float] | None = None,
 ) -> FitOutput:
     """Fit am-ELO with the Stable Arena screening on ``snapshot``, bound each account's weight
     (:func:`stablearena.trust.bounded_fit` with the arena's ``ability_cap`` and
@@ -183,7 +219,8 @@ def run_fit(
     json`` contract with each decision's reason, each account's weight, influence and trust
     reason), ``screening`` (the
     loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
-    model name, for the information tracker)."""
+    model name, for the information tracker). ``ages``: the accounts' ages in days for the age
+    ramp (:func:`live_ages`; None: no age ramp)."""
     t0, c0 = time.perf_counter(), time.process_time()
     arena = arena_for(config, screening)
     if config.get("warm_start", False) and arena_id in _LAST:
@@ -201,7 +238,7 @@ def run_fit(
             arena = arena_for(config, screening)
             step = arena.step(counts, warm=False)
     _LAST[arena_id] = step.fitted
-    trust = trust_options(config)
+    trust = trust_options(config, ages)
     fitted = bounded_fit(step.fitted, **trust)
     leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
     annotators = annotators_payload(
@@ -214,7 +251,7 @@ def run_fit(
     annotators["policy"] = config["policy"]
     annotators["min_records"] = int(config["min_records"])
     annotators["changes"] = [d.to_dict() for d in step.changes()]
-    _BASE[arena_id] = _update_base(step.fitted, fitted, config, snapshot)
+    _BASE[arena_id] = _update_base(step.fitted, fitted, trust, config, snapshot)
     payload = {
         "leaderboard": leaderboard,
         "annotators": annotators,
@@ -268,11 +305,29 @@ def run_live_fit(
     snap = live.snapshot(engine, mark=True)  # reads only the votes since the last fit
     if snap.empty:
         return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
-    out = run_fit(snap, config, screening, db)
+    out = run_fit(snap, config, screening, db, live_ages(engine, config))
     if not want_fitted:
         out.fitted = None
     out.seconds, out.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     return out
+
+
+def _new_account_weight(name: str, votes: float, trust: dict[str, Any]) -> float:
+    """The weight of an account the full fit did not weigh: the rule
+    (:func:`stablearena.trust.account_weights`) with ability :data:`NEW_ACCOUNT_ABILITY`, its
+    ``votes`` and — under an age ramp — its age at the full fit (an account created since:
+    age 0)."""
+    ages = trust.get("ages")
+    age = None if ages is None else np.array([float(ages.get(name, 0.0))])
+    w = account_weights(
+        np.array([NEW_ACCOUNT_ABILITY]),
+        np.array([votes]),
+        cap=trust["cap"],
+        ramp_votes=trust["ramp_votes"],
+        ages=age,
+        ramp_days=trust.get("ramp_days"),
+    )
+    return float(w[0])
 
 
 def run_update(
@@ -310,9 +365,7 @@ def run_update(
         elif name not in base.excluded:
             n = base.records.get(name, 0.0) + votes[k]
             if n >= base.min_records:
-                coef[k] = float(
-                    account_weights(np.array([NEW_ACCOUNT_ABILITY]), np.array([n]), **base.trust)[0]
-                )
+                coef[k] = _new_account_weight(name, n, base.trust)
                 use[k] = True
     keep = (pi >= 0) & (pj >= 0) & use[ann] & ((tot != 0) | (delta.wins != delta.losses))
     # rows oriented as the fit's: i is the lower position

@@ -28,6 +28,7 @@ from .errors import ApiError, for_the_service, waiting_message
 from .refit import (
     UPDATE_METHOD,
     FitOutput,
+    live_ages,
     merge_update,
     run_fit,
     run_live_fit,
@@ -306,7 +307,10 @@ class Refitter:
             snap = st.counts.snapshot(st.engine, mark=True)  # the votes since the last look
             if snap.empty:
                 return None
-            out = self._executor.submit(run_fit, snap, cfg, screening, self.settings.db).result()
+            ages = live_ages(st.engine, cfg)
+            out = self._executor.submit(
+                run_fit, snap, cfg, screening, self.settings.db, ages
+            ).result()
         self.last_fit = (
             out.cpu_seconds or out.seconds,
             time.perf_counter() - t0,

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..choices import TRUST_CAP, TRUST_RAMP_VOTES
+from ..choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES
 from ..errors import InputError
 from .arena_settings import ArenaPage
 
@@ -138,6 +138,15 @@ class ArenaConfig(BaseModel):
         "until this many (new and anonymous /arena identities weigh less); 0 or null: no "
         "ramp. Only counts above min_records matter: below δ votes an account is not fitted.",
     )
+    trust_ramp_days: float | None = Field(
+        TRUST_RAMP_DAYS,
+        ge=0.0,
+        le=_MAX_COUNT,
+        description="Bounded influence: an account's weight grows linearly with its age (days "
+        "since it was created) until this many days, so that new identities cost time; accounts "
+        "created in the arena's first days and imported ones count as old; 0 or null: no age "
+        "ramp (docs/guides/rigging.md).",
+    )
     boost_factor: float = Field(
         5.0,
         ge=1.0,
@@ -158,6 +167,7 @@ class ArenaConfig(BaseModel):
         "confidence",
         "ability_cap",
         "trust_ramp_votes",
+        "trust_ramp_days",
     )
     @classmethod
     def _finite(cls, v: float | None) -> float | None:

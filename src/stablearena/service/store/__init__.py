@@ -41,6 +41,7 @@ from .dashboard import (
 from .engine import is_sqlite, make_engine, migrate, write_conn
 from .imports import import_votes
 from .queries import (
+    account_ages,
     bump_revision,
     fit_row,
     get_meta,
@@ -157,4 +158,5 @@ __all__ = [
     "delete_unvoted",
     "votes",
     "watermark",
+    "account_ages",
 ]

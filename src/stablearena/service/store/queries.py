@@ -42,6 +42,20 @@ def load_config(conn: Connection) -> dict[str, Any]:
     return {} if raw is None else json.loads(raw)
 
 
+def account_ages(conn: Connection, ramp_days: float, now: float) -> dict[str, float]:
+    """Each annotator's age in days for bounded influence's age ramp
+    (:func:`stablearena.trust.account_weights`): days since its ``created_at``, and +∞ — an old
+    account — for one imported with a log (the operator vouches for it) and for one created in
+    the arena's first ``ramp_days`` days (its founding accounts: at launch nobody is older)."""
+    start = get_meta(conn, "created_at")
+    founding = (float(start) if start is not None else 0.0) + ramp_days * 86400.0
+    rows = conn.execute(select(annotators.c.name, annotators.c.role, annotators.c.created_at))
+    return {
+        name: np.inf if role == "imported" or created <= founding else (now - created) / 86400.0
+        for name, role, created in rows
+    }
+
+
 def watermark(conn: Connection) -> int:
     """The newest vote id (0 with no votes)."""
     return int(conn.execute(select(func.coalesce(func.max(votes.c.id), 0))).scalar_one())
