@@ -39,6 +39,9 @@ __all__ = [
 
 log = logging.getLogger("stablearena.endpoints")
 
+#: Connections per httpx pool of a model's client (see :meth:`EndpointClient._pool`).
+POOL_SIZE = 8
+
 #: HTTP statuses worth another attempt (the request may succeed later).
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 
@@ -164,6 +167,22 @@ async def _within(coro: Any, seconds: float | None) -> Any:
         return await coro
 
 
+async def _drain(chunks: Any, seconds: float = 0.5) -> None:
+    """Read what a stream sends after ``[DONE]`` (usually only the end of its chunked body),
+    for at most ``seconds``: a response read to its end leaves its connection in the pool for
+    the next call, where one closed early costs a new TCP connection (and the server's accept)
+    per call. A server still sending after ``seconds`` loses the connection; the answer is kept."""
+
+    async def rest() -> None:
+        async for _ in chunks:
+            pass
+
+    try:
+        await _within(rest(), seconds)
+    except asyncio.TimeoutError:
+        pass
+
+
 class SSEDecoder:
     """Server-sent events read incrementally from raw bytes: :meth:`feed` takes whatever one
     read of the response brought and returns the data of the events completed by it, as bytes
@@ -241,7 +260,9 @@ class EndpointClient:
         self.rng = rng or random.Random()
         self.sleep = sleep
         self.breaker = CircuitBreaker(endpoint.outage_after, endpoint.outage_cooldown, clock)
-        self._http: Any = None
+        self._pools: list[Any] = []  # httpx.AsyncClient, each at most POOL_SIZE connections
+        self._load: list[int] = []  # calls in flight per pool
+        self._ssl: Any = None
         self._sem: asyncio.Semaphore | None = None
         self.waits: list[float] = []  # back-off waits taken, in seconds
 
@@ -260,22 +281,42 @@ class EndpointClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        """Close the connection pools."""
+        pools, self._pools, self._load = self._pools, [], []
+        for pool in pools:
+            await pool.aclose()
 
-    def _client(self) -> Any:
-        if self._http is None:
+    def _pool(self) -> int:
+        """The least-loaded connection pool with room for one more call (made when every
+        pool is full: at most ⌈max_concurrency / POOL_SIZE⌉ pools).
+
+        Why several small pools: httpcore's pool scans every connection it holds each time a
+        request starts or ends, so one pool of ``max_concurrency`` connections costs
+        O(max_concurrency) per call — with 200 connections about 1 ms of CPU per call, more
+        than the call's own work (docs/guides/arena-page.md, "Measured under load"). Pools of at most
+        :data:`POOL_SIZE` keep that scan short. Together they hold at most ``max_concurrency``
+        connections: the calls are bounded by the semaphore, and a call goes to a pool with
+        fewer than :data:`POOL_SIZE` calls in flight."""
+        if not self._pools:
             import httpx
 
-            n = self.endpoint.max_concurrency
+            self._ssl = httpx.create_ssl_context()  # made once, shared by the pools
+        best = min(range(len(self._pools)), key=self._load.__getitem__, default=-1)
+        if best < 0 or self._load[best] >= POOL_SIZE:
+            import httpx
+
+            n = min(POOL_SIZE, self.endpoint.max_concurrency)
             limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.endpoint.timeout or None), limits=limits
+            self._pools.append(
+                httpx.AsyncClient(
+                    timeout=httpx.Timeout(self.endpoint.timeout or None),
+                    limits=limits,
+                    verify=self._ssl,
+                )
             )
-            self._sem = asyncio.Semaphore(self.endpoint.max_concurrency)
-        return self._http
+            self._load.append(0)
+            best = len(self._pools) - 1
+        return best
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream" if self.endpoint.stream else "application/json"}
@@ -312,8 +353,8 @@ class EndpointClient:
                 f"the model is under outage after {self.breaker.failures} consecutive failures",
                 attempts=0,
             )
-        self._client()
-        assert self._sem is not None
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(ep.max_concurrency)
         body: dict[str, Any] = {**ep.params, "model": ep.model, "messages": list(messages)}
         if ep.stream:
             body["stream"] = True
@@ -378,16 +419,17 @@ class EndpointClient:
 
         ep = self.endpoint
         t0 = time.perf_counter()
+        k = self._pool()
+        http = self._pools[k]
+        self._load[k] += 1
         try:
             if ep.stream:
-                async with self._client().stream(
-                    "POST", ep.url, json=body, headers=self._headers()
-                ) as r:
+                async with http.stream("POST", ep.url, json=body, headers=self._headers()) as r:
                     if r.status_code != 200:
                         await r.aread()
                         return self._http_failure(r)
                     return await self._read_stream(r, body, t0, on_delta)
-            r = await self._client().post(ep.url, json=body, headers=self._headers())
+            r = await http.post(ep.url, json=body, headers=self._headers())
             if r.status_code != 200:
                 return self._http_failure(r)
             got = self._read_json(r, body, t0)
@@ -401,6 +443,9 @@ class EndpointClient:
             return _Attempt(Failure(ep.name, "dropped", f"connection dropped: {exc}"), True)
         except httpx.TransportError as exc:
             return _Attempt(Failure(ep.name, "connection", f"{type(exc).__name__}: {exc}"), True)
+        finally:
+            if k < len(self._load) and self._pools[k] is http:
+                self._load[k] -= 1
 
     def _http_failure(self, r: Any) -> _Attempt:
         name, status = self.endpoint.name, r.status_code
@@ -504,5 +549,7 @@ class EndpointClient:
                     on_delta(parts[new] if len(parts) == new + 1 else "".join(parts[new:]))
         if not done and finish is None:
             return _Attempt(Failure(name, "dropped", "the stream ended before [DONE]"), True)
+        if done and not ended:
+            await _drain(chunks)
         ttft = (first if first is not None else time.perf_counter()) - t0
         return self._answer("".join(parts), finish, ttft, t0, usage, body, deltas)
