@@ -11,8 +11,19 @@ memory (RSS) before and after; and checks that every battle is stored complete a
 counted.
 
     PYTHONPATH=src python bench/bench_arena.py [--battles 200] [--slow 0.01] [--rounds 2]
+    PYTHONPATH=src python bench/bench_arena.py --steady 30 [--battles 200] [--slow 0.5]
 
 ``--battles 1 --rounds 41`` measures one battle at a time (the arena's own latency, no queue).
+
+Two ways to hold N battles at once. The default is a **burst**: all N start in the same
+instant, every round (the harshest case: the median battle's first token waits for the work of
+the N/2 battles ahead of it). ``--steady S`` keeps N battles **in flight** for S seconds: N
+clients, each holding one battle after another (reading both answers to the end and voting, as
+a person on the page does), their first battles spread evenly over one battle's length, so the
+starts are spread as in a live arena rather than synchronised; the direct phase makes the same
+two streaming calls per battle, read to the end. Battles that start in the first
+``--warmup`` seconds are not timed. ``--slow`` paces the demo model's words (``--slow 0.5``: a
+9-word answer streams over 4.5 s).
 """
 
 from __future__ import annotations
@@ -27,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -82,9 +95,32 @@ def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subproces
     return proc, url, admin
 
 
+async def direct_full(c: httpx.AsyncClient, base_url: str, slow: float, prompt: str) -> float:
+    """Time to the first content piece of two concurrent direct calls (one per model), both
+    answers read to the end (a steady-state battle)."""
+    t0 = time.perf_counter()
+
+    async def one(model: str) -> float:
+        first = float("nan")
+        body = {"model": f"{model}+slow={slow}", "stream": True}
+        body["messages"] = [{"role": "user", "content": prompt}]
+        async with c.stream("POST", base_url + "/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if (
+                    first != first
+                    and line.startswith("data:")
+                    and '"content": "' in line
+                    and '"content": ""' not in line
+                ):
+                    first = time.perf_counter() - t0
+        return first
+
+    return min(await asyncio.gather(*(one(m) for m in MODELS)))
+
+
 async def direct(c: httpx.AsyncClient, base_url: str, slow: float, prompt: str) -> float:
     """Time to the first content piece of two concurrent direct calls (one per model) on the
-    long-lived client ``c`` (as the arena's own clients are)."""
+    long-lived client ``c``."""
     t0 = time.perf_counter()
 
     async def one(model: str) -> float:
@@ -125,6 +161,34 @@ async def held(
     return first, bid, status
 
 
+async def steady(
+    n: int, seconds: float, warmup: float, spread: float, one: Callable[[int], Awaitable[Any]]
+) -> tuple[list[Any], float, int]:
+    """N clients in a closed loop for ``seconds``: client i starts at i/N of ``spread``, then
+    holds one battle after another. Returns the results of the battles started after
+    ``warmup`` and ended within the run, the time spent in battles per second of the run
+    (the mean number in flight, by Little's law) and the battles ended in all."""
+    t0 = time.perf_counter()
+    timed: list[Any] = []
+    busy = [0.0]
+    ended = [0]
+
+    async def client(i: int) -> None:
+        await asyncio.sleep(spread * i / n)
+        while time.perf_counter() - t0 < seconds:
+            s0 = time.perf_counter()
+            got = await one(i)
+            s1 = time.perf_counter()
+            ended[0] += 1
+            if s1 - t0 <= seconds:
+                busy[0] += s1 - max(s0, t0 + warmup) if s1 - t0 > warmup else 0.0
+            if s0 - t0 >= warmup and s1 - t0 <= seconds:
+                timed.append(got)
+
+    await asyncio.gather(*(client(i) for i in range(n)))
+    return timed, busy[0] / (seconds - warmup), ended[0]
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
@@ -140,15 +204,20 @@ async def run(args: argparse.Namespace) -> None:
                 c = httpx.AsyncClient(base_url=url, timeout=300)
                 page = (await c.get("/arena")).text
                 clients.append((c, re.search(r'csrf-token" content="(\w+)"', page).group(1)))
-            limits = httpx.Limits(max_connections=4 * args.battles)
-            shared = httpx.AsyncClient(timeout=300, limits=limits)
+            # the direct calls: one client per battle slot, as each person has their own
+            # (one client of N·2 connections would scan them all per call: httpcore's pool)
+            shared = [httpx.AsyncClient(timeout=300) for _ in range(args.battles)]
             rss0 = rss_mb(proc.pid)
+            if args.steady:
+                all_ids = await run_steady(args, demo, proc, url, clients, shared, prompt)
+                await report_end(proc, url, admin, rss0, all_ids, clients, shared)
+                return
             added, rates, extra = [], [], []
             all_ids: list[str] = []
             for k in range(args.rounds):  # interleaved: direct, arena, direct, arena…
                 t0, m0, b0 = time.perf_counter(), cpu_seconds(demo.proc.pid), time.process_time()
                 d = await asyncio.gather(
-                    *(direct(shared, demo.base_url, args.slow, prompt) for _ in clients)
+                    *(direct(c, demo.base_url, args.slow, prompt) for c in shared)
                 )
                 t_direct = time.perf_counter() - t0
                 m1, b1 = cpu_seconds(demo.proc.pid), time.process_time()
@@ -190,26 +259,108 @@ async def run(args: argparse.Namespace) -> None:
                 f"per battle (worker, client and model server together, vs calling directly) "
                 f"{statistics.median(extra[1:] or extra) * 1e3:.2f} ms"
             )
-            rss1 = rss_mb(proc.pid)
-            async with httpx.AsyncClient(base_url=url, timeout=60) as c:
-                auth = {"Authorization": f"Bearer {admin}"}
-                ex = (await c.get("/v1/export", headers=auth)).text.splitlines()
-                held_rows = (
-                    await c.get(f"/v1/admin/held?limit={len(all_ids) + 10}", headers=auth)
-                ).json()["battles"]
-            voted = {json.loads(x)["battle_id"] for x in ex}
-            lost = set(all_ids) - voted
-            print(
-                f"{len(all_ids)} battles: {len(voted)} votes exported, {len(lost)} lost; "
-                f"held complete {sum(h['status'] == 'complete' for h in held_rows)}; "
-                f"worker RSS {rss0:.0f} → {rss1:.0f} MB; load average {os.getloadavg()[0]:.1f}"
-            )
-            for c, _ in clients:
-                await c.aclose()
-            await shared.aclose()
+            await report_end(proc, url, admin, rss0, all_ids, clients, shared)
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+async def report_end(
+    proc: subprocess.Popen,
+    url: str,
+    admin: str,
+    rss0: float,
+    all_ids: list[str],
+    clients: list[tuple[httpx.AsyncClient, str]],
+    shared: list[httpx.AsyncClient],
+) -> None:
+    """Check that every battle held is stored complete and every vote counted; memory."""
+    rss1 = rss_mb(proc.pid)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+        auth = {"Authorization": f"Bearer {admin}"}
+        ex = (await c.get("/v1/export", headers=auth)).text.splitlines()
+        held_rows = (await c.get(f"/v1/admin/held?limit={len(all_ids) + 10}", headers=auth)).json()[
+            "battles"
+        ]
+    voted = {json.loads(x)["battle_id"] for x in ex}
+    lost = set(all_ids) - voted
+    complete = {h["battle_id"] for h in held_rows if h["status"] == "complete"}
+    print(
+        f"{len(all_ids)} battles: {len(voted)} votes exported, {len(lost)} lost; "
+        f"held complete {len(complete & set(all_ids))} of them; "
+        f"worker RSS {rss0:.0f} → {rss1:.0f} MB; load average {os.getloadavg()[0]:.1f}"
+    )
+    for c, _ in clients:
+        await c.aclose()
+    for c in shared:
+        await c.aclose()
+
+
+async def run_steady(
+    args: argparse.Namespace,
+    demo: DemoServer,
+    proc: subprocess.Popen,
+    url: str,
+    clients: list[tuple[httpx.AsyncClient, str]],
+    shared: list[httpx.AsyncClient],
+    prompt: str,
+) -> list[str]:
+    """``--steady``: per round, N battles in flight for S seconds called directly, then
+    through the arena (module docstring). Returns the ids of every battle held."""
+    t0 = time.perf_counter()
+    await direct_full(shared[0], demo.base_url, args.slow, prompt)
+    spread = time.perf_counter() - t0  # one battle's length, unloaded
+    n, all_ids, added, extra = len(clients), [], [], []
+    warm = args.warmup
+
+    async def arena_one(i: int) -> tuple[float, str, str]:
+        c, t = clients[i]
+        got = await held(url, c, t, prompt)
+        all_ids.append(got[1])
+        return got
+
+    for k in range(args.rounds):
+        m0, b0, w0 = cpu_seconds(demo.proc.pid), time.process_time(), cpu_seconds(proc.pid)
+        d, in_d, n_d = await steady(
+            n,
+            args.steady,
+            warm,
+            spread,
+            lambda i: direct_full(shared[i], demo.base_url, args.slow, prompt),
+        )
+        m1, b1, w1 = cpu_seconds(demo.proc.pid), time.process_time(), cpu_seconds(proc.pid)
+        got, in_a, n_a = await steady(n, args.steady, warm, spread, arena_one)
+        m2, b2, w2 = cpu_seconds(demo.proc.pid), time.process_time(), cpu_seconds(proc.pid)
+        a = [g[0] for g in got]
+        bad = [g[2] for g in got if g[2] != "complete"]
+        assert not bad, bad
+        p50 = statistics.median(a) - statistics.median(d)
+        p99 = pct(a, 0.99) - pct(d, 0.99)
+        added.append((p50, p99))
+        cpu_d = ((b1 - b0) + (m1 - m0) + (w1 - w0)) / n_d
+        cpu_a = ((b2 - b1) + (m2 - m1) + (w2 - w1)) / n_a
+        extra.append(cpu_a - cpu_d)
+        print(
+            f"round {k + 1} ({args.steady:.0f} s each, timed after {warm:.0f} s): in flight "
+            f"direct {in_d:.0f}, arena {in_a:.0f}; ttft direct p50 "
+            f"{statistics.median(d) * 1e3:.1f} ms p99 {pct(d, 0.99) * 1e3:.1f} ms "
+            f"({len(d)} battles); arena p50 {statistics.median(a) * 1e3:.1f} ms p99 "
+            f"{pct(a, 0.99) * 1e3:.1f} ms ({len(a)}); added p50 {p50 * 1e3:.1f} ms, p99 "
+            f"{p99 * 1e3:.1f} ms; answers/s arena {2 * n_a / args.steady:.0f} (direct "
+            f"{2 * n_d / args.steady:.0f}); worker CPU per battle {(w2 - w1) / n_a * 1e3:.2f} ms; "
+            f"load average {os.getloadavg()[0]:.1f}\n  CPU per battle of all three processes: "
+            f"direct {cpu_d * 1e3:.2f} ms (client {(b1 - b0) / n_d * 1e3:.2f} + model server "
+            f"{(m1 - m0) / n_d * 1e3:.2f} + idle worker {(w1 - w0) / n_d * 1e3:.2f}), arena "
+            f"{cpu_a * 1e3:.2f} ms (client {(b2 - b1) / n_a * 1e3:.2f} + model server "
+            f"{(m2 - m1) / n_a * 1e3:.2f} + worker {(w2 - w1) / n_a * 1e3:.2f})"
+        )
+    print(
+        f"rounds 1-{len(added)}: added time to first token with {n} battles in flight, median "
+        f"of the rounds' p50 {statistics.median(x[0] for x in added) * 1e3:.1f} ms, of their "
+        f"p99 {statistics.median(x[1] for x in added) * 1e3:.1f} ms; the arena's extra CPU per "
+        f"battle {statistics.median(extra) * 1e3:.2f} ms"
+    )
+    return all_ids
 
 
 def main() -> None:
@@ -217,6 +368,10 @@ def main() -> None:
     p.add_argument("--battles", type=int, default=200)
     p.add_argument("--slow", type=float, default=0.01)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument(
+        "--steady", type=float, default=0.0, help="seconds per phase with N battles in flight"
+    )
+    p.add_argument("--warmup", type=float, default=5.0, help="--steady: seconds not timed")
     asyncio.run(run(p.parse_args()))
 
 
