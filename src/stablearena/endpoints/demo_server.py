@@ -16,7 +16,8 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``id=X`` — no effect but a separate request counter (tests keep their counters apart).
 
 Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
-requests, the most in flight at once and the arrival times (for tests of concurrency and
+requests, the most in flight at once, the number of client connections they came on
+(``peers``: distinct client address and port) and the arrival times (for tests of concurrency and
 back-off). With ``--api-key-env NAME`` the server requires ``Authorization: Bearer KEY`` with
 the key held in environment variable ``NAME`` (a key is never put on a command line).
 """
@@ -74,7 +75,7 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
     from starlette.routing import Route
 
     stats: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"requests": 0, "in_flight": 0, "in_flight_max": 0, "arrivals": []}
+        lambda: {"requests": 0, "in_flight": 0, "in_flight_max": 0, "arrivals": [], "peers": set()}
     )
 
     def authorised(request: Request) -> bool:
@@ -90,7 +91,12 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
         return JSONResponse({"object": "list", "data": data})
 
     async def demo_stats(request: Request) -> JSONResponse:
-        return JSONResponse({k: {kk: vv for kk, vv in v.items()} for k, v in stats.items()})
+        return JSONResponse(
+            {
+                k: {kk: len(vv) if kk == "peers" else vv for kk, vv in v.items()}
+                for k, v in stats.items()
+            }
+        )
 
     async def completions(request: Request):  # noqa: ANN202
         if not authorised(request):
@@ -106,6 +112,8 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
         st = stats[name]
         st["requests"] += 1
         st["arrivals"].append(time.monotonic())
+        if request.client is not None:
+            st["peers"].add((request.client.host, request.client.port))
         n = st["requests"]
         if "r429" in modes:
             limit, _, wait = modes["r429"].partition(":")
