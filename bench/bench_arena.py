@@ -14,6 +14,10 @@ counted.
     PYTHONPATH=src python bench/bench_arena.py --steady 30 [--battles 200] [--slow 0.5]
 
 ``--battles 1 --rounds 41`` measures one battle at a time (the arena's own latency, no queue).
+``--target floor`` runs the same load through ``bench/floor_relay.py`` instead of the arena: a
+bare asyncio relay with the arena's model client and nothing else (no pair choice, storage,
+identity or framework) — what any one-process Python relay adds, the floor for the arena's
+figures.
 
 Two ways to hold N battles at once. The default is a **burst**: all N start in the same
 instant, every round (the harshest case: the median battle's first token waits for the work of
@@ -42,6 +46,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 
 from stablearena.endpoints.demo_server import DemoServer
@@ -60,6 +65,30 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (/proc/PID/stat)."""
     f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> str:
+    """CPU seconds of each thread of a process so far, user + system (/proc/PID/task)."""
+    out = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
+        f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        user, system = int(f[11]) / tick, int(f[12]) / tick
+        if user + system >= 0.05:
+            name = (task / "comm").read_text().strip()
+            out.append(f"{name}[{task.name}] {user:.2f} user + {system:.2f} system")
+    return "; ".join(out)
+
+
+def start_floor(base_url: str, slow: float) -> tuple[subprocess.Popen, str, str]:
+    """The floor relay (bench/floor_relay.py) in its own process, as the worker is."""
+    cmd = [sys.executable, str(Path(__file__).with_name("floor_relay.py")), base_url, str(slow)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"listening on (http://\S+) ", line)
+    if not m:
+        raise RuntimeError(f"the floor relay did not start: {line!r}")
+    return proc, m.group(1), ""
 
 
 def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subprocess.Popen, str, str]:
@@ -95,7 +124,12 @@ def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subproces
     return proc, url, admin
 
 
-async def direct_full(c: httpx.AsyncClient, base_url: str, slow: float, prompt: str) -> float:
+def _content(line: bytes) -> bool:
+    """Whether an SSE line of the demo server carries a piece of content."""
+    return line.startswith(b"data:") and b'"content": "' in line and b'"content": ""' not in line
+
+
+async def direct_full(c: aiohttp.ClientSession, base_url: str, slow: float, prompt: str) -> float:
     """Time to the first content piece of two concurrent direct calls (one per model), both
     answers read to the end (a steady-state battle)."""
     t0 = time.perf_counter()
@@ -104,21 +138,16 @@ async def direct_full(c: httpx.AsyncClient, base_url: str, slow: float, prompt: 
         first = float("nan")
         body = {"model": f"{model}+slow={slow}", "stream": True}
         body["messages"] = [{"role": "user", "content": prompt}]
-        async with c.stream("POST", base_url + "/chat/completions", json=body) as r:
-            async for line in r.aiter_lines():
-                if (
-                    first != first
-                    and line.startswith("data:")
-                    and '"content": "' in line
-                    and '"content": ""' not in line
-                ):
+        async with c.post(base_url + "/chat/completions", json=body) as r:
+            async for line in r.content:
+                if first != first and _content(line):
                     first = time.perf_counter() - t0
         return first
 
     return min(await asyncio.gather(*(one(m) for m in MODELS)))
 
 
-async def direct(c: httpx.AsyncClient, base_url: str, slow: float, prompt: str) -> float:
+async def direct(c: aiohttp.ClientSession, base_url: str, slow: float, prompt: str) -> float:
     """Time to the first content piece of two concurrent direct calls (one per model) on the
     long-lived client ``c``."""
     t0 = time.perf_counter()
@@ -126,13 +155,9 @@ async def direct(c: httpx.AsyncClient, base_url: str, slow: float, prompt: str) 
     async def one(model: str) -> float:
         body = {"model": f"{model}+slow={slow}", "stream": True}
         body["messages"] = [{"role": "user", "content": prompt}]
-        async with c.stream("POST", base_url + "/chat/completions", json=body) as r:
-            async for line in r.aiter_lines():
-                if (
-                    line.startswith("data:")
-                    and '"content": "' in line
-                    and '"content": ""' not in line
-                ):
+        async with c.post(base_url + "/chat/completions", json=body) as r:
+            async for line in r.content:
+                if _content(line):
                     return time.perf_counter() - t0
         return float("nan")
 
@@ -140,15 +165,15 @@ async def direct(c: httpx.AsyncClient, base_url: str, slow: float, prompt: str) 
 
 
 async def held(
-    url: str, client: httpx.AsyncClient, csrf: str, prompt: str
+    url: str, client: aiohttp.ClientSession, csrf: str, prompt: str
 ) -> tuple[float, str, str]:
     """(time to the first streamed piece, battle id, end status) of one held battle."""
     h = {"X-CSRF-Token": csrf, "Origin": url}
     t0 = time.perf_counter()
     first, bid, status = float("nan"), "", ""
-    async with client.stream("POST", "/arena/battles", json={"prompt": prompt}, headers=h) as r:
-        async for line in r.aiter_lines():
-            if not line:
+    async with client.post(url + "/arena/battles", json={"prompt": prompt}, headers=h) as r:
+        async for line in r.content:
+            if not line.strip():
                 continue
             m = json.loads(line)
             if "battle_id" in m:
@@ -157,7 +182,9 @@ async def held(
                 first = time.perf_counter() - t0
             elif m.get("done"):
                 status = m["status"]
-    await client.post(f"/arena/battles/{bid}/vote", json={"outcome": "tie"}, headers=h)
+    vote = f"{url}/arena/battles/{bid}/vote"
+    async with client.post(vote, json={"outcome": "tie"}, headers=h) as r:
+        await r.read()
     return first, bid, status
 
 
@@ -197,16 +224,21 @@ def pct(xs: list[float], q: float) -> float:
 async def run(args: argparse.Namespace) -> None:
     prompt = "What is 17*23?"
     with DemoServer(seed=0) as demo, tempfile.TemporaryDirectory() as tmp:
-        proc, url, admin = start_serve(tmp, demo.base_url, args.slow, args.battles)
+        if args.target == "floor":
+            proc, url, admin = start_floor(demo.base_url, args.slow)
+        else:
+            proc, url, admin = start_serve(tmp, demo.base_url, args.slow, args.battles)
         try:
             clients = []
             for _ in range(args.battles):
-                c = httpx.AsyncClient(base_url=url, timeout=300)
-                page = (await c.get("/arena")).text
+                c = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+                async with c.get(url + "/arena") as r:
+                    page = await r.text()
                 clients.append((c, re.search(r'csrf-token" content="(\w+)"', page).group(1)))
-            # the direct calls: one client per battle slot, as each person has their own
-            # (one client of N·2 connections would scan them all per call: httpcore's pool)
-            shared = [httpx.AsyncClient(timeout=300) for _ in range(args.battles)]
+            # the direct calls: one client per battle slot, as each person has their own. The
+            # clients of both phases are aiohttp's, the cheapest we measured, so that this
+            # process's own work weighs as little as it can on either phase
+            shared = [aiohttp.ClientSession() for _ in range(args.battles)]
             rss0 = rss_mb(proc.pid)
             if args.steady:
                 all_ids = await run_steady(args, demo, proc, url, clients, shared, prompt)
@@ -271,17 +303,25 @@ async def report_end(
     admin: str,
     rss0: float,
     all_ids: list[str],
-    clients: list[tuple[httpx.AsyncClient, str]],
-    shared: list[httpx.AsyncClient],
+    clients: list[tuple[aiohttp.ClientSession, str]],
+    shared: list[aiohttp.ClientSession],
 ) -> None:
     """Check that every battle held is stored complete and every vote counted; memory."""
     rss1 = rss_mb(proc.pid)
+    print(f"worker threads' CPU over the run (s): {thread_cpu(proc.pid)}")
+    if not admin:  # the floor relay stores nothing
+        print(
+            f"{len(all_ids)} battles relayed by the floor (nothing stored); RSS {rss0:.0f} → "
+            f"{rss1:.0f} MB; load average {os.getloadavg()[0]:.1f}"
+        )
+        await close_all(clients, shared)
+        return
     async with httpx.AsyncClient(base_url=url, timeout=60) as c:
         auth = {"Authorization": f"Bearer {admin}"}
         ex = (await c.get("/v1/export", headers=auth)).text.splitlines()
-        held_rows = (await c.get(f"/v1/admin/held?limit={len(all_ids) + 10}", headers=auth)).json()[
-            "battles"
-        ]
+        held_rows = (
+            await c.get(f"/v1/admin/held?limit={min(10000, len(all_ids) + 10)}", headers=auth)
+        ).json()["battles"]
     voted = {json.loads(x)["battle_id"] for x in ex}
     lost = set(all_ids) - voted
     complete = {h["battle_id"] for h in held_rows if h["status"] == "complete"}
@@ -290,10 +330,16 @@ async def report_end(
         f"held complete {len(complete & set(all_ids))} of them; "
         f"worker RSS {rss0:.0f} → {rss1:.0f} MB; load average {os.getloadavg()[0]:.1f}"
     )
+    await close_all(clients, shared)
+
+
+async def close_all(
+    clients: list[tuple[aiohttp.ClientSession, str]], shared: list[aiohttp.ClientSession]
+) -> None:
     for c, _ in clients:
-        await c.aclose()
+        await c.close()
     for c in shared:
-        await c.aclose()
+        await c.close()
 
 
 async def run_steady(
@@ -301,8 +347,8 @@ async def run_steady(
     demo: DemoServer,
     proc: subprocess.Popen,
     url: str,
-    clients: list[tuple[httpx.AsyncClient, str]],
-    shared: list[httpx.AsyncClient],
+    clients: list[tuple[aiohttp.ClientSession, str]],
+    shared: list[aiohttp.ClientSession],
     prompt: str,
 ) -> list[str]:
     """``--steady``: per round, N battles in flight for S seconds called directly, then
@@ -370,6 +416,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument(
         "--steady", type=float, default=0.0, help="seconds per phase with N battles in flight"
+    )
+    p.add_argument(
+        "--target",
+        choices=("arena", "floor"),
+        default="arena",
+        help="floor: bench/floor_relay.py instead of the arena (the least a relay adds)",
     )
     p.add_argument("--warmup", type=float, default=5.0, help="--steady: seconds not timed")
     asyncio.run(run(p.parse_args()))
