@@ -312,3 +312,55 @@ def test_a_flood_from_one_address_is_limited(tmp_path, demo):
             tc.cookies.clear()
             codes.append(tc.get("/arena").status_code)
         assert codes[-1] == 429 and codes.count(200) == 2  # 3 made above, 2 more
+
+
+def test_the_open_battles_counted_for_the_caps(tmp_path, demo):
+    """A held battle counts against its identity's and address's caps while it is served
+    within its lifetime and has no vote from the page; a failed one never does; the count
+    reads the index of open battles only (its cost does not grow with the battles held)."""
+    s = settings(tmp_path, demo.base_url, models=("demo-ace", "demo-wild", "demo-fair+fail500"))
+    s.arena_page.visitor_open = 100
+    with TestClient(create_app(s)) as tc:
+        csrf = open_page(tc)
+        engine = tc.app.state.engine
+        statuses, ids = [], []
+        while len(statuses) < 6 or "failed" not in statuses or statuses.count("complete") < 2:
+            lines = battle(tc, csrf)
+            statuses.append(lines[-1]["status"])
+            ids.append(lines[0]["battle_id"])
+        held = sa.select(store.tables.held_battles).where(
+            store.tables.held_battles.c.battle_id.in_(ids)
+        )
+        with engine.connect() as conn:
+            rows = {r.battle_id: r for r in conn.execute(held)}
+        who = next(iter(rows.values())).annotator_id
+        address = next(iter(rows.values())).address
+        done = [b for b, st in zip(ids, statuses, strict=True) if st == "complete"]
+
+        def count(now: float) -> tuple[int, int]:
+            with engine.connect() as conn:
+                return store.held.open_held(conn, who, address, now)
+
+        now = time.time()
+        assert count(now) == (len(done), len(done))  # the failed ones are not open
+        assert all(
+            rows[b].open_until is None
+            for b, st in zip(ids, statuses, strict=True)
+            if st == "failed"
+        )
+        assert vote(tc, csrf, done[0]).status_code == 200
+        assert count(now) == (len(done) - 1, len(done) - 1)
+        assert vote(tc, csrf, done[0]).status_code == 200  # a replay changes nothing
+        assert count(now) == (len(done) - 1, len(done) - 1)
+        # past their lifetime (served_at + battle_ttl) they are not open any more
+        assert count(now + s.arena.battle_ttl + 1) == (0, 0)
+        with engine.connect() as conn:
+            plan = " ".join(
+                str(r[-1])
+                for r in conn.exec_driver_sql(
+                    "EXPLAIN QUERY PLAN SELECT count(*) FROM held_battles "
+                    "WHERE address = ? AND open_until > ?",
+                    (address, now),
+                )
+            )
+        assert "ix_held_battles_open_address" in plan, plan

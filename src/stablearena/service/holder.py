@@ -250,12 +250,14 @@ class BattleHolder:
         """A pair among ``names`` by the serving rule: the battle's row and its prompt's."""
         if not prompt_id:  # a typed prompt: an id from its text (the same text, the same id)
             prompt_id = "typed-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        now = time.time()
         held = {
             "prompt_id": prompt_id,
             "prompt": prompt,
             "category": self.page.category(prompt),
             "address": address,
-            "served_at": time.time(),
+            "served_at": now,
+            "open_until": now + self.state.config.battle_ttl,
         }
         (row,) = self.state.serve(who, 1, names)
         row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)

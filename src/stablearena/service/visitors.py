@@ -114,18 +114,18 @@ class Visitors:
         if wait > 0:
             raise ApiError(429, "rate_limited", f"too many {what}; wait {wait:.0f} s", "cookie")
 
-    def check_battle(self, who: Principal, address: str, ttl: float) -> tuple[int, int, float]:
+    def check_battle(self, who: Principal, address: str) -> tuple[int, int, float]:
         """Refuse (429) a battle over the identity's or the address's rates, or over the
         identity's cap on battles without a vote as far as this worker knows — all in memory, so
         a flood beyond them costs the database and the models nothing. Returns the caps
-        (identity's, address's, since) that :func:`~.store.arena.insert_held` counts exactly,
+        (identity's, address's) and the time now, that :func:`~.store.arena.insert_held` counts exactly,
         in the database, in the transaction that stores the battle."""
         self._limited(self.battles.take(f"id:{who.id}"), "battles")
         self._limited(self.addresses.take(f"ip:{address}"), "battles from your address")
         now = time.time()
         if self.open.over(who.id, 1, self.page.visitor_open, now):
             refuse_open(self.page, self.open.count(who.id, now), 0)
-        return self.page.visitor_open, self.page.address_open, now - ttl
+        return self.page.visitor_open, self.page.address_open, now
 
 
 def refuse_open(page: Any, mine: int, there: int) -> None:

@@ -204,7 +204,7 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
             422, "invalid_input", f"the prompt is longer than {page.max_prompt_chars}", "prompt"
         )
     address, visitors = _address(request), _visitors(request)
-    caps = visitors.check_battle(who, address, st.config.battle_ttl)
+    caps = visitors.check_battle(who, address)
     row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
     visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])
 
@@ -237,7 +237,7 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
     st = arena(request)
     res = await request.app.state.writer.submit_async(
         partial(
-            store.record_vote,
+            store.held.record_page_vote,
             battle_id=battle_id,
             annotator_id=who.id,
             outcome=_OUTCOMES[body.outcome],

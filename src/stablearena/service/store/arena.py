@@ -38,6 +38,7 @@ __all__ = [
     "finish_held",
     "held_status",
     "open_held",
+    "record_page_vote",
     "OpenHeld",
     "held_columns",
     "held_list",
@@ -172,13 +173,13 @@ def insert_held(
 ) -> list[str] | None | OpenHeld:
     """Store a served battle (``row``, as for :func:`~.votes.insert_battles`, stored with
     ``expires_at = 0``) and its prompt (``held``: prompt_id, prompt, category, address,
-    served_at) with status ``served``; the result of ``insert_battles``. With ``open_caps`` =
-    (annotator's cap, address's cap, since), the battle is first counted against the caps on
+    served_at and open_until) with status ``served``; the result of ``insert_battles``. With
+    ``open_caps`` = (annotator's cap, address's cap, now), the battle is first counted against the caps on
     battles without a vote (:func:`open_held`) in the same transaction — exact across workers —
     and refused with :class:`OpenHeld` when either is reached."""
     if open_caps is not None:
-        cap_mine, cap_there, since = open_caps
-        mine, there = open_held(conn, row["annotator_id"], held.get("address"), since)
+        cap_mine, cap_there, now = open_caps
+        mine, there = open_held(conn, row["annotator_id"], held.get("address"), now)
         if mine >= cap_mine or there >= cap_there:
             return OpenHeld(mine, there)
     refused = insert_battles(conn, [{**row, "expires_at": 0.0}], revision)
@@ -186,7 +187,11 @@ def insert_held(
         return refused
     if refused is None:
         return None
-    conn.execute(held_battles.insert().values(battle_id=row["id"], status="served", **held))
+    conn.execute(
+        held_battles.insert().values(
+            battle_id=row["id"], status="served", annotator_id=row["annotator_id"], **held
+        )
+    )
     return []
 
 
@@ -207,6 +212,7 @@ def finish_held(
         held_battles.update()
         .where(held_battles.c.battle_id == battle_id)
         .values(status=status, failure=failure, completed_at=now)
+        .values(**({"open_until": None} if failure else {}))
     )
     if not failure:
         conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl))
@@ -220,28 +226,39 @@ def held_status(conn: Connection, battle_id: str) -> str | None:
 
 
 def open_held(
-    conn: Connection, annotator_id: int, address: str | None, since: float
+    conn: Connection, annotator_id: int, address: str | None, now: float
 ) -> tuple[int, int]:
-    """Held battles served since ``since`` and not (yet) voted on nor failed: of the annotator,
-    and from ``address``."""
-    base = (
-        sa.select(sa.func.count())
-        .select_from(
-            held_battles.join(battles, battles.c.id == held_battles.c.battle_id).outerjoin(
-                votes, votes.c.battle_id == held_battles.c.battle_id
-            )
-        )
-        .where(
-            votes.c.id.is_(None),
-            held_battles.c.status != "failed",
-            held_battles.c.served_at > since,
-        )
-    )
-    mine = conn.execute(base.where(battles.c.annotator_id == annotator_id)).scalar_one()
+    """Held battles open at ``now`` — served within their lifetime, not voted on from the page,
+    not failed (``held_battles.open_until``) — of the annotator, and from ``address``. Each
+    count reads only the open battles (an index on (annotator_id, open_until) and one on
+    (address, open_until)), so it costs the same however many battles the arena holds."""
+    base = sa.select(sa.func.count()).select_from(held_battles)
+    live = held_battles.c.open_until > now
+    mine = conn.execute(base.where(held_battles.c.annotator_id == annotator_id, live)).scalar_one()
     there = 0
     if address:
-        there = conn.execute(base.where(held_battles.c.address == address)).scalar_one()
+        there = conn.execute(base.where(held_battles.c.address == address, live)).scalar_one()
     return int(mine), int(there)
+
+
+def record_page_vote(
+    conn: Connection,
+    battle_id: str,
+    annotator_id: int,
+    outcome: int,
+    now: float,
+    correction_window: float,
+) -> VoteResult:
+    """:func:`~.votes.record_vote` for a vote from the page; once recorded, the battle no
+    longer counts against the caps on battles without a vote (:func:`open_held`)."""
+    res = record_vote(conn, battle_id, annotator_id, outcome, now, correction_window)
+    if res.kind in ("new", "replay", "corrected"):
+        conn.execute(
+            held_battles.update()
+            .where(held_battles.c.battle_id == battle_id, held_battles.c.open_until.is_not(None))
+            .values(open_until=None)
+        )
+    return res
 
 
 def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:

@@ -165,8 +165,14 @@ held_battles = Table(
     Column("completed_at", Float),
     # a judge's battle: its replies to both orders (JSON list of {"order", "winner", "reasoning"})
     Column("judge_reasoning", Text),
-    # the visitors' limits count the battles served lately (store.arena.open_held)
+    # the caps on battles without a vote count the open ones (store.arena.open_held): a battle
+    # is open, for its annotator and its address, until open_until (served_at + battle_ttl);
+    # NULL once voted on from the page or failed, and for a judge's battle
+    Column("annotator_id", Integer),
+    Column("open_until", Float),
     Index("ix_held_battles_served_at", "served_at"),
+    Index("ix_held_battles_open_annotator", "annotator_id", "open_until"),
+    Index("ix_held_battles_open_address", "address", "open_until"),
 )
 battle_answers = Table(
     "battle_answers",
