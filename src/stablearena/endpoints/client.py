@@ -27,7 +27,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .config import ModelEndpoint
@@ -407,7 +407,7 @@ class EndpointClient:
                 await self.sleep(wait)
         result = got.result
         if isinstance(result, Answer):
-            result = Answer(**{**asdict(result), "attempts": attempt})
+            result = replace(result, attempts=attempt)
         else:
             result = Failure(
                 ep.name, result.reason, result.detail, attempt, time.perf_counter() - t0

@@ -98,8 +98,7 @@ def _answer_row(side: str, model_id: int, ep: ModelEndpoint, res: Any) -> dict[s
     }
     if isinstance(res, Answer):
         tokens, headers, lists, bold = style_counts(res.text)
-        rec = res.to_record()
-        row.update({k: rec[k] for k in _ANSWER_FIELDS})
+        row.update({k: getattr(res, k) for k in _ANSWER_FIELDS})
         row.update(
             style_tokens=tokens,
             style_headers=headers,

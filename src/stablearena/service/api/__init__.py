@@ -21,11 +21,15 @@ __all__ = ["ROUTERS"]
 
 #: Every router of the application, in the order they are included.
 ROUTERS: tuple[APIRouter, ...] = (
+    # first: FastAPI tries the routes in order, and the page's battles and votes are most of
+    # the traffic that reaches it (the API's battles and votes are answered before it, by
+    # stablearena.service.hot); last, their requests were matched against every route
+    # before them (about 0.5 ms of CPU per request)
+    arena.router,  # the held battles and the /arena page
     dashboard.router,
     health.router,
     leaderboard.router,
     battles.router,
     admin.router,
     docs.router,
-    arena.router,  # the held battles and the /arena page
 )
