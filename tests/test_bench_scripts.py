@@ -25,3 +25,26 @@ def test_bench_script_starts(script):
 
 def test_there_are_bench_scripts():
     assert len(BENCH) >= 5
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--target", "floor", "--battles", "3", "--rounds", "2"],
+        ["--steady", "3", "--warmup", "1", "--battles", "4", "--slow", "0.05", "--rounds", "1"],
+    ],
+    ids=["floor-burst", "arena-steady"],
+)
+def test_bench_arena_runs_small(args):
+    """bench_arena's floor relay (bench/floor_relay.py) and its steady mode run end to end on a
+    few battles, nothing lost."""
+    script = Path(__file__).resolve().parents[1] / "bench" / "bench_arena.py"
+    out = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "added time to first token" in out.stdout
+    if "floor" in args:
+        assert "relayed by the floor" in out.stdout
+    else:
+        assert " 0 lost" in out.stdout and "with 4 battles in flight" in out.stdout
