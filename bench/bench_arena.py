@@ -129,9 +129,12 @@ def _content(line: bytes) -> bool:
     return line.startswith(b"data:") and b'"content": "' in line and b'"content": ""' not in line
 
 
-async def direct_full(c: aiohttp.ClientSession, base_url: str, slow: float, prompt: str) -> float:
-    """Time to the first content piece of two concurrent direct calls (one per model), both
-    answers read to the end (a steady-state battle)."""
+async def direct(
+    c: aiohttp.ClientSession, base_url: str, slow: float, prompt: str, full: bool = False
+) -> float:
+    """Time to the first content piece of two concurrent direct calls (one per model) on the
+    long-lived client ``c``; with ``full``, both answers are read to the end (a steady-state
+    battle), else each call stops at its first piece (a burst)."""
     t0 = time.perf_counter()
 
     async def one(model: str) -> float:
@@ -142,24 +145,9 @@ async def direct_full(c: aiohttp.ClientSession, base_url: str, slow: float, prom
             async for line in r.content:
                 if first != first and _content(line):
                     first = time.perf_counter() - t0
+                    if not full:
+                        break
         return first
-
-    return min(await asyncio.gather(*(one(m) for m in MODELS)))
-
-
-async def direct(c: aiohttp.ClientSession, base_url: str, slow: float, prompt: str) -> float:
-    """Time to the first content piece of two concurrent direct calls (one per model) on the
-    long-lived client ``c``."""
-    t0 = time.perf_counter()
-
-    async def one(model: str) -> float:
-        body = {"model": f"{model}+slow={slow}", "stream": True}
-        body["messages"] = [{"role": "user", "content": prompt}]
-        async with c.post(base_url + "/chat/completions", json=body) as r:
-            async for line in r.content:
-                if _content(line):
-                    return time.perf_counter() - t0
-        return float("nan")
 
     return min(await asyncio.gather(*(one(m) for m in MODELS)))
 
@@ -354,7 +342,7 @@ async def run_steady(
     """``--steady``: per round, N battles in flight for S seconds called directly, then
     through the arena (module docstring). Returns the ids of every battle held."""
     t0 = time.perf_counter()
-    await direct_full(shared[0], demo.base_url, args.slow, prompt)
+    await direct(shared[0], demo.base_url, args.slow, prompt, full=True)
     spread = time.perf_counter() - t0  # one battle's length, unloaded
     n, all_ids, added, extra = len(clients), [], [], []
     warm = args.warmup
@@ -372,7 +360,7 @@ async def run_steady(
             args.steady,
             warm,
             spread,
-            lambda i: direct_full(shared[i], demo.base_url, args.slow, prompt),
+            lambda i: direct(shared[i], demo.base_url, args.slow, prompt, full=True),
         )
         m1, b1, w1 = cpu_seconds(demo.proc.pid), time.process_time(), cpu_seconds(proc.pid)
         got, in_a, n_a = await steady(n, args.steady, warm, spread, arena_one)

@@ -164,29 +164,19 @@ def test_breaker_unit():
     assert b.allow() and b.failures == 0
 
 
-def test_concurrency_is_bounded(server):
-    name = "demo-ace+slow=0.03+id=conc"
-    ep = endpoint(server, name, max_concurrency=2)
+@pytest.mark.parametrize("bound, calls", [(2, 6), (20, 30)])
+def test_concurrency_is_bounded(server, bound, calls):
+    """``calls`` calls at once with max_concurrency = ``bound``: ``bound`` in flight together,
+    never more."""
+    name = f"demo-ace+slow=0.05+id=conc{bound}"
+    ep = endpoint(server, name, max_concurrency=bound)
 
     async def go():
         async with EndpointClient(ep) as c:
-            return await asyncio.gather(*(c.answer(PROMPT) for _ in range(6)))
+            return await asyncio.gather(*(c.answer(PROMPT) for _ in range(calls)))
 
     assert all(r.ok for r in asyncio.run(go()))
-    assert server.stats()[name]["in_flight_max"] == 2
-
-
-def test_many_calls_at_once_within_the_bound(server):
-    """30 calls at once with max_concurrency = 20: 20 in flight together, never more."""
-    name = "demo-ace+slow=0.05+id=many"
-    ep = endpoint(server, name, max_concurrency=20)
-
-    async def go():
-        async with EndpointClient(ep) as c:
-            return await asyncio.gather(*(c.answer(PROMPT) for _ in range(30)))
-
-    assert all(r.ok for r in asyncio.run(go()))
-    assert server.stats()[name]["in_flight_max"] == 20
+    assert server.stats()[name]["in_flight_max"] == bound
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -6,9 +6,9 @@ token is measured at the first content delta that arrives, not at whatever point
 iterator hands it over — and of what counts as a dropped stream; and aiohttp's client (C HTTP
 parser, one connection pool per session with O(1) reuse) costs 0.23 ms of CPU per streamed
 call against 1.3 ms for httpx (which the ``openai`` SDK is built on), measured on the demo
-server, 600 calls 50 at a time. A worker relaying 200 battles at once makes 400 such calls,
-so the client is most of the arena's own work per battle (docs/guides/arena-page.md,
-"Measured under load").
+server, 600 calls 50 at a time (``bench/bench_client.py``). A held battle makes two such
+calls: with httpx they were about 2.5 ms of the worker's 5.75–6.05 ms of CPU per battle in a
+burst of 200 (docs/guides/arena-page.md, "Measured under load").
 
 Every call returns an :class:`Answer` or a :class:`Failure` with the reason; no exception
 escapes into the caller's loop. Retries, back-off, bounded concurrency and the outage circuit
