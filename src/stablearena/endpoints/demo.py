@@ -164,10 +164,12 @@ def is_correct(prompt: str, answer: str) -> bool | None:
     return bool(m) and m.group(1).strip() == right
 
 
+_ID = r"(?: \[id [0-9a-f]+\])?"  # the per-call boundary id of the default template
 _JUDGE_PARTS = re.compile(
-    r"<\|User Prompt\|>\n(?P<prompt>.*?)\n\n<\|The Start of Assistant A's Answer\|>\n(?P<a>.*?)\n"
-    r"<\|The End of Assistant A's Answer\|>\n\n<\|The Start of Assistant B's Answer\|>\n"
-    r"(?P<b>.*?)\n<\|The End of Assistant B's Answer\|>",
+    rf"<\|User Prompt\|>\n(?P<prompt>.*?)\n\n<\|The Start of Assistant A's Answer{_ID}\|>\n"
+    rf"(?P<a>.*?)\n<\|The End of Assistant A's Answer{_ID}\|>\n\n"
+    rf"<\|The Start of Assistant B's Answer{_ID}\|>\n"
+    rf"(?P<b>.*?)\n<\|The End of Assistant B's Answer{_ID}\|>",
     re.S,
 )
 
