@@ -56,6 +56,7 @@ __all__ = [
     "JUDGE_CHOICES",
     "judge_information",
     "JudgeSteering",
+    "review_judges",
 ]
 
 #: Designs that do not read the information: every pair on every prompt; every model against
@@ -911,6 +912,104 @@ def fit_judgements(battles: Battles, rater: str = "am-elo") -> tuple[Any, list[s
         fitted = get_rater("m-elo").fit(battles)
     notes += [str(w.message) for w in caught]
     return fitted, notes
+
+
+def _clean(x: float, places: int = 4) -> float:
+    """``x`` rounded to ``places`` decimals, with no negative zero (a position-biased judge's
+    ability of -1.8e-11 is 0.0: the fit's floating-point dust, not a sign)."""
+    r = round(float(x), places)
+    return 0.0 if r == 0 else r
+
+
+def review_judges(
+    fitted: Any, judges: Sequence[str] = (), z: float = SCREEN_Z
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The judges of an automatic arena's fit, each with a status its standard error supports,
+    and the warnings the run must print (docs/guides/models-and-judges.md, "Judges reported
+    honestly").
+
+    With am-ELO (``fitted`` has abilities), judge k with ability â and standard error se is
+    ``flagged`` when â + z·se < 0 (reliably against the board), ``trusted`` when â − z·se > 0,
+    and ``uncertain`` otherwise (its interval covers 0: too few judgements, or a judge whose two
+    orders cancel, like a position-biased one). Abilities and standard errors are rounded to 4
+    decimals.
+
+    Warnings:
+
+    * the board's orientation rests on one judge (or none): am-ELO's likelihood is unchanged when
+      every score and every ability is negated, and its gauge takes the direction most judges'
+      votes point; with fewer than two judges whose ability is above 0 by one standard error,
+      an inverted judge cannot be told from an honest one by the data;
+    * judges disagree systematically: a flagged judge votes against the board the trusted ones
+      make;
+    * with m-ELO (no abilities), a run with a single judge.
+
+    ``judges``: every judge of the run (those with no judgement are named in a warning too).
+    """
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    table = getattr(fitted, "annotator_table", None)
+    if table is None:  # m-ELO: judgements alike
+        if len(judges) == 1:
+            warnings.append(
+                f"one judge ({judges[0]}): the board is that judge's view; nothing in the run "
+                "can check its orientation or its biases (add a second judge)"
+            )
+        return rows, warnings
+    for r in table().itertuples(index=False):
+        a, se = float(r.ability), float(r.ability_se)
+        finite = np.isfinite(se)
+        status = (
+            "flagged"
+            if finite and a + z * se < 0
+            else "trusted"
+            if finite and a - z * se > 0
+            else "uncertain"
+        )
+        if status == "uncertain":
+            reason = f"ability ± {z:g} se covers 0"
+        else:
+            reason = f"{abs(a) / se:.1f} se {'below' if status == 'flagged' else 'above'} 0"
+        rows.append(
+            {
+                "annotator": str(r.annotator),
+                "records": int(r.records),
+                "ability": _clean(a),
+                "ability_se": _clean(se) if finite else None,
+                "status": status,
+                "flagged": status == "flagged",
+                "reason": reason,
+            }
+        )
+    trusted = [r["annotator"] for r in rows if r["status"] == "trusted"]
+    flagged = [r["annotator"] for r in rows if r["status"] == "flagged"]
+    # the judges whose votes point the board's way: ability above 0 by one standard error
+    support = [
+        r["annotator"]
+        for r in rows
+        if r["ability_se"] is not None and r["ability"] > max(r["ability_se"], 0.0)
+    ]
+    if len(support) <= 1:
+        who = f"one judge ({support[0]})" if support else "no judge"
+        warnings.append(
+            f"the board's orientation rests on {who}: no other judge's ability is above 0 by a "
+            "standard error. am-ELO fits as well with every score and every ability negated, so "
+            "here an inverted or adversarial judge cannot be told from an honest one: the order "
+            "shown is the fit's convention, not evidence (add judges, or check a judge's "
+            "verdicts by hand)"
+        )
+    if flagged:
+        warnings.append(
+            f"judges disagree systematically: {', '.join(flagged)} "
+            f"vote{'s' if len(flagged) == 1 else ''} against the board "
+            + (f"that {', '.join(trusted)} support" if trusted else "the others make")
+            + f" (ability below 0 by more than {z:g} standard errors)"
+        )
+    seen = {r["annotator"] for r in rows}
+    idle = [j for j in judges if j not in seen]
+    if idle:
+        warnings.append(f"judges with no successful judgement: {', '.join(idle)}")
+    return rows, warnings
 
 
 def fit_leaderboard(result: AutoResult, rater: str = "am-elo") -> tuple[Any, list[str]]:

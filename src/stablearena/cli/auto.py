@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import (
+    _print_err,
     app,
     console,
     count_option,
@@ -131,7 +132,9 @@ def auto(
     ] = "am-elo",
 ) -> None:
     """Run an automatic arena: battles chosen by information, each judged by an LLM judge in
-    both orders; prints the leaderboard with the judges' abilities."""
+    both orders; prints the leaderboard with the judges' abilities (each judge flagged,
+    uncertain or trusted by its standard error) and warnings about the judges: the board's
+    orientation resting on one judge, judges that disagree systematically."""
     import contextlib
 
     from ..auto import (
@@ -262,7 +265,10 @@ def _progress(total: int | None) -> Any:
 
 
 def _payload(result: Any, fitted: Any, notes: list[str], endpoints: list[dict]) -> dict[str, Any]:
+    from ..auto import review_judges
+
     d = fitted.to_dict()
+    judges, warnings = review_judges(fitted, result.judges)
     failures: dict[str, int] = {}
     for rec in result.failures:
         failures[rec["reason"]] = failures.get(rec["reason"], 0) + 1
@@ -278,8 +284,9 @@ def _payload(result: Any, fitted: Any, notes: list[str], endpoints: list[dict]) 
         "cost": result.cost,
         "resumed": result.resumed,
         "notes": notes + list(d.get("notes", [])),
+        "warnings": warnings,
         "models": d["models"],
-        "annotators": d.get("annotators", []),
+        "annotators": judges,
         "endpoints": endpoints,
     }
 
@@ -292,9 +299,12 @@ def _print(p: dict[str, Any]) -> None:
     )
     console.print(records_table(p["models"], title=f"{p['method']} leaderboard", caption=caption))
     if p["annotators"]:
-        console.print(records_table(p["annotators"], title="judges (annotators)"))
+        shown = [{k: v for k, v in r.items() if k != "flagged"} for r in p["annotators"]]
+        console.print(records_table(shown, title="judges (annotators; se: standard error)"))
     if p["failed_judgements"]:
         failed = ", ".join(f"{k}: {v}" for k, v in sorted(p["failed_judgements"].items()))
         err_console.print(f"failed judgements (never votes): {failed}")
     for note in p["notes"]:
         err_console.print(f"note: {note}")
+    for warning in p["warnings"]:
+        _print_err(warning, "warning:", "bold yellow")
