@@ -118,3 +118,12 @@ def test_a_near_singular_information_does_not_break_the_design():
     rows, warnings = _review(["judge-lax", "judge-keen", "judge-contrary"], seed=84, budget=200)
     assert any("orientation rests on" in w for w in warnings)
     assert not any(r["flagged"] for r in rows)
+
+
+def test_a_single_judge_is_not_estimable_and_warns():
+    """With one judge am-ELO's scale fixes its ability (se 0): shown as not estimable, and the
+    board's orientation rests on it (the run with one judge divided by that 0)."""
+    rows, warnings = _review(["judge-keen"], seed=0, budget=120)
+    assert rows[0]["status"] == "uncertain" and rows[0]["ability_se"] is None
+    assert "not estimable" in rows[0]["reason"]
+    assert any("rests on one judge (judge-keen)" in w for w in warnings)

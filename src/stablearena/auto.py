@@ -294,7 +294,11 @@ class AutoResult:
 
     def battles(self) -> Battles:
         """The successful judgements as battles: model_a = x (shown first in the first order),
-        the judge as annotator, the prompt id as prompt."""
+        the judge as annotator, the prompt id as prompt. A battle forfeited by an answer that
+        talks to the judge counts as its judge's vote: an annotator of its own for the rule
+        would be a second voice whose sign am-ELO cannot fix against a single judge (measured:
+        with one obeying judge, the fit took the rule for the adversary and put the injecting
+        model first)."""
         ok = [r for r in self.judgements if r.get("outcome") is not None]
         index = {m: k for k, m in enumerate(self.models)}
         code = {"x": Outcome.A, "y": Outcome.B, "tie": Outcome.TIE}
@@ -684,16 +688,19 @@ class AutoArena:
             assert isinstance(ax, str) and isinstance(ay, str)
             j: Judgement = await judge.judge_pair(prompt.text, prompt.id, mx.name, ax, my.name, ay)
             calls = j.calls
+            decided = j.injection is not None and j.injection["action"] in ("forfeit", "drop")
             rec.update(
                 outcome=j.outcome,
                 consistent=j.consistent,
-                calls=2,
+                calls=0 if decided else 2,  # forfeited or dropped: no judge call
                 prompt_tokens=sum(c.prompt_tokens for c in calls),
                 completion_tokens=sum(c.completion_tokens for c in calls),
                 verdicts=j.verdict_records(),
             )
             if j.failure is not None:
                 rec.update(stage="judge", reason=j.failure.reason, detail=j.failure.detail)
+            if j.injection is not None:
+                rec["injection"] = j.injection
         self.journal.append(rec)
         r = self.result
         r.calls += rec["calls"]
@@ -958,7 +965,7 @@ def review_judges(
         return rows, warnings
     for r in table().itertuples(index=False):
         a, se = float(r.ability), float(r.ability_se)
-        finite = np.isfinite(se)
+        finite = bool(np.isfinite(se)) and se > 0  # se 0: fixed by the scale (a single judge)
         status = (
             "flagged"
             if finite and a + z * se < 0
@@ -966,7 +973,9 @@ def review_judges(
             if finite and a - z * se > 0
             else "uncertain"
         )
-        if status == "uncertain":
+        if not finite:
+            reason = "not estimable: the fit's scale fixes it"
+        elif status == "uncertain":
             reason = f"ability ± {z:g} se covers 0"
         else:
             reason = f"{abs(a) / se:.1f} se {'below' if status == 'flagged' else 'above'} 0"
@@ -987,7 +996,7 @@ def review_judges(
     support = [
         r["annotator"]
         for r in rows
-        if r["ability_se"] is not None and r["ability"] > max(r["ability_se"], 0.0)
+        if r["ability"] > (r["ability_se"] if r["ability_se"] is not None else 0.0)
     ]
     if len(support) <= 1:
         who = f"one judge ({support[0]})" if support else "no judge"

@@ -32,6 +32,7 @@ from typing import Any
 from .endpoints.client import Answer, EndpointClient, Failure
 from .endpoints.config import ModelEndpoint, endpoint_from_mapping, load_toml
 from .errors import InputError
+from .injection import DEFAULT_POLICY, Detection, InjectionClassifier, check_policy, cut, detect
 
 __all__ = [
     "DEFAULT_JUDGE_SYSTEM_PROMPT",
@@ -44,6 +45,7 @@ __all__ = [
     "JudgeClient",
     "judges_from_toml",
     "read_judges",
+    "injection_from_toml",
     "combine_orders",
     "demo_judges",
 ]
@@ -238,11 +240,15 @@ class Judgement:
     outcome: str | None
     verdicts: tuple[Verdict, ...] = ()
     failure: Failure | None = None
+    #: what the injection check found and did (``None``: nothing found):
+    #: ``{"x": rules, "y": rules, "action": policy applied}`` (stablearena.injection)
+    injection: dict[str, Any] | None = None
 
     @property
     def consistent(self) -> bool | None:
-        """Whether both orders agreed (``None`` for a failure)."""
-        if self.outcome is None:
+        """Whether both orders agreed (``None`` for a failure, or a battle decided without a
+        judge call: an answer that forfeited by talking to the judge)."""
+        if self.outcome is None or len(self.verdicts) < 2:
             return None
         a, b = (v.for_x() for v in self.verdicts)
         return a == b
@@ -272,9 +278,20 @@ class JudgeClient:
     :class:`~stablearena.endpoints.demo.LocalDemoClient`); by default an
     :class:`EndpointClient` of the judge's endpoint (``options`` go to it)."""
 
-    def __init__(self, judge: Judge, client: Any = None, **options: Any):
+    def __init__(
+        self,
+        judge: Judge,
+        client: Any = None,
+        *,
+        injection: str = DEFAULT_POLICY,
+        classifier: InjectionClassifier | None = None,
+        **options: Any,
+    ):
         self.judge = judge
         self.client = client if client is not None else EndpointClient(judge.endpoint, **options)
+        #: what happens to a battle whose answer talks to the judge (stablearena.injection)
+        self.injection = check_policy(injection)
+        self.classifier = classifier
 
     @property
     def name(self) -> str:
@@ -282,8 +299,10 @@ class JudgeClient:
         return self.judge.name
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool (and the injection classifier's)."""
         await self.client.aclose()
+        if self.classifier is not None:
+            await self.classifier.aclose()
 
     async def verdict(
         self, prompt: str, answer_a: str, answer_b: str, order: str
@@ -305,10 +324,39 @@ class JudgeClient:
             )
         return Verdict(order, winner, got.text, got)
 
+    async def _detect(self, text: str) -> Detection:
+        found = detect(text)
+        if self.classifier is not None and not found.findings:
+            said = await self.classifier.classify(text)
+            found = Detection(found.findings, said)
+        return found
+
     async def judge_pair(
         self, prompt: str, prompt_id: str, x: str, answer_x: str, y: str, answer_y: str
     ) -> Judgement:
-        """Judge x against y on ``prompt`` in both orders."""
+        """Judge x against y on ``prompt`` in both orders, after the injection check
+        (stablearena.injection): an answer that talks to the judge is handled by the policy
+        ``injection`` — ``forfeit`` (it loses, no judge call; both: ``cut``), ``cut`` (the
+        sentences are cut before judging), ``drop`` (no vote) or ``keep`` (judged as is). A
+        prompt that matches the rules itself (a question about injections) is judged as is."""
+        dx, dy = await asyncio.gather(self._detect(answer_x), self._detect(answer_y))
+        report = None
+        if dx.flagged or dy.flagged:
+            action = self.injection
+            if action != "keep" and detect(prompt).flagged:
+                action = "keep"  # the answers may quote the prompt's topic honestly
+            if action == "forfeit" and dx.flagged and dy.flagged:
+                action = "cut"
+            report = {"x": dx.rules, "y": dy.rules, "action": action}
+            if action == "forfeit":
+                outcome = "y" if dx.flagged else "x"
+                return Judgement(self.name, x, y, prompt_id, outcome, (), None, report)
+            if action == "drop":
+                who = ", ".join(m for m, d in ((x, dx), (y, dy)) if d.flagged)
+                fail = Failure(self.name, "injection", f"answer of {who} talks to the judge", 0)
+                return Judgement(self.name, x, y, prompt_id, None, (), fail, report)
+            if action == "cut":
+                answer_x, answer_y = cut(answer_x, dx), cut(answer_y, dy)
         v1, v2 = await asyncio.gather(
             self.verdict(prompt, answer_x, answer_y, "xy"),
             self.verdict(prompt, answer_y, answer_x, "yx"),
@@ -316,11 +364,10 @@ class JudgeClient:
         for v in (v1, v2):
             if isinstance(v, Failure):
                 done = tuple(u for u in (v1, v2) if isinstance(u, Verdict))
-                return Judgement(self.name, x, y, prompt_id, None, done, v)
+                return Judgement(self.name, x, y, prompt_id, None, done, v, report)
         assert isinstance(v1, Verdict) and isinstance(v2, Verdict)
-        return Judgement(
-            self.name, x, y, prompt_id, combine_orders(v1.for_x(), v2.for_x()), (v1, v2)
-        )
+        outcome = combine_orders(v1.for_x(), v2.for_x())
+        return Judgement(self.name, x, y, prompt_id, outcome, (v1, v2), None, report)
 
 
 _JUDGE_ONLY = {"template", "verdict_pattern", "verdict_labels"}
@@ -354,6 +401,28 @@ def judges_from_toml(data: Mapping[str, Any], where: str = "judges") -> list[Jud
     if dup:
         raise InputError(f"{where}: judge names must be unique; repeated: {dup}")
     return out
+
+
+def injection_from_toml(path: str | Path) -> tuple[str, ModelEndpoint | None]:
+    """The ``[injection]`` table of a judges.toml: ``policy`` (stablearena.injection.POLICIES,
+    default ``forfeit``) and an optional ``classifier`` endpoint table (keys as in
+    ``[[models]]``), asked about every answer the rules find clean."""
+    data = load_toml(path)
+    table = data.get("injection") or {}
+    where = f"{path}: [injection]"
+    if not isinstance(table, Mapping):
+        raise InputError(f"{where} must be a table (policy = …, classifier = {{…}})")
+    unknown = sorted(set(table) - {"policy", "classifier"})
+    if unknown:
+        raise InputError(f"{where}: unknown keys {unknown}; use policy and classifier")
+    policy = check_policy(str(table.get("policy", DEFAULT_POLICY)), f"{where} policy")
+    guard = table.get("classifier")
+    if guard is None:
+        return policy, None
+    if not isinstance(guard, Mapping):
+        raise InputError(f"{where} classifier must be a table of endpoint keys (name, base_url…)")
+    guard = {"params": {"temperature": 0}, **guard}
+    return policy, endpoint_from_mapping(guard, f"{where} classifier", data.get("defaults") or {})
 
 
 def read_judges(path: str | Path) -> list[Judge]:

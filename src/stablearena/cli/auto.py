@@ -114,6 +114,16 @@ def auto(
             metavar="URL",
         ),
     ] = None,
+    injection: Annotated[
+        str | None,
+        typer.Option(
+            "--injection",
+            help="What happens to a battle whose answer talks to the judge: forfeit (default: "
+            "that answer loses, no judge call), cut (the note is cut before judging), drop (no "
+            "vote) or keep (judged as is). Overrides judges.toml's [injection] policy.",
+            metavar="[forfeit|cut|drop|keep]",
+        ),
+    ] = None,
     report: Annotated[
         Path | None, typer.Option("--report", help="Also write the HTML report to this file.")
     ] = None,
@@ -150,7 +160,8 @@ def auto(
     from ..endpoints.config import ModelEndpoint
     from ..endpoints.demo import demo_prompts
     from ..errors import InputError
-    from ..judges import JudgeClient, read_judges
+    from ..injection import check_policy
+    from ..judges import JudgeClient, injection_from_toml, read_judges
 
     if rater not in ("am-elo", "m-elo"):
         raise InputError(f"--rater must be am-elo or m-elo, not {rater!r}")
@@ -174,9 +185,18 @@ def auto(
             server = stack.enter_context(DemoServer(seed=seed))
             model_cfg, judge_cfg = demo_endpoints(server.base_url)
             err_console.print(f"demo server at {server.base_url}")
+            policy, guard = "forfeit", None
         else:
             assert models is not None and judges is not None
             model_cfg, judge_cfg = read_models(models), read_judges(judges)
+            policy, guard = injection_from_toml(judges)
+        if injection is not None:
+            policy = check_policy(injection, "--injection")
+        classifier = None
+        if guard is not None:
+            from ..injection import InjectionClassifier
+
+            classifier = InjectionClassifier(make_client(guard))
         prices = {m.name: m.price for m in model_cfg if getattr(m, "price", None)}
         prices.update({j.name: j.endpoint.price for j in judge_cfg if j.endpoint.price})
         config = AutoConfig(
@@ -217,7 +237,7 @@ def auto(
 
         arena = AutoArena(
             [make_client(m) for m in model_cfg],
-            [JudgeClient(j) for j in judge_cfg],
+            [JudgeClient(j, injection=policy, classifier=classifier) for j in judge_cfg],
             prompt_list,
             config,
             journal=jr,
@@ -244,6 +264,7 @@ def auto(
             result.battles().compact(),
             source="stablearena auto",
             command=" ".join(["stablearena", *sys.argv[1:]]),
+            notes=payload["warnings"],  # the judges' and the injections' warnings
         )
         rep.write(report)
         err_console.print(f"report written to {report}")
@@ -266,9 +287,17 @@ def _progress(total: int | None) -> Any:
 
 def _payload(result: Any, fitted: Any, notes: list[str], endpoints: list[dict]) -> dict[str, Any]:
     from ..auto import review_judges
+    from ..injection import summarise
 
     d = fitted.to_dict()
     judges, warnings = review_judges(fitted, result.judges)
+    injections = summarise(result.judgements)
+    for model, row in injections.items():
+        acts = ", ".join(f"{k} {v}" for k, v in sorted(row["actions"].items()))
+        warnings.append(
+            f"{model}'s answers talk to the judge in {row['flagged_battles']} battle(s) "
+            f"(rules: {', '.join(sorted(row['rules']))}; done: {acts})"
+        )
     failures: dict[str, int] = {}
     for rec in result.failures:
         failures[rec["reason"]] = failures.get(rec["reason"], 0) + 1
@@ -285,6 +314,7 @@ def _payload(result: Any, fitted: Any, notes: list[str], endpoints: list[dict]) 
         "resumed": result.resumed,
         "notes": notes + list(d.get("notes", [])),
         "warnings": warnings,
+        "injections": injections,
         "models": d["models"],
         "annotators": judges,
         "endpoints": endpoints,
