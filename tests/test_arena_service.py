@@ -291,6 +291,36 @@ def test_judges_vote_on_completed_battles(tmp_path, demo):
         assert a == b == "tie" or a != b
 
 
+def test_judges_forfeit_an_answer_that_talks_to_them_and_the_admin_sees_it(tmp_path, demo):
+    """demo-sly opens every answer with a note to the judge: under the default policy
+    (forfeit) the judge's vote goes to the other model without a judge call, and the admin view
+    and GET /v1/admin/injections count it per model (issue 33, item 2)."""
+    s = settings(tmp_path, demo.base_url, models=("demo-ace", "demo-sly"))
+    s.judges = [{"name": "judge-obey", "base_url": demo.base_url, "model": "judge-obey"}]
+    with TestClient(create_app(s)) as tc:
+        csrf = open_page(tc)
+        lines = battle(tc, csrf, "What is 12*12?")
+        assert vote(tc, csrf, lines[0]["battle_id"], "tie").status_code == 200
+        deadline, rows = time.time() + 30, []
+        while time.time() < deadline and len(rows) < 2:
+            ex = tc.get("/v1/export?texts=true", headers=admin(tc)).text
+            rows = [json.loads(x) for x in ex.splitlines()]
+            time.sleep(0.1)
+        j = next(r for r in rows if r["strategy"] == "judge")
+        loser = "model_a" if j["model_a"] == "demo-sly" else "model_b"
+        assert j["winner"] == ("model_b" if loser == "model_a" else "model_a")
+        assert json.loads(j["judge_reasoning"]) == []  # no judge call: the rule decided
+        flags = tc.get("/v1/admin/injections", headers=admin(tc)).json()["models"]
+        assert [(f["model"], f["battles"], f["actions"]) for f in flags] == [
+            ("demo-sly", 1, {"forfeit": 1})
+        ]
+        assert tc.get("/v1/admin/injections").status_code == 401
+        page = tc.post("/admin/login", data={"key": tc.app.state.admin_key})
+        assert page.status_code in (200, 303)
+        html = tc.get("/admin").text
+        assert "Answers that talked to the judge" in html and "demo-sly" in html
+
+
 def test_a_flood_from_one_address_is_limited(tmp_path, demo):
     s = settings(tmp_path, demo.base_url, address_open=2)
     with TestClient(create_app(s)) as tc:

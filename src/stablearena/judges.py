@@ -46,6 +46,7 @@ __all__ = [
     "judges_from_toml",
     "read_judges",
     "injection_from_toml",
+    "injection_from_mapping",
     "combine_orders",
     "demo_judges",
 ]
@@ -403,13 +404,13 @@ def judges_from_toml(data: Mapping[str, Any], where: str = "judges") -> list[Jud
     return out
 
 
-def injection_from_toml(path: str | Path) -> tuple[str, ModelEndpoint | None]:
-    """The ``[injection]`` table of a judges.toml: ``policy`` (stablearena.injection.POLICIES,
-    default ``forfeit``) and an optional ``classifier`` endpoint table (keys as in
-    ``[[models]]``), asked about every answer the rules find clean."""
-    data = load_toml(path)
-    table = data.get("injection") or {}
-    where = f"{path}: [injection]"
+def injection_from_mapping(
+    table: Any, where: str, defaults: Mapping[str, Any] | None = None
+) -> tuple[str, ModelEndpoint | None]:
+    """An ``[injection]`` table (judges.toml, or the serve config): ``policy``
+    (stablearena.injection.POLICIES, default ``forfeit``) and an optional ``classifier``
+    endpoint table (keys as in ``[[models]]``), asked about every answer the rules find clean."""
+    table = table or {}
     if not isinstance(table, Mapping):
         raise InputError(f"{where} must be a table (policy = …, classifier = {{…}})")
     unknown = sorted(set(table) - {"policy", "classifier"})
@@ -422,7 +423,15 @@ def injection_from_toml(path: str | Path) -> tuple[str, ModelEndpoint | None]:
     if not isinstance(guard, Mapping):
         raise InputError(f"{where} classifier must be a table of endpoint keys (name, base_url…)")
     guard = {"params": {"temperature": 0}, **guard}
-    return policy, endpoint_from_mapping(guard, f"{where} classifier", data.get("defaults") or {})
+    return policy, endpoint_from_mapping(guard, f"{where} classifier", defaults or {})
+
+
+def injection_from_toml(path: str | Path) -> tuple[str, ModelEndpoint | None]:
+    """The ``[injection]`` table of a judges.toml (:func:`injection_from_mapping`)."""
+    data = load_toml(path)
+    return injection_from_mapping(
+        data.get("injection"), f"{path}: [injection]", data.get("defaults") or {}
+    )
 
 
 def read_judges(path: str | Path) -> list[Judge]:

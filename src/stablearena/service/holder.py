@@ -124,7 +124,7 @@ class BattleHolder:
         self.clients: dict[int, tuple[str, EndpointClient]] = {}
         self._revision = -2
         self._probe: asyncio.Task | None = None
-        self.judges = _judge_clients(settings.judges)
+        self.judges = _judge_clients(settings.judges, settings.injection)
         self.judge_ids: dict[str, int] = {}
         self.tasks: set[asyncio.Task] = set()
 
@@ -424,6 +424,18 @@ class BattleHolder:
             "served_at": now,
             "completed_at": now,
         }
+        report = next((j.injection for j in got if j.injection is not None), None)
+        if report is not None:  # the answers are checked alike for every judge: flagged once
+            log.warning("battle %s: an answer talks to the judge: %s", row["id"], report)
+            await self.writer.submit_async(
+                partial(
+                    store.held.record_flags,
+                    battle_id=row["id"],
+                    answers=answers,
+                    report=report,
+                    now=now,
+                )
+            )
         for jc, judgement in zip(self.judges, got, strict=True):
             if judgement.outcome is None:
                 log.warning("judge %s: no verdict: %s", jc.name, judgement.failure)
@@ -455,10 +467,21 @@ class BattleHolder:
         return done
 
 
-def _judge_clients(entries: list[dict[str, Any]]) -> list[Any]:
-    """Clients of the serve config's ``[[judges]]`` (stablearena.judges)."""
+def _judge_clients(entries: list[dict[str, Any]], injection: dict[str, Any]) -> list[Any]:
+    """Clients of the serve config's ``[[judges]]`` (stablearena.judges), with its
+    ``[injection]`` policy and classifier (one classifier shared by the judges)."""
+    from ..judges import JudgeClient, injection_from_mapping, judges_from_toml
+
+    policy, guard = injection_from_mapping(injection, "serve config: [injection]")
     if not entries:
         return []
-    from ..judges import JudgeClient, judges_from_toml
+    classifier = None
+    if guard is not None:
+        from ..endpoints import make_client
+        from ..injection import InjectionClassifier
 
-    return [JudgeClient(j) for j in judges_from_toml({"judges": entries}, "serve config")]
+        classifier = InjectionClassifier(make_client(guard))
+    return [
+        JudgeClient(j, injection=policy, classifier=classifier)
+        for j in judges_from_toml({"judges": entries}, "serve config")
+    ]

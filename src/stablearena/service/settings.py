@@ -311,6 +311,12 @@ class Settings(BaseModel):
         description="[[judges]] tables (as in judges.toml): LLM judges that judge every "
         "completed held battle in both orders and vote on it as annotators of the arena.",
     )
+    injection: dict[str, Any] = Field(
+        default_factory=dict,
+        description="[injection] table (as in judges.toml): what the judges do with a battle "
+        "whose answer talks to the judge (policy = forfeit | cut | drop | keep; default "
+        "forfeit) and an optional classifier endpoint.",
+    )
     # ---- end of the held-battles block
 
     @field_validator("db")

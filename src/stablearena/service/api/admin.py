@@ -132,6 +132,17 @@ async def export_votes(
     )
 
 
+@router.get(
+    "/v1/admin/injections",
+    summary="Models whose answers talked to the judge, with what was done (admin)",
+)
+async def injections(request: Request, who: Admin) -> dict[str, Any]:
+    """Per model, the held battles in which its answer talked to the judge (stablearena.injection:
+    the serve config's ``[injection]`` policy), by action, most flagged first."""
+    rows = await asyncio.to_thread(store.held.flag_counts, arena(request).engine)
+    return {"models": rows}
+
+
 @router.get("/v1/admin/config", summary="The arena's configuration (admin)")
 async def get_config(request: Request, who: Admin) -> dict[str, Any]:
     out = arena(request).config.model_dump()

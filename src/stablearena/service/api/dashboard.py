@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from .. import store
 from ..dashboard import COOKIE, Dashboard
 from ..errors import RateLimited
 from ..render import (
@@ -227,11 +228,13 @@ async def admin_page(request: Request) -> Response:
     d = _dash(request)
     d.touch()
     battles = await asyncio.to_thread(d.battles_total)
+    flags = await asyncio.to_thread(store.held.flag_counts, d.engine)
     view = d.view
     main = view.admin_html if view else _render("dashboard_empty.html.j2", message=d.status())
     text = _render(
         "admin.html.j2",
         who=who.name,
+        injections=flags,
         main=main,
         health=d.health(battles),
         status=d.status(),

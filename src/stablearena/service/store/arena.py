@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from .queries import bump_revision
 from .tables import (
     annotators,
+    answer_flags,
     battle_answers,
     battles,
     held_battles,
@@ -44,6 +45,8 @@ __all__ = [
     "held_list",
     "judge_annotator",
     "record_judgement",
+    "record_flags",
+    "flag_counts",
 ]
 
 #: The per-side columns of ``battle_answers`` the export carries (besides the text).
@@ -371,3 +374,62 @@ def record_judgement(
         conn.execute(battle_answers.insert().values(battle_id=row["id"], **a))
     outcome = {"x": 0, "y": 1, "tie": 2}[verdict]  # codes of tables.OUTCOMES
     return record_vote(conn, row["id"], judge_id, outcome, now, 0.0)
+
+
+def record_flags(
+    conn: Connection,
+    battle_id: str,
+    answers: list[dict[str, Any]],
+    report: dict[str, Any],
+    now: float,
+) -> int:
+    """The answers of held battle ``battle_id`` that talked to the judge: ``report`` is a
+    judgement's injection report (``{"x": rules, "y": rules, "action"}``, side a = x), one row
+    per flagged answer. Returns the rows written (none twice: a battle is flagged once)."""
+    model = {a["side"]: a["model_id"] for a in answers}
+    rows = [
+        {
+            "battle_id": battle_id,
+            "side": side,
+            "model_id": model[side],
+            "rules": ",".join(report[key]),
+            "action": str(report["action"]),
+            "flagged_at": now,
+        }
+        for side, key in (("a", "x"), ("b", "y"))
+        if report.get(key) and side in model
+    ]
+    if not rows:
+        return 0
+    seen = conn.execute(
+        sa.select(sa.func.count())
+        .select_from(answer_flags)
+        .where(answer_flags.c.battle_id == battle_id)
+    ).scalar()
+    if seen:
+        return 0
+    conn.execute(answer_flags.insert(), rows)
+    return len(rows)
+
+
+def flag_counts(engine: Engine) -> list[dict[str, Any]]:
+    """Per model, the held battles in which its answer talked to the judge, by action, newest
+    first: ``{"model", "battles", "actions": {action: n}, "last"}``, most flagged first."""
+    q = (
+        sa.select(
+            models.c.name,
+            answer_flags.c.action,
+            sa.func.count().label("n"),
+            sa.func.max(answer_flags.c.flagged_at).label("last"),
+        )
+        .join(models, models.c.id == answer_flags.c.model_id)
+        .group_by(models.c.name, answer_flags.c.action)
+    )
+    out: dict[str, dict[str, Any]] = {}
+    with engine.connect() as conn:
+        for name, action, n, last in conn.execute(q):
+            row = out.setdefault(name, {"model": name, "battles": 0, "actions": {}, "last": 0.0})
+            row["battles"] += int(n)
+            row["actions"][action] = int(n)
+            row["last"] = max(row["last"], float(last))
+    return sorted(out.values(), key=lambda r: (-r["battles"], r["model"]))

@@ -196,6 +196,20 @@ battle_answers = Table(
     Column("style_bold", Integer),
 )
 
+# Answers of held battles that talked to the judge (stablearena.injection; the [injection]
+# policy of the serve config): one row per flagged answer, counted per model in the admin view
+answer_flags = Table(
+    "answer_flags",
+    metadata,
+    Column("battle_id", String(32), ForeignKey("battles.id"), primary_key=True),
+    Column("side", String(1), primary_key=True),  # a | b
+    Column("model_id", Integer, ForeignKey("models.id"), nullable=False),
+    Column("rules", Text, nullable=False),  # the rules that matched, comma-separated
+    Column("action", String(16), nullable=False),  # forfeit | cut | drop | keep
+    Column("flagged_at", Float, nullable=False),
+    Index("ix_answer_flags_model", "model_id"),
+)
+
 # The automatic arena's journal (migration 0004; ``stablearena auto --db``,
 # docs/guides/models-and-judges.md): every record of the run (``run``: its models and judges;
 # ``answer``: a model's answer to a prompt, generated once and reused; ``judgement``: a battle
