@@ -127,3 +127,32 @@ def test_a_single_judge_is_not_estimable_and_warns():
     assert rows[0]["status"] == "uncertain" and rows[0]["ability_se"] is None
     assert "not estimable" in rows[0]["reason"]
     assert any("rests on one judge (judge-keen)" in w for w in warnings)
+
+
+def test_a_judge_of_the_same_family_as_a_model_is_reported(tmp_path):
+    """Self-preference: judge-keen declared of the family of demo-ace (family = "acme" on both)
+    is named, with the share its family's model won from it and from the other judge."""
+    from stablearena.auto import self_preference
+
+    rows = []
+    for _ in range(10):
+        rows.append({"judge": "judge-keen", "x": "demo-ace", "y": "demo-wild", "outcome": "x"})
+        rows.append({"judge": "judge-fair", "x": "demo-wild", "y": "demo-ace", "outcome": "x"})
+    rows.append({"judge": "judge-keen", "x": "demo-fair", "y": "demo-wild", "outcome": "x"})
+    families = {"demo-ace": "acme", "judge-keen": "acme", "judge-fair": "other"}
+    (w,) = self_preference(rows, families)
+    assert "judge judge-keen (acme) judged 10 battle(s)" in w and "demo-ace" in w
+    assert "they won 100% of them" in w and "gave them 0% of 10" in w
+    assert self_preference(rows, {}) == []
+
+
+def test_family_is_read_from_the_config(tmp_path):
+    from stablearena.endpoints import read_models
+    from stablearena.errors import InputError
+
+    p = tmp_path / "m.toml"
+    p.write_text('[[models]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "a"\nfamily = "acme"\n')
+    assert read_models(p)[0].family == "acme"
+    p.write_text('[[models]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "a"\nfamily = ""\n')
+    with pytest.raises(InputError, match="family"):
+        read_models(p)

@@ -29,7 +29,7 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +57,7 @@ __all__ = [
     "judge_information",
     "JudgeSteering",
     "review_judges",
+    "self_preference",
 ]
 
 #: Designs that do not read the information: every pair on every prompt; every model against
@@ -926,6 +927,52 @@ def _clean(x: float, places: int = 4) -> float:
     ability of -1.8e-11 is 0.0: the fit's floating-point dust, not a sign)."""
     r = round(float(x), places)
     return 0.0 if r == 0 else r
+
+
+def self_preference(
+    judgements: Sequence[dict[str, Any]], families: Mapping[str, str | None]
+) -> list[str]:
+    """Warnings for the judges that judged models of their own family (``families``: model and
+    judge name → declared family): for each, the battles it judged between one model of its
+    family and one of another, the share its family's models won there (a tie counts half), and
+    the same share from the judges of other families — self-preference is a documented bias of
+    LLM judges (docs/guides/models-and-judges.md)."""
+    out = []
+    for j in sorted({str(r["judge"]) for r in judgements}):
+        fam = families.get(j)
+        if not fam:
+            continue
+
+        def shares(keep: Callable[[str], bool], fam: str = fam) -> tuple[int, float]:
+            n, won = 0, 0.0
+            for r in judgements:
+                if r.get("outcome") is None or not keep(str(r["judge"])):
+                    continue
+                fx, fy = families.get(str(r["x"])) == fam, families.get(str(r["y"])) == fam
+                if fx == fy:
+                    continue
+                n += 1
+                won += 0.5 if r["outcome"] == "tie" else float((r["outcome"] == "x") == fx)
+            return n, (won / n if n else 0.0)
+
+        n, own = shares(lambda k, j=j: k == j)
+        if n == 0:
+            continue
+        m, other = shares(lambda k, fam=fam: families.get(k) != fam)
+        models = sorted(
+            {str(r[s]) for r in judgements for s in ("x", "y") if families.get(str(r[s])) == fam}
+        )
+        text = (
+            f"judge {j} ({fam}) judged {n} battle(s) of its own family's models "
+            f"({', '.join(models)}) against others: they won {own:.0%} of them"
+        )
+        text += (
+            f"; judges of other families gave them {other:.0%} of {m}"
+            if m
+            else "; no judge of another family judged such battles to compare"
+        )
+        out.append(text + " (self-preference is a documented bias of LLM judges)")
+    return out
 
 
 def review_judges(

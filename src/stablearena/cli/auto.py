@@ -250,8 +250,14 @@ def auto(
         where = journal if journal is not None else getattr(jr, "label", db)
         err_console.print(f"resumed: {result.resumed} judgements replayed from {where}")
     fitted, notes = fit_leaderboard(result, rater)
+    families = {m.name: getattr(m, "family", None) for m in model_cfg}
+    families.update({j.name: j.endpoint.family for j in judge_cfg})
     payload = _payload(
-        result, fitted, notes, [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)]
+        result,
+        fitted,
+        notes,
+        [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)],
+        families,
     )
     if output is not None:
         emit(payload, "json", output)
@@ -285,12 +291,19 @@ def _progress(total: int | None) -> Any:
     )
 
 
-def _payload(result: Any, fitted: Any, notes: list[str], endpoints: list[dict]) -> dict[str, Any]:
-    from ..auto import review_judges
+def _payload(
+    result: Any,
+    fitted: Any,
+    notes: list[str],
+    endpoints: list[dict],
+    families: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
+    from ..auto import review_judges, self_preference
     from ..injection import summarise
 
     d = fitted.to_dict()
     judges, warnings = review_judges(fitted, result.judges)
+    warnings += self_preference(result.judgements, families or {})
     injections = summarise(result.judgements)
     for model, row in injections.items():
         acts = ", ".join(f"{k} {v}" for k, v in sorted(row["actions"].items()))

@@ -78,6 +78,9 @@ class ModelEndpoint:
     outage_after: int = 5
     outage_cooldown: float = 30.0
     price: Price | None = None
+    #: the maker or model family (e.g. "openai"): a judge of the same family as a model it
+    #: judges is reported (self-preference, docs/guides/models-and-judges.md)
+    family: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
@@ -99,6 +102,8 @@ class ModelEndpoint:
         for key in ("messages", "model", "stream"):
             if key in self.params:
                 raise InputError(f"{where}: params.{key} is set by stablearena; remove it")
+        if self.family is not None and not (isinstance(self.family, str) and self.family.strip()):
+            raise InputError(f'{where}: family must be a non-empty name (e.g. "openai")')
 
     @property
     def url(self) -> str:
@@ -122,6 +127,7 @@ class OfflineModel:
     name: str
     answers: Path
     model_id: str | None = None
+    family: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The configuration as plain data."""
@@ -130,6 +136,7 @@ class OfflineModel:
             "name": self.name,
             "answers": str(self.answers),
             "model_id": self.model_id,
+            "family": self.family,
         }
 
 
@@ -181,10 +188,17 @@ def models_from_toml(
     for k, entry in enumerate(entries):
         here = f"{where}: [[models]] #{k + 1}"
         if "answers" in entry:
-            extra = set(entry) - {"name", "answers", "model_id"}
+            extra = set(entry) - {"name", "answers", "model_id", "family"}
             if extra or "name" not in entry:
-                raise InputError(f"{here}: an offline model has name, answers[, model_id]")
-            out.append(OfflineModel(entry["name"], Path(entry["answers"]), entry.get("model_id")))
+                raise InputError(f"{here}: an offline model has name, answers[, model_id, family]")
+            out.append(
+                OfflineModel(
+                    entry["name"],
+                    Path(entry["answers"]),
+                    entry.get("model_id"),
+                    entry.get("family"),
+                )
+            )
         else:
             out.append(endpoint_from_mapping(entry, here, defaults))
     names = [m.name for m in out]
