@@ -45,10 +45,26 @@ def leaderboard_payload(
     ``bootstrap`` (``data``: the battles or counts it was fitted on, needed for a clustered
     bootstrap). ``precomputed``: the :class:`~stablearena.uncertainty.Intervals` of these
     options when the caller already has them (the report draws them too), so that they are
-    computed once."""
+    computed once.
+
+    A fit that the live arena would not publish (stablearena.fitcheck: not converged, or a
+    score that is not finite) gets a note saying so, first among the notes."""
+    from .fitcheck import board_problems
+
     payload = fitted.to_dict()
     payload["source"] = source
     payload["simulated"] = simulated
+    conv = payload.get("convergence") or {}
+    problems = board_problems(
+        {str(m): float(x) for m, x in zip(fitted.models, fitted.scores, strict=True)},
+        converged=bool(conv.get("converged", True)) or conv.get("solver") == "online",
+    )
+    if problems:
+        payload["notes"] = [
+            f"not a board to publish: {'; '.join(problems)} (the live arena keeps its last good "
+            "board instead; more votes, or another method, may give a fit that converges)",
+            *payload.get("notes", []),
+        ]
     if ci != "none":
         add_intervals(
             payload,

@@ -365,6 +365,7 @@ class Dashboard:
             "outage": outage,
             "boosted": boosted,
             "refit_error": st.refit_error,
+            "fit_alert": st.fit_alert,
             "refit_waiting": st.refit_waiting if st.fit is None else None,
             "render_error": self.render_error,
             "db": self.settings.redacted_db(),

@@ -263,6 +263,8 @@ def run_fit(
         "scores": {name: float(x) for name, x in zip(fitted.models, fitted.scores, strict=True)},
         "n_votes": snapshot.n_votes,
         "config": dict(config),
+        # whether both the am-ELO step and the bounded fit converged (stablearena.fitcheck)
+        "converged": bool(step.fitted.convergence.converged) and bool(fitted.convergence.converged),
     }
     return FitOutput(
         payload,

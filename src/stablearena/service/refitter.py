@@ -13,6 +13,7 @@ leaderboard stays within K votes / T seconds while full fits are paced. Votes ne
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from ..errors import TooFewRecords
+from ..fitcheck import board_problems
 from . import store
 from .errors import ApiError, for_the_service, waiting_message
 from .refit import (
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["Refitter"]
 
 log = logging.getLogger("stablearena.service")
+
+#: The meta key of the last held-back fit's alert (empty: none).
+FIT_ALERT = "fit_alert"
 
 #: Arenas with fewer (pair, annotator) cells than this are not paced by ``refit_share``
 #: (their fits take milliseconds: K votes or T seconds decide alone).
@@ -92,6 +97,7 @@ class Refitter:
         self.on_fit = on_fit
         self.last_error: str | None = None
         self.fits_done = 0
+        self.fits_held = 0  # full fits held back by the checks (stablearena.fitcheck)
         self.updates_done = 0
         #: the id of the published full fit this worker's fit process made (its one-step
         #: updates start from it), or None
@@ -167,10 +173,12 @@ class Refitter:
             rev = int(store.get_meta(conn, "revision") or 0)
             wm = store.watermark(conn)
             newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
+            alert = store.get_meta(conn, FIT_ALERT)  # a fit held back by any worker
             if rev != st.revision:
                 st._load_registry(conn)
             if newer is not None:
                 st.install_row(conn, newer)
+        st.fit_alert = json.loads(alert) if alert else None
         with st.lock:
             st.votes_seen = max(st.votes_seen, wm)
         if self._due(wm):
@@ -317,6 +325,8 @@ class Refitter:
             time.time(),
             time.process_time(),
         )
+        if self._held_back(out):
+            return None
         fit = self._publish("am-elo", out)
         self.base_id = fit.id
         self.fits_done += 1
@@ -352,6 +362,45 @@ class Refitter:
         upd = self._publish(UPDATE_METHOD, out, full)
         self.updates_done += 1
         return upd
+
+    def _held_back(self, out: FitOutput) -> bool:
+        """Check a full fit before it is published (stablearena.fitcheck): a fit that did not
+        converge, has a score that is not finite, or whose scores' spread jumped against the
+        last good board is not published — the last good board stays, marked stale, and the
+        alert is stored (meta ``fit_alert``) for every worker's ``/healthz``, board and admin
+        view. A fit that passes clears the alert."""
+        st = self.state
+        prev = st.fit
+        pay = out.payload
+        problems = board_problems(
+            pay.get("scores", {}),
+            converged=bool(pay.get("converged", True)),
+            previous=prev.payload.get("scores") if prev is not None else None,
+            votes=int(pay.get("n_votes", 0)),
+            previous_votes=int(prev.payload.get("n_votes", 0)) if prev is not None else 0,
+        )
+        if not problems:
+            if st.fit_alert is not None:
+                st.writer.run(lambda c: store.set_meta(c, FIT_ALERT, ""))
+                st.fit_alert = None
+            return False
+        now = time.time()
+        alert = {
+            "problems": problems,
+            "as_of_vote": int(out.as_of_vote),
+            "n_votes": int(pay.get("n_votes", 0)),
+            "held_at": now,
+            "held_at_text": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now)),
+        }
+        log.error(
+            "refit as of vote %d not published: %s; the last good board stays",
+            out.as_of_vote,
+            "; ".join(problems),
+        )
+        st.writer.run(lambda c: store.set_meta(c, FIT_ALERT, json.dumps(alert)))
+        st.fit_alert = alert
+        self.fits_held += 1
+        return True
 
     def _publish(
         self, method: str, out: FitOutput, full: PublishedFit | None = None

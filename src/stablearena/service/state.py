@@ -162,12 +162,16 @@ class ArenaState:
         self.counts = LiveCounts(journal=not settings.fit_in_process)
         self.battles_served = 0
         self.refit_error: str | None = None
+        #: the last fit held back by the checks (stablearena.fitcheck), as stored in the
+        #: database (meta ``fit_alert``) and read at each poll: ``{"problems", "as_of_vote",
+        #: "n_votes", "held_at", "held_at_text"}``, or ``None`` while the board is good
+        self.fit_alert: dict[str, Any] | None = None
         #: why there is no am-ELO fit yet although nothing failed (too few records: δ)
         self.refit_waiting: str | None = None
         self._vote_seq = 0
         self._recent: deque[tuple[int, int, int, int]] = deque(maxlen=100_000)
         self._cache: dict[tuple, Future] = {}
-        self._published_json: tuple[int, bytes] | None = None
+        self._published_json: tuple[Any, bytes] | None = None
         self._annotators_json: tuple[int, bytes] | None = None
         self._cache_lock = threading.Lock()
         self.cache_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="arena-board")
@@ -588,8 +592,10 @@ class ArenaState:
         annotators (A entries, the full fit's) are encoded once per full fit: a one-step
         update encodes only what it changed."""
         fit = self.published()
+        alert = self.fit_alert
+        key = (fit.id, alert["held_at"] if alert else None)
         cached = self._published_json
-        if cached is None or cached[0] != fit.id:
+        if cached is None or cached[0] != key:
             board = self.leaderboard("am-elo", "none", 0.95)
             if fit.full is None or "annotators" not in board:
                 body = _json(board)
@@ -599,7 +605,9 @@ class ArenaState:
                     ann = self._annotators_json = (fit.full.id, _json(board["annotators"]))
                 rest = _json({k: v for k, v in board.items() if k != "annotators"})
                 body = rest[:-1] + b',"annotators":' + ann[1] + b"}"
-            cached = self._published_json = (fit.id, body)
+            if alert:  # the board is stale: a newer fit was held back
+                body = body[:-1] + b',"stale":true,"fit_alert":' + _json(alert) + b"}"
+            cached = self._published_json = (key, body)
         return cached[1]
 
     def leaderboard(self, method: str, ci: str, level: float) -> dict[str, Any]:
@@ -618,6 +626,8 @@ class ArenaState:
                 out.setdefault("update", "full")
                 out["as_of_vote"] = fit.as_of_vote
                 out["fitted_at"] = fit.fitted_at
+                if self.fit_alert:
+                    out["stale"], out["fit_alert"] = True, self.fit_alert
                 return out
             fit = fit.base  # computed from the counts: once per full fit
             generation = fit.id
