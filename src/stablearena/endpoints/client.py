@@ -11,7 +11,13 @@ calls: with httpx they were about 2.5 ms of the worker's 5.75–6.05 ms of CPU p
 burst of 200 (docs/guides/arena-page.md, "Measured under load").
 
 Every call returns an :class:`Answer` or a :class:`Failure` with the reason; no exception
-escapes into the caller's loop. Retries, back-off, bounded concurrency and the outage circuit
+escapes into the caller's loop. One reader (:func:`chunk_parts` for each streamed chunk,
+:func:`message_parts` for a whole reply) takes the shapes the OpenAI format allows and turns any
+other — a ``delta`` that is a string, ``choices: [1]``, ``content: 5``, invalid JSON or UTF-8,
+an event longer than the answer cap — into a ``bad_response`` failure, which the outage breaker
+counts like any other; an answer longer than ``max_answer_chars`` fails as ``too_long`` and its
+connection is closed. NUL characters in an answer become U+FFFD (PostgreSQL's text cannot hold
+NUL); a ``usage`` that is not numbers is ignored (the tokens are then estimated). Retries, back-off, bounded concurrency and the outage circuit
 breaker are described on :class:`~stablearena.endpoints.config.ModelEndpoint`.
 """
 
@@ -39,6 +45,9 @@ __all__ = [
     "CircuitBreaker",
     "EndpointClient",
     "SSEDecoder",
+    "Malformed",
+    "chunk_parts",
+    "message_parts",
     "estimate_tokens",
     "parse_retry_after",
 ]
@@ -81,7 +90,8 @@ class Answer:
 class Failure:
     """A call that gave no answer. ``reason`` is one of ``timeout``, ``http_<status>``,
     ``rate_limited``, ``dropped`` (the stream ended before ``[DONE]``), ``connection``,
-    ``unauthorized``, ``bad_response``, ``outage`` (the circuit breaker refused the call),
+    ``unauthorized``, ``bad_response`` (not a chat completion), ``too_long`` (past the
+    endpoint's ``max_answer_chars``), ``outage`` (the circuit breaker refused the call),
     ``no_answer`` (an offline model has none for the prompt) or ``unparseable`` (a judge's
     verdict); ``detail`` says more."""
 
@@ -214,6 +224,18 @@ async def _drain(chunks: Any, seconds: float = 0.5) -> None:
         pass
 
 
+async def _read_capped(r: Any, limit: int) -> bytes | None:
+    """The whole body of response ``r``, or ``None`` past ``limit`` bytes (read no further)."""
+    buf = bytearray()
+    while True:
+        chunk = await r.content.read(65536)
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > limit:
+            return None
+
+
 class SSEDecoder:
     """Server-sent events read incrementally from raw bytes: :meth:`feed` takes whatever one
     read of the response brought and returns the data of the events completed by it, as bytes
@@ -232,6 +254,11 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._buf = b""
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an event not yet ended (what a server sending no blank line piles up)."""
+        return len(self._buf)
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The data of the events that ``chunk`` completes."""
@@ -262,6 +289,90 @@ def _event_data(event: bytes) -> bytes | None:
         elif line == b"data":  # a field name without a colon: empty data
             data = b"" if data is None else data + b"\n"
     return data
+
+
+class Malformed(ValueError):
+    """A response that is not an OpenAI chat completion (what :func:`chunk_parts` and
+    :func:`message_parts` refuse)."""
+
+
+def _content(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Malformed(f"{where} is {type(value).__name__}, not text")
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+
+
+def _finish(value: Any) -> str | None:
+    return value if isinstance(value, str) and len(value) <= 64 else None
+
+
+def _usage(value: Any) -> dict[str, int] | None:
+    """``usage`` with whole, finite, non-negative token counts, or ``None`` (ignored)."""
+    if not isinstance(value, dict):
+        return None
+    out = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        v = value.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return None
+        if v < 0 or v > 10**9:
+            return None
+        out[key] = int(v)
+    return out if "completion_tokens" in out else None
+
+
+def chunk_parts(obj: Any) -> tuple[list[str], str | None, dict[str, int] | None]:
+    """The content pieces, finish reason and usage of one streamed chunk (a decoded JSON value):
+    ``choices`` a list of objects whose ``delta`` is an object with text ``content`` (or none).
+    Anything else raises :class:`Malformed`; an ``error`` object raises :class:`StreamError`."""
+    if not isinstance(obj, dict):
+        raise Malformed(f"a chunk is {type(obj).__name__}, not an object")
+    if obj.get("error"):
+        err = obj["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        raise StreamError(str(msg)[:300])
+    choices = obj.get("choices")
+    if choices is None:
+        choices = []
+    if not isinstance(choices, list):
+        raise Malformed(f"choices is {type(choices).__name__}, not a list")
+    parts, finish = [], None
+    for k, ch in enumerate(choices):
+        if not isinstance(ch, dict):
+            raise Malformed(f"choices[{k}] is {type(ch).__name__}, not an object")
+        delta = ch.get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise Malformed(f"choices[{k}].delta is {type(delta).__name__}, not an object")
+        text = _content(delta.get("content"), f"choices[{k}].delta.content")
+        if text:
+            parts.append(text)
+        finish = _finish(ch.get("finish_reason")) or finish
+    return parts, finish, _usage(obj.get("usage"))
+
+
+def message_parts(obj: Any) -> tuple[str, str | None, dict[str, int] | None]:
+    """The text, finish reason and usage of a whole (non-streamed) chat completion; anything but
+    ``choices[0].message.content`` text (or null) raises :class:`Malformed`."""
+    if not isinstance(obj, dict):
+        raise Malformed(f"the reply is {type(obj).__name__}, not an object")
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise Malformed("no choices")
+    ch = choices[0]
+    if not isinstance(ch, dict) or not isinstance(ch.get("message"), dict):
+        raise Malformed("choices[0].message is not an object")
+    text = _content(ch["message"].get("content"), "choices[0].message.content")
+    return text, _finish(ch.get("finish_reason")), _usage(obj.get("usage"))
+
+
+class StreamError(Exception):
+    """An ``error`` object sent inside a stream."""
 
 
 @dataclass
@@ -445,7 +556,13 @@ class EndpointClient:
                     return self._http_failure(r, await r.read())
                 if ep.stream:
                     return await self._read_stream(r, body, t0, on_delta)
-                got = self._read_json(await r.read(), body, t0)
+                raw = await _read_capped(r, 4 * ep.max_answer_chars + 65536)
+                if raw is None:
+                    cap = ep.max_answer_chars
+                    return _Attempt(
+                        Failure(ep.name, "too_long", f"the reply is longer than {cap:,} characters")
+                    )
+                got = self._read_json(raw, body, t0)
             if on_delta is not None and isinstance(got.result, Answer):
                 on_delta(got.result.text)
             return got
@@ -458,6 +575,10 @@ class EndpointClient:
             return _Attempt(Failure(ep.name, "bad_response", f"{type(exc).__name__}: {exc}"))
         except (aiohttp.ClientError, OSError) as exc:
             return _Attempt(Failure(ep.name, "connection", f"{type(exc).__name__}: {exc}"), True)
+        except Exception as exc:  # noqa: BLE001 - whatever a server sends is a failed call
+            log.exception("model %s: unexpected error reading the response", ep.name)
+            detail = f"unexpected {type(exc).__name__}: {str(exc)[:200]}"
+            return _Attempt(Failure(ep.name, "bad_response", detail))
 
     def _http_failure(self, r: Any, raw: bytes) -> _Attempt:
         name, status = self.endpoint.name, r.status
@@ -500,16 +621,18 @@ class EndpointClient:
         return _Attempt(Answer(self.endpoint.name, text, finish, ttft, total, pt, ct, source))
 
     def _read_json(self, raw: bytes, body: dict[str, Any], t0: float) -> _Attempt:
+        ep = self.endpoint
         try:
-            data = json.loads(raw)
-            choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-            finish = choice.get("finish_reason")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            bad = Failure(self.endpoint.name, "bad_response", f"not a chat completion: {exc!r}")
-            return _Attempt(bad)
+            text, finish, usage = message_parts(json.loads(raw))
+        except (ValueError, RecursionError) as exc:  # Malformed, JSON and UTF-8 errors
+            return _Attempt(Failure(ep.name, "bad_response", f"not a chat completion: {exc}"))
+        if len(text) > ep.max_answer_chars:
+            cap = ep.max_answer_chars
+            return _Attempt(
+                Failure(ep.name, "too_long", f"the answer is longer than {cap:,} characters")
+            )
         ttft = time.perf_counter() - t0
-        return self._answer(text, finish, ttft, t0, data.get("usage"), body, None)
+        return self._answer(text, finish, ttft, t0, usage, body, None)
 
     async def _read_stream(
         self, r: Any, body: dict[str, Any], t0: float, on_delta: OnDelta | None = None
@@ -517,11 +640,12 @@ class EndpointClient:
         """Read a streamed answer: the pieces of content that arrive in one read of the
         response go to ``on_delta`` at once, joined (one call per read, not per token)."""
         name = self.endpoint.name
+        cap = self.endpoint.max_answer_chars
         parts: list[str] = []
         first: float | None = None
         finish: str | None = None
         usage: dict[str, Any] | None = None
-        deltas, done, ended = 0, False, False
+        deltas, done, ended, size = 0, False, False, 0
         decoder = SSEDecoder()
         chunks = r.content.iter_any()
         while not (done or ended):
@@ -529,6 +653,10 @@ class EndpointClient:
                 events = decoder.feed(await chunks.__anext__())
             except StopAsyncIteration:
                 events, ended = decoder.close(), True
+            if decoder.pending > 4 * cap + 65536:  # one event without end, past any answer
+                return _Attempt(
+                    Failure(name, "too_long", f"an event longer than {cap:,} characters")
+                )
             new = len(parts)
             for data in events:
                 if data[:1] != b"{" and data.strip() in (b"[DONE]", b""):
@@ -537,23 +665,22 @@ class EndpointClient:
                         break
                     continue  # an empty data line (a keep-alive)
                 try:
-                    obj = json.loads(data)
-                except ValueError:
+                    got, fin, use = chunk_parts(json.loads(data))
+                except StreamError as exc:
+                    return _Attempt(Failure(name, "http_500", f"error in the stream: {exc}"), True)
+                except (ValueError, RecursionError) as exc:  # Malformed, JSON and UTF-8 errors
                     shown = data[:100].decode("utf-8", "replace")
-                    return _Attempt(Failure(name, "bad_response", f"not JSON: {shown!r}"))
-                if not isinstance(obj, dict):
-                    continue
-                if obj.get("error"):
-                    err = obj["error"]
-                    msg = err.get("message", err) if isinstance(err, dict) else err
-                    return _Attempt(Failure(name, "http_500", f"error in the stream: {msg}"), True)
-                usage = obj.get("usage") or usage
-                for ch in obj.get("choices") or ():
-                    content = (ch.get("delta") or {}).get("content")
-                    if content:
-                        parts.append(content)
-                        deltas += 1
-                    finish = ch.get("finish_reason") or finish
+                    detail = f"malformed chunk ({exc}): {shown!r}"
+                    return _Attempt(Failure(name, "bad_response", detail))
+                usage = use or usage
+                finish = fin or finish
+                for text in got:
+                    parts.append(text)
+                    deltas += 1
+                    size += len(text)
+                if size > cap:
+                    detail = f"the answer is longer than {cap:,} characters"
+                    return _Attempt(Failure(name, "too_long", detail))
             if len(parts) > new:
                 if first is None:
                     first = time.perf_counter()

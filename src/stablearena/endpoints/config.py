@@ -78,6 +78,9 @@ class ModelEndpoint:
     outage_after: int = 5
     outage_cooldown: float = 30.0
     price: Price | None = None
+    #: the longest answer taken, in characters: past it the call stops (the connection is
+    #: closed) and fails with reason ``too_long``
+    max_answer_chars: int = 200_000
     #: the maker or model family (e.g. "openai"): a judge of the same family as a model it
     #: judges is reported (self-preference, docs/guides/models-and-judges.md)
     family: str | None = None
@@ -91,6 +94,11 @@ class ModelEndpoint:
             raise InputError(f"{where}: base_url must start with http:// or https://")
         if not self.model:
             raise InputError(f"{where}: 'model' (the name the server knows) is missing")
+        if not (isinstance(self.max_answer_chars, int) and 1 <= self.max_answer_chars <= 10**8):
+            raise InputError(
+                f"{where}: max_answer_chars must be a whole number from 1 to 100,000,000, "
+                f"not {self.max_answer_chars!r}"
+            )
         if self.max_concurrency < 1 or self.max_retries < 0 or self.outage_after < 1:
             raise InputError(
                 f"{where}: max_concurrency and outage_after must be >= 1, max_retries >= 0"
@@ -211,3 +219,17 @@ def models_from_toml(
 def read_models(path: str | Path) -> list[ModelEndpoint | OfflineModel]:
     """The models of a models.toml file (``[[models]]`` tables, optional ``[defaults]``)."""
     return models_from_toml(load_toml(path), str(path))
+
+
+def prompt_problem(text: str, max_chars: int | None = None) -> str | None:
+    """What is wrong with a prompt before it goes to a model and the database (``None``:
+    nothing): empty or only whitespace, a NUL character (no chat API nor PostgreSQL takes
+    one), or longer than ``max_chars``. The one check of prompts: the arena page's battles and
+    ``stablearena auto``'s prompt files."""
+    if not isinstance(text, str) or not text.strip():
+        return "is empty or only whitespace"
+    if "\x00" in text:
+        return "contains a NUL character (U+0000), which no model API or database takes"
+    if max_chars is not None and len(text) > max_chars:
+        return f"is longer than {max_chars:,} characters"
+    return None

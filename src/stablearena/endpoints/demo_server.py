@@ -13,7 +13,14 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``flaky=N`` — answer the first ``N`` requests with HTTP 500, then normally;
 * ``drop`` — stream two words, then drop the connection (no ``[DONE]``);
 * ``r429=N:S`` — answer the first ``N`` requests with HTTP 429 and ``Retry-After: S``;
-* ``id=X`` — no effect but a separate request counter (tests keep their counters apart).
+* ``id=X`` — no effect but a separate request counter (tests keep their counters apart);
+* ``bad=KIND`` — a streamed answer that goes wrong as real servers' do, after two words
+  (:data:`BAD_STREAMS`): ``delta-str`` (a ``delta`` that is a string), ``choices-int``
+  (``choices: [1]``), ``content-int`` (``content: 5``), ``usage-str`` (a usage that is not
+  numbers, the answer otherwise whole), ``not-json``, ``bad-utf8``, ``nul`` (a NUL character
+  in the content, the answer otherwise whole), ``error`` (an error object mid-stream), ``cut``
+  (half a chunk, then the connection closed), ``huge`` (one piece of 5,000,000 characters),
+  ``endless`` (words without end, never ``[DONE]``), ``no-blank`` (one event that never ends).
 
 Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
 requests, the most in flight at once, the number of client connections they came on
@@ -58,6 +65,71 @@ def _modes(name: str) -> tuple[str, dict[str, str]]:
         key, _, value = part.partition("=")
         modes[key] = value
     return base, modes
+
+
+#: The kinds of ``bad=KIND`` (module docstring).
+BAD_STREAMS = (
+    "delta-str",
+    "choices-int",
+    "content-int",
+    "usage-str",
+    "not-json",
+    "bad-utf8",
+    "nul",
+    "error",
+    "cut",
+    "huge",
+    "endless",
+    "no-blank",
+)
+
+
+async def _bad_stream(kind: str, name: str) -> AsyncIterator[bytes]:
+    """What a ``bad=KIND`` stream sends after its first two words (then, where the stream
+    goes on, the end: a finish chunk and ``[DONE]``)."""
+
+    def ev(obj: Any) -> bytes:
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+    def delta(content: Any) -> dict[str, Any]:
+        return {
+            "object": "chat.completion.chunk",
+            "model": name,
+            "choices": [{"index": 0, "delta": {"content": content}}],
+        }
+
+    if kind == "delta-str":
+        yield ev({"choices": [{"index": 0, "delta": "oops"}]})
+    elif kind == "choices-int":
+        yield ev({"choices": [1]})
+    elif kind == "content-int":
+        yield ev(delta(5))
+    elif kind == "usage-str":
+        yield ev({"choices": [], "usage": {"prompt_tokens": "x", "completion_tokens": [1]}})
+    elif kind == "not-json":
+        yield b"data: {nope\n\n"
+    elif kind == "bad-utf8":
+        yield b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n'
+    elif kind == "nul":
+        yield ev(delta("a\u0000b"))
+    elif kind == "error":
+        yield ev({"error": {"message": "the demo model broke mid-stream"}})
+    elif kind == "cut":
+        yield b'data: {"choices":[{"index":0,"del'
+        raise ConnectionAbortedError("demo bad=cut: connection closed mid-chunk")
+    elif kind == "huge":
+        yield ev(delta("x" * 5_000_000))
+    elif kind == "endless":
+        while True:
+            yield ev(delta(" more"))
+            await asyncio.sleep(0)
+    elif kind == "no-blank":
+        yield b"data: "
+        while True:
+            yield b"x" * 65536
+            await asyncio.sleep(0)
+    yield ev({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    yield b"data: [DONE]\n\n"
 
 
 def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None):
@@ -168,7 +240,7 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
             }
             return f"data: {json.dumps(payload)}\n\n"
 
-        async def events() -> AsyncIterator[str]:
+        async def events() -> AsyncIterator[str | bytes]:
             st["in_flight"] += 1
             st["in_flight_max"] = max(st["in_flight_max"], st["in_flight"])
             try:
@@ -176,6 +248,10 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
                 for k, tok in enumerate(toks):
                     if "drop" in modes and k == 2:
                         raise ConnectionAbortedError("demo drop mode: connection dropped")
+                    if "bad" in modes and k == 2:
+                        async for raw in _bad_stream(modes["bad"], name):
+                            yield raw  # bytes as they are (bad-utf8)
+                        return
                     if delay:
                         await asyncio.sleep(delay)
                     yield chunk({"content": tok}, None)

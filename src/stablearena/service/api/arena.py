@@ -25,7 +25,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...endpoints.config import endpoint_from_mapping
+from ...endpoints.config import endpoint_from_mapping, prompt_problem
 from ...errors import InputError
 from .. import store
 from ..deps import Admin, arena, reload, write
@@ -199,10 +199,9 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     who = await _poster(request)
     holder, st = _holder(request), arena(request)
     page = request.app.state.settings.arena_page
-    if len(body.prompt) > page.max_prompt_chars:
-        raise ApiError(
-            422, "invalid_input", f"the prompt is longer than {page.max_prompt_chars}", "prompt"
-        )
+    problem = prompt_problem(body.prompt, page.max_prompt_chars)
+    if problem is not None:
+        raise ApiError(422, "invalid_input", f"the prompt {problem}", "prompt")
     address, visitors = _address(request), _visitors(request)
     caps = visitors.check_battle(who, address)
     row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
