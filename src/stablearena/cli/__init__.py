@@ -46,7 +46,7 @@ def __getattr__(name: str):
 # never from this package, so that the import graph has no circle)
 from . import (  # noqa: E402,F401
     am_elo,
-    arena_hard,  # noqa: E402,F401
+    arena_hard,
     auto,
     compare,
     coverage,

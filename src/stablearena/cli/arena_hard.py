@@ -95,7 +95,13 @@ def arena_hard_payload(
         "judgments_without_verdict": skipped,
     }
     boards = []
-    for style in (False, True) if battles.covariates is not None else (False,):
+    notes = []
+    styles = [False]
+    if battles.covariates is not None and np.ptp(battles.covariates, axis=0).any():
+        styles.append(True)
+    elif battles.covariates is not None:
+        notes.append("no style-controlled board: the answers do not differ in length or markdown")
+    for style in styles:
         b = baseline_board(battles, baseline, style=style, rounds=rounds, seed=seed)
         boards.append(
             {
@@ -106,12 +112,34 @@ def arena_hard_payload(
             }
         )
     out["boards"] = boards
+    out["notes"] = notes
     if ours:
         from ..auto import fit_judgements
 
         fitted, notes = fit_judgements(battles.compact(), "am-elo")
         d = fitted.to_dict()
         out["ours"] = {"method": d["method"], "models": d["models"], "notes": notes}
+    return out
+
+
+def export_arena_hard(arena: Any, prompts: Any, directory: Path, baseline: Any) -> dict[str, Any]:
+    """``auto --arena-hard-dir``: write the run in Arena-Hard-Auto's layout, read it back, and
+    its boards and metrics (our own board is ``auto``'s)."""
+    from ..arena_hard import export_journal, read_run
+
+    counts = export_journal(arena.journal.records(), prompts, directory, baseline=baseline)
+    battles, skipped = read_run(directory).battles()
+    out = arena_hard_payload(battles, skipped, baseline, ours=False)
+    out["written"] = {"directory": str(directory), **counts}
+    err_console.print(
+        f"Arena-Hard-Auto files written to {directory}: {counts['answers']} answers, "
+        f"{counts['judgments']} judgments"
+        + (
+            f"; {counts['not_baseline']} judgements not against {baseline} have no place there"
+            if counts["not_baseline"]
+            else ""
+        )
+    )
     return out
 
 
@@ -134,6 +162,8 @@ def print_arena_hard(p: dict[str, Any]) -> None:
         console.print(
             records_table(o["models"], title=f"{o['method']} board of the same judgments")
         )
+    for note in p.get("notes", []):
+        err_console.print(f"note: {note}")
     if p.get("judgments_without_verdict"):
         err_console.print(
             f"note: {p['judgments_without_verdict']} judgment(s) left out: a game has no verdict"

@@ -121,6 +121,23 @@ def auto(
         Path | None,
         typer.Option("--output", "-o", help="Write the leaderboard as JSON to this file."),
     ] = None,
+    arena_hard_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--arena-hard-dir",
+            help="Also write the run in Arena-Hard-Auto's layout to this directory (question.jsonl, "
+            "model_answer/, model_judgment/<judge>/; games against --baseline) and print its "
+            "baseline boards and benchmark metrics beside ours.",
+        ),
+    ] = None,
+    arena_hard_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--arena-hard-config",
+            help="Judge as Arena-Hard-Auto's judge settings say (its config/*.yaml: "
+            "prompt_template, regex_patterns, temperature, max_tokens) with every judge.",
+        ),
+    ] = None,
     rater: Annotated[
         str,
         typer.Option(
@@ -157,6 +174,10 @@ def auto(
     if judge_choice is not None and judge_choice not in JUDGE_CHOICES:
         raise InputError(
             f"--judge-choice must be one of {', '.join(JUDGE_CHOICES)}, not {judge_choice!r}"
+        )
+    if arena_hard_dir is not None and baseline is None:
+        raise InputError(
+            "--arena-hard-dir needs --baseline MODEL (its games are against one model)"
         )
     if not demo and (models is None or judges is None):
         raise InputError("give --models FILE and --judges FILE (or --demo for the demo arena)")
@@ -215,6 +236,11 @@ def auto(
             tokens = r.prompt_tokens + r.completion_tokens
             progress.update(task, completed=r.calls, calls=r.calls, tokens=tokens, cost=r.cost)
 
+        if arena_hard_config is not None:
+            from ..arena_hard import apply_judge_settings, read_judge_settings
+
+            ah = read_judge_settings(arena_hard_config)
+            judge_cfg = [apply_judge_settings(j, ah) for j in judge_cfg]
         arena = AutoArena(
             [make_client(m) for m in model_cfg],
             [JudgeClient(j) for j in judge_cfg],
@@ -233,9 +259,17 @@ def auto(
     payload = _payload(
         result, fitted, notes, [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)]
     )
+    if arena_hard_dir is not None:
+        from .arena_hard import export_arena_hard
+
+        payload["arena_hard"] = export_arena_hard(arena, prompt_list, arena_hard_dir, baseline)
     if output is not None:
         emit(payload, "json", output)
     _print(payload)
+    if arena_hard_dir is not None:
+        from .arena_hard import print_arena_hard
+
+        print_arena_hard(payload["arena_hard"])
     if report is not None:
         from ..report import build_report
 
