@@ -354,7 +354,7 @@ def test_simulated_benchmark_of_known_truth(tmp_path):
     styled_board = baseline_board(battles, "model_0", style=True, seed=0)
     styled = board_metrics(styled_board, truth)
     print("plain", plain, "\nstyle", styled, f"\n{time.perf_counter() - t0:.2f} s")
-    assert styled_board.features == ("length",)
+    assert styled_board.features == ("length", "headers", "lists", "bold")
     assert styled["spearman"] > 0.97 and plain["spearman"] < 0.9
     assert styled["agreement_with_ci"] > plain["agreement_with_ci"] + 0.2
     assert styled["brier"] < 0.02 < plain["brier"]

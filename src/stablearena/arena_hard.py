@@ -978,6 +978,8 @@ def simulate_run(
     tie_prob: float = 0.1,
     strong_prob: float = 0.3,
     judge: str = "sim-judge",
+    names: Sequence[str] | None = None,
+    category: str = "sim",
     seed: int = 0,
 ) -> ArenaHardRun:
     """An Arena-Hard-Auto run of known truth: model ``k`` (named ``model_k``; ``model_0`` the
@@ -986,7 +988,9 @@ def simulate_run(
     wins with probability σ(C·(r_k − r_0) + ``length_bias``·d), d = (L_k − L_0)/(L_k + L_0)
     the answers' normalised length difference (a judge that likes long answers), and a
     verdict is strong with ``strong_prob``. Answer lengths: log-normal around ``lengths[k]``
-    tokens (default 500 for all), written as answer metadata."""
+    tokens (default 500 for all) and markdown counts (headers, list items, bold) Poisson of
+    mean 1 each, unrelated to quality, written as answer metadata. ``names``: the models'
+    names (default ``model_0``…); ``category``: the questions'."""
     from .raters.base import ELO_SCALE
 
     r = np.asarray(true_ratings, dtype=float)
@@ -995,24 +999,30 @@ def simulate_run(
         raise InputError("a simulated run needs two models or more and one question or more.")
     mean_len = np.full(m, 500.0) if lengths is None else np.asarray(lengths, dtype=float)
     rng = np.random.default_rng(seed)
-    names = [f"model_{k}" for k in range(m)]
+    names = [f"model_{k}" for k in range(m)] if names is None else [str(n) for n in names]
+    if len(names) != m or len(set(names)) != m:
+        raise InputError("names must be distinct, one per rating.")
     uids = [f"q{q:04d}" for q in range(n_questions)]
     questions = [
         Question(
-            u, f"question {u}", "sim", {"uid": u, "category": "sim", "prompt": f"question {u}"}
+            u,
+            f"question {u}",
+            category,
+            {"uid": u, "category": category, "prompt": f"question {u}"},
         )
         for u in uids
     ]
     length = np.maximum(1, np.rint(mean_len[:, None] * rng.lognormal(0, 0.3, (m, n_questions))))
+    marks = rng.poisson(1.0, (m, n_questions, 3))
     answers: dict[str, list[AnswerRecord]] = {}
     for k, name in enumerate(names):
         rows = []
         for q, u in enumerate(uids):
             meta = {
                 "token_len": int(length[k, q]),
-                "header_count": {f"h{i}": 0 for i in range(1, 7)},
-                "list_count": {"ordered": 0, "unordered": 0},
-                "bold_count": {"**": 0, "__": 0},
+                "header_count": {f"h{i}": int(marks[k, q, 0]) * (i == 2) for i in range(1, 7)},
+                "list_count": {"ordered": 0, "unordered": int(marks[k, q, 1])},
+                "bold_count": {"**": int(marks[k, q, 2]), "__": 0},
             }
             rec = {
                 "uid": u,
@@ -1046,13 +1056,13 @@ def simulate_run(
                 )
             rec = {
                 "uid": u,
-                "category": "sim",
+                "category": category,
                 "judge": judge,
                 "model": names[k],
                 "baseline": names[0],
                 "games": [{"score": lab, "judgment": {"answer": f"[[{lab}]]"}} for lab in labels],
             }
             judgments.append(
-                Judgment(u, names[k], names[0], judge, "sim", (labels[0], labels[1]), rec)
+                Judgment(u, names[k], names[0], judge, category, (labels[0], labels[1]), rec)
             )
     return ArenaHardRun(questions, answers, {judge: judgments})
