@@ -100,17 +100,22 @@ def main() -> None:
         )
         write_run(run, data)
         battles, _ = read_run(data).battles()
-        for style in (False, True):
+        theirs_cache: dict[bool, dict] = {}
+        for style, convention in ((False, "ours"), (True, "ours"), (True, "arena-hard")):
             t0 = time.perf_counter()
-            ours: BaselineBoard = baseline_board(battles, BASELINE, style=style, seed=0)
+            ours: BaselineBoard = baseline_board(
+                battles, BASELINE, style=style, convention=convention, seed=0
+            )
             dt = time.perf_counter() - t0
-            label = "style-controlled" if style else "plain"
+            label = f"style-controlled, convention {convention}" if style else "plain"
             print(f"\n== {label} board ({len(battles)} games, ours {dt:.2f} s) ==")
             theirs = None
             if args.repo and args.python:
-                t0 = time.perf_counter()
-                theirs = their_board(args.python, args.repo, data, style)
-                print(f"show_result.py: {time.perf_counter() - t0:.1f} s")
+                if style not in theirs_cache:
+                    t0 = time.perf_counter()
+                    theirs_cache[style] = their_board(args.python, args.repo, data, style)
+                    print(f"show_result.py: {time.perf_counter() - t0:.1f} s")
+                theirs = theirs_cache[style]
             print(f"{'model':<22}{'truth':>7}  {'ours (90% interval)':>22}  {'show_result.py':>22}")
             for row in ours.records():
                 m = row["model"]

@@ -364,6 +364,26 @@ def test_simulated_benchmark_of_known_truth(tmp_path):
         assert abs(s - truth[m][0]) < 0.05, m
 
 
+def test_arena_hard_convention():
+    """Arena-Hard-Auto's style convention reads each model at the games' mean style
+    difference: every model here writes longer than the baseline or as long, and a judge
+    that likes length lifts them all; ours reads them at equal style, nearer the truth."""
+    r = [1000, 1100, 950, 1000]
+    run = simulate_run(r, 150, lengths=[400, 800, 800, 400], length_bias=2.0, seed=4)
+    battles, _ = run.battles()
+    ours = baseline_board(battles, "model_0", style=True, rounds=30, seed=0)
+    theirs = baseline_board(
+        battles, "model_0", style=True, convention="arena-hard", rounds=30, seed=0
+    )
+    truth = 1 / (1 + np.exp(-ELO_SCALE * (np.array(r) - r[0])))
+    for m in ("model_1", "model_2"):
+        k = ours.models.index(m)
+        assert theirs.score[k] > ours.score[k] + 0.01
+        assert abs(ours.score[k] - truth[int(m[-1])]) < abs(theirs.score[k] - truth[int(m[-1])])
+    with pytest.raises(InputError, match="convention"):
+        baseline_board(battles, "model_0", style=True, convention="lmarena")
+
+
 def test_read_board(tmp_path):
     p = tmp_path / "ref.csv"
     p.write_text("model,score,rating_q025,rating_q975,CI\na,82.6,80.7,84.6,x\nb,79.3,77.2,80.6,y\n")
@@ -427,7 +447,7 @@ def test_cli_arena_hard(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     p = json.loads(out.read_text())
-    assert [b["name"] for b in p["boards"]] == ["plain", "style-controlled"]
+    assert [b["name"] for b in p["boards"]] == ["plain", "style-controlled (ours)"]
     assert p["baseline"] == "model_0" and p["ours"]["method"] == "am-elo"
     assert {"separability", "agreement_with_ci", "brier", "spearman"} <= set(
         p["boards"][0]["metrics"]

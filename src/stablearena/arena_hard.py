@@ -41,7 +41,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -437,7 +437,6 @@ def apply_judge_settings(judge: Any, settings: JudgeSettings) -> Any:
     """Our :class:`~stablearena.judges.Judge` judging as Arena-Hard-Auto's settings say: its
     template, first verdict pattern and labels, temperature and max_tokens, and its system
     prompt when the settings carry one (v0.1; v2 keeps it in code, so the judge's own stays)."""
-    from dataclasses import replace
 
     from .judges import VerdictParser
 
@@ -657,12 +656,12 @@ def judgment_battles(
                         f"add model_answer/{model}.jsonl or rate without style control."
                     )
                 sides[s, k] = _style_vector(ans.metadata, ans.text, ans.record.get("uid", where))
-        from dataclasses import replace
 
         battles = replace(
             battles,
             covariates=normalized_difference(sides[0], sides[1]),
             covariate_names=STYLE_FEATURES,
+            extra={"style_a": sides[0], "style_b": sides[1]},
         )
     return battles, skipped
 
@@ -721,9 +720,38 @@ def _expand(battles: Battles) -> Battles:
     reps = np.rint(w).astype(np.int64)
     if not np.allclose(reps, w):
         raise InputError(f"{battles.source}: the baseline table needs whole-number weights.")
-    from dataclasses import replace
 
     return replace(battles.take(np.repeat(np.arange(len(battles)), reps)), weight=None)
+
+
+def _arena_hard_style(games: Battles, base: int) -> tuple[Battles, np.ndarray]:
+    """The games oriented model-first and Arena-Hard-Auto v2's style covariates of them
+    (:func:`baseline_board`, ``convention="arena-hard"``)."""
+    extra = games.extra or {}
+    if "style_a" not in extra or "style_b" not in extra:
+        raise InputError(
+            f"{games.source}: the Arena-Hard convention needs each side's style counts "
+            "(battles from judgment_battles with answers)."
+        )
+    flip = games.model_a == base
+    sa = np.where(flip[:, None], extra["style_b"], extra["style_a"])
+    sb = np.where(flip[:, None], extra["style_a"], extra["style_b"])
+    outcome = games.outcome.copy()
+    outcome[flip & (games.outcome == Outcome.A)] = Outcome.B
+    outcome[flip & (games.outcome == Outcome.B)] = Outcome.A
+    oriented = replace(
+        games,
+        model_a=np.where(flip, games.model_b, games.model_a).astype(np.int32),
+        model_b=np.where(flip, games.model_a, games.model_b).astype(np.int32),
+        outcome=outcome,
+    )
+    length = (sa[:, 0] - sb[:, 0]) / np.maximum(sa[:, 0] + sb[:, 0], 1e-300)
+    da = sa[:, 1:] / (sa[:, :1] + 1)
+    db = sb[:, 1:] / (sb[:, :1] + 1)
+    z = np.column_stack([length, (da - db) / (da + db + 1)])
+    sd = z.std(axis=0, ddof=1) if len(z) > 1 else np.zeros(z.shape[1])
+    z = np.where(sd > 0, (z - z.mean(axis=0)) / np.where(sd > 0, sd, 1.0), 0.0)
+    return oriented, z
 
 
 def baseline_board(
@@ -731,6 +759,7 @@ def baseline_board(
     baseline: str,
     *,
     style: bool = False,
+    convention: str = "ours",
     rounds: int = 100,
     level: float = 0.90,
     seed: int = 0,
@@ -741,11 +770,21 @@ def baseline_board(
     Plain (``style=False``): a model's score is its mean score over its games, each
     bootstrap round resampling every model's games with replacement; the reported score is
     the mean of the rounds. Style-controlled: each round resamples all games and fits
-    Bradley–Terry with the battles' style covariates (our ``style-bt`` rater), the score
+    Bradley–Terry with the battles' style covariates (our ``style-m-elo`` rater: ties as half a win, as Arena-Hard-Auto counts them), the score
     being the model's win probability against the baseline, σ(θ_model − θ_baseline); the
     reported score is the median of the rounds; covariates constant over all battles (an
-    answer set without any bold text) are left out and ``features`` names those used. The interval: the rounds' quantiles
-    (1 − level)/2 and (1 + level)/2 (Arena-Hard-Auto: 5 % and 95 %)."""
+    answer set without any bold text) are left out and ``features`` names those used. The
+    interval: the rounds' quantiles (1 − level)/2 and (1 + level)/2 (Arena-Hard-Auto: 5 % and
+    95 %).
+
+    ``convention`` (style-controlled only): ``"ours"`` — the four covariates
+    (a − b)/(a + b + 1) of the games as shown, standardised without centring (the games are
+    shown both ways round, so a covariate's mean is near 0), and the score is the win
+    probability at equal style; ``"arena-hard"`` — Arena-Hard-Auto v2's ``show_result.py``:
+    every game oriented model-first, length as (a − b)/(a + b), markdown as densities
+    (count / (tokens + 1)) with (a − b)/(a + b + 1), each covariate centred and scaled over
+    the games, no penalty; its score is the win probability at the games' mean style
+    difference, so a set of models that write longer than the baseline all read higher."""
     if baseline not in battles.models:
         raise InputError(f"{battles.source}: the baseline {baseline!r} is not among the models.")
     if rounds < 2 or not 0 < level < 1:
@@ -772,6 +811,13 @@ def baseline_board(
             )
         from .raters import get_rater
 
+        if convention not in ("ours", "arena-hard"):
+            raise InputError(f"convention must be ours or arena-hard, not {convention!r}.")
+        penalty: dict[str, Any] = {}
+        if convention == "arena-hard":
+            games, z_ah = _arena_hard_style(games, base)
+            games = replace(games, covariates=z_ah)
+            penalty = {"penalty": "none", "standardize": False}
         z = np.asarray(games.covariates)
         varying = [n for c, n in enumerate(games.covariate_names or ()) if np.ptp(z[:, c]) > 0]
         if not varying:
@@ -780,7 +826,7 @@ def baseline_board(
                 "no style to control."
             )
         features = tuple(varying)
-        rater = get_rater("style-bt", raw=False, features=features)
+        rater = get_rater("style-m-elo", raw=False, features=features, **penalty)
         n = len(games)
         for r in range(rounds):
             fit = rater.fit(games.take(rng.integers(0, n, size=n)))

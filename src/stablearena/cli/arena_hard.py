@@ -38,6 +38,16 @@ def arena_hard(
             "rating_q025, rating_q975): adds agreement with CI, Brier, Spearman and Kendall.",
         ),
     ] = None,
+    convention: Annotated[
+        str,
+        typer.Option(
+            "--convention",
+            help="Style-controlled board: ours (win probability at equal style) or arena-hard "
+            "(its show_result.py: at the games' mean style difference, its length and markdown "
+            "density features).",
+            metavar="[ours|arena-hard]",
+        ),
+    ] = "ours",
     seed: Annotated[int, seed_option("Bootstrap seed.", None)] = 0,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write everything as JSON to this file.")
@@ -48,7 +58,10 @@ def arena_hard(
     judgments, with the benchmark metrics (separability; with --reference, agreement with
     CI, pair-rank Brier, Spearman, Kendall)."""
     from ..arena_hard import read_board, read_run
+    from ..errors import InputError
 
+    if convention not in ("ours", "arena-hard"):
+        raise InputError(f"--convention must be ours or arena-hard, not {convention!r}")
     run = read_run(directory, baseline=baseline)
     ref = read_board(reference) if reference is not None else None
     battles, skipped = run.battles(weight=weight, judges=judge)
@@ -69,6 +82,7 @@ def arena_hard_payload(
     seed: int = 0,
     reference: Any = None,
     ours: bool = True,
+    convention: str = "ours",
 ) -> dict[str, Any]:
     """The boards and metrics of battles from Arena-Hard-Auto judgments (shared with ``auto
     --arena-hard-dir``)."""
@@ -102,10 +116,12 @@ def arena_hard_payload(
     elif battles.covariates is not None:
         notes.append("no style-controlled board: the answers do not differ in length or markdown")
     for style in styles:
-        b = baseline_board(battles, baseline, style=style, rounds=rounds, seed=seed)
+        b = baseline_board(
+            battles, baseline, style=style, convention=convention, rounds=rounds, seed=seed
+        )
         boards.append(
             {
-                "name": "style-controlled" if style else "plain",
+                "name": f"style-controlled ({convention})" if style else "plain",
                 "features": list(b.features),
                 "models": b.records(),
                 "metrics": _clean(board_metrics(b, reference)),
