@@ -454,3 +454,36 @@ def test_cli_arena_hard(tmp_path):
     )
     bad = subprocess.run([*cmd[:4], str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no question.jsonl" in bad.stderr
+
+
+def test_cli_auto_arena_hard_dir_and_reference(tmp_path):
+    """``auto --design baseline --arena-hard-dir`` writes files ``arena-hard`` reads; the
+    benchmark metrics of our board against a reference board of the demo's known order."""
+    order = ["demo-ace", "demo-sharp", "demo-solid", "demo-fair", "demo-middling", "demo-shaky",
+             "demo-sloppy", "demo-wild"]  # fmt: skip
+    ref = tmp_path / "ref.csv"
+    ref.write_text(
+        "model,score,lower,upper\n"
+        + "".join(f"{m},{8 - k},{8 - k},{8 - k}\n" for k, m in enumerate(order))
+    )
+    out = tmp_path / "board.json"
+    cmd = [sys.executable, "-m", "stablearena", "auto", "--demo", "--budget", "200", "--design", "baseline",
+           "--baseline", "demo-fair", "--arena-hard-dir", str(tmp_path / "ah"), "--reference", str(ref),
+           "-o", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    p = json.loads(out.read_text())
+    met = p["benchmark_metrics"]
+    assert met["models_compared"] == 8 and -1 <= met["agreement_with_ci"] <= 1
+    assert 0 <= met["brier"] <= 1 and 0 <= met["separability"] <= 1
+    assert p["arena_hard"]["written"]["judgments"] == 100
+    assert p["arena_hard"]["boards"][0]["metrics"]["models_compared"] == 8
+    run = read_run(tmp_path / "ah")
+    assert sum(len(v) for v in run.judgments.values()) == 100
+    bad = subprocess.run(
+        [*cmd[:9], "--arena-hard-dir", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "--arena-hard-dir needs --baseline" in bad.stderr

@@ -79,6 +79,7 @@ __all__ = [
     "apply_judge_settings",
     "read_board",
     "board_metrics",
+    "fitted_metrics",
 ]
 
 #: Arena-Hard-Auto's verdict labels and the score each gives assistant A, and whether strong.
@@ -826,10 +827,21 @@ def baseline_board(
                 "no style to control."
             )
         features = tuple(varying)
-        rater = get_rater("style-m-elo", raw=False, features=features, **penalty)
+        raters: dict[tuple[str, ...], Any] = {}
+        cols = [list(games.covariate_names or ()).index(f) for f in features]
         n = len(games)
         for r in range(rounds):
-            fit = rater.fit(games.take(rng.integers(0, n, size=n)))
+            sub = games.take(rng.integers(0, n, size=n))
+            # a covariate that varies over the games may not in one resample: left out there
+            zs = np.asarray(sub.covariates)
+            used = tuple(f for f, c in zip(features, cols, strict=True) if np.ptp(zs[:, c]) > 0)
+            if used not in raters:
+                raters[used] = (
+                    get_rater("style-m-elo", raw=False, features=used, **penalty)
+                    if used
+                    else get_rater("m-elo")
+                )
+            fit = raters[used].fit(sub)
             idx = [fit.models.index(x) for x in games.models]
             th = np.asarray(fit.scores)[idx]
             samples[r] = 1.0 / (1.0 + np.exp(-(th - th[base])))
@@ -1011,6 +1023,7 @@ def board_metrics(
         board.samples[:, keep],
         (ref[:, 0], ref[:, 1], ref[:, 2]),
     )
+    got = {k: round(v, 4) for k, v in got.items()}
     return {"models_compared": len(keep), "not_in_reference": missing, **got}
 
 
@@ -1112,3 +1125,34 @@ def simulate_run(
                 Judgment(u, names[k], names[0], judge, category, (labels[0], labels[1]), rec)
             )
     return ArenaHardRun(questions, answers, {judge: judgments})
+
+
+def fitted_metrics(
+    fitted: Any,
+    reference: Mapping[str, tuple[float, float, float]] | None = None,
+    *,
+    level: float = 0.90,
+    draws: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The benchmark metrics of any fitted board (an automatic run's am-ELO, whatever its
+    design): its ``level`` Fisher intervals (R ± z·se, Elo points) for separability and
+    agreement, and ``draws`` draws of the ratings from their normal approximation for the
+    pair-rank Brier score. A reference board may be on any scale: only its intervals' order
+    counts (and Spearman's ranks)."""
+    from scipy.stats import norm
+
+    from .uncertainty import covariance
+
+    cov = covariance(fitted)
+    r = np.asarray(fitted.ratings, dtype=float)
+    z = float(norm.ppf((1 + level) / 2))
+    se = cov.se
+    rng = np.random.default_rng(seed)
+    c = cov.ratings
+    w, v = np.linalg.eigh((c + c.T) / 2)
+    samples = r + rng.standard_normal((draws, len(r))) @ (v * np.sqrt(np.clip(w, 0, None))).T
+    board = BaselineBoard(
+        tuple(fitted.models), r, r - z * se, r + z * se, samples, "", False, level
+    )
+    return board_metrics(board, reference)

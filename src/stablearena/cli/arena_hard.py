@@ -138,14 +138,16 @@ def arena_hard_payload(
     return out
 
 
-def export_arena_hard(arena: Any, prompts: Any, directory: Path, baseline: Any) -> dict[str, Any]:
+def export_arena_hard(
+    arena: Any, prompts: Any, directory: Path, baseline: Any, reference: Any = None
+) -> dict[str, Any]:
     """``auto --arena-hard-dir``: write the run in Arena-Hard-Auto's layout, read it back, and
     its boards and metrics (our own board is ``auto``'s)."""
     from ..arena_hard import export_journal, read_run
 
     counts = export_journal(arena.journal.records(), prompts, directory, baseline=baseline)
     battles, skipped = read_run(directory).battles()
-    out = arena_hard_payload(battles, skipped, baseline, ours=False)
+    out = arena_hard_payload(battles, skipped, baseline, ours=False, reference=reference)
     out["written"] = {"directory": str(directory), **counts}
     err_console.print(
         f"Arena-Hard-Auto files written to {directory}: {counts['answers']} answers, "

@@ -138,6 +138,14 @@ def auto(
             "prompt_template, regex_patterns, temperature, max_tokens) with every judge.",
         ),
     ] = None,
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="A reference (human) board, CSV with model, score, lower, upper: the output's "
+            "benchmark_metrics then add agreement with CI, pair-rank Brier, Spearman, Kendall.",
+        ),
+    ] = None,
     rater: Annotated[
         str,
         typer.Option(
@@ -175,6 +183,9 @@ def auto(
         raise InputError(
             f"--judge-choice must be one of {', '.join(JUDGE_CHOICES)}, not {judge_choice!r}"
         )
+    from ..arena_hard import read_board
+
+    ref_board = read_board(reference) if reference is not None else None
     if arena_hard_dir is not None and baseline is None:
         raise InputError(
             "--arena-hard-dir needs --baseline MODEL (its games are against one model)"
@@ -259,10 +270,15 @@ def auto(
     payload = _payload(
         result, fitted, notes, [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)]
     )
+    from ..arena_hard import fitted_metrics
+
+    payload["benchmark_metrics"] = fitted_metrics(fitted, ref_board)
     if arena_hard_dir is not None:
         from .arena_hard import export_arena_hard
 
-        payload["arena_hard"] = export_arena_hard(arena, prompt_list, arena_hard_dir, baseline)
+        payload["arena_hard"] = export_arena_hard(
+            arena, prompt_list, arena_hard_dir, baseline, ref_board
+        )
     if output is not None:
         emit(payload, "json", output)
     _print(payload)
@@ -332,6 +348,16 @@ def _print(p: dict[str, Any]) -> None:
         f"stopped: {p['stop_reason']}"
     )
     console.print(records_table(p["models"], title=f"{p['method']} leaderboard", caption=caption))
+    if p.get("benchmark_metrics"):
+        met = p["benchmark_metrics"]
+        console.print(
+            "benchmark metrics (90% intervals): "
+            + ", ".join(
+                f"{k}: {round(v, 3) if isinstance(v, float) else v}"
+                for k, v in met.items()
+                if v != []
+            )
+        )
     if p["annotators"]:
         shown = [{k: v for k, v in r.items() if k != "flagged"} for r in p["annotators"]]
         console.print(records_table(shown, title="judges (annotators; se: standard error)"))
