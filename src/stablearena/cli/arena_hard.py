@@ -20,7 +20,12 @@ def arena_hard(
     ],
     judge: Annotated[
         list[str] | None,
-        typer.Option("--judge", "-j", help="Judges to use (model_judgment/<judge>); default all."),
+        typer.Option(
+            "--judge",
+            "-j",
+            help="Judges to use (model_judgment/JUDGE); default all.",
+            metavar="JUDGE",
+        ),
     ] = None,
     baseline: Annotated[
         str | None,
