@@ -195,6 +195,7 @@ def test_judge_settings_round_trip(tmp_path, text):
     assert msg.startswith("<|User Prompt|>\nQ?\n") and "A's Answer|>\nfirst answer" in msg
     assert judge.parser.parse("reasoning … My final verdict: [[B>>A]]") == "B"
     assert judge.parser.parse("[[A<B]]") == "B" and judge.parser.parse("[[A=B]]") == "tie"
+    assert judge.parser.parse("[[C]]") == "tie" and judge.parser.parse("[[A]]") == "A"  # ours
     assert judge.endpoint.params["max_tokens"] == s.max_tokens
     if s.system_prompt:
         assert judge.endpoint.system_prompt == s.system_prompt
@@ -454,6 +455,14 @@ def test_cli_arena_hard(tmp_path):
     )
     bad = subprocess.run([*cmd[:4], str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no question.jsonl" in bad.stderr
+    (tmp_path / "run" / "model_answer" / "model_2.jsonl").unlink()  # no style for model_2
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no answer of 'model_2'" in bad.stderr
+    plain = subprocess.run(
+        [*cmd, "--no-style", "-j", "sim-judge"], capture_output=True, text=True, timeout=60
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert [b["name"] for b in json.loads(out.read_text())["boards"]] == ["plain"]
 
 
 def test_cli_auto_arena_hard_dir_and_reference(tmp_path):
@@ -467,19 +476,21 @@ def test_cli_auto_arena_hard_dir_and_reference(tmp_path):
         + "".join(f"{m},{8 - k},{8 - k},{8 - k}\n" for k, m in enumerate(order))
     )
     out = tmp_path / "board.json"
-    cmd = [sys.executable, "-m", "stablearena", "auto", "--demo", "--budget", "200", "--design", "baseline",
+    settings = tmp_path / "arena-hard-v2.0.yaml"
+    settings.write_text(SETTINGS_V2)  # the judges use its template and labels
+    cmd = [sys.executable, "-m", "stablearena", "auto", "--demo", "--budget", "100", "--design", "baseline",
            "--baseline", "demo-fair", "--arena-hard-dir", str(tmp_path / "ah"), "--reference", str(ref),
-           "-o", str(out)]  # fmt: skip
+           "-o", str(out), "--arena-hard-config", str(settings)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     p = json.loads(out.read_text())
     met = p["benchmark_metrics"]
     assert met["models_compared"] == 8 and -1 <= met["agreement_with_ci"] <= 1
     assert 0 <= met["brier"] <= 1 and 0 <= met["separability"] <= 1
-    assert p["arena_hard"]["written"]["judgments"] == 100
+    assert p["arena_hard"]["written"]["judgments"] == 50 and p["failed_judgements"] == {}
     assert p["arena_hard"]["boards"][0]["metrics"]["models_compared"] == 8
     run = read_run(tmp_path / "ah")
-    assert sum(len(v) for v in run.judgments.values()) == 100
+    assert sum(len(v) for v in run.judgments.values()) == 50
     bad = subprocess.run(
         [*cmd[:9], "--arena-hard-dir", str(tmp_path / "x")],
         capture_output=True,

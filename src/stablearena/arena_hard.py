@@ -411,8 +411,11 @@ class JudgeSettings:
 
     def ours(self) -> dict[str, Any]:
         """The judge keys of our judges.toml that reproduce these settings: ``template``,
-        ``verdict_pattern``, ``verdict_labels`` (every Arena-Hard label to A/B/tie),
-        ``params`` (temperature, max_tokens) and ``system_prompt`` when the file has one."""
+        ``verdict_pattern``, ``verdict_labels`` (every Arena-Hard label to A/B/tie, and our
+        ``A``/``B``/``C``), ``params`` (temperature, max_tokens) and ``system_prompt`` when the
+        file has one. Its default pattern ``\\[\\[([AB<>=]+)\\]\\]`` becomes
+        ``\\[\\[([AB<>=]+|C)\\]\\]`` so that a judge answering in our labels (``[[C]]``: a tie) is
+        read too; another pattern is kept as it is."""
         tpl = self.template
         for theirs, mine in (
             ("{QUESTION}", "{prompt}"),
@@ -423,9 +426,13 @@ class JudgeSettings:
         labels = {
             k: ("A" if s == 1.0 else "B" if s == 0.0 else "tie") for k, (s, _) in LABELS.items()
         }
+        labels.update({"A": "A", "B": "B", "C": "tie"})
+        pattern = self.patterns[0]
+        if pattern == DEFAULT_PATTERNS[0]:
+            pattern = r"\[\[([AB<>=]+|C)\]\]"
         out: dict[str, Any] = {
             "template": tpl,
-            "verdict_pattern": self.patterns[0],
+            "verdict_pattern": pattern,
             "verdict_labels": labels,
             "params": {"temperature": self.temperature, "max_tokens": self.max_tokens},
         }
@@ -544,14 +551,21 @@ class ArenaHardRun:
     judgments: dict[str, list[Judgment]]
 
     def battles(
-        self, *, weight: int = 3, judges: Sequence[str] | None = None
+        self, *, weight: int = 3, judges: Sequence[str] | None = None, style: bool = True
     ) -> tuple[Battles, int]:
         """(the judgments as battles, judgments left out because a game has no verdict);
-        :func:`judgment_battles`."""
+        :func:`judgment_battles`, with the answers' style when the run has answers and
+        ``style``. An unknown judge name is an error."""
+        unknown = sorted(set(judges or ()) - set(self.judgments))
+        if unknown:
+            raise InputError(
+                f"no judgments of {unknown}; the run has judges {sorted(self.judgments)}."
+            )
         chosen = [
             j for name, js in self.judgments.items() if judges is None or name in judges for j in js
         ]
-        return judgment_battles(chosen, weight=weight, answers=self.answers)
+        answers = self.answers if style and self.answers else None
+        return judgment_battles(chosen, weight=weight, answers=answers)
 
 
 def read_run(directory: str | Path, *, baseline: str | None = None) -> ArenaHardRun:

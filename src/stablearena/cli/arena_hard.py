@@ -53,6 +53,13 @@ def arena_hard(
             metavar="[ours|arena-hard]",
         ),
     ] = "ours",
+    style: Annotated[
+        bool,
+        typer.Option(
+            "--style/--no-style",
+            help="Also the style-controlled board (needs every judged answer in model_answer/).",
+        ),
+    ] = True,
     seed: Annotated[int, seed_option("Bootstrap seed.", None)] = 0,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write everything as JSON to this file.")
@@ -69,7 +76,7 @@ def arena_hard(
         raise InputError(f"--convention must be ours or arena-hard, not {convention!r}")
     run = read_run(directory, baseline=baseline)
     ref = read_board(reference) if reference is not None else None
-    battles, skipped = run.battles(weight=weight, judges=judge)
+    battles, skipped = run.battles(weight=weight, judges=judge, style=style)
     payload = arena_hard_payload(
         battles, skipped, baseline, rounds=rounds, seed=seed, reference=ref
     )
