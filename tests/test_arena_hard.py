@@ -498,3 +498,20 @@ def test_cli_auto_arena_hard_dir_and_reference(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and "--arena-hard-dir needs --baseline" in bad.stderr
+
+
+def test_categories_with_their_own_baselines():
+    """A v2 run: each category its baseline; a category's judgments make one board."""
+    a = simulate_run([1000, 1100], 20, names=["o3-mini", "m"], category="hard_prompt", seed=1)
+    b = simulate_run([1000, 900], 20, names=["gemini", "m"], category="creative_writing", seed=2)
+    run = ArenaHardRun(
+        a.questions, {**a.answers}, {"j": a.judgments["sim-judge"] + b.judgments["sim-judge"]}
+    )
+    with pytest.raises(InputError, match="does not involve the baseline"):
+        baseline_board(judgment_battles(run.judgments["j"])[0], "o3-mini", rounds=5)
+    battles, _ = run.battles(category="hard_prompt", style=False)
+    assert set(battles.models) == {"o3-mini", "m"}
+    with pytest.raises(InputError, match=r"category 'math'.*'creative_writing', 'hard_prompt'"):
+        run.battles(category="math")
+    with pytest.raises(InputError, match=r"no judgments of \['nobody'\]"):
+        run.battles(judges=["nobody"])

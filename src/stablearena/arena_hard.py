@@ -551,11 +551,17 @@ class ArenaHardRun:
     judgments: dict[str, list[Judgment]]
 
     def battles(
-        self, *, weight: int = 3, judges: Sequence[str] | None = None, style: bool = True
+        self,
+        *,
+        weight: int = 3,
+        judges: Sequence[str] | None = None,
+        style: bool = True,
+        category: str | None = None,
     ) -> tuple[Battles, int]:
         """(the judgments as battles, judgments left out because a game has no verdict);
         :func:`judgment_battles`, with the answers' style when the run has answers and
-        ``style``. An unknown judge name is an error."""
+        ``style``; only ``category``'s judgments when given (v2 runs have a baseline per
+        category). An unknown judge name or category is an error."""
         unknown = sorted(set(judges or ()) - set(self.judgments))
         if unknown:
             raise InputError(
@@ -564,6 +570,11 @@ class ArenaHardRun:
         chosen = [
             j for name, js in self.judgments.items() if judges is None or name in judges for j in js
         ]
+        if category is not None:
+            cats = sorted({j.category for j in chosen})
+            chosen = [j for j in chosen if j.category == category]
+            if not chosen:
+                raise InputError(f"no judgments of category {category!r}; the run has {cats}.")
         answers = self.answers if style and self.answers else None
         return judgment_battles(chosen, weight=weight, answers=answers)
 
@@ -670,7 +681,9 @@ def judgment_battles(
                         f"{where}: no answer of {model!r} to question {prompt[k]!r} for its style; "
                         f"add model_answer/{model}.jsonl or rate without style control."
                     )
-                sides[s, k] = _style_vector(ans.metadata, ans.text, ans.record.get("uid", where))
+                sides[s, k] = _style_vector(
+                    ans.metadata, ans.text, f"the answer of {model!r} to {prompt[k]!r}"
+                )
 
         battles = replace(
             battles,
@@ -949,6 +962,7 @@ def export_journal(
             label = extract_label(str(v.get("reasoning", "")), patterns)
             if label not in LABELS:
                 label = _AH_WINNER.get(str(v.get("winner")))
+            unparsed += label is None
             games.append({"score": label, "judgment": {"answer": v.get("reasoning", "")}})
             labels.append(label)
         out = {

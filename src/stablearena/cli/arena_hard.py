@@ -27,6 +27,16 @@ def arena_hard(
             metavar="JUDGE",
         ),
     ] = None,
+    category: Annotated[
+        str | None,
+        typer.Option(
+            "--category",
+            "-c",
+            help="Only this category's judgments (v2: hard_prompt, creative_writing, … each "
+            "with its baseline).",
+            metavar="CATEGORY",
+        ),
+    ] = None,
     baseline: Annotated[
         str | None,
         typer.Option("--baseline", help="The baseline model (needed for v0.1 judgments only)."),
@@ -76,7 +86,7 @@ def arena_hard(
         raise InputError(f"--convention must be ours or arena-hard, not {convention!r}")
     run = read_run(directory, baseline=baseline)
     ref = read_board(reference) if reference is not None else None
-    battles, skipped = run.battles(weight=weight, judges=judge, style=style)
+    battles, skipped = run.battles(weight=weight, judges=judge, style=style, category=category)
     payload = arena_hard_payload(
         battles, skipped, baseline, rounds=rounds, seed=seed, reference=ref
     )
@@ -113,7 +123,10 @@ def arena_hard_payload(
             )
         }
         if len(bases) != 1:
-            raise InputError("the judgments have no single baseline; give --baseline MODEL.")
+            raise InputError(
+                "the judgments have no single baseline (v2 runs: one per category); give "
+                "--category CATEGORY or --baseline MODEL."
+            )
         baseline = bases.pop()
     out: dict[str, Any] = {
         "baseline": baseline,
