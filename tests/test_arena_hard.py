@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from stablearena.arena_hard import (
     AnswerRecord,
+    ArenaHardRun,
     Judgment,
     Question,
     answer_metadata,
