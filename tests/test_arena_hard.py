@@ -454,13 +454,16 @@ def test_cli_arena_hard(tmp_path):
     assert {"separability", "agreement_with_ci", "brier", "spearman"} <= set(
         p["boards"][0]["metrics"]
     )
-    bad = subprocess.run([*cmd[:4], str(tmp_path)], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "no question.jsonl" in bad.stderr
+    with pytest.raises(InputError, match="no question.jsonl"):
+        read_run(tmp_path)
     (tmp_path / "run" / "model_answer" / "model_2.jsonl").unlink()  # no style for model_2
-    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "no answer of 'model_2'" in bad.stderr
+    with pytest.raises(InputError, match="no answer of 'model_2'"):
+        read_run(tmp_path / "run").battles()
     plain = subprocess.run(
-        [*cmd, "--no-style", "-j", "sim-judge"], capture_output=True, text=True, timeout=60
+        [*cmd, "--no-style", "-j", "sim-judge", "-c", "sim"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert plain.returncode == 0, plain.stderr
     assert [b["name"] for b in json.loads(out.read_text())["boards"]] == ["plain"]
