@@ -271,8 +271,12 @@ def auto(
         result, fitted, notes, [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)]
     )
     from ..arena_hard import fitted_metrics
+    from ..errors import StableArenaError
 
-    payload["benchmark_metrics"] = fitted_metrics(fitted, ref_board)
+    try:
+        payload["benchmark_metrics"] = fitted_metrics(fitted, ref_board)
+    except StableArenaError as exc:  # e.g. no interval for this fit: the board still stands
+        payload["notes"].append(f"no benchmark metrics: {exc}")
     if arena_hard_dir is not None:
         from .arena_hard import export_arena_hard
 
