@@ -11,6 +11,10 @@
 - :func:`random_effects_mean`: DerSimonian–Laird pooling of per-arena estimates with the
   between-arena variance; :func:`pooled_paired_difference` applies it to per-seed differences
   on several arenas and adds a sign test over arena × seed.
+- :func:`separability`, :func:`agreement_with_ci`, :func:`pair_rank_brier`, :func:`spearman`,
+  :func:`benchmark_metrics`: the benchmark metrics of Arena-Hard-Auto's paper (Li et al. 2024,
+  "From Crowdsourced Data to High-Quality Benchmarks"): how many model pairs a board's
+  intervals separate, and how it agrees with a reference (human) board.
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ __all__ = [
     "paired_difference",
     "random_effects_mean",
     "pooled_paired_difference",
+    "separability",
+    "agreement_with_ci",
+    "pair_rank_brier",
+    "spearman",
+    "benchmark_metrics",
 ]
 
 
@@ -544,3 +553,108 @@ def kendall_tau_matrix(
         for b in range(a + 1, k):
             tau[a, b] = tau[b, a] = kendall_tau(rows[a], rows[b])
     return _pd.DataFrame(tau, index=lab, columns=lab)
+
+
+# ------------------------------------------------------------------------ benchmark metrics
+def _intervals(
+    lower: Sequence[float] | np.ndarray, upper: Sequence[float] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.asarray(lower, dtype=float)
+    hi = np.asarray(upper, dtype=float)
+    if lo.shape != hi.shape or lo.ndim != 1 or len(lo) < 2:
+        raise InputError(
+            "intervals need one lower and one upper bound per model, two models or more."
+        )
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))) or np.any(lo > hi):
+        raise InputError("every interval must be finite with lower <= upper.")
+    return lo, hi
+
+
+def _separated(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """m × m: +1 where i's interval lies wholly above j's, −1 wholly below, 0 overlapping."""
+    return (lo[:, None] > hi[None, :]).astype(int) - (hi[:, None] < lo[None, :]).astype(int)
+
+
+def separability(lower: Sequence[float] | np.ndarray, upper: Sequence[float] | np.ndarray) -> float:
+    """Separability with confidence: the fraction of model pairs whose intervals do not
+    overlap."""
+    lo, hi = _intervals(lower, upper)
+    iu, ju = np.triu_indices(len(lo), 1)
+    return float(np.mean(_separated(lo, hi)[iu, ju] != 0))
+
+
+def agreement_with_ci(
+    lower: Sequence[float] | np.ndarray,
+    upper: Sequence[float] | np.ndarray,
+    ref_lower: Sequence[float] | np.ndarray,
+    ref_upper: Sequence[float] | np.ndarray,
+) -> float:
+    """Agreement with confidence interval against a reference board: over the pairs the
+    reference's intervals separate, +1 when the board's intervals separate them in the same
+    order, −1 in the opposite order, 0 when the board's overlap; the mean (in [−1, 1])."""
+    lo, hi = _intervals(lower, upper)
+    rlo, rhi = _intervals(ref_lower, ref_upper)
+    if len(lo) != len(rlo):
+        raise InputError(f"the board has {len(lo)} models and the reference {len(rlo)}.")
+    iu, ju = np.triu_indices(len(lo), 1)
+    ref = _separated(rlo, rhi)[iu, ju]
+    mine = _separated(lo, hi)[iu, ju]
+    judged = ref != 0
+    if not judged.any():
+        raise InputError("the reference board separates no pair of models: nothing to agree with.")
+    return float(np.mean(mine[judged] * ref[judged]))
+
+
+def pair_rank_brier(
+    samples: np.ndarray,
+    ref_lower: Sequence[float] | np.ndarray,
+    ref_upper: Sequence[float] | np.ndarray,
+) -> float:
+    """Pair-rank Brier score against a reference board (lower is better; 0.25 is a coin):
+    over the pairs the reference separates, the mean of (p − y)², p the board's probability
+    that i ranks above j (the fraction of its bootstrap rounds ``samples``, rounds × models,
+    with i above j, ties half) and y = 1 if the reference ranks i above j, else 0."""
+    x = np.asarray(samples, dtype=float)
+    rlo, rhi = _intervals(ref_lower, ref_upper)
+    if x.ndim != 2 or x.shape[1] != len(rlo) or x.shape[0] < 1 or not np.all(np.isfinite(x)):
+        raise InputError("samples must be finite, rounds × models with the reference's models.")
+    iu, ju = np.triu_indices(len(rlo), 1)
+    ref = _separated(rlo, rhi)[iu, ju]
+    judged = ref != 0
+    if not judged.any():
+        raise InputError("the reference board separates no pair of models: nothing to score.")
+    d = x[:, iu] - x[:, ju]
+    p = np.mean((d > 0) + 0.5 * (d == 0), axis=0)
+    y = (ref > 0).astype(float)
+    return float(np.mean((p[judged] - y[judged]) ** 2))
+
+
+def spearman(r1: Sequence[float] | np.ndarray, r2: Sequence[float] | np.ndarray) -> float:
+    """Spearman's rank correlation of two rating vectors (0 when either is constant)."""
+    a, b = _pair(r1, r2)
+    ra, rb = rankdata(a), rankdata(b)
+    if np.ptp(ra) == 0 or np.ptp(rb) == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def benchmark_metrics(
+    score: Sequence[float] | np.ndarray,
+    lower: Sequence[float] | np.ndarray,
+    upper: Sequence[float] | np.ndarray,
+    samples: np.ndarray | None = None,
+    reference: tuple[Sequence[float], Sequence[float], Sequence[float]] | None = None,
+) -> dict[str, float]:
+    """Arena-Hard-Auto's benchmark metrics of one board: ``separability``; with a
+    ``reference`` board (score, lower, upper, same models in the same order) also
+    ``agreement_with_ci``, ``spearman``, ``kendall_tau`` and, given the bootstrap
+    ``samples``, ``brier``."""
+    out = {"separability": separability(lower, upper)}
+    if reference is not None:
+        rs, rlo, rhi = reference
+        out["agreement_with_ci"] = agreement_with_ci(lower, upper, rlo, rhi)
+        out["spearman"] = spearman(score, rs)
+        out["kendall_tau"] = kendall_tau(score, rs)
+        if samples is not None:
+            out["brier"] = pair_rank_brier(samples, rlo, rhi)
+    return out

@@ -44,4 +44,16 @@ def __getattr__(name: str):
 
 # command modules register themselves on import (keep at the end; they import from .common,
 # never from this package, so that the import graph has no circle)
-from . import am_elo, auto, compare, coverage, data_sets, plot, rank, rigging, selection, serve  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    am_elo,
+    arena_hard,
+    auto,
+    compare,
+    coverage,
+    data_sets,
+    plot,
+    rank,
+    rigging,
+    selection,
+    serve,
+)

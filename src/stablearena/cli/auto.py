@@ -131,6 +131,31 @@ def auto(
         Path | None,
         typer.Option("--output", "-o", help="Write the leaderboard as JSON to this file."),
     ] = None,
+    arena_hard_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--arena-hard-dir",
+            help="Also write the run in Arena-Hard-Auto's layout to this directory (question.jsonl, "
+            "model_answer/, model_judgment/<judge>/; games against --baseline) and print its "
+            "baseline boards and benchmark metrics beside ours.",
+        ),
+    ] = None,
+    arena_hard_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--arena-hard-config",
+            help="Judge as Arena-Hard-Auto's judge settings say (its config/*.yaml: "
+            "prompt_template, regex_patterns, temperature, max_tokens) with every judge.",
+        ),
+    ] = None,
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="A reference (human) board, CSV with model, score, lower, upper: the output's "
+            "benchmark_metrics then add agreement with CI, pair-rank Brier, Spearman, Kendall.",
+        ),
+    ] = None,
     rater: Annotated[
         str,
         typer.Option(
@@ -168,6 +193,13 @@ def auto(
     if judge_choice is not None and judge_choice not in JUDGE_CHOICES:
         raise InputError(
             f"--judge-choice must be one of {', '.join(JUDGE_CHOICES)}, not {judge_choice!r}"
+        )
+    from ..arena_hard import read_board
+
+    ref_board = read_board(reference) if reference is not None else None
+    if arena_hard_dir is not None and baseline is None:
+        raise InputError(
+            "--arena-hard-dir needs --baseline MODEL (its games are against one model)"
         )
     if not demo and (models is None or judges is None):
         raise InputError("give --models FILE and --judges FILE (or --demo for the demo arena)")
@@ -235,6 +267,11 @@ def auto(
             tokens = r.prompt_tokens + r.completion_tokens
             progress.update(task, completed=r.calls, calls=r.calls, tokens=tokens, cost=r.cost)
 
+        if arena_hard_config is not None:
+            from ..arena_hard import apply_judge_settings, read_judge_settings
+
+            ah = read_judge_settings(arena_hard_config)
+            judge_cfg = [apply_judge_settings(j, ah) for j in judge_cfg]
         arena = AutoArena(
             [make_client(m) for m in model_cfg],
             [JudgeClient(j, injection=policy, classifier=classifier) for j in judge_cfg],
@@ -259,9 +296,26 @@ def auto(
         [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)],
         families,
     )
+    from ..arena_hard import fitted_metrics
+    from ..errors import StableArenaError
+
+    try:
+        payload["benchmark_metrics"] = fitted_metrics(fitted, ref_board)
+    except StableArenaError as exc:  # e.g. no interval for this fit: the board still stands
+        payload["notes"].append(f"no benchmark metrics: {exc}")
+    if arena_hard_dir is not None:
+        from .arena_hard import export_arena_hard
+
+        payload["arena_hard"] = export_arena_hard(
+            arena, prompt_list, arena_hard_dir, baseline, ref_board
+        )
     if output is not None:
         emit(payload, "json", output)
     _print(payload)
+    if arena_hard_dir is not None:
+        from .arena_hard import print_arena_hard
+
+        print_arena_hard(payload["arena_hard"])
     if report is not None:
         from ..report import build_report
 
@@ -341,6 +395,16 @@ def _print(p: dict[str, Any]) -> None:
         f"stopped: {p['stop_reason']}"
     )
     console.print(records_table(p["models"], title=f"{p['method']} leaderboard", caption=caption))
+    if p.get("benchmark_metrics"):
+        met = p["benchmark_metrics"]
+        console.print(
+            "benchmark metrics (90% intervals): "
+            + ", ".join(
+                f"{k}: {round(v, 3) if isinstance(v, float) else v}"
+                for k, v in met.items()
+                if v != []
+            )
+        )
     if p["annotators"]:
         shown = [{k: v for k, v in r.items() if k != "flagged"} for r in p["annotators"]]
         console.print(records_table(shown, title="judges (annotators; se: standard error)"))
