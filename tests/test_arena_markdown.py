@@ -87,7 +87,12 @@ def battle(driver, url: str, width: int, height: int, audits: list | None = None
     while audits is not None and state(driver)["state"] is None:
         audits.append(driver.execute_script(AUDIT))
         time.sleep(0.05)
-    return wait_for(driver, lambda s: s["state"] in ("complete", "failed"))
+    done = wait_for(driver, lambda s: s["state"] in ("complete", "failed"))
+    for _ in range(400):  # KaTeX and the highlighted languages load on first use
+        if driver.execute_script("return document.body.dataset.loading") == "0":
+            break
+        time.sleep(0.02)
+    return done
 
 
 def markdown_side(driver) -> str:
@@ -250,3 +255,53 @@ def test_disabled_votes_look_disabled_but_stay_legible(served, browser):
     light, dark = sorted((luminance(got["color"]), luminance(got["bg"])), reverse=True)
     assert (light + 0.05) / (dark + 0.05) >= 4.5  # WCAG AA contrast for the label
     browser.set_window_size(1280, 900)
+
+
+#: Stream ``text`` token by token through the page's renderer, painting after every token (no
+#: frame coalescing: the worst case), both ways: the completed blocks once + the open block
+#: again (what the page does), and the whole answer again each time.
+BENCH = """
+const [text, rounds] = arguments, M = window.arenaMarkdown;
+const toks = text.match(/\\S+\\s*/g);
+function incremental() {
+  let acc = '', cut = 0, html = '';
+  for (const t of toks) {
+    acc += t;
+    const c = M.settled(acc, cut);
+    if (c > cut) { html += M.render(acc.slice(cut, c)); cut = c; }
+    M.render(acc.slice(cut));
+  }
+}
+function full() { let acc = ''; for (const t of toks) { acc += t; M.render(acc); } }
+const out = {tokens: toks.length, chars: text.length};
+let t0 = performance.now(), html;
+for (let k = 0; k < 20; k++) { html = M.md.render(text); }
+out.markdown = (performance.now() - t0) / 20; t0 = performance.now();
+for (let k = 0; k < 20; k++) { DOMPurify.sanitize(html, {USE_PROFILES: {html: true, mathMl: true}}); }
+out.purify = (performance.now() - t0) / 20;
+for (const [name, f] of [['incremental', incremental], ['full', full]]) {
+  f();  // warm up
+  const t0 = performance.now();
+  for (let k = 0; k < rounds; k++) { f(); }
+  out[name] = (performance.now() - t0) / rounds;
+}
+return out;
+"""
+
+
+@pytest.mark.slow
+def test_render_cost_per_streamed_token(served, browser):
+    """The figures in docs/guides/arena-page.md (run with -m slow -s)."""
+    from stablearena.endpoints.demo import FORMATTED_REPLIES
+
+    battle(browser, served.url, 1280, 900)  # KaTeX and Python highlighting loaded
+    one = FORMATTED_REPLIES["demo-markdown"]
+    for copies, rounds in ((1, 5), (4, 1)):
+        got = browser.execute_script(BENCH, "\n".join([one] * copies), rounds)
+        print(
+            f"{got['tokens']} tokens ({got['chars']} chars): incremental {got['incremental']:.1f} ms"
+            f" ({1000 * got['incremental'] / got['tokens']:.0f} us/token), full re-render "
+            f"{got['full']:.1f} ms ({1000 * got['full'] / got['tokens']:.0f} us/token); one "
+            f"render of it: markdown-it {got['markdown']:.2f} ms, DOMPurify {got['purify']:.2f} ms"
+        )
+        assert got["incremental"] < got["full"] or copies == 1

@@ -9,25 +9,42 @@
 // elsewhere). The vendored libraries: static/vendor/README.md. While streaming, a side renders at
 // most once per animation frame: the completed blocks once (appended), the open last block again.
 import hljs from "/arena/vendor/highlight.js-11.12.0/core.min.js";
-import python from "/arena/vendor/highlight.js-11.12.0/languages/python.min.js";
-import javascript from "/arena/vendor/highlight.js-11.12.0/languages/javascript.min.js";
-import typescript from "/arena/vendor/highlight.js-11.12.0/languages/typescript.min.js";
-import bash from "/arena/vendor/highlight.js-11.12.0/languages/bash.min.js";
-import json from "/arena/vendor/highlight.js-11.12.0/languages/json.min.js";
-import sql from "/arena/vendor/highlight.js-11.12.0/languages/sql.min.js";
-import c from "/arena/vendor/highlight.js-11.12.0/languages/c.min.js";
-import cpp from "/arena/vendor/highlight.js-11.12.0/languages/cpp.min.js";
-import java from "/arena/vendor/highlight.js-11.12.0/languages/java.min.js";
-import go from "/arena/vendor/highlight.js-11.12.0/languages/go.min.js";
-import rust from "/arena/vendor/highlight.js-11.12.0/languages/rust.min.js";
-import xml from "/arena/vendor/highlight.js-11.12.0/languages/xml.min.js";
-import css from "/arena/vendor/highlight.js-11.12.0/languages/css.min.js";
-import yaml from "/arena/vendor/highlight.js-11.12.0/languages/yaml.min.js";
 
-var LANGS = { python: python, javascript: javascript, typescript: typescript, bash: bash,
-  json: json, sql: sql, c: c, cpp: cpp, java: java, go: go, rust: rust, xml: xml, css: css,
-  yaml: yaml };
-Object.keys(LANGS).forEach(function (k) { hljs.registerLanguage(k, LANGS[k]); });
+// KaTeX and each highlighted language load on first use (most answers need neither, and
+// KaTeX is 40% of the page's weight); until then math shows as its source, code unhighlighted,
+// and both sides re-render once it has loaded. body[data-loading]: how many loads are pending.
+var VENDOR = "/arena/vendor/";
+var LANGS = { python: "python", py: "python", javascript: "javascript", js: "javascript",
+  typescript: "typescript", ts: "typescript", bash: "bash", sh: "bash", shell: "bash",
+  zsh: "bash", json: "json", sql: "sql", c: "c", h: "c", cpp: "cpp", "c++": "cpp", java: "java",
+  go: "go", golang: "go", rust: "rust", rs: "rust", xml: "xml", html: "xml", svg: "xml",
+  css: "css", yaml: "yaml", yml: "yaml" };
+var asked = {}, pending = 0;
+function loading(n) {
+  pending += n; document.body.dataset.loading = String(pending);
+  if (n < 0) { Object.keys(sides).forEach(function (s) { sides[s].repaint(); }); }
+}
+function want(name, load) {
+  if (asked[name]) { return; }
+  asked[name] = true; loading(1);
+  load().catch(function () { /* left as it is: source text */ }).finally(function () { loading(-1); });
+}
+function wantKatex() {
+  want("katex", function () {
+    return new Promise(function (ok, fail) {
+      var el = document.createElement("script");
+      el.src = VENDOR + "katex-0.16.47/katex.min.js";
+      el.onload = ok; el.onerror = fail;
+      document.head.appendChild(el);
+    });
+  });
+}
+function wantLanguage(name) {
+  want(name, function () {
+    return import(VENDOR + "highlight.js-11.12.0/languages/" + name + ".min.js")
+      .then(function (m) { hljs.registerLanguage(name, m.default); });
+  });
+}
 
 // ------------------------------------------------------------------------- Markdown renderer
 var SAFE_URL = /^(https?:|mailto:|#|\/(?!\/))/i;
@@ -79,12 +96,18 @@ function mathBlock(state, startLine, endLine, silent) {
   return true;
 }
 
+var texCache = new Map();  // a formula is typeset once, not again on every streamed token
 function tex(content, display) {
-  if (typeof katex === "undefined") { return null; }
+  if (typeof katex === "undefined") { wantKatex(); return null; }
+  var key = (display ? "D" : "I") + content, out = texCache.get(key);
+  if (out !== undefined) { return out; }
   try {
-    return katex.renderToString(content, { displayMode: display, output: "mathml",
+    out = katex.renderToString(content, { displayMode: display, output: "mathml",
       throwOnError: false, trust: false, maxSize: 50, maxExpand: 500 });
-  } catch (e) { return null; }
+  } catch (e) { out = null; }
+  if (texCache.size > 2000) { texCache.clear(); }
+  texCache.set(key, out);
+  return out;
 }
 
 function escape(s) {
@@ -96,9 +119,8 @@ function escape(s) {
 var md = markdownit({
   html: false, linkify: false, typographer: false,
   highlight: function (code, lang) {
-    lang = (lang || "").toLowerCase();
-    lang = { py: "python", js: "javascript", ts: "typescript", sh: "bash", shell: "bash",
-      html: "xml", yml: "yaml", "c++": "cpp" }[lang] || lang;
+    lang = LANGS[(lang || "").toLowerCase()];
+    if (lang && !hljs.getLanguage(lang)) { wantLanguage(lang); }
     if (lang && hljs.getLanguage(lang)) {
       try { return hljs.highlight(code, { language: lang, ignoreIllegals: true }).value; }
       catch (e) { return ""; }
@@ -212,6 +234,13 @@ Side.prototype.paint = function () {
   this.tail.innerHTML = render(this.text.slice(this.cut));
   cost[this.s].ms += performance.now() - t0; cost[this.s].calls += 1;
 };
+Side.prototype.repaint = function () {  // after a library loaded: everything again
+  if (!this.text) { return; }
+  var t0 = performance.now();
+  this.done.innerHTML = render(this.text.slice(0, this.cut));
+  this.tail.innerHTML = render(this.text.slice(this.cut));
+  cost[this.s].ms += performance.now() - t0; cost[this.s].calls += 1;
+};
 Side.prototype.finish = function () {  // the whole answer once, as one document
   if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
   var t0 = performance.now();
@@ -219,6 +248,8 @@ Side.prototype.finish = function () {  // the whole answer once, as one document
   cost[this.s].ms += performance.now() - t0; cost[this.s].calls += 1;
 };
 var sides = { a: new Side("a"), b: new Side("b") };
+window.arenaMarkdown = { render: render, settled: settled, md: md };  // for the measurements in the tests
+document.body.dataset.loading = "0";
 
 function setVotes(on) { votes.forEach(function (b) { b.disabled = !on; }); }
 function say(text, error) { status.textContent = text; status.className = error ? "status error" : "status"; }
