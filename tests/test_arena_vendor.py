@@ -58,6 +58,9 @@ def test_the_page_loads_only_vendored_files_it_serves(client):
         assert r.content == (VENDOR / name).read_bytes()  # TestClient decompresses
         raw = client.get(f"/arena/vendor/{name}", headers={"Accept-Encoding": "identity"})
         assert "content-encoding" not in raw.headers and raw.content == r.content
+    script = client.get("/arena/arena.js", headers={"Accept-Encoding": "gzip"})
+    assert script.headers["content-encoding"] == "gzip"
+    assert script.content == (SERVICE / "templates" / "arena.js").read_bytes()
     for lib in {n.split("/", 1)[0] for n in names}:
         assert client.get(f"/arena/vendor/{lib}/LICENSE").status_code == 200, lib
 

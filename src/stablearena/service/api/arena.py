@@ -157,13 +157,24 @@ async def arena_page(request: Request) -> Response:
     return resp
 
 
+@lru_cache(maxsize=1)
+def _script_gzip() -> bytes:
+    import gzip
+
+    return gzip.compress(_script(), compresslevel=9, mtime=0)
+
+
 @router.get("/arena/arena.js", include_in_schema=False)
-async def arena_script() -> Response:
-    return Response(
-        _script(),
-        media_type="text/javascript; charset=utf-8",
-        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
-    )
+async def arena_script(request: Request) -> Response:
+    headers = {
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Vary": "Accept-Encoding",
+    }
+    body = _script()
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        body, headers["Content-Encoding"] = _script_gzip(), "gzip"
+    return Response(body, media_type="text/javascript; charset=utf-8", headers=headers)
 
 
 #: The page's vendored browser libraries (static/vendor/<lib>-<version>/, docs/guides/arena-page.md):
