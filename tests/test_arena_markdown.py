@@ -15,6 +15,8 @@ import httpx
 import pytest
 from arena_process import ServerProcess
 from chromium import errors, requested, start_browser, wait_loaded
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_arena_browser import save_docs, state, wait_for
 
 from stablearena.endpoints.demo_server import DemoServer, tokens
@@ -305,3 +307,94 @@ def test_render_cost_per_streamed_token(served, browser):
             f"render of it: markdown-it {got['markdown']:.2f} ms, DOMPurify {got['purify']:.2f} ms"
         )
         assert got["incremental"] < got["full"] or copies == 1
+
+
+#: Pieces of hostile answers and of the Markdown around them, joined at random by the fuzz test.
+PIECES = [
+    "<script>window.__pwned='s'</script>",
+    "<img src=x onerror=\"window.__pwned='i'\">",
+    "<svg onload=\"window.__pwned='v'\">",
+    '<iframe src="javascript:window.__pwned=1">',
+    '<a href="javascript:window.__pwned=1">a</a>',
+    "[l](javascript:window.__pwned=1)",
+    "[d](data:text/html,<script>x</script>)",
+    "![i](http://elsewhere.invalid/p.png)",
+    "![j](//elsewhere.invalid/p.png)",
+    '<details open ontoggle="window.__pwned=1">',
+    "<style>*{display:none}</style>",
+    '<div style="position:fixed;inset:0">',
+    "&lt;b&gt;",
+    "&#x3C;script&#x3E;",
+    "$\\href{javascript:window.__pwned=1}{x}$",
+    "$$\\url{javascript:x}$$",
+    "\\(",
+    "\\)",
+    "\\[",
+    "\\]",
+    "$",
+    "$$",
+    "```",
+    "```html\n",
+    "~~~",
+    "\n",
+    "\n\n",
+    "    ",
+    "- ",
+    "1. ",
+    "> ",
+    "| a | b |\n|---|---|\n",
+    "**",
+    "_",
+    "`",
+    "# ",
+    "x",
+    "e^{i\\pi}",
+    "\\frac{1}{2}",
+    "<",
+    ">",
+    '"',
+    "'",
+    "=",
+    "javascript:",
+    "on",
+    "src=",
+    "href=",
+]
+
+FUZZ = """
+const [pieces, cuts] = arguments, M = window.arenaMarkdown;
+const text = pieces.join(''), el = document.getElementById('answer-a');
+const done = document.createElement('div'), tail = document.createElement('div');
+el.replaceChildren(done, tail);
+let cut = 0;
+const audits = [];
+for (const end of [...cuts.filter(c => c < text.length).sort((a, b) => a - b), text.length]) {
+  const acc = text.slice(0, end), c = M.settled(acc, cut);
+  if (c > cut) { done.insertAdjacentHTML('beforeend', M.render(acc.slice(cut, c))); cut = c; }
+  tail.innerHTML = M.render(acc.slice(cut));
+  audits.push((new Function(arguments[2]))());
+}
+el.innerHTML = M.render(text);
+audits.push((new Function(arguments[2]))());
+return audits;
+"""
+
+
+@pytest.fixture(scope="module")
+def fuzz_page(served, browser):
+    battle(browser, served.url, 1280, 900)  # KaTeX and Python highlighting loaded
+    return browser
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=25),
+    cuts=st.lists(st.integers(0, 400), max_size=6),
+)
+def test_fuzz_no_answer_becomes_live_markup_while_streaming(fuzz_page, pieces, cuts):
+    """Random answers of hostile and Markdown pieces, streamed in random cuts: after every
+    render nothing is live (no flag set, no on* attribute, no foreign image, no unsafe href)."""
+    for audit in fuzz_page.execute_script(FUZZ, pieces, cuts, AUDIT):
+        clean(audit)
