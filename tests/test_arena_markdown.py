@@ -216,6 +216,9 @@ def test_phone_votes_stay_reachable_and_hints_hide_on_touch(served, browser, tmp
         assert got["scroll"] <= got["inner"]  # no sideways scrolling (code and tables scroll)
         assert got["page"] > 1.5 * got["height"]  # long answers: the bar would be off screen
         assert 0 <= got["top"] and got["bottom"] <= got["height"] and got["under"], got
+        browser.execute_script(
+            "for (const h of document.querySelectorAll('.answer h2')) h.scrollIntoView()"
+        )
         save_docs(browser, tmp_path / "arena-390.png", "arena-390.png", 390)
     finally:
         browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
