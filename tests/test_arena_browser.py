@@ -1,7 +1,7 @@
 """The /arena page in headless Chromium (tests/chromium.py): a person types a prompt, sees
 both answers stream, cannot vote before both are complete, votes, sees the names and the public
 leaderboard change. With STABLEARENA_DOCS_SCREENSHOTS=docs the screenshots at 1280 and 390 px
-are written to docs/arena-1280.png and docs/arena-390.png."""
+are written by tests/test_arena_markdown.py (a battle with Markdown answers)."""
 
 from __future__ import annotations
 
@@ -79,14 +79,15 @@ def board(url: str) -> dict:
     return httpx.get(url + "/v1/leaderboard").json()
 
 
-def save_docs(driver, path: Path, name: str, width: int) -> None:
+def save_docs(driver, path: Path, name: str | None, width: int) -> None:
+    """Screenshot to ``path`` (checked not blank); copied to the docs as ``name`` when asked."""
     from PIL import Image
 
     driver.save_screenshot(str(path))
     img = Image.open(path)
     assert img.width == width and len(set(img.convert("L").getdata())) > 20  # not blank
     out = os.environ.get("STABLEARENA_DOCS_SCREENSHOTS")
-    if out:
+    if out and name:
         shutil.copy(path, Path(out) / name)
 
 
@@ -127,7 +128,7 @@ def test_a_person_votes_on_the_arena_page(served, browser, tmp_path):
     if done["state"] == "complete":
         assert not any(done["disabled"])
         assert done["nameA"] == "" and done["nameB"] == ""
-        save_docs(browser, tmp_path / "arena-1280.png", "arena-1280.png", 1280)
+        save_docs(browser, tmp_path / "arena-1280.png", None, 1280)  # docs: test_arena_markdown
         browser.find_element("tag name", "body").send_keys("2")  # model B is better
     voted = wait_for(browser, lambda s: s["state"] == "voted")
     assert {voted["nameA"].strip("· "), voted["nameB"].strip("· ")} == {"demo-ace", "demo-wild"}
@@ -155,5 +156,5 @@ def test_phone_width_is_legible(served, browser, tmp_path):
         " document.getElementById('answer-a').getBoundingClientRect().width]"
     )
     assert widths[0] <= widths[1] and widths[2] > 250  # no sideways scrolling; one column
-    save_docs(browser, tmp_path / "arena-390.png", "arena-390.png", 390)
+    save_docs(browser, tmp_path / "arena-390.png", None, 390)
     browser.set_window_size(1280, 900)

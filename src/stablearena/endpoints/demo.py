@@ -31,6 +31,7 @@ __all__ = [
     "DEMO_JUDGES",
     "INJECTIONS",
     "INJECTING_MODELS",
+    "FORMATTED_REPLIES",
     "INJECTION_JUDGES",
     "CAPITALS",
     "truth",
@@ -145,6 +146,54 @@ INJECTION_JUDGES: tuple[DemoJudge, ...] = (
     DemoJudge("judge-copy", "copy", 0.9),
     DemoJudge("judge-quote", "quote", 0.9),
 )
+
+
+#: Models whose answer is the same formatted text whatever the prompt, for the arena page's
+#: rendering: ``demo-markdown`` writes Markdown (a heading, bold, a list, a fenced Python block,
+#: a table, inline and display math); ``demo-hostile`` writes HTML and links that must never
+#: become live markup on the page (each would set ``window.__pwned`` if it ran).
+FORMATTED_REPLIES: dict[str, str] = {
+    "demo-markdown": (
+        "## Euler's identity\n\n"
+        "The **short** answer: it links *five* constants.\n\n"
+        "- $e$, the base of the natural logarithm\n"
+        "- $i$, with $i^2 = -1$\n"
+        "- $\\pi$, $1$ and $0$\n\n"
+        "In one line: $e^{i\\pi}+1=0$. Displayed:\n\n"
+        "$$\n\\sum_{n=0}^{\\infty} \\frac{(i\\pi)^n}{n!} = -1\n$$\n\n"
+        "```python\n"
+        "import cmath\n\n"
+        "def euler(x: float) -> complex:\n"
+        '    """e to the i x."""\n'
+        "    return cmath.exp(1j * x)  # a comment\n\n"
+        "print(abs(euler(cmath.pi) + 1) < 1e-12)\n"
+        "```\n\n"
+        "| constant | value |\n"
+        "|---|---:|\n"
+        "| e | 2.718 |\n"
+        "| pi | 3.142 |\n\n"
+        "See `cmath.exp` and [the docs](https://docs.python.org/3/library/cmath.html).\n"
+    ),
+    "demo-hostile": (
+        "<script>window.__pwned = 'script'</script>\n\n"
+        'Inline <img src=x onerror="window.__pwned=\'img\'"> and <b onmouseover="window.__pwned='
+        "'hover'\">bold</b>.\n\n"
+        "[click me](javascript:window.__pwned='link') and [data](data:text/html;base64,"
+        'PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==) and <a href="data:text/html,<script>alert(1)'
+        '</script>">raw data link</a>\n\n'
+        "<iframe src=\"javascript:window.top.__pwned='iframe'\"></iframe>\n\n"
+        "<div onclick=\"window.__pwned='div'\">\n*a raw HTML block*\n</div>\n\n"
+        "![tracker](http://elsewhere.invalid/x.png) ![inline](data:image/png;base64,iVBORw0KGgo=)"
+        "\n\n"
+        "<svg><script>window.__pwned='svg'</script><circle onload=\"window.__pwned='svg2'\"/>"
+        "</svg>\n\n"
+        "&lt;script&gt;entities&lt;/script&gt; &#60;img src=x onerror=alert(1)&#62;\n\n"
+        "$\\href{javascript:window.__pwned='katex'}{math link}$ and "
+        "<style>body{display:none}</style>\n\n"
+        "```html\n<script>window.__pwned = 'fence'</script>\n"
+        "and a fence that never closes\n"
+    ),
+}
 
 
 def _rng(*key: object) -> np.random.Generator:
@@ -295,6 +344,8 @@ def demo_reply(model: str, messages: list[dict[str, str]], seed: int = 0) -> str
     if model in _JUDGES_BY_NAME:
         text = "\n".join(str(m.get("content", "")) for m in messages)
         return demo_verdict(_JUDGES_BY_NAME[model], text, seed)
+    if model in FORMATTED_REPLIES:
+        return FORMATTED_REPLIES[model]
     if model == GUARD:
         text = "\n".join(str(m.get("content", "")) for m in messages)
         return "INJECTION" if _notes(text.split("<text>", 1)[-1]) else "CLEAN"

@@ -3,7 +3,8 @@ and its calls, and the admin's routes for models' endpoints and held battles.
 
 Page routes: ``GET /arena`` (the page; a new visitor gets an identity cookie unless the arena
 is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``GET /arena/arena.js``
-(the page's one script: the Content-Security-Policy lets only scripts of this site run),
+(the page's script: the Content-Security-Policy lets only scripts of this site run),
+``GET /arena/vendor/…`` (the vendored Markdown, sanitiser, highlighting and math libraries),
 ``GET /arena/prompt`` (one from the pool), ``POST /arena/battles`` (a pair by the serving rule;
 both answers stream back as NDJSON lines ``{"side": "a"|"b", "delta": …}`` between a first line
 ``{"battle_id": …}`` and a last ``{"done": true, "status": …}``) and ``POST
@@ -156,13 +157,71 @@ async def arena_page(request: Request) -> Response:
     return resp
 
 
+@lru_cache(maxsize=1)
+def _script_gzip() -> bytes:
+    import gzip
+
+    return gzip.compress(_script(), compresslevel=9, mtime=0)
+
+
 @router.get("/arena/arena.js", include_in_schema=False)
-async def arena_script() -> Response:
-    return Response(
-        _script(),
-        media_type="text/javascript; charset=utf-8",
-        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
-    )
+async def arena_script(request: Request) -> Response:
+    headers = {
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Vary": "Accept-Encoding",
+    }
+    body = _script()
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        body, headers["Content-Encoding"] = _script_gzip(), "gzip"
+    return Response(body, media_type="text/javascript; charset=utf-8", headers=headers)
+
+
+#: The page's vendored browser libraries (static/vendor/<lib>-<version>/, docs/guides/arena-page.md):
+#: the version is in the path, so a file never changes under its address and is cached for a year.
+_VENDOR_TYPES = {".js": "text/javascript; charset=utf-8", "": "text/plain; charset=utf-8"}
+
+
+@lru_cache(maxsize=1)
+def _vendor_files() -> dict[str, tuple[bytes, bytes, str]]:
+    """Every vendored file by its path under static/vendor: (bytes, gzip bytes, media type)."""
+    import gzip
+
+    found: dict[str, tuple[bytes, bytes, str]] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        for child in node.iterdir():
+            if child.is_dir():
+                walk(child, prefix + child.name + "/")
+                continue
+            suffix = "." + child.name.rsplit(".", 1)[1] if "." in child.name else ""
+            if suffix in _VENDOR_TYPES:
+                data = child.read_bytes()
+                found[prefix + child.name] = (
+                    data,
+                    gzip.compress(data, compresslevel=9, mtime=0),
+                    _VENDOR_TYPES[suffix],
+                )
+
+    walk(resources.files("stablearena.service").joinpath("static/vendor"), "")
+    return found
+
+
+@router.get("/arena/vendor/{path:path}", include_in_schema=False)
+async def arena_vendor(request: Request, path: str) -> Response:
+    """A vendored library file (or its LICENSE), gzip-compressed for clients that take it."""
+    file = _vendor_files().get(path)
+    if file is None:
+        raise ApiError(404, "not_found", f"no vendored file {path!r}", "path")
+    headers = {
+        "Cache-Control": "public, max-age=31536000, immutable",
+        "X-Content-Type-Options": "nosniff",
+        "Vary": "Accept-Encoding",
+    }
+    body = file[0]
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        body, headers["Content-Encoding"] = file[1], "gzip"
+    return Response(body, media_type=file[2], headers=headers)
 
 
 @router.post("/arena/login", include_in_schema=False)

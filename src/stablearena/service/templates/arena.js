@@ -1,97 +1,339 @@
 // The /arena page: stream a battle's two answers, open the votes when both are complete,
 // reveal the names after the vote. Served as a file (the page's CSP allows only this site's
 // scripts); posts carry the CSRF token of the page's identity.
-(function () {
-  "use strict";
-  var csrf = document.querySelector('meta[name="csrf-token"]').content;
-  var $ = function (id) { return document.getElementById(id); };
-  var prompt = $("prompt"), send = $("send"), again = $("again"), status = $("status");
-  var suggest = $("suggest");
-  var votes = Array.prototype.slice.call(document.querySelectorAll("button.vote"));
-  var battle = null, promptId = null, voted = false;
+//
+// Answers are Markdown (CommonMark + tables), rendered as they stream: markdown-it with raw HTML
+// off (an answer's HTML stays text), fenced code highlighted by highlight.js, $…$ / $$…$$ /
+// \(…\) / \[…\] math by KaTeX as MathML (no fonts), and everything through DOMPurify before it
+// reaches the page. Links only to http(s)/mailto; images become links (nothing is fetched from
+// elsewhere). The vendored libraries: static/vendor/README.md. While streaming, a side renders at
+// most once per animation frame: the completed blocks once (appended), the open last block again.
+import hljs from "/arena/vendor/highlight.js-11.12.0/core.min.js";
 
-  function setVotes(on) { votes.forEach(function (b) { b.disabled = !on; }); }
-  function say(text, error) { status.textContent = text; status.className = error ? "status error" : "status"; }
-  function post(url, body) {
-    return fetch(url, {
-      method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify(body)
+// KaTeX and each highlighted language load on first use (most answers need neither, and
+// KaTeX is 40% of the page's weight); until then math shows as its source, code unhighlighted,
+// and both sides re-render once it has loaded. body[data-loading]: how many loads are pending.
+var VENDOR = "/arena/vendor/";
+var LANGS = { python: "python", py: "python", javascript: "javascript", js: "javascript",
+  typescript: "typescript", ts: "typescript", bash: "bash", sh: "bash", shell: "bash",
+  zsh: "bash", json: "json", sql: "sql", c: "c", h: "c", cpp: "cpp", "c++": "cpp", java: "java",
+  go: "go", golang: "go", rust: "rust", rs: "rust", xml: "xml", html: "xml", svg: "xml",
+  css: "css", yaml: "yaml", yml: "yaml" };
+var asked = {}, pending = 0;
+function loading(n) {
+  pending += n; document.body.dataset.loading = String(pending);
+  if (n < 0) { Object.keys(sides).forEach(function (s) { sides[s].repaint(); }); }
+}
+function want(name, load) {
+  if (asked[name]) { return; }
+  asked[name] = true; loading(1);
+  load().catch(function () { /* left as it is: source text */ }).finally(function () { loading(-1); });
+}
+function wantKatex() {
+  want("katex", function () {
+    return new Promise(function (ok, fail) {
+      var el = document.createElement("script");
+      el.src = VENDOR + "katex-0.16.47/katex.min.js";
+      el.onload = ok; el.onerror = fail;
+      document.head.appendChild(el);
     });
-  }
-  async function failed(r) {
-    try { var j = await r.json(); return j.error ? j.error.message : r.statusText; }
-    catch (e) { return r.statusText; }
-  }
-  function reset() {
-    battle = null; voted = false; setVotes(false);
-    ["a", "b"].forEach(function (s) { $("answer-" + s).textContent = ""; $("name-" + s).textContent = ""; });
-    again.hidden = true; send.disabled = false; prompt.disabled = false;
-    if (suggest) { suggest.disabled = false; }
-  }
-
-  async function start() {
-    var text = prompt.value.trim();
-    if (!text) { say("Type a prompt first.", true); return; }
-    reset();
-    send.disabled = true; prompt.disabled = true; if (suggest) { suggest.disabled = true; }
-    say("Both models are answering…");
-    var r = await post("/arena/battles", { prompt: text, prompt_id: promptId });
-    if (!r.ok) { say(await failed(r), true); send.disabled = false; prompt.disabled = false; return; }
-    var reader = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
-    for (;;) {
-      var chunk = await reader.read();
-      if (chunk.done) { break; }
-      buf += decoder.decode(chunk.value, { stream: true });
-      var lines = buf.split("\n"); buf = lines.pop();
-      lines.forEach(function (line) {
-        if (!line) { return; }
-        var m = JSON.parse(line);
-        if (m.battle_id) { battle = m.battle_id; document.body.dataset.battle = battle; }
-        else if (m.restart) { $("answer-" + m.side).textContent = ""; }
-        else if (m.side) { $("answer-" + m.side).textContent += m.delta; }
-        else if (m.done) { done = m; }
-      });
-    }
-    if (done && done.status === "complete") {
-      setVotes(true); document.body.dataset.state = "complete";
-      say("Both answers are complete: which is better? (keys 1–4)");
-    } else {
-      document.body.dataset.state = "failed";
-      say("This battle failed" + (done && done.failure ? ": " + done.failure : "") + ". It is not counted.", true);
-      again.hidden = false;
-    }
-  }
-
-  async function vote(outcome) {
-    if (!battle || voted || votes[0].disabled) { return; }
-    setVotes(false);
-    var r = await post("/arena/battles/" + battle + "/vote", { outcome: outcome });
-    if (!r.ok) { say(await failed(r), true); setVotes(true); return; }
-    var j = await r.json();
-    voted = true; document.body.dataset.state = "voted";
-    $("name-a").textContent = "· " + j.model_a; $("name-b").textContent = "· " + j.model_b;
-    say("Thank you! Model A was " + j.model_a + ", model B was " + j.model_b + ".");
-    again.hidden = false; again.focus();
-  }
-
-  send.addEventListener("click", start);
-  again.addEventListener("click", function () { reset(); promptId = null; prompt.value = ""; prompt.focus(); say(""); });
-  prompt.addEventListener("input", function () { promptId = null; });
-  if (suggest) {
-    suggest.addEventListener("click", async function () {
-      var r = await fetch("/arena/prompt", { credentials: "same-origin" });
-      if (!r.ok) { say(await failed(r), true); return; }
-      var p = await r.json(); prompt.value = p.prompt; promptId = p.id;
-    });
-  }
-  votes.forEach(function (b) { b.addEventListener("click", function () { vote(b.dataset.outcome); }); });
-  document.addEventListener("keydown", function (e) {
-    if (e.target === prompt) {
-      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { start(); }
-      return;
-    }
-    var k = { "1": "model_a", "2": "model_b", "3": "tie", "4": "both_bad" }[e.key];
-    if (k) { vote(k); }
   });
-})();
+}
+function wantLanguage(name) {
+  want(name, function () {
+    return import(VENDOR + "highlight.js-11.12.0/languages/" + name + ".min.js")
+      .then(function (m) { hljs.registerLanguage(name, m.default); });
+  });
+}
+
+// ------------------------------------------------------------------------- Markdown renderer
+var SAFE_URL = /^(https?:|mailto:|#|\/(?!\/))/i;
+
+function mathInline(state, silent) {
+  var src = state.src, pos = state.pos, max = state.posMax, open, close, end;
+  if (src.charCodeAt(pos) === 0x5c /* \ */ && src[pos + 1] === "(") {
+    end = src.indexOf("\\)", pos + 2);
+    if (end < 0 || end >= max) { return false; }
+    open = pos + 2; close = end; end += 2;
+  } else if (src[pos] === "$" && src[pos + 1] !== "$") {
+    open = pos + 1;
+    if (open >= max || /\s/.test(src[open])) { return false; }
+    close = open;
+    for (;;) {
+      close = src.indexOf("$", close);
+      if (close < 0 || close >= max) { return false; }
+      if (src[close - 1] !== "\\") { break; }
+      close += 1;
+    }
+    if (/\s/.test(src[close - 1]) || /\d/.test(src[close + 1] || "")) { return false; }
+    end = close + 1;
+  } else { return false; }
+  if (!silent) { state.push("math_inline", "math", 0).content = src.slice(open, close); }
+  state.pos = end;
+  return true;
+}
+
+function mathBlock(state, startLine, endLine, silent) {
+  var pos = state.bMarks[startLine] + state.tShift[startLine], max = state.eMarks[startLine];
+  if (state.sCount[startLine] - state.blkIndent >= 4) { return false; }
+  var first = state.src.slice(pos, max).trim(), closer;
+  if (first.slice(0, 2) === "$$") { closer = "$$"; }
+  else if (first.slice(0, 2) === "\\[") { closer = "\\]"; }
+  else { return false; }
+  if (silent) { return true; }
+  var body = first.slice(2), line = startLine, found = false;
+  if (body.length >= 2 && body.slice(-2) === closer) { body = body.slice(0, -2); found = true; }
+  while (!found && ++line < endLine) {
+    var text = state.src.slice(state.bMarks[line] + state.tShift[line], state.eMarks[line]);
+    if (state.sCount[line] < state.blkIndent && text) { break; }
+    if (text.trim().slice(-2) === closer) { body += "\n" + text.trim().slice(0, -2); found = true; }
+    else { body += "\n" + text; }
+  }
+  var tok = state.push("math_block", "math", 0);
+  tok.block = true; tok.content = body; tok.meta = { open: !found };
+  tok.map = [startLine, found ? line + 1 : line];
+  state.line = found ? line + 1 : line;
+  return true;
+}
+
+var texCache = new Map();  // a formula is typeset once, not again on every streamed token
+function tex(content, display) {
+  if (typeof katex === "undefined") { wantKatex(); return null; }
+  var key = (display ? "D" : "I") + content, out = texCache.get(key);
+  if (out !== undefined) { return out; }
+  try {
+    out = katex.renderToString(content, { displayMode: display, output: "mathml",
+      throwOnError: false, trust: false, maxSize: 50, maxExpand: 500 });
+  } catch (e) { out = null; }
+  if (texCache.size > 2000) { texCache.clear(); }
+  texCache.set(key, out);
+  return out;
+}
+
+function escape(s) {
+  return s.replace(/[&<>"']/g, function (ch) {
+    return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[ch];
+  });
+}
+
+var md = markdownit({
+  html: false, linkify: false, typographer: false,
+  highlight: function (code, lang) {
+    lang = LANGS[(lang || "").toLowerCase()];
+    if (lang && !hljs.getLanguage(lang)) { wantLanguage(lang); }
+    if (lang && hljs.getLanguage(lang)) {
+      try { return hljs.highlight(code, { language: lang, ignoreIllegals: true }).value; }
+      catch (e) { return ""; }
+    }
+    return "";
+  }
+});
+md.validateLink = function (url) { return SAFE_URL.test(url.trim()); };
+md.inline.ruler.before("escape", "math_inline", mathInline);
+md.block.ruler.before("fence", "math_block", mathBlock,
+  { alt: ["paragraph", "reference", "blockquote", "list"] });
+md.renderer.rules.math_inline = function (tokens, i) {
+  return tex(tokens[i].content, false) || "<code>" + escape(tokens[i].content) + "</code>";
+};
+md.renderer.rules.math_block = function (tokens, i) {
+  var t = tokens[i], out = t.meta.open ? null : tex(t.content, true);
+  return out ? '<div class="math-display">' + out + "</div>\n"
+    : "<pre><code>" + escape(t.content) + "</code></pre>\n";
+};
+// a table column's alignment as a class (style attributes are not let through: no answer styles the page)
+md.core.ruler.push("align_class", function (state) {
+  state.tokens.forEach(function (t) {
+    var m = (t.type === "th_open" || t.type === "td_open") && /text-align:(\w+)/.exec(t.attrGet("style") || "");
+    if (m) { t.attrs = t.attrs.filter(function (a) { return a[0] !== "style"; }); t.attrJoin("class", "align-" + m[1]); }
+  });
+});
+// an image is shown as a link to it: nothing is fetched from elsewhere by reading an answer
+md.renderer.rules.image = function (tokens, i) {
+  var t = tokens[i], alt = t.children ? md.renderer.renderInlineAsText(t.children, md.options) : "";
+  return '<a href="' + escape(t.attrGet("src")) + '">[image: ' + escape(alt || "untitled") + "]</a>";
+};
+
+var PURIFY = {
+  USE_PROFILES: { html: true, mathMl: true },
+  FORBID_TAGS: ["style", "img", "svg", "iframe", "form", "input", "button", "textarea", "select"],
+  FORBID_ATTR: ["style", "id", "name", "srcset", "action", "formaction"]
+};
+DOMPurify.addHook("afterSanitizeAttributes", function (node) {
+  if (node.hasAttribute && node.hasAttribute("href")) {
+    if (!SAFE_URL.test(node.getAttribute("href").trim())) { node.removeAttribute("href"); }
+    else { node.setAttribute("rel", "noopener noreferrer nofollow"); node.setAttribute("target", "_blank"); }
+  }
+  if (node.hasAttribute && node.hasAttribute("src")) { node.removeAttribute("src"); }
+});
+
+function render(text) { return DOMPurify.sanitize(md.render(text), PURIFY); }
+
+// Where the completed blocks end: after the last blank line that is outside a fence or a
+// display formula and followed by an unindented line (the rest is the open block).
+function settled(text, from) {
+  var fence = null, math = null, cut = from, pos = from, blank = false;
+  while (pos < text.length) {
+    var nl = text.indexOf("\n", pos);
+    if (nl < 0) { break; }  // the last line is still streaming
+    var line = text.slice(pos, nl), t = line.trim();
+    if (fence) {
+      if (t.indexOf(fence) === 0 && /^[`~]+$/.test(t)) { fence = null; }
+    } else if (math) {
+      if (t.slice(-2) === math) { math = null; }
+    } else if (!t) {
+      blank = true;
+    } else {
+      if (blank && !/^\s/.test(line)) { cut = pos; }
+      blank = false;
+      var f = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+      if (f) { fence = f[1]; }
+      else if (/^ {0,3}(\$\$|\\\[)/.test(line)) {
+        var closer = t.slice(0, 2) === "$$" ? "$$" : "\\]";
+        if (!(t.length > 2 && t.slice(-2) === closer)) { math = closer; }
+      }
+    }
+    pos = nl + 1;
+  }
+  return cut;
+}
+
+// ------------------------------------------------------------------------------- the page
+var csrf = document.querySelector('meta[name="csrf-token"]').content;
+var $ = function (id) { return document.getElementById(id); };
+var prompt = $("prompt"), send = $("send"), again = $("again"), status = $("status");
+var suggest = $("suggest");
+var votes = Array.prototype.slice.call(document.querySelectorAll("button.vote"));
+var battle = null, promptId = null, voted = false;
+// a touch screen (the page hides its keyboard hints there; a headless or keyboard-only browser,
+// with no pointer at all, keeps them)
+var touch = window.matchMedia("(pointer: coarse)").matches;
+// render cost, for the guide's figures and the browser tests: ms and calls per side
+var cost = window.arenaRenderCost = { a: { ms: 0, calls: 0 }, b: { ms: 0, calls: 0 } };
+
+function Side(s) {
+  var el = $("answer-" + s);
+  this.s = s; this.el = el; this.text = ""; this.cut = 0; this.frame = 0;
+  this.done = document.createElement("div"); this.tail = document.createElement("div");
+  el.replaceChildren(this.done, this.tail);
+}
+Side.prototype.clear = function () {
+  if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
+  this.text = ""; this.cut = 0; this.done.replaceChildren(); this.tail.replaceChildren();
+};
+Side.prototype.add = function (delta) {
+  this.text += delta;
+  var self = this;
+  if (!this.frame) { this.frame = requestAnimationFrame(function () { self.frame = 0; self.paint(); }); }
+};
+Side.prototype.paint = function () {
+  var t0 = performance.now(), cut = settled(this.text, this.cut);
+  if (cut > this.cut) {
+    this.done.insertAdjacentHTML("beforeend", render(this.text.slice(this.cut, cut)));
+    this.cut = cut;
+  }
+  this.tail.innerHTML = render(this.text.slice(this.cut));
+  cost[this.s].ms += performance.now() - t0; cost[this.s].calls += 1;
+};
+Side.prototype.repaint = function () {  // after a library loaded: everything again
+  if (!this.text) { return; }
+  var t0 = performance.now();
+  this.done.innerHTML = render(this.text.slice(0, this.cut));
+  this.tail.innerHTML = render(this.text.slice(this.cut));
+  cost[this.s].ms += performance.now() - t0; cost[this.s].calls += 1;
+};
+Side.prototype.finish = function () {  // the whole answer once, as one document
+  if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
+  var t0 = performance.now();
+  this.done.innerHTML = render(this.text); this.tail.replaceChildren(); this.cut = this.text.length;
+  cost[this.s].ms += performance.now() - t0; cost[this.s].calls += 1;
+};
+var sides = { a: new Side("a"), b: new Side("b") };
+window.arenaMarkdown = { render: render, settled: settled, md: md };  // for the measurements in the tests
+document.body.dataset.loading = "0";
+
+function setVotes(on) { votes.forEach(function (b) { b.disabled = !on; }); }
+function say(text, error) { status.textContent = text; status.className = error ? "status error" : "status"; }
+function post(url, body) {
+  return fetch(url, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+    body: JSON.stringify(body)
+  });
+}
+async function failed(r) {
+  try { var j = await r.json(); return j.error ? j.error.message : r.statusText; }
+  catch (e) { return r.statusText; }
+}
+function reset() {
+  battle = null; voted = false; setVotes(false);
+  ["a", "b"].forEach(function (s) { sides[s].clear(); $("name-" + s).textContent = ""; });
+  again.hidden = true; send.disabled = false; prompt.disabled = false;
+  if (suggest) { suggest.disabled = false; }
+}
+
+async function start() {
+  var text = prompt.value.trim();
+  if (!text) { say("Type a prompt first.", true); return; }
+  reset();
+  send.disabled = true; prompt.disabled = true; if (suggest) { suggest.disabled = true; }
+  say("Both models are answering…");
+  var r = await post("/arena/battles", { prompt: text, prompt_id: promptId });
+  if (!r.ok) { say(await failed(r), true); send.disabled = false; prompt.disabled = false; return; }
+  var reader = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
+  for (;;) {
+    var chunk = await reader.read();
+    if (chunk.done) { break; }
+    buf += decoder.decode(chunk.value, { stream: true });
+    var lines = buf.split("\n"); buf = lines.pop();
+    lines.forEach(function (line) {
+      if (!line) { return; }
+      var m = JSON.parse(line);
+      if (m.battle_id) { battle = m.battle_id; document.body.dataset.battle = battle; }
+      else if (m.restart) { sides[m.side].clear(); }
+      else if (m.side) { sides[m.side].add(m.delta); }
+      else if (m.done) { done = m; }
+    });
+  }
+  sides.a.finish(); sides.b.finish();
+  if (done && done.status === "complete") {
+    setVotes(true); document.body.dataset.state = "complete";
+    say("Both answers are complete: which is better?" + (touch ? "" : " (keys 1–4)"));
+  } else {
+    document.body.dataset.state = "failed";
+    say("This battle failed" + (done && done.failure ? ": " + done.failure : "") + ". It is not counted.", true);
+    again.hidden = false;
+  }
+}
+
+async function vote(outcome) {
+  if (!battle || voted || votes[0].disabled) { return; }
+  setVotes(false);
+  var r = await post("/arena/battles/" + battle + "/vote", { outcome: outcome });
+  if (!r.ok) { say(await failed(r), true); setVotes(true); return; }
+  var j = await r.json();
+  voted = true; document.body.dataset.state = "voted";
+  $("name-a").textContent = "· " + j.model_a; $("name-b").textContent = "· " + j.model_b;
+  say("Thank you! Model A was " + j.model_a + ", model B was " + j.model_b + ".");
+  again.hidden = false; again.focus();
+}
+
+send.addEventListener("click", start);
+again.addEventListener("click", function () { reset(); promptId = null; prompt.value = ""; prompt.focus(); say(""); });
+prompt.addEventListener("input", function () { promptId = null; });
+if (suggest) {
+  suggest.addEventListener("click", async function () {
+    var r = await fetch("/arena/prompt", { credentials: "same-origin" });
+    if (!r.ok) { say(await failed(r), true); return; }
+    var p = await r.json(); prompt.value = p.prompt; promptId = p.id;
+  });
+}
+votes.forEach(function (b) { b.addEventListener("click", function () { vote(b.dataset.outcome); }); });
+document.addEventListener("keydown", function (e) {
+  if (e.target === prompt) {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { start(); }
+    return;
+  }
+  var k = { "1": "model_a", "2": "model_b", "3": "tie", "4": "both_bad" }[e.key];
+  if (k) { vote(k); }
+});
+document.body.dataset.ready = "1";
