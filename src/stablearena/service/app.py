@@ -201,6 +201,7 @@ def create_app(
             settings.unauthenticated_rate_limit, settings.unauthenticated_burst
         )
         app.state.admin_key = admin_key
+        app.state.limits_fd = limits_fd  # the page's limits share the table (visitors.py)
         app.state.settings = settings
         app.state.worker = worker
         app.state.hot = front.hot = Hot(

@@ -295,7 +295,10 @@ class BattleHolder:
         st = self.state
         names = self._names()
         for _ in range(8):
-            revision = st.revision
+            revision = st.revision  # stored only if the registry is still this one
+            p = st.principals.get(who.id)
+            if p is not None and p.revoked:  # revoked since the request was authenticated
+                raise ApiError(403, "forbidden", "this annotator's key was revoked", "cookie")
             row, held = self._draw(who, names, prompt, prompt_id, address)
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()

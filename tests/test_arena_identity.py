@@ -1,0 +1,370 @@
+"""Identities of the /arena page (stablearena.service.visitors): one parser for every identity
+token, a revoked key refused on every worker, a visitor's row made on its first battle (not when
+the page is opened), the page's limits shared by the workers of ``serve --workers N``, and
+fuzzed cookies and headers (never a 500). The models are served by a real OpenAI-compatible
+server process on loopback (stablearena.endpoints.demo_server)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from arena_process import ServerProcess
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stablearena.endpoints.demo_server import DemoServer
+from stablearena.service import store
+from stablearena.service.app import create_app
+from stablearena.service.security import parse_cookie, parse_token, split_key
+from stablearena.service.settings import Settings
+
+posix = pytest.mark.skipif(sys.platform == "win32", reason="record locks and fd passing: POSIX")
+CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]*)"')
+
+
+@pytest.fixture(scope="module")
+def demo():
+    with DemoServer(seed=0) as server:
+        yield server
+
+
+def make_settings(tmp_path, base_url: str) -> Settings:
+    return Settings(
+        db=f"sqlite:///{tmp_path / 'arena.db'}",
+        fit_in_process=False,
+        poll_seconds=0.05,
+        seed=0,
+        arena={"min_records": 0},
+        models=[{"name": m, "base_url": base_url, "model": m} for m in ("demo-ace", "demo-wild")],
+        arena_page={"prompts": "demo"},
+    )
+
+
+def admin(tc: TestClient) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tc.app.state.admin_key}"}
+
+
+def page_csrf(client) -> str:  # noqa: ANN001
+    r = client.get("/arena")
+    assert r.status_code == 200, r.text
+    return CSRF.search(r.text).group(1)
+
+
+def battle(client, csrf: str, **headers: str):  # noqa: ANN001
+    return client.post(
+        "/arena/battles", json={"prompt": "What is 2+2?"}, headers={"X-CSRF-Token": csrf, **headers}
+    )
+
+
+def vote(client, csrf: str, bid: str, **headers: str):  # noqa: ANN001
+    return client.post(
+        f"/arena/battles/{bid}/vote",
+        json={"outcome": "tie"},
+        headers={"X-CSRF-Token": csrf, **headers},
+    )
+
+
+def raw(headers: dict[str, str]) -> dict[str, bytes]:
+    """Header values as the bytes a client may send: Latin-1 (what the server decodes them
+    as), else UTF-8."""
+    out = {}
+    for k, v in headers.items():
+        try:
+            out[k] = v.encode("latin-1")
+        except UnicodeEncodeError:
+            out[k] = v.encode()
+    return out
+
+
+def annotator_rows(engine) -> int:  # noqa: ANN001
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(sa.func.count()).select_from(store.tables.annotators)
+        ).scalar_one()
+
+
+# ------------------------------------------------------------------ one parser (item 2)
+BAD_COOKIES = [
+    "²." + "9" * 10 + "." + "a" * 64,  # a superscript digit: str.isdigit() says yes
+    "1²." + "9" * 10 + "." + "a" * 64,
+    "9" * 5000 + ".1.x",  # more digits than int() reads
+    "1." + "9" * 5000 + "." + "a" * 64,
+    "٣.1.x",  # an Arabic-Indic digit
+    "v" + "0" * 16 + ".1.x",
+    "",
+    ".",
+    "..",
+    "1.2.3.4",
+    "-1.99999999999." + "a" * 64,
+    "0.99999999999." + "a" * 64,
+    "\x00.1.2",
+]
+
+
+@pytest.mark.parametrize("value", BAD_COOKIES)
+def test_the_token_parser_refuses_malformed_cookies(value):
+    assert parse_cookie(value) is None
+
+
+def test_the_token_parser_reads_the_forms_the_service_makes():
+    c = parse_cookie("12.1999999999." + "ab" * 32)
+    assert c is not None and c.annotator_id == 12 and c.expiry == 1999999999
+    c = parse_cookie("v0123456789abcdef.1999999999." + "ab" * 32)
+    assert c is not None and c.annotator_id is None and c.ident == "v0123456789abcdef"
+    assert split_key("sa_0123456789abcdef_" + "A-_z" * 10) == "0123456789abcdef"
+    for bad in ("sa_0123456789abcdeg_x", "sa_0123456789abcdef_", "sa_0123456789abcdef_\x00", 5):
+        assert split_key(bad) is None  # type: ignore[arg-type]
+    assert parse_token("session", "x" * 43) is not None
+    assert parse_token("session", "x" * 101) is None and parse_token("session", "é" * 43) is None
+
+
+def test_crafted_identity_cookies_are_no_identity_not_a_500(tmp_path, demo):
+    """A crafted cookie (a superscript digit, 5,000 digits, …) is treated as no identity: the
+    page gives a new visitor's cookie, a post is a 403, the dashboard asks to log in."""
+    with TestClient(create_app(make_settings(tmp_path, demo.base_url))) as tc:
+        for value in BAD_COOKIES[:5]:
+            tc.cookies.clear()
+            r = tc.get("/arena", headers=raw({"Cookie": f"sa_arena={value}"}))
+            assert r.status_code in (200, 429), (value[:20], r.status_code, r.text[:200])
+            r = tc.post(
+                "/arena/battles",
+                json={"prompt": "hi"},
+                headers=raw({"Cookie": f"sa_arena={value}", "X-CSRF-Token": "x"}),
+            )
+            assert r.status_code == 403, (value[:20], r.status_code, r.text[:200])
+            assert "no arena identity" in r.json()["error"]["message"]
+            r = tc.get("/admin", headers=raw({"Cookie": f"stablearena_admin={value}"}))
+            assert r.status_code in (303, 307, 200, 429), (value[:20], r.status_code)
+
+
+# ------------------------------------------------------------------ revoked keys (item 1)
+def test_a_revoked_key_can_neither_battle_nor_vote_through_the_page(tmp_path, demo):
+    with TestClient(create_app(make_settings(tmp_path, demo.base_url))) as tc:
+        key = tc.post("/v1/admin/annotators", json={"name": "ann"}, headers=admin(tc)).json()["key"]
+        r = tc.post("/arena/login", data={"key": key}, follow_redirects=False)
+        assert r.status_code == 303
+        csrf = page_csrf(tc)
+        lines = [json.loads(x) for x in battle(tc, csrf).text.splitlines()]
+        assert lines[-1]["status"] == "complete"
+        bid = lines[0]["battle_id"]
+        assert tc.delete("/v1/admin/annotators/ann", headers=admin(tc)).status_code == 200
+        r = vote(tc, csrf, bid)
+        assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
+        r = battle(tc, csrf)
+        assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
+        # the same annotator with a new key logs in again and votes
+        key = tc.post("/v1/admin/annotators", json={"name": "ann"}, headers=admin(tc)).json()["key"]
+        tc.post("/arena/login", data={"key": key}, follow_redirects=False)
+        assert vote(tc, page_csrf(tc), bid).status_code == 200
+
+
+def _pinned(url: str, n: int = 2) -> dict[int, httpx.Client]:
+    """Keep-alive connections until one is on each of the ``n`` workers."""
+    by_worker: dict[int, httpx.Client] = {}
+    spare = []
+    for _ in range(200):
+        c = httpx.Client(base_url=url, timeout=60)
+        w = c.get("/healthz").json()["worker"]
+        if w in by_worker:
+            spare.append(c)
+        else:
+            by_worker[w] = c
+        if len(by_worker) == n:
+            break
+    for c in spare:
+        c.close()
+    assert set(by_worker) == set(range(n))
+    return by_worker
+
+
+def _config(tmp_path, demo) -> str:  # noqa: ANN001
+    path = tmp_path / "arena.toml"
+    path.write_text(
+        '[arena]\nmin_records = 0\n\n[arena_page]\nprompts = "demo"\n\n'
+        + "".join(
+            f'[[models]]\nname = "{n}"\nbase_url = "{demo.base_url}"\nmodel = "{n}"\n\n'
+            for n in ("demo-ace", "demo-wild")
+        )
+    )
+    return str(path)
+
+
+@posix
+def test_a_revoked_key_is_refused_on_every_worker(tmp_path, demo):
+    """``serve --workers 2``: an annotator signed in on the page uses both workers; its key is
+    revoked through worker 0; at once, worker 1 refuses its vote and its battles (403)."""
+    db = f"sqlite:///{tmp_path / 'arena.db'}"
+    server = ServerProcess(db, "--workers", "2", "--config", _config(tmp_path, demo), cwd=tmp_path)
+    server.start()
+    try:
+        adm = {"Authorization": f"Bearer {server.admin_key}"}
+        w = _pinned(server.url)
+        key = w[0].post("/v1/admin/annotators", json={"name": "ann"}, headers=adm).json()["key"]
+        origin = {"Origin": server.url}
+        r = w[0].post("/arena/login", data={"key": key}, headers=origin, follow_redirects=False)
+        assert r.status_code == 303, r.text
+        w[1].cookies.update(w[0].cookies)
+        csrf = page_csrf(w[0])
+        assert page_csrf(w[1]) == csrf  # worker 1 knows the identity too
+        bids = []
+        for c in (w[0], w[1]):
+            for _ in range(100):  # a worker still loading answers 503
+                r = battle(c, csrf, **origin)
+                if r.status_code != 503:
+                    break
+                time.sleep(0.1)
+            lines = [json.loads(x) for x in r.text.splitlines()]
+            assert lines[-1]["status"] == "complete", r.text
+            bids.append(lines[0]["battle_id"])
+        assert vote(w[1], csrf, bids[0], **origin).status_code == 200
+        assert w[0].delete("/v1/admin/annotators/ann", headers=adm).status_code == 200
+        r = vote(w[1], csrf, bids[1], **origin)  # no wait: the vote's transaction sees it
+        assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
+        r = battle(w[1], csrf, **origin)
+        assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
+        r = vote(w[0], csrf, bids[1], **origin)
+        assert r.status_code == 403, r.text
+        for c in w.values():
+            c.close()
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------ lazy rows (item 3)
+def test_opening_the_page_stores_nobody_until_a_battle(tmp_path, demo):
+    with TestClient(create_app(make_settings(tmp_path, demo.base_url))) as tc:
+        engine = tc.app.state.engine
+        before = annotator_rows(engine)
+        for _ in range(5):  # the burst of new identities per address
+            tc.cookies.clear()
+            page_csrf(tc)
+            assert tc.cookies.get("sa_arena")
+        assert annotator_rows(engine) == before  # cookies given, no row
+        csrf = page_csrf(tc)  # the last visitor, its cookie kept
+        assert tc.get("/arena/prompt").status_code == 200
+        assert vote(tc, csrf, "nope").status_code == 403  # no battle yet: still no row
+        assert annotator_rows(engine) == before
+        lines = [json.loads(x) for x in battle(tc, csrf).text.splitlines()]
+        assert lines[-1]["status"] == "complete"
+        assert annotator_rows(engine) == before + 1
+        assert vote(tc, csrf, lines[0]["battle_id"]).status_code == 200
+        lines = [json.loads(x) for x in battle(tc, csrf).text.splitlines()]
+        assert vote(tc, csrf, lines[0]["battle_id"]).status_code == 200
+        assert annotator_rows(engine) == before + 1  # one visitor, one row
+        with engine.connect() as conn:
+            names = {
+                r.name
+                for r in conn.execute(
+                    sa.select(store.tables.annotators.c.name)
+                    .join(
+                        store.tables.battles,
+                        store.tables.battles.c.annotator_id == store.tables.annotators.c.id,
+                    )
+                    .where(store.tables.battles.c.id == lines[0]["battle_id"])
+                )
+            }
+        assert len(names) == 1 and re.fullmatch(r"visitor-[0-9a-f]{16}", names.pop())
+
+
+# ------------------------------------------------------------------ shared limits (item 4)
+@posix
+def test_the_page_limits_are_one_per_host_across_workers(tmp_path):
+    """``serve --workers 2``: new identities from one address, asked alternately of each
+    worker, pass 5 times (the burst), not 10 (a bucket per worker)."""
+    db = f"sqlite:///{tmp_path / 'arena.db'}"
+    server = ServerProcess(db, "--workers", "2", cwd=tmp_path).start()
+    try:
+        w = _pinned(server.url)
+        for c in w.values():  # each worker ready (a worker still loading answers 503)
+            for _ in range(100):
+                if c.get("/arena", headers={"Cookie": "sa_arena=x"}).status_code != 503:
+                    break
+                time.sleep(0.1)
+        codes = []
+        for k in range(12):
+            c = w[k % 2]
+            c.cookies.clear()
+            codes.append(c.get("/arena").status_code)
+            assert c.get("/healthz").json()["worker"] == k % 2
+        # the two warm-up requests above made identities too
+        assert codes.count(200) == 3 and codes.count(429) == 9, codes
+        for c in w.values():
+            c.close()
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------ fuzz (item 5)
+latin1 = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters=";"))
+tokenish = st.one_of(
+    latin1,
+    st.builds(
+        lambda a, b, c: f"{a}.{b}.{c}",
+        st.one_of(st.integers(-5, 10**30).map(str), latin1),
+        st.one_of(st.integers(-5, 10**30).map(str), latin1),
+        st.one_of(st.text("0123456789abcdef", min_size=60, max_size=70), latin1),
+    ),
+    st.integers(0, 6000).map(lambda n: "9" * n),
+)
+
+
+@pytest.fixture(scope="module")
+def fuzz_client(tmp_path_factory, demo):
+    s = make_settings(tmp_path_factory.mktemp("fuzz"), demo.base_url)
+    s.arena_page.visitors_per_hour = 1e9  # a fuzzed cookie is a new visitor: not a 429
+    with TestClient(create_app(s)) as tc:
+        yield tc
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cookie=tokenish,
+    admin_cookie=tokenish,
+    csrf=latin1,
+    authorization=st.one_of(latin1, latin1.map(lambda t: "Bearer " + t), tokenish),
+    origin=st.one_of(st.none(), latin1, latin1.map(lambda t: "http://" + t)),
+    route=st.sampled_from(["page", "prompt", "battle", "vote", "admin", "models", "login"]),
+)
+def test_fuzzed_identity_cookies_and_headers_never_give_a_500(
+    fuzz_client, cookie, admin_cookie, csrf, authorization, origin, route
+):
+    """Any cookie, CSRF token, Authorization header or Origin: a clear 4xx or the normal
+    anonymous handling, never a 500; and the page still works for a real visitor after."""
+    tc = fuzz_client
+    tc.cookies.clear()
+    headers = raw(
+        {
+            "Cookie": f"sa_arena={cookie}; stablearena_admin={admin_cookie}",
+            "X-CSRF-Token": csrf,
+            "Authorization": authorization,
+            **({"Origin": origin} if origin is not None else {}),
+        }
+    )
+    if route == "page":
+        r = tc.get("/arena", headers=headers)
+    elif route == "prompt":
+        r = tc.get("/arena/prompt", headers=headers)
+    elif route == "battle":
+        r = tc.post("/arena/battles", json={"prompt": "hi"}, headers=headers)
+    elif route == "vote":
+        r = tc.post("/arena/battles/x/vote", json={"outcome": "tie"}, headers=headers)
+    elif route == "admin":
+        r = tc.get("/admin/poll", headers=headers)
+    elif route == "models":
+        r = tc.get("/v1/models", headers=headers)
+    else:
+        r = tc.post("/arena/login", data={"key": authorization}, headers=headers)
+    assert r.status_code < 500, (route, r.status_code, r.text[:300])
+    if r.status_code >= 400 and route not in ("page", "login"):
+        assert r.json()["error"]["message"]
+    tc.cookies.clear()
+    assert tc.get("/arena").status_code == 200  # not stuck
