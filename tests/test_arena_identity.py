@@ -301,6 +301,44 @@ def test_the_page_limits_are_one_per_host_across_workers(tmp_path):
         server.stop()
 
 
+@posix
+def test_one_identity_gets_its_battles_once_across_workers(tmp_path, demo):
+    """``serve --workers 2``, a negligible refill: one visitor's battles, started alternately
+    on each worker, pass 20 times (the burst per identity), not 40."""
+    db = f"sqlite:///{tmp_path / 'arena.db'}"
+    config = _config(tmp_path, demo)
+    with open(config) as f:
+        text = f.read().replace(
+            "[arena_page]\n",
+            "[arena_page]\nvisitor_battles_per_hour = 0.001\nvisitor_open = 1000\n"
+            "address_open = 1000\n",
+        )
+    with open(config, "w") as f:
+        f.write(text)
+    server = ServerProcess(db, "--workers", "2", "--config", config, cwd=tmp_path).start()
+    try:
+        w = _pinned(server.url)
+        origin = {"Origin": server.url}
+        csrf = page_csrf(w[0])
+        w[1].cookies.update(w[0].cookies)
+        for c in w.values():  # each worker ready (a worker still loading answers 503)
+            for _ in range(100):
+                if c.get("/arena/prompt").status_code != 503:
+                    break
+                time.sleep(0.1)
+        codes = []
+        for k in range(24):
+            r = battle(w[k % 2], csrf, **origin)
+            codes.append(r.status_code)
+            if r.status_code == 429:
+                assert "too many battles" in r.json()["error"]["message"]
+        assert codes.count(200) == 20 and codes.count(429) == 4, codes
+        for c in w.values():
+            c.close()
+    finally:
+        server.stop()
+
+
 # ------------------------------------------------------------------ fuzz (item 5)
 latin1 = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters=";"))
 tokenish = st.one_of(
