@@ -10,6 +10,8 @@ import json
 import re
 import sys
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -25,7 +27,6 @@ from stablearena.service.app import create_app
 from stablearena.service.security import parse_cookie, parse_token, split_key
 from stablearena.service.settings import Settings
 
-posix = pytest.mark.skipif(sys.platform == "win32", reason="record locks and fd passing: POSIX")
 CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]*)"')
 
 
@@ -35,9 +36,9 @@ def demo():
         yield server
 
 
-def make_settings(tmp_path, base_url: str) -> Settings:
+def make_settings(tmp_path, base_url: str, db: str | None = None) -> Settings:
     return Settings(
-        db=f"sqlite:///{tmp_path / 'arena.db'}",
+        db=db or f"sqlite:///{tmp_path / 'arena.db'}",
         fit_in_process=False,
         poll_seconds=0.05,
         seed=0,
@@ -125,6 +126,26 @@ def test_the_token_parser_reads_the_forms_the_service_makes():
     assert parse_token("session", "x" * 101) is None and parse_token("session", "é" * 43) is None
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.one_of(
+        st.text(max_size=400),
+        st.builds(
+            lambda n, tail: "9" * n + tail,
+            st.integers(0, 6000),
+            st.sampled_from(["", ".1." + "a" * 64, "²", ".²." + "a" * 64]),
+        ),
+    )
+)
+def test_the_token_parser_never_raises_on_any_text(value):
+    """Any unicode at any length: a token of the one form, or None — never an exception."""
+    c = parse_cookie(value)
+    assert c is None or (c.ident.isascii() and str(c.expiry).isascii())
+    assert split_key(value) is None or split_key(value).isascii()
+    m = parse_token("session", value)
+    assert m is None or value.isascii()
+
+
 def test_crafted_identity_cookies_are_no_identity_not_a_500(tmp_path, demo):
     """A crafted cookie (a superscript digit, 5,000 digits, …) is treated as no identity: the
     page gives a new visitor's cookie, a post is a 403, the dashboard asks to log in."""
@@ -184,62 +205,105 @@ def _pinned(url: str, n: int = 2) -> dict[int, httpx.Client]:
     return by_worker
 
 
-def _config(tmp_path, demo) -> str:  # noqa: ANN001
-    path = tmp_path / "arena.toml"
-    path.write_text(
-        '[arena]\nmin_records = 0\n\n[arena_page]\nprompts = "demo"\n\n'
-        + "".join(
-            f'[[models]]\nname = "{n}"\nbase_url = "{demo.base_url}"\nmodel = "{n}"\n\n'
-            for n in ("demo-ace", "demo-wild")
+class TwoWorkers:
+    """``serve --workers 2`` on a fresh SQLite file, the demo models as endpoints, a refill of
+    the page's battles per identity too slow to matter (only the burst of 20 passes) and no
+    caps on open battles in the way; a keep-alive connection to each worker."""
+
+    def __init__(self, tmp_path, demo) -> None:  # noqa: ANN001
+        config = tmp_path / "arena.toml"
+        config.write_text(
+            '[arena]\nmin_records = 0\n\n[arena_page]\nprompts = "demo"\n'
+            "visitor_battles_per_hour = 0.001\nvisitor_open = 1000\naddress_open = 1000\n\n"
+            + "".join(
+                f'[[models]]\nname = "{n}"\nbase_url = "{demo.base_url}"\nmodel = "{n}"\n\n'
+                for n in ("demo-ace", "demo-wild")
+            )
         )
-    )
-    return str(path)
-
-
-@posix
-def test_a_revoked_key_is_refused_on_every_worker(tmp_path, demo):
-    """``serve --workers 2``: an annotator signed in on the page uses both workers; its key is
-    revoked through worker 0; at once, worker 1 refuses its vote and its battles (403)."""
-    db = f"sqlite:///{tmp_path / 'arena.db'}"
-    server = ServerProcess(db, "--workers", "2", "--config", _config(tmp_path, demo), cwd=tmp_path)
-    server.start()
-    try:
-        adm = {"Authorization": f"Bearer {server.admin_key}"}
-        w = _pinned(server.url)
-        key = w[0].post("/v1/admin/annotators", json={"name": "ann"}, headers=adm).json()["key"]
-        origin = {"Origin": server.url}
-        r = w[0].post("/arena/login", data={"key": key}, headers=origin, follow_redirects=False)
-        assert r.status_code == 303, r.text
-        w[1].cookies.update(w[0].cookies)
-        csrf = page_csrf(w[0])
-        assert page_csrf(w[1]) == csrf  # worker 1 knows the identity too
-        bids = []
-        for c in (w[0], w[1]):
-            for _ in range(100):  # a worker still loading answers 503
-                r = battle(c, csrf, **origin)
-                if r.status_code != 503:
+        db = f"sqlite:///{tmp_path / 'arena.db'}"
+        self.server = ServerProcess(db, "--workers", "2", "--config", str(config), cwd=tmp_path)
+        self.server.start()
+        self.url = self.server.url
+        self.origin = {"Origin": self.url}
+        self.admin = {"Authorization": f"Bearer {self.server.admin_key}"}
+        self.w = _pinned(self.url)
+        for c in self.w.values():  # each worker ready (one still loading answers 503)
+            for _ in range(100):
+                if c.get("/arena/prompt").status_code != 503:
                     break
                 time.sleep(0.1)
-            lines = [json.loads(x) for x in r.text.splitlines()]
-            assert lines[-1]["status"] == "complete", r.text
-            bids.append(lines[0]["battle_id"])
-        assert vote(w[1], csrf, bids[0], **origin).status_code == 200
-        assert w[0].delete("/v1/admin/annotators/ann", headers=adm).status_code == 200
-        r = vote(w[1], csrf, bids[1], **origin)  # no wait: the vote's transaction sees it
-        assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
-        r = battle(w[1], csrf, **origin)
-        assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
-        r = vote(w[0], csrf, bids[1], **origin)
-        assert r.status_code == 403, r.text
-        for c in w.values():
+
+    def login(self, name: str) -> tuple[dict[int, httpx.Client], str]:
+        """A new annotator key for ``name``, signed in on the page: a client per worker with its
+        cookie, and its CSRF token (no new visitor is made: the address's burst of new
+        identities stays whole for the test of that limit)."""
+        key = self.w[0].post("/v1/admin/annotators", json={"name": name}, headers=self.admin)
+        w = {k: httpx.Client(base_url=self.url, timeout=60) for k in (0, 1)}
+        for k, c in w.items():  # new connections: pin them to their workers again
+            while c.get("/healthz").json()["worker"] != k:
+                c.close()
+                c = w[k] = httpx.Client(base_url=self.url, timeout=60)
+        r = w[0].post(
+            "/arena/login",
+            data={"key": key.json()["key"]},
+            headers=self.origin,
+            follow_redirects=False,
+        )
+        assert r.status_code == 303, r.text
+        w[1].cookies.update(w[0].cookies)
+        return w, page_csrf(w[0])
+
+    def close(self) -> None:
+        for c in self.w.values():
             c.close()
+        self.server.stop()
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory, demo):
+    if sys.platform == "win32":  # pragma: no cover
+        pytest.skip("record locks and fd passing: POSIX")
+    tw = TwoWorkers(tmp_path_factory.mktemp("two-workers"), demo)
+    try:
+        yield tw
     finally:
-        server.stop()
+        tw.close()
 
 
-# ------------------------------------------------------------------ lazy rows (item 3)
-def test_opening_the_page_stores_nobody_until_a_battle(tmp_path, demo):
-    with TestClient(create_app(make_settings(tmp_path, demo.base_url))) as tc:
+def test_a_revoked_key_is_refused_on_every_worker(two_workers):
+    """``serve --workers 2``: an annotator signed in on the page uses both workers; its key is
+    revoked through worker 0; at once, worker 1 refuses its vote and its battles (403)."""
+    tw = two_workers
+    w, csrf = tw.login("ann-revoked")
+    assert page_csrf(w[1]) == csrf  # worker 1 knows the identity too
+    bids = []
+    for c in (w[0], w[1]):
+        r = battle(c, csrf, **tw.origin)
+        lines = [json.loads(x) for x in r.text.splitlines()]
+        assert lines[-1]["status"] == "complete", r.text
+        bids.append(lines[0]["battle_id"])
+    assert vote(w[1], csrf, bids[0], **tw.origin).status_code == 200
+    r = w[0].delete("/v1/admin/annotators/ann-revoked", headers=tw.admin)
+    assert r.status_code == 200
+    r = vote(w[1], csrf, bids[1], **tw.origin)  # no wait: the vote's transaction sees it
+    assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
+    r = battle(w[1], csrf, **tw.origin)
+    assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
+    assert vote(w[0], csrf, bids[1], **tw.origin).status_code == 403
+    for c in w.values():
+        c.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'arena.db'}"
+    pg = request.getfixturevalue("postgres")
+    return pg.create_database("i" + uuid.uuid4().hex[:12])
+
+
+def test_opening_the_page_stores_nobody_until_a_battle(tmp_path, demo, db_url):
+    with TestClient(create_app(make_settings(tmp_path, demo.base_url, db_url))) as tc:
         engine = tc.app.state.engine
         before = annotator_rows(engine)
         for _ in range(5):  # the burst of new identities per address
@@ -273,70 +337,51 @@ def test_opening_the_page_stores_nobody_until_a_battle(tmp_path, demo):
         assert len(names) == 1 and re.fullmatch(r"visitor-[0-9a-f]{16}", names.pop())
 
 
+def test_a_visitor_stored_at_once_by_many_workers_is_one_row(db_url):
+    """Workers storing one visitor at the same moment (its first battles on several workers)
+    all get the same row."""
+    engine = store.make_engine(db_url)
+    store.migrate(engine)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            ids = list(
+                pool.map(
+                    lambda _: store.held.visitor_id(engine, "visitor-00ff", time.time(), True),
+                    range(16),
+                )
+            )
+        assert len(set(ids)) == 1 and ids[0] is not None
+        assert store.held.visitor_id(engine, "visitor-0100", time.time(), False) is None
+    finally:
+        engine.dispose()
+
+
 # ------------------------------------------------------------------ shared limits (item 4)
-@posix
-def test_the_page_limits_are_one_per_host_across_workers(tmp_path):
+def test_the_page_limits_are_one_per_host_across_workers(two_workers):
     """``serve --workers 2``: new identities from one address, asked alternately of each
     worker, pass 5 times (the burst), not 10 (a bucket per worker)."""
-    db = f"sqlite:///{tmp_path / 'arena.db'}"
-    server = ServerProcess(db, "--workers", "2", cwd=tmp_path).start()
-    try:
-        w = _pinned(server.url)
-        for c in w.values():  # each worker ready (a worker still loading answers 503)
-            for _ in range(100):
-                if c.get("/arena", headers={"Cookie": "sa_arena=x"}).status_code != 503:
-                    break
-                time.sleep(0.1)
-        codes = []
-        for k in range(12):
-            c = w[k % 2]
-            c.cookies.clear()
-            codes.append(c.get("/arena").status_code)
-            assert c.get("/healthz").json()["worker"] == k % 2
-        # the two warm-up requests above made identities too
-        assert codes.count(200) == 3 and codes.count(429) == 9, codes
-        for c in w.values():
-            c.close()
-    finally:
-        server.stop()
+    codes = []
+    for k in range(12):
+        c = two_workers.w[k % 2]
+        c.cookies.clear()
+        codes.append(c.get("/arena").status_code)
+        assert c.get("/healthz").json()["worker"] == k % 2
+    assert codes.count(200) == 5 and codes.count(429) == 7, codes
 
 
-@posix
-def test_one_identity_gets_its_battles_once_across_workers(tmp_path, demo):
-    """``serve --workers 2``, a negligible refill: one visitor's battles, started alternately
-    on each worker, pass 20 times (the burst per identity), not 40."""
-    db = f"sqlite:///{tmp_path / 'arena.db'}"
-    config = _config(tmp_path, demo)
-    with open(config) as f:
-        text = f.read().replace(
-            "[arena_page]\n",
-            "[arena_page]\nvisitor_battles_per_hour = 0.001\nvisitor_open = 1000\n"
-            "address_open = 1000\n",
-        )
-    with open(config, "w") as f:
-        f.write(text)
-    server = ServerProcess(db, "--workers", "2", "--config", config, cwd=tmp_path).start()
-    try:
-        w = _pinned(server.url)
-        origin = {"Origin": server.url}
-        csrf = page_csrf(w[0])
-        w[1].cookies.update(w[0].cookies)
-        for c in w.values():  # each worker ready (a worker still loading answers 503)
-            for _ in range(100):
-                if c.get("/arena/prompt").status_code != 503:
-                    break
-                time.sleep(0.1)
-        codes = []
-        for k in range(24):
-            r = battle(w[k % 2], csrf, **origin)
-            codes.append(r.status_code)
-            if r.status_code == 429:
-                assert "too many battles" in r.json()["error"]["message"]
-        assert codes.count(200) == 20 and codes.count(429) == 4, codes
-        for c in w.values():
-            c.close()
-    finally:
-        server.stop()
+def test_one_identity_gets_its_battles_once_across_workers(two_workers):
+    """``serve --workers 2``: one identity's page battles, started alternately on each worker,
+    pass 20 times (the burst per identity; the refill is negligible), not 40."""
+    w, csrf = two_workers.login("ann-limited")
+    codes = []
+    for k in range(24):
+        r = battle(w[k % 2], csrf, **two_workers.origin)
+        codes.append(r.status_code)
+        if r.status_code == 429:
+            assert "too many battles" in r.json()["error"]["message"]
+    assert codes.count(200) == 20 and codes.count(429) == 4, codes
+    for c in w.values():
+        c.close()
 
 
 # ------------------------------------------------------------------ fuzz (item 5)
@@ -370,10 +415,11 @@ def fuzz_client(tmp_path_factory, demo):
     csrf=latin1,
     authorization=st.one_of(latin1, latin1.map(lambda t: "Bearer " + t), tokenish),
     origin=st.one_of(st.none(), latin1, latin1.map(lambda t: "http://" + t)),
+    forwarded=latin1,
     route=st.sampled_from(["page", "prompt", "battle", "vote", "admin", "models", "login"]),
 )
 def test_fuzzed_identity_cookies_and_headers_never_give_a_500(
-    fuzz_client, cookie, admin_cookie, csrf, authorization, origin, route
+    fuzz_client, cookie, admin_cookie, csrf, authorization, origin, forwarded, route
 ):
     """Any cookie, CSRF token, Authorization header or Origin: a clear 4xx or the normal
     anonymous handling, never a 500; and the page still works for a real visitor after."""
@@ -384,6 +430,7 @@ def test_fuzzed_identity_cookies_and_headers_never_give_a_500(
             "Cookie": f"sa_arena={cookie}; stablearena_admin={admin_cookie}",
             "X-CSRF-Token": csrf,
             "Authorization": authorization,
+            "X-Forwarded-For": forwarded,  # not read by the service: must change nothing
             **({"Origin": origin} if origin is not None else {}),
         }
     )

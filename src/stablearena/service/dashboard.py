@@ -393,6 +393,8 @@ class Dashboard:
         return token
 
     async def close_session(self, token: str) -> None:
+        if parse_token("session", token) is None:  # no session has such a token
+            return
         h = hash_key(token)
         await asyncio.wrap_future(
             self.state.writer.submit(lambda conn: store.close_session(conn, h))
