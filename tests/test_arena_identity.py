@@ -163,6 +163,9 @@ def test_crafted_identity_cookies_are_no_identity_not_a_500(tmp_path, demo):
             assert "no arena identity" in r.json()["error"]["message"]
             r = tc.get("/admin", headers=raw({"Cookie": f"stablearena_admin={value}"}))
             assert r.status_code in (303, 307, 200, 429), (value[:20], r.status_code)
+        for origin in ("http://[", "http://[::1", "http://a:b:c"):  # urlsplit raises on these
+            r = tc.post("/arena/login", data={"key": "x"}, headers={"Origin": origin})
+            assert r.status_code == 403, (origin, r.status_code)
 
 
 # ------------------------------------------------------------------ revoked keys (item 1)
