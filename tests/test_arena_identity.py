@@ -117,6 +117,9 @@ def test_the_token_parser_refuses_malformed_cookies(value):
 def test_the_token_parser_reads_the_forms_the_service_makes():
     c = parse_cookie("12.1999999999." + "ab" * 32)
     assert c is not None and c.annotator_id == 12 and c.expiry == 1999999999
+    c = parse_cookie("12-0123456789abcdef.1999999999." + "ab" * 32)  # signed in with a key
+    assert c is not None and c.annotator_id == 12 and c.key_id == "0123456789abcdef"
+    assert parse_cookie("12-0123456789abcde.1999999999." + "ab" * 32) is None
     c = parse_cookie("v0123456789abcdef.1999999999." + "ab" * 32)
     assert c is not None and c.annotator_id is None and c.ident == "v0123456789abcdef"
     assert split_key("sa_0123456789abcdef_" + "A-_z" * 10) == "0123456789abcdef"
@@ -183,8 +186,11 @@ def test_a_revoked_key_can_neither_battle_nor_vote_through_the_page(tmp_path, de
         assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
         r = battle(tc, csrf)
         assert r.status_code == 403 and "revoked" in r.json()["error"]["message"], r.text
-        # the same annotator with a new key logs in again and votes
+        # a new key for the same annotator does not bring back the revoked key's cookie ...
         key = tc.post("/v1/admin/annotators", json={"name": "ann"}, headers=admin(tc)).json()["key"]
+        assert vote(tc, csrf, bid).status_code == 403
+        assert battle(tc, csrf).status_code == 403
+        # ... signing in with the new key does
         tc.post("/arena/login", data={"key": key}, follow_redirects=False)
         assert vote(tc, page_csrf(tc), bid).status_code == 200
 

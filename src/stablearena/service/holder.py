@@ -29,7 +29,7 @@ from ..style_features import style_counts
 from . import store
 from .errors import ApiError
 from .security import Principal
-from .visitors import refuse_open
+from .visitors import allowed, refuse_open
 
 __all__ = ["BattleHolder", "endpoint_json", "load_pool", "write_model_tables"]
 
@@ -296,8 +296,7 @@ class BattleHolder:
         names = self._names()
         for _ in range(8):
             revision = st.revision  # stored only if the registry is still this one
-            p = st.principals.get(who.id)
-            if p is not None and p.revoked:  # revoked since the request was authenticated
+            if not allowed(st, who):  # its key revoked since the request was authenticated
                 raise ApiError(403, "forbidden", "this annotator's key was revoked", "cookie")
             row, held = self._draw(who, names, prompt, prompt_id, address)
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()

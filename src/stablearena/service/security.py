@@ -95,11 +95,14 @@ def new_key() -> NewKey:
 #: - ``key``: an API key ``sa_<16 hex key id>_<secret>`` (:func:`new_key`);
 #: - ``session``: an admin session token of the dashboard (``secrets.token_urlsafe``);
 #: - ``cookie``: the arena page's identity ``<identity>.<expiry>.<HMAC-SHA256 hex>``, the
-#:   identity an annotator's number (no leading zero) or ``v<16 hex>`` (a visitor not stored yet).
+#:   identity an annotator's number (no leading zero) — followed by ``-<key id>`` when signed in
+#:   with a key — or ``v<16 hex>`` (a visitor, stored on its first battle).
 _TOKENS = {
     "key": re.compile(r"sa_([0-9a-f]{16})_[A-Za-z0-9_-]{1,180}"),
     "session": re.compile(r"[A-Za-z0-9_-]{16,100}"),
-    "cookie": re.compile(r"([1-9][0-9]{0,17}|v[0-9a-f]{16})\.([1-9][0-9]{0,11})\.([0-9a-f]{64})"),
+    "cookie": re.compile(
+        r"([1-9][0-9]{0,17}(?:-[0-9a-f]{16})?|v[0-9a-f]{16})\.([1-9][0-9]{0,11})\.([0-9a-f]{64})"
+    ),
 }
 
 
@@ -107,14 +110,19 @@ _TOKENS = {
 class Cookie:
     """A well-formed arena page cookie (its signature not checked yet)."""
 
-    ident: str  # an annotator's number, or "v<16 hex>"
+    ident: str  # an annotator's number (and "-<key id>"), or "v<16 hex>"
     expiry: int
     mac: str
 
     @property
     def annotator_id(self) -> int | None:
-        """The annotator's number (None: a visitor not stored yet)."""
-        return None if self.ident.startswith("v") else int(self.ident)
+        """The annotator's number (None: a visitor's ``v<hex>``)."""
+        return None if self.ident.startswith("v") else int(self.ident.partition("-")[0])
+
+    @property
+    def key_id(self) -> str:
+        """The id of the key signed in with ("": none)."""
+        return self.ident.partition("-")[2]
 
 
 def parse_token(kind: str, value: object) -> re.Match[str] | None:

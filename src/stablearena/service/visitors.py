@@ -36,9 +36,16 @@ from typing import Any, NamedTuple
 
 from . import store
 from .errors import ApiError
-from .security import OpenBattles, Principal, RateLimiter, SharedRateLimiter, parse_cookie
+from .security import (
+    Cookie,
+    OpenBattles,
+    Principal,
+    RateLimiter,
+    SharedRateLimiter,
+    parse_cookie,
+)
 
-__all__ = ["COOKIE", "Visit", "Visitors", "refuse_open"]
+__all__ = ["COOKIE", "Visit", "Visitors", "allowed", "refuse_open"]
 
 COOKIE = "sa_arena"
 #: The most identities a worker remembers (then it forgets them all and reads them again).
@@ -61,8 +68,9 @@ class Visitors:
         self.engine = state.engine
         self.page = page
         self._secret: bytes | None = None
-        #: keyless annotators' names (None: unknown or not allowed), valid at ``_revision``
-        self.names: dict[int, str | None] = {}
+        #: annotators not in the registry: (name, key id) (None: unknown or not allowed), valid
+        #: at ``_revision``
+        self.names: dict[int, tuple[str, str] | None] = {}
         #: stored visitors' ids by identity ("v<hex>")
         self.ids: dict[str, int] = {}
         self._revision = state.revision
@@ -95,25 +103,28 @@ class Visitors:
         body = f"{ident}.{int((now or time.time()) + age)}"
         return f"{body}.{self._mac('id:' + body)}", age
 
-    def identity(self, value: str | None) -> str | None:
-        """The identity of a valid, unexpired cookie, else None."""
+    def identity(self, value: str | None) -> Cookie | None:
+        """The parts of a valid (signed), unexpired cookie, else None."""
         c = parse_cookie(value)
         if c is None or c.expiry < time.time():
             return None
         if not hmac.compare_digest(c.mac, self._mac(f"id:{c.ident}.{c.expiry}")):
             return None
-        return c.ident
+        return c
 
     def visit(self, cookie: str | None) -> Visit | None:
-        """The identity of a cookie (None: no valid identity, or a revoked key's)."""
-        ident = self.identity(cookie)
-        if ident is None:
+        """The identity of a cookie (None: no valid identity, or a key's that was revoked or
+        replaced since the cookie was given)."""
+        c = self.identity(cookie)
+        if c is None:
             return None
-        if ident.startswith("v"):
-            aid = self.ids.get(ident, 0)
-            return Visit(ident, Principal(aid, "visitor-" + ident[1:], "annotator", "", ""))
-        who = self.principal(int(ident))
-        return None if who is None else Visit(ident, who)
+        if c.annotator_id is None:
+            aid = self.ids.get(c.ident, 0)
+            return Visit(c.ident, Principal(aid, "visitor-" + c.ident[1:], "annotator", "", ""))
+        who = self.principal(c.annotator_id)
+        if who is None or who.key_id != c.key_id:  # signed in with another key than its own
+            return None
+        return Visit(c.ident, who)
 
     def needs_database(self, cookie: str | None) -> bool:
         """Whether :meth:`visit` would read the database (the signing key or the identity not
@@ -140,26 +151,26 @@ class Visitors:
             self._revision = rev
 
     def principal(self, annotator_id: int) -> Principal | None:
-        """The identity as a principal (None when the annotator is unknown, imported, or its
-        key is revoked)."""
+        """The identity as a principal, with the id of its live key ("" for a keyless
+        annotator); None when the annotator is unknown, imported, or its key is revoked."""
         p = self.state.principals.get(annotator_id)
         if p is not None:  # an annotator with a key: the registry says whether it is revoked
             if p.revoked:
                 return None
-            return Principal(annotator_id, p.name, "annotator", "", "")
+            return Principal(annotator_id, p.name, "annotator", p.key_id, "")
         self._current()
         if annotator_id not in self.names:
             with self.engine.connect() as conn:
                 r = store.held.annotator_by_id(conn, annotator_id)
             ok = r is not None and r.revoked_at is None and r.role != "imported"
-            self.names[annotator_id] = r.name if ok else None
-        name = self.names[annotator_id]
-        return None if name is None else Principal(annotator_id, name, "annotator", "", "")
+            self.names[annotator_id] = (r.name, r.key_id or "") if ok else None
+        got = self.names[annotator_id]
+        return None if got is None else Principal(annotator_id, got[0], "annotator", got[1], "")
 
     def allowed(self, who: Principal) -> bool:
-        """Whether ``who`` may still start battles and vote, by this worker's registry now."""
-        p = self.state.principals.get(who.id)
-        return p is None or not p.revoked
+        """Whether ``who`` may still start battles and vote, by this worker's registry now: its
+        key (if it signed in with one) neither revoked nor replaced."""
+        return allowed(self.state, who)
 
     def new_visitor(self, address: str) -> str:
         """A new anonymous identity ``v<hex>`` (429 when this address made too many lately);
@@ -198,6 +209,17 @@ class Visitors:
         if self.open.over(who.id, 1, self.page.visitor_open, now):
             refuse_open(self.page, self.open.count(who.id, now), 0)
         return self.page.visitor_open, self.page.address_open, now
+
+
+def allowed(state: Any, who: Principal) -> bool:
+    """Whether the page identity ``who`` may still start battles and vote by the registry of
+    ``state`` (an :class:`~.state.ArenaState`): an annotator with a key must hold it unrevoked
+    and be signed in with that key (a revoked key replaced by a new one does not bring back the
+    old key's cookies); a keyless one (a visitor, a judge) always may."""
+    p = state.principals.get(who.id)
+    if p is None:
+        return True
+    return not p.revoked and (not who.key_id or p.key_id == who.key_id)
 
 
 def refuse_open(page: Any, mine: int, there: int) -> None:

@@ -195,7 +195,7 @@ async def arena_login(request: Request) -> Response:
     if p is None or not verify(key, p):
         return _html(_page(request, None, "Not a valid annotator key."), 401)
     resp = RedirectResponse("/arena", status_code=303)
-    _set_cookie(request, resp, p.id)
+    _set_cookie(request, resp, f"{p.id}-{p.key_id}")  # valid while this key is
     return resp
 
 
