@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "NewKey",
@@ -106,8 +107,7 @@ _TOKENS = {
 }
 
 
-@dataclass(frozen=True)
-class Cookie:
+class Cookie(NamedTuple):
     """A well-formed arena page cookie (its signature not checked yet)."""
 
     ident: str  # an annotator's number (and "-<key id>"), or "v<16 hex>"

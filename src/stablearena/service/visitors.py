@@ -68,9 +68,10 @@ class Visitors:
         self.engine = state.engine
         self.page = page
         self._secret: bytes | None = None
-        #: annotators not in the registry: (name, key id) (None: unknown or not allowed), valid
-        #: at ``_revision``
-        self.names: dict[int, tuple[str, str] | None] = {}
+        #: annotators not in the registry (None: unknown or not allowed), valid at ``_revision``
+        self.names: dict[int, Principal | None] = {}
+        #: page principals of annotators with a key, and the registry record each was made from
+        self._keyed: dict[int, tuple[Principal, Principal]] = {}
         #: stored visitors' ids by identity ("v<hex>")
         self.ids: dict[str, int] = {}
         self._revision = state.revision
@@ -148,6 +149,7 @@ class Visitors:
         rev = self.state.revision
         if rev != self._revision or len(self.names) > _CACHE:
             self.names = {}
+            self._keyed = {}
             self._revision = rev
 
     def principal(self, annotator_id: int) -> Principal | None:
@@ -157,15 +159,22 @@ class Visitors:
         if p is not None:  # an annotator with a key: the registry says whether it is revoked
             if p.revoked:
                 return None
-            return Principal(annotator_id, p.name, "annotator", p.key_id, "")
+            made = self._keyed.get(annotator_id)
+            if made is None or made[0] is not p:  # made from this registry's record
+                made = self._keyed[annotator_id] = (
+                    p,
+                    Principal(annotator_id, p.name, "annotator", p.key_id, ""),
+                )
+            return made[1]
         self._current()
         if annotator_id not in self.names:
             with self.engine.connect() as conn:
                 r = store.held.annotator_by_id(conn, annotator_id)
             ok = r is not None and r.revoked_at is None and r.role != "imported"
-            self.names[annotator_id] = (r.name, r.key_id or "") if ok else None
-        got = self.names[annotator_id]
-        return None if got is None else Principal(annotator_id, got[0], "annotator", got[1], "")
+            self.names[annotator_id] = (
+                Principal(annotator_id, r.name, "annotator", r.key_id or "", "") if ok else None
+            )
+        return self.names[annotator_id]
 
     def allowed(self, who: Principal) -> bool:
         """Whether ``who`` may still start battles and vote, by this worker's registry now: its
