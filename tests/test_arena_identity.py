@@ -393,6 +393,19 @@ def test_one_identity_gets_its_battles_once_across_workers(two_workers):
         c.close()
 
 
+def test_login_attempts_are_limited_once_per_host(two_workers):
+    """``serve --workers 2``: wrong keys posted to the page's login form alternately on each
+    worker are refused 401 at most 10 times (the burst per address, shared with the logins of
+    the tests above), then 429 — not 10 per worker."""
+    codes = []
+    for k in range(14):
+        r = two_workers.w[k % 2].post(
+            "/arena/login", data={"key": "sa_0123456789abcdef_wrong"}, headers=two_workers.origin
+        )
+        codes.append(r.status_code)
+    assert set(codes) <= {401, 429} and codes.count(401) <= 10 and codes[-4:] == [429] * 4, codes
+
+
 # ------------------------------------------------------------------ fuzz (item 5)
 latin1 = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters=";"))
 tokenish = st.one_of(

@@ -209,6 +209,8 @@ def create_app(
         )
         # the dashboard's watcher (and, when first needed, its render process)
         dash = app.state.dashboard = Dashboard(state, settings)
+        if limits_fd is not None:  # login attempts per address: one limit per host
+            dash.login_limiter = SharedRateLimiter(0.5, 10, limits_fd, "logins")
         dash.start()
         # the battles the arena holds itself (models as endpoints, the /arena page)
         holder = app.state.holder = BattleHolder(state, writer, settings)

@@ -224,9 +224,10 @@ _BUCKET = struct.Struct("ddQ8x")
 #: Byte offset whose record lock serialises growing the table (far past any bucket).
 _GROW_LOCK = 1 << 60
 #: The tables sharing the file, interleaved (bucket ``slot`` of table ``t`` is the file's bucket
-#: ``slot * len(TABLES) + t``): the API keys' limit, and the arena page's limits on battles per
-#: identity, battles per address and new identities per address (:mod:`.visitors`).
-TABLES = ("keys", "page_battles", "page_addresses", "page_new")
+#: ``slot * len(TABLES) + t``): the API keys' limit, the arena page's limits on battles per
+#: identity, battles per address and new identities per address (:mod:`.visitors`), and the
+#: login forms' attempts per address (``/admin/login``, ``/arena/login``).
+TABLES = ("keys", "page_battles", "page_addresses", "page_new", "logins")
 #: A table of addresses: ``ADDRESS_SETS`` sets of ``ADDRESS_WAYS`` buckets; an address hashes to
 #: one set and keeps a bucket of it while it is active (65,536 addresses at most per table).
 ADDRESS_WAYS = 8
