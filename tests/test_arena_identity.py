@@ -242,6 +242,14 @@ class TwoWorkers:
                     break
                 time.sleep(0.1)
 
+    def repin(self) -> dict[int, httpx.Client]:
+        """Fresh connections, one on each worker (an idle keep-alive connection is closed by
+        the server after a few seconds: the client's next request may reach the other one)."""
+        for c in self.w.values():
+            c.close()
+        self.w = _pinned(self.url)
+        return self.w
+
     def login(self, name: str) -> tuple[dict[int, httpx.Client], str]:
         """A new annotator key for ``name``, signed in on the page: a client per worker with its
         cookie, and its CSRF token (no new visitor is made: the address's burst of new
@@ -369,12 +377,14 @@ def test_a_visitor_stored_at_once_by_many_workers_is_one_row(db_url):
 def test_the_page_limits_are_one_per_host_across_workers(two_workers):
     """``serve --workers 2``: new identities from one address, asked alternately of each
     worker, pass 5 times (the burst), not 10 (a bucket per worker)."""
-    codes = []
+    w = two_workers.repin()
+    codes, served = [], []
     for k in range(12):
-        c = two_workers.w[k % 2]
+        c = w[k % 2]
         c.cookies.clear()
         codes.append(c.get("/arena").status_code)
-        assert c.get("/healthz").json()["worker"] == k % 2
+        served.append(c.get("/healthz").json()["worker"])  # (a connection may be re-opened)
+    assert min(served.count(0), served.count(1)) >= 4, served  # both workers asked
     assert codes.count(200) == 5 and codes.count(429) == 7, codes
 
 
@@ -396,14 +406,18 @@ def test_one_identity_gets_its_battles_once_across_workers(two_workers):
 def test_login_attempts_are_limited_once_per_host(two_workers):
     """``serve --workers 2``: wrong keys posted to the page's login form alternately on each
     worker are refused 401 at most 10 times (the burst per address, shared with the logins of
-    the tests above), then 429 — not 10 per worker."""
+    the tests above, plus the refill meanwhile), then 429 — not 10 per worker."""
+    w = two_workers.repin()
     codes = []
-    for k in range(14):
-        r = two_workers.w[k % 2].post(
+    t0 = time.monotonic()
+    for k in range(20):  # 10 per worker: each would pass them all with a bucket of its own
+        r = w[k % 2].post(
             "/arena/login", data={"key": "sa_0123456789abcdef_wrong"}, headers=two_workers.origin
         )
         codes.append(r.status_code)
-    assert set(codes) <= {401, 429} and codes.count(401) <= 10 and codes[-4:] == [429] * 4, codes
+    refill = 0.5 * (time.monotonic() - t0)  # an attempt every 2 s comes back
+    assert set(codes) <= {401, 429}, codes
+    assert codes.count(401) <= 10 + refill + 1 and codes.count(429) > 0, (codes, refill)
 
 
 # ------------------------------------------------------------------ fuzz (item 5)
