@@ -44,13 +44,76 @@ def test_the_shared_table_answers_as_the_in_memory_buckets(rate, burst, steps):
         os.close(fd)
 
 
-def _take_many(fd: int, slot: int, n: int, out: mp.Queue) -> None:
-    lim = SharedRateLimiter(1e-6, 10, fd)  # a token per ~12 days: only the burst passes
-    out.put(sum(lim.take("k", slot=slot) == 0.0 for _ in range(n)))
+@posix
+@settings(max_examples=60, deadline=None)
+@given(
+    rate=st.floats(0.1, 50.0),
+    burst=st.integers(1, 8),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["10.0.0.1", "::1", "é", "", "x" * 300]), st.floats(0.0, 2.0)),
+        min_size=1,
+        max_size=60,
+    ),
+)
+def test_the_shared_table_of_addresses_answers_as_the_in_memory_buckets(rate, burst, steps):
+    """Buckets found by name (a client address, no slot) in the shared table give the same
+    waits as :class:`RateLimiter` (a few addresses: each keeps its bucket of its set), and the
+    page's tables do not touch the keys' table in the same file."""
+    fd = shared_buckets_fd()
+    try:
+        shared = SharedRateLimiter(rate, burst, fd, "page_addresses")
+        keys = SharedRateLimiter(rate, burst, fd, "keys")
+        plain = RateLimiter(rate, burst)
+        now = 1000.0
+        for name, dt in steps:
+            now += dt
+            assert shared.take(name, now) == pytest.approx(plain.take(name, now), abs=1e-9)
+        assert keys.take("k", now, slot=0) == 0.0  # a fresh bucket: nothing taken from it
+    finally:
+        os.close(fd)
+
+
+def test_a_full_set_of_addresses_forgets_the_longest_quiet():
+    """More addresses in one set than it has buckets: a new address takes a free bucket, else a
+    refilled one, else the one quiet longest (which starts again with a full bucket)."""
+    from stablearena.service.security import ADDRESS_WAYS
+
+    fd = shared_buckets_fd()
+    try:
+        lim = SharedRateLimiter(1e-6, 1, fd, "page_new")
+        # names that fall in one set, found by trying
+        import hashlib
+
+        from stablearena.service.security import ADDRESS_SETS
+
+        def set_of(name: str) -> int:
+            d = hashlib.blake2b(name.encode(), digest_size=8).digest()
+            return ((int.from_bytes(d, "little") | 1) >> 1) % ADDRESS_SETS
+
+        same = [f"10.0.{k // 256}.{k % 256}" for k in range(200_000)]
+        target = set_of(same[0])
+        same = [n for n in same if set_of(n) == target][: ADDRESS_WAYS + 1]
+        assert len(same) == ADDRESS_WAYS + 1
+        for t, name in enumerate(same[:ADDRESS_WAYS]):
+            assert lim.take(name, 100.0 + t) == 0.0  # each its own bucket (burst 1)
+        for t, name in enumerate(same[:ADDRESS_WAYS]):
+            assert lim.take(name, 200.0 + t) > 0  # each remembered: empty
+        assert lim.take(same[-1], 300.0) == 0.0  # a ninth: takes the quietest (same[0])
+        assert lim.take(same[1], 301.0) > 0  # the others are still remembered
+        assert lim.take(same[0], 302.0) == 0.0  # the forgotten one starts again
+    finally:
+        os.close(fd)
+
+
+def _take_many(fd: int, slot: int | None, n: int, out: mp.Queue) -> None:
+    table = "keys" if slot is not None else "page_addresses"
+    lim = SharedRateLimiter(1e-6, 10, fd, table)  # a token per ~12 days: only the burst passes
+    out.put(sum(lim.take("192.0.2.7", slot=slot) == 0.0 for _ in range(n)))
 
 
 @posix
-@pytest.mark.parametrize("slot", [3, 200_000])  # the second is past the first 1 MB: grown
+# the second is past the first 1 MB: grown; None: a bucket found by the address
+@pytest.mark.parametrize("slot", [3, 200_000, None])
 def test_processes_sharing_the_table_share_one_burst(slot):
     """Four processes take 25 requests each of one key: 10 (the burst) pass in all, not 40."""
     fd = shared_buckets_fd()
@@ -65,7 +128,8 @@ def test_processes_sharing_the_table_share_one_burst(slot):
             p.join(timeout=60)
         assert sum(passed) == 10, passed
         # another key keeps its own bucket
-        assert SharedRateLimiter(1e-6, 10, fd).take("other", slot=slot + 1) == 0.0
+        other = SharedRateLimiter(1e-6, 10, fd, "keys" if slot is not None else "page_addresses")
+        assert other.take("other", slot=None if slot is None else slot + 1) == 0.0
     finally:
         os.close(fd)
 

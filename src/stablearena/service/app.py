@@ -201,6 +201,7 @@ def create_app(
             settings.unauthenticated_rate_limit, settings.unauthenticated_burst
         )
         app.state.admin_key = admin_key
+        app.state.limits_fd = limits_fd  # the page's limits share the table (visitors.py)
         app.state.settings = settings
         app.state.worker = worker
         app.state.hot = front.hot = Hot(
@@ -208,6 +209,8 @@ def create_app(
         )
         # the dashboard's watcher (and, when first needed, its render process)
         dash = app.state.dashboard = Dashboard(state, settings)
+        if limits_fd is not None:  # login attempts per address: one limit per host
+            dash.login_limiter = SharedRateLimiter(0.5, 10, limits_fd, "logins")
         dash.start()
         # the battles the arena holds itself (models as endpoints, the /arena page)
         holder = app.state.holder = BattleHolder(state, writer, settings)

@@ -49,7 +49,7 @@ from .render import (
     status_line,
     time_text,
 )
-from .security import Principal, RateLimiter, hash_key, split_key, verify
+from .security import Principal, RateLimiter, hash_key, parse_token, split_key, verify
 from .settings import Settings
 from .state import ArenaState
 
@@ -394,6 +394,8 @@ class Dashboard:
         return token
 
     async def close_session(self, token: str) -> None:
+        if parse_token("session", token) is None:  # no session has such a token
+            return
         h = hash_key(token)
         await asyncio.wrap_future(
             self.state.writer.submit(lambda conn: store.close_session(conn, h))
@@ -401,7 +403,7 @@ class Dashboard:
 
     def session_admin(self, token: str | None) -> Principal | None:
         """The admin of a live session token (its key still the admin's and not revoked)."""
-        if not token or len(token) > 100:
+        if parse_token("session", token) is None:
             return None
         row = store.session_row(self.engine, hash_key(token))
         if row is None:

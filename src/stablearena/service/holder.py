@@ -29,7 +29,7 @@ from ..style_features import style_counts
 from . import store
 from .errors import ApiError
 from .security import Principal
-from .visitors import refuse_open
+from .visitors import allowed, refuse_open
 
 __all__ = ["BattleHolder", "endpoint_json", "load_pool", "write_model_tables"]
 
@@ -295,7 +295,9 @@ class BattleHolder:
         st = self.state
         names = self._names()
         for _ in range(8):
-            revision = st.revision
+            revision = st.revision  # stored only if the registry is still this one
+            if not allowed(st, who):  # its key revoked since the request was authenticated
+                raise ApiError(403, "forbidden", "this annotator's key was revoked", "cookie")
             row, held = self._draw(who, names, prompt, prompt_id, address)
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -9,8 +9,10 @@ A key's role is ``annotator`` (asks for battles, votes on its own battles) or ``
 Rate limits are a token bucket per key (``rate_limit`` requests per second, bursts of
 ``rate_burst``). One ``serve`` process keeps them in memory (:class:`RateLimiter`); the worker
 processes of ``serve --workers N`` share one table of buckets in shared memory
-(:class:`SharedRateLimiter`), so a key's limit is the same whatever the number of workers. (Two
-``serve`` commands on one PostgreSQL database, e.g. on two machines, each keep their own.)
+(:class:`SharedRateLimiter`), so a key's limit is the same whatever the number of workers; the
+arena page's limits per identity and per address (:mod:`.visitors`) live in the same table.
+(Two ``serve`` commands on one PostgreSQL database, e.g. on two machines, each keep their own:
+the limits are per host.)
 The body limit is an ASGI middleware that refuses a larger request with 413 before reading it
 (or as soon as a chunked body passes it).
 """
@@ -23,12 +25,14 @@ import hmac
 import json
 import mmap
 import os
+import re
 import secrets
 import struct
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "NewKey",
@@ -36,12 +40,16 @@ __all__ = [
     "new_key",
     "hash_key",
     "split_key",
+    "parse_token",
+    "parse_cookie",
+    "Cookie",
     "verify",
     "RateLimiter",
     "SharedRateLimiter",
     "AddressLimiter",
     "OpenBattles",
     "shared_buckets_fd",
+    "TABLES",
     "BodyLimit",
     "error_body",
 ]
@@ -83,14 +91,59 @@ def new_key() -> NewKey:
     return NewKey(key_id, key, hash_key(key))
 
 
+#: Every identity token the service accepts, as the only forms it makes them in (ASCII only,
+#: bounded lengths; ``[0-9]`` matches ASCII digits alone, never "²" or "٣"):
+#: - ``key``: an API key ``sa_<16 hex key id>_<secret>`` (:func:`new_key`);
+#: - ``session``: an admin session token of the dashboard (``secrets.token_urlsafe``);
+#: - ``cookie``: the arena page's identity ``<identity>.<expiry>.<HMAC-SHA256 hex>``, the
+#:   identity an annotator's number (no leading zero) — followed by ``-<key id>`` when signed in
+#:   with a key — or ``v<16 hex>`` (a visitor, stored on its first battle).
+_TOKENS = {
+    "key": re.compile(r"sa_([0-9a-f]{16})_[A-Za-z0-9_-]{1,180}"),
+    "session": re.compile(r"[A-Za-z0-9_-]{16,100}"),
+    "cookie": re.compile(
+        r"([1-9][0-9]{0,17}(?:-[0-9a-f]{16})?|v[0-9a-f]{16})\.([1-9][0-9]{0,11})\.([0-9a-f]{64})"
+    ),
+}
+
+
+class Cookie(NamedTuple):
+    """A well-formed arena page cookie (its signature not checked yet)."""
+
+    ident: str  # an annotator's number (and "-<key id>"), or "v<16 hex>"
+    expiry: int
+    mac: str
+
+    @property
+    def annotator_id(self) -> int | None:
+        """The annotator's number (None: a visitor's ``v<hex>``)."""
+        return None if self.ident.startswith("v") else int(self.ident.partition("-")[0])
+
+    @property
+    def key_id(self) -> str:
+        """The id of the key signed in with ("": none)."""
+        return self.ident.partition("-")[2]
+
+
+def parse_token(kind: str, value: object) -> re.Match[str] | None:
+    """The one parser of identity tokens (``kind``: ``key``, ``session`` or ``cookie``, see
+    ``_TOKENS``): the match of a well-formed token, else ``None`` — anything else (not a
+    string, too long, another alphabet, NUL, other digits) is "no identity", never an error."""
+    if not isinstance(value, str) or len(value) > 300:
+        return None
+    return _TOKENS[kind].fullmatch(value)
+
+
+def parse_cookie(value: object) -> Cookie | None:
+    """The parts of a well-formed arena page cookie (:func:`parse_token`), else ``None``."""
+    m = parse_token("cookie", value)
+    return None if m is None else Cookie(m[1], int(m[2]), m[3])
+
+
 def split_key(key: str) -> str | None:
-    """The key id of a well-formed key, else ``None``."""
-    if not key.startswith(_PREFIX):
-        return None
-    key_id, sep, rest = key[len(_PREFIX) :].partition("_")
-    if not sep or len(key_id) != 16 or not rest or len(key) > 200:
-        return None
-    return key_id
+    """The key id of a well-formed key (:func:`parse_token`), else ``None``."""
+    m = parse_token("key", key)
+    return None if m is None else m[1]
 
 
 def verify(key: str, principal: Principal) -> bool:
@@ -165,10 +218,23 @@ class AddressLimiter(RateLimiter):
 
 
 #: One bucket in :class:`SharedRateLimiter`'s table: tokens, time of the last refill
-#: (``time.monotonic``, the same clock in every process of the machine); all zero = unused.
-_BUCKET = struct.Struct("dd")
+#: (``time.monotonic``, the same clock in every process of the machine) and, in a table of
+#: addresses, the tag of the address (a hash); all zero = unused. 32 bytes.
+_BUCKET = struct.Struct("ddQ8x")
 #: Byte offset whose record lock serialises growing the table (far past any bucket).
 _GROW_LOCK = 1 << 60
+#: The tables sharing the file, interleaved (bucket ``slot`` of table ``t`` is the file's bucket
+#: ``slot * len(TABLES) + t``): the API keys' limit, the arena page's limits on battles per
+#: identity, battles per address and new identities per address (:mod:`.visitors`), and the
+#: login forms' attempts per address (``/admin/login``, ``/arena/login``).
+TABLES = ("keys", "page_battles", "page_addresses", "page_new", "logins")
+#: A table of addresses: ``ADDRESS_SETS`` sets of ``ADDRESS_WAYS`` buckets; an address hashes to
+#: one set and keeps a bucket of it while it is active (65,536 addresses at most per table).
+ADDRESS_WAYS = 8
+ADDRESS_SETS = 8192
+#: One thread lock per shared file in this process: record locks (``lockf``) are per process,
+#: so the limiters of one process that share a file must not hold them at the same time.
+_FILE_LOCKS: dict[int, threading.Lock] = {}
 
 
 def shared_buckets_fd() -> int:
@@ -184,39 +250,78 @@ def shared_buckets_fd() -> int:
 
 
 class SharedRateLimiter(RateLimiter):
-    """:class:`RateLimiter` whose buckets several processes share: a table of
-    ``(tokens, last refill)`` pairs in the file ``fd`` (see :func:`shared_buckets_fd`),
-    mapped into each process, one bucket per annotator number (``slot``, the key's record
-    id: one key per record). A request takes its bucket under a record lock of the bucket's
-    16 bytes (``fcntl.lockf``, between processes) and a thread lock (within this one), so the
-    N workers of ``serve --workers N`` enforce one limit per key. The table grows (sparse) as
-    annotator numbers grow."""
+    """:class:`RateLimiter` whose buckets several processes share: a table of buckets in the
+    file ``fd`` (see :func:`shared_buckets_fd`), mapped into each process — ``table`` names
+    which of :data:`TABLES` (one file holds them all). A bucket is found by its ``slot`` (an
+    annotator's number: the key's record id, one key per record) or, without a slot, by the
+    name it is asked for (a client address): a hash picks one set of
+    :data:`ADDRESS_WAYS` buckets, and the address keeps the bucket tagged with its hash, else
+    takes a free one, one that has refilled (a quiet address: forgetting it changes nothing) or
+    the one quiet longest. A request takes its bucket under a record lock of the bucket (or the
+    set) (``fcntl.lockf``, between processes) and a thread lock (within this one), so the N
+    workers of ``serve --workers N`` enforce one limit per key, identity or address. The table
+    grows (sparse) as annotator numbers grow."""
 
-    def __init__(self, rate: float, burst: int, fd: int) -> None:
+    def __init__(self, rate: float, burst: int, fd: int, table: str = "keys") -> None:
         import fcntl  # POSIX only: imported here, not by the single-process server
 
         super().__init__(rate, burst)
         self.fd = fd
+        self.table = TABLES.index(table)
+        self._lock = _FILE_LOCKS.setdefault(fd, threading.Lock())  # type: ignore[assignment]
         self._lockf, self._ex, self._un = fcntl.lockf, fcntl.LOCK_EX, fcntl.LOCK_UN
         self._map: mmap.mmap | None = None
         self._size = 0
 
+    def _at(self, slot: int) -> int:
+        return (slot * len(TABLES) + self.table) * _BUCKET.size
+
     def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
-        if slot is None or slot < 0:
-            return super().take(who, now)
         now = time.monotonic() if now is None else now
-        at = slot * _BUCKET.size
+        if slot is None or slot < 0:
+            return self._take_named(who, now)
+        at = self._at(slot)
         with self._lock:
             buf = self._mapped(at + _BUCKET.size)
             self._lockf(self.fd, self._ex, _BUCKET.size, at)
             try:
-                tokens, last = _BUCKET.unpack_from(buf, at)
+                tokens, last, _ = _BUCKET.unpack_from(buf, at)
                 if last == 0.0:  # first request of this key anywhere
                     tokens, last = self.burst, now
                 tokens, wait = self._spend(tokens, last, now)
-                _BUCKET.pack_into(buf, at, tokens, max(now, last))
+                _BUCKET.pack_into(buf, at, tokens, max(now, last), 0)
             finally:
                 self._lockf(self.fd, self._un, _BUCKET.size, at)
+        return wait
+
+    def _take_named(self, who: str, now: float) -> float:
+        digest = hashlib.blake2b(who.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        tag = int.from_bytes(digest, "little") | 1  # never 0 (0: unused)
+        first = (tag >> 1) % ADDRESS_SETS * ADDRESS_WAYS
+        ats = [self._at(first + w) for w in range(ADDRESS_WAYS)]
+        span = ats[-1] + _BUCKET.size - ats[0]
+        with self._lock:
+            buf = self._mapped(ats[-1] + _BUCKET.size)
+            self._lockf(self.fd, self._ex, span, ats[0])
+            try:
+                ways = [_BUCKET.unpack_from(buf, at) for at in ats]
+                k = next((w for w, b in enumerate(ways) if b[2] == tag), None)
+                if k is None:  # a new address here: a free bucket, a refilled one, the oldest
+                    k = min(
+                        range(ADDRESS_WAYS),
+                        key=lambda w: (
+                            ways[w][1] != 0.0,
+                            ways[w][0] + (now - ways[w][1]) * self.rate < self.burst,
+                            ways[w][1],
+                        ),
+                    )
+                    tokens, last = self.burst, now
+                else:
+                    tokens, last = ways[k][0], ways[k][1]
+                tokens, wait = self._spend(tokens, last, now)
+                _BUCKET.pack_into(buf, ats[k], tokens, max(now, last), tag)
+            finally:
+                self._lockf(self.fd, self._un, span, ats[0])
         return wait
 
     def _mapped(self, need: int) -> mmap.mmap:

@@ -15,6 +15,7 @@ Posts need the identity's CSRF token in ``X-CSRF-Token`` and must come from this
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import time
 from functools import lru_cache, partial
@@ -34,7 +35,7 @@ from ..errors import ApiError
 from ..holder import BattleHolder, endpoint_json
 from ..render import environment, version_text
 from ..security import Principal, split_key, verify
-from ..visitors import COOKIE, Visitors
+from ..visitors import COOKIE, Visit, Visitors
 from .dashboard import _same_origin
 
 __all__ = ["router", "CSP"]
@@ -75,7 +76,9 @@ def _visitors(request: Request) -> Visitors:
     v = getattr(request.app.state, "visitors", None)
     if v is None:
         v = request.app.state.visitors = Visitors(
-            arena(request).engine, request.app.state.settings.arena_page
+            arena(request),
+            request.app.state.settings.arena_page,
+            getattr(request.app.state, "limits_fd", None),
         )
     return v
 
@@ -84,26 +87,35 @@ def _address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-async def _who(request: Request) -> Principal | None:
+async def _who(request: Request) -> Visit | None:
     v, cookie = _visitors(request), request.cookies.get(COOKIE)
     if v.needs_database(cookie):
-        return await asyncio.to_thread(v.who, cookie)
-    return v.who(cookie)  # a known identity: an HMAC and a dict lookup, no thread hop
+        return await asyncio.to_thread(v.visit, cookie)
+    return v.visit(cookie)  # a known identity: an HMAC and a dict lookup, no thread hop
 
 
-async def _poster(request: Request) -> Principal:
-    """The identity of a post from the page (403 without a valid identity and CSRF token)."""
-    who = await _who(request)
-    if who is None:
-        raise ApiError(403, "forbidden", "no arena identity; open /arena first", "cookie")
+async def _poster(request: Request, create: bool = False) -> Principal:
+    """The identity of a post from the page (403 without a valid identity and CSRF token); a
+    visitor's row is made (``create``: a battle) or read when this worker does not know it."""
+    visit = await _who(request)
+    if visit is None:
+        raise ApiError(
+            403, "forbidden", "no arena identity (or its key was revoked); open /arena", "cookie"
+        )
+    v = _visitors(request)
     token = request.headers.get("x-csrf-token", "")
-    if not _same_origin(request) or token != _visitors(request).csrf(who.id):
+    if not _same_origin(request) or not hmac.compare_digest(
+        token.encode("utf-8", "surrogateescape"), v.csrf(visit.ident).encode()
+    ):
         raise ApiError(403, "forbidden", "this request must come from the arena page", "csrf")
+    who = visit.who if visit.who.id else await asyncio.to_thread(v.stored, visit, create)
+    if who is None:
+        raise ApiError(403, "forbidden", "no battle was served to this identity", "battle_id")
     return who
 
 
-def _set_cookie(request: Request, resp: Response, aid: int) -> None:
-    value, age = _visitors(request).cookie(aid)
+def _set_cookie(request: Request, resp: Response, ident: int | str) -> None:
+    value, age = _visitors(request).cookie(ident)
     resp.set_cookie(
         COOKIE,
         value,
@@ -120,15 +132,15 @@ def _script() -> bytes:
     return resources.files("stablearena.service").joinpath("templates/arena.js").read_bytes()
 
 
-def _page(request: Request, who: Principal | None, error: str | None = None) -> str:
+def _page(request: Request, visit: Visit | None, error: str | None = None) -> str:
     page = request.app.state.settings.arena_page
     return (
         environment()
         .get_template("arena.html.j2")
         .render(
             version=version_text(),
-            who=who,
-            csrf=_visitors(request).csrf(who.id) if who else "",
+            who=visit.who if visit else None,
+            csrf=_visitors(request).csrf(visit.ident) if visit else "",
             invite_only=page.invite_only,
             pool=bool(_holder(request).pool),
             max_chars=page.max_prompt_chars,
@@ -145,13 +157,13 @@ def _html(text: str, status: int = 200) -> Response:
 @router.get("/arena", include_in_schema=False)
 async def arena_page(request: Request) -> Response:
     """The voting page."""
-    who = await _who(request)
+    visit = await _who(request)
     page = request.app.state.settings.arena_page
     new = None
-    if who is None and not page.invite_only:
-        new = await asyncio.to_thread(_visitors(request).new_visitor, _address(request))
-        who = await asyncio.to_thread(_visitors(request).principal, new)
-    resp = _html(_page(request, who))
+    if visit is None and not page.invite_only:  # a cookie, no row: made on the first battle
+        new = _visitors(request).new_visitor(_address(request))
+        visit = _visitors(request).visit(_visitors(request).cookie(new)[0])
+    resp = _html(_page(request, visit))
     if new is not None:
         _set_cookie(request, resp, new)
     return resp
@@ -242,7 +254,7 @@ async def arena_login(request: Request) -> Response:
     if p is None or not verify(key, p):
         return _html(_page(request, None, "Not a valid annotator key."), 401)
     resp = RedirectResponse("/arena", status_code=303)
-    _set_cookie(request, resp, p.id)
+    _set_cookie(request, resp, f"{p.id}-{p.key_id}")  # valid while this key is
     return resp
 
 
@@ -255,7 +267,7 @@ async def arena_prompt(request: Request) -> dict[str, str]:
 
 @router.post("/arena/battles", summary="A held battle: both answers stream back (NDJSON)")
 async def arena_battle(request: Request, body: ArenaBattle) -> Response:
-    who = await _poster(request)
+    who = await _poster(request, create=True)
     holder, st = _holder(request), arena(request)
     page = request.app.state.settings.arena_page
     problem = prompt_problem(body.prompt, page.max_prompt_chars)
@@ -292,17 +304,27 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
 @router.post("/arena/battles/{battle_id}/vote", summary="Vote on a held battle from the page")
 async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[str, Any]:
     who = await _poster(request)
-    st = arena(request)
-    res = await request.app.state.writer.submit_async(
-        partial(
-            store.held.record_page_vote,
-            battle_id=battle_id,
-            annotator_id=who.id,
-            outcome=_OUTCOMES[body.outcome],
-            now=time.time(),
-            correction_window=st.config.correction_window,
+    st, visitors = arena(request), _visitors(request)
+    for _ in range(8):
+        revision = st.revision  # stored only if the keys are still as read now (a revocation)
+        if not visitors.allowed(who):
+            raise ApiError(403, "forbidden", "this annotator's key was revoked", "cookie")
+        res = await request.app.state.writer.submit_async(
+            partial(
+                store.held.record_page_vote,
+                battle_id=battle_id,
+                annotator_id=who.id,
+                outcome=_OUTCOMES[body.outcome],
+                now=time.time(),
+                correction_window=st.config.correction_window,
+                revision=revision,
+            )
         )
-    )
+        if res.kind != "stale":
+            break
+        await asyncio.to_thread(st.reload_registry)
+    else:
+        raise ApiError(503, "busy", "the arena is changing fast; try again")
     refused = {
         "missing": (404, "not_found"),
         "forbidden": (403, "forbidden"),

@@ -87,7 +87,10 @@ def _same_origin(request: Request) -> bool:
     origin = request.headers.get("origin")
     if origin is None:
         return True
-    u = urlsplit(origin)
+    try:
+        u = urlsplit(origin)
+    except ValueError:  # e.g. "http://[": not this site
+        return False
     return f"{u.scheme}://{u.netloc}" == f"{request.url.scheme}://{request.url.netloc}"
 
 

@@ -33,7 +33,7 @@ __all__ = [
     "drop_endpoint",
     "endpoint_rows",
     "set_auto_outage",
-    "new_visitor",
+    "visitor_id",
     "annotator_by_id",
     "insert_held",
     "finish_held",
@@ -142,15 +142,25 @@ def set_auto_outage(conn: Connection, model_id: int, on: bool) -> bool:
 
 
 # ---------------------------------------------------------------------------------- visitors
-def new_visitor(conn: Connection, now: float) -> tuple[int, str]:
-    """A new anonymous annotator (no key): its id and name ``visitor-<hex>``."""
-    name = f"visitor-{secrets.token_hex(6)}"
-    vid = conn.execute(
-        annotators.insert()
-        .values(name=name, role="annotator", created_at=now)
-        .returning(annotators.c.id)
-    ).scalar_one()
-    return int(vid), name
+def visitor_id(engine: Engine, name: str, now: float, create: bool) -> int | None:
+    """The id of the anonymous annotator (no key) ``name`` (``visitor-<hex>``); with
+    ``create``, made when new (a visitor's row is made on its first battle, not when the page
+    is opened: a crawler makes none). None: not stored (without ``create``)."""
+    q = sa.select(annotators.c.id).where(annotators.c.name == name)
+    with engine.connect() as conn:
+        vid = conn.execute(q).scalar()
+    if vid is None and create:
+        try:
+            with engine.begin() as conn:
+                vid = conn.execute(
+                    annotators.insert()
+                    .values(name=name, role="annotator", created_at=now)
+                    .returning(annotators.c.id)
+                ).scalar_one()
+        except sa.exc.IntegrityError:  # another worker made it a moment ago
+            with engine.connect() as conn:
+                vid = conn.execute(q).scalar_one()
+    return None if vid is None else int(vid)
 
 
 def annotator_by_id(conn: Connection, annotator_id: int) -> Any:
@@ -251,10 +261,12 @@ def record_page_vote(
     outcome: int,
     now: float,
     correction_window: float,
+    revision: int | None = None,
 ) -> VoteResult:
-    """:func:`~.votes.record_vote` for a vote from the page; once recorded, the battle no
-    longer counts against the caps on battles without a vote (:func:`open_held`)."""
-    res = record_vote(conn, battle_id, annotator_id, outcome, now, correction_window)
+    """:func:`~.votes.record_vote` for a vote from the page (nothing when the registry changed
+    since ``revision``, e.g. the key revoked: ``stale``); once recorded, the battle no longer
+    counts against the caps on battles without a vote (:func:`open_held`)."""
+    res = record_vote(conn, battle_id, annotator_id, outcome, now, correction_window, revision)
     if res.kind in ("new", "replay", "corrected"):
         conn.execute(
             held_battles.update()
