@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -39,6 +40,7 @@ __all__ = [
     "CircuitBreaker",
     "EndpointClient",
     "SSEDecoder",
+    "clean_text",
     "estimate_tokens",
     "parse_retry_after",
 ]
@@ -81,7 +83,8 @@ class Answer:
 class Failure:
     """A call that gave no answer. ``reason`` is one of ``timeout``, ``http_<status>``,
     ``rate_limited``, ``dropped`` (the stream ended before ``[DONE]``), ``connection``,
-    ``unauthorized``, ``bad_response``, ``outage`` (the circuit breaker refused the call),
+    ``unauthorized``, ``bad_response`` (not a well-formed chat completion or chunk),
+    ``too_long`` (past the endpoint's ``max_answer_chars``), ``outage`` (the circuit breaker refused the call),
     ``no_answer`` (an offline model has none for the prompt) or ``unparseable`` (a judge's
     verdict); ``detail`` says more."""
 
@@ -243,6 +246,11 @@ class SSEDecoder:
         *events, self._buf = buf.split(b"\n\n")
         return [d for d in map(_event_data, events) if d is not None]
 
+    @property
+    def pending(self) -> int:
+        """The bytes held of an event not yet complete."""
+        return len(self._buf)
+
     def close(self) -> list[bytes]:
         """The data of an event the stream ended in without its blank line."""
         rest, self._buf = self._buf.rstrip(b"\r\n").replace(b"\r\n", b"\n"), b""
@@ -389,6 +397,9 @@ class EndpointClient:
                         Failure(ep.name, "timeout", f"no complete answer within {ep.timeout} s"),
                         retryable=True,
                     )
+                except Exception as exc:  # noqa: BLE001 - no call may raise into its caller
+                    log.exception("model %s: the call failed unexpectedly", ep.name)
+                    got = _Attempt(Failure(ep.name, "bad_response", f"{type(exc).__name__}: {exc}"))
                 if got.result.ok or not got.retryable or attempt > ep.max_retries:
                     break
                 wait = self._wait(attempt, got)
@@ -409,9 +420,8 @@ class EndpointClient:
         if isinstance(result, Answer):
             result = replace(result, attempts=attempt)
         else:
-            result = Failure(
-                ep.name, result.reason, result.detail, attempt, time.perf_counter() - t0
-            )
+            detail = clean_text(result.detail)[:500]
+            result = Failure(ep.name, result.reason, detail, attempt, time.perf_counter() - t0)
             log.warning(
                 "model %s: no answer after %d attempt(s): %s (%s)",
                 ep.name,
@@ -442,10 +452,14 @@ class EndpointClient:
                 ep.url, json=body, headers=self._headers(), proxy=self._proxy
             ) as r:
                 if r.status != 200:
-                    return self._http_failure(r, await r.read())
+                    raw = await self._read_body(r, 1 << 16)
+                    return self._http_failure(r, b"" if raw is None else raw)
                 if ep.stream:
                     return await self._read_stream(r, body, t0, on_delta)
-                got = self._read_json(await r.read(), body, t0)
+                raw = await self._read_body(r, _limits(ep.max_answer_chars)[0])
+                if raw is None:
+                    return self._too_long("the response is too large")
+                got = self._read_json(raw, body, t0)
             if on_delta is not None and isinstance(got.result, Answer):
                 on_delta(got.result.text)
             return got
@@ -462,9 +476,11 @@ class EndpointClient:
     def _http_failure(self, r: Any, raw: bytes) -> _Attempt:
         name, status = self.endpoint.name, r.status
         try:
-            message = json.loads(raw).get("error", {}).get("message", "")
-        except (ValueError, AttributeError):
+            err = json.loads(raw).get("error", {})
+            message = str(err.get("message", "") if isinstance(err, dict) else err)
+        except (ValueError, AttributeError, RecursionError):
             message = raw[:200].decode("utf-8", "replace")
+        message = message[:300]
         if status in (401, 403):
             reason = "unauthorized"
             env = self.endpoint.api_key_env
@@ -483,14 +499,14 @@ class EndpointClient:
         finish: str | None,
         ttft: float,
         t0: float,
-        usage: dict[str, Any] | None,
+        usage: tuple[int, int] | None,
         body: dict[str, Any],
         deltas: int | None,
     ) -> _Attempt:
-        """An answer, its tokens from ``usage`` or estimated (see :class:`Answer`)."""
-        if usage and "completion_tokens" in usage:
-            pt, ct = int(usage.get("prompt_tokens") or 0), int(usage["completion_tokens"])
-            source = "server"
+        """An answer, its tokens from ``usage`` (prompt, completion; checked by
+        :func:`_usage`) or estimated (see :class:`Answer`)."""
+        if usage is not None:
+            (pt, ct), source = usage, "server"
         else:
             chars = "".join(str(m.get("content", "")) for m in body["messages"])
             pt = estimate_tokens(chars)
@@ -499,36 +515,76 @@ class EndpointClient:
         total = time.perf_counter() - t0
         return _Attempt(Answer(self.endpoint.name, text, finish, ttft, total, pt, ct, source))
 
+    def _too_long(self, what: str) -> _Attempt:
+        cap = self.endpoint.max_answer_chars
+        return _Attempt(
+            Failure(
+                self.endpoint.name,
+                "too_long",
+                f"{what}: stopped at the cap of max_answer_chars = {cap} characters (raise it "
+                "in the model's configuration, or set params.max_tokens)",
+            )
+        )
+
+    async def _read_body(self, r: Any, limit: int) -> bytes | None:
+        """The response's body, or None (and the connection closed) past ``limit`` bytes."""
+        buf = bytearray()
+        async for piece in r.content.iter_any():
+            buf += piece
+            if len(buf) > limit:
+                r.close()
+                return None
+        return bytes(buf)
+
     def _read_json(self, raw: bytes, body: dict[str, Any], t0: float) -> _Attempt:
+        """A non-streamed answer, read by the same rules as a stream's chunks (:func:`_chunk`)."""
         try:
-            data = json.loads(raw)
-            choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-            finish = choice.get("finish_reason")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            bad = Failure(self.endpoint.name, "bad_response", f"not a chat completion: {exc!r}")
-            return _Attempt(bad)
+            data = _json(raw)
+            if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+                raise _Malformed(f"not a chat completion: {_show(data)}")
+            if not data["choices"]:
+                raise _Malformed("not a chat completion: no choices")
+            parts, finish = _choices(data["choices"][:1], "message")
+            usage = _usage(data.get("usage"))
+        except _Malformed as exc:
+            return _Attempt(Failure(self.endpoint.name, "bad_response", str(exc)))
+        text = "".join(parts)
+        if len(text) > self.endpoint.max_answer_chars:
+            return self._too_long(f"the answer has {len(text)} characters")
         ttft = time.perf_counter() - t0
-        return self._answer(text, finish, ttft, t0, data.get("usage"), body, None)
+        return self._answer(text, finish, ttft, t0, usage, body, None)
 
     async def _read_stream(
         self, r: Any, body: dict[str, Any], t0: float, on_delta: OnDelta | None = None
     ) -> _Attempt:
         """Read a streamed answer: the pieces of content that arrive in one read of the
-        response go to ``on_delta`` at once, joined (one call per read, not per token)."""
+        response go to ``on_delta`` at once, joined (one call per read, not per token).
+
+        Every chunk is read by :func:`_chunk`; anything that is not a well-formed chunk is a
+        ``bad_response`` failure, an answer past ``max_answer_chars`` (or a stream far larger
+        than such an answer could need) a ``too_long`` one: the connection is closed either way.
+        """
         name = self.endpoint.name
+        cap = self.endpoint.max_answer_chars
+        max_bytes, max_event = _limits(cap)
         parts: list[str] = []
+        chars, size = 0, 0
         first: float | None = None
         finish: str | None = None
-        usage: dict[str, Any] | None = None
+        usage: tuple[int, int] | None = None
         deltas, done, ended = 0, False, False
         decoder = SSEDecoder()
         chunks = r.content.iter_any()
         while not (done or ended):
             try:
-                events = decoder.feed(await chunks.__anext__())
+                piece = await chunks.__anext__()
+                size += len(piece)
+                events = decoder.feed(piece)
             except StopAsyncIteration:
                 events, ended = decoder.close(), True
+            if size > max_bytes or decoder.pending > max_event:
+                r.close()
+                return self._too_long(f"the stream sent {size} bytes")
             new = len(parts)
             for data in events:
                 if data[:1] != b"{" and data.strip() in (b"[DONE]", b""):
@@ -537,23 +593,23 @@ class EndpointClient:
                         break
                     continue  # an empty data line (a keep-alive)
                 try:
-                    obj = json.loads(data)
-                except ValueError:
-                    shown = data[:100].decode("utf-8", "replace")
-                    return _Attempt(Failure(name, "bad_response", f"not JSON: {shown!r}"))
-                if not isinstance(obj, dict):
-                    continue
-                if obj.get("error"):
-                    err = obj["error"]
-                    msg = err.get("message", err) if isinstance(err, dict) else err
-                    return _Attempt(Failure(name, "http_500", f"error in the stream: {msg}"), True)
-                usage = obj.get("usage") or usage
-                for ch in obj.get("choices") or ():
-                    content = (ch.get("delta") or {}).get("content")
-                    if content:
-                        parts.append(content)
-                        deltas += 1
-                    finish = ch.get("finish_reason") or finish
+                    got = _chunk(_json(data))
+                except _Malformed as exc:
+                    r.close()
+                    return _Attempt(Failure(name, "bad_response", str(exc)))
+                if got.error is not None:
+                    r.close()
+                    fail = Failure(name, "http_500", f"error in the stream: {got.error}")
+                    return _Attempt(fail, True)
+                usage = got.usage or usage
+                finish = got.finish or finish
+                for text in got.parts:
+                    parts.append(text)
+                    chars += len(text)
+                    deltas += 1
+            if chars > cap:
+                r.close()
+                return self._too_long(f"the answer passed {cap} characters")
             if len(parts) > new:
                 if first is None:
                     first = time.perf_counter()
@@ -565,3 +621,128 @@ class EndpointClient:
             await _drain(chunks)
         ttft = (first if first is not None else time.perf_counter()) - t0
         return self._answer("".join(parts), finish, ttft, t0, usage, body, deltas)
+
+
+# ------------------------------------------------------------------ reading what a model sends
+#: C0 control characters other than tab, line feed and carriage return (PostgreSQL cannot store
+#: NUL in text; the others are invisible), and UTF-16 surrogates left alone by a JSON escape
+#: (not encodable as UTF-8).
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+#: The longest finish reason kept (``battle_answers.finish_reason`` holds 40 characters).
+MAX_FINISH = 40
+#: The largest token count accepted from a server's ``usage`` (a 32-bit column).
+MAX_TOKENS = 2**31 - 1
+
+
+def clean_text(text: str) -> str:
+    """``text`` as the arena keeps it: C0 control characters other than tab, line feed and
+    carriage return removed (a NUL included), a lone surrogate (a broken ``\\ud800`` escape)
+    replaced by U+FFFD. Every model answer, finish reason and failure detail is read through
+    it, so what is relayed is what is stored, on SQLite and PostgreSQL alike."""
+    if _CONTROLS.search(text) is not None:
+        text = _CONTROLS.sub("", text)
+    if _SURROGATES.search(text) is not None:
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+def _limits(cap: int) -> tuple[int, int]:
+    """The most bytes a response may bring for an answer of at most ``cap`` characters, in
+    all and in one event (generous: a chunk's JSON around each token, ``\\uXXXX`` escapes)."""
+    return 256 * cap + (1 << 20), 8 * cap + (1 << 16)
+
+
+class _Malformed(Exception):
+    """What a model sent is not a chat completion (the message says what is wrong)."""
+
+
+def _show(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # invalid JSON, UTF-8 or nesting
+        shown = data[:100].decode("utf-8", "replace")
+        raise _Malformed(f"not JSON ({type(exc).__name__}): {shown!r}") from None
+
+
+@dataclass
+class _Chunk:
+    parts: list[str]
+    finish: str | None
+    usage: tuple[int, int] | None
+    error: str | None
+
+
+def _chunk(obj: Any) -> _Chunk:
+    """One streamed chunk ``{"choices": [{"delta": {"content": …}, "finish_reason": …}],
+    "usage": …}`` or ``{"error": …}``; :class:`_Malformed` for any other shape."""
+    if not isinstance(obj, dict):
+        raise _Malformed(f"a chunk that is not a JSON object: {_show(obj)}")
+    if obj.get("error"):
+        err = obj["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        return _Chunk([], None, None, clean_text(str(msg))[:300])
+    choices = obj.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise _Malformed(f"choices is {_show(choices)}, not a list")
+    parts, finish = _choices(choices or (), "delta")
+    return _Chunk(parts, finish, _usage(obj.get("usage")), None)
+
+
+def _choices(choices: Any, key: str) -> tuple[list[str], str | None]:
+    """The content pieces and the finish reason of a chunk's ``choices`` (``key``: ``delta``
+    for a stream, ``message`` for a whole answer)."""
+    parts: list[str] = []
+    finish = None
+    for ch in choices:
+        if not isinstance(ch, dict):
+            raise _Malformed(f"a choice that is not an object: {_show(ch)}")
+        piece = ch.get(key)
+        if piece is None:
+            piece = {}
+        elif not isinstance(piece, dict):
+            raise _Malformed(f"{key} is {_show(piece)}, not an object")
+        content = piece.get("content")
+        if content is not None:
+            if not isinstance(content, str):
+                raise _Malformed(f"{key}.content is {_show(content)}, not a string")
+            if content:
+                parts.append(clean_text(content))
+        reason = ch.get("finish_reason")
+        if reason is not None:
+            if not isinstance(reason, str) or len(reason) > MAX_FINISH:
+                raise _Malformed(
+                    f"finish_reason is {_show(reason)}, not a string of at most "
+                    f"{MAX_FINISH} characters"
+                )
+            finish = clean_text(reason) or finish
+    return parts, finish
+
+
+def _usage(usage: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens from a ``usage`` object; None without completion tokens
+    (then they are estimated); :class:`_Malformed` when a count is not a whole number in
+    [0, 2³¹ − 1]."""
+    if usage is None:
+        return None
+    hint = "; set stream_usage = false to estimate tokens instead"
+    if not isinstance(usage, dict):
+        raise _Malformed(f"usage is {_show(usage)}, not an object{hint}")
+    if usage.get("completion_tokens") is None:
+        return None
+    out = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        v = usage.get(key)
+        if v is None:
+            out.append(0)
+            continue
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS
+        if not ok or v != int(v):
+            raise _Malformed(f"usage.{key} is {_show(v)}, not a whole number >= 0{hint}")
+        out.append(int(v))
+    return out[0], out[1]

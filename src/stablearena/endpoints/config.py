@@ -52,7 +52,9 @@ class ModelEndpoint:
 
     ``api_key_env`` is the NAME of the environment variable holding the key (``None``: no key);
     ``params`` go into the request body as they are (``temperature``, ``max_tokens``, …);
-    ``timeout`` bounds one attempt at a whole answer, in seconds.
+    ``timeout`` bounds one attempt at a whole answer, in seconds; ``max_answer_chars`` bounds
+    an answer's length: a longer one is stopped there (the connection closed) and the call
+    fails with ``too_long``.
     Retries: up to ``max_retries`` more attempts after a timeout, a dropped connection or HTTP
     408/409/429/500/502/503/504, waiting ``Retry-After`` when the server sends it (at most
     ``max_retry_after`` seconds), else ``min(backoff_max, backoff × 2^k)`` × a uniform jitter in
@@ -78,6 +80,7 @@ class ModelEndpoint:
     outage_after: int = 5
     outage_cooldown: float = 30.0
     price: Price | None = None
+    max_answer_chars: int = 200_000
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
@@ -96,6 +99,9 @@ class ModelEndpoint:
             v = getattr(self, key)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise InputError(f"{where}: {key} must be a finite number >= 0, not {v!r}")
+        cap = self.max_answer_chars
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= 10**9:
+            raise InputError(f"{where}: max_answer_chars must be a whole number in [1, 10⁹]")
         for key in ("messages", "model", "stream"):
             if key in self.params:
                 raise InputError(f"{where}: params.{key} is set by stablearena; remove it")

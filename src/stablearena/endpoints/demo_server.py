@@ -13,7 +13,9 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``flaky=N`` — answer the first ``N`` requests with HTTP 500, then normally;
 * ``drop`` — stream two words, then drop the connection (no ``[DONE]``);
 * ``r429=N:S`` — answer the first ``N`` requests with HTTP 429 and ``Retry-After: S``;
-* ``id=X`` — no effect but a separate request counter (tests keep their counters apart).
+* ``id=X`` — no effect but a separate request counter (tests keep their counters apart);
+* ``bad=KIND`` — a streamed answer that goes wrong as real broken servers do, after a first
+  good piece: one of :data:`BAD_KINDS` (``bad=cycle``: each kind in turn, one per request).
 
 Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
 requests, the most in flight at once, the number of client connections they came on
@@ -40,9 +42,74 @@ from typing import Any
 
 from .demo import DEMO_JUDGES, DEMO_MODELS, demo_reply
 
-__all__ = ["create_app", "main", "DemoServer", "tokens", "demo_endpoints"]
+__all__ = ["BAD_KINDS", "create_app", "main", "DemoServer", "tokens", "demo_endpoints"]
 
 _TOKEN = re.compile(r"\S+\s*")
+
+
+def _data(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _delta(content: Any, finish: Any = None) -> bytes:
+    return _data(
+        {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}]}
+    )
+
+
+_END = (
+    _data({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + b"data: [DONE]\n\n"
+)
+#: What ``bad=KIND`` sends after ``_delta("Hello ")`` (``None``: the kinds built in _bad_stream).
+_BAD: dict[str, bytes | None] = {
+    "delta_str": _data({"choices": [{"index": 0, "delta": "oops", "finish_reason": None}]}),
+    "choices_int": _data({"choices": [1]}),
+    "choices_obj": _data({"choices": {"delta": {"content": "x"}}}),
+    "content_int": _delta(5),
+    "content_list": _delta([{"type": "text", "text": "x"}]),
+    "finish_int": _delta("x", 7),
+    "usage_str": _data({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": "x"}}),
+    "usage_list": _data({"choices": [], "usage": [1, 2]}),
+    "usage_huge": _data({"choices": [], "usage": {"completion_tokens": 10**30}}),
+    "usage_nan": b'data: {"choices": [], "usage": {"completion_tokens": NaN}}\n\n',
+    "chunk_list": _data([1, 2]),
+    "not_json": b"data: {not json\n\n",
+    "deep_json": b"data: " + b"[" * 100_000 + b"\n\n",
+    "bad_utf8": b'data: {"choices": [{"delta": {"content": "\xff\xfe"}}]}\n\n',
+    "nul": _delta("a\u0000b\u0007c"),
+    "surrogate": _delta("x\ud800y"),
+    "error": _data({"error": {"message": "boom\u0000"}}),
+    "cut": None,
+    "huge": None,
+    "endless": None,
+    "endless_idle": None,
+}
+#: The malformed streams ``bad=KIND`` sends (``bad=cycle``: each in turn).
+BAD_KINDS = tuple(_BAD)
+
+
+async def _bad_stream(kind: str) -> AsyncIterator[bytes]:
+    """A streamed answer broken as ``kind`` says (after one good piece)."""
+    yield _delta("Hello ")
+    raw = _BAD[kind]
+    if raw is not None:
+        yield raw
+        yield _END
+    elif kind == "cut":  # a chunk cut mid-JSON, mid-character, then the connection drops
+        yield _delta("Grüße")[:-12]
+        raise ConnectionAbortedError("demo bad=cut: connection dropped")
+    elif kind == "huge":  # a 5 MB answer, then a proper end
+        for _ in range(80):
+            yield _delta("x" * 65536)
+        yield _END
+    elif kind == "endless":  # content forever, never [DONE]
+        while True:
+            yield _delta("more ")
+            await asyncio.sleep(0)
+    else:  # endless_idle: keep-alive comments forever
+        while True:
+            yield b": ping\n\n"
+            await asyncio.sleep(0.05)
 
 
 def tokens(text: str) -> list[str]:
@@ -121,6 +188,13 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
                 return _error(429, "rate limited", "rate_limited", {"Retry-After": wait or "1"})
         if "fail500" in modes or ("flaky" in modes and n <= int(modes["flaky"])):
             return _error(500, "the demo model failed (fail mode)", "server_error")
+        if "bad" in modes:
+            kind = modes["bad"]
+            if kind == "cycle":
+                kind = BAD_KINDS[(n - 1) % len(BAD_KINDS)]
+            if kind not in _BAD:
+                return _error(400, f"no bad mode {kind!r}; one of {list(BAD_KINDS)}", "bad_mode")
+            return StreamingResponse(_bad_stream(kind), media_type="text/event-stream")
         text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
         if text is None:
             return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
