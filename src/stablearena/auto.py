@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .battles import Battles, Outcome
-from .endpoints.client import Answer, Failure
+from .endpoints.client import Answer, Failure, prompt_problem
 from .endpoints.config import Price
 from .errors import InputError
 from .judges import JudgeClient, Judgement
@@ -122,9 +122,10 @@ def read_prompts(path: str | Path) -> list[Prompt]:
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
         raise InputError(f"{path}: prompt ids must be unique; repeated: {dup}")
-    empty = [p.id for p in out if not p.text.strip()]
-    if empty:
-        raise InputError(f"{path}: empty prompt text for id(s) {empty[:5]}")
+    for p in out:
+        problem = prompt_problem(p.text)
+        if problem:
+            raise InputError(f"{path}: the prompt of id {p.id!r} {problem}")
     if not out:
         raise InputError(f"{path}: no prompts")
     return out

@@ -43,6 +43,7 @@ __all__ = [
     "clean_text",
     "estimate_tokens",
     "parse_retry_after",
+    "prompt_problem",
 ]
 
 log = logging.getLogger("stablearena.endpoints")
@@ -645,6 +646,23 @@ def clean_text(text: str) -> str:
     if _SURROGATES.search(text) is not None:
         text = _SURROGATES.sub("\ufffd", text)
     return text
+
+
+def prompt_problem(text: str) -> str | None:
+    """What is wrong with a prompt, or None: the one check of every prompt the arenas take
+    (a prompts file of ``auto`` or of the page's pool, a prompt typed on the page). A prompt
+    must hold more than white space, and no character :func:`clean_text` would remove or
+    replace: no control character other than tab, line feed and carriage return (a NUL cannot
+    be stored in PostgreSQL), no lone surrogate (not encodable as UTF-8)."""
+    if not text.strip():
+        return "is empty or only white space"
+    bad = _CONTROLS.search(text) or _SURROGATES.search(text)
+    if bad is not None:
+        return (
+            f"holds the control character U+{ord(bad.group()):04X} at position {bad.start()}; "
+            "remove it"
+        )
+    return None
 
 
 def _limits(cap: int) -> tuple[int, int]:

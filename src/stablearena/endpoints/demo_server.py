@@ -104,7 +104,7 @@ async def _bad_stream(kind: str) -> AsyncIterator[bytes]:
         yield _END
     elif kind == "endless":  # content forever, never [DONE]
         while True:
-            yield _delta("more ")
+            yield _delta("more " * 200)
             await asyncio.sleep(0)
     else:  # endless_idle: keep-alive comments forever
         while True:

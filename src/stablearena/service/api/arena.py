@@ -23,8 +23,9 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ...endpoints.client import prompt_problem
 from ...endpoints.config import endpoint_from_mapping
 from ...errors import InputError
 from .. import store
@@ -58,6 +59,14 @@ class ArenaBattle(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(min_length=1)
     prompt_id: str | None = Field(None, max_length=200)
+
+    @field_validator("prompt", "prompt_id")
+    @classmethod
+    def _text(cls, v: str | None) -> str | None:
+        problem = None if v is None or v == "" else prompt_problem(v)
+        if problem:
+            raise ValueError(f"the text {problem}")
+        return v
 
 
 class ArenaVote(BaseModel):
