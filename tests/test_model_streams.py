@@ -49,7 +49,7 @@ def demo():
 
 
 def _bad(base_url: str, model: str, **kw) -> ModelEndpoint:
-    kw = {"max_retries": 0, "timeout": 5.0, "max_answer_chars": 100_000, **kw}
+    kw = {"max_retries": 0, "timeout": 5.0, **kw}
     return ModelEndpoint("broken", base_url, model, **kw)
 
 
@@ -117,7 +117,7 @@ def test_answer_over_the_cap_is_stopped(demo):
 # ------------------------------------------------------------------------------ the page
 def _settings(db: str, base_url: str, bad: str) -> Settings:
     broken = {"name": "broken", "base_url": base_url, "model": bad, "max_retries": 0}
-    broken.update(timeout=2.0, outage_after=1000, max_answer_chars=100_000)
+    broken.update(timeout=2.0, outage_after=1000)
     return Settings(
         db=db,
         fit_in_process=False,
@@ -218,7 +218,7 @@ def test_auto_with_a_malformed_model_finishes_and_resumes(demo, tmp_path, cli):
             for m in ("demo-ace", "demo-sharp")
         )
         + f'[[models]]\nname = "broken"\nbase_url = "{demo.base_url}"\nmodel = "{bad}"\n'
-        "max_retries = 0\ntimeout = 2.0\nmax_answer_chars = 100000\n"
+        "max_retries = 0\ntimeout = 2.0\n"
     )
     judges = tmp_path / "judges.toml"
     judges.write_text(
