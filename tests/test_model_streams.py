@@ -176,11 +176,10 @@ def test_a_model_sending_each_malformed_stream_in_turn_never_wedges_the_page(dem
         assert not models["demo-ace"]["outage"]
 
 
-def test_prompts_with_a_nul_or_only_white_space_are_refused(demo, tmp_path):
+def test_prompts_with_a_nul_or_only_white_space_are_refused(demo, db, tmp_path):
     """One prompt check (``prompt_problem``) for the page and the prompts files: a NUL or
     another control character, or white space only, is a 422 naming the problem (a NUL was a
     503 "retry later" on PostgreSQL; white space started a battle)."""
-    db = f"sqlite:///{tmp_path / 'arena.db'}"
     with TestClient(create_app(_settings(db, demo.base_url, "demo-wild"))) as tc:
         r = tc.get("/arena")
         csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', r.text).group(1)
