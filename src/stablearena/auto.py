@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .battles import Battles, Outcome
-from .endpoints.client import Answer, Failure
+from .endpoints.client import Answer, Failure, prompt_problem
 from .endpoints.config import Price
 from .errors import InputError
 from .judges import JudgeClient, Judgement
@@ -124,11 +124,9 @@ def read_prompts(path: str | Path) -> list[Prompt]:
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
         raise InputError(f"{path}: prompt ids must be unique; repeated: {dup}")
-    from .endpoints.config import prompt_problem
-
     for p in out:
         problem = prompt_problem(p.text)
-        if problem is not None:
+        if problem:
             raise InputError(f"{path}: the prompt of id {p.id!r} {problem}")
     if not out:
         raise InputError(f"{path}: no prompts")

@@ -11,13 +11,7 @@ calls: with httpx they were about 2.5 ms of the worker's 5.75–6.05 ms of CPU p
 burst of 200 (docs/guides/arena-page.md, "Measured under load").
 
 Every call returns an :class:`Answer` or a :class:`Failure` with the reason; no exception
-escapes into the caller's loop. One reader (:func:`chunk_parts` for each streamed chunk,
-:func:`message_parts` for a whole reply) takes the shapes the OpenAI format allows and turns any
-other — a ``delta`` that is a string, ``choices: [1]``, ``content: 5``, invalid JSON or UTF-8,
-an event longer than the answer cap — into a ``bad_response`` failure, which the outage breaker
-counts like any other; an answer longer than ``max_answer_chars`` fails as ``too_long`` and its
-connection is closed. NUL characters in an answer become U+FFFD (PostgreSQL's text cannot hold
-NUL); a ``usage`` that is not numbers is ignored (the tokens are then estimated). Retries, back-off, bounded concurrency and the outage circuit
+escapes into the caller's loop. Retries, back-off, bounded concurrency and the outage circuit
 breaker are described on :class:`~stablearena.endpoints.config.ModelEndpoint`.
 """
 
@@ -31,6 +25,7 @@ import logging
 import math
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -45,11 +40,10 @@ __all__ = [
     "CircuitBreaker",
     "EndpointClient",
     "SSEDecoder",
-    "Malformed",
-    "chunk_parts",
-    "message_parts",
+    "clean_text",
     "estimate_tokens",
     "parse_retry_after",
+    "prompt_problem",
 ]
 
 log = logging.getLogger("stablearena.endpoints")
@@ -90,8 +84,8 @@ class Answer:
 class Failure:
     """A call that gave no answer. ``reason`` is one of ``timeout``, ``http_<status>``,
     ``rate_limited``, ``dropped`` (the stream ended before ``[DONE]``), ``connection``,
-    ``unauthorized``, ``bad_response`` (not a chat completion), ``too_long`` (past the
-    endpoint's ``max_answer_chars``), ``outage`` (the circuit breaker refused the call),
+    ``unauthorized``, ``bad_response`` (not a well-formed chat completion or chunk),
+    ``too_long`` (past the endpoint's ``max_answer_chars``), ``outage`` (the circuit breaker refused the call),
     ``no_answer`` (an offline model has none for the prompt) or ``unparseable`` (a judge's
     verdict); ``detail`` says more."""
 
@@ -224,18 +218,6 @@ async def _drain(chunks: Any, seconds: float = 0.5) -> None:
         pass
 
 
-async def _read_capped(r: Any, limit: int) -> bytes | None:
-    """The whole body of response ``r``, or ``None`` past ``limit`` bytes (read no further)."""
-    buf = bytearray()
-    while True:
-        chunk = await r.content.read(65536)
-        if not chunk:
-            return bytes(buf)
-        buf += chunk
-        if len(buf) > limit:
-            return None
-
-
 class SSEDecoder:
     """Server-sent events read incrementally from raw bytes: :meth:`feed` takes whatever one
     read of the response brought and returns the data of the events completed by it, as bytes
@@ -255,11 +237,6 @@ class SSEDecoder:
     def __init__(self) -> None:
         self._buf = b""
 
-    @property
-    def pending(self) -> int:
-        """Bytes of an event not yet ended (what a server sending no blank line piles up)."""
-        return len(self._buf)
-
     def feed(self, chunk: bytes) -> list[bytes]:
         """The data of the events that ``chunk`` completes."""
         buf = self._buf + chunk if self._buf else chunk
@@ -269,6 +246,11 @@ class SSEDecoder:
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if keep else b"")
         *events, self._buf = buf.split(b"\n\n")
         return [d for d in map(_event_data, events) if d is not None]
+
+    @property
+    def pending(self) -> int:
+        """The bytes held of an event not yet complete."""
+        return len(self._buf)
 
     def close(self) -> list[bytes]:
         """The data of an event the stream ended in without its blank line."""
@@ -289,90 +271,6 @@ def _event_data(event: bytes) -> bytes | None:
         elif line == b"data":  # a field name without a colon: empty data
             data = b"" if data is None else data + b"\n"
     return data
-
-
-class Malformed(ValueError):
-    """A response that is not an OpenAI chat completion (what :func:`chunk_parts` and
-    :func:`message_parts` refuse)."""
-
-
-def _content(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise Malformed(f"{where} is {type(value).__name__}, not text")
-    return value.replace("\x00", "\ufffd") if "\x00" in value else value
-
-
-def _finish(value: Any) -> str | None:
-    return value if isinstance(value, str) and len(value) <= 64 else None
-
-
-def _usage(value: Any) -> dict[str, int] | None:
-    """``usage`` with whole, finite, non-negative token counts, or ``None`` (ignored)."""
-    if not isinstance(value, dict):
-        return None
-    out = {}
-    for key in ("prompt_tokens", "completion_tokens"):
-        v = value.get(key)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            return None
-        if v < 0 or v > 10**9:
-            return None
-        out[key] = int(v)
-    return out if "completion_tokens" in out else None
-
-
-def chunk_parts(obj: Any) -> tuple[list[str], str | None, dict[str, int] | None]:
-    """The content pieces, finish reason and usage of one streamed chunk (a decoded JSON value):
-    ``choices`` a list of objects whose ``delta`` is an object with text ``content`` (or none).
-    Anything else raises :class:`Malformed`; an ``error`` object raises :class:`StreamError`."""
-    if not isinstance(obj, dict):
-        raise Malformed(f"a chunk is {type(obj).__name__}, not an object")
-    if obj.get("error"):
-        err = obj["error"]
-        msg = err.get("message", err) if isinstance(err, dict) else err
-        raise StreamError(str(msg)[:300])
-    choices = obj.get("choices")
-    if choices is None:
-        choices = []
-    if not isinstance(choices, list):
-        raise Malformed(f"choices is {type(choices).__name__}, not a list")
-    parts, finish = [], None
-    for k, ch in enumerate(choices):
-        if not isinstance(ch, dict):
-            raise Malformed(f"choices[{k}] is {type(ch).__name__}, not an object")
-        delta = ch.get("delta")
-        if delta is None:
-            delta = {}
-        if not isinstance(delta, dict):
-            raise Malformed(f"choices[{k}].delta is {type(delta).__name__}, not an object")
-        text = _content(delta.get("content"), f"choices[{k}].delta.content")
-        if text:
-            parts.append(text)
-        finish = _finish(ch.get("finish_reason")) or finish
-    return parts, finish, _usage(obj.get("usage"))
-
-
-def message_parts(obj: Any) -> tuple[str, str | None, dict[str, int] | None]:
-    """The text, finish reason and usage of a whole (non-streamed) chat completion; anything but
-    ``choices[0].message.content`` text (or null) raises :class:`Malformed`."""
-    if not isinstance(obj, dict):
-        raise Malformed(f"the reply is {type(obj).__name__}, not an object")
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise Malformed("no choices")
-    ch = choices[0]
-    if not isinstance(ch, dict) or not isinstance(ch.get("message"), dict):
-        raise Malformed("choices[0].message is not an object")
-    text = _content(ch["message"].get("content"), "choices[0].message.content")
-    return text, _finish(ch.get("finish_reason")), _usage(obj.get("usage"))
-
-
-class StreamError(Exception):
-    """An ``error`` object sent inside a stream."""
 
 
 @dataclass
@@ -500,6 +398,9 @@ class EndpointClient:
                         Failure(ep.name, "timeout", f"no complete answer within {ep.timeout} s"),
                         retryable=True,
                     )
+                except Exception as exc:  # noqa: BLE001 - no call may raise into its caller
+                    log.exception("model %s: the call failed unexpectedly", ep.name)
+                    got = _Attempt(Failure(ep.name, "bad_response", f"{type(exc).__name__}: {exc}"))
                 if got.result.ok or not got.retryable or attempt > ep.max_retries:
                     break
                 wait = self._wait(attempt, got)
@@ -520,9 +421,8 @@ class EndpointClient:
         if isinstance(result, Answer):
             result = replace(result, attempts=attempt)
         else:
-            result = Failure(
-                ep.name, result.reason, result.detail, attempt, time.perf_counter() - t0
-            )
+            detail = clean_text(result.detail)[:500]
+            result = Failure(ep.name, result.reason, detail, attempt, time.perf_counter() - t0)
             log.warning(
                 "model %s: no answer after %d attempt(s): %s (%s)",
                 ep.name,
@@ -553,15 +453,13 @@ class EndpointClient:
                 ep.url, json=body, headers=self._headers(), proxy=self._proxy
             ) as r:
                 if r.status != 200:
-                    return self._http_failure(r, await r.read())
+                    raw = await self._read_body(r, 1 << 16)
+                    return self._http_failure(r, b"" if raw is None else raw)
                 if ep.stream:
                     return await self._read_stream(r, body, t0, on_delta)
-                raw = await _read_capped(r, 4 * ep.max_answer_chars + 65536)
+                raw = await self._read_body(r, _limits(ep.max_answer_chars)[0])
                 if raw is None:
-                    cap = ep.max_answer_chars
-                    return _Attempt(
-                        Failure(ep.name, "too_long", f"the reply is longer than {cap:,} characters")
-                    )
+                    return self._too_long("the response is too large")
                 got = self._read_json(raw, body, t0)
             if on_delta is not None and isinstance(got.result, Answer):
                 on_delta(got.result.text)
@@ -575,17 +473,15 @@ class EndpointClient:
             return _Attempt(Failure(ep.name, "bad_response", f"{type(exc).__name__}: {exc}"))
         except (aiohttp.ClientError, OSError) as exc:
             return _Attempt(Failure(ep.name, "connection", f"{type(exc).__name__}: {exc}"), True)
-        except Exception as exc:  # noqa: BLE001 - whatever a server sends is a failed call
-            log.exception("model %s: unexpected error reading the response", ep.name)
-            detail = f"unexpected {type(exc).__name__}: {str(exc)[:200]}"
-            return _Attempt(Failure(ep.name, "bad_response", detail))
 
     def _http_failure(self, r: Any, raw: bytes) -> _Attempt:
         name, status = self.endpoint.name, r.status
         try:
-            message = json.loads(raw).get("error", {}).get("message", "")
-        except (ValueError, AttributeError):
+            err = json.loads(raw).get("error", {})
+            message = str(err.get("message", "") if isinstance(err, dict) else err)
+        except (ValueError, AttributeError, RecursionError):
             message = raw[:200].decode("utf-8", "replace")
+        message = message[:300]
         if status in (401, 403):
             reason = "unauthorized"
             env = self.endpoint.api_key_env
@@ -604,14 +500,14 @@ class EndpointClient:
         finish: str | None,
         ttft: float,
         t0: float,
-        usage: dict[str, Any] | None,
+        usage: tuple[int, int] | None,
         body: dict[str, Any],
         deltas: int | None,
     ) -> _Attempt:
-        """An answer, its tokens from ``usage`` or estimated (see :class:`Answer`)."""
-        if usage and "completion_tokens" in usage:
-            pt, ct = int(usage.get("prompt_tokens") or 0), int(usage["completion_tokens"])
-            source = "server"
+        """An answer, its tokens from ``usage`` (prompt, completion; checked by
+        :func:`_usage`) or estimated (see :class:`Answer`)."""
+        if usage is not None:
+            (pt, ct), source = usage, "server"
         else:
             chars = "".join(str(m.get("content", "")) for m in body["messages"])
             pt = estimate_tokens(chars)
@@ -620,17 +516,42 @@ class EndpointClient:
         total = time.perf_counter() - t0
         return _Attempt(Answer(self.endpoint.name, text, finish, ttft, total, pt, ct, source))
 
-    def _read_json(self, raw: bytes, body: dict[str, Any], t0: float) -> _Attempt:
-        ep = self.endpoint
-        try:
-            text, finish, usage = message_parts(json.loads(raw))
-        except (ValueError, RecursionError) as exc:  # Malformed, JSON and UTF-8 errors
-            return _Attempt(Failure(ep.name, "bad_response", f"not a chat completion: {exc}"))
-        if len(text) > ep.max_answer_chars:
-            cap = ep.max_answer_chars
-            return _Attempt(
-                Failure(ep.name, "too_long", f"the answer is longer than {cap:,} characters")
+    def _too_long(self, what: str) -> _Attempt:
+        cap = self.endpoint.max_answer_chars
+        return _Attempt(
+            Failure(
+                self.endpoint.name,
+                "too_long",
+                f"{what}: stopped at the cap of max_answer_chars = {cap} characters (raise it "
+                "in the model's configuration, or set params.max_tokens)",
             )
+        )
+
+    async def _read_body(self, r: Any, limit: int) -> bytes | None:
+        """The response's body, or None (and the connection closed) past ``limit`` bytes."""
+        buf = bytearray()
+        async for piece in r.content.iter_any():
+            buf += piece
+            if len(buf) > limit:
+                r.close()
+                return None
+        return bytes(buf)
+
+    def _read_json(self, raw: bytes, body: dict[str, Any], t0: float) -> _Attempt:
+        """A non-streamed answer, read by the same rules as a stream's chunks (:func:`_chunk`)."""
+        try:
+            data = _json(raw)
+            if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+                raise _Malformed(f"not a chat completion: {_show(data)}")
+            if not data["choices"]:
+                raise _Malformed("not a chat completion: no choices")
+            parts, finish = _choices(data["choices"][:1], "message")
+            usage = _usage(data.get("usage"))
+        except _Malformed as exc:
+            return _Attempt(Failure(self.endpoint.name, "bad_response", str(exc)))
+        text = "".join(parts)
+        if len(text) > self.endpoint.max_answer_chars:
+            return self._too_long(f"the answer has {len(text)} characters")
         ttft = time.perf_counter() - t0
         return self._answer(text, finish, ttft, t0, usage, body, None)
 
@@ -638,25 +559,33 @@ class EndpointClient:
         self, r: Any, body: dict[str, Any], t0: float, on_delta: OnDelta | None = None
     ) -> _Attempt:
         """Read a streamed answer: the pieces of content that arrive in one read of the
-        response go to ``on_delta`` at once, joined (one call per read, not per token)."""
+        response go to ``on_delta`` at once, joined (one call per read, not per token).
+
+        Every chunk is read by :func:`_chunk`; anything that is not a well-formed chunk is a
+        ``bad_response`` failure, an answer past ``max_answer_chars`` (or a stream far larger
+        than such an answer could need) a ``too_long`` one: the connection is closed either way.
+        """
         name = self.endpoint.name
         cap = self.endpoint.max_answer_chars
+        max_bytes, max_event = _limits(cap)
         parts: list[str] = []
+        chars, size = 0, 0
         first: float | None = None
         finish: str | None = None
-        usage: dict[str, Any] | None = None
-        deltas, done, ended, size = 0, False, False, 0
+        usage: tuple[int, int] | None = None
+        deltas, done, ended = 0, False, False
         decoder = SSEDecoder()
         chunks = r.content.iter_any()
         while not (done or ended):
             try:
-                events = decoder.feed(await chunks.__anext__())
+                piece = await chunks.__anext__()
+                size += len(piece)
+                events = decoder.feed(piece)
             except StopAsyncIteration:
                 events, ended = decoder.close(), True
-            if decoder.pending > 4 * cap + 65536:  # one event without end, past any answer
-                return _Attempt(
-                    Failure(name, "too_long", f"an event longer than {cap:,} characters")
-                )
+            if size > max_bytes or decoder.pending > max_event:
+                r.close()
+                return self._too_long(f"the stream sent {size} bytes")
             new = len(parts)
             for data in events:
                 if data[:1] != b"{" and data.strip() in (b"[DONE]", b""):
@@ -665,22 +594,23 @@ class EndpointClient:
                         break
                     continue  # an empty data line (a keep-alive)
                 try:
-                    got, fin, use = chunk_parts(json.loads(data))
-                except StreamError as exc:
-                    return _Attempt(Failure(name, "http_500", f"error in the stream: {exc}"), True)
-                except (ValueError, RecursionError) as exc:  # Malformed, JSON and UTF-8 errors
-                    shown = data[:100].decode("utf-8", "replace")
-                    detail = f"malformed chunk ({exc}): {shown!r}"
-                    return _Attempt(Failure(name, "bad_response", detail))
-                usage = use or usage
-                finish = fin or finish
-                for text in got:
+                    got = _chunk(_json(data))
+                except _Malformed as exc:
+                    r.close()
+                    return _Attempt(Failure(name, "bad_response", str(exc)))
+                if got.error is not None:
+                    r.close()
+                    fail = Failure(name, "http_500", f"error in the stream: {got.error}")
+                    return _Attempt(fail, True)
+                usage = got.usage or usage
+                finish = got.finish or finish
+                for text in got.parts:
                     parts.append(text)
+                    chars += len(text)
                     deltas += 1
-                    size += len(text)
-                if size > cap:
-                    detail = f"the answer is longer than {cap:,} characters"
-                    return _Attempt(Failure(name, "too_long", detail))
+            if chars > cap:
+                r.close()
+                return self._too_long(f"the answer passed {cap} characters")
             if len(parts) > new:
                 if first is None:
                     first = time.perf_counter()
@@ -692,3 +622,145 @@ class EndpointClient:
             await _drain(chunks)
         ttft = (first if first is not None else time.perf_counter()) - t0
         return self._answer("".join(parts), finish, ttft, t0, usage, body, deltas)
+
+
+# ------------------------------------------------------------------ reading what a model sends
+#: C0 control characters other than tab, line feed and carriage return (PostgreSQL cannot store
+#: NUL in text; the others are invisible), and UTF-16 surrogates left alone by a JSON escape
+#: (not encodable as UTF-8).
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+#: The longest finish reason kept (``battle_answers.finish_reason`` holds 40 characters).
+MAX_FINISH = 40
+#: The largest token count accepted from a server's ``usage`` (a 32-bit column).
+MAX_TOKENS = 2**31 - 1
+
+
+def clean_text(text: str) -> str:
+    """``text`` as the arena keeps it: C0 control characters other than tab, line feed and
+    carriage return removed (a NUL included), a lone surrogate (a broken ``\\ud800`` escape)
+    replaced by U+FFFD. Every model answer, finish reason and failure detail is read through
+    it, so what is relayed is what is stored, on SQLite and PostgreSQL alike."""
+    if _CONTROLS.search(text) is not None:
+        text = _CONTROLS.sub("", text)
+    if _SURROGATES.search(text) is not None:
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+def prompt_problem(text: str) -> str | None:
+    """What is wrong with a prompt, or None: the one check of every prompt the arenas take
+    (a prompts file of ``auto`` or of the page's pool, a prompt typed on the page). A prompt
+    must hold more than white space, and no character :func:`clean_text` would remove or
+    replace: no control character other than tab, line feed and carriage return (a NUL cannot
+    be stored in PostgreSQL), no lone surrogate (not encodable as UTF-8)."""
+    if not text.strip():
+        return "is empty or only white space"
+    bad = _CONTROLS.search(text) or _SURROGATES.search(text)
+    if bad is not None:
+        return (
+            f"holds the control character U+{ord(bad.group()):04X} at position {bad.start()}; "
+            "remove it"
+        )
+    return None
+
+
+def _limits(cap: int) -> tuple[int, int]:
+    """The most bytes a response may bring for an answer of at most ``cap`` characters, in
+    all and in one event (generous: a chunk's JSON around each token, ``\\uXXXX`` escapes)."""
+    return 256 * cap + (1 << 20), 8 * cap + (1 << 16)
+
+
+class _Malformed(Exception):
+    """What a model sent is not a chat completion (the message says what is wrong)."""
+
+
+def _show(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # invalid JSON, UTF-8 or nesting
+        shown = data[:100].decode("utf-8", "replace")
+        raise _Malformed(f"not JSON ({type(exc).__name__}): {shown!r}") from None
+
+
+@dataclass
+class _Chunk:
+    parts: list[str]
+    finish: str | None
+    usage: tuple[int, int] | None
+    error: str | None
+
+
+def _chunk(obj: Any) -> _Chunk:
+    """One streamed chunk ``{"choices": [{"delta": {"content": …}, "finish_reason": …}],
+    "usage": …}`` or ``{"error": …}``; :class:`_Malformed` for any other shape."""
+    if not isinstance(obj, dict):
+        raise _Malformed(f"a chunk that is not a JSON object: {_show(obj)}")
+    if obj.get("error"):
+        err = obj["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        return _Chunk([], None, None, clean_text(str(msg))[:300])
+    choices = obj.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise _Malformed(f"choices is {_show(choices)}, not a list")
+    parts, finish = _choices(choices or (), "delta")
+    return _Chunk(parts, finish, _usage(obj.get("usage")), None)
+
+
+def _choices(choices: Any, key: str) -> tuple[list[str], str | None]:
+    """The content pieces and the finish reason of a chunk's ``choices`` (``key``: ``delta``
+    for a stream, ``message`` for a whole answer)."""
+    parts: list[str] = []
+    finish = None
+    for ch in choices:
+        if not isinstance(ch, dict):
+            raise _Malformed(f"a choice that is not an object: {_show(ch)}")
+        piece = ch.get(key)
+        if piece is None:
+            piece = {}
+        elif not isinstance(piece, dict):
+            raise _Malformed(f"{key} is {_show(piece)}, not an object")
+        content = piece.get("content")
+        if content is not None:
+            if not isinstance(content, str):
+                raise _Malformed(f"{key}.content is {_show(content)}, not a string")
+            if content:
+                parts.append(clean_text(content))
+        reason = ch.get("finish_reason")
+        if reason is not None:
+            if not isinstance(reason, str) or len(reason) > MAX_FINISH:
+                raise _Malformed(
+                    f"finish_reason is {_show(reason)}, not a string of at most "
+                    f"{MAX_FINISH} characters"
+                )
+            finish = clean_text(reason) or finish
+    return parts, finish
+
+
+def _usage(usage: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens from a ``usage`` object; None without completion tokens
+    (then they are estimated); :class:`_Malformed` when a count is not a whole number in
+    [0, 2³¹ − 1]."""
+    if usage is None:
+        return None
+    hint = "; set stream_usage = false to estimate tokens instead"
+    if not isinstance(usage, dict):
+        raise _Malformed(f"usage is {_show(usage)}, not an object{hint}")
+    if usage.get("completion_tokens") is None:
+        return None
+    out = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        v = usage.get(key)
+        if v is None:
+            out.append(0)
+            continue
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS
+        if not ok or v != int(v):
+            raise _Malformed(f"usage.{key} is {_show(v)}, not a whole number >= 0{hint}")
+        out.append(int(v))
+    return out[0], out[1]

@@ -52,7 +52,9 @@ class ModelEndpoint:
 
     ``api_key_env`` is the NAME of the environment variable holding the key (``None``: no key);
     ``params`` go into the request body as they are (``temperature``, ``max_tokens``, …);
-    ``timeout`` bounds one attempt at a whole answer, in seconds.
+    ``timeout`` bounds one attempt at a whole answer, in seconds; ``max_answer_chars`` bounds
+    an answer's length: a longer one is stopped there (the connection closed) and the call
+    fails with ``too_long``.
     Retries: up to ``max_retries`` more attempts after a timeout, a dropped connection or HTTP
     408/409/429/500/502/503/504, waiting ``Retry-After`` when the server sends it (at most
     ``max_retry_after`` seconds), else ``min(backoff_max, backoff × 2^k)`` × a uniform jitter in
@@ -94,11 +96,6 @@ class ModelEndpoint:
             raise InputError(f"{where}: base_url must start with http:// or https://")
         if not self.model:
             raise InputError(f"{where}: 'model' (the name the server knows) is missing")
-        if not (isinstance(self.max_answer_chars, int) and 1 <= self.max_answer_chars <= 10**8):
-            raise InputError(
-                f"{where}: max_answer_chars must be a whole number from 1 to 100,000,000, "
-                f"not {self.max_answer_chars!r}"
-            )
         if self.max_concurrency < 1 or self.max_retries < 0 or self.outage_after < 1:
             raise InputError(
                 f"{where}: max_concurrency and outage_after must be >= 1, max_retries >= 0"
@@ -107,6 +104,9 @@ class ModelEndpoint:
             v = getattr(self, key)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise InputError(f"{where}: {key} must be a finite number >= 0, not {v!r}")
+        cap = self.max_answer_chars
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= 10**9:
+            raise InputError(f"{where}: max_answer_chars must be a whole number in [1, 10⁹]")
         for key in ("messages", "model", "stream"):
             if key in self.params:
                 raise InputError(f"{where}: params.{key} is set by stablearena; remove it")
@@ -219,17 +219,3 @@ def models_from_toml(
 def read_models(path: str | Path) -> list[ModelEndpoint | OfflineModel]:
     """The models of a models.toml file (``[[models]]`` tables, optional ``[defaults]``)."""
     return models_from_toml(load_toml(path), str(path))
-
-
-def prompt_problem(text: str, max_chars: int | None = None) -> str | None:
-    """What is wrong with a prompt before it goes to a model and the database (``None``:
-    nothing): empty or only whitespace, a NUL character (no chat API nor PostgreSQL takes
-    one), or longer than ``max_chars``. The one check of prompts: the arena page's battles and
-    ``stablearena auto``'s prompt files."""
-    if not isinstance(text, str) or not text.strip():
-        return "is empty or only whitespace"
-    if "\x00" in text:
-        return "contains a NUL character (U+0000), which no model API or database takes"
-    if max_chars is not None and len(text) > max_chars:
-        return f"is longer than {max_chars:,} characters"
-    return None

@@ -14,13 +14,8 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``drop`` — stream two words, then drop the connection (no ``[DONE]``);
 * ``r429=N:S`` — answer the first ``N`` requests with HTTP 429 and ``Retry-After: S``;
 * ``id=X`` — no effect but a separate request counter (tests keep their counters apart);
-* ``bad=KIND`` — a streamed answer that goes wrong as real servers' do, after two words
-  (:data:`BAD_STREAMS`): ``delta-str`` (a ``delta`` that is a string), ``choices-int``
-  (``choices: [1]``), ``content-int`` (``content: 5``), ``usage-str`` (a usage that is not
-  numbers, the answer otherwise whole), ``not-json``, ``bad-utf8``, ``nul`` (a NUL character
-  in the content, the answer otherwise whole), ``error`` (an error object mid-stream), ``cut``
-  (half a chunk, then the connection closed), ``huge`` (one piece of 5,000,000 characters),
-  ``endless`` (words without end, never ``[DONE]``), ``no-blank`` (one event that never ends).
+* ``bad=KIND`` — a streamed answer that goes wrong as real broken servers do, after a first
+  good piece: one of :data:`BAD_KINDS` (``bad=cycle``: each kind in turn, one per request).
 
 Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
 requests, the most in flight at once, the number of client connections they came on
@@ -47,9 +42,74 @@ from typing import Any
 
 from .demo import DEMO_JUDGES, DEMO_MODELS, demo_reply
 
-__all__ = ["create_app", "main", "DemoServer", "tokens", "demo_endpoints"]
+__all__ = ["BAD_KINDS", "create_app", "main", "DemoServer", "tokens", "demo_endpoints"]
 
 _TOKEN = re.compile(r"\S+\s*")
+
+
+def _data(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _delta(content: Any, finish: Any = None) -> bytes:
+    return _data(
+        {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}]}
+    )
+
+
+_END = (
+    _data({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + b"data: [DONE]\n\n"
+)
+#: What ``bad=KIND`` sends after ``_delta("Hello ")`` (``None``: the kinds built in _bad_stream).
+_BAD: dict[str, bytes | None] = {
+    "delta_str": _data({"choices": [{"index": 0, "delta": "oops", "finish_reason": None}]}),
+    "choices_int": _data({"choices": [1]}),
+    "choices_obj": _data({"choices": {"delta": {"content": "x"}}}),
+    "content_int": _delta(5),
+    "content_list": _delta([{"type": "text", "text": "x"}]),
+    "finish_int": _delta("x", 7),
+    "usage_str": _data({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": "x"}}),
+    "usage_list": _data({"choices": [], "usage": [1, 2]}),
+    "usage_huge": _data({"choices": [], "usage": {"completion_tokens": 10**30}}),
+    "usage_nan": b'data: {"choices": [], "usage": {"completion_tokens": NaN}}\n\n',
+    "chunk_list": _data([1, 2]),
+    "not_json": b"data: {not json\n\n",
+    "deep_json": b"data: " + b"[" * 100_000 + b"\n\n",
+    "bad_utf8": b'data: {"choices": [{"delta": {"content": "\xff\xfe"}}]}\n\n',
+    "nul": _delta("a\u0000b\u0007c"),
+    "surrogate": _delta("x\ud800y"),
+    "error": _data({"error": {"message": "boom\u0000"}}),
+    "cut": None,
+    "huge": None,
+    "endless": None,
+    "endless_idle": None,
+}
+#: The malformed streams ``bad=KIND`` sends (``bad=cycle``: each in turn).
+BAD_KINDS = tuple(_BAD)
+
+
+async def _bad_stream(kind: str) -> AsyncIterator[bytes]:
+    """A streamed answer broken as ``kind`` says (after one good piece)."""
+    yield _delta("Hello ")
+    raw = _BAD[kind]
+    if raw is not None:
+        yield raw
+        yield _END
+    elif kind == "cut":  # a chunk cut mid-JSON, mid-character, then the connection drops
+        yield _delta("Grüße")[:-12]
+        raise ConnectionAbortedError("demo bad=cut: connection dropped")
+    elif kind == "huge":  # a 5 MB answer, then a proper end
+        for _ in range(80):
+            yield _delta("x" * 65536)
+        yield _END
+    elif kind == "endless":  # content forever, never [DONE]
+        while True:
+            yield _delta("more " * 200)
+            await asyncio.sleep(0)
+    else:  # endless_idle: keep-alive comments forever
+        while True:
+            yield b": ping\n\n"
+            await asyncio.sleep(0.05)
 
 
 def tokens(text: str) -> list[str]:
@@ -65,71 +125,6 @@ def _modes(name: str) -> tuple[str, dict[str, str]]:
         key, _, value = part.partition("=")
         modes[key] = value
     return base, modes
-
-
-#: The kinds of ``bad=KIND`` (module docstring).
-BAD_STREAMS = (
-    "delta-str",
-    "choices-int",
-    "content-int",
-    "usage-str",
-    "not-json",
-    "bad-utf8",
-    "nul",
-    "error",
-    "cut",
-    "huge",
-    "endless",
-    "no-blank",
-)
-
-
-async def _bad_stream(kind: str, name: str) -> AsyncIterator[bytes]:
-    """What a ``bad=KIND`` stream sends after its first two words (then, where the stream
-    goes on, the end: a finish chunk and ``[DONE]``)."""
-
-    def ev(obj: Any) -> bytes:
-        return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-    def delta(content: Any) -> dict[str, Any]:
-        return {
-            "object": "chat.completion.chunk",
-            "model": name,
-            "choices": [{"index": 0, "delta": {"content": content}}],
-        }
-
-    if kind == "delta-str":
-        yield ev({"choices": [{"index": 0, "delta": "oops"}]})
-    elif kind == "choices-int":
-        yield ev({"choices": [1]})
-    elif kind == "content-int":
-        yield ev(delta(5))
-    elif kind == "usage-str":
-        yield ev({"choices": [], "usage": {"prompt_tokens": "x", "completion_tokens": [1]}})
-    elif kind == "not-json":
-        yield b"data: {nope\n\n"
-    elif kind == "bad-utf8":
-        yield b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n'
-    elif kind == "nul":
-        yield ev(delta("a\u0000b"))
-    elif kind == "error":
-        yield ev({"error": {"message": "the demo model broke mid-stream"}})
-    elif kind == "cut":
-        yield b'data: {"choices":[{"index":0,"del'
-        raise ConnectionAbortedError("demo bad=cut: connection closed mid-chunk")
-    elif kind == "huge":
-        yield ev(delta("x" * 5_000_000))
-    elif kind == "endless":
-        while True:
-            yield ev(delta(" more"))
-            await asyncio.sleep(0)
-    elif kind == "no-blank":
-        yield b"data: "
-        while True:
-            yield b"x" * 65536
-            await asyncio.sleep(0)
-    yield ev({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    yield b"data: [DONE]\n\n"
 
 
 def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None):
@@ -193,6 +188,13 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
                 return _error(429, "rate limited", "rate_limited", {"Retry-After": wait or "1"})
         if "fail500" in modes or ("flaky" in modes and n <= int(modes["flaky"])):
             return _error(500, "the demo model failed (fail mode)", "server_error")
+        if "bad" in modes:
+            kind = modes["bad"]
+            if kind == "cycle":
+                kind = BAD_KINDS[(n - 1) % len(BAD_KINDS)]
+            if kind not in _BAD:
+                return _error(400, f"no bad mode {kind!r}; one of {list(BAD_KINDS)}", "bad_mode")
+            return StreamingResponse(_bad_stream(kind), media_type="text/event-stream")
         text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
         if text is None:
             return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
@@ -240,7 +242,7 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
             }
             return f"data: {json.dumps(payload)}\n\n"
 
-        async def events() -> AsyncIterator[str | bytes]:
+        async def events() -> AsyncIterator[str]:
             st["in_flight"] += 1
             st["in_flight_max"] = max(st["in_flight_max"], st["in_flight"])
             try:
@@ -248,10 +250,6 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
                 for k, tok in enumerate(toks):
                     if "drop" in modes and k == 2:
                         raise ConnectionAbortedError("demo drop mode: connection dropped")
-                    if "bad" in modes and k == 2:
-                        async for raw in _bad_stream(modes["bad"], name):
-                            yield raw  # bytes as they are (bad-utf8)
-                        return
                     if delay:
                         await asyncio.sleep(delay)
                     yield chunk({"content": tok}, None)

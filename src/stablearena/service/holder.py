@@ -353,7 +353,11 @@ class BattleHolder:
             )
 
         try:
-            end = await self.generate(row, prompt, emit, stored)
+            try:
+                end = await self.generate(row, prompt, emit, stored)
+            except Exception as exc:  # noqa: BLE001 - the page's stream must get its last line
+                log.exception("battle %s: the generation failed", row["id"])
+                end = {"status": "failed", "failure": f"{type(exc).__name__}: {exc}"}
             queue.put_nowait({"done": True, **end})
         finally:
             queue.put_nowait(None)
@@ -373,9 +377,16 @@ class BattleHolder:
         async def one(side: str, mid: int) -> Any:
             if mid not in self.endpoints:
                 return Failure(str(mid), "no_endpoint", "the model lost its endpoint")
-            client = self.client(mid)
-            res = await client.complete(client.messages(prompt), partial(emit, side))
-            await self.after_call(mid, res)
+            try:
+                client = self.client(mid)
+                res = await client.complete(client.messages(prompt), partial(emit, side))
+            except Exception as exc:  # noqa: BLE001 - a failed call, never a wedged battle
+                log.exception("model %s: the call failed unexpectedly", mid)
+                res = Failure(str(mid), "bad_response", f"{type(exc).__name__}: {exc}")
+            try:
+                await self.after_call(mid, res)
+            except Exception:  # noqa: BLE001 - the outage flag is set again by the next call
+                log.exception("model %s: its outage state could not be stored", mid)
             return res
 
         results = await asyncio.gather(*(one(s, m) for s, m in sides))
@@ -393,16 +404,30 @@ class BattleHolder:
         ttl = self.state.config.battle_ttl
         if stored is not None:
             await stored
-        await self.writer.submit_async(
-            partial(
-                store.held.finish_held,
-                battle_id=row["id"],
-                answers=rows,
-                failure=failure,
-                now=time.time(),
-                ttl=ttl,
+        try:
+            await self.writer.submit_async(
+                partial(
+                    store.held.finish_held,
+                    battle_id=row["id"],
+                    answers=rows,
+                    failure=failure,
+                    now=time.time(),
+                    ttl=ttl,
+                )
             )
-        )
+        except Exception as exc:  # noqa: BLE001 - stored failed, without the answers
+            log.exception("battle %s: its answers could not be stored", row["id"])
+            failure = f"the answers could not be stored: {type(exc).__name__}"
+            await self.writer.submit_async(
+                partial(
+                    store.held.finish_held,
+                    battle_id=row["id"],
+                    answers=[],
+                    failure=failure,
+                    now=time.time(),
+                    ttl=ttl,
+                )
+            )
         if not failure and self.judges:
             task = asyncio.get_running_loop().create_task(self.judge(row, prompt, rows))
             self.tasks.add(task)

@@ -25,9 +25,10 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...endpoints.config import endpoint_from_mapping, prompt_problem
+from ...endpoints.client import prompt_problem
+from ...endpoints.config import endpoint_from_mapping
 from ...errors import InputError
 from .. import store
 from ..deps import Admin, arena, reload, write
@@ -60,6 +61,14 @@ class ArenaBattle(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(min_length=1)
     prompt_id: str | None = Field(None, max_length=200)
+
+    @field_validator("prompt", "prompt_id")
+    @classmethod
+    def _text(cls, v: str | None) -> str | None:
+        problem = None if v is None or v == "" else prompt_problem(v)
+        if problem:
+            raise ValueError(f"the text {problem}")
+        return v
 
 
 class ArenaVote(BaseModel):
@@ -270,9 +279,10 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     who = await _poster(request, create=True)
     holder, st = _holder(request), arena(request)
     page = request.app.state.settings.arena_page
-    problem = prompt_problem(body.prompt, page.max_prompt_chars)
-    if problem is not None:
-        raise ApiError(422, "invalid_input", f"the prompt {problem}", "prompt")
+    if len(body.prompt) > page.max_prompt_chars:
+        raise ApiError(
+            422, "invalid_input", f"the prompt is longer than {page.max_prompt_chars}", "prompt"
+        )
     address, visitors = _address(request), _visitors(request)
     caps = visitors.check_battle(who, address)
     row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
