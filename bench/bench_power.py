@@ -7,7 +7,9 @@ separates before the budget is counted apart). At the budget, :func:`power_estim
 the further calls to separate the top K; the same run is then continued from its journal (same
 seed, no budget, precision stop checked every ``--check-every`` judgements) until it separates,
 and the further calls it needed are counted. Reported: per seed predicted, needed and their
-ratio; the ratio's median, geometric mean, mean ± SE, and how many seeds are within ×1.5.
+ratio; the ratio's median, geometric mean, mean ± SE, and how many seeds are within ×1.5 — for the
+plug-in estimate and for the predictive median — and how often the needed calls fall between
+the predictive quartiles (50% if calibrated).
 
     python bench/bench_power.py [--seeds 20] [--budget 200] [--top 2] [--models 5]
         [--prompts 200] [--check-every 2] [--json out.json]
@@ -64,16 +66,21 @@ def one_seed(
         "calls": first.calls,
         "separated_now": est.separated_now,
         "predicted": est.calls,
+        "predicted_median": (est.predictive or {}).get("calls_median"),
+        "predicted_q25_q75": [
+            (est.predictive or {}).get("calls_q25"),
+            (est.predictive or {}).get("calls_q75"),
+        ],
         "needed": needed,
         "prompts_out": est.prompts_out,
     }
 
 
-def summarise(rows: list[dict]) -> dict:
+def summarise(rows: list[dict], key: str = "predicted") -> dict:
     pairs = [
-        (r["predicted"], r["needed"])
+        (r[key], r["needed"])
         for r in rows
-        if r.get("predicted") is not None and r.get("needed") is not None and r["needed"] > 0
+        if r.get(key) is not None and r.get("needed") is not None and r["needed"] > 0
     ]
     # a prediction of 0 against a need > 0 counts as predicted = one batch (2 calls)
     ratio = np.array([max(p, 2) / n for p, n in pairs])
@@ -114,7 +121,14 @@ def main() -> None:
         )
         rows.append(r)
         print(json.dumps(r), flush=True)
-    s = summarise(rows)
+    s = {"plug_in": summarise(rows), "predictive_median": summarise(rows, "predicted_median")}
+    inside = [
+        r["predicted_q25_q75"][0] <= r["needed"] <= r["predicted_q25_q75"][1]
+        for r in rows
+        if r.get("needed") and None not in r.get("predicted_q25_q75", [None])
+    ]
+    s["needed_within_predictive_quartiles"] = f"{sum(inside)} of {len(inside)}"
+    s["not_compared"] = [r for r in rows if r.get("needed") is None or r.get("predicted") is None]
     s["seconds"] = round(time.perf_counter() - t0, 1)
     s["args"] = vars(a)
     print(json.dumps(s, indent=1))

@@ -104,6 +104,7 @@ def test_auto_power_cli(tmp_path):
     assert out.exit_code != 0
     table = CliRunner().invoke(app, cmd)
     assert table.exit_code == 0 and "top 1 at 95%" in table.stdout
+    assert d["separated_now"] or "predictive" in table.stdout
 
 
 #: the factor the prediction may be off on average (geometric mean of predicted / needed)
@@ -114,7 +115,7 @@ def test_power_estimate_against_simulation():
     """Stop a 3-model run at 60 calls, predict the calls to separate the top model, continue the
     run from its journal until the precision stop, compare (seeds where both are defined)."""
     t0 = time.perf_counter()
-    ratios = []
+    ratios, predictive = [], []
     for seed in (1, 3):  # seeds 0, 2: no am-ELO spread / separated by 60 calls
         prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(60, seed=seed)]
         models = [LocalDemoClient(m.name) for m in DEMO_MODELS[:3]]
@@ -133,6 +134,9 @@ def test_power_estimate_against_simulation():
         if est.calls is None or again.stop_reason != "precision":
             continue
         ratios.append(max(est.calls, 2) / (again.calls - first.calls))
-    print(f"ratios {np.round(ratios, 2)} in {time.perf_counter() - t0:.1f} s")
+        predictive.append(est.predictive["calls_median"] / (again.calls - first.calls))
+    print(f"ratios {np.round(ratios, 2)}, predictive {np.round(predictive, 2)}")
+    print(f"in {time.perf_counter() - t0:.1f} s")
     assert len(ratios) == 2
     assert 1 / FACTOR <= math.exp(np.mean(np.log(ratios))) <= FACTOR
+    assert 1 / FACTOR <= math.exp(np.mean(np.log(predictive))) <= FACTOR

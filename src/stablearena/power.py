@@ -28,6 +28,12 @@ far, failures included). A (pair, prompt) is judged at most once: the n judgemen
 the pairs as in the recent window, need that many unused prompts per pair; the estimate says
 when a pair would run out of prompts (then the design moves to other pairs and the estimate is
 optimistic).
+
+The plug-in is biased: the needed calls go as 1/d², so an underestimated gap predicts far too
+many calls and an overestimated one too few, and a run stops when its *estimate* separates,
+which noise can bring early. The predictive estimate (``predictive``, :func:`_predictive`)
+draws the true scores from the fit's normal approximation and the future judgements from it,
+and reports the quartiles of the calls at which the run would stop.
 """
 
 from __future__ import annotations
@@ -50,7 +56,10 @@ class PowerEstimate:
     ``judgements``/``calls``: further successful judgements / judge calls predicted (``None``:
     not reachable as the design spends its calls — see ``notes``); ``separated_now``: whether
     the target is met already; ``prompts_needed``: the most prompts any one pair would then
-    have been judged on; ``prompts_out``: pairs that would run out of prompts first."""
+    have been judged on; ``prompts_out``: pairs that would run out of prompts first;
+    ``predictive``: the predictive estimate (:func:`_predictive`): the quartiles of the calls
+    over draws of the true scores and of the future judgements, and the share of draws not
+    separated within its horizon."""
 
     target: str
     level: float
@@ -64,6 +73,7 @@ class PowerEstimate:
     prompts: int
     prompts_needed: int | None
     prompts_out: list[str] = field(default_factory=list)
+    predictive: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,11 +105,13 @@ def power_estimate(
     power: float | None = None,
     rater: str = "am-elo",
     seed: int = 0,
+    draws: int = 200,
 ) -> PowerEstimate:
     """Predict the further judge calls ``result`` (an :class:`~stablearena.auto.AutoResult`)
     needs to separate its ``top`` K models (as ``--precision-top K`` does) or the ``pair``
     (model names) at ``level``, with the design spending calls as it has recently; ``prompts``:
-    the size of the prompt set. The formula is in the module docstring."""
+    the size of the prompt set; ``draws``: paths of the predictive estimate (0: none). The
+    formula is in the module docstring."""
     from .auto import fit_judgements, top_k_separated
     from .errors import StableArenaError
     from .uncertainty import covariance, normal_rank_samples, rank_intervals
@@ -233,6 +245,21 @@ def power_estimate(
                 "then spends calls on other pairs, so the estimate is optimistic"
             )
     calls = None if n_need is None else int(np.ceil(n_need * calls_per))
+    pred = None
+    if draws > 0 and not now:
+        crit = "pair" if pair is not None else "top"
+        c_pair = c if pair is not None else None
+        q, never, horizon = _predictive(
+            x, sigma, j0, step, rank_fn=(crit, c_pair, z, top, level), draws=draws, seed=seed
+        )
+        pred = {
+            "calls_q25": None if q[0] is None else int(np.ceil(q[0] * calls_per)),
+            "calls_median": None if q[1] is None else int(np.ceil(q[1] * calls_per)),
+            "calls_q75": None if q[2] is None else int(np.ceil(q[2] * calls_per)),
+            "share_not_separated": round(never, 4),
+            "horizon_calls": int(np.ceil(horizon * calls_per)),
+            "draws": draws,
+        }
     return PowerEstimate(
         target=target,
         level=level,
@@ -246,5 +273,91 @@ def power_estimate(
         prompts=int(prompts),
         prompts_needed=prompts_needed,
         prompts_out=out,
+        predictive=pred,
         notes=notes,
     )
+
+
+def _predictive(
+    x: np.ndarray,
+    sigma: np.ndarray,
+    j0: np.ndarray,
+    step: np.ndarray,
+    *,
+    rank_fn: tuple[str, np.ndarray | None, float, int | None, float],
+    draws: int,
+    seed: int,
+    grid: int = 60,
+    rank_draws: int = 400,
+) -> tuple[tuple[float | None, float | None, float | None], float, float]:
+    """The predictive estimate: the plug-in treats the estimated gaps as the true ones, but a
+    run stops when its *estimate* separates, and the estimate moves. Per draw: true scores
+    θ ~ N(x, Σ₀); the future judgements' score sum after n more, S_n ~ N(n ΔJ θ, n ΔJ) (a
+    Gaussian random walk); the estimate then is x(n) = Σ(n)(J₀ x + S_n); the draw's calls are
+    the first n on a geometric grid (``grid`` points from 1 to 10⁶ judgements) at which x(n)
+    meets the target with Σ(n) (top K: rank intervals from ``rank_draws`` normal draws, the
+    same for every path at a grid point). Returns the quartiles of n over the draws (``None``
+    when more than that share never separates within the horizon), the share never separated,
+    and the horizon."""
+    crit, c, z, top, level = rank_fn
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,)))
+    m = len(x)
+
+    def root(a: np.ndarray) -> np.ndarray:
+        vals, vecs = np.linalg.eigh((a + a.T) / 2)
+        return vecs * np.sqrt(np.clip(vals, 0.0, None))
+
+    theta = x[None, :] + rng.standard_normal((draws, m)) @ root(sigma).T
+    ns = np.unique(np.round(np.geomspace(1, 1e6, grid)).astype(np.int64))
+    r_step = root(step)
+    walk = np.zeros((draws, m))
+    prev = 0
+    hit = np.full(draws, np.inf)
+    for n in ns:
+        walk += np.sqrt(n - prev) * (rng.standard_normal((draws, m)) @ r_step.T)
+        prev = n
+        live = np.isinf(hit)
+        if not live.any():
+            break
+        s_n = np.linalg.pinv(j0 + n * step, rcond=1e-10, hermitian=True)
+        est = (s_n @ (j0 @ x[:, None] + n * step @ theta[live].T + walk[live].T)).T
+        if crit == "pair":
+            assert c is not None
+            ok = np.abs(est @ c) >= z * np.sqrt(max(float(c @ s_n @ c), 0.0))
+        else:
+            assert top is not None
+            e = rng.standard_normal((rank_draws, m)) @ root(s_n).T
+            ok = np.concatenate(
+                [_top_separated(est[k : k + 50], e, top, level) for k in range(0, len(est), 50)]
+            )
+        idx = np.flatnonzero(live)[ok]
+        hit[idx] = n
+    never = float(np.mean(np.isinf(hit)))
+    qs = tuple(
+        None if np.isinf(v) else float(v)
+        for v in np.quantile(hit, [0.25, 0.5, 0.75], method="higher")
+    )
+    return qs, never, float(ns[-1])  # type: ignore[return-value]
+
+
+def _top_separated(est: np.ndarray, noise: np.ndarray, top: int, level: float) -> np.ndarray:
+    """:func:`~stablearena.auto.top_k_separated` of the rank intervals drawn around each row of
+    ``est`` (paths × models) with the same ``noise`` draws (draws × models), vectorised."""
+    from .uncertainty import rank_intervals
+
+    m = est.shape[1]
+    smp = est[:, None, :] + noise[None, :, :]
+    ranks = 1 + np.argsort(np.argsort(-smp, axis=2, kind="stable"), axis=2)
+    p, d = ranks.shape[:2]
+    low, _ = rank_intervals(ranks.transpose(1, 0, 2).reshape(d, p * m), level)
+    _, high = rank_intervals(ranks.transpose(1, 0, 2).reshape(d, p * m), level)
+    order = np.argsort(-est, axis=1, kind="stable")
+    point = np.empty_like(order)
+    np.put_along_axis(point, order, np.arange(1, m + 1)[None, :].repeat(len(est), 0), axis=1)
+    low = np.minimum(low.reshape(p, m), point)
+    high = np.maximum(high.reshape(p, m), point)
+    ok = np.ones(len(est), dtype=bool)
+    for r in range(min(top, m - 1)):
+        a, b = order[:, r : r + 1], order[:, r + 1 : r + 2]
+        ok &= np.take_along_axis(high, a, 1)[:, 0] < np.take_along_axis(low, b, 1)[:, 0]
+    return ok

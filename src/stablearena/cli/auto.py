@@ -426,5 +426,15 @@ def _print_power(d: dict[str, Any]) -> None:
             f"{so_far}); the busiest pair would use {d['prompts_needed']:,} of "
             f"{d['prompts']:,} prompts"
         )
+    pred = d.get("predictive")
+    if pred:
+        q = [f"{v:,}" if v is not None else "never" for v in
+             (pred["calls_q25"], pred["calls_median"], pred["calls_q75"])]  # fmt: skip
+        console.print(
+            f"predictive (true scores and future verdicts drawn, {pred['draws']} paths): median "
+            f"{q[1]} more judge calls, quartiles {q[0]} – {q[2]}; "
+            f"{pred['share_not_separated']:.0%} not separated within "
+            f"{pred['horizon_calls']:,} calls"
+        )
     for note in d["notes"]:
         err_console.print(f"note: {note}")
