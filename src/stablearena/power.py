@@ -26,8 +26,8 @@ The target is met at the smallest n for which
 n is found by doubling then bisection; calls = n × (judge calls per successful judgement so
 far, failures included). A (pair, prompt) is judged at most once: the n judgements, spread over
 the pairs as in the recent window, need that many unused prompts per pair; the estimate says
-when a pair would run out of prompts (then the design moves to other pairs and the estimate is
-optimistic).
+when a pair would run out of prompts (then the estimate assumes battles that cannot happen;
+measured, such predictions were mostly far too high).
 
 The plug-in is biased: the needed calls go as 1/d², so an underestimated gap predicts far too
 many calls and an overestimated one too few, and a run stops when its *estimate* separates,
@@ -241,8 +241,9 @@ def power_estimate(
         out = [f"{models[a]} vs {models[b]}" for (a, b), v in sorted(need.items()) if v > prompts]
         if out:
             notes.append(
-                f"{len(out)} pair(s) would need more than the {prompts} prompts: the design "
-                "then spends calls on other pairs, so the estimate is optimistic"
+                f"{len(out)} pair(s) would need more than the {prompts} prompts: the estimate "
+                "assumes battles that cannot happen and is unreliable (measured, "
+                "bench/bench_power.py: mostly far too high)"
             )
     calls = None if n_need is None else int(np.ceil(n_need * calls_per))
     pred = None
