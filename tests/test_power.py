@@ -133,6 +133,8 @@ def test_power_estimate_against_simulation():
         ).run()
         if est.calls is None or again.stop_reason != "precision":
             continue
+        # the same criterion as the precision stop: at the stop, separated now
+        assert power_estimate(again, prompts=60, top=1, seed=seed, draws=0).separated_now
         ratios.append(max(est.calls, 2) / (again.calls - first.calls))
         predictive.append(est.predictive["calls_median"] / (again.calls - first.calls))
     print(f"ratios {np.round(ratios, 2)}, predictive {np.round(predictive, 2)}")
