@@ -415,3 +415,133 @@ def _print(p: dict[str, Any]) -> None:
         err_console.print(f"note: {note}")
     for warning in p["warnings"]:
         _print_err(warning, "warning:", "bold yellow")
+
+
+@app.command("auto-power")
+def auto_power(
+    journal: Annotated[
+        Path,
+        typer.Option(
+            "--journal",
+            help="The JSONL journal of a running or finished `stablearena auto` (read from a "
+            "copy: a running run's file is never touched).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    top: Annotated[
+        int | None,
+        count_option(
+            "--top",
+            "Calls to separate the top K models, as --precision-top K stops.",
+            1,
+            10**6,
+            "K",
+        ),
+    ] = None,
+    pair: Annotated[
+        tuple[str, str] | None,
+        typer.Option("--pair", help="Calls to separate these two models.", metavar="A B"),
+    ] = None,
+    confidence: Annotated[
+        float, typer.Option("--confidence", help="Confidence level of the separation.")
+    ] = 0.95,
+    power: Annotated[
+        float | None,
+        typer.Option(
+            "--power",
+            help="With --pair: the chance of separating if the true gap is the estimated one "
+            "(e.g. 0.8); default: the estimated gap plugged in (a 50% chance).",
+        ),
+    ] = None,
+    prompts: Annotated[
+        int | None,
+        count_option(
+            "--prompts",
+            "Size of the run's prompt set (default: the prompts in the journal, a lower bound).",
+            1,
+            10**9,
+            "N",
+        ),
+    ] = None,
+    rater: Annotated[
+        str, typer.Option("--rater", help="am-elo or m-elo, as the run's --rater.")
+    ] = "am-elo",
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Predict the further judge calls (and prompts) a `stablearena auto` run needs to separate
+    its top K models or a pair, from its current fit (stablearena.power)."""
+    import shutil
+    import tempfile
+
+    from ..auto import AutoResult, JsonlJournal
+    from ..errors import InputError
+    from ..power import power_estimate
+
+    if fmt not in ("table", "json"):
+        raise InputError(f"--format must be table or json, not {fmt!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "journal.jsonl"
+        shutil.copyfile(journal, copy)
+        jr = JsonlJournal(copy)
+        records = jr.records()
+        jr.close()
+    head = next((r for r in records if r.get("type") == "run"), None)
+    if head is None:
+        raise InputError(f"{journal}: no run record; is it the journal of `stablearena auto`?")
+    result = AutoResult(tuple(head["models"]), tuple(head["judges"]))
+    seen: set[str] = set()
+    for rec in records:
+        if rec.get("type") == "judgement":
+            result.judgements.append(rec)
+            result.calls += rec["calls"]
+        if "prompt_id" in rec:
+            seen.add(rec["prompt_id"])
+    est = power_estimate(
+        result,
+        prompts=prompts or len(seen),
+        top=top,
+        pair=pair,
+        level=confidence,
+        power=power,
+        rater=rater,
+        seed=int(head.get("seed") or 0),
+    )
+    d = est.to_dict()
+    if prompts is None:
+        d["notes"].append(
+            f"prompt set size taken as the {len(seen)} prompts in the journal (give --prompts N)"
+        )
+    if fmt == "json":
+        sys.stdout.write(__import__("json").dumps(d, indent=2) + "\n")
+        return
+    _print_power(d)
+
+
+def _print_power(d: dict[str, Any]) -> None:
+    where = f"{d['target']} at {d['level']:.0%}"
+    if d["power"] is not None:
+        where += f" with {d['power']:.0%} power"
+    so_far = f"{d['calls_so_far']:,} judge calls so far"
+    if d["separated_now"]:
+        console.print(f"{where}: separated already ({so_far})")
+    elif d["calls"] is None:
+        console.print(f"{where}: not reachable as the design spends its calls ({so_far})")
+    else:
+        console.print(
+            f"{where}: about {d['calls']:,} more judge calls ({d['judgements']:,} judgements; "
+            f"{so_far}); the busiest pair would use {d['prompts_needed']:,} of "
+            f"{d['prompts']:,} prompts"
+        )
+    pred = d.get("predictive")
+    if pred:
+        q = [f"{v:,}" if v is not None else "never" for v in
+             (pred["calls_q25"], pred["calls_median"], pred["calls_q75"])]  # fmt: skip
+        console.print(
+            f"predictive (true scores and future verdicts drawn, {pred['draws']} paths): median "
+            f"{q[1]} more judge calls, quartiles {q[0]} – {q[2]}; "
+            f"{pred['share_not_separated']:.0%} not separated within "
+            f"{pred['horizon_calls']:,} calls"
+        )
+    for note in d["notes"]:
+        err_console.print(f"note: {note}")
