@@ -533,3 +533,66 @@ def test_sigterm_drains_in_flight_requests(tmp_path):
     rows, _ = store.vote_log(engine, False)
     engine.dispose()
     assert [r.battle_id for r in rows] == [battle]
+
+
+def _read_response(s: socket.socket) -> tuple[bytes, bytes]:
+    """One HTTP response from ``s``: (status line and headers, body by its Content-Length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data, b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head, body
+
+
+def test_oversized_bodies_get_413_and_the_connection_stays_usable(tmp_path):
+    """A body over ``max_body_bytes`` of any size — 66-100 KB used to get an empty 431, and the
+    next request on the connection a 431 too — gets a 413 with a JSON error, on the hot front
+    and on FastAPI's routes, with Content-Length or chunked; the next request on the same
+    keep-alive connection is served (a real server process, one raw socket per body)."""
+    db = f"sqlite:///{tmp_path / 'arena.db'}"
+    with ServerProcess(db, *FAST) as srv:
+        host, port = srv.url.removeprefix("http://").split(":")
+        key = srv.admin_key
+        sizes = (65_537, 66_000, 70_000, 100_000, 200_000, 1_000_000)
+        for path in ("/v1/battles", "/v1/admin/models"):
+            for size in sizes:
+                for chunked in (False, True):
+                    s = socket.create_connection((host, int(port)), timeout=20)
+                    head = (
+                        f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                        "Content-Type: application/json\r\n"
+                    )
+                    if chunked:
+                        body = f"{size:x}\r\n".encode() + b" " * size + b"\r\n0\r\n\r\n"
+                        head += "Transfer-Encoding: chunked\r\n\r\n"
+                    else:
+                        body = b" " * size
+                        head += f"Content-Length: {size}\r\n\r\n"
+                    try:
+                        s.sendall(head.encode() + body)
+                    except OSError:  # the server may close once it has answered
+                        pass
+                    status, payload = _read_response(s)
+                    where = (path, size, chunked)
+                    assert status.startswith(b"HTTP/1.1 413"), (where, status)
+                    assert json.loads(payload)["error"]["code"] == "too_large", where
+                    if b"connection: close" in status.lower():
+                        assert s.recv(1) == b"", where  # closed cleanly
+                    else:  # kept alive: the next request is served
+                        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                        status, payload = _read_response(s)
+                        assert status.startswith(b"HTTP/1.1 200"), (where, status, payload)
+                    s.close()
