@@ -9,9 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import signal
 import socket
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -596,3 +598,88 @@ def test_oversized_bodies_get_413_and_the_connection_stays_usable(tmp_path):
                         status, payload = _read_response(s)
                         assert status.startswith(b"HTTP/1.1 200"), (where, status, payload)
                     s.close()
+
+
+# ---------------------------------------------------------------- one name validator (issue 32)
+BAD_NAMES = [
+    ("gpt\u200b4", "U+200B"),  # invisible
+    ("\u202egpt-4", "U+202E"),  # bidirectional override
+    ("a\u2066b", "U+2066"),  # isolate
+    ("a\u00a0b", "U+00A0"),  # look-alike space
+    ("a\u0007b", "U+0007"),  # control
+    ("a\ufeffb", "U+FEFF"),
+]
+_ENDPOINT = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
+
+
+@pytest.mark.parametrize(("name", "code"), BAD_NAMES)
+def test_put_endpoint_refuses_the_names_post_refuses(arena, name, code):
+    """``PUT /v1/admin/models/{name}/endpoint`` creates a model: it refuses every name
+    ``POST /v1/admin/models`` refuses, with the same status and the same message."""
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    post = tc.post("/v1/admin/models", json={"name": name}, headers=key)
+    put = tc.put(f"/v1/admin/models/{quote(name, safe='')}/endpoint", json=_ENDPOINT, headers=key)
+    assert post.status_code == put.status_code == 422, (post.text, put.text)
+    assert code in put.json()["error"]["message"], put.text
+    assert put.json()["error"]["code"] == post.json()["error"]["code"]
+    assert name not in [m["name"] for m in admin.models()]
+
+
+def test_a_decomposed_name_is_found_the_same_way_in_path_and_body(arena):
+    """A model created under a decomposed (NFD) spelling by PUT is stored as NFC and can be
+    retired, given an outage and have its endpoint removed by that spelling or the NFC one."""
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    nfd, nfc = "cafe\u0301", "caf\u00e9"
+    r = tc.put(f"/v1/admin/models/{quote(nfd)}/endpoint", json=_ENDPOINT, headers=key)
+    assert r.status_code == 200 and r.json()["created"] is True, r.text
+    assert r.json()["endpoint"]["name"] == nfc
+    assert [m["name"] for m in admin.models() if m["name"].startswith("caf")] == [nfc]
+    r = tc.patch(f"/v1/admin/models/{quote(nfd)}", json={"retired": True}, headers=key)
+    assert r.status_code == 200 and r.json()["model"]["name"] == nfc, r.text
+    assert r.json()["model"]["retired"] is True
+    # the same endpoint again by the other spelling: an update, not a second model
+    r = tc.put(f"/v1/admin/models/{quote(nfc)}/endpoint", json=_ENDPOINT, headers=key)
+    assert r.status_code == 200 and r.json()["created"] is False, r.text
+    r = tc.delete(f"/v1/admin/models/{quote(nfd)}/endpoint", headers=key)
+    assert r.status_code == 200 and r.json()["removed"] is True, r.text
+    # an annotator created by its NFD spelling is revoked by it
+    admin.create_annotator(nfd)
+    r = tc.delete(f"/v1/admin/annotators/{quote(nfd)}", headers=key)
+    assert r.status_code == 200 and r.json()["name"] == nfc, r.text
+
+
+def test_a_stored_name_from_before_validation_stays_addressable(arena):
+    """A model stored under a name the validator now refuses (created by PUT before it used
+    the validator) is still found by its exact spelling, so it can be retired."""
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    st = tc.app.state.arena
+    odd = "\u202eevil"
+    from stablearena.service import store
+
+    with st.engine.begin() as conn:
+        store.add_model(conn, odd, 1.0, 0)
+    admin.add_model("d")  # an admin write reloads the caches
+    r = tc.patch(f"/v1/admin/models/{quote(odd, safe='')}", json={"retired": True}, headers=key)
+    assert r.status_code == 200 and r.json()["model"]["name"] == odd, r.text
+
+
+@pytest.mark.parametrize(("name", "code"), BAD_NAMES[:3])
+def test_config_files_refuse_the_names_routes_refuse(name, code):
+    """``[[models]]`` and ``[[judges]]`` tables and ``[arena_page] categories`` name models,
+    annotators and categories: the same validator, an error naming the table and character."""
+    from stablearena.endpoints.config import models_from_toml
+    from stablearena.judges import judges_from_toml
+    from stablearena.service.arena_settings import ArenaPage
+
+    table = {"name": name, **_ENDPOINT}
+    with pytest.raises(InputError, match=f"models\\]\\] #1: name: .*{re.escape(code)}"):
+        models_from_toml({"models": [table]})
+    with pytest.raises(InputError, match=f"judges\\]\\] #1: name: .*{re.escape(code)}"):
+        judges_from_toml({"judges": [table]})
+    with pytest.raises(ValueError, match=re.escape(code)):
+        ArenaPage(categories={name: "x"})
+    nfd = models_from_toml({"models": [{**table, "name": "cafe\u0301"}]})
+    assert nfd[0].name == "caf\u00e9"

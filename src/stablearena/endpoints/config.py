@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import InputError
+from ..names import checked_name
 
 __all__ = ["ModelEndpoint", "OfflineModel", "Price", "load_toml", "models_from_toml", "read_models"]
 
@@ -180,6 +181,8 @@ def models_from_toml(
     out: list[ModelEndpoint | OfflineModel] = []
     for k, entry in enumerate(entries):
         here = f"{where}: [[models]] #{k + 1}"
+        if isinstance(entry, Mapping) and "name" in entry:  # as the arena's routes take names
+            entry = {**entry, "name": checked_name(entry["name"], f"{here}: name")}
         if "answers" in entry:
             extra = set(entry) - {"name", "answers", "model_id"}
             if extra or "name" not in entry:

@@ -73,12 +73,20 @@ class ArenaPage(BaseModel):
     @field_validator("categories")
     @classmethod
     def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, rx in v.items():
+        from ..names import clean_name
+
+        out = {}
+        for raw, rx in v.items():
+            try:  # a category is named like a model (stablearena.names)
+                name = clean_name(raw)
+            except ValueError as exc:
+                raise ValueError(f"category {raw!r}: {exc}; rename it") from None
+            out[name] = rx
             try:
                 re.compile(rx)
             except re.error as exc:
                 raise ValueError(f"category {name!r}: not a regular expression: {exc}") from None
-        return v
+        return out
 
     def category(self, prompt: str) -> str:
         """The first category whose rule matches ``prompt`` (``other`` when none does)."""
