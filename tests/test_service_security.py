@@ -683,3 +683,65 @@ def test_config_files_refuse_the_names_routes_refuse(name, code):
         ArenaPage(categories={name: "x"})
     nfd = models_from_toml({"models": [{**table, "name": "cafe\u0301"}]})
     assert nfd[0].name == "caf\u00e9"
+
+
+# ---------------------------------------------------------------- bounded admin values (issue 32)
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("timeout", 1e308, "from 0.01 to 86400"),
+        ("timeout", 0, "from 0.01 to 86400"),
+        ("max_concurrency", 1e12, "a whole number from 1 to 10000"),
+        ("max_concurrency", 10**12, "a whole number from 1 to 10000"),
+        ("max_concurrency", True, "a whole number from 1 to 10000"),
+        ("max_retries", 10**30, "a whole number from 0 to 100"),
+        ("max_retries", "3", "a whole number from 0 to 100"),
+        ("backoff", -1, "from 0 to 3600"),
+        ("outage_cooldown", 1e300, "from 0 to 86400"),
+        ("price", {"prompt": 1e308}, "price.prompt must be a number from 0 to 1e+06"),
+    ],
+)
+def test_endpoint_values_are_bounded_with_the_field_value_and_range(arena, field, value, allowed):
+    """``timeout`` 1e308 and ``max_concurrency`` 1e12 were accepted: every numeric endpoint
+    setting has a range; out of it, PUT answers 422 and the TOML readers raise, naming the
+    field, the value and the range."""
+    from stablearena.endpoints.config import models_from_toml
+
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    r = tc.put("/v1/admin/models/m1/endpoint", json={**_ENDPOINT, field: value}, headers=key)
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert field in message and allowed in message, message
+    assert "m1" not in [m["name"] for m in admin.models()]
+    with pytest.raises(InputError, match=re.escape(allowed)):
+        models_from_toml({"models": [{"name": "m1", **_ENDPOINT, field: value}]})
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "rate_limit=1e308",
+        "unauthenticated_rate_limit=inf",
+        "max_body_bytes=1e12",
+        "poll_seconds=1e308",
+        "max_batch=1000000000000",
+        "keep_fits=1000000000000",
+        "dashboard_idle=1e308",
+        "max_connections=1000000000000",
+        "arena.ability_threshold=1e308",
+        "arena_page.cookie_days=1e308",
+        "arena_page.visitor_battles_per_hour=1e308",
+        "arena_page.visitor_open=1000000000000",
+        "arena_page.max_prompt_chars=1000000000000",
+        "arena_page.probe_seconds=1e308",
+    ],
+)
+def test_serve_settings_are_bounded(item):
+    """Every numeric setting of ``serve`` has an upper bound: an error naming the field and the
+    value (never a server that starts with an infinite rate or a year-long poll)."""
+    from stablearena.service.settings import load_settings
+
+    field = item.split("=")[0].split(".")[-1]
+    with pytest.raises(InputError, match=re.escape(field) + ".*less than or equal"):
+        load_settings(sets=[item])
