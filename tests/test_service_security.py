@@ -455,41 +455,49 @@ def _closed(s: socket.socket) -> bool:
         return True
 
 
-def test_slow_clients_cannot_hold_the_server(tmp_path):
-    """Slowloris: connections sending their headers a byte a second are closed after
-    ``header_timeout``; meanwhile a normal client is served promptly."""
-    db = f"sqlite:///{tmp_path / 'arena.db'}"
+@pytest.fixture(scope="module")
+def short_timeouts(tmp_path_factory):
+    """One ``serve`` process (header_timeout 2 s, keep-alive 1 s) for the socket-level tests:
+    starting and stopping one takes about 9 of their 10 seconds."""
+    db = f"sqlite:///{tmp_path_factory.mktemp('sockets') / 'arena.db'}"
     args = [*FAST, "--set", "header_timeout=2", "--set", "keep_alive_timeout=1"]
     with ServerProcess(db, *args) as srv:
-        slow = [_slow_client(srv.url) for _ in range(40)]
-        host, port = srv.url.removeprefix("http://").split(":")
-        idle = socket.create_connection((host, int(port)), timeout=10)  # sends nothing
-        start = time.monotonic()
-        served = []
-        while time.monotonic() - start < 4.5:
-            for s in slow:
-                try:
-                    s.send(b"X")  # one header byte per connection per second
-                except OSError:
-                    pass
-            t = time.monotonic()
-            assert httpx.get(srv.url + "/v1/models", timeout=5).status_code == 200
-            served.append(time.monotonic() - t)
-            time.sleep(1.0)
-        assert max(served) < 2.0, served
-        closed = sum(_closed(s) for s in slow)
-        assert closed == len(slow), f"{closed} of {len(slow)} slow connections closed"
-        assert _closed(idle)
-        for s in (*slow, idle):
-            s.close()
-        # headers without end: 431 and closed past 64 KiB (not buffered without limit)
-        big = socket.create_connection((host, int(port)), timeout=10)
-        try:
-            big.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000)
-        except OSError:
-            pass
-        assert big.recv(100).startswith(b"HTTP/1.1 431")
-        big.close()
+        yield srv
+
+
+def test_slow_clients_cannot_hold_the_server(short_timeouts):
+    """Slowloris: connections sending their headers a byte a second are closed after
+    ``header_timeout``; meanwhile a normal client is served promptly."""
+    srv = short_timeouts
+    slow = [_slow_client(srv.url) for _ in range(40)]
+    host, port = srv.url.removeprefix("http://").split(":")
+    idle = socket.create_connection((host, int(port)), timeout=10)  # sends nothing
+    start = time.monotonic()
+    served = []
+    while time.monotonic() - start < 4.5:
+        for s in slow:
+            try:
+                s.send(b"X")  # one header byte per connection per second
+            except OSError:
+                pass
+        t = time.monotonic()
+        assert httpx.get(srv.url + "/v1/models", timeout=5).status_code == 200
+        served.append(time.monotonic() - t)
+        time.sleep(1.0)
+    assert max(served) < 2.0, served
+    closed = sum(_closed(s) for s in slow)
+    assert closed == len(slow), f"{closed} of {len(slow)} slow connections closed"
+    assert _closed(idle)
+    for s in (*slow, idle):
+        s.close()
+    # headers without end: 431 and closed past 64 KiB (not buffered without limit)
+    big = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        big.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000)
+    except OSError:
+        pass
+    assert big.recv(100).startswith(b"HTTP/1.1 431")
+    big.close()
 
 
 def test_sigterm_drains_in_flight_requests(tmp_path):
@@ -559,45 +567,44 @@ def _read_response(s: socket.socket) -> tuple[bytes, bytes]:
     return head, body
 
 
-def test_oversized_bodies_get_413_and_the_connection_stays_usable(tmp_path):
+def test_oversized_bodies_get_413_and_the_connection_stays_usable(short_timeouts):
     """A body over ``max_body_bytes`` of any size — 66-100 KB used to get an empty 431, and the
     next request on the connection a 431 too — gets a 413 with a JSON error, on the hot front
     and on FastAPI's routes, with Content-Length or chunked; the next request on the same
     keep-alive connection is served (a real server process, one raw socket per body)."""
-    db = f"sqlite:///{tmp_path / 'arena.db'}"
-    with ServerProcess(db, *FAST) as srv:
-        host, port = srv.url.removeprefix("http://").split(":")
-        key = srv.admin_key
-        sizes = (65_537, 66_000, 70_000, 100_000, 200_000, 1_000_000)
-        for path in ("/v1/battles", "/v1/admin/models"):
-            for size in sizes:
-                for chunked in (False, True):
-                    s = socket.create_connection((host, int(port)), timeout=20)
-                    head = (
-                        f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
-                        "Content-Type: application/json\r\n"
-                    )
-                    if chunked:
-                        body = f"{size:x}\r\n".encode() + b" " * size + b"\r\n0\r\n\r\n"
-                        head += "Transfer-Encoding: chunked\r\n\r\n"
-                    else:
-                        body = b" " * size
-                        head += f"Content-Length: {size}\r\n\r\n"
-                    try:
-                        s.sendall(head.encode() + body)
-                    except OSError:  # the server may close once it has answered
-                        pass
+    srv = short_timeouts
+    host, port = srv.url.removeprefix("http://").split(":")
+    key = srv.admin_key
+    sizes = (65_537, 100_000, 1_000_000)
+    for path in ("/v1/battles", "/v1/admin/models"):
+        for size in sizes:
+            for chunked in (False, True):
+                s = socket.create_connection((host, int(port)), timeout=20)
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                    "Content-Type: application/json\r\n"
+                )
+                if chunked:
+                    body = f"{size:x}\r\n".encode() + b" " * size + b"\r\n0\r\n\r\n"
+                    head += "Transfer-Encoding: chunked\r\n\r\n"
+                else:
+                    body = b" " * size
+                    head += f"Content-Length: {size}\r\n\r\n"
+                try:
+                    s.sendall(head.encode() + body)
+                except OSError:  # the server may close once it has answered
+                    pass
+                status, payload = _read_response(s)
+                where = (path, size, chunked)
+                assert status.startswith(b"HTTP/1.1 413"), (where, status)
+                assert json.loads(payload)["error"]["code"] == "too_large", where
+                if b"connection: close" in status.lower():
+                    assert s.recv(1) == b"", where  # closed cleanly
+                else:  # kept alive: the next request is served
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
                     status, payload = _read_response(s)
-                    where = (path, size, chunked)
-                    assert status.startswith(b"HTTP/1.1 413"), (where, status)
-                    assert json.loads(payload)["error"]["code"] == "too_large", where
-                    if b"connection: close" in status.lower():
-                        assert s.recv(1) == b"", where  # closed cleanly
-                    else:  # kept alive: the next request is served
-                        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-                        status, payload = _read_response(s)
-                        assert status.startswith(b"HTTP/1.1 200"), (where, status, payload)
-                    s.close()
+                    assert status.startswith(b"HTTP/1.1 200"), (where, status, payload)
+                s.close()
 
 
 # ---------------------------------------------------------------- one name validator (issue 32)
