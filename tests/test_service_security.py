@@ -651,6 +651,12 @@ def test_a_decomposed_name_is_found_the_same_way_in_path_and_body(arena):
     assert r.status_code == 200 and r.json()["created"] is False, r.text
     r = tc.delete(f"/v1/admin/models/{quote(nfd)}/endpoint", headers=key)
     assert r.status_code == 200 and r.json()["removed"] is True, r.text
+    # a name with a slash (allowed, percent-encoded in the path) gets and loses an endpoint
+    admin.add_model("org/model")
+    r = tc.put("/v1/admin/models/org%2Fmodel/endpoint", json=_ENDPOINT, headers=key)
+    assert r.status_code == 200 and r.json()["endpoint"]["name"] == "org/model", r.text
+    r = tc.delete("/v1/admin/models/org%2Fmodel/endpoint", headers=key)
+    assert r.status_code == 200 and r.json()["removed"] is True, r.text
     # an annotator created by its NFD spelling is revoked by it
     admin.create_annotator(nfd)
     r = tc.delete(f"/v1/admin/annotators/{quote(nfd)}", headers=key)

@@ -286,7 +286,7 @@ async def list_endpoints(request: Request, who: Admin) -> dict[str, Any]:
     return {"endpoints": out}
 
 
-@router.put("/v1/admin/models/{name}/endpoint", summary="Set a model's endpoint (admin)")
+@router.put("/v1/admin/models/{name:path}/endpoint", summary="Set a model's endpoint (admin)")
 async def put_endpoint(
     request: Request, name: str, who: Admin, body: dict[str, Any]
 ) -> dict[str, Any]:
@@ -318,7 +318,7 @@ async def put_endpoint(
     return {"created": created, "endpoint": rec}
 
 
-@router.delete("/v1/admin/models/{name}/endpoint", summary="Remove a model's endpoint (admin)")
+@router.delete("/v1/admin/models/{name:path}/endpoint", summary="Remove a model's endpoint (admin)")
 async def delete_endpoint(request: Request, name: str, who: Admin) -> dict[str, Any]:
     name = path_model(arena(request), name)
     mid = arena(request).model_ids[name]
