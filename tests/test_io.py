@@ -236,3 +236,42 @@ def test_csv_and_dataframe_agree(tmp_path, llmfao_path):
     np.testing.assert_array_equal(a.model_a, b.model_a)
     np.testing.assert_array_equal(a.outcome, b.outcome)
     np.testing.assert_array_equal(a.annotator, b.annotator)
+
+
+NULL_LOOKING = ["NA", "null", "None", "nan", "N/A", "NULL", "NaN", "#N/A"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "json", "parquet"])
+def test_models_named_like_a_missing_value_are_names(tmp_path, fmt):
+    """A model or annotator literally named NA, null, None, nan, N/A… is a name in every
+    format (CSV used to refuse them as "empty or missing": Arrow's default null markers)."""
+    rows = [{"model_a": a, "model_b": "x", "winner": "model_a", "judge": a} for a in NULL_LOOKING]
+    df = pd.DataFrame(rows)
+    path = tmp_path / f"log.{fmt}"
+    if fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "tsv":
+        df.to_csv(path, index=False, sep="\t")
+    elif fmt == "jsonl":
+        df.to_json(path, orient="records", lines=True)
+    elif fmt == "json":
+        path.write_text(json.dumps(rows))
+    else:
+        df.to_parquet(path, index=False)
+    b = read_battles(path)
+    assert sorted(b.models) == sorted([*NULL_LOOKING, "x"])
+    assert len(b) == len(rows)
+    assert sorted(set(b.annotators)) == sorted(NULL_LOOKING)
+
+
+def test_a_truly_empty_name_field_is_still_missing(tmp_path):
+    """Only an empty field is missing: a model name refused, an annotator read as unknown."""
+    path = tmp_path / "log.csv"
+    path.write_text("model_a,model_b,winner,judge\nNA,,model_a,j\n")
+    with pytest.raises(InputError, match="row 1 .*empty or missing"):
+        read_battles(path)
+    path.write_text('model_a,model_b,winner,judge\nNA,"",model_a,j\n')
+    with pytest.raises(InputError, match="empty or missing"):
+        read_battles(path)
+    path.write_text("model_a,model_b,winner,judge\nNA,null,model_a,\n")
+    assert list(read_battles(path).annotators) == ["unknown"]

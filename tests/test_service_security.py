@@ -9,9 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import signal
 import socket
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -453,41 +455,49 @@ def _closed(s: socket.socket) -> bool:
         return True
 
 
-def test_slow_clients_cannot_hold_the_server(tmp_path):
-    """Slowloris: connections sending their headers a byte a second are closed after
-    ``header_timeout``; meanwhile a normal client is served promptly."""
-    db = f"sqlite:///{tmp_path / 'arena.db'}"
+@pytest.fixture(scope="module")
+def short_timeouts(tmp_path_factory):
+    """One ``serve`` process (header_timeout 2 s, keep-alive 1 s) for the socket-level tests:
+    starting and stopping one takes about 9 of their 10 seconds."""
+    db = f"sqlite:///{tmp_path_factory.mktemp('sockets') / 'arena.db'}"
     args = [*FAST, "--set", "header_timeout=2", "--set", "keep_alive_timeout=1"]
     with ServerProcess(db, *args) as srv:
-        slow = [_slow_client(srv.url) for _ in range(40)]
-        host, port = srv.url.removeprefix("http://").split(":")
-        idle = socket.create_connection((host, int(port)), timeout=10)  # sends nothing
-        start = time.monotonic()
-        served = []
-        while time.monotonic() - start < 4.5:
-            for s in slow:
-                try:
-                    s.send(b"X")  # one header byte per connection per second
-                except OSError:
-                    pass
-            t = time.monotonic()
-            assert httpx.get(srv.url + "/v1/models", timeout=5).status_code == 200
-            served.append(time.monotonic() - t)
-            time.sleep(1.0)
-        assert max(served) < 2.0, served
-        closed = sum(_closed(s) for s in slow)
-        assert closed == len(slow), f"{closed} of {len(slow)} slow connections closed"
-        assert _closed(idle)
-        for s in (*slow, idle):
-            s.close()
-        # headers without end: 431 and closed past 64 KiB (not buffered without limit)
-        big = socket.create_connection((host, int(port)), timeout=10)
-        try:
-            big.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000)
-        except OSError:
-            pass
-        assert big.recv(100).startswith(b"HTTP/1.1 431")
-        big.close()
+        yield srv
+
+
+def test_slow_clients_cannot_hold_the_server(short_timeouts):
+    """Slowloris: connections sending their headers a byte a second are closed after
+    ``header_timeout``; meanwhile a normal client is served promptly."""
+    srv = short_timeouts
+    slow = [_slow_client(srv.url) for _ in range(40)]
+    host, port = srv.url.removeprefix("http://").split(":")
+    idle = socket.create_connection((host, int(port)), timeout=10)  # sends nothing
+    start = time.monotonic()
+    served = []
+    while time.monotonic() - start < 4.5:
+        for s in slow:
+            try:
+                s.send(b"X")  # one header byte per connection per second
+            except OSError:
+                pass
+        t = time.monotonic()
+        assert httpx.get(srv.url + "/v1/models", timeout=5).status_code == 200
+        served.append(time.monotonic() - t)
+        time.sleep(1.0)
+    assert max(served) < 2.0, served
+    closed = sum(_closed(s) for s in slow)
+    assert closed == len(slow), f"{closed} of {len(slow)} slow connections closed"
+    assert _closed(idle)
+    for s in (*slow, idle):
+        s.close()
+    # headers without end: 431 and closed past 64 KiB (not buffered without limit)
+    big = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        big.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000)
+    except OSError:
+        pass
+    assert big.recv(100).startswith(b"HTTP/1.1 431")
+    big.close()
 
 
 def test_sigterm_drains_in_flight_requests(tmp_path):
@@ -533,3 +543,218 @@ def test_sigterm_drains_in_flight_requests(tmp_path):
     rows, _ = store.vote_log(engine, False)
     engine.dispose()
     assert [r.battle_id for r in rows] == [battle]
+
+
+def _read_response(s: socket.socket) -> tuple[bytes, bytes]:
+    """One HTTP response from ``s``: (status line and headers, body by its Content-Length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data, b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head, body
+
+
+def test_oversized_bodies_get_413_and_the_connection_stays_usable(short_timeouts):
+    """A body over ``max_body_bytes`` of any size — 66-100 KB used to get an empty 431, and the
+    next request on the connection a 431 too — gets a 413 with a JSON error, on the hot front
+    and on FastAPI's routes, with Content-Length or chunked; the next request on the same
+    keep-alive connection is served (a real server process, one raw socket per body)."""
+    srv = short_timeouts
+    host, port = srv.url.removeprefix("http://").split(":")
+    key = srv.admin_key
+    sizes = (65_537, 100_000, 1_000_000)
+    for path in ("/v1/battles", "/v1/admin/models"):
+        for size in sizes:
+            for chunked in (False, True):
+                s = socket.create_connection((host, int(port)), timeout=20)
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                    "Content-Type: application/json\r\n"
+                )
+                if chunked:
+                    body = f"{size:x}\r\n".encode() + b" " * size + b"\r\n0\r\n\r\n"
+                    head += "Transfer-Encoding: chunked\r\n\r\n"
+                else:
+                    body = b" " * size
+                    head += f"Content-Length: {size}\r\n\r\n"
+                try:
+                    s.sendall(head.encode() + body)
+                except OSError:  # the server may close once it has answered
+                    pass
+                status, payload = _read_response(s)
+                where = (path, size, chunked)
+                assert status.startswith(b"HTTP/1.1 413"), (where, status)
+                assert json.loads(payload)["error"]["code"] == "too_large", where
+                if b"connection: close" in status.lower():
+                    assert s.recv(1) == b"", where  # closed cleanly
+                else:  # kept alive: the next request is served
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    status, payload = _read_response(s)
+                    assert status.startswith(b"HTTP/1.1 200"), (where, status, payload)
+                s.close()
+
+
+# ---------------------------------------------------------------- one name validator (issue 32)
+BAD_NAMES = [
+    ("gpt\u200b4", "U+200B"),  # invisible
+    ("\u202egpt-4", "U+202E"),  # bidirectional override
+    ("a\u2066b", "U+2066"),  # isolate
+    ("a\u00a0b", "U+00A0"),  # look-alike space
+    ("a\u0007b", "U+0007"),  # control
+    ("a\ufeffb", "U+FEFF"),
+]
+_ENDPOINT = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
+
+
+@pytest.mark.parametrize(("name", "code"), BAD_NAMES)
+def test_put_endpoint_refuses_the_names_post_refuses(arena, name, code):
+    """``PUT /v1/admin/models/{name}/endpoint`` creates a model: it refuses every name
+    ``POST /v1/admin/models`` refuses, with the same status and the same message."""
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    post = tc.post("/v1/admin/models", json={"name": name}, headers=key)
+    put = tc.put(f"/v1/admin/models/{quote(name, safe='')}/endpoint", json=_ENDPOINT, headers=key)
+    assert post.status_code == put.status_code == 422, (post.text, put.text)
+    assert code in put.json()["error"]["message"], put.text
+    assert put.json()["error"]["code"] == post.json()["error"]["code"]
+    assert name not in [m["name"] for m in admin.models()]
+
+
+def test_a_decomposed_name_is_found_the_same_way_in_path_and_body(arena):
+    """A model created under a decomposed (NFD) spelling by PUT is stored as NFC and can be
+    retired, given an outage and have its endpoint removed by that spelling or the NFC one."""
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    nfd, nfc = "cafe\u0301", "caf\u00e9"
+    r = tc.put(f"/v1/admin/models/{quote(nfd)}/endpoint", json=_ENDPOINT, headers=key)
+    assert r.status_code == 200 and r.json()["created"] is True, r.text
+    assert r.json()["endpoint"]["name"] == nfc
+    assert [m["name"] for m in admin.models() if m["name"].startswith("caf")] == [nfc]
+    r = tc.patch(f"/v1/admin/models/{quote(nfd)}", json={"retired": True}, headers=key)
+    assert r.status_code == 200 and r.json()["model"]["name"] == nfc, r.text
+    assert r.json()["model"]["retired"] is True
+    # the same endpoint again by the other spelling: an update, not a second model
+    r = tc.put(f"/v1/admin/models/{quote(nfc)}/endpoint", json=_ENDPOINT, headers=key)
+    assert r.status_code == 200 and r.json()["created"] is False, r.text
+    r = tc.delete(f"/v1/admin/models/{quote(nfd)}/endpoint", headers=key)
+    assert r.status_code == 200 and r.json()["removed"] is True, r.text
+    # a name with a slash (allowed, percent-encoded in the path) gets and loses an endpoint
+    admin.add_model("org/model")
+    r = tc.put("/v1/admin/models/org%2Fmodel/endpoint", json=_ENDPOINT, headers=key)
+    assert r.status_code == 200 and r.json()["endpoint"]["name"] == "org/model", r.text
+    r = tc.delete("/v1/admin/models/org%2Fmodel/endpoint", headers=key)
+    assert r.status_code == 200 and r.json()["removed"] is True, r.text
+    # an annotator created by its NFD spelling is revoked by it
+    admin.create_annotator(nfd)
+    r = tc.delete(f"/v1/admin/annotators/{quote(nfd)}", headers=key)
+    assert r.status_code == 200 and r.json()["name"] == nfc, r.text
+
+
+def test_a_stored_name_from_before_validation_stays_addressable(arena):
+    """A model stored under a name the validator now refuses (created by PUT before it used
+    the validator) is still found by its exact spelling, so it can be retired."""
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    st = tc.app.state.arena
+    odd = "\u202eevil"
+    from stablearena.service import store
+
+    with st.engine.begin() as conn:
+        store.add_model(conn, odd, 1.0, 0)
+    admin.add_model("d")  # an admin write reloads the caches
+    r = tc.patch(f"/v1/admin/models/{quote(odd, safe='')}", json={"retired": True}, headers=key)
+    assert r.status_code == 200 and r.json()["model"]["name"] == odd, r.text
+
+
+@pytest.mark.parametrize(("name", "code"), BAD_NAMES[:3])
+def test_config_files_refuse_the_names_routes_refuse(name, code):
+    """``[[models]]`` and ``[[judges]]`` tables and ``[arena_page] categories`` name models,
+    annotators and categories: the same validator, an error naming the table and character."""
+    from stablearena.endpoints.config import models_from_toml
+    from stablearena.judges import judges_from_toml
+    from stablearena.service.arena_settings import ArenaPage
+
+    table = {"name": name, **_ENDPOINT}
+    with pytest.raises(InputError, match=f"models\\]\\] #1: name: .*{re.escape(code)}"):
+        models_from_toml({"models": [table]})
+    with pytest.raises(InputError, match=f"judges\\]\\] #1: name: .*{re.escape(code)}"):
+        judges_from_toml({"judges": [table]})
+    with pytest.raises(ValueError, match=re.escape(code)):
+        ArenaPage(categories={name: "x"})
+    nfd = models_from_toml({"models": [{**table, "name": "cafe\u0301"}]})
+    assert nfd[0].name == "caf\u00e9"
+
+
+# ---------------------------------------------------------------- bounded admin values (issue 32)
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("timeout", 1e308, "from 0.01 to 86400"),
+        ("timeout", 0, "from 0.01 to 86400"),
+        ("max_concurrency", 1e12, "a whole number from 1 to 10000"),
+        ("max_concurrency", 10**12, "a whole number from 1 to 10000"),
+        ("max_concurrency", True, "a whole number from 1 to 10000"),
+        ("max_retries", 10**30, "a whole number from 0 to 100"),
+        ("max_retries", "3", "a whole number from 0 to 100"),
+        ("backoff", -1, "from 0 to 3600"),
+        ("outage_cooldown", 1e300, "from 0 to 86400"),
+        ("price", {"prompt": 1e308}, "price.prompt must be a number from 0 to 1e+06"),
+    ],
+)
+def test_endpoint_values_are_bounded_with_the_field_value_and_range(arena, field, value, allowed):
+    """``timeout`` 1e308 and ``max_concurrency`` 1e12 were accepted: every numeric endpoint
+    setting has a range; out of it, PUT answers 422 and the TOML readers raise, naming the
+    field, the value and the range."""
+    from stablearena.endpoints.config import models_from_toml
+
+    tc, admin = arena()
+    key = _auth(tc.app.state.admin_key)
+    r = tc.put("/v1/admin/models/m1/endpoint", json={**_ENDPOINT, field: value}, headers=key)
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert field in message and allowed in message, message
+    assert "m1" not in [m["name"] for m in admin.models()]
+    with pytest.raises(InputError, match=re.escape(allowed)):
+        models_from_toml({"models": [{"name": "m1", **_ENDPOINT, field: value}]})
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "rate_limit=1e308",
+        "unauthenticated_rate_limit=inf",
+        "max_body_bytes=1e12",
+        "poll_seconds=1e308",
+        "max_batch=1000000000000",
+        "keep_fits=1000000000000",
+        "dashboard_idle=1e308",
+        "max_connections=1000000000000",
+        "arena.ability_threshold=1e308",
+        "arena_page.cookie_days=1e308",
+        "arena_page.visitor_battles_per_hour=1e308",
+        "arena_page.visitor_open=1000000000000",
+        "arena_page.max_prompt_chars=1000000000000",
+        "arena_page.probe_seconds=1e308",
+    ],
+)
+def test_serve_settings_are_bounded(item):
+    """Every numeric setting of ``serve`` has an upper bound: an error naming the field and the
+    value (never a server that starts with an infinite rate or a year-long poll)."""
+    from stablearena.service.settings import load_settings
+
+    field = item.split("=")[0].split(".")[-1]
+    with pytest.raises(InputError, match=re.escape(field) + ".*less than or equal"):
+        load_settings(sets=[item])

@@ -737,6 +737,9 @@ def _outcomes_arrow(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
             "or the numeric score of model_a (1, 0, 0.5)."
         )
     labels = enc.dictionary.to_pylist()
+    if "" in labels:  # an empty field of a CSV (read as "", not null: see _csv_options)
+        bad = np.flatnonzero(_numpy(enc.indices) == labels.index(""))
+        raise InputError(f"{_row_hint(bad, source)}: the outcome is empty.")
     return codes_from_labels(labels, _numpy(enc.indices), source)
 
 
@@ -1116,7 +1119,10 @@ def _csv_options(
         pacsv.ConvertOptions(
             include_columns=list(dict.fromkeys([*_used_columns(roles), *extra_tops])),
             column_types=types,
-            strings_can_be_null=True,
+            # a text field is never null: a model named NA, null, None, nan or N/A is a
+            # name (Arrow's default null markers); an empty field is "" and is refused
+            # (names) or read as missing (annotators) where the column is encoded
+            strings_can_be_null=False,
             quoted_strings_can_be_null=False,
             check_utf8=check_utf8,
         ),

@@ -33,6 +33,7 @@ from .endpoints.client import Answer, EndpointClient, Failure
 from .endpoints.config import ModelEndpoint, endpoint_from_mapping, load_toml
 from .errors import InputError
 from .injection import DEFAULT_POLICY, Detection, InjectionClassifier, check_policy, cut, detect
+from .names import checked_name
 
 __all__ = [
     "DEFAULT_JUDGE_SYSTEM_PROMPT",
@@ -387,6 +388,8 @@ def judges_from_toml(data: Mapping[str, Any], where: str = "judges") -> list[Jud
     for k, entry in enumerate(entries):
         here = f"{where}: [[judges]] #{k + 1}"
         ep_part = {key: v for key, v in entry.items() if key not in _JUDGE_ONLY}
+        if "name" in ep_part:  # a judge votes as an annotator of that name
+            ep_part["name"] = checked_name(ep_part["name"], f"{here}: name")
         ep_part.setdefault("system_prompt", DEFAULT_JUDGE_SYSTEM_PROMPT)
         ep_part.setdefault("params", {"temperature": 0})
         endpoint = endpoint_from_mapping(ep_part, here, defaults)

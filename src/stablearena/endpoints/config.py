@@ -16,8 +16,18 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import InputError
+from ..names import checked_name
 
-__all__ = ["ModelEndpoint", "OfflineModel", "Price", "load_toml", "models_from_toml", "read_models"]
+__all__ = [
+    "NUMERIC_BOUNDS",
+    "check_number",
+    "ModelEndpoint",
+    "OfflineModel",
+    "Price",
+    "load_toml",
+    "models_from_toml",
+    "read_models",
+]
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -44,6 +54,38 @@ class Price:
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """``(prompt × prompt_tokens + completion × completion_tokens) / 10⁶``."""
         return (self.prompt * prompt_tokens + self.completion * completion_tokens) / 1e6
+
+
+#: The allowed range of every numeric setting of an endpoint: ``field: (kind, low, high)``,
+#: both ends included; ``int`` fields take whole numbers only, ``float`` ones any finite number
+#: (admin routes, ``serve --config`` and models.toml: one check, in ``__post_init__``). A new
+#: numeric field gets its line here.
+NUMERIC_BOUNDS: dict[str, tuple[type, float, float]] = {
+    "max_concurrency": (int, 1, 10_000),
+    "timeout": (float, 0.01, 86_400.0),  # a day
+    "max_retries": (int, 0, 100),
+    "backoff": (float, 0.0, 3_600.0),
+    "backoff_max": (float, 0.0, 3_600.0),
+    "max_retry_after": (float, 0.0, 86_400.0),
+    "outage_after": (int, 1, 1_000_000),
+    "outage_cooldown": (float, 0.0, 86_400.0),
+    "max_answer_chars": (int, 1, 1_000_000_000),
+}
+#: Prices per million tokens: finite, from 0 to this.
+MAX_PRICE = 1e6
+
+
+def check_number(value: object, kind: type, low: float, high: float, what: str) -> None:
+    """An :class:`InputError` naming ``what``, ``value`` and the range unless ``value`` is a
+    number of ``kind`` (``int``: whole; never a boolean) from ``low`` to ``high``."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and kind is int:
+        ok = isinstance(value, int)
+    if ok:
+        ok = math.isfinite(value) and low <= value <= high  # type: ignore[arg-type]
+    if not ok:
+        noun = "a whole number" if kind is int else "a number"
+        raise InputError(f"{what} must be {noun} from {low:g} to {high:g}, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -96,17 +138,12 @@ class ModelEndpoint:
             raise InputError(f"{where}: base_url must start with http:// or https://")
         if not self.model:
             raise InputError(f"{where}: 'model' (the name the server knows) is missing")
-        if self.max_concurrency < 1 or self.max_retries < 0 or self.outage_after < 1:
-            raise InputError(
-                f"{where}: max_concurrency and outage_after must be >= 1, max_retries >= 0"
-            )
-        for key in ("timeout", "backoff", "backoff_max", "max_retry_after", "outage_cooldown"):
-            v = getattr(self, key)
-            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
-                raise InputError(f"{where}: {key} must be a finite number >= 0, not {v!r}")
-        cap = self.max_answer_chars
-        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= 10**9:
-            raise InputError(f"{where}: max_answer_chars must be a whole number in [1, 10⁹]")
+        for key, (kind, low, high) in NUMERIC_BOUNDS.items():
+            check_number(getattr(self, key), kind, low, high, f"{where}: {key}")
+        if self.price is not None:
+            for key in ("prompt", "completion"):
+                v = getattr(self.price, key)
+                check_number(v, float, 0.0, MAX_PRICE, f"{where}: price.{key}")
         for key in ("messages", "model", "stream"):
             if key in self.params:
                 raise InputError(f"{where}: params.{key} is set by stablearena; remove it")
@@ -157,7 +194,10 @@ def _price(entry: Mapping[str, Any], where: str) -> Price | None:
         return None
     if not isinstance(raw, Mapping) or set(raw) - {"prompt", "completion"}:
         raise InputError(f"{where}: price must be a table {{prompt = …, completion = …}}")
-    return Price(float(raw.get("prompt", 0.0)), float(raw.get("completion", 0.0)))
+    values = {k: raw.get(k, 0.0) for k in ("prompt", "completion")}
+    for k, v in values.items():
+        check_number(v, float, 0.0, MAX_PRICE, f"{where}: price.{k}")
+    return Price(float(values["prompt"]), float(values["completion"]))
 
 
 def endpoint_from_mapping(
@@ -195,6 +235,8 @@ def models_from_toml(
     out: list[ModelEndpoint | OfflineModel] = []
     for k, entry in enumerate(entries):
         here = f"{where}: [[models]] #{k + 1}"
+        if isinstance(entry, Mapping) and "name" in entry:  # as the arena's routes take names
+            entry = {**entry, "name": checked_name(entry["name"], f"{here}: name")}
         if "answers" in entry:
             extra = set(entry) - {"name", "answers", "model_id", "family"}
             if extra or "name" not in entry:

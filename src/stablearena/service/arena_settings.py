@@ -27,6 +27,8 @@ __all__ = ["ArenaPage", "DEFAULT_CATEGORY"]
 
 #: The category of a prompt no rule matches.
 DEFAULT_CATEGORY = "other"
+#: Upper bound of a rate per hour: far above any real one (a bound keeps inf and 1e308 out).
+_MAX_RATE = 1e9
 
 
 class ArenaPage(BaseModel):
@@ -49,36 +51,61 @@ class ArenaPage(BaseModel):
         description="Category rules {name: regular expression}: a prompt gets the first "
         f"category (in file order) whose expression it matches, else {DEFAULT_CATEGORY!r}.",
     )
-    max_prompt_chars: int = Field(4000, ge=1, description="Longest prompt accepted.")
-    cookie_days: float = Field(30.0, gt=0.0, description="Lifetime of a visitor's identity.")
+    max_prompt_chars: int = Field(4000, ge=1, le=1_000_000, description="Longest prompt accepted.")
+    cookie_days: float = Field(
+        30.0, gt=0.0, le=3660.0, description="Lifetime of a visitor's identity."
+    )
     visitor_battles_per_hour: float = Field(
-        120.0, gt=0.0, description="Battles one identity may start per hour (bursts of 20)."
+        120.0,
+        gt=0.0,
+        le=_MAX_RATE,
+        description="Battles one identity may start per hour (bursts of 20).",
     )
     address_battles_per_hour: float = Field(
-        600.0, gt=0.0, description="Battles one network address may start per hour."
+        600.0, gt=0.0, le=_MAX_RATE, description="Battles one network address may start per hour."
     )
     visitor_open: int = Field(
-        3, ge=1, description="Battles one identity may hold served but not voted on (live)."
+        3,
+        ge=1,
+        le=100_000,
+        description="Battles one identity may hold served but not voted on (live).",
     )
     address_open: int = Field(
-        20, ge=1, description="Battles one address may hold served but not voted on (live)."
+        20,
+        ge=1,
+        le=1_000_000,
+        description="Battles one address may hold served but not voted on (live).",
     )
     visitors_per_hour: float = Field(
-        30.0, gt=0.0, description="New anonymous identities one address may get per hour."
+        30.0,
+        gt=0.0,
+        le=_MAX_RATE,
+        description="New anonymous identities one address may get per hour.",
     )
     probe_seconds: float = Field(
-        10.0, gt=0.0, description="How often a model under outage is probed with one call."
+        10.0,
+        gt=0.0,
+        le=86_400.0,
+        description="How often a model under outage is probed with one call.",
     )
 
     @field_validator("categories")
     @classmethod
     def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, rx in v.items():
+        from ..names import clean_name
+
+        out = {}
+        for raw, rx in v.items():
+            try:  # a category is named like a model (stablearena.names)
+                name = clean_name(raw)
+            except ValueError as exc:
+                raise ValueError(f"category {raw!r}: {exc}; rename it") from None
+            out[name] = rx
             try:
                 re.compile(rx)
             except re.error as exc:
                 raise ValueError(f"category {name!r}: not a regular expression: {exc}") from None
-        return v
+        return out
 
     def category(self, prompt: str) -> str:
         """The first category whose rule matches ``prompt`` (``other`` when none does)."""

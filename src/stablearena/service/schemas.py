@@ -9,10 +9,11 @@ a character that is not printable (docs/guides/live-arena-security.md)."""
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from ..names import MAX_NAME, clean_name, name_problem
 
 __all__ = [
     "BattleRequest",
@@ -25,58 +26,6 @@ __all__ = [
     "name_problem",
     "MAX_NAME",
 ]
-
-#: Longest model or annotator name (the database columns are String(200)).
-MAX_NAME = 200
-#: Unicode categories refused in a name: control (Cc), format (Cf: zero-width characters, the
-#: bidirectional overrides and isolates U+202A–U+202E, U+2066–U+2069, …), surrogates (Cs),
-#: private use (Co), unassigned (Cn), line and paragraph separators (Zl, Zp).
-_REFUSED = {
-    "Cc": "a control character",
-    "Cf": "an invisible formatting character",
-    "Cs": "a surrogate",
-    "Co": "a private-use character",
-    "Cn": "an unassigned code point",
-    "Zl": "a line separator",
-    "Zp": "a paragraph separator",
-}
-_BIDI = {0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069}
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` (already NFC) cannot be a name, naming the first offending character
-    (``"U+202E RIGHT-TO-LEFT OVERRIDE is a bidirectional override …"``), or ``None``."""
-    for ch in name:
-        cat = unicodedata.category(ch)
-        what = _REFUSED.get(cat)
-        if what is None and cat == "Zs" and ch != " ":
-            what = "a space other than U+0020 (it looks like one)"
-        if what is None:
-            continue
-        if ord(ch) in _BIDI:
-            what = "a bidirectional override (it reverses how the text is displayed)"
-        label = unicodedata.name(ch, "")
-        label = f"U+{ord(ch):04X}" + (f" {label}" if label else "")
-        return (
-            f"contains {label}, {what}; names may hold printable characters and "
-            "ordinary spaces only"
-        )
-    if not name:
-        return "is empty"
-    return None
-
-
-def clean_name(value: str) -> str:
-    """``value`` normalised to Unicode NFC, without leading or trailing spaces; ``ValueError``
-    with the offending character (see :func:`name_problem`) when it is not a valid name."""
-    name = unicodedata.normalize("NFC", value).strip(" ")
-    problem = name_problem(name)
-    if problem:
-        raise ValueError(f"the name {problem}")
-    if len(name) > MAX_NAME:
-        raise ValueError(f"the name is longer than {MAX_NAME} characters")
-    return name
-
 
 #: A model or annotator name in a request body: NFC, printable (:func:`clean_name`).
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME), AfterValidator(clean_name)]

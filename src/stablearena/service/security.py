@@ -446,15 +446,21 @@ def timed_http_protocol(request_timeout: float, max_header_bytes: int = 65536) -
 
     class TimedHttpToolsProtocol(HttpToolsProtocol):
         _request_timer: asyncio.TimerHandle | None = None
-        _head_bytes = 0  # bytes received since the last request's headers were complete
-        _in_body = False
+        _head_bytes = 0  # bytes received while a request's headers were incomplete
+        _in_head = False  # a request has begun and its headers are not complete yet
+        _ended = False  # a request ended within the chunk being parsed
 
         def data_received(self, data: bytes) -> None:
+            self._ended = False
             super().data_received(data)
-            if self._in_body or self.transport.is_closing():
+            if not self._in_head or self.transport.is_closing():
                 return
-            # the headers are still incomplete after this chunk (httptools has no limit)
-            self._head_bytes += len(data)
+            # the headers are still incomplete after this chunk (httptools has no limit). A
+            # chunk in which a request (and its body) ended holds that request's bytes too:
+            # only the chunks after it count, so a body is never taken for headers (a body
+            # of 66-100 KB read in one chunk used to get an empty 431 instead of its 413).
+            if not self._ended:
+                self._head_bytes += len(data)
             if self._head_bytes > max_header_bytes:
                 self.transport.write(
                     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
@@ -465,10 +471,11 @@ def timed_http_protocol(request_timeout: float, max_header_bytes: int = 65536) -
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._head_bytes = 0
+            self._in_head = True
             self._arm()
 
         def on_headers_complete(self) -> None:
-            self._in_body = True
+            self._in_head = False
             super().on_headers_complete()
 
         def _arm(self) -> None:
@@ -491,7 +498,7 @@ def timed_http_protocol(request_timeout: float, max_header_bytes: int = 65536) -
 
         def on_message_complete(self) -> None:
             self._disarm()
-            self._in_body = False
+            self._ended = True
             super().on_message_complete()
 
         def on_response_complete(self) -> None:

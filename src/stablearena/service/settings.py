@@ -47,6 +47,8 @@ __all__ = ["ArenaConfig", "Settings", "load_settings", "parse_override", "valida
 #: and float ranges the database and the clocks handle; beyond them: 422, never 500).
 _MAX_COUNT = 1_000_000_000
 _MAX_SECONDS = 366 * 24 * 3600.0
+#: Upper bound of a rate (requests or battles per second or hour): far above any real one.
+_MAX_RATE = 1e9
 
 
 class ArenaConfig(BaseModel):
@@ -73,7 +75,10 @@ class ArenaConfig(BaseModel):
         description="δ: annotators with fewer votes are left out of the fit for now.",
     )
     ability_threshold: float = Field(
-        0.0, description="ε of the Stable Arena: flag annotators whose ability is below it."
+        0.0,
+        ge=-1e6,
+        le=1e6,
+        description="ε of the Stable Arena: flag annotators whose ability is below it.",
     )
     confidence: float | None = Field(
         None,
@@ -207,7 +212,10 @@ class Settings(BaseModel):
     )
     port: int = Field(8000, ge=0, le=65535, description="Port (0: any free port, printed).")
     rate_limit: float = Field(
-        50.0, gt=0.0, description="Requests per second allowed per key (token bucket)."
+        50.0,
+        gt=0.0,
+        le=_MAX_RATE,
+        description="Requests per second allowed per key (token bucket).",
     )
     rate_burst: int = Field(
         100, ge=1, le=1_000_000_000, description="Burst size of the per-key rate limit."
@@ -215,6 +223,7 @@ class Settings(BaseModel):
     unauthenticated_rate_limit: float = Field(
         1.0,
         gt=0.0,
+        le=_MAX_RATE,
         description="Requests per second allowed per client address without a valid key "
         "(token bucket per worker process; over it: 429). Keyed requests are not counted.",
     )
@@ -234,6 +243,7 @@ class Settings(BaseModel):
     max_connections: int | None = Field(
         None,
         ge=1,
+        le=1_000_000,
         description="Most connections served at once per worker (more: 503); none: no limit.",
     )
     graceful_timeout: float = Field(
@@ -243,17 +253,21 @@ class Settings(BaseModel):
         description="On SIGTERM, seconds the server waits for in-flight requests to finish.",
     )
     max_body_bytes: int = Field(
-        65536, ge=256, description="Largest request body accepted (larger: 413)."
+        65536, ge=256, le=1 << 30, description="Largest request body accepted (larger: 413)."
     )
     poll_seconds: float = Field(
         0.5,
         gt=0.0,
+        le=3600.0,
         description="How often a worker checks the database for a newer fit, new votes "
         "and configuration changes (every battle and vote written also checks that the "
         "models, keys and settings it was decided by are still current).",
     )
     max_batch: int = Field(
-        512, ge=1, description="Most writes committed together in one transaction (group commit)."
+        512,
+        ge=1,
+        le=1_000_000,
+        description="Most writes committed together in one transaction (group commit).",
     )
     fit_in_process: bool = Field(
         True,
@@ -270,7 +284,9 @@ class Settings(BaseModel):
         "time), so that a fit whose cost grows with the arena's cells costs a bounded share per "
         "vote; staleness then grows with the fit's cost.",
     )
-    keep_fits: int = Field(20, ge=1, description="Published fits kept in the database.")
+    keep_fits: int = Field(
+        20, ge=1, le=1_000_000, description="Published fits kept in the database."
+    )
     dashboard_share: float = Field(
         0.2,
         gt=0.0,
@@ -282,6 +298,7 @@ class Settings(BaseModel):
     dashboard_idle: float = Field(
         120.0,
         gt=0.0,
+        le=_MAX_SECONDS,
         description="Seconds after the last dashboard request (page, poll or admin view) "
         "during which new fits are drawn; an arena nobody watches draws nothing.",
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import unicodedata
+from functools import partial
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
+from ...names import name_forms
 from .. import store
 from ..deps import Admin, arena, reload, write
 from ..errors import ApiError
@@ -21,7 +22,7 @@ from ..security import new_key
 from ..settings import ArenaConfig, validation_message
 from ..state import ArenaState, PublishedFit
 
-__all__ = ["router", "apply_config", "export"]
+__all__ = ["router", "apply_config", "export", "path_model"]
 
 router = APIRouter()
 
@@ -56,10 +57,14 @@ def _loc(exc: ValidationError) -> str | None:
     return ".".join(str(x) for x in errs[0]["loc"]) if errs else None
 
 
-def _path_name(name: str) -> str:
-    """A name from a path (percent-decoded by the server; ``{name:path}`` also takes ``/``),
-    normalised like a stored name (NFC) so that any stored name can be addressed."""
-    return unicodedata.normalize("NFC", name)
+def path_model(st: ArenaState, name: str) -> str:
+    """The stored model a name from a path (percent-decoded by the server; ``{name:path}``
+    also takes ``/``) addresses: the name exactly as sent, else its clean form as a body's
+    name is cleaned (:func:`stablearena.names.name_forms`); 404 when there is none."""
+    for form in name_forms(name):
+        if form in st.model_ids:
+            return form
+    raise ApiError(404, "not_found", f"no model {name!r}", "name")
 
 
 def _model(st: ArenaState, name: str) -> dict[str, Any]:
@@ -192,9 +197,7 @@ async def add_model(request: Request, who: Admin, body: ModelCreate) -> dict[str
 )
 async def patch_model(request: Request, who: Admin, name: str, body: ModelPatch) -> dict[str, Any]:
     st = arena(request)
-    name = _path_name(name)
-    if name not in st.model_ids:
-        raise ApiError(404, "not_found", f"no model {name!r}", "name")
+    name = path_model(st, name)
     values = body.model_dump(exclude_none=True)
     if "boost" in values and values["boost"] > 1 and "boost_until" not in values:
         values["boost_until"] = st.config.boost_until
@@ -234,13 +237,13 @@ async def create_key(request: Request, who: Admin, body: AnnotatorCreate) -> dic
     summary="Revoke an annotator's key (admin); the name percent-encoded",
 )
 async def revoke_key(request: Request, who: Admin, name: str) -> dict[str, Any]:
-    name = _path_name(name)
-    if name == who.name:
-        raise ApiError(409, "conflict", "an admin cannot revoke its own key", "name")
-    if not await write(request, lambda conn: store.revoke_key(conn, name)):
-        raise ApiError(404, "not_found", f"no annotator {name!r} with a key", "name")
-    await reload(request)
-    return {"name": name, "revoked": True}
+    for form in name_forms(name):  # as sent, then as a body's name is cleaned
+        if form == who.name:
+            raise ApiError(409, "conflict", "an admin cannot revoke its own key", "name")
+        if await write(request, partial(store.revoke_key, name=form)):
+            await reload(request)
+            return {"name": form, "revoked": True}
+    raise ApiError(404, "not_found", f"no annotator {name!r} with a key", "name")
 
 
 @router.post("/v1/admin/refit", summary="Refit now (admin)")

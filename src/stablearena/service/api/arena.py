@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ...endpoints.client import prompt_problem
 from ...endpoints.config import endpoint_from_mapping
 from ...errors import InputError
+from ...names import clean_name, name_forms
 from .. import store
 from ..deps import Admin, arena, reload, write
 from ..errors import ApiError
@@ -37,6 +38,7 @@ from ..holder import BattleHolder, endpoint_json
 from ..render import environment, version_text
 from ..security import Principal, split_key, verify
 from ..visitors import COOKIE, Visit, Visitors
+from .admin import path_model
 from .dashboard import _same_origin
 
 __all__ = ["router", "CSP"]
@@ -374,12 +376,23 @@ async def list_endpoints(request: Request, who: Admin) -> dict[str, Any]:
     return {"endpoints": out}
 
 
-@router.put("/v1/admin/models/{name}/endpoint", summary="Set a model's endpoint (admin)")
+@router.put("/v1/admin/models/{name:path}/endpoint", summary="Set a model's endpoint (admin)")
 async def put_endpoint(
     request: Request, name: str, who: Admin, body: dict[str, Any]
 ) -> dict[str, Any]:
-    if "name" in body and body["name"] != name:
+    # the name as POST /v1/admin/models takes it: a stored model by any spelling of its
+    # name, a new one only by a valid name (NFC, printable: stablearena.names)
+    try:
+        name = path_model(arena(request), name)
+    except ApiError:
+        try:
+            name = clean_name(name)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_input", f"name: {exc}", "name") from None
+    said = body.get("name", name)
+    if said != name and name not in (name_forms(said) if isinstance(said, str) else ()):
         raise ApiError(422, "invalid_input", "the name is the one in the path", "name")
+    body = {k: v for k, v in body.items() if k != "name"}
     try:
         ep = endpoint_from_mapping({**body, "name": name}, f"model {name!r}")
     except InputError as exc:
@@ -395,11 +408,10 @@ async def put_endpoint(
     return {"created": created, "endpoint": rec}
 
 
-@router.delete("/v1/admin/models/{name}/endpoint", summary="Remove a model's endpoint (admin)")
+@router.delete("/v1/admin/models/{name:path}/endpoint", summary="Remove a model's endpoint (admin)")
 async def delete_endpoint(request: Request, name: str, who: Admin) -> dict[str, Any]:
-    mid = arena(request).model_ids.get(name)
-    if mid is None:
-        raise ApiError(404, "not_found", f"no model {name!r}", "name")
+    name = path_model(arena(request), name)
+    mid = arena(request).model_ids[name]
     had = await write(request, partial(store.held.drop_endpoint, model_id=mid))
     await reload(request)
     await _holder(request).refresh(force=True)
