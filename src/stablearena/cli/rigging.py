@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import InputError
 from ..atomic import atomic_write
+from ..errors import InputError
 from .common import (
     FormatOpt,
     OutputOpt,
