@@ -330,7 +330,7 @@ MAX_K = 1000.0
 def _check_options(k: float, initial: float, shuffles: int, seed: int) -> None:
     if not (isinstance(k, (int, float)) and math.isfinite(k) and 0 < k <= MAX_K):
         raise InputError(
-            f"Elo option k (--elo-k) must be a number above 0 and at most {MAX_K:g} (FastChat "
+            f"Elo option k must be a number above 0 and at most {MAX_K:g} (--elo-k; FastChat "
             f"uses 4; one battle moves a rating by at most k points), not {k!r}."
         )
     if (
