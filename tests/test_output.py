@@ -246,6 +246,28 @@ def test_output_through_a_proc_fd_link_is_the_descriptor(tmp_path):
     assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
 
 
+def test_output_through_a_proc_fd_link_appends_to_a_redirected_file(tmp_path):
+    """``-o /dev/stdout >> log`` (the link in tmp_path): the output goes after what the file
+    holds, neither truncating it nor replacing it."""
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    log = tmp_path / "log.txt"
+    log.write_text("first line\n")
+    with open(log, "a") as out:
+        run = subprocess.run(
+            [sys.executable, "-m", "stablearena", "rank", "-f", "json", "-o", str(link)],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
+    assert run.returncode == 0, run.stderr
+    head, _, rest = log.read_text().partition("\n")
+    assert head == "first line" and json.loads(rest)["n_models"] == 12
+    assert link.is_symlink()
+
+
 def test_atomic_path_gives_a_device_as_it_is(tmp_path):
     fifo = tmp_path / "fig.fifo"
     os.mkfifo(fifo)

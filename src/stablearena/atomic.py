@@ -74,11 +74,23 @@ def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
     if st is not None and not stat.S_ISREG(st.st_mode):
         return given, True
     if given.is_symlink():
-        real = Path(os.path.realpath(given))
-        if str(real).startswith("/proc/"):
-            return given, True  # /dev/stdout onto a file the shell opened: write through it
-        return real, False
+        if _through_proc(given):
+            return given, True  # /dev/stdout onto a file the shell opened (maybe for >>)
+        return Path(os.path.realpath(given)), False
     return given, False
+
+
+def _through_proc(link: Path) -> bool:
+    """Whether the chain of links from ``link`` passes through ``/proc`` (``/dev/stdout`` →
+    ``/proc/self/fd/1``): then the destination is an open descriptor, whatever it points to."""
+    current = link.absolute()
+    for _ in range(40):  # the kernel's limit on links followed
+        if str(current).startswith("/proc/"):
+            return True
+        if not current.is_symlink():
+            return False
+        current = Path(os.path.normpath(current.parent / os.readlink(current)))
+    return False
 
 
 def _same_or_inside(target: Path, source: str | os.PathLike[str]) -> str | None:
@@ -271,7 +283,9 @@ def atomic_open(
     kwargs: dict[str, Any] = {} if mode == "wb" else {"encoding": encoding, "newline": newline}
     if direct:
         try:
-            with open(target, mode, **kwargs) as fh:
+            # appending: through /dev/stdout onto a file the shell opened (``>`` or ``>>``) the
+            # output goes after what is there instead of truncating it; the same on a device
+            with open(target, mode.replace("w", "a"), **kwargs) as fh:
                 yield fh
                 fh.flush()
         except OSError as exc:
