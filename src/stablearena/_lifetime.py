@@ -18,12 +18,13 @@ child ends, and the executors start their processes from whichever thread first 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from typing import Any
 
-__all__ = ["exit_with_parent", "stop_pool", "WATCH_SECONDS"]
+__all__ = ["exit_with_parent", "say_stopping", "stop_pool", "WATCH_SECONDS"]
 
 #: how often a child checks that the server is still its parent
 WATCH_SECONDS = 1.0
@@ -62,3 +63,10 @@ def stop_pool(executor: Any, grace: float = 1.0) -> None:
         if proc.is_alive():
             proc.kill()
             proc.join(1.0)
+
+
+def say_stopping(signal_name: str) -> None:
+    """Print that the server is stopping, from a signal handler: one ``os.write`` to standard
+    output (a ``print`` there could land inside another print's buffered write)."""
+    with contextlib.suppress(OSError):
+        os.write(1, f"stablearena serve: {signal_name} received, stopping\n".encode())

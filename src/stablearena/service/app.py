@@ -68,13 +68,14 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
     line when the signal arrives (the workers of ``--workers N`` leave that to their parent)."""
     import uvicorn
 
+    from .._lifetime import say_stopping
     from .security import timed_http_protocol
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             if announce and not self.should_exit:  # said once (a second signal forces the exit)
                 name = signal.Signals(sig).name
-                print(f"stablearena serve: {name} received, stopping", flush=True)
+                say_stopping(name)
             super().handle_exit(sig, frame)
             # SIGTERM is the ordinary stop: drain, then exit 0 (uvicorn would raise the
             # signal again after the drain, and the process would die of it)

@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Any
 
-from .._lifetime import exit_with_parent
+from .._lifetime import exit_with_parent, say_stopping
 
 __all__ = ["run_workers", "main"]
 
@@ -94,7 +94,7 @@ def run_workers(settings: Any, sock: socket.socket, workers: int) -> int:
     def stop(signum: int, _frame: Any) -> None:
         if not stopping["signal"]:
             name = signal.Signals(signum).name
-            print(f"stablearena serve: {name} received, stopping", flush=True)
+            say_stopping(name)
         stopping["signal"] = signum
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
