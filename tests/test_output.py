@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -149,6 +152,129 @@ def test_output_is_a_directory(tmp_path, cli):
 def test_output_dash_is_standard_output(cli):
     code, out, _ = cli("rank", "-f", "json", "-o", "-")
     assert code == 0 and json.loads(out)["n_models"] == 12
+
+
+# ------------------------------------------------------- devices, FIFOs, links (issue 32)
+# Renaming a temporary file onto a device node replaces the node (as root even /dev/null): the
+# writer writes through devices and FIFOs and replaces a link's target. The device nodes here are
+# made in tmp_path (os.mknod, as root), never the machine's own.
+needs_mknod = pytest.mark.skipif(os.geteuid() != 0, reason="os.mknod of a device needs root")
+
+
+def _device(path: Path, minor: int) -> Path:
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))  # 1,3 = null; 1,7 = full
+    return path
+
+
+@needs_mknod
+def test_output_onto_a_null_device_writes_through_it(tmp_path, cli):
+    null = _device(tmp_path / "null", 3)
+    code, _, err = cli("rank", "-f", "json", "-o", null)
+    assert code == 0, err
+    assert stat.S_ISCHR(null.stat().st_mode) and null.stat().st_rdev == os.makedev(1, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]  # no temporary file left
+
+
+@needs_mknod
+def test_output_onto_a_full_device_is_an_error(tmp_path, cli):
+    full = _device(tmp_path / "full", 7)
+    code, _, err = cli("rank", "-f", "json", "-o", full)
+    assert code == 2 and "No space left on device" in err and str(full) in err
+    assert stat.S_ISCHR(full.stat().st_mode) and full.stat().st_rdev == os.makedev(1, 7)
+    with pytest.raises(InputError, match="No space left"):
+        atomic_write(full, b"x" * 10)
+
+
+def test_output_onto_a_fifo_reaches_its_reader(tmp_path, cli):
+    fifo = tmp_path / "board.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    done = threading.Event()
+
+    def read() -> None:  # non-blocking open: the test cannot hang when nothing is written
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        deadline = time.monotonic() + 30
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([fd], [], [], 0.1)
+                chunk = os.read(fd, 1 << 16) if ready else b""
+                got.append(chunk)
+                if not chunk and done.is_set():
+                    return
+        finally:
+            os.close(fd)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(0.05)
+    code, _, err = cli("rank", "-f", "json", "-o", fifo)
+    done.set()
+    reader.join(35)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a FIFO, not a regular file
+    assert json.loads(b"".join(got))["n_models"] == 12
+
+
+def test_output_onto_a_symlink_replaces_its_target(tmp_path, cli):
+    real = tmp_path / "boards" / "board.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    code, _, err = cli("rank", "-f", "json", "-o", link)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(real)  # the link stays a link
+    assert json.loads(real.read_text())["n_models"] == 12
+    assert sorted(p.name for p in real.parent.iterdir()) == ["board.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["boards", "latest.json"]
+
+
+def test_output_through_a_proc_fd_link_is_the_descriptor(tmp_path):
+    """``-o /dev/stdout`` (here a link to /proc/self/fd/1 in tmp_path, never /dev/stdout itself)
+    writes into the pipe the caller reads, and the link is left alone."""
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    run = subprocess.run(
+        [sys.executable, "-m", "stablearena", "rank", "-f", "json", "-o", str(link)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["n_models"] == 12
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+
+
+def test_output_through_a_proc_fd_link_appends_to_a_redirected_file(tmp_path):
+    """``-o /dev/stdout >> log`` (the link in tmp_path): the output goes after what the file
+    holds, neither truncating it nor replacing it."""
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    log = tmp_path / "log.txt"
+    log.write_text("first line\n")
+    with open(log, "a") as out:
+        run = subprocess.run(
+            [sys.executable, "-m", "stablearena", "rank", "-f", "json", "-o", str(link)],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
+    assert run.returncode == 0, run.stderr
+    head, _, rest = log.read_text().partition("\n")
+    assert head == "first line" and json.loads(rest)["n_models"] == 12
+    assert link.is_symlink()
+
+
+def test_atomic_path_gives_a_device_as_it_is(tmp_path):
+    fifo = tmp_path / "fig.fifo"
+    os.mkfifo(fifo)
+    with atomic_path(fifo) as where:
+        assert where == fifo
+    with pytest.raises(InputError, match="is a directory"), atomic_path(tmp_path):
+        pass
 
 
 # ---------------------------------------------------------------------------- kill -9

@@ -18,11 +18,13 @@ child ends, and the executors start their processes from whichever thread first 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from typing import Any
 
-__all__ = ["exit_with_parent", "WATCH_SECONDS"]
+__all__ = ["exit_with_parent", "say_stopping", "stop_pool", "WATCH_SECONDS"]
 
 #: how often a child checks that the server is still its parent
 WATCH_SECONDS = 1.0
@@ -42,3 +44,29 @@ def exit_with_parent(parent: int, interval: float = WATCH_SECONDS) -> None:
                 os._exit(0)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def stop_pool(executor: Any, grace: float = 1.0) -> None:
+    """Shut ``executor`` down without waiting for its work: pending work is cancelled and the
+    processes of a ``ProcessPoolExecutor`` are terminated (SIGTERM, SIGKILL after ``grace``
+    seconds). Otherwise interpreter exit joins them, and a worker still importing or fitting
+    held a stopping server for 5–30 s. Their work is lost, which is what stopping means (a
+    fit process only reads the database)."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + grace
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
+
+
+def say_stopping(signal_name: str) -> None:
+    """Print that the server is stopping, from a signal handler: one ``os.write`` to standard
+    output (a ``print`` there could land inside another print's buffered write)."""
+    with contextlib.suppress(OSError):
+        os.write(1, f"stablearena serve: {signal_name} received, stopping\n".encode())

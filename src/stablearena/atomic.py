@@ -12,6 +12,13 @@ Every file stablearena writes (tables, JSON, CSV, figures, reports) goes through
   is anonymous while it is written (Linux ``O_TMPFILE``) where the file system supports it, so a
   killed writer leaves nothing behind; elsewhere it is a hidden ``.NAME.XXXX.tmp`` sibling that
   is removed on any error. The new file gets the old file's permission bits (or the umask's).
+
+What the destination is decides how it is written (:func:`output_target`, one rule for every
+writer): a regular file (or a new name) is replaced atomically as above; a symbolic link stays a
+link and the file it points to is replaced atomically; a device, a FIFO or a socket (``/dev/null``,
+``/dev/stdout``, a named pipe, a terminal) is written through directly, since renaming a file onto
+it would replace the device node itself; a write error there (``/dev/full``: no space left on the
+device) is an :class:`InputError` naming the path. A directory is an :class:`InputError`.
 """
 
 from __future__ import annotations
@@ -28,7 +35,14 @@ from typing import IO, Any
 
 from .errors import InputError
 
-__all__ = ["check_output_path", "atomic_open", "atomic_write", "atomic_path", "STDOUT"]
+__all__ = [
+    "check_output_path",
+    "output_target",
+    "atomic_open",
+    "atomic_write",
+    "atomic_path",
+    "STDOUT",
+]
 
 #: An output path meaning standard output.
 STDOUT = "-"
@@ -36,6 +50,47 @@ STDOUT = "-"
 
 def _is_glob(text: str) -> bool:
     return any(ch in text for ch in "*?[")
+
+
+def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where writing ``path`` goes and whether it is written through directly.
+
+    Returns ``(target, direct)``: ``direct`` is True for a device, a FIFO or a socket (written
+    in place through ``path``; no temporary file, no rename: renaming onto ``/dev/null`` would
+    replace the device node), and for a link that leads through ``/proc`` (``/dev/stdout``,
+    ``/dev/fd/N``: whatever the descriptor is, a terminal, a pipe or a file the shell opened).
+    Otherwise ``target`` is the file to replace atomically: ``path`` itself, or, when ``path`` is
+    a symbolic link, the file the link points to (the link stays a link). Raises
+    :class:`InputError` for a directory."""
+    given = Path(path)
+    try:
+        st = os.stat(given)  # follows links
+    except (FileNotFoundError, NotADirectoryError):
+        st = None  # a new file (or a parent that is not a directory: said by the caller)
+    except OSError as exc:
+        raise InputError(f"cannot write {given}: {exc.strerror or exc}.") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(f"cannot write {given}: it is a directory; give a file name inside it.")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return given, True
+    if given.is_symlink():
+        if _through_proc(given):
+            return given, True  # /dev/stdout onto a file the shell opened (maybe for >>)
+        return Path(os.path.realpath(given)), False
+    return given, False
+
+
+def _through_proc(link: Path) -> bool:
+    """Whether the chain of links from ``link`` passes through ``/proc`` (``/dev/stdout`` →
+    ``/proc/self/fd/1``): then the destination is an open descriptor, whatever it points to."""
+    current = link.absolute()
+    for _ in range(40):  # the kernel's limit on links followed
+        if str(current).startswith("/proc/"):
+            return True
+        if not current.is_symlink():
+            return False
+        current = Path(os.path.normpath(current.parent / os.readlink(current)))
+    return False
 
 
 def _same_or_inside(target: Path, source: str | os.PathLike[str]) -> str | None:
@@ -89,20 +144,24 @@ def check_output_path(
                 f"refusing to write {target}: {reason}; choose another output file "
                 "(writing there would destroy or mix into the data being read)."
             )
-    if target.is_dir():
-        raise InputError(f"cannot write {target}: it is a directory; give a file name inside it.")
+    shown = target
+    target, direct = output_target(target)
+    if direct:
+        if not os.access(target, os.W_OK):
+            raise InputError(f"cannot write {shown}: permission denied.")
+        return
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.exists():
-        raise InputError(f"cannot write {target}: the directory {parent} does not exist.")
+        raise InputError(f"cannot write {shown}: the directory {parent} does not exist.")
     if not parent.is_dir():
-        raise InputError(f"cannot write {target}: {parent} is not a directory.")
+        raise InputError(f"cannot write {shown}: {parent} is not a directory.")
     if target.exists() and not os.access(target, os.W_OK):
-        raise InputError(f"cannot write {target}: the file is read-only (permission denied).")
+        raise InputError(f"cannot write {shown}: the file is read-only (permission denied).")
     try:
         fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.", suffix=".check")
     except OSError as exc:
         raise InputError(
-            f"cannot write {target}: the directory {parent} is not writable ({exc.strerror})."
+            f"cannot write {shown}: the directory {parent} is not writable ({exc.strerror})."
         ) from None
     os.close(fd)
     with contextlib.suppress(OSError):
@@ -199,6 +258,10 @@ def _rename_into_place(tmp: Path, target: Path, mode: int) -> None:
         raise
 
 
+def _write_error(path: str | os.PathLike[str], exc: OSError) -> InputError:
+    return InputError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}.")
+
+
 @contextlib.contextmanager
 def atomic_open(
     path: str | os.PathLike[str],
@@ -210,27 +273,42 @@ def atomic_open(
     """Open ``path`` for writing such that it is replaced only when the ``with`` block succeeds.
 
     ``mode`` is ``"w"`` (text) or ``"wb"`` (bytes). On an exception the destination is left as
-    it was and the temporary file is removed.
+    it was and the temporary file is removed. A device, FIFO or socket is written through
+    directly, a symbolic link's target is replaced (:func:`output_target`); a failed write
+    (e.g. no space left on the device) raises :class:`InputError` naming ``path``.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open writes only ('w' or 'wb'), not {mode!r}")
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    file_mode = _default_mode(target)
+    target, direct = output_target(path)
     kwargs: dict[str, Any] = {} if mode == "wb" else {"encoding": encoding, "newline": newline}
-    fd = _anonymous_fd(directory)
-    if fd is not None:
+    if direct:
         try:
-            with os.fdopen(fd, mode, closefd=False, **kwargs) as fh:
+            # appending: through /dev/stdout onto a file the shell opened (``>`` or ``>>``) the
+            # output goes after what is there instead of truncating it; the same on a device
+            with open(target, mode.replace("w", "a"), **kwargs) as fh:
                 yield fh
                 fh.flush()
-                os.fsync(fd)
-            _publish_anonymous(fd, target, file_mode)
-        finally:
-            os.close(fd)
-    else:
-        with atomic_path(target) as tmp, open(tmp, mode, **kwargs) as fh:
-            yield fh
+        except OSError as exc:
+            raise _write_error(path, exc) from None
+        return
+    directory = target.parent if str(target.parent) else Path(".")
+    file_mode = _default_mode(target)
+    try:
+        fd = _anonymous_fd(directory)
+        if fd is not None:
+            try:
+                with os.fdopen(fd, mode, closefd=False, **kwargs) as fh:
+                    yield fh
+                    fh.flush()
+                    os.fsync(fd)
+                _publish_anonymous(fd, target, file_mode)
+            finally:
+                os.close(fd)
+        else:
+            with _atomic_file(target) as tmp, open(tmp, mode, **kwargs) as fh:
+                yield fh
+    except OSError as exc:
+        raise _write_error(path, exc) from None
     _fsync_dir(directory)
 
 
@@ -239,8 +317,24 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside ``path`` for writers that want a file name (e.g. matplotlib's
     ``savefig``); it keeps the destination's suffix so that such writers infer the format.
     When the ``with`` block succeeds the file is fsynced and renamed onto ``path``; on an
-    exception it is removed and ``path`` is left as it was."""
-    target = Path(path)
+    exception it is removed and ``path`` is left as it was. A device, FIFO or socket is given
+    as it is (written through directly), a symbolic link's target is replaced
+    (:func:`output_target`); write errors raise :class:`InputError` naming ``path``."""
+    target, direct = output_target(path)
+    try:
+        if direct:
+            yield target
+        else:
+            with _atomic_file(target) as tmp:
+                yield tmp
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+
+
+@contextlib.contextmanager
+def _atomic_file(target: Path) -> Iterator[Path]:
+    """A named temporary file beside the regular file ``target``, renamed onto it when the
+    ``with`` block succeeds (removed on an exception)."""
     directory = target.parent if str(target.parent) else Path(".")
     file_mode = _default_mode(target)
     fd, tmp = _named_temp(target)

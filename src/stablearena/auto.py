@@ -28,6 +28,7 @@ import asyncio
 import hashlib
 import json
 import os
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ import numpy as np
 from .battles import Battles, Outcome
 from .endpoints.client import Answer, Failure, prompt_problem
 from .endpoints.config import Price
-from .errors import InputError
+from .errors import InputError, StableArenaWarning
 from .judges import JudgeClient, Judgement
 
 __all__ = [
@@ -182,13 +183,17 @@ class JsonlJournal:
         self.label = f"the journal {self.path}"
         self.hint = "give another journal file"
         self._records: list[dict[str, Any]] = []
+        #: the line number of each record (messages name it: :func:`replay_records`)
+        self.lines: list[int] = []
         raw = self.path.read_bytes() if self.path.exists() else b""
         body, newline, tail = raw.rpartition(b"\n")  # tail: what follows the last newline
+        n_lines = body.count(b"\n") + 1 if newline else 0
         for k, line in enumerate(body.split(b"\n") if newline else [], 1):
             if not line.strip():
                 continue
             try:
                 self._records.append(json.loads(line))
+                self.lines.append(k)
             except ValueError:
                 raise InputError(
                     f"{self.path}, line {k}: not a journal record; the journal is damaged "
@@ -199,6 +204,12 @@ class JsonlJournal:
             whole = json.loads(tail) if tail.strip() else None
         except ValueError:
             whole = None  # a line cut short by a kill: dropped
+            warnings.warn(
+                f"{self.path}, line {n_lines + 1}: dropped a last line cut short ({len(tail)} "
+                "bytes, no newline: a run killed while writing it); its work is done again.",
+                StableArenaWarning,
+                stacklevel=2,
+            )
         self._fh = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
         self._fh.truncate(keep)
         self._fh.seek(keep)
@@ -208,15 +219,107 @@ class JsonlJournal:
     def records(self) -> list[dict[str, Any]]:
         return list(self._records)
 
+    def where(self, k: int) -> str:
+        """The ``k``-th record's place, for messages: the file and its line."""
+        return f"{self.path}, line {self.lines[k] if k < len(self.lines) else k + 1}"
+
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), allow_nan=False).encode() + b"\n"
         self._fh.write(line)
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self._records.append(record)
+        self.lines.append((self.lines[-1] if self.lines else 0) + 1)
 
     def close(self) -> None:
         self._fh.close()
+
+
+#: Each record type's fields that replaying reads, and their types (``int`` fields are ≥ 0).
+_FIELDS: dict[str, dict[str, Any]] = {
+    "run": {"models": list, "judges": list},
+    "answer": {
+        "model": str,
+        "prompt_id": str,
+        "ok": bool,
+        "prompt_tokens": int,
+        "completion_tokens": int,
+    },
+    "judgement": {
+        "judge": str,
+        "x": str,
+        "y": str,
+        "prompt_id": str,
+        "calls": int,
+        "prompt_tokens": int,
+        "completion_tokens": int,
+    },
+}
+_TYPE_NAMES = {list: "a list", str: "a string", bool: "true or false", int: "a whole number ≥ 0"}
+
+
+def _check_record(rec: Any, where: str) -> None:
+    """Raise :class:`InputError` naming ``where`` unless ``rec`` is a journal record whose
+    fields have the types replaying needs (other record types are left alone)."""
+    hint = "the journal is damaged or not a journal (move it aside to start afresh)"
+    if not isinstance(rec, dict):
+        raise InputError(f"{where}: not a journal record (a JSON object); {hint}")
+    for name, kind in _FIELDS.get(rec.get("type"), {}).items():  # type: ignore[arg-type]
+        value = rec.get(name)
+        ok = isinstance(value, kind) and (kind is not int or not isinstance(value, bool))
+        if kind is int and ok:
+            ok = value >= 0
+        if kind is list and ok:
+            ok = all(isinstance(v, str) for v in value)
+        if not ok:
+            shown = "missing" if name not in rec else f"{json.dumps(value)[:60]}"
+            raise InputError(
+                f"{where}: a {rec['type']} record's {name!r} must be {_TYPE_NAMES[kind]}"
+                f"{' of strings' if kind is list else ''}, not {shown}; {hint}"
+            )
+    if rec.get("type") == "answer" and rec["ok"] and not isinstance(rec.get("text"), str):
+        raise InputError(f"{where}: an answer record with ok=true has no text; {hint}")
+    if rec.get("type") == "judgement" and rec.get("outcome") not in (None, "x", "y", "tie"):
+        raise InputError(
+            f"{where}: a judgement's 'outcome' must be x, y, tie or null, not "
+            f"{json.dumps(rec.get('outcome'))[:60]}; {hint}"
+        )
+
+
+def replay_records(journal: Journal) -> list[dict[str, Any]]:
+    """The journal's records, checked (:func:`_check_record`: a clear error naming the file and
+    line, or the record's number) and with duplicates left out: a record equal to an earlier
+    one, or a second judgement of the same pair and prompt by a judge (a run judges each once),
+    is counted once; a warning says how many were skipped."""
+    records = journal.records()
+    where = getattr(journal, "where", None)
+    label = getattr(journal, "label", "the journal")
+    seen: set[str] = set()
+    judged: set[tuple[str, str, str]] = set()
+    out = []
+    skipped = 0
+    for k, rec in enumerate(records):
+        _check_record(rec, where(k) if where else f"{label}, record {k + 1}")
+        text = json.dumps(rec, sort_keys=True)
+        key = None
+        if rec.get("type") == "judgement" and rec.get("stage") != "answer":
+            x, y = sorted((rec["x"], rec["y"]))
+            key = (x, y, rec["prompt_id"])
+        if text in seen or (key is not None and key in judged):
+            skipped += 1
+            continue
+        seen.add(text)
+        if key is not None:
+            judged.add(key)
+        out.append(rec)
+    if skipped:
+        warnings.warn(
+            f"{label}: skipped {skipped} duplicated record{'s' if skipped > 1 else ''} (the same "
+            "record, or the same pair and prompt judged again); each is counted once.",
+            StableArenaWarning,
+            stacklevel=2,
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------- config
@@ -581,7 +684,7 @@ class AutoArena:
             r.cost += price.cost(prompt_tokens, completion_tokens)
 
     def _replay(self) -> None:
-        records = self.journal.records()
+        records = replay_records(self.journal)
         head = next((r for r in records if r.get("type") == "run"), None)
         if head is None:
             self.journal.append(
@@ -601,6 +704,16 @@ class AutoArena:
                 f"{where} belongs to another run (models {head['models']}, judges "
                 f"{head['judges']}; this run: models {list(self.names)}, judges "
                 f"{list(self.result.judges)}); {hint}"
+            )
+        unknown = sorted(
+            {r[side] for r in records if r.get("type") == "judgement" for side in ("x", "y")}
+            - set(self.names)
+        )
+        if unknown:
+            where = getattr(self.journal, "label", "the journal")
+            raise InputError(
+                f"{where}: judgements of models not in its run record: {unknown[:5]}; the journal "
+                "is damaged (move it aside to start afresh)"
             )
         for rec in records:
             if rec.get("type") == "answer":

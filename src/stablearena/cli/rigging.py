@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..atomic import atomic_write
 from ..errors import InputError
 from .common import (
     FormatOpt,
@@ -247,7 +248,7 @@ def experiment_rigging(
             else:
                 recs = A.run_seed(arena, **cell, defences=defs, attack_age=attack_age, **bounded)
             if file is not None:
-                file.write_text(json.dumps(recs))
+                atomic_write(file, json.dumps(recs))
             records += recs
             used.append(s)
     if not records:

@@ -162,6 +162,21 @@ def next_pairs(
         exclude_pairs=exclude_pairs,
         distinct=distinct,
     )
+    notes = []
+    if len(sel.pairs) < k:  # --distinct (or the exclusions) left fewer pairs than asked for
+        why = "pairs of models" if distinct else "pairs"
+        notes.append(
+            f"{len(sel.pairs)} pairs, not the {k} asked for: only {len(sel.pairs)} distinct {why} "
+            f"remain among the {tracker.n_models - len(skipped)} models that may be proposed"
+            + (
+                f" after the {len(exclude_pairs)} pairs {annotator} has judged"
+                if exclude_pairs
+                else ""
+            )
+            + ("; without --distinct a pair may come back" if distinct else "")
+            + "."
+        )
+        warnings.warn(notes[-1], StableArenaWarning, stacklevel=1)
     pairs = []
     for rank, (rec, (i, j)) in enumerate(zip(sel.to_records(), sel.pairs, strict=True), start=1):
         pairs.append(
@@ -186,6 +201,8 @@ def next_pairs(
         "annotator": annotator,
         "excluded_pairs": len(exclude_pairs),
         "skipped_models": skipped,
+        "requested": k,
+        "notes": notes,
         "pairs": pairs,
     }
 

@@ -68,18 +68,34 @@ class Convergence:
         }
 
 
+#: The largest |rating| an anchor (or Elo's initial rating) may set: beyond it a double keeps too
+#: few digits for rating differences of a few points (at 1e15 its spacing is 0.125 points), and
+#: at 1e308 the ratings overflow.
+MAX_RATING = 1e6
+
+
 def parse_anchor(anchor: str | tuple[str, float] | None) -> tuple[str, float] | None:
-    """``"MODEL=RATING"`` or ``(model, rating)`` → ``(model, rating)``."""
-    if anchor is None or isinstance(anchor, tuple):
+    """``"MODEL=RATING"`` or ``(model, rating)`` → ``(model, rating)``; |RATING| ≤
+    :data:`MAX_RATING`."""
+    if anchor is None:
         return anchor
-    name, sep, value = str(anchor).rpartition("=")
-    try:
-        rating = float(value)
-    except ValueError:
-        rating = math.nan
-    if not sep or not name or not math.isfinite(rating):
-        raise InputError(f"anchor {anchor!r} must look like MODEL=RATING, e.g. gpt-4o=1200.")
-    return name, rating
+    if isinstance(anchor, tuple):
+        name, rating = anchor
+    else:
+        name, sep, value = str(anchor).rpartition("=")
+        try:
+            rating = float(value)
+        except ValueError:
+            rating = math.nan
+        if not sep or not name or not math.isfinite(rating):
+            raise InputError(f"anchor {anchor!r} must look like MODEL=RATING, e.g. gpt-4o=1200.")
+    if not (isinstance(rating, (int, float)) and math.isfinite(rating)) or abs(rating) > MAX_RATING:
+        raise InputError(
+            f"anchor {anchor!r}: the rating must be a finite number from {-MAX_RATING:,.0f} to "
+            f"{MAX_RATING:,.0f} (ratings are Elo points, e.g. gpt-4o=1200; beyond that the "
+            f"differences between models lose their precision)."
+        )
+    return name, float(rating)
 
 
 def _freeze(x: np.ndarray) -> np.ndarray:

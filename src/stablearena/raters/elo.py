@@ -34,7 +34,15 @@ from .._numeric import expit
 from ..battles import Battles, PairCounts
 from ..errors import DisconnectedGraphError, InputError, StableArenaWarning
 from ..graph import check_comparison_graph
-from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
+from .base import (
+    ELO_SCALE,
+    MAX_RATING,
+    Convergence,
+    Fitted,
+    Rater,
+    parse_anchor,
+    register_rater,
+)
 from .bradley_terry import bradley_terry_loglik
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -314,14 +322,24 @@ class EloFitted(Fitted):
         )
 
 
+#: The largest K factor: one battle moves a rating by at most K points; K = 400 already moves it
+#: by the whole 10 : 1 odds scale, and a K near 1e306 made every rating overflow or garbage.
+MAX_K = 1000.0
+
+
 def _check_options(k: float, initial: float, shuffles: int, seed: int) -> None:
-    if not (isinstance(k, (int, float)) and math.isfinite(k) and k > 0):
+    if not (isinstance(k, (int, float)) and math.isfinite(k) and 0 < k <= MAX_K):
         raise InputError(
-            f"Elo option k must be a finite positive number (FastChat uses 4), not {k!r}."
+            f"Elo option k must be a number above 0 and at most {MAX_K:g} (--elo-k; FastChat "
+            f"uses 4; one battle moves a rating by at most k points), not {k!r}."
         )
-    if not (isinstance(initial, (int, float)) and math.isfinite(initial)):
+    if (
+        not (isinstance(initial, (int, float)) and math.isfinite(initial))
+        or abs(initial) > MAX_RATING
+    ):
         raise InputError(
-            f"Elo option initial must be a finite number (default 1000), not {initial!r}."
+            f"Elo option initial must be a finite number from {-MAX_RATING:,.0f} to "
+            f"{MAX_RATING:,.0f} (default 1000), not {initial!r}."
         )
     if isinstance(shuffles, bool) or not isinstance(shuffles, (int, np.integer)) or shuffles < 0:
         raise InputError(

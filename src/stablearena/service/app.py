@@ -58,19 +58,24 @@ def prepare(settings: Settings) -> tuple[sa.engine.Engine, str | None]:
     return engine, admin_key
 
 
-def serve_app(app: Any, settings: Settings, sock: Any) -> None:
+def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True) -> None:
     """Run ``app`` under uvicorn (uvloop and httptools when installed) on the bound socket
     ``sock`` until SIGTERM / SIGINT. No proxy-header middleware: nothing here reads the
     client's address as a proxy reports it: requests without a valid key are limited per
     connecting address (behind a proxy, the proxy's). Slow clients: ``header_timeout`` for a
     request to arrive (:func:`~.security.timed_http_protocol`), ``keep_alive_timeout`` idle;
-    SIGTERM lets in-flight requests finish (up to ``graceful_timeout``)."""
+    SIGTERM lets in-flight requests finish (up to ``graceful_timeout``); ``announce``: print a
+    line when the signal arrives (the workers of ``--workers N`` leave that to their parent)."""
     import uvicorn
 
+    from .._lifetime import say_stopping
     from .security import timed_http_protocol
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if announce and not self.should_exit:  # said once (a second signal forces the exit)
+                name = signal.Signals(sig).name
+                say_stopping(name)
             super().handle_exit(sig, frame)
             # SIGTERM is the ordinary stop: drain, then exit 0 (uvicorn would raise the
             # signal again after the drain, and the process would die of it)

@@ -121,7 +121,9 @@ class Dashboard:
         self._wake.set()
         self._thread.join(timeout=30)
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            from .._lifetime import stop_pool
+
+            stop_pool(self._executor)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

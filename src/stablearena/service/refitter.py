@@ -138,7 +138,9 @@ class Refitter:
         self._wake.set()
         self._thread.join(timeout=60)
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            from .._lifetime import stop_pool
+
+            stop_pool(self._executor)
         if self._lock_conn is not None:
             self._lock_conn.close()
 

@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Any
 
-from .._lifetime import exit_with_parent
+from .._lifetime import exit_with_parent, say_stopping
 
 __all__ = ["run_workers", "main"]
 
@@ -92,6 +92,9 @@ def run_workers(settings: Any, sock: socket.socket, workers: int) -> int:
     stopping = {"signal": 0}
 
     def stop(signum: int, _frame: Any) -> None:
+        if not stopping["signal"]:
+            name = signal.Signals(signum).name
+            say_stopping(name)
         stopping["signal"] = signum
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -100,7 +103,7 @@ def run_workers(settings: Any, sock: socket.socket, workers: int) -> int:
         for k in range(workers):
             procs[k] = (_spawn(settings_json, sock, k, limits_fd), time.monotonic())
         while not stopping["signal"]:
-            time.sleep(0.2)
+            time.sleep(0.05)
             for k, (proc, started) in list(procs.items()):
                 if proc.poll() is None or stopping["signal"]:
                     continue
@@ -159,7 +162,12 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.model_validate(json.loads(os.environ[SETTINGS_ENV]))
     sock = socket.socket(fileno=args.fd)
     limits = args.limits_fd if args.limits_fd >= 0 else None
-    serve_app(create_app(settings, worker=args.index, limits_fd=limits), settings, sock)
+    serve_app(
+        create_app(settings, worker=args.index, limits_fd=limits), settings, sock, announce=False
+    )
+    import gc
+
+    gc.freeze()  # no last full collection of the worker's heap at exit (about 1.4 s when idle)
 
 
 if __name__ == "__main__":

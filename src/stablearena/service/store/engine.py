@@ -126,6 +126,58 @@ class DamagedDatabase(InputError):
     """The SQLite file fails its integrity check: the server does not start on it."""
 
 
+class ReadOnlyDatabase(InputError):
+    """The SQLite file (or its directory) cannot be written: the arena records votes into it."""
+
+
+def read_only_reason(path: Path) -> str | None:
+    """Why SQLite cannot write the database file ``path`` (None when it can): the file must open
+    for writing, and its directory must take the ``-wal`` / ``-shm`` files beside it. Tried, not
+    read from permission bits (root ignores them; an immutable file or a read-only mount does
+    not show in them)."""
+    import errno
+    import os
+    import tempfile
+
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return f"the file {path} is read-only ({exc.strerror})"
+        return None
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".check")
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return (
+                f"its directory {path.parent} is read-only ({exc.strerror}); SQLite keeps its "
+                f"write-ahead log beside the file"
+            )
+        return None
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def check_writable(engine: Engine) -> None:
+    """SQLite: raise :class:`ReadOnlyDatabase` when the file exists and cannot be written."""
+    if not is_sqlite(engine):
+        return
+    path = Path(str(engine.url.database))
+    if not path.exists():
+        return
+    reason = read_only_reason(path)
+    if reason is not None:
+        engine.dispose()
+        raise ReadOnlyDatabase(
+            f"--db {engine.url}: {reason}. The file is not damaged, but the live arena writes "
+            f"every vote into it, so it does not start on a read-only database. Make it "
+            f"writable (chmod u+w / chattr -i on the file and its directory, or remount the "
+            f"file system read-write), or work on a copy: cp {path} /tmp/arena.db and "
+            f"--db sqlite:////tmp/arena.db."
+        )
+
+
 def check_integrity(engine: Engine) -> None:
     """SQLite: ``PRAGMA quick_check`` on the file (when it exists); a damaged file raises
     :class:`DamagedDatabase` naming what SQLite found and how to recover. It reads every page
@@ -158,6 +210,7 @@ def migrate(engine: Engine) -> str | None:
 
     from ..security import new_key
 
+    check_writable(engine)
     check_integrity(engine)
     cfg = alembic_config()
     conn = write_conn(engine)
