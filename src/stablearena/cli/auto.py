@@ -474,7 +474,7 @@ def auto_power(
     import shutil
     import tempfile
 
-    from ..auto import AutoResult, JsonlJournal
+    from ..auto import AutoResult, JsonlJournal, replay_records
     from ..errors import InputError
     from ..power import power_estimate
 
@@ -484,8 +484,10 @@ def auto_power(
         copy = Path(tmp) / "journal.jsonl"
         shutil.copyfile(journal, copy)
         jr = JsonlJournal(copy)
-        records = jr.records()
-        jr.close()
+        try:
+            records = replay_records(jr)  # checked, each record once (as a resumed run reads it)
+        finally:
+            jr.close()
     head = next((r for r in records if r.get("type") == "run"), None)
     if head is None:
         raise InputError(f"{journal}: no run record; is it the journal of `stablearena auto`?")
