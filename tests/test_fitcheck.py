@@ -11,12 +11,12 @@ import time
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from test_service import settings_for  # the service tests' arena: no refit of its own
 
 from stablearena.client import ArenaClient
 from stablearena.fitcheck import MAX_SCALE_CHANGE, board_problems, scale_ratio
 from stablearena.service import create_app
 from stablearena.service.refit import run_fit
-from stablearena.service.settings import Settings
 
 GOOD = {"a": 1.0, "b": 0.5, "c": 0.0, "d": -0.4, "e": -1.1}
 
@@ -57,18 +57,6 @@ def test_too_few_common_models_cannot_be_compared():
 
 
 # ------------------------------------------------------------------ the live arena
-def _settings(url: str) -> Settings:
-    return Settings(
-        db=url,
-        fit_in_process=False,
-        poll_seconds=0.05,
-        seed=0,
-        rate_limit=1e6,
-        rate_burst=1_000_000,
-        arena={"min_records": 0, "refit_votes": 1000, "refit_seconds": 1000.0},
-    )
-
-
 def _wait(cond, seconds: float = 30.0):
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -82,7 +70,7 @@ def _wait(cond, seconds: float = 30.0):
 def test_the_live_arena_keeps_the_last_good_board(tmp_path):
     url = f"sqlite:///{tmp_path / 'arena.db'}"
     truth = dict(GOOD)
-    with TestClient(create_app(_settings(url))) as tc:
+    with TestClient(create_app(settings_for(url))) as tc:
         admin = ArenaClient(
             "http://testserver", tc.app.state.admin_key, client=TestClient(tc.app), retries=0
         )
@@ -120,7 +108,7 @@ def test_the_live_arena_keeps_the_last_good_board(tmp_path):
         board = tc.get("/v1/leaderboard").json()
         assert board["stale"] is True and board["models"] == good  # the last good board stays
         # every worker: another app on the same database reads the alert at its poll
-        with TestClient(create_app(_settings(url), worker=1)) as other:
+        with TestClient(create_app(settings_for(url), worker=1)) as other:
             _wait(lambda: other.get("/healthz").json()["board"] == "stale")
             assert other.get("/v1/leaderboard").json()["stale"] is True
         # the admin view says it
