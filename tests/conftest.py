@@ -54,3 +54,13 @@ def postgres():
         pytest.fail("PostgreSQL is not installed: .ci/run installs Debian's 'postgresql' package")
     with PostgresServer() as pg:
         yield pg
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium (tests/chromium.py) shared by a module's page tests."""
+    from chromium import start_browser
+
+    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from arena_process import ServerProcess
-from chromium import errors, requested, start_browser, wait_loaded
+from chromium import errors, requested, wait_loaded
 
 from stablearena.endpoints.demo_server import DemoServer
 
@@ -41,13 +41,6 @@ def served(tmp_path_factory):
             yield server
         finally:
             server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield driver
-    driver.quit()
 
 
 def state(driver) -> dict:

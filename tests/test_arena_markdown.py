@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 from arena_process import ServerProcess
-from chromium import errors, requested, start_browser, wait_loaded
+from chromium import errors, requested, wait_loaded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_arena_browser import save_docs, state, wait_for
@@ -66,13 +66,6 @@ def served(tmp_path_factory):
             yield server
         finally:
             server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield driver
-    driver.quit()
 
 
 def battle(driver, url: str, width: int, height: int, audits: list | None = None) -> dict:

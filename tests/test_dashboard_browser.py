@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 from arena_process import ServerProcess
-from chromium import WIDTH, errors, requested, screenshot, start_browser, wait_loaded
+from chromium import WIDTH, errors, requested, screenshot, wait_loaded
 
 from stablearena.client import ArenaClient
 from stablearena.service.render import PUBLIC_FIGURES
@@ -106,13 +106,6 @@ def arena(tmp_path_factory):
         yield a
     finally:
         server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"), WIDTH, HEIGHT)
-    yield driver
-    driver.quit()
 
 
 def open_page(driver, url: str) -> None:

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chromium import HEIGHT, WIDTH, errors, requested, screenshot, start_browser, wait_loaded
+from chromium import HEIGHT, WIDTH, errors, requested, screenshot, wait_loaded
 
 from stablearena.report import REPORT_FIGURES
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield driver
-    driver.quit()
 
 
 def load(driver, path: Path) -> None:
