@@ -52,10 +52,16 @@ import numpy as np
 from numba import njit
 from scipy.special import erf, expit
 
+from ._progress import report
 from .battles import Battles, PairCounts, as_counts
 from .errors import InputError
 from .graph import components
-from .information import bt_information, empirical_bayes_scores, laplacian_pinv
+from .information import (
+    bt_information,
+    empirical_bayes_scores,
+    laplacian_pinv,
+    laplacian_pinv_trace,
+)
 from .raters.base import registering
 
 __all__ = [
@@ -413,7 +419,7 @@ def _pair_weights(x: np.ndarray) -> np.ndarray:
     temporaries)."""
     m = len(x)
     out = np.empty((m, m))
-    step = max(1, (1 << 20) // max(m, 1))
+    step = max(1, (1 << 14) // max(m, 1))  # blocks of about 16,000 entries
     for lo in range(0, m, step):
         p = expit(x[lo : lo + step, None] - x[None, :])
         out[lo : lo + step] = p * (1.0 - p)
@@ -575,6 +581,7 @@ class InformationTracker:
     def sigma(self) -> np.ndarray:
         """Σ = I⁺ (component by component while the graph is disconnected)."""
         if self._sigma is None:
+            report(f"Σ = I⁺: Cholesky inverse of the {self.n_models}×{self.n_models} information")
             self._sigma = np.ascontiguousarray(_block_pinv(self.info, self.labels))
         return self._sigma
 
@@ -660,7 +667,11 @@ class InformationTracker:
         self._tmat = None
         self._lmat = None
         if self.estimate == "empirical-bayes" and len(iu):
-            x, self.prior_variance = empirical_bayes_scores(x, info, _block_pinv(info, self.labels))
+            report(f"empirical-Bayes design estimate: inverse of the {m}×{m} information")
+            trace = laplacian_pinv_trace(info) if self.connected else None
+            if trace is None or not math.isfinite(trace):
+                trace = float(np.trace(_block_pinv(info, self.labels)))
+            x, self.prior_variance = empirical_bayes_scores(x, info, trace=trace)
             info = np.asarray(bt_information(x, iu, ju, n), dtype=float)
         self.design_scores = x
         self.weights = _pair_weights(x)

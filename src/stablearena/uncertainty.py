@@ -414,7 +414,7 @@ def _ranks(scores: np.ndarray, *, worse: bool = False) -> np.ndarray:
     out = np.empty(x.shape, dtype=np.int64)
     if m == 0:
         return out
-    step = max(1, (1 << 21) // m)
+    step = max(1, (1 << 18) // m)  # a few MB per block whatever m
     pos = np.arange(m)
     for lo in range(0, n, step):
         blk = x[lo : lo + step]
