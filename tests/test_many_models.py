@@ -213,6 +213,9 @@ def test_dense_work_is_refused_with_the_memory_it_needs(monkeypatch):
     assert "fisher intervals of 30 models" in text
     assert "GiB of memory, and only 0.0 GiB is available" in text
     assert "--min-battles" in text
+    monkeypatch.setattr(info_mod, "available_memory", lambda: 2**10)
+    with pytest.raises(InputError, match=r"pair selection among 30 models .* six dense 30×30"):
+        InformationTracker(30)
     monkeypatch.setattr(info_mod, "available_memory", lambda: None)  # unknown: no refusal
     assert unc.intervals(fitted, "fisher").se.shape == (30,)
 

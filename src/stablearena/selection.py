@@ -58,9 +58,11 @@ from .errors import InputError
 from .graph import components
 from .information import (
     bt_information,
+    dense_bytes,
     empirical_bayes_scores,
     laplacian_pinv,
     laplacian_pinv_trace,
+    require_memory,
 )
 from .raters.base import registering
 
@@ -465,6 +467,13 @@ class InformationTracker:
         m = len(self.models)
         if m < 2:
             raise InputError("pair selection needs at least two models.")
+        require_memory(
+            dense_bytes(m, 6),
+            f"pair selection among {m:,} models (its information tracker holds up to six dense "
+            f"{m}×{m} arrays: battles per pair, W, I, Σ, a scratch copy and a temporary)",
+            "free memory or use a larger machine, or choose among fewer models (--min-battles N "
+            "drops models with fewer than N battles, --exclude leaves models out).",
+        )
         check_estimate(estimate)
         self.estimate: Estimate = estimate
         self.prior_variance: float | None = None

@@ -91,8 +91,8 @@ NORMAL_RANK_DRAWS: int = 4000
 _CHORD_MAX_ITER: int = 40
 #: What to do when a dense covariance does not fit in memory (the end of the refusal).
 MEMORY_HINT: str = (
-    "free memory or use a larger machine, or rate fewer models at once (e.g. --where to select "
-    "a subset, or --min-battles to drop models with few battles)."
+    "free memory or use a larger machine, or rate fewer models at once (--min-battles N drops "
+    "models with fewer than N battles, --exclude leaves models out)."
 )
 #: Target number of (round × cell) resampled counts held per block of rounds.
 _BLOCK_CELLS: int = 1 << 20
