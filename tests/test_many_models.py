@@ -135,9 +135,21 @@ def test_cholesky_draws_have_the_covariance_of_the_contrasts(monkeypatch):
 
 def test_intervals_and_tiers_without_dense_differences(monkeypatch):
     """intervals() asks only for the adjacent pairs' differences; tiers() gives the same
-    answer from the function as from the full matrix."""
+    answer from the function as from the full matrix; each stage reports its progress (the
+    command line shows the latest report beside a spinner)."""
+    from stablearena._progress import reporting
+
     fitted = _fitted(40)
-    iv = unc.intervals(fitted, "fisher")
+    monkeypatch.setattr(unc, "CHOLESKY_DRAWS_ABOVE", 0)
+    seen: list[str] = []
+    with reporting(seen.append):
+        iv = unc.intervals(fitted, "fisher")
+    assert [t.split(":")[0] for t in seen] == [
+        "Fisher covariance",
+        "normal draws",
+        "normal draws",
+        "rank intervals",
+    ]
     full = iv.covariance.difference_se()
     t1, p1 = unc.tiers(iv.ratings, full)
     t2, p2 = unc.tiers(iv.ratings, iv.covariance.difference_se)

@@ -342,6 +342,12 @@ def covariance(
                 f"Fisher covariance scaled by the estimated dispersion φ = {phi:.4f} (ties scored as ½).",
             )
     else:
+        require_memory(
+            dense_bytes(n, 3),
+            f"the {fitted.method} sandwich covariance of {n:,} parameters (P B P: three more "
+            f"dense {n}×{n} arrays)",
+            MEMORY_HINT,
+        )
         b = _meat(fitted)
         cov = p @ b @ p
         cov = (cov + cov.T) / 2
