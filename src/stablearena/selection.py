@@ -52,10 +52,18 @@ import numpy as np
 from numba import njit
 from scipy.special import erf, expit
 
+from ._progress import report
 from .battles import Battles, PairCounts, as_counts
 from .errors import InputError
 from .graph import components
-from .information import bt_information, empirical_bayes_scores, laplacian_pinv
+from .information import (
+    bt_information,
+    dense_bytes,
+    empirical_bayes_scores,
+    laplacian_pinv,
+    laplacian_pinv_trace,
+    require_memory,
+)
 from .raters.base import registering
 
 __all__ = [
@@ -411,6 +419,18 @@ def _block_pinv(info: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return out
 
 
+def _pair_weights(x: np.ndarray) -> np.ndarray:
+    """W = p(1 − p), p = σ(x_i − x_j), as an m×m array filled in blocks of rows (no m×m
+    temporaries)."""
+    m = len(x)
+    out = np.empty((m, m))
+    step = max(1, (1 << 14) // max(m, 1))  # blocks of about 16,000 entries
+    for lo in range(0, m, step):
+        p = expit(x[lo : lo + step, None] - x[None, :])
+        out[lo : lo + step] = p * (1.0 - p)
+    return out
+
+
 class InformationTracker:
     """Fisher information of the current ratings, kept up to date battle by battle.
 
@@ -450,6 +470,13 @@ class InformationTracker:
         m = len(self.models)
         if m < 2:
             raise InputError("pair selection needs at least two models.")
+        require_memory(
+            dense_bytes(m, 6),
+            f"pair selection among {m:,} models (its information tracker holds up to six dense "
+            f"{m}×{m} arrays: battles per pair, W, I, Σ, a scratch copy and a temporary)",
+            "free memory or use a larger machine, or choose among fewer models (--min-battles N "
+            "drops models with fewer than N battles, --exclude leaves models out).",
+        )
         check_estimate(estimate)
         self.estimate: Estimate = estimate
         self.prior_variance: float | None = None
@@ -501,14 +528,23 @@ class InformationTracker:
             raise InputError("the counts and the fitted result list different models.")
         return cls.from_counts(c, np.asarray(fitted.scores, dtype=float), estimate=estimate)
 
-    def copy(self, *, keep_sigma2: bool = True, keep_ranking: bool = True) -> InformationTracker:
+    def copy(
+        self, *, keep_sigma2: bool = True, keep_ranking: bool = True, keep_counts: bool = True
+    ) -> InformationTracker:
         """An independent copy (scores and W are shared read-only; they are replaced, never
         modified in place). ``keep_sigma2=False`` drops T = Σ² from the copy, ``keep_ranking=False``
         the ranking matrix Σ L Σ (they are then not updated, which saves their O(N²) update per
-        scratch battle when only Σ is needed)."""
+        scratch battle when only Σ is needed). ``keep_counts=False`` (a connected tracker
+        only) leaves out the battles per pair and the information I — two of the m×m arrays —
+        for a scratch copy whose picks read only Σ (and T): it then has ``pair_battles`` and
+        ``info`` set to ``None``, and :meth:`add` updates Σ alone."""
+        if not keep_counts:
+            if not self.connected:
+                raise InputError("a copy without counts needs a connected comparison graph.")
+            self.sigma  # noqa: B018 - computed here: the copy has no information to compute it from
         new = object.__new__(InformationTracker)
         new.models = self.models
-        new.pair_battles = self.pair_battles.copy()
+        new.pair_battles = self.pair_battles.copy() if keep_counts else None  # type: ignore[assignment]
         new.blocked = self.blocked.copy()
         new.labels = self.labels.copy()
         new._sigma = None if self._sigma is None else self._sigma.copy()
@@ -523,7 +559,7 @@ class InformationTracker:
         new.estimate = self.estimate
         new.prior_variance = self.prior_variance
         new.weights = self.weights
-        new.info = self.info.copy()
+        new.info = self.info.copy() if keep_counts else None  # type: ignore[assignment]
         return new
 
     def with_estimate(self, estimate: Estimate) -> InformationTracker:
@@ -557,6 +593,7 @@ class InformationTracker:
     def sigma(self) -> np.ndarray:
         """Σ = I⁺ (component by component while the graph is disconnected)."""
         if self._sigma is None:
+            report(f"Σ = I⁺: Cholesky inverse of the {self.n_models}×{self.n_models} information")
             self._sigma = np.ascontiguousarray(_block_pinv(self.info, self.labels))
         return self._sigma
 
@@ -627,7 +664,9 @@ class InformationTracker:
             self.pair_battles = np.zeros((m, m))
             np.add.at(self.pair_battles, (c.i, c.j), c.totals)
             np.add.at(self.pair_battles, (c.j, c.i), c.totals)
-        iu, ju = np.nonzero(np.triu(self.pair_battles, 1))
+        iu, ju = np.nonzero(self.pair_battles)  # row by row, as np.triu's would be
+        upper = iu < ju
+        iu, ju = iu[upper], ju[upper]
         n = self.pair_battles[iu, ju]
         if counts is not None or not self.connected:
             # battles are only ever added (here or by add(), which merges components itself),
@@ -640,11 +679,14 @@ class InformationTracker:
         self._tmat = None
         self._lmat = None
         if self.estimate == "empirical-bayes" and len(iu):
-            x, self.prior_variance = empirical_bayes_scores(x, info, _block_pinv(info, self.labels))
+            report(f"empirical-Bayes design estimate: inverse of the {m}×{m} information")
+            trace = laplacian_pinv_trace(info) if self.connected else None
+            if trace is None or not math.isfinite(trace):
+                trace = float(np.trace(_block_pinv(info, self.labels)))
+            x, self.prior_variance = empirical_bayes_scores(x, info, trace=trace)
             info = np.asarray(bt_information(x, iu, ju, n), dtype=float)
         self.design_scores = x
-        p = expit(x[:, None] - x[None, :])
-        self.weights = np.ascontiguousarray(p * (1.0 - p))
+        self.weights = _pair_weights(x)
         self.info = info
 
     def add(self, i: int, j: int, n: float = 1.0) -> None:
@@ -654,13 +696,14 @@ class InformationTracker:
             raise InputError("a model cannot battle itself.")
         if not (n > 0 and math.isfinite(n)):
             raise InputError("the number of battles must be a positive finite number.")
-        self.pair_battles[i, j] += n
-        self.pair_battles[j, i] += n
         w = float(self.weights[i, j]) * n
-        self.info[i, i] += w
-        self.info[j, j] += w
-        self.info[i, j] -= w
-        self.info[j, i] -= w
+        if self.info is not None:  # None in a scratch copy without counts (connected)
+            self.pair_battles[i, j] += n
+            self.pair_battles[j, i] += n
+            self.info[i, i] += w
+            self.info[j, j] += w
+            self.info[i, j] -= w
+            self.info[j, i] -= w
         li, lj = self.labels[i], self.labels[j]
         if li != lj:
             # components merge: Σ of the merged block is no longer a rank-one update away
@@ -858,6 +901,9 @@ class Selector(ABC):
     needs_sigma2: ClassVar[bool] = False
     #: whether picks read the ranking matrix Σ L Σ (kept up to date in scratch copies too)
     needs_ranking: ClassVar[bool] = False
+    #: whether picks read the battles per pair or the information I (a greedy batch's scratch
+    #: copy of a connected tracker leaves both out otherwise: two m×m arrays fewer)
+    needs_counts: ClassVar[bool] = True
     criterion: ClassVar[str] = ""
     #: the design estimate the selector's information is evaluated at
     #: (:class:`InformationTracker`); ``None`` when it reads no information. A tracker with
@@ -919,7 +965,11 @@ class Selector(ABC):
         work = (
             tracker
             if k == 1
-            else tracker.copy(keep_sigma2=self.needs_sigma2, keep_ranking=self.needs_ranking)
+            else tracker.copy(
+                keep_sigma2=self.needs_sigma2,
+                keep_ranking=self.needs_ranking,
+                keep_counts=self.needs_counts or not tracker.connected,
+            )
         )
         pairs: list[tuple[int, int]] = []
         values: list[float] = []
@@ -1203,6 +1253,7 @@ class ArenaWeightsSelector(Selector):
 class _OptimalDesign(Selector):
     mode: ClassVar[int]
     warm_up: ClassVar[bool] = True
+    needs_counts: ClassVar[bool] = False
     batch_mode: BatchMode
 
     def _matrices(self, tracker):

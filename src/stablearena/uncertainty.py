@@ -36,6 +36,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -46,6 +47,7 @@ import scipy.sparse as sp
 
 from ._lifetime import exit_with_parent
 from ._numeric import expit, normal_ppf, normal_sf
+from ._progress import report
 from ._threads import single_threaded_blas
 from .battles import Battles, PairCounts
 from .choices import CI_METHODS
@@ -57,7 +59,7 @@ from .errors import (
     StableArenaWarning,
 )
 from .graph import check_comparison_graph
-from .information import laplacian, laplacian_pinv
+from .information import dense_bytes, laplacian, laplacian_pinv, require_memory
 from .raters.base import _BT_LIKELIHOOD, Fitted, rater_names
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,6 +89,11 @@ ClusterBy = Literal["annotator", "prompt"]
 NORMAL_RANK_DRAWS: int = 4000
 #: Compiled-solver iterations before a bootstrap round falls back to the exact Newton fit.
 _CHORD_MAX_ITER: int = 40
+#: What to do when a dense covariance does not fit in memory (the end of the refusal).
+MEMORY_HINT: str = (
+    "free memory or use a larger machine, or rate fewer models at once (--min-battles N drops "
+    "models with fewer than N battles, --exclude leaves models out)."
+)
 #: Target number of (round × cell) resampled counts held per block of rounds.
 _BLOCK_CELLS: int = 1 << 20
 
@@ -153,20 +160,36 @@ class Covariance:
 
     @property
     def se(self) -> np.ndarray:
-        """Standard errors of the ratings (Elo points) under the fitted normalisation."""
-        return np.sqrt(np.clip(np.diag(self.ratings), 0.0, None))
+        """Standard errors of the ratings (Elo points) under the fitted normalisation: the
+        diagonal of :attr:`ratings`, computed from the scores' covariance in O(m²) without
+        forming the m×m matrix (A Σ Aᵀ)_ii = Σ_ii − 2 (Σ1)_i/m + 1ᵀΣ1/m² for mean 1000, or
+        Σ_ii − 2 Σ_ia + Σ_aa with the anchor a fixed."""
+        c = self.scores
+        d = np.diag(c).astype(float)
+        if self.fitted.anchor is None:
+            m = c.shape[0]
+            row = c.sum(axis=1) / m
+            var = d - 2 * row + row.sum() / m
+        else:
+            a = self.fitted.models.index(self.fitted.anchor[0])
+            var = d - 2 * c[:, a] + c[a, a]
+        return np.sqrt(np.clip(var / self.fitted.elo_scale**2, 0.0, None))
 
     def difference_se(self, a: Any = None, b: Any = None) -> np.ndarray | float:
         """Standard error (Elo points) of R_a − R_b: √((e_a − e_b)ᵀ Σ (e_a − e_b)); the full m×m
-        matrix when ``a`` and ``b`` are omitted. Needs no normalisation."""
-        c = self.scores / self.fitted.elo_scale**2
-        d = np.diag(c)
-        full = np.sqrt(np.clip(d[:, None] + d[None, :] - 2 * c, 0.0, None))
+        matrix when ``a`` and ``b`` are omitted (given pairs are computed alone, in O(pairs)).
+        Needs no normalisation."""
+        c = self.scores
         if a is None and b is None:
-            return full
+            c = c / self.fitted.elo_scale**2
+            d = np.diag(c)
+            return np.sqrt(np.clip(d[:, None] + d[None, :] - 2 * c, 0.0, None))
         ia = np.vectorize(self.fitted.index)(a) if not isinstance(a, np.ndarray) else a
         ib = np.vectorize(self.fitted.index)(b) if not isinstance(b, np.ndarray) else b
-        out = full[ia, ib]
+        ia, ib = np.broadcast_arrays(np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64))
+        s2 = self.fitted.elo_scale**2  # the full matrix's arithmetic, entry by entry
+        var = (c[ia, ia] / s2 + c[ib, ib] / s2) - 2 * (c[ia, ib] / s2)
+        out = np.where(ia == ib, 0.0, np.sqrt(np.clip(var, 0.0, None)))
         return float(out) if np.ndim(out) == 0 else out
 
 
@@ -266,8 +289,34 @@ def covariance(
         )
     if not np.all(np.isfinite(h)):
         raise StableArenaError(f"{fitted.method}: the Hessian holds non-finite values.")
-    with single_threaded_blas():
-        p, notes = _bread_inverse(h, g)
+    p = None
+    notes: tuple[str, ...] = ()
+    if _is_plain_bt(fitted) and type(fitted).gauge_constraints is Fitted.gauge_constraints:
+        # Bradley–Terry with mean-zero scores: P is the Laplacian's pseudo-inverse, by Cholesky
+        # in the Hessian's own memory (the bordered solve below needs four m×m arrays and 2.3m³
+        # flops: 1,000 s at 8,000 models)
+        report(f"Fisher covariance: Cholesky inverse of the {n}×{n} information")
+        np.negative(h, out=h)
+        with single_threaded_blas():
+            try:
+                p = laplacian_pinv(h, overwrite=True)
+            except np.linalg.LinAlgError:
+                p = None  # not positive definite: the bordered solve says why
+        if p is not None and not np.all(np.isfinite(p)):
+            p = None
+        if p is None:
+            h = np.asarray(fitted.hessian(), dtype=float)
+    if p is None:
+        k = g.shape[1]
+        require_memory(
+            dense_bytes(n + k, 4),
+            f"the {fitted.method} {kind} covariance of {n:,} parameters (four dense "
+            f"{n + k}×{n + k} arrays)",
+            MEMORY_HINT,
+        )
+        report(f"{kind} covariance: bordered solve of the {n + k}×{n + k} information")
+        with single_threaded_blas():
+            p, notes = _bread_inverse(h, g)
     if fitted.method == "elo":
         notes += (
             "online Elo is not a maximum-likelihood fit: these are the Bradley–Terry (ties as ½) "
@@ -285,16 +334,26 @@ def covariance(
             )
         elif not (np.isfinite(phi) and phi > 0):
             raise InputError(f"dispersion must be a positive number, not {phi}.")
-        cov = phi * p
+        cov = p
+        if phi != 1.0:
+            cov *= phi  # in place: p is no longer needed
         if phi not in (0.0, 1.0):
             notes += (
                 f"Fisher covariance scaled by the estimated dispersion φ = {phi:.4f} (ties scored as ½).",
             )
     else:
+        require_memory(
+            dense_bytes(n, 3),
+            f"the {fitted.method} sandwich covariance of {n:,} parameters (P B P: three more "
+            f"dense {n}×{n} arrays)",
+            MEMORY_HINT,
+        )
         b = _meat(fitted)
         cov = p @ b @ p
         cov = (cov + cov.T) / 2
-    return Covariance(kind, fitted, cov[:m, :m].copy(), cov, phi, notes)
+    # the scores' block is the whole matrix when the parameters are the scores: shared, not copied
+    scores = cov if cov.shape[0] == m else cov[:m, :m].copy()
+    return Covariance(kind, fitted, scores, cov, phi, notes)
 
 
 # ============================================================================ bootstrap
@@ -352,17 +411,31 @@ class Bootstrap:
 
 def _ranks(scores: np.ndarray, *, worse: bool = False) -> np.ndarray:
     """Rank 1 + #{j: x_j > x_i} of each entry of each row (equal scores share the better rank),
-    or with ``worse`` #{j: x_j ≥ x_i} (equal scores share the worse rank)."""
+    or with ``worse`` #{j: x_j ≥ x_i} (equal scores share the worse rank).
+
+    Each row is sorted once and ties found among neighbours: O(m log m) per row (the pairwise
+    comparison this replaces was O(m²): 4,000 rows of 8,000 models took minutes)."""
     x = np.atleast_2d(np.asarray(scores, dtype=float))
-    m = x.shape[1]
+    n, m = x.shape
     out = np.empty(x.shape, dtype=np.int64)
-    step = max(1, (1 << 22) // max(m * m, 1))
-    for lo in range(0, len(x), step):
+    if m == 0:
+        return out
+    step = max(1, (1 << 18) // m)  # a few MB per block whatever m
+    pos = np.arange(m)
+    for lo in range(0, n, step):
         blk = x[lo : lo + step]
+        order = np.argsort(blk, axis=1)  # tie groups get one value: stability is not needed
+        srt = np.take_along_axis(blk, order, axis=1)
+        new = srt[:, 1:] != srt[:, :-1]  # a tie group starts after each True
         if worse:
-            out[lo : lo + step] = np.sum(blk[:, None, :] >= blk[:, :, None], axis=2)
+            # #{x_j ≥ x_i} = m − (first position of x_i's tie group among the sorted row)
+            start = np.where(np.column_stack([np.ones(len(blk), bool), new]), pos, 0)
+            val = m - np.maximum.accumulate(start, axis=1)
         else:
-            out[lo : lo + step] = 1 + np.sum(blk[:, None, :] > blk[:, :, None], axis=2)
+            # 1 + #{x_j > x_i} = 1 + m − (1 + last position of x_i's tie group)
+            end = np.where(np.column_stack([new, np.ones(len(blk), bool)]), pos, m)
+            val = m - np.minimum.accumulate(end[:, ::-1], axis=1)[:, ::-1]
+        np.put_along_axis(out[lo : lo + step], order, val, axis=1)
     return out
 
 
@@ -961,6 +1034,56 @@ def rank_intervals(rank_samples: np.ndarray, level: float = 0.95) -> tuple[np.nd
     return low.astype(np.int64), high.astype(np.int64)
 
 
+#: Above this many models the normal approximation's draws use a Cholesky root of the
+#: covariance (m³/3 flops, in one m×m copy) instead of its eigen-decomposition (about 9m³ and
+#: three m×m arrays: 5 s at 1,000 models on a busy machine, minutes at 8,000); both are exact roots, so the draws have the same
+#: distribution, but not the same values: the rank intervals of a given seed depend on the route.
+CHOLESKY_DRAWS_ABOVE: int = 500
+
+
+def _cholesky_root(cov: np.ndarray) -> np.ndarray | None:
+    """Upper-triangular U (Fortran order, lower part unused) with UᵀU = P cov P + s 11ᵀ/m,
+    P = I − 11ᵀ/m, s the mean variance — a root of the covariance of the contrasts (a draw
+    from it differs from one from ``cov`` by a shift common to all models, which changes no
+    rank). ``None`` when that matrix is not positive definite (contrasts with zero variance)."""
+    m = cov.shape[0]
+    b = np.array(cov, dtype=np.float64, order="F")
+    b += b.T
+    b /= 2
+    row = b.mean(axis=1)
+    b -= row[:, None]
+    b -= row[None, :]
+    b += row.mean() + max(float(np.mean(np.diag(cov))), 1e-300) / m
+    c, info = scipy.linalg.lapack.dpotrf(b, lower=0, overwrite_a=1, clean=0)
+    return c if info == 0 else None
+
+
+def _normal_draws(scores: np.ndarray, cov: np.ndarray, draws: int, seed: int) -> np.ndarray:
+    """``draws`` score vectors (rows) from N(scores, cov), up to a shift per row when drawn
+    through :func:`_cholesky_root` (more than :data:`CHOLESKY_DRAWS_ABOVE` models)."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31 - 1,)))
+    x = np.asarray(scores, dtype=float)
+    m = len(x)
+    if m > CHOLESKY_DRAWS_ABOVE:
+        report(f"normal draws: Cholesky root of the {m}×{m} covariance")
+        with single_threaded_blas():
+            u = _cholesky_root(cov)
+        if u is not None:
+            z = rng.standard_normal((draws, m))
+            report(f"normal draws: {draws:,} draws of {m} scores")
+            # z U by rows: (z U)ᵀ = Uᵀ zᵀ, with zᵀ (Fortran order) overwritten in place
+            with single_threaded_blas():
+                y = scipy.linalg.blas.dtrmm(1.0, u, z.T, side=0, lower=0, trans_a=1, overwrite_b=1)
+            del u
+            out = y.T
+            out += x[None, :]
+            return out
+    vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
+    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
+    z = rng.standard_normal((draws, m))
+    return x[None, :] + z @ root.T
+
+
 def normal_rank_samples(
     scores: np.ndarray,
     cov: np.ndarray,
@@ -971,12 +1094,9 @@ def normal_rank_samples(
 ) -> np.ndarray:
     """Ranks of ``draws`` score vectors drawn from N(scores, cov) — the normal approximation's
     distribution of the ranks (a parametric bootstrap of the ranks); equal draws share the better
-    rank, or the worse one with ``worse`` (same draws for the same seed)."""
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31 - 1,)))
-    vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
-    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
-    z = rng.standard_normal((draws, len(scores)))
-    return _ranks(np.asarray(scores)[None, :] + z @ root.T, worse=worse)
+    rank, or the worse one with ``worse`` (same draws for the same seed). The root of ``cov`` is
+    its eigen-decomposition up to :data:`CHOLESKY_DRAWS_ABOVE` models, a Cholesky factor above."""
+    return _ranks(_normal_draws(scores, cov, draws, seed), worse=worse)
 
 
 def displayed_rank(ci_low: np.ndarray, ci_high: np.ndarray) -> np.ndarray:
@@ -989,7 +1109,7 @@ def displayed_rank(ci_low: np.ndarray, ci_high: np.ndarray) -> np.ndarray:
 
 def tiers(
     ratings: np.ndarray,
-    diff_se: np.ndarray,
+    diff_se: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
     *,
     level: float = 0.95,
     adjust: Literal["holm", "bonferroni", "none"] = "holm",
@@ -1001,13 +1121,15 @@ def tiers(
     multiplicity (Holm's step-down by default, which controls the family-wise error rate at
     1 − level), and a new tier starts after every adjacent pair that is separated. Returns the
     tier of each model (1 = top) and the adjusted p-value of each model against the next one
-    down (1.0 for the last)."""
+    down (1.0 for the last). ``diff_se``: the m×m standard errors of the differences, or a
+    function of index arrays (a, b) giving those of the pairs asked for (e.g.
+    :meth:`Covariance.difference_se`), so that no m×m matrix is formed."""
     level = _check_level(level)
     r = np.asarray(ratings, dtype=float)
     m = len(r)
     order = np.lexsort((np.arange(m), -r))
     a, b = order[:-1], order[1:]
-    se = np.asarray(diff_se, dtype=float)[a, b]
+    se = np.asarray(diff_se(a, b) if callable(diff_se) else np.asarray(diff_se)[a, b], dtype=float)
     gap = r[a] - r[b]
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, gap / se, np.where(gap > 0, np.inf, 0.0))
@@ -1157,14 +1279,22 @@ def intervals(
         worse_samples = _ranks(boot.scores, worse=True)
         notes = boot.notes
     else:
+        require_memory(
+            dense_bytes(m, 2) + 3 * 8 * NORMAL_RANK_DRAWS * m,
+            f"{ci} intervals of {m:,} models (two dense {m}×{m} arrays and "
+            f"{NORMAL_RANK_DRAWS:,} draws of the ranks)",
+            MEMORY_HINT,
+        )
         cov = covariance(fitted, ci, dispersion=dispersion)
         se = cov.se
         z = normal_ppf(0.5 + level / 2)
         low, high = ratings - z * se, ratings + z * se
-        rank_samples = normal_rank_samples(np.asarray(fitted.scores), cov.scores, seed=seed)
-        worse_samples = normal_rank_samples(
-            np.asarray(fitted.scores), cov.scores, seed=seed, worse=True
-        )
+        # one set of draws, ranked both ways (as normal_rank_samples with and without worse)
+        drawn = _normal_draws(np.asarray(fitted.scores), cov.scores, NORMAL_RANK_DRAWS, seed)
+        report(f"rank intervals: ranking {NORMAL_RANK_DRAWS:,} draws of {m} models")
+        rank_samples = _ranks(drawn)
+        worse_samples = _ranks(drawn, worse=True)
+        del drawn
         notes = cov.notes
     rank = np.empty(m, dtype=np.int64)
     rank[fitted.order()] = np.arange(1, m + 1)
@@ -1174,7 +1304,7 @@ def intervals(
     # a rank interval always contains the point rank
     rank_low = np.minimum(rank_low, rank)
     rank_high = np.maximum(rank_high, rank)
-    tier, p_next = tiers(ratings, cov.difference_se(), level=level)
+    tier, p_next = tiers(ratings, cov.difference_se, level=level)
     return Intervals(
         method=ci,
         level=level,

@@ -324,7 +324,12 @@ def rank(
     )
 
     loaded, fitted = fit_from_options(options)
-    payload = leaderboard_payload(fitted, loaded.data, **payload_options(loaded, options))
+    if options["ci"] in ("fisher", "sandwich"):
+        # the covariance and the rank draws take minutes at thousands of models: say so
+        with fit_progress(f"{options['ci']} intervals of {fitted.n_models:,} models"):
+            payload = leaderboard_payload(fitted, loaded.data, **payload_options(loaded, options))
+    else:
+        payload = leaderboard_payload(fitted, loaded.data, **payload_options(loaded, options))
     if loaded.dropped:
         payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
 

@@ -21,6 +21,7 @@ from .common import (
     emit,
     err_console,
     experiment_app,
+    fit_progress,
     load_data,
     positive,
     records_table,
@@ -148,20 +149,22 @@ def next_pairs(
         exclude_pairs = sorted(
             {(int(min(x, y)), int(max(x, y))) for x, y in zip(a, b, strict=True)}
         )
-    fitted = get_rater(method).fit(data)
+    with fit_progress(f"fitting {method} on {loaded.label}"):
+        fitted = get_rater(method).fit(data)
     counts = as_counts(data)
-    tracker = InformationTracker.from_counts(
-        counts, np.asarray(fitted.scores, dtype=float), estimate=selector.estimate or "plug-in"
-    )
     skipped = split_list(skip_model)
-    sel = selector.select(
-        tracker,
-        k,
-        rng=seed,
-        exclude_models=skipped,
-        exclude_pairs=exclude_pairs,
-        distinct=distinct,
-    )
+    with fit_progress(f"{strategy}: choosing {k} pair(s) among {counts.n_models:,} models"):
+        tracker = InformationTracker.from_counts(
+            counts, np.asarray(fitted.scores, dtype=float), estimate=selector.estimate or "plug-in"
+        )
+        sel = selector.select(
+            tracker,
+            k,
+            rng=seed,
+            exclude_models=skipped,
+            exclude_pairs=exclude_pairs,
+            distinct=distinct,
+        )
     notes = []
     if len(sel.pairs) < k:  # --distinct (or the exclusions) left fewer pairs than asked for
         why = "pairs of models" if distinct else "pairs"

@@ -280,7 +280,8 @@ class Fitted:
 
         i, j, counts, _ = self._bt_rows()
         p = expit(self.scores[i] - self.scores[j])
-        return -laplacian(self.n_models, i, j, counts.sum(axis=1) * p * (1 - p))
+        lap = laplacian(self.n_models, i, j, counts.sum(axis=1) * p * (1 - p))
+        return np.negative(lap, out=lap)  # in place: one m×m array at thousands of models
 
     def score_contributions(self) -> tuple[np.ndarray, np.ndarray]:
         """``(G, N)``: G[r, o] is the gradient of ln P(outcome o | row r) with respect to
