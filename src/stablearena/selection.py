@@ -716,6 +716,12 @@ class InformationTracker:
         if self._sigma is not None and w > 0:
             quads = [t for t in (self._tmat, self._lmat) if t is not None]
             _rank_one_update(self._sigma, quads, i, j, w)
+            bad = not (self._sigma[i, i] >= 0 and self._sigma[j, j] >= 0)
+            if bad and self.info is not None:
+                # a rank-one update of a near-singular Σ lost it (variances of -1e16 seen in an
+                # automatic arena with few judgements): computed again from I when next asked
+                # (a greedy batch's scratch copy keeps no I: its gains are clamped at 0)
+                self._sigma = self._tmat = self._lmat = None
 
     def block_pair(self, i: int | str, j: int | str) -> None:
         """Never offer pair (i, j) again (e.g. its real battles ran out in a replay)."""
@@ -1322,7 +1328,7 @@ class DOptimal(_OptimalDesign):
     criterion: ClassVar[str] = "rise of ln det(information)"
 
     def _gain(self, tracker, i, j, s):
-        return math.log1p(s)
+        return math.log1p(max(s, 0.0))  # w ρ ≥ 0; rounding may leave a tiny negative
 
 
 @register_selector("a-opt")
