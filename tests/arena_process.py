@@ -9,6 +9,7 @@ with flipping annotators through one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess", "simulated_arena_run"]
+__all__ = ["ServerProcess", "page_server", "simulated_arena_run"]
 
 #: Rate limits out of the way of a test or benchmark driving the arena at full speed.
 FAST = ["--set", "rate_limit=1000000", "--set", "rate_burst=1000000"]
@@ -124,6 +125,26 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def page_server(tmp: Path, base_url: str, models: tuple[str, ...], slow: float, config: str = ""):
+    """A ``serve`` process in ``tmp`` whose ``models`` are the demo server's at ``base_url``
+    (each word streamed ``slow`` seconds apart), with the extra TOML ``config`` before them."""
+    toml = tmp / "arena.toml"
+    toml.write_text(
+        config
+        + "".join(
+            f'[[models]]\nname = "{name}"\nbase_url = "{base_url}"\n'
+            f'model = "{name}+slow={slow:g}"\n\n'
+            for name in models
+        )
+    )
+    server = ServerProcess(f"sqlite:///{tmp / 'arena.db'}", "--config", str(toml), cwd=tmp).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def simulated_arena_run(

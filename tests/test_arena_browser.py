@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from arena_process import ServerProcess
+from arena_process import page_server
 from chromium import errors, requested, wait_loaded
 
 from stablearena.endpoints.demo_server import DemoServer
@@ -24,23 +24,15 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("arena-page")
     with DemoServer(seed=0) as demo:
-        config = tmp / "arena.toml"
-        models = "".join(
-            f'[[models]]\nname = "{name}"\nbase_url = "{demo.base_url}"\n'
-            f'model = "{name}+slow=0.12"\n\n'
-            for name in ("demo-ace", "demo-wild")
-        )
-        config.write_text(
+        with page_server(
+            tmp,
+            demo.base_url,
+            ("demo-ace", "demo-wild"),
+            0.12,
             "[arena]\nmin_records = 0\nrefit_votes = 1\nrefit_seconds = 0.5\n\n"
-            '[arena_page]\nprompts = "demo"\n\n' + models
-        )
-        server = ServerProcess(
-            f"sqlite:///{tmp / 'arena.db'}", "--config", str(config), cwd=tmp
-        ).start()
-        try:
+            '[arena_page]\nprompts = "demo"\n\n',
+        ) as server:
             yield server
-        finally:
-            server.stop()
 
 
 def state(driver) -> dict:

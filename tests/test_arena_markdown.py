@@ -13,7 +13,7 @@ import time
 
 import httpx
 import pytest
-from arena_process import ServerProcess
+from arena_process import page_server
 from chromium import errors, requested, wait_loaded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -52,20 +52,14 @@ return {flag: window.__pwned === undefined ? null : String(window.__pwned),
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("arena-markdown")
     with DemoServer(seed=0) as demo:
-        config = tmp / "arena.toml"
-        models = "".join(
-            f'[[models]]\nname = "{name}"\nbase_url = "{demo.base_url}"\n'
-            f'model = "{name}+slow=0.01"\n\n'
-            for name in ("demo-markdown", "demo-hostile")
-        )
-        config.write_text("[arena]\nmin_records = 0\n\n" + models)
-        server = ServerProcess(
-            f"sqlite:///{tmp / 'arena.db'}", "--config", str(config), cwd=tmp
-        ).start()
-        try:
+        with page_server(
+            tmp,
+            demo.base_url,
+            ("demo-markdown", "demo-hostile"),
+            0.01,
+            "[arena]\nmin_records = 0\n\n",
+        ) as server:
             yield server
-        finally:
-            server.stop()
 
 
 def battle(driver, url: str, width: int, height: int, audits: list | None = None) -> dict:
