@@ -290,27 +290,32 @@ class InjectionClassifier:
     the judge; its reply must contain ``INJECTION`` or ``CLEAN``. A failed call or another
     reply counts as *not asked* (``None``): the rules still apply."""
 
+    #: answers remembered (each judge of a battle checks the same two: one call per answer)
+    MEMORY = 256
+
     def __init__(self, client: Any):
         self.client = client
         self.calls = 0
         self.failures = 0
         self._closed = False
+        self._seen: dict[str, bool] = {}
 
     async def classify(self, text: str) -> bool | None:
+        if text in self._seen:
+            return self._seen[text]
         msg = self.client.messages(_CLASSIFIER_PROMPT.format(text=text.replace("</text>", "")))
         got = await self.client.complete(msg)
         self.calls += 1
         reply = getattr(got, "text", None)
-        if not isinstance(reply, str):
+        up = reply.upper() if isinstance(reply, str) else ""
+        said = True if "INJECTION" in up else False if "CLEAN" in up else None
+        if said is None:
             self.failures += 1
             return None
-        up = reply.upper()
-        if "INJECTION" in up:
-            return True
-        if "CLEAN" in up:
-            return False
-        self.failures += 1
-        return None
+        if len(self._seen) >= self.MEMORY:
+            self._seen.pop(next(iter(self._seen)))
+        self._seen[text] = said
+        return said
 
     async def aclose(self) -> None:
         """Close the endpoint's connections (once, however many judges share it)."""

@@ -404,30 +404,25 @@ class BattleHolder:
         ttl = self.state.config.battle_ttl
         if stored is not None:
             await stored
-        try:
-            await self.writer.submit_async(
+
+        def finish(answers: list[dict[str, Any]], failure: str | None) -> Any:
+            return self.writer.submit_async(
                 partial(
                     store.held.finish_held,
                     battle_id=row["id"],
-                    answers=rows,
+                    answers=answers,
                     failure=failure,
                     now=time.time(),
                     ttl=ttl,
                 )
             )
+
+        try:
+            await finish(rows, failure)
         except Exception as exc:  # noqa: BLE001 - stored failed, without the answers
             log.exception("battle %s: its answers could not be stored", row["id"])
             failure = f"the answers could not be stored: {type(exc).__name__}"
-            await self.writer.submit_async(
-                partial(
-                    store.held.finish_held,
-                    battle_id=row["id"],
-                    answers=[],
-                    failure=failure,
-                    now=time.time(),
-                    ttl=ttl,
-                )
-            )
+            await finish([], failure)
         if not failure and self.judges:
             task = asyncio.get_running_loop().create_task(self.judge(row, prompt, rows))
             self.tasks.add(task)
