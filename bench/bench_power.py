@@ -24,10 +24,11 @@ import time
 
 import numpy as np
 
-from stablearena.auto import AutoArena, AutoConfig, MemoryJournal, Prompt
+from stablearena.auto import AutoArena, AutoConfig, MemoryJournal, Prompt, fit_judgements
 from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
 from stablearena.judges import JudgeClient, demo_judges
-from stablearena.power import power_estimate
+from stablearena.power import information_model, power_estimate
+from stablearena.uncertainty import covariance
 
 
 def arena(config: AutoConfig, journal, n_models: int, prompts) -> AutoArena:
@@ -60,6 +61,7 @@ def one_seed(
     est = power_estimate(first, prompts=len(prompts), top=top, seed=seed)
     again = arena(AutoConfig(budget=cap, **kw), journal, n_models, prompts).run()
     needed = again.calls - first.calls if again.stop_reason == "precision" else None
+    check = decompose(first, again, top, seed, len(prompts)) if needed else {}
     return {
         "seed": seed,
         "stop": again.stop_reason,
@@ -73,6 +75,48 @@ def one_seed(
         ],
         "needed": needed,
         "prompts_out": est.prompts_out,
+        **check,
+    }
+
+
+def decompose(first, again, top: int, seed: int, n_prompts: int) -> dict:
+    """Which part of the prediction is off. At the stop, the deciding contrast is the adjacent
+    pair of the top K (in the final order) with the smallest z = gap / sd. ``sd_ratio``: its sd
+    predicted for the judgements the run actually needed (√cᵀ(J₀ + nΔJ)⁺c, the information part
+    of the estimate) over the sd of the final fit; ``gap_ratio``: its gap at the stop over its
+    gap when the estimate was made. ``oracle``: the plug-in's calls had it known the scores the
+    run ends with (the information still the run's at the estimate): the truth-known bound of
+    what a better gap estimate could give."""
+    model = information_model(first)
+    final, _ = fit_judgements(again.battles(), "am-elo")
+    xf = np.asarray(final.scores, dtype=float)
+    sf = np.asarray(covariance(final, "fisher").scores, dtype=float)
+    order = final.order()
+    n_more = sum(r.get("outcome") is not None for r in again.judgements) - len(model.ok)
+    best = None
+    for r in range(min(top, len(order) - 1)):
+        c = np.zeros(len(xf))
+        c[order[r]], c[order[r + 1]] = 1.0, -1.0
+        z = float(c @ xf) / math.sqrt(max(float(c @ sf @ c), 1e-300))
+        if best is None or z < best[0]:
+            best = (z, c)
+    assert best is not None
+    c = best[1]
+    sd_final = math.sqrt(max(float(c @ sf @ c), 0.0))
+    gap_now = float(c @ model.x)
+    oracle = power_estimate(
+        first,
+        prompts=n_prompts,
+        top=top,
+        seed=seed,
+        draws=0,
+        scores=dict(zip(final.models, xf, strict=True)),
+    )
+    return {
+        "sd_ratio": round(model.sd(c, n_more) / sd_final, 4) if sd_final > 0 else None,
+        "gap_now": round(gap_now, 4),
+        "gap_stop": round(float(c @ xf), 4),
+        "oracle": oracle.calls,
     }
 
 
@@ -121,7 +165,20 @@ def main() -> None:
         )
         rows.append(r)
         print(json.dumps(r), flush=True)
-    s = {"plug_in": summarise(rows), "predictive_median": summarise(rows, "predicted_median")}
+    s = {
+        "plug_in": summarise(rows),
+        "predictive_median": summarise(rows, "predicted_median"),
+        "oracle_gaps": summarise(rows, "oracle"),
+    }
+    sd = [r["sd_ratio"] for r in rows if r.get("sd_ratio")]
+    gaps = [
+        abs(r["gap_stop"]) / abs(r["gap_now"]) for r in rows if r.get("gap_now") and r["gap_stop"]
+    ]
+    if sd:
+        s["sd_ratio_median"] = float(np.median(sd))
+        s["sd_ratio_within_1_25"] = f"{sum(0.8 <= v <= 1.25 for v in sd)} of {len(sd)}"
+    if gaps:
+        s["gap_stop_over_gap_now_median"] = float(np.median(gaps))
     inside = [
         r["predicted_q25_q75"][0] <= r["needed"] <= r["predicted_q25_q75"][1]
         for r in rows

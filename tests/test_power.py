@@ -23,7 +23,7 @@ from stablearena.auto import (
 from stablearena.cli import app
 from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
 from stablearena.errors import InputError
-from stablearena.power import power_estimate
+from stablearena.power import information_model, power_estimate
 from stablearena.uncertainty import covariance
 from tests.test_auto import local_arena
 
@@ -115,7 +115,7 @@ def test_power_estimate_against_simulation():
     """Stop a 3-model run at 60 calls, predict the calls to separate the top model, continue the
     run from its journal until the precision stop, compare (seeds where both are defined)."""
     t0 = time.perf_counter()
-    ratios, predictive = [], []
+    ratios, predictive, sd_ratios = [], [], []
     for seed in (1, 3):  # seeds 0, 2: no am-ELO spread / separated by 60 calls
         prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(60, seed=seed)]
         models = [LocalDemoClient(m.name) for m in DEMO_MODELS[:3]]
@@ -136,9 +136,20 @@ def test_power_estimate_against_simulation():
         # the same criterion as the precision stop: at the stop, separated now
         assert power_estimate(again, prompts=60, top=1, seed=seed, draws=0).separated_now
         ratios.append(max(est.calls, 2) / (again.calls - first.calls))
+        # the information part: the deciding contrast's sd predicted for the judgements the run
+        # needed, against the final fit's (the gaps' error is the rest: bench/bench_power.py)
+        model = information_model(first)
+        final, _ = fit_judgements(again.battles(), "am-elo")
+        c = np.zeros(3)
+        c[final.order()[0]], c[final.order()[1]] = 1.0, -1.0
+        more = sum(r.get("outcome") is not None for r in again.judgements) - len(model.ok)
+        sd_final = math.sqrt(float(c @ covariance(final, "fisher").scores @ c))
+        sd_ratios.append(model.sd(c, more) / sd_final)
         predictive.append(est.predictive["calls_median"] / (again.calls - first.calls))
     print(f"ratios {np.round(ratios, 2)}, predictive {np.round(predictive, 2)}")
+    print(f"sd predicted / final {np.round(sd_ratios, 3)}")
     print(f"in {time.perf_counter() - t0:.1f} s")
     assert len(ratios) == 2
     assert 1 / FACTOR <= math.exp(np.mean(np.log(ratios))) <= FACTOR
     assert 1 / FACTOR <= math.exp(np.mean(np.log(predictive))) <= FACTOR
+    assert all(1 / 1.5 <= r <= 1.5 for r in sd_ratios), sd_ratios

@@ -80,6 +80,78 @@ class PowerEstimate:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class InformationModel:
+    """The information a run has and gains per judgement (the module docstring's J₀, ΔJ): the
+    fit's scores ``x`` and Fisher covariance ``sigma``, ``j0`` = Σ₀⁺, ``step`` = ΔJ (the mean
+    information of a recent successful judgement, calibrated by κ), ``calls_per`` judge calls
+    per successful judgement; ``ok`` the successful judgements in run order with the model
+    indices ``ii``/``jj`` of each."""
+
+    fitted: Any
+    x: np.ndarray
+    sigma: np.ndarray
+    j0: np.ndarray
+    step: np.ndarray
+    calls_per: float
+    ok: list[dict[str, Any]]
+    ii: np.ndarray
+    jj: np.ndarray
+    notes: tuple[str, ...] = ()
+
+    def sd(self, contrast: np.ndarray, n: float) -> float:
+        """The predicted standard deviation of ``contrast`` · x after ``n`` more successful
+        judgements: √(cᵀ (J₀ + n ΔJ)⁺ c)."""
+        s = np.linalg.pinv(self.j0 + n * self.step, rcond=1e-10, hermitian=True)
+        return float(np.sqrt(max(float(contrast @ s @ contrast), 0.0)))
+
+
+def information_model(result: Any, rater: str = "am-elo") -> InformationModel:
+    """:class:`InformationModel` of ``result`` (an :class:`~stablearena.auto.AutoResult`)
+    fitted with ``rater``; raises :class:`~stablearena.errors.InputError` when the run has no
+    fit with a Fisher covariance yet."""
+    from .auto import fit_judgements, judge_information
+    from .errors import StableArenaError
+    from .uncertainty import covariance
+
+    models = list(result.models)
+    m = len(models)
+    ok = [r for r in result.judgements if r.get("outcome") is not None]
+    if len(ok) < 2:
+        raise InputError("no fit yet: the run has fewer than two successful judgements")
+    battles = result.battles()
+    try:
+        fitted, notes = fit_judgements(battles, rater)
+        cov = covariance(fitted, "fisher")
+    except StableArenaError as exc:
+        raise InputError(
+            f"the run's fit has no Fisher covariance yet ({exc}); judge more"
+        ) from None
+    x = np.asarray(fitted.scores, dtype=float)
+    sigma = np.asarray(cov.scores, dtype=float)
+    j0 = np.linalg.pinv((sigma + sigma.T) / 2, rcond=1e-10, hermitian=True)
+
+    # per-judgement information, in run order
+    index = {n: k for k, n in enumerate(models)}
+    ii = np.array([index[r["x"]] for r in ok])
+    jj = np.array([index[r["y"]] for r in ok])
+    ability = np.ones(len(ok))
+    if getattr(fitted, "abilities", None) is not None and getattr(fitted, "annotators", None):
+        by = dict(zip(fitted.annotators, np.asarray(fitted.abilities, dtype=float), strict=True))
+        ability = np.array([by.get(r["judge"], 0.0) for r in ok])
+
+    info = judge_information(ability, x[ii] - x[jj])
+    s_all = _laplacian(m, ii, jj, info)
+    w0 = len(ok) // 2
+    recent = slice(w0, None)
+    s_recent = _laplacian(m, ii[recent], jj[recent], info[recent]) / (len(ok) - w0)
+    kappa = float(np.trace(j0) / np.trace(s_all)) if np.trace(s_all) > 0 else 0.0
+    step = kappa * s_recent
+    calls_per = max(result.calls / len(ok), 2.0)
+
+    return InformationModel(fitted, x, sigma, j0, step, calls_per, ok, ii, jj, tuple(notes))
+
+
 def _laplacian(m: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> np.ndarray:
     out = np.zeros((m, m))
     np.add.at(out, (i, i), w)
@@ -106,15 +178,18 @@ def power_estimate(
     rater: str = "am-elo",
     seed: int = 0,
     draws: int = 200,
+    scores: Any = None,
 ) -> PowerEstimate:
     """Predict the further judge calls ``result`` (an :class:`~stablearena.auto.AutoResult`)
     needs to separate its ``top`` K models (as ``--precision-top K`` does) or the ``pair``
     (model names) at ``level``, with the design spending calls as it has recently; ``prompts``:
-    the size of the prompt set; ``draws``: paths of the predictive estimate (0: none). The
-    formula is in the module docstring."""
-    from .auto import fit_judgements, top_k_separated
-    from .errors import StableArenaError
-    from .uncertainty import covariance, normal_rank_samples, rank_intervals
+    the size of the prompt set; ``draws``: paths of the predictive estimate (0: none);
+    ``scores``: a what-if — the scores (by model name, in the fit's units) to assume instead of
+    the current estimate (the information stays the run's; bench/bench_power.py uses the scores
+    a run ends with, to measure how much of the error is the gaps'). The formula is in the
+    module docstring."""
+    from .auto import top_k_separated
+    from .uncertainty import normal_rank_samples, rank_intervals
 
     if (top is None) == (pair is None):
         raise InputError("give the number of top models (--top K) or a pair (--pair A B)")
@@ -135,44 +210,22 @@ def power_estimate(
                 f"--pair needs two different models of the run ({', '.join(models)}), "
                 f"not {pair[0]!r} and {pair[1]!r}"
             )
-    ok = [r for r in result.judgements if r.get("outcome") is not None]
-    if len(ok) < 2:
-        raise InputError("no fit yet: the run has fewer than two successful judgements")
-    battles = result.battles()
-    try:
-        fitted, notes = fit_judgements(battles, rater)
-        cov = covariance(fitted, "fisher")
-    except StableArenaError as exc:
-        raise InputError(
-            f"the run's fit has no Fisher covariance yet ({exc}); judge more"
-        ) from None
-    notes = list(notes)
-    x = np.asarray(fitted.scores, dtype=float)
-    sigma = np.asarray(cov.scores, dtype=float)
-    j0 = np.linalg.pinv((sigma + sigma.T) / 2, rcond=1e-10, hermitian=True)
-
-    # per-judgement information, in run order
+    model = information_model(result, rater)
+    ok, fitted, notes = model.ok, model.fitted, list(model.notes)
+    x, sigma, j0, step, calls_per = model.x, model.sigma, model.j0, model.step, model.calls_per
+    if scores is not None:
+        missing = [n for n in models if n not in scores]
+        if missing:
+            raise InputError(f"scores= lacks {', '.join(missing)}")
+        x = np.array([float(scores[n]) for n in models])
     index = {n: k for k, n in enumerate(models)}
-    ii = np.array([index[r["x"]] for r in ok])
-    jj = np.array([index[r["y"]] for r in ok])
-    ability = np.ones(len(ok))
-    if getattr(fitted, "abilities", None) is not None and getattr(fitted, "annotators", None):
-        by = dict(zip(fitted.annotators, np.asarray(fitted.abilities, dtype=float), strict=True))
-        ability = np.array([by.get(r["judge"], 0.0) for r in ok])
-    from .auto import judge_information
-
-    info = judge_information(ability, x[ii] - x[jj])
-    s_all = _laplacian(m, ii, jj, info)
-    w0 = len(ok) // 2
+    ii, jj, w0 = model.ii, model.jj, len(ok) // 2
     recent = slice(w0, None)
-    s_recent = _laplacian(m, ii[recent], jj[recent], info[recent]) / (len(ok) - w0)
-    kappa = float(np.trace(j0) / np.trace(s_all)) if np.trace(s_all) > 0 else 0.0
-    step = kappa * s_recent
-    calls_per = max(result.calls / len(ok), 2.0)
 
     z = _z(0.5 + level / 2) + (_z(power) if power is not None else 0.0)
     rank = np.empty(m, dtype=np.int64)
-    rank[fitted.order()] = np.arange(1, m + 1)
+    order = fitted.order() if scores is None else np.lexsort((np.array(models), -x))
+    rank[order] = np.arange(1, m + 1)
 
     def sigma_at(n: float) -> np.ndarray:
         return np.linalg.pinv(j0 + n * step, rcond=1e-10, hermitian=True)
