@@ -618,7 +618,10 @@ def judged_texts(conv: dict[str, Any]) -> tuple[str, dict[str, str]]:
     the user's messages, numbered, as the prompt, and each side's answers, numbered by turn, as
     its answer — the whole conversation, so the judges judge what the person voted on."""
     users = [m["content"] for m in conv["a"] if m["role"] == "user"]
-    prompt = f"A conversation of {len(users)} turns. The user's messages, in order:\n\n" + "\n\n".join(f"[Turn {k}] {u}" for k, u in enumerate(users, 1))
+    prompt = (
+        f"A conversation of {len(users)} turns. The user's messages, in order:\n\n"
+        + "\n\n".join(f"[Turn {k}] {u}" for k, u in enumerate(users, 1))
+    )
     text = {
         side: "\n\n".join(
             f"[Turn {k}] {m['content']}"
