@@ -348,32 +348,51 @@ class BattleHolder:
         self, who: Principal, battle_id: str, prompt: str | None
     ) -> tuple[store.held.Turn, asyncio.Queue[dict[str, Any] | None]]:
         """A follow-up turn (``prompt``) or, with ``prompt`` None, the last turn regenerated, on
-        a complete battle of ``who`` (:func:`~.store.arena.accept_turn`: limits, not voted,
-        not stopped). Both models are called with the whole conversation, each with its own
-        answers; returns the accepted turn and the queue of its pieces, as :meth:`hold`."""
+        a complete battle of ``who``. Both models are called with the whole conversation, each
+        with its own answers; returns the accepted turn and the queue of its pieces, as
+        :meth:`hold`. As there, the calls start before the writer has accepted the turn
+        (:func:`~.store.arena.accept_turn`: limits, not voted, not stopped) — planned on a
+        read of the stored conversation (:func:`~.store.arena.plan_turn`) — so that accepting
+        it adds nothing to the time to the first token; a turn refused meanwhile is cancelled
+        and nothing of it is kept."""
         await self.refresh()
         page = self.page
-        got = await self.writer.submit_async(
-            partial(
-                store.held.accept_turn,
-                battle_id=battle_id,
-                annotator_id=who.id,
-                prompt=prompt,
-                now=time.time(),
-                max_turns=page.max_turns,
-                max_regenerations=page.max_regenerations,
-                max_chars=page.max_conversation_chars,
-            )
-        )
-        if isinstance(got, store.held.TurnRefused):
-            raise ApiError(got.status, got.code, got.message, "battle_id")
-        row = {"id": battle_id, "model_a": got.model_a, "model_b": got.model_b}
+        limits = {
+            "battle_id": battle_id,
+            "annotator_id": who.id,
+            "prompt": prompt,
+            "now": time.time(),
+            "max_turns": page.max_turns,
+            "max_regenerations": page.max_regenerations,
+            "max_chars": page.max_conversation_chars,
+        }
+        plan = await asyncio.to_thread(self._plan, limits)
+        if isinstance(plan, store.held.TurnRefused):
+            raise ApiError(plan.status, plan.code, plan.message, "battle_id")
+        row = {"id": battle_id, "model_a": plan.model_a, "model_b": plan.model_b}
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = self._spawn(
-            self._run(row, got.prompt, queue, None, got.history, got.turn, got.attempt)
+            self._run(row, plan.prompt, queue, stored, plan.history, plan.turn, plan.attempt)
         )
+        try:
+            got = await self.writer.submit_async(partial(store.held.accept_turn, **limits))
+        except BaseException:
+            task.cancel()
+            raise
+        if isinstance(got, store.held.TurnRefused):
+            task.cancel()
+            raise ApiError(got.status, got.code, got.message, "battle_id")
+        if (got.turn, got.attempt) != (plan.turn, plan.attempt):  # another turn came between
+            task.cancel()
+            raise ApiError(409, "busy", "the battle changed meanwhile; try again", "battle_id")
+        stored.set_result(None)
         self._live(battle_id, task)
         return got, queue
+
+    def _plan(self, limits: dict[str, Any]) -> store.held.Turn | store.held.TurnRefused:
+        with self.state.engine.connect() as conn:
+            return store.held.plan_turn(conn, **limits)
 
     async def stop_battle(self, who: Principal, battle_id: str) -> str:
         """Stop a battle of ``who``: stored ``stopped`` (never votable, not counted), then its
@@ -489,6 +508,8 @@ class BattleHolder:
         try:
             results = await asyncio.gather(*(one(s, m) for s, m in sides))
         except asyncio.CancelledError:  # stopped: keep what came, then end
+            if stored is not None and not stored.done():
+                raise  # never accepted (refused): nothing of it is kept
             cut = Failure("", "stopped", "stopped by the person", elapsed=time.monotonic() - t0)
             rows = [
                 {**_answer_row(s, m, self.endpoints[m], cut), "text": "".join(came[s])}

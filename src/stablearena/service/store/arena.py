@@ -40,6 +40,7 @@ __all__ = [
     "finish_held",
     "held_status",
     "accept_turn",
+    "plan_turn",
     "Turn",
     "TurnRefused",
     "stop_battle",
@@ -354,14 +355,49 @@ def accept_turn(
 ) -> Turn | TurnRefused:
     """Accept a follow-up turn (``prompt``) or, with ``prompt`` None, a regeneration of the last
     turn (both answers sampled again; the old ones stay stored as an earlier attempt) on a
-    complete held battle of ``annotator_id`` with no vote, within the limits: at most
-    ``max_turns`` turns, ``max_regenerations`` regenerations per battle, and ``max_chars``
-    characters in the conversation either model would be sent (the user's messages and its own
-    answers). The battle becomes ``served`` (not votable) until :func:`finish_held` stores the
-    turn — in one statement, so two posts at once accept one turn. The one place in the store
-    where a follow-up prompt is accepted (the first turn's: :func:`insert_held`)."""
+    complete held battle of ``annotator_id`` with no vote, within the limits
+    (:func:`plan_turn`). The battle becomes ``served`` (not votable) until :func:`finish_held`
+    stores the turn — in one statement, so two posts at once accept one turn. The one place in
+    the store where a follow-up prompt is accepted (the first turn's: :func:`insert_held`)."""
+    got = plan_turn(
+        conn, battle_id, annotator_id, prompt, now, max_turns, max_regenerations, max_chars
+    )
+    if isinstance(got, TurnRefused):
+        return got
+    changed = conn.execute(
+        held_battles.update()
+        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
+        .values(status="served")
+    ).rowcount
+    if not changed:
+        return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
+    conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
+    return got
+
+
+def plan_turn(
+    conn: Connection,
+    battle_id: str,
+    annotator_id: int,
+    prompt: str | None,
+    now: float,
+    max_turns: int,
+    max_regenerations: int,
+    max_chars: int,
+) -> Turn | TurnRefused:
+    """The turn :func:`accept_turn` would accept, read only (the worker starts both calls with
+    it while the writer accepts it): the battle is a complete held battle of ``annotator_id``
+    with no vote, not expired, and the turn is within the limits — at most ``max_turns`` turns,
+    ``max_regenerations`` regenerations per battle, and ``max_chars`` characters in the
+    conversation either model would be sent (the user's messages and its own answers)."""
     h = conn.execute(
-        sa.select(held_battles.c.status, held_battles.c.annotator_id, battles.c.expires_at)
+        sa.select(
+            held_battles.c.status,
+            held_battles.c.annotator_id,
+            battles.c.expires_at,
+            battles.c.model_a,
+            battles.c.model_b,
+        )
         .join(battles, battles.c.id == held_battles.c.battle_id)
         .where(held_battles.c.battle_id == battle_id)
     ).first()
@@ -433,18 +469,7 @@ def accept_turn(
             f"answers), more than arena_page.max_conversation_chars = {max_chars}; vote, or "
             "start a new battle",
         )
-    changed = conn.execute(
-        held_battles.update()
-        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
-        .values(status="served")
-    ).rowcount
-    if not changed:
-        return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
-    conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
-    ab = conn.execute(
-        sa.select(battles.c.model_a, battles.c.model_b).where(battles.c.id == battle_id)
-    ).one()
-    return Turn(turn, attempt, prompt, history, int(ab.model_a), int(ab.model_b))
+    return Turn(turn, attempt, prompt, history, int(h.model_a), int(h.model_b))
 
 
 def stop_battle(
