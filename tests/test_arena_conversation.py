@@ -13,10 +13,14 @@ import json
 import re
 import threading
 import time
+import uuid
 
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as fuzz_settings
+from hypothesis import strategies as st
 
 from stablearena.endpoints.demo_server import DemoServer
 from stablearena.service import store
@@ -357,3 +361,124 @@ def test_a_database_before_conversations_reads_its_battles_as_turn_one(tmp_path)
         ],
         "turns": 1,
     }
+
+
+# ---------------------------------------------------------------------------------- fuzz
+@pytest.fixture(scope="module")
+def fuzz_db(tmp_path_factory):
+    """One migrated database for every example (each example holds its own battle)."""
+    eng = store.make_engine(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'fuzz.db'}")
+    store.migrate(eng)
+    with eng.begin() as conn:
+        conn.execute(store.models.insert(), [{"name": n, "added_at": 0.0} for n in ("x", "y")])
+        conn.execute(store.annotators.insert().values(name="v", role="annotator", created_at=0.0))
+    yield eng
+    eng.dispose()
+
+
+def _answers(texts: dict[str, str]) -> list[dict]:
+    out = []
+    for side, mid in (("a", 1), ("b", 2)):
+        tokens, headers, lists, bold = style_counts(texts[side])
+        out.append(
+            {
+                "side": side,
+                "model_id": mid,
+                "params": "{}",
+                "attempts": 1,
+                "text": texts[side],
+                "style_tokens": tokens,
+                "style_headers": headers,
+                "style_lists": lists,
+                "style_bold": bold,
+            }
+        )
+    return out
+
+
+_TEXT = st.text(st.sampled_from("ab *#-\n1"), min_size=0, max_size=30)
+
+
+@fuzz_settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["follow", "regen"]), _TEXT.filter(str.strip), _TEXT, _TEXT),
+        max_size=8,
+    ),
+    max_turns=st.integers(1, 4),
+    max_regen=st.integers(0, 3),
+    max_chars=st.integers(20, 200),
+)
+def test_fuzz_turns_regenerations_and_limits_keep_the_conversation_whole(
+    fuzz_db, ops, max_turns, max_regen, max_chars
+):
+    """Any sequence of follow-ups and regenerations, accepted or refused by the limits, leaves a
+    conversation of user/assistant pairs per side equal to a model of it (the current answer of
+    each turn), the replaced attempts kept, and the style counts the sum over the turns."""
+    eng, bid = fuzz_db, uuid.uuid4().hex
+    now = time.time()
+    row = {
+        "id": bid, "annotator_id": 1, "model_a": 1, "model_b": 2, "strategy": "random",
+        "propensity": None, "served_at": now, "expires_at": 0.0, "check": False,
+    }  # fmt: skip
+    held = {"prompt_id": "p", "prompt": "first", "category": "other", "address": None}
+    with eng.begin() as conn:
+        assert store.held.insert_held(conn, row, {**held, "served_at": now}, None) == []
+        store.held.finish_held(conn, bid, _answers({"a": "A1", "b": "B1"}), None, now, 3600.0)
+    model = [("first", {"a": "A1", "b": "B1"})]  # the current turns
+    replaced, regens = [], 0
+    for kind, prompt, ta, tb in ops:
+        with eng.begin() as conn:
+            got = store.held.accept_turn(
+                conn, bid, 1, prompt if kind == "follow" else None, now, max_turns, max_regen,
+                max_chars,
+            )  # fmt: skip
+            new_prompt = prompt if kind == "follow" else model[-1][0]
+            size = max(
+                sum(len(p) + len(a[s]) for p, a in (model if kind == "follow" else model[:-1]))
+                for s in "ab"
+            ) + len(new_prompt)
+            over = (
+                (kind == "follow" and len(model) + 1 > max_turns)
+                or (kind == "regen" and regens >= max_regen)
+                or size > max_chars
+            )
+            assert isinstance(got, store.held.TurnRefused) == over, (got, over)
+            if over:
+                assert got.status == 422 and "arena_page.max_" in got.message
+                continue
+            assert (got.turn, got.prompt) == (len(model) + (kind == "follow"), new_prompt)
+            store.held.finish_held(
+                conn, bid, _answers({"a": ta, "b": tb}), None, now, 3600.0,
+                got.turn, got.attempt, got.prompt,
+            )  # fmt: skip
+        if kind == "follow":
+            model.append((prompt, {"a": ta, "b": tb}))
+        else:
+            regens += 1
+            replaced.append(model[-1][1])
+            model[-1] = (model[-1][0], {"a": ta, "b": tb})
+    with eng.connect() as conn:
+        conv = store.held.conversation(conn, bid, history=True)
+        summary = {
+            r.side: r
+            for r in conn.execute(
+                sa.select(battle_answers).where(battle_answers.c.battle_id == bid)
+            ).all()
+        }
+        status = store.held.held_status(conn, bid)
+    assert status == "complete" and conv["turns"] == len(model)
+    for s in "ab":
+        want = [
+            m
+            for p, a in model
+            for m in ({"role": "user", "content": p}, {"role": "assistant", "content": a[s]})
+        ]
+        assert conv[s] == want
+        sums = [sum(x) for x in zip(*(style_counts(a[s]) for _, a in model), strict=True)]
+        r = summary[s]
+        assert [r.style_tokens, r.style_headers, r.style_lists, r.style_bold] == sums
+        assert r.text == model[-1][1][s]
+    assert [{"a": r["a"], "b": r["b"]} for r in conv["replaced"]] == replaced
