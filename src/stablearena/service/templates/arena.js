@@ -313,9 +313,10 @@ async function run(url, body, text) {
   controls("streaming"); send.disabled = true; prompt.disabled = true;
   say("Both models are answering…");
   var r = await post(url, body);
-  if (!r.ok) {
+  if (!r.ok) {  // refused (a limit, a rate): the battle stays as it was, the text stays typed
     say(await failed(r), true);
     controls(battle ? "complete" : "new");
+    if (body.prompt) { prompt.value = body.prompt; }
     return;
   }
   var reader = reading = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
