@@ -19,6 +19,7 @@ import logging
 import random
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -34,6 +35,9 @@ from .visitors import allowed, refuse_open
 __all__ = ["BattleHolder", "endpoint_json", "load_pool", "write_model_tables"]
 
 log = logging.getLogger("stablearena.service")
+
+#: The conversations a worker keeps in memory to plan follow-ups without a read.
+CONVERSATIONS = 1024
 
 #: The probe's prompt (a model under outage is back when it answers anything).
 PROBE = "Reply with the word ok."
@@ -129,6 +133,9 @@ class BattleHolder:
         self.tasks: set[asyncio.Task] = set()
         #: the battles generating on this worker: their task (cancelled by stop)
         self.live: dict[str, asyncio.Task] = {}
+        #: the conversations this worker generated last (a follow-up is planned from memory,
+        #: without a read: :meth:`follow`), newest last, at most CONVERSATIONS
+        self.convs: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     # ------------------------------------------------------------------ registry
     def _read(self) -> tuple[int, list[Any]]:
@@ -350,11 +357,13 @@ class BattleHolder:
         """A follow-up turn (``prompt``) or, with ``prompt`` None, the last turn regenerated, on
         a complete battle of ``who``. Both models are called with the whole conversation, each
         with its own answers; returns the accepted turn and the queue of its pieces, as
-        :meth:`hold`. As there, the calls start before the writer has accepted the turn
-        (:func:`~.store.arena.accept_turn`: limits, not voted, not stopped) — planned on a
-        read of the stored conversation (:func:`~.store.arena.plan_turn`) — so that accepting
-        it adds nothing to the time to the first token; a turn refused meanwhile is cancelled
-        and nothing of it is kept."""
+        :meth:`hold`. As there, the calls start before the writer has accepted the turn, so
+        that accepting it adds nothing to the time to the first token: the turn is planned —
+        from the conversation this worker generated, kept in memory, or else from a read of the
+        stored one (:func:`~.store.arena.plan_turn`: the limits) — and the writer accepts it
+        only if the stored conversation is still the one planned on
+        (:func:`~.store.arena.accept_planned`; not voted, not stopped). A turn refused
+        meanwhile is cancelled and nothing of it is kept."""
         await self.refresh()
         page = self.page
         limits = {
@@ -366,29 +375,83 @@ class BattleHolder:
             "max_regenerations": page.max_regenerations,
             "max_chars": page.max_conversation_chars,
         }
-        plan = await asyncio.to_thread(self._plan, limits)
+        conv = self.convs.get(battle_id)
+        if conv is not None and conv["annotator"] == who.id:
+            plan = store.held.plan_from(
+                conv,
+                conv["regens"],
+                conv["attempt"],
+                conv["models"],
+                prompt,
+                page.max_turns,
+                page.max_regenerations,
+                page.max_conversation_chars,
+            )
+        else:
+            plan = await asyncio.to_thread(self._plan, limits)
         if isinstance(plan, store.held.TurnRefused):
             raise ApiError(plan.status, plan.code, plan.message, "battle_id")
-        row = {"id": battle_id, "model_a": plan.model_a, "model_b": plan.model_b}
+        row = {
+            "id": battle_id,
+            "model_a": plan.model_a,
+            "model_b": plan.model_b,
+            "annotator_id": who.id,
+            "regens": plan.regenerated + (plan.attempt > 1),  # after this turn
+            "attempt": plan.attempt,
+        }
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = self._spawn(
             self._run(row, plan.prompt, queue, stored, plan.history, plan.turn, plan.attempt)
         )
         try:
-            got = await self.writer.submit_async(partial(store.held.accept_turn, **limits))
+            got = await self.writer.submit_async(
+                partial(
+                    store.held.accept_planned,
+                    battle_id=battle_id,
+                    annotator_id=who.id,
+                    turn=plan.turn,
+                    attempt=plan.attempt,
+                    now=limits["now"],
+                )
+            )
         except BaseException:
             task.cancel()
             raise
-        if isinstance(got, store.held.TurnRefused):
+        if got is not None:
             task.cancel()
+            self.convs.pop(battle_id, None)  # planned on an old state: read it next time
+            if got.code == "busy":  # why, from the stored battle (voted, stopped, …)
+                again = await asyncio.to_thread(self._plan, limits)
+                if isinstance(again, store.held.TurnRefused):
+                    got = again
             raise ApiError(got.status, got.code, got.message, "battle_id")
-        if (got.turn, got.attempt) != (plan.turn, plan.attempt):  # another turn came between
-            task.cancel()
-            raise ApiError(409, "busy", "the battle changed meanwhile; try again", "battle_id")
         stored.set_result(None)
         self._live(battle_id, task)
-        return got, queue
+        return plan, queue
+
+    def remember(
+        self, row: dict[str, Any], prompt: str, history: dict[str, Any] | None, texts: dict
+    ) -> None:
+        """Keep a completed turn's conversation in memory (:attr:`convs`) for the next plan."""
+        hist = history or {"a": [], "b": []}
+        self.convs.pop(row["id"], None)
+        self.convs[row["id"]] = {
+            **{
+                side: [
+                    *hist[side],
+                    {"role": "user", "content": prompt},
+                    {"role": "assistant", "content": texts.get(side) or ""},
+                ]
+                for side in "ab"
+            },
+            "regens": row.get("regens", 0),
+            "attempt": row.get("attempt", 1),
+            "annotator": row["annotator_id"],
+            "models": (row["model_a"], row["model_b"]),
+        }
+        while len(self.convs) > CONVERSATIONS:
+            self.convs.popitem(last=False)
 
     def _plan(self, limits: dict[str, Any]) -> store.held.Turn | store.held.TurnRefused:
         with self.state.engine.connect() as conn:
@@ -406,6 +469,7 @@ class BattleHolder:
         )
         if isinstance(got, store.held.TurnRefused):
             raise ApiError(got.status, got.code, got.message, "battle_id")
+        self.convs.pop(battle_id, None)
         task = self.live.get(battle_id)
         if task is not None:
             task.cancel()
@@ -543,10 +607,15 @@ class BattleHolder:
             log.exception("battle %s: its answers could not be stored", row["id"])
             failure = f"the answers could not be stored: {type(exc).__name__}"
             await finish([], failure)
+        if failure:
+            self.convs.pop(row["id"], None)
+        elif "annotator_id" in row:
+            self.remember(row, prompt, history, {r["side"]: r.get("text") for r in rows})
         return {"status": "failed" if failure else "complete", "failure": failure}
 
     def after_vote(self, battle_id: str) -> None:
         """A person's vote closed the battle: the judges (if any) judge its whole conversation."""
+        self.convs.pop(battle_id, None)
         if self.judges:
             self._spawn(self.judge_battle(battle_id))
 

@@ -27,7 +27,7 @@ from .tables import (
     models,
     votes,
 )
-from .votes import VoteResult, insert_battles, record_vote
+from .votes import VoteResult, cursor, insert_battles, record_vote
 
 __all__ = [
     "set_endpoint",
@@ -41,6 +41,8 @@ __all__ = [
     "held_status",
     "accept_turn",
     "plan_turn",
+    "plan_from",
+    "accept_planned",
     "Turn",
     "TurnRefused",
     "stop_battle",
@@ -269,12 +271,15 @@ def finish_held(
                 "asked_at": now,
             }
         )
+    cur = cursor(conn)  # the driver's cursor: both inserts are on every battle's path
     if rows:
-        conn.execute(battle_turns.insert(), rows)
-    for a in answers:  # one by one: an answer and a failure have different columns
-        if first:
-            conn.execute(battle_answers.insert().values(battle_id=battle_id, **a))
-            continue
+        cur.executemany(_insert_sql(conn, "battle_turns"), [_values(r, _TURN_COLS) for r in rows])
+    if first and answers:
+        cur.executemany(
+            _insert_sql(conn, "battle_answers"),
+            [_values({**a, "battle_id": battle_id}, _ANSWER_COLS) for a in answers],
+        )
+    for a in answers if not first else ():
         summary = {k: a.get(k) for k in _SUMMARY}
         summary.update(_style_sums(conn, battle_id, a["side"]))
         done = conn.execute(
@@ -293,6 +298,31 @@ def finish_held(
     ).rowcount
     if changed and not failure:
         conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl))
+
+
+_ANSWER_COLS = tuple(c.name for c in battle_answers.columns)
+_TURN_COLS = tuple(c.name for c in battle_turns.columns)
+_INSERTS: dict[tuple[str, str], str] = {}
+
+
+def _insert_sql(conn: Connection, table: str) -> str:
+    """``INSERT INTO table (every column) VALUES (…)`` in the driver's parameter style."""
+    key = (conn.dialect.name, table)
+    sql = _INSERTS.get(key)
+    if sql is None:
+        cols = _ANSWER_COLS if table == "battle_answers" else _TURN_COLS
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        sql = _INSERTS[key] = (
+            f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
+        )
+    return sql
+
+
+def _values(row: dict[str, Any], cols: tuple[str, ...]) -> tuple[Any, ...]:
+    unknown = set(row) - set(cols)
+    if unknown:
+        raise ValueError(f"not columns of the table: {sorted(unknown)}")
+    return tuple(row.get(c) for c in cols)
 
 
 def _current(rows: list[Any]) -> dict[tuple[int, str], Any]:
@@ -332,6 +362,8 @@ class Turn(NamedTuple):
     history: dict[str, list[dict[str, str]]]
     model_a: int
     model_b: int
+    #: the battle's regenerations before this turn
+    regenerated: int = 0
 
 
 class TurnRefused(NamedTuple):
@@ -373,6 +405,49 @@ def accept_turn(
         return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
     conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
     return got
+
+
+def accept_planned(
+    conn: Connection, battle_id: str, annotator_id: int, turn: int, attempt: int, now: float
+) -> TurnRefused | None:
+    """Accept turn ``turn`` (attempt ``attempt``) that a worker planned from the conversation
+    it generated itself (its limits checked there): refused unless the battle is a complete
+    held battle of ``annotator_id`` with no vote, not expired, whose stored conversation is
+    still the one planned on — ``turn - 1`` turns for a follow-up, ``attempt - 1`` attempts of
+    turn ``turn`` for a regeneration (else 409 ``busy``: plan again, :func:`accept_turn`).
+    Then, as :func:`accept_turn`, the battle becomes ``served``. None: accepted."""
+    h = conn.execute(
+        sa.select(held_battles.c.status, held_battles.c.annotator_id, battles.c.expires_at)
+        .join(battles, battles.c.id == held_battles.c.battle_id)
+        .where(held_battles.c.battle_id == battle_id)
+    ).first()
+    if h is None or h.annotator_id != annotator_id or h.status != "complete":
+        return TurnRefused(409, "busy", "the battle changed meanwhile; try again")
+    if now > h.expires_at:
+        return TurnRefused(410, "expired", f"battle {battle_id} expired; start a new battle")
+    top = conn.execute(
+        sa.select(sa.func.max(battle_turns.c.turn)).where(battle_turns.c.battle_id == battle_id)
+    ).scalar()
+    tries = conn.execute(
+        sa.select(sa.func.max(battle_turns.c.attempt)).where(
+            battle_turns.c.battle_id == battle_id, battle_turns.c.turn == turn
+        )
+    ).scalar()
+    stored = (top, tries) == ((turn - 1, None) if attempt == 1 else (turn, attempt - 1))
+    voted = conn.execute(
+        sa.select(sa.func.count()).select_from(votes).where(votes.c.battle_id == battle_id)
+    ).scalar_one()
+    if voted or not stored:
+        return TurnRefused(409, "busy", "the battle changed meanwhile; try again")
+    changed = conn.execute(
+        held_battles.update()
+        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
+        .values(status="served")
+    ).rowcount
+    if not changed:
+        return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
+    conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
+    return None
 
 
 def plan_turn(
@@ -432,8 +507,43 @@ def plan_turn(
     ).all()
     cur = _current(rows)
     turns = max((t for t, _ in cur), default=0)
+    conv: dict[str, list[dict[str, str]]] = {"a": [], "b": []}
+    for t in range(1, turns + 1):
+        for side in "ab":
+            r = cur[(t, side)]
+            conv[side].append({"role": "user", "content": r.prompt})
+            conv[side].append({"role": "assistant", "content": r.text or ""})
+    regenerated = sum(1 for r in rows if r.side == "a") - turns
+    last = cur[(turns, "a")].attempt if turns else 0
+    return plan_from(
+        conv,
+        regenerated,
+        last,
+        (int(h.model_a), int(h.model_b)),
+        prompt,
+        max_turns,
+        max_regenerations,
+        max_chars,
+    )
+
+
+def plan_from(
+    conv: dict[str, list[dict[str, str]]],
+    regenerated: int,
+    attempt: int,
+    models: tuple[int, int],
+    prompt: str | None,
+    max_turns: int,
+    max_regenerations: int,
+    max_chars: int,
+) -> Turn | TurnRefused:
+    """The next turn of conversation ``conv`` (per side, user and assistant messages; its last
+    turn's current answer is attempt ``attempt``; ``regenerated`` regenerations so far): a
+    follow-up ``prompt`` or, with None, the last turn again — within the limits, else why not
+    (a 422 that names the limit and the value). The one check of the limits, for
+    :func:`plan_turn` (a read of the stored battle) and for a worker's conversation in memory."""
+    turns = len(conv["a"]) // 2
     if prompt is None:  # regenerate the last turn
-        regenerated = sum(1 for r in rows if r.side == "a") - turns
         if regenerated >= max_regenerations:
             return TurnRefused(
                 422,
@@ -442,9 +552,9 @@ def plan_turn(
                 f"arena_page.max_regenerations = {max_regenerations} allows; vote, or start a "
                 "new battle",
             )
-        turn = turns
-        attempt = max(r.attempt for r in rows if r.turn == turn) + 1
-        prompt = cur[(turn, "a")].prompt
+        turn, attempt = turns, attempt + 1
+        prompt = conv["a"][-2]["content"]
+        history = {side: conv[side][:-2] for side in "ab"}
     else:
         turn, attempt = turns + 1, 1
         if turn > max_turns:
@@ -454,12 +564,7 @@ def plan_turn(
                 f"this battle has {turns} turns, the most arena_page.max_turns = {max_turns} "
                 "allows; vote, or start a new battle",
             )
-    history: dict[str, list[dict[str, str]]] = {"a": [], "b": []}
-    for t in range(1, turn):
-        for side in "ab":
-            r = cur[(t, side)]
-            history[side].append({"role": "user", "content": r.prompt})
-            history[side].append({"role": "assistant", "content": r.text or ""})
+        history = {side: list(conv[side]) for side in "ab"}
     size = max(sum(len(m["content"]) for m in history[s]) for s in "ab") + len(prompt)
     if size > max_chars:
         return TurnRefused(
@@ -469,7 +574,7 @@ def plan_turn(
             f"answers), more than arena_page.max_conversation_chars = {max_chars}; vote, or "
             "start a new battle",
         )
-    return Turn(turn, attempt, prompt, history, int(h.model_a), int(h.model_b))
+    return Turn(turn, attempt, prompt, history, models[0], models[1], regenerated)
 
 
 def stop_battle(
