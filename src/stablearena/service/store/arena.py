@@ -288,7 +288,7 @@ def finish_held(
             .values(**summary)
         )
         if not done.rowcount:
-            conn.execute(battle_answers.insert().values(battle_id=battle_id, **a, **summary))
+            conn.execute(battle_answers.insert().values(**{**a, **summary, "battle_id": battle_id}))
     status = "failed" if failure else "complete"
     changed = conn.execute(
         held_battles.update()
