@@ -13,6 +13,14 @@ counted.
     PYTHONPATH=src python bench/bench_arena.py [--battles 200] [--slow 0.01] [--rounds 2]
     PYTHONPATH=src python bench/bench_arena.py --steady 30 [--battles 200] [--slow 0.5]
 
+``--turns T`` (T > 1, burst only) adds conversations: each round also holds every battle for T
+turns (the first prompt, then T − 1 follow-ups through ``POST /arena/battles/{id}/turns``, each
+read to the end, then the vote) beside the one-turn battles, and the direct phase makes the same
+T pairs of calls with the growing conversation (2k − 1 messages at turn k): it reports the
+worker's CPU per one-turn battle, per T-turn battle and per extra turn, and the added time to
+first token of the follow-up turns. The floor relay has no conversations (``--target floor``
+ignores ``--turns``).
+
 ``--battles 1 --rounds 41`` measures one battle at a time (the arena's own latency, no queue).
 ``--target floor`` runs the same load through ``bench/floor_relay.py`` instead of the arena: a
 bare asyncio relay with the arena's model client and nothing else (no pair choice, storage,
@@ -153,27 +161,71 @@ async def direct(
 
 
 async def held(
-    url: str, client: aiohttp.ClientSession, csrf: str, prompt: str
+    url: str, client: aiohttp.ClientSession, csrf: str, prompt: str, follow: tuple[str, ...] = ()
 ) -> tuple[float, str, str]:
-    """(time to the first streamed piece, battle id, end status) of one held battle."""
+    """(time to the first streamed piece, battle id, end status) of one held battle; with
+    ``follow``, its follow-up turns too (each read to the end), the first-piece time of each
+    follow-up appended to the tuple as a list."""
     h = {"X-CSRF-Token": csrf, "Origin": url}
-    t0 = time.perf_counter()
     first, bid, status = float("nan"), "", ""
-    async with client.post(url + "/arena/battles", json={"prompt": prompt}, headers=h) as r:
-        async for line in r.content:
-            if not line.strip():
-                continue
-            m = json.loads(line)
-            if "battle_id" in m:
-                bid = m["battle_id"]
-            elif "delta" in m and first != first:
-                first = time.perf_counter() - t0
-            elif m.get("done"):
-                status = m["status"]
+    later: list[float] = []
+    for k, text in enumerate((prompt, *follow)):
+        path = "/arena/battles" if k == 0 else f"/arena/battles/{bid}/turns"
+        t0, got = time.perf_counter(), float("nan")
+        async with client.post(url + path, json={"prompt": text}, headers=h) as r:
+            async for line in r.content:
+                if not line.strip():
+                    continue
+                m = json.loads(line)
+                if "battle_id" in m:
+                    bid = m["battle_id"]
+                elif "delta" in m and got != got:
+                    got = time.perf_counter() - t0
+                elif m.get("done"):
+                    status = m["status"]
+        if k == 0:
+            first = got
+        else:
+            later.append(got)
+        if status != "complete":
+            break
     vote = f"{url}/arena/battles/{bid}/vote"
     async with client.post(vote, json={"outcome": "tie"}, headers=h) as r:
         await r.read()
-    return first, bid, status
+    return (first, bid, status, later) if follow else (first, bid, status)
+
+
+async def direct_turns(
+    c: aiohttp.ClientSession, base_url: str, slow: float, prompts: tuple[str, ...]
+) -> list[float]:
+    """The direct calls of a conversation: per turn, two concurrent calls (one per model) with
+    the conversation so far (each model's own answers), read to the end; the time to the first
+    content piece of each turn after the first."""
+    history: dict[str, list[dict[str, str]]] = {m: [] for m in MODELS}
+    firsts: list[float] = []
+    for k, prompt in enumerate(prompts):
+        t0 = time.perf_counter()
+
+        async def one(model: str, prompt: str = prompt, t0: float = t0) -> float:
+            first, text = float("nan"), []
+            body = {"model": f"{model}+slow={slow}", "stream": True}
+            body["messages"] = [*history[model], {"role": "user", "content": prompt}]
+            async with c.post(base_url + "/chat/completions", json=body) as r:
+                async for line in r.content:
+                    if _content(line):
+                        if first != first:
+                            first = time.perf_counter() - t0
+                        text.append(json.loads(line[5:])["choices"][0]["delta"]["content"])
+            history[model] += [
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": "".join(text)},
+            ]
+            return first
+
+        got = min(await asyncio.gather(*(one(m) for m in MODELS)))
+        if k:
+            firsts.append(got)
+    return firsts
 
 
 async def steady(
@@ -234,6 +286,7 @@ async def run(args: argparse.Namespace) -> None:
                 return
             added, rates, extra = [], [], []
             all_ids: list[str] = []
+            convo: dict[str, list] = {"ids": [], "one": [], "many": [], "added": []}
             for k in range(args.rounds):  # interleaved: direct, arena, direct, arena…
                 t0, m0, b0 = time.perf_counter(), cpu_seconds(demo.proc.pid), time.process_time()
                 d = await asyncio.gather(
@@ -248,6 +301,7 @@ async def run(args: argparse.Namespace) -> None:
                 n = len(clients)
                 phases = (((b1 - b0) + (m1 - m0)) / n, ((b2 - b1) + (m2 - m1) + cpu) / n)
                 extra.append(phases[1] - phases[0])
+                convo.setdefault("last_one", []).append(cpu / n)
                 a = [g[0] for g in got]
                 assert all(g[2] == "complete" for g in got), [g[2] for g in got]
                 all_ids += [g[1] for g in got]
@@ -271,6 +325,11 @@ async def run(args: argparse.Namespace) -> None:
                     f"extra {extra[-1] * 1e3:.2f} ms × {n // 2} battles before the median one = "
                     f"{extra[-1] * (n // 2) * 1e3:.0f} ms of CPU"
                 )
+                if args.turns > 1 and args.target == "arena":
+                    await conversation_round(
+                        args, demo, proc, url, clients, shared, prompt, k, convo
+                    )
+                    all_ids += convo["ids"][-len(clients) :]
             later = added[1:] or added  # the first round pays the start (connections, first fit)
             print(
                 f"rounds 2-{len(added)}: added time to first token, median of the rounds' p50 "
@@ -279,10 +338,60 @@ async def run(args: argparse.Namespace) -> None:
                 f"per battle (worker, client and model server together, vs calling directly) "
                 f"{statistics.median(extra[1:] or extra) * 1e3:.2f} ms"
             )
+            if convo["many"]:
+                one_cpu = statistics.median(convo["one"][1:] or convo["one"])
+                many = statistics.median(convo["many"][1:] or convo["many"])
+                print(
+                    f"conversations, rounds 2-{len(convo['many'])}: worker CPU per one-turn battle "
+                    f"{one_cpu * 1e3:.2f} ms, per {args.turns}-turn battle {many * 1e3:.2f} ms: "
+                    f"{(many - one_cpu) / (args.turns - 1) * 1e3:.2f} ms per extra turn; added "
+                    f"time to first token of a follow-up, median of the rounds' p50 "
+                    f"{statistics.median(convo['added'][1:] or convo['added']) * 1e3:.1f} ms"
+                )
             await report_end(proc, url, admin, rss0, all_ids, clients, shared)
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+FOLLOW = ("And 18*23?", "What is 19*23?", "And the capital of France?", "What is 20*23?")
+
+
+async def conversation_round(
+    args: argparse.Namespace,
+    demo: DemoServer,
+    proc: subprocess.Popen,
+    url: str,
+    clients: list[tuple[aiohttp.ClientSession, str]],
+    shared: list[aiohttp.ClientSession],
+    prompt: str,
+    k: int,
+    convo: dict[str, list],
+) -> None:
+    """One round of conversations (``--turns``): every battle held for T turns at once, beside
+    the same direct calls; the worker CPU per battle recorded with the one-turn round's."""
+    follow = tuple(FOLLOW[j % len(FOLLOW)] for j in range(args.turns - 1))
+    d = await asyncio.gather(
+        *(direct_turns(c, demo.base_url, args.slow, (prompt, *follow)) for c in shared)
+    )
+    t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
+    got = await asyncio.gather(*(held(url, c, t, prompt, follow) for c, t in clients))
+    cpu = cpu_seconds(proc.pid) - c0
+    n = len(got)
+    assert all(g[2] == "complete" for g in got), [g[2] for g in got]
+    a = [x for g in got for x in g[3]]
+    dd = [x for ds in d for x in ds]
+    added = statistics.median(a) - statistics.median(dd)
+    convo["ids"] += [g[1] for g in got]
+    convo["one"].append(convo.get("last_one", [cpu / n])[-1])
+    convo["many"].append(cpu / n)
+    convo["added"].append(added)
+    print(
+        f"  conversations of {args.turns} turns: worker CPU per battle {cpu / n * 1e3:.2f} ms "
+        f"({cpu / n / args.turns * 1e3:.2f} ms per turn); follow-up ttft direct p50 "
+        f"{statistics.median(dd) * 1e3:.1f} ms, arena p50 {statistics.median(a) * 1e3:.1f} ms, "
+        f"added {added * 1e3:.1f} ms; {time.perf_counter() - t0:.1f} s"
+    )
 
 
 async def report_end(
@@ -412,6 +521,9 @@ def main() -> None:
         help="floor: bench/floor_relay.py instead of the arena (the least a relay adds)",
     )
     p.add_argument("--warmup", type=float, default=5.0, help="--steady: seconds not timed")
+    p.add_argument(
+        "--turns", type=int, default=1, help="burst: also hold each battle for this many turns"
+    )
     asyncio.run(run(p.parse_args()))
 
 

@@ -353,11 +353,14 @@ class EndpointClient:
                 headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def messages(self, prompt: str) -> list[dict[str, str]]:
-        """The chat messages for a one-turn prompt (the system prompt first, if any)."""
+    def messages(self, prompt: str, history: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
+        """The chat messages for ``prompt``: the system prompt first (if any), then the
+        conversation so far (``history``: user and this model's own assistant messages, in
+        order), then the prompt as the last user message."""
         out = []
         if self.endpoint.system_prompt:
             out.append({"role": "system", "content": self.endpoint.system_prompt})
+        out.extend({"role": m["role"], "content": m["content"]} for m in history)
         out.append({"role": "user", "content": prompt})
         return out
 

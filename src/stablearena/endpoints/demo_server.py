@@ -14,12 +14,15 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``drop`` — stream two words, then drop the connection (no ``[DONE]``);
 * ``r429=N:S`` — answer the first ``N`` requests with HTTP 429 and ``Retry-After: S``;
 * ``id=X`` — no effect but a separate request counter (tests keep their counters apart);
+* ``count`` — the answer starts by saying how many messages the request carried and their
+  roles (``I received 3 messages (user, assistant, user).``): a conversation's turns;
 * ``bad=KIND`` — a streamed answer that goes wrong as real broken servers do, after a first
   good piece: one of :data:`BAD_KINDS` (``bad=cycle``: each kind in turn, one per request).
 
 Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
 requests, the most in flight at once, the number of client connections they came on
-(``peers``: distinct client address and port) and the arrival times (for tests of concurrency and
+(``peers``: distinct client address and port), the number of messages of each request
+(``messages``), the last request's messages (``last_messages``) and the arrival times (for tests of concurrency and
 back-off). With ``--api-key-env NAME`` the server requires ``Authorization: Bearer KEY`` with
 the key held in environment variable ``NAME`` (a key is never put on a command line).
 """
@@ -142,7 +145,15 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
     from starlette.routing import Route
 
     stats: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"requests": 0, "in_flight": 0, "in_flight_max": 0, "arrivals": [], "peers": set()}
+        lambda: {
+            "requests": 0,
+            "in_flight": 0,
+            "in_flight_max": 0,
+            "arrivals": [],
+            "peers": set(),
+            "messages": [],
+            "last_messages": [],
+        }
     )
 
     def authorised(request: Request) -> bool:
@@ -179,6 +190,8 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
         st = stats[name]
         st["requests"] += 1
         st["arrivals"].append(time.monotonic())
+        st["messages"].append(len(messages))
+        st["last_messages"] = messages
         if request.client is not None:
             st["peers"].add((request.client.host, request.client.port))
         n = st["requests"]
@@ -198,6 +211,9 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
         text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
         if text is None:
             return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
+        if "count" in modes:
+            roles = ", ".join(str(m.get("role")) for m in messages)
+            text = f"I received {len(messages)} messages ({roles}). {text}"
         toks = tokens(text)
         finish = "stop"
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")

@@ -52,6 +52,22 @@ class ArenaPage(BaseModel):
         f"category (in file order) whose expression it matches, else {DEFAULT_CATEGORY!r}.",
     )
     max_prompt_chars: int = Field(4000, ge=1, le=1_000_000, description="Longest prompt accepted.")
+    max_turns: int = Field(
+        8,
+        ge=1,
+        le=1000,
+        description="Most turns of one battle (the first prompt and its follow-ups).",
+    )
+    max_regenerations: int = Field(
+        4, ge=0, le=1000, description="Most regenerations (both answers re-sampled) per battle."
+    )
+    max_conversation_chars: int = Field(
+        40_000,
+        ge=1,
+        le=10_000_000,
+        description="Most characters of a conversation sent to a model (the prompts and that "
+        "model's answers), the new prompt included.",
+    )
     cookie_days: float = Field(
         30.0, gt=0.0, le=3660.0, description="Lifetime of a visitor's identity."
     )

@@ -19,6 +19,7 @@ import logging
 import random
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -34,6 +35,9 @@ from .visitors import allowed, refuse_open
 __all__ = ["BattleHolder", "endpoint_json", "load_pool", "write_model_tables"]
 
 log = logging.getLogger("stablearena.service")
+
+#: The conversations a worker keeps in memory to plan follow-ups without a read.
+CONVERSATIONS = 1024
 
 #: The probe's prompt (a model under outage is back when it answers anything).
 PROBE = "Reply with the word ok."
@@ -127,6 +131,11 @@ class BattleHolder:
         self.judges = _judge_clients(settings.judges, settings.injection)
         self.judge_ids: dict[str, int] = {}
         self.tasks: set[asyncio.Task] = set()
+        #: the battles generating on this worker: their task (cancelled by stop)
+        self.live: dict[str, asyncio.Task] = {}
+        #: the conversations this worker generated last (a follow-up is planned from memory,
+        #: without a read: :meth:`follow`), newest last, at most CONVERSATIONS
+        self.convs: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     # ------------------------------------------------------------------ registry
     def _read(self) -> tuple[int, list[Any]]:
@@ -302,6 +311,7 @@ class BattleHolder:
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             task = self._spawn(self._run(row, prompt, queue, stored))
+            self._live(row["id"], task)
             try:
                 refused = await self.writer.submit_async(
                     partial(
@@ -335,15 +345,148 @@ class BattleHolder:
         task.add_done_callback(self.tasks.discard)
         return task
 
+    def _live(self, battle_id: str, task: asyncio.Task[Any]) -> None:
+        self.live[battle_id] = task
+        task.add_done_callback(
+            lambda t: self.live.pop(battle_id, None) if self.live.get(battle_id) is t else None
+        )
+
+    async def follow(
+        self, who: Principal, battle_id: str, prompt: str | None
+    ) -> tuple[store.held.Turn, asyncio.Queue[dict[str, Any] | None]]:
+        """A follow-up turn (``prompt``) or, with ``prompt`` None, the last turn regenerated, on
+        a complete battle of ``who``. Both models are called with the whole conversation, each
+        with its own answers; returns the accepted turn and the queue of its pieces, as
+        :meth:`hold`. As there, the calls start before the writer has accepted the turn, so
+        that accepting it adds nothing to the time to the first token: the turn is planned —
+        from the conversation this worker generated, kept in memory, or else from a read of the
+        stored one (:func:`~.store.arena.plan_turn`: the limits) — and the writer accepts it
+        only if the stored conversation is still the one planned on
+        (:func:`~.store.arena.accept_planned`; not voted, not stopped). A turn refused
+        meanwhile is cancelled and nothing of it is kept."""
+        await self.refresh()
+        page = self.page
+        limits = {
+            "battle_id": battle_id,
+            "annotator_id": who.id,
+            "prompt": prompt,
+            "now": time.time(),
+            "max_turns": page.max_turns,
+            "max_regenerations": page.max_regenerations,
+            "max_chars": page.max_conversation_chars,
+        }
+        conv = self.convs.get(battle_id)
+        if conv is not None and conv["annotator"] == who.id:
+            plan = store.held.plan_from(
+                conv,
+                conv["regens"],
+                conv["attempt"],
+                conv["models"],
+                prompt,
+                page.max_turns,
+                page.max_regenerations,
+                page.max_conversation_chars,
+            )
+        else:
+            plan = await asyncio.to_thread(self._plan, limits)
+        if isinstance(plan, store.held.TurnRefused):
+            raise ApiError(plan.status, plan.code, plan.message, "battle_id")
+        row = {
+            "id": battle_id,
+            "model_a": plan.model_a,
+            "model_b": plan.model_b,
+            "annotator_id": who.id,
+            "regens": plan.regenerated + (plan.attempt > 1),  # after this turn
+            "attempt": plan.attempt,
+        }
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        task = self._spawn(
+            self._run(row, plan.prompt, queue, stored, plan.history, plan.turn, plan.attempt)
+        )
+        try:
+            got = await self.writer.submit_async(
+                partial(
+                    store.held.accept_planned,
+                    battle_id=battle_id,
+                    annotator_id=who.id,
+                    turn=plan.turn,
+                    attempt=plan.attempt,
+                    now=limits["now"],
+                )
+            )
+        except BaseException:
+            task.cancel()
+            raise
+        if got is not None:
+            task.cancel()
+            self.convs.pop(battle_id, None)  # planned on an old state: read it next time
+            if got.code == "busy":  # why, from the stored battle (voted, stopped, …)
+                again = await asyncio.to_thread(self._plan, limits)
+                if isinstance(again, store.held.TurnRefused):
+                    got = again
+            raise ApiError(got.status, got.code, got.message, "battle_id")
+        stored.set_result(None)
+        self._live(battle_id, task)
+        return plan, queue
+
+    def remember(
+        self, row: dict[str, Any], prompt: str, history: dict[str, Any] | None, texts: dict
+    ) -> None:
+        """Keep a completed turn's conversation in memory (:attr:`convs`) for the next plan."""
+        hist = history or {"a": [], "b": []}
+        self.convs.pop(row["id"], None)
+        self.convs[row["id"]] = {
+            **{
+                side: [
+                    *hist[side],
+                    {"role": "user", "content": prompt},
+                    {"role": "assistant", "content": texts.get(side) or ""},
+                ]
+                for side in "ab"
+            },
+            "regens": row.get("regens", 0),
+            "attempt": row.get("attempt", 1),
+            "annotator": row["annotator_id"],
+            "models": (row["model_a"], row["model_b"]),
+        }
+        while len(self.convs) > CONVERSATIONS:
+            self.convs.popitem(last=False)
+
+    def _plan(self, limits: dict[str, Any]) -> store.held.Turn | store.held.TurnRefused:
+        with self.state.engine.connect() as conn:
+            return store.held.plan_turn(conn, **limits)
+
+    async def stop_battle(self, who: Principal, battle_id: str) -> str:
+        """Stop a battle of ``who``: stored ``stopped`` (never votable, not counted), then its
+        calls on this worker cancelled (both upstream streams closed; what came of the answers
+        is stored with the failure ``stopped``). A battle generating on another worker is
+        stored stopped all the same; its calls there run to their end. Returns its status."""
+        got = await self.writer.submit_async(
+            partial(
+                store.held.stop_battle, battle_id=battle_id, annotator_id=who.id, now=time.time()
+            )
+        )
+        if isinstance(got, store.held.TurnRefused):
+            raise ApiError(got.status, got.code, got.message, "battle_id")
+        self.convs.pop(battle_id, None)
+        task = self.live.get(battle_id)
+        if task is not None:
+            task.cancel()
+        return got
+
     async def _run(
         self,
         row: dict[str, Any],
         prompt: str,
         queue: asyncio.Queue[dict[str, Any] | None],
-        stored: asyncio.Future[None],
+        stored: asyncio.Future[None] | None,
+        history: dict[str, list[dict[str, str]]] | None = None,
+        turn: int = 1,
+        attempt: int = 1,
     ) -> None:
         """Generate the battle's answers into ``queue`` (the generation goes on, and is stored,
-        even when the page goes away)."""
+        even when the page goes away; only a stop cancels it)."""
 
         def emit(side: str, delta: str | None) -> None:
             queue.put_nowait(
@@ -354,7 +497,9 @@ class BattleHolder:
 
         try:
             try:
-                end = await self.generate(row, prompt, emit, stored)
+                end = await self.generate(row, prompt, emit, stored, history, turn, attempt)
+            except asyncio.CancelledError:  # stopped: its answers were stored as they came
+                end = {"status": "stopped", "failure": "stopped by the person"}
             except Exception as exc:  # noqa: BLE001 - the page's stream must get its last line
                 log.exception("battle %s: the generation failed", row["id"])
                 end = {"status": "failed", "failure": f"{type(exc).__name__}: {exc}"}
@@ -368,18 +513,36 @@ class BattleHolder:
         prompt: str,
         emit: Emit,
         stored: asyncio.Future[None] | None = None,
+        history: dict[str, list[dict[str, str]]] | None = None,
+        turn: int = 1,
+        attempt: int = 1,
     ) -> dict[str, Any]:
-        """Call both models at once, ``emit(side, delta)`` as their answers stream in, then
-        (once ``stored`` says the battle is) store both answers and the battle's new status;
-        returns ``{"status", "failure"}``."""
+        """Call both models at once — each with the conversation so far (``history[side]``:
+        the user's messages and its own answers) and ``prompt`` — ``emit(side, delta)`` as
+        their answers stream in, then (once ``stored`` says the battle is) store both answers
+        as turn ``turn`` (attempt ``attempt``) and the battle's new status; returns
+        ``{"status", "failure"}``. Cancelled (a stop), it stores what came of both answers,
+        with the failure ``stopped``, and is cancelled."""
         sides = (("a", row["model_a"]), ("b", row["model_b"]))
+        came: dict[str, list[str]] = {"a": [], "b": []}
+        t0 = time.monotonic()
+
+        def heard(side: str, delta: str | None) -> None:
+            if delta is None:
+                came[side].clear()
+            else:
+                came[side].append(delta)
+            emit(side, delta)
 
         async def one(side: str, mid: int) -> Any:
             if mid not in self.endpoints:
                 return Failure(str(mid), "no_endpoint", "the model lost its endpoint")
             try:
                 client = self.client(mid)
-                res = await client.complete(client.messages(prompt), partial(emit, side))
+                messages = client.messages(prompt, (history or {}).get(side, ()))
+                res = await client.complete(messages, partial(heard, side))
+            except asyncio.CancelledError:
+                raise
             except Exception as exc:  # noqa: BLE001 - a failed call, never a wedged battle
                 log.exception("model %s: the call failed unexpectedly", mid)
                 res = Failure(str(mid), "bad_response", f"{type(exc).__name__}: {exc}")
@@ -389,7 +552,41 @@ class BattleHolder:
                 log.exception("model %s: its outage state could not be stored", mid)
             return res
 
-        results = await asyncio.gather(*(one(s, m) for s, m in sides))
+        ttl = self.state.config.battle_ttl
+
+        def finish(answers: list[dict[str, Any]], failure: str | None) -> Any:
+            return self.writer.submit_async(
+                partial(
+                    store.held.finish_held,
+                    battle_id=row["id"],
+                    answers=answers,
+                    failure=failure,
+                    now=time.time(),
+                    ttl=ttl,
+                    turn=turn,
+                    attempt=attempt,
+                    prompt=prompt,
+                )
+            )
+
+        try:
+            results = await asyncio.gather(*(one(s, m) for s, m in sides))
+        except asyncio.CancelledError:  # stopped: keep what came, then end
+            if stored is not None and not stored.done():
+                raise  # never accepted (refused): nothing of it is kept
+            cut = Failure("", "stopped", "stopped by the person", elapsed=time.monotonic() - t0)
+            rows = [
+                {**_answer_row(s, m, self.endpoints[m], cut), "text": "".join(came[s])}
+                for s, m in sides
+                if m in self.endpoints
+            ]
+            try:
+                if stored is not None:
+                    await stored
+                await finish(rows, "stopped by the person")
+            except Exception:  # noqa: BLE001 - the battle is stored stopped all the same
+                log.exception("battle %s: its stopped answers could not be stored", row["id"])
+            raise
         rows = [
             _answer_row(s, m, self.endpoints[m], r)
             for (s, m), r in zip(sides, results, strict=True)
@@ -401,42 +598,58 @@ class BattleHolder:
             if not r.ok
         ]
         failure = "; ".join(failed) or None
-        ttl = self.state.config.battle_ttl
         if stored is not None:
             await stored
-
-        def finish(answers: list[dict[str, Any]], failure: str | None) -> Any:
-            return self.writer.submit_async(
-                partial(
-                    store.held.finish_held,
-                    battle_id=row["id"],
-                    answers=answers,
-                    failure=failure,
-                    now=time.time(),
-                    ttl=ttl,
-                )
-            )
-
+        # the one place where a turn's answers are finished (checks of an answer hook in here)
         try:
             await finish(rows, failure)
         except Exception as exc:  # noqa: BLE001 - stored failed, without the answers
             log.exception("battle %s: its answers could not be stored", row["id"])
             failure = f"the answers could not be stored: {type(exc).__name__}"
             await finish([], failure)
-        if not failure and self.judges:
-            task = asyncio.get_running_loop().create_task(self.judge(row, prompt, rows))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+        if failure:
+            self.convs.pop(row["id"], None)
+        elif "annotator_id" in row:
+            self.remember(row, prompt, history, {r["side"]: r.get("text") for r in rows})
         return {"status": "failed" if failure else "complete", "failure": failure}
 
+    def after_vote(self, battle_id: str) -> None:
+        """A person's vote closed the battle: the judges (if any) judge its whole conversation."""
+        self.convs.pop(battle_id, None)
+        if self.judges:
+            self._spawn(self.judge_battle(battle_id))
+
+    async def judge_battle(self, battle_id: str) -> int:
+        """Every judge judges the conversation of a held battle closed by a vote (read with
+        :func:`~.store.arena.judge_material`); the votes recorded."""
+        got = await asyncio.to_thread(self._judge_material, battle_id)
+        if got is None:
+            return 0
+        return await self.judge(got["row"], got["prompt"], got["answers"], got)
+
+    def _judge_material(self, battle_id: str) -> dict[str, Any] | None:
+        with self.state.engine.connect() as conn:
+            return store.held.judge_material(conn, battle_id)
+
     # ------------------------------------------------------------------ judges
-    async def judge(self, row: dict[str, Any], prompt: str, answers: list[dict[str, Any]]) -> int:
+    async def judge(
+        self,
+        row: dict[str, Any],
+        prompt: str,
+        answers: list[dict[str, Any]],
+        material: dict[str, Any] | None = None,
+    ) -> int:
         """Every judge judges a completed battle in both orders (stablearena.judges; orders
         that disagree are a tie) and votes on its own copy of it as an annotator of the arena;
-        a failed or unparseable judgement is no vote. Returns the votes recorded."""
+        a failed or unparseable judgement is no vote. A conversation of several turns is judged
+        whole (:func:`judged_texts`). Returns the votes recorded."""
         text = {a["side"]: a["text"] for a in answers}
+        conv = (material or {}).get("conversation")
+        asked = prompt
+        if conv and conv["turns"] > 1:
+            asked, text = judged_texts(conv)
         got = await asyncio.gather(
-            *(j.judge_pair(prompt, row["id"], "a", text["a"], "b", text["b"]) for j in self.judges)
+            *(j.judge_pair(asked, row["id"], "a", text["a"], "b", text["b"]) for j in self.judges)
         )
         st, now, done = self.state, time.time(), 0
         held = {
@@ -482,11 +695,31 @@ class BattleHolder:
                         "judge_reasoning": json.dumps(judgement.verdict_records()),
                     },
                     answers=answers,
+                    turns=(material or {}).get("turns"),
                 )
             )
             st.after_vote(Principal(jid, jc.name, "annotator", "", ""), copy["id"], res)
             done += 1
         return done
+
+
+def judged_texts(conv: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """What a judge reads of a conversation of several turns (``store.arena.conversation``):
+    the user's messages, numbered, as the prompt, and each side's answers, numbered by turn, as
+    its answer — the whole conversation, so the judges judge what the person voted on."""
+    users = [m["content"] for m in conv["a"] if m["role"] == "user"]
+    prompt = (
+        f"A conversation of {len(users)} turns. The user's messages, in order:\n\n"
+        + "\n\n".join(f"[Turn {k}] {u}" for k, u in enumerate(users, 1))
+    )
+    text = {
+        side: "\n\n".join(
+            f"[Turn {k}] {m['content']}"
+            for k, m in enumerate((m for m in conv[side] if m["role"] == "assistant"), 1)
+        )
+        for side in "ab"
+    }
+    return prompt, text
 
 
 def _judge_clients(entries: list[dict[str, Any]], injection: dict[str, Any]) -> list[Any]:

@@ -7,8 +7,12 @@ is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``GET /a
 ``GET /arena/vendor/…`` (the vendored Markdown, sanitiser, highlighting and math libraries),
 ``GET /arena/prompt`` (one from the pool), ``POST /arena/battles`` (a pair by the serving rule;
 both answers stream back as NDJSON lines ``{"side": "a"|"b", "delta": …}`` between a first line
-``{"battle_id": …}`` and a last ``{"done": true, "status": …}``) and ``POST
-/arena/battles/{id}/vote`` (refused until both answers are complete; answers with the names).
+``{"battle_id": …}`` and a last ``{"done": true, "status": …}``), ``POST
+/arena/battles/{id}/turns`` (a follow-up prompt: streamed alike, each model given the whole
+conversation with its own answers), ``POST /arena/battles/{id}/regenerate`` (both answers of
+the last turn sampled again; the old ones kept), ``POST /arena/battles/{id}/stop`` (cancels
+both calls; a stopped battle is never votable) and ``POST /arena/battles/{id}/vote`` (refused
+until both answers are complete; closes the battle; answers with the names).
 Posts need the identity's CSRF token in ``X-CSRF-Token`` and must come from this site.
 """
 
@@ -68,6 +72,21 @@ class ArenaBattle(BaseModel):
     @classmethod
     def _text(cls, v: str | None) -> str | None:
         problem = None if v is None or v == "" else prompt_problem(v)
+        if problem:
+            raise ValueError(f"the text {problem}")
+        return v
+
+
+class ArenaTurn(BaseModel):
+    """A follow-up prompt in a battle (checked as a first prompt is)."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt: str = Field(min_length=1)
+
+    @field_validator("prompt")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        problem = prompt_problem(v)
         if problem:
             raise ValueError(f"the text {problem}")
         return v
@@ -276,22 +295,34 @@ async def arena_prompt(request: Request) -> dict[str, str]:
     return _holder(request).prompt()
 
 
-@router.post("/arena/battles", summary="A held battle: both answers stream back (NDJSON)")
-async def arena_battle(request: Request, body: ArenaBattle) -> Response:
-    who = await _poster(request, create=True)
-    holder, st = _holder(request), arena(request)
+def _accept_prompt(request: Request, prompt: str) -> str:
+    """The one place where a person's prompt is accepted, the first of a battle and every
+    follow-up (a check of prompts before any model sees them hooks in here): within
+    ``max_prompt_chars`` (its characters are checked by the body's model)."""
     page = request.app.state.settings.arena_page
-    if len(body.prompt) > page.max_prompt_chars:
+    if len(prompt) > page.max_prompt_chars:
         raise ApiError(
-            422, "invalid_input", f"the prompt is longer than {page.max_prompt_chars}", "prompt"
+            422,
+            "invalid_input",
+            f"the prompt is {len(prompt)} characters, more than arena_page.max_prompt_chars = "
+            f"{page.max_prompt_chars}; shorten it",
+            "prompt",
         )
-    address, visitors = _address(request), _visitors(request)
-    caps = visitors.check_battle(who, address)
-    row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
-    visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])
+    return prompt
+
+
+def _stream(
+    request: Request,
+    who: Principal,
+    first: dict[str, Any],
+    queue: asyncio.Queue[dict[str, Any] | None],
+) -> Response:
+    """A turn's answers as NDJSON: ``first`` (the battle id, turn and attempt), the pieces,
+    then ``{"done": true, "status", "failure"}``."""
+    visitors, battle_id = _visitors(request), first["battle_id"]
 
     async def lines():  # noqa: ANN202
-        yield json.dumps({"battle_id": row["id"]}) + "\n"
+        yield json.dumps(first) + "\n"
         end = False
         while not end:
             # the pieces that arrived since the last write go out as one chunk (one send per
@@ -304,13 +335,56 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
                 end = True
             for item in items:
                 if item.get("done") and item.get("status") == "failed":
-                    visitors.open.close(who.id, [row["id"]])  # a failed battle holds none open
+                    visitors.open.close(who.id, [battle_id])  # a failed battle holds none open
             if items:
                 yield "".join(json.dumps(item) + "\n" for item in items)
 
     return StreamingResponse(
         lines(), media_type="application/x-ndjson", headers={"Cache-Control": "no-store"}
     )
+
+
+@router.post("/arena/battles", summary="A held battle: both answers stream back (NDJSON)")
+async def arena_battle(request: Request, body: ArenaBattle) -> Response:
+    who = await _poster(request, create=True)
+    holder, st = _holder(request), arena(request)
+    prompt = _accept_prompt(request, body.prompt)
+    address, visitors = _address(request), _visitors(request)
+    caps = visitors.check_battle(who, address)
+    row, queue = await holder.hold(who, prompt, body.prompt_id, address, caps)
+    visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])
+    return _stream(request, who, {"battle_id": row["id"], "turn": 1, "attempt": 1}, queue)
+
+
+@router.post(
+    "/arena/battles/{battle_id}/turns",
+    summary="A follow-up prompt in a held battle: both answers stream back (NDJSON)",
+)
+async def arena_turn(request: Request, battle_id: str, body: ArenaTurn) -> Response:
+    who = await _poster(request)
+    prompt = _accept_prompt(request, body.prompt)
+    turn, queue = await _holder(request).follow(who, battle_id, prompt)
+    first = {"battle_id": battle_id, "turn": turn.turn, "attempt": turn.attempt}
+    return _stream(request, who, first, queue)
+
+
+@router.post(
+    "/arena/battles/{battle_id}/regenerate",
+    summary="Both answers of a held battle's last turn sampled again (NDJSON)",
+)
+async def arena_regenerate(request: Request, battle_id: str) -> Response:
+    who = await _poster(request)
+    turn, queue = await _holder(request).follow(who, battle_id, None)
+    first = {"battle_id": battle_id, "turn": turn.turn, "attempt": turn.attempt}
+    return _stream(request, who, first, queue)
+
+
+@router.post("/arena/battles/{battle_id}/stop", summary="Stop a held battle (never counted)")
+async def arena_stop(request: Request, battle_id: str) -> dict[str, Any]:
+    who = await _poster(request)
+    status = await _holder(request).stop_battle(who, battle_id)
+    _visitors(request).open.close(who.id, [battle_id])
+    return {"battle_id": battle_id, "status": status}
 
 
 @router.post("/arena/battles/{battle_id}/vote", summary="Vote on a held battle from the page")
@@ -349,6 +423,8 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
         raise ApiError(refused[0], refused[1], res.message, "battle_id")
     st.after_vote(who, battle_id, res)
     _visitors(request).open.close(who.id, [battle_id])
+    if res.kind == "new":  # the vote closes the battle: the judges judge its conversation
+        _holder(request).after_vote(battle_id)
     return {
         "battle_id": battle_id,
         "outcome": store.OUTCOMES[res.outcome],

@@ -20,13 +20,14 @@ from .tables import (
     annotators,
     answer_flags,
     battle_answers,
+    battle_turns,
     battles,
     held_battles,
     model_endpoints,
     models,
     votes,
 )
-from .votes import VoteResult, insert_battles, record_vote
+from .votes import VoteResult, cursor, insert_battles, record_vote
 
 __all__ = [
     "set_endpoint",
@@ -38,6 +39,15 @@ __all__ = [
     "insert_held",
     "finish_held",
     "held_status",
+    "accept_turn",
+    "plan_turn",
+    "plan_from",
+    "accept_planned",
+    "Turn",
+    "TurnRefused",
+    "stop_battle",
+    "conversation",
+    "judge_material",
     "open_held",
     "record_page_vote",
     "OpenHeld",
@@ -208,6 +218,22 @@ def insert_held(
     return []
 
 
+#: The columns of a turn's answer (``battle_turns``) copied into the side's summary
+#: (``battle_answers``: the last turn's answer; the style counts are the conversation's).
+_SUMMARY = (
+    "text",
+    "ttft",
+    "total_time",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+    "failure",
+    "failure_detail",
+    "attempts",
+)
+_STYLE = ("style_tokens", "style_headers", "style_lists", "style_bold")
+
+
 def finish_held(
     conn: Connection,
     battle_id: str,
@@ -215,20 +241,451 @@ def finish_held(
     failure: str | None,
     now: float,
     ttl: float,
+    turn: int = 1,
+    attempt: int = 1,
+    prompt: str | None = None,
 ) -> None:
-    """Store both answers (rows of ``battle_answers``) and mark the battle ``complete`` —
-    votable for ``ttl`` seconds from now — or, with ``failure``, ``failed`` (never votable)."""
-    for a in answers:  # one by one: an answer and a failure have different columns
-        conn.execute(battle_answers.insert().values(battle_id=battle_id, **a))
+    """Store both answers of a turn — rows of ``battle_turns`` (``turn``, ``attempt``, the
+    user's message ``prompt``: the battle's own on turn 1) and the sides' summaries in
+    ``battle_answers`` (the last turn's answer, style counts over the whole conversation) — and
+    mark the battle ``complete``, votable for ``ttl`` seconds from now, or, with ``failure``,
+    ``failed`` (never votable). A battle stopped meanwhile (:func:`stop_battle`) stays
+    ``stopped``: its answers are kept, it never becomes votable. The one place where a turn's
+    answers are finished (an answer check hooks in here or in its caller,
+    ``BattleHolder.generate``)."""
+    if prompt is None:
+        prompt = conn.execute(
+            sa.select(held_battles.c.prompt).where(held_battles.c.battle_id == battle_id)
+        ).scalar_one()
+    first = turn == 1 and attempt == 1
+    rows = []
+    for a in answers:  # every row with every column (one executemany)
+        rows.append(
+            {
+                **dict.fromkeys(_SUMMARY + _STYLE),
+                **{k: v for k, v in a.items() if k != "params"},
+                "battle_id": battle_id,
+                "turn": turn,
+                "attempt": attempt,
+                "prompt": prompt,
+                "asked_at": now,
+            }
+        )
+    cur = cursor(conn)  # the driver's cursor: both inserts are on every battle's path
+    if rows:
+        cur.executemany(_insert_sql(conn, "battle_turns"), [_values(r, _TURN_COLS) for r in rows])
+    if first and answers:
+        cur.executemany(
+            _insert_sql(conn, "battle_answers"),
+            [_values({**a, "battle_id": battle_id}, _ANSWER_COLS) for a in answers],
+        )
+    for a in answers if not first else ():
+        summary = {k: a.get(k) for k in _SUMMARY}
+        summary.update(_style_sums(conn, battle_id, a["side"]))
+        done = conn.execute(
+            battle_answers.update()
+            .where(battle_answers.c.battle_id == battle_id, battle_answers.c.side == a["side"])
+            .values(**summary)
+        )
+        if not done.rowcount:
+            conn.execute(battle_answers.insert().values(**{**a, **summary, "battle_id": battle_id}))
     status = "failed" if failure else "complete"
+    changed = conn.execute(
+        held_battles.update()
+        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "served")
+        .values(status=status, failure=failure, completed_at=now)
+        .values(**({"open_until": None} if failure else {}))
+    ).rowcount
+    if changed and not failure:
+        conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl))
+
+
+_ANSWER_COLS = tuple(c.name for c in battle_answers.columns)
+_TURN_COLS = tuple(c.name for c in battle_turns.columns)
+_INSERTS: dict[tuple[str, str], str] = {}
+
+
+def _insert_sql(conn: Connection, table: str) -> str:
+    """``INSERT INTO table (every column) VALUES (…)`` in the driver's parameter style."""
+    key = (conn.dialect.name, table)
+    sql = _INSERTS.get(key)
+    if sql is None:
+        cols = _ANSWER_COLS if table == "battle_answers" else _TURN_COLS
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        sql = _INSERTS[key] = (
+            f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
+        )
+    return sql
+
+
+def _values(row: dict[str, Any], cols: tuple[str, ...]) -> tuple[Any, ...]:
+    unknown = set(row) - set(cols)
+    if unknown:
+        raise ValueError(f"not columns of the table: {sorted(unknown)}")
+    return tuple(row.get(c) for c in cols)
+
+
+def _current(rows: list[Any]) -> dict[tuple[int, str], Any]:
+    """The current answer of each (turn, side): its highest attempt."""
+    out: dict[tuple[int, str], Any] = {}
+    for r in rows:
+        got = out.get((r.turn, r.side))
+        if got is None or r.attempt > got.attempt:
+            out[(r.turn, r.side)] = r
+    return out
+
+
+def _style_sums(conn: Connection, battle_id: str, side: str) -> dict[str, int]:
+    """The style counts of one side's whole conversation: summed over each turn's current
+    answer (stablearena.style_features counts each answer; a conversation's are their sum)."""
+    rows = conn.execute(
+        sa.select(
+            battle_turns.c.turn, battle_turns.c.attempt, battle_turns.c.side, *_style_cols()
+        ).where(battle_turns.c.battle_id == battle_id, battle_turns.c.side == side)
+    ).all()
+    cur = _current(rows)
+    return {c: sum(int(getattr(r, c) or 0) for r in cur.values()) for c in _STYLE}
+
+
+def _style_cols() -> list[Any]:
+    return [battle_turns.c[c] for c in _STYLE]
+
+
+class Turn(NamedTuple):
+    """A follow-up or a regenerated turn accepted by :func:`accept_turn`: its number, attempt
+    and user message, and per side (``a``, ``b``) the conversation before it, as chat messages
+    (``{"role": "user" | "assistant", "content"}``, that side's own answers)."""
+
+    turn: int
+    attempt: int
+    prompt: str
+    history: dict[str, list[dict[str, str]]]
+    model_a: int
+    model_b: int
+    #: the battle's regenerations before this turn
+    regenerated: int = 0
+
+
+class TurnRefused(NamedTuple):
+    """:func:`accept_turn` or :func:`stop_battle` refused: the HTTP status, the error code and
+    a message that says why and what to do."""
+
+    status: int
+    code: str
+    message: str
+
+
+def accept_turn(
+    conn: Connection,
+    battle_id: str,
+    annotator_id: int,
+    prompt: str | None,
+    now: float,
+    max_turns: int,
+    max_regenerations: int,
+    max_chars: int,
+) -> Turn | TurnRefused:
+    """Accept a follow-up turn (``prompt``) or, with ``prompt`` None, a regeneration of the last
+    turn (both answers sampled again; the old ones stay stored as an earlier attempt) on a
+    complete held battle of ``annotator_id`` with no vote, within the limits
+    (:func:`plan_turn`). The battle becomes ``served`` (not votable) until :func:`finish_held`
+    stores the turn — in one statement, so two posts at once accept one turn. The one place in
+    the store where a follow-up prompt is accepted (the first turn's: :func:`insert_held`)."""
+    got = plan_turn(
+        conn, battle_id, annotator_id, prompt, now, max_turns, max_regenerations, max_chars
+    )
+    if isinstance(got, TurnRefused):
+        return got
+    changed = conn.execute(
+        held_battles.update()
+        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
+        .values(status="served")
+    ).rowcount
+    if not changed:
+        return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
+    conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
+    return got
+
+
+def accept_planned(
+    conn: Connection, battle_id: str, annotator_id: int, turn: int, attempt: int, now: float
+) -> TurnRefused | None:
+    """Accept turn ``turn`` (attempt ``attempt``) that a worker planned from the conversation
+    it generated itself (its limits checked there): refused unless the battle is a complete
+    held battle of ``annotator_id`` with no vote, not expired, whose stored conversation is
+    still the one planned on — ``turn - 1`` turns for a follow-up, ``attempt - 1`` attempts of
+    turn ``turn`` for a regeneration (else 409 ``busy``: plan again, :func:`accept_turn`).
+    Then, as :func:`accept_turn`, the battle becomes ``served``. None: accepted."""
+    h = conn.execute(
+        sa.select(held_battles.c.status, held_battles.c.annotator_id, battles.c.expires_at)
+        .join(battles, battles.c.id == held_battles.c.battle_id)
+        .where(held_battles.c.battle_id == battle_id)
+    ).first()
+    if h is None or h.annotator_id != annotator_id or h.status != "complete":
+        return TurnRefused(409, "busy", "the battle changed meanwhile; try again")
+    if now > h.expires_at:
+        return TurnRefused(410, "expired", f"battle {battle_id} expired; start a new battle")
+    top = conn.execute(
+        sa.select(sa.func.max(battle_turns.c.turn)).where(battle_turns.c.battle_id == battle_id)
+    ).scalar()
+    tries = conn.execute(
+        sa.select(sa.func.max(battle_turns.c.attempt)).where(
+            battle_turns.c.battle_id == battle_id, battle_turns.c.turn == turn
+        )
+    ).scalar()
+    stored = (top, tries) == ((turn - 1, None) if attempt == 1 else (turn, attempt - 1))
+    voted = conn.execute(
+        sa.select(sa.func.count()).select_from(votes).where(votes.c.battle_id == battle_id)
+    ).scalar_one()
+    if voted or not stored:
+        return TurnRefused(409, "busy", "the battle changed meanwhile; try again")
+    changed = conn.execute(
+        held_battles.update()
+        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
+        .values(status="served")
+    ).rowcount
+    if not changed:
+        return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
+    conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
+    return None
+
+
+def plan_turn(
+    conn: Connection,
+    battle_id: str,
+    annotator_id: int,
+    prompt: str | None,
+    now: float,
+    max_turns: int,
+    max_regenerations: int,
+    max_chars: int,
+) -> Turn | TurnRefused:
+    """The turn :func:`accept_turn` would accept, read only (the worker starts both calls with
+    it while the writer accepts it): the battle is a complete held battle of ``annotator_id``
+    with no vote, not expired, and the turn is within the limits — at most ``max_turns`` turns,
+    ``max_regenerations`` regenerations per battle, and ``max_chars`` characters in the
+    conversation either model would be sent (the user's messages and its own answers)."""
+    h = conn.execute(
+        sa.select(
+            held_battles.c.status,
+            held_battles.c.annotator_id,
+            battles.c.expires_at,
+            battles.c.model_a,
+            battles.c.model_b,
+        )
+        .join(battles, battles.c.id == held_battles.c.battle_id)
+        .where(held_battles.c.battle_id == battle_id)
+    ).first()
+    if h is None:
+        return TurnRefused(404, "not_found", f"no held battle {battle_id}")
+    if h.annotator_id != annotator_id:
+        return TurnRefused(403, "forbidden", f"battle {battle_id} was not served to you")
+    voted = conn.execute(
+        sa.select(sa.func.count()).select_from(votes).where(votes.c.battle_id == battle_id)
+    ).scalar_one()
+    if voted:
+        return TurnRefused(
+            409, "voted", "this battle has its vote, so it is over; start a new battle"
+        )
+    why = {
+        "served": ("busy", "the answers of the last turn are still coming; wait, or stop"),
+        "failed": ("failed", "a model failed to answer; this battle is over, start a new one"),
+        "stopped": ("stopped", "this battle was stopped; start a new battle"),
+    }.get(h.status)
+    if why is not None:
+        return TurnRefused(409, why[0], why[1])
+    if now > h.expires_at:
+        return TurnRefused(410, "expired", f"battle {battle_id} expired; start a new battle")
+    rows = conn.execute(
+        sa.select(
+            battle_turns.c.turn,
+            battle_turns.c.attempt,
+            battle_turns.c.side,
+            battle_turns.c.prompt,
+            battle_turns.c.text,
+        ).where(battle_turns.c.battle_id == battle_id)
+    ).all()
+    cur = _current(rows)
+    turns = max((t for t, _ in cur), default=0)
+    conv: dict[str, list[dict[str, str]]] = {"a": [], "b": []}
+    for t in range(1, turns + 1):
+        for side in "ab":
+            r = cur[(t, side)]
+            conv[side].append({"role": "user", "content": r.prompt})
+            conv[side].append({"role": "assistant", "content": r.text or ""})
+    regenerated = sum(1 for r in rows if r.side == "a") - turns
+    last = cur[(turns, "a")].attempt if turns else 0
+    return plan_from(
+        conv,
+        regenerated,
+        last,
+        (int(h.model_a), int(h.model_b)),
+        prompt,
+        max_turns,
+        max_regenerations,
+        max_chars,
+    )
+
+
+def plan_from(
+    conv: dict[str, list[dict[str, str]]],
+    regenerated: int,
+    attempt: int,
+    models: tuple[int, int],
+    prompt: str | None,
+    max_turns: int,
+    max_regenerations: int,
+    max_chars: int,
+) -> Turn | TurnRefused:
+    """The next turn of conversation ``conv`` (per side, user and assistant messages; its last
+    turn's current answer is attempt ``attempt``; ``regenerated`` regenerations so far): a
+    follow-up ``prompt`` or, with None, the last turn again — within the limits, else why not
+    (a 422 that names the limit and the value). The one check of the limits, for
+    :func:`plan_turn` (a read of the stored battle) and for a worker's conversation in memory."""
+    turns = len(conv["a"]) // 2
+    if prompt is None:  # regenerate the last turn
+        if regenerated >= max_regenerations:
+            return TurnRefused(
+                422,
+                "limit",
+                f"this battle was regenerated {regenerated} times, the most "
+                f"arena_page.max_regenerations = {max_regenerations} allows; vote, or start a "
+                "new battle",
+            )
+        turn, attempt = turns, attempt + 1
+        prompt = conv["a"][-2]["content"]
+        history = {side: conv[side][:-2] for side in "ab"}
+    else:
+        turn, attempt = turns + 1, 1
+        if turn > max_turns:
+            return TurnRefused(
+                422,
+                "limit",
+                f"this battle has {turns} turns, the most arena_page.max_turns = {max_turns} "
+                "allows; vote, or start a new battle",
+            )
+        history = {side: list(conv[side]) for side in "ab"}
+    size = max(sum(len(m["content"]) for m in history[s]) for s in "ab") + len(prompt)
+    if size > max_chars:
+        return TurnRefused(
+            422,
+            "limit",
+            f"the conversation would be {size} characters (the prompts and one model's "
+            f"answers), more than arena_page.max_conversation_chars = {max_chars}; vote, or "
+            "start a new battle",
+        )
+    return Turn(turn, attempt, prompt, history, models[0], models[1], regenerated)
+
+
+def stop_battle(
+    conn: Connection, battle_id: str, annotator_id: int, now: float
+) -> str | TurnRefused:
+    """Stop a held battle of ``annotator_id`` that has no vote: status ``stopped``, never
+    votable, not counted, no longer open for the caps. Returns the battle's status after
+    (``stopped``; ``failed`` stays failed) or why not."""
+    h = conn.execute(
+        sa.select(held_battles.c.status, held_battles.c.annotator_id).where(
+            held_battles.c.battle_id == battle_id
+        )
+    ).first()
+    if h is None:
+        return TurnRefused(404, "not_found", f"no held battle {battle_id}")
+    if h.annotator_id != annotator_id:
+        return TurnRefused(403, "forbidden", f"battle {battle_id} was not served to you")
+    voted = conn.execute(
+        sa.select(sa.func.count()).select_from(votes).where(votes.c.battle_id == battle_id)
+    ).scalar_one()
+    if voted:
+        return TurnRefused(409, "voted", "this battle has its vote; it can no longer be stopped")
+    if h.status in ("failed", "stopped"):
+        return str(h.status)
     conn.execute(
         held_battles.update()
         .where(held_battles.c.battle_id == battle_id)
-        .values(status=status, failure=failure, completed_at=now)
-        .values(**({"open_until": None} if failure else {}))
+        .values(status="stopped", failure="stopped by the person", completed_at=now)
+        .values(open_until=None)
     )
-    if not failure:
-        conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl))
+    conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
+    return "stopped"
+
+
+def conversation(conn: Connection, battle_id: str, history: bool = False) -> dict[str, Any] | None:
+    """A held battle's conversation per side, as FastChat's ``conversation_a`` /
+    ``conversation_b``: ``{"a": [{"role": "user", "content"}, {"role": "assistant",
+    "content"}, …], "b": […], "turns": n}`` — each turn's current answer (its last attempt;
+    a failed or stopped answer as far as it came, ``""`` when nothing came). With ``history``,
+    also ``"replaced"``: the older attempts of regenerated turns, ``[{"turn", "attempt",
+    "a", "b"}]``. None: no such held battle. The one reader of a battle's conversation (the
+    export, the judges and the style counts read it)."""
+    rows = conn.execute(
+        sa.select(
+            battle_turns.c.turn,
+            battle_turns.c.attempt,
+            battle_turns.c.side,
+            battle_turns.c.prompt,
+            battle_turns.c.text,
+        )
+        .where(battle_turns.c.battle_id == battle_id)
+        .order_by(battle_turns.c.turn, battle_turns.c.attempt)
+    ).all()
+    if not rows:
+        prompt = conn.execute(
+            sa.select(held_battles.c.prompt).where(held_battles.c.battle_id == battle_id)
+        ).scalar()
+        if prompt is None:
+            return None
+        return {"a": [], "b": [], "turns": 0, **({"replaced": []} if history else {})}
+    cur = _current(rows)
+    turns = max(t for t, _ in cur)
+    out: dict[str, Any] = {"a": [], "b": [], "turns": turns}
+    for t in range(1, turns + 1):
+        for side in "ab":
+            r = cur.get((t, side))
+            if r is None:
+                continue
+            out[side].append({"role": "user", "content": r.prompt})
+            out[side].append({"role": "assistant", "content": r.text or ""})
+    if history:
+        old: dict[tuple[int, int], dict[str, Any]] = {}
+        for r in rows:
+            if cur.get((r.turn, r.side)) is not r:
+                rec = old.setdefault((r.turn, r.attempt), {"turn": r.turn, "attempt": r.attempt})
+                rec[r.side] = r.text or ""
+        out["replaced"] = [old[k] for k in sorted(old)]
+    return out
+
+
+def judge_material(conn: Connection, battle_id: str) -> dict[str, Any] | None:
+    """What the judges need of a complete held battle, read when its vote closes it: the
+    battle's row (``battles`` columns and ``prompt_id``), its prompt and category, the sides'
+    ``battle_answers`` rows, its ``battle_turns`` rows and its conversation
+    (:func:`conversation`). None: not a complete held battle."""
+    h = conn.execute(
+        sa.select(held_battles.c.prompt, held_battles.c.prompt_id, held_battles.c.status).where(
+            held_battles.c.battle_id == battle_id
+        )
+    ).first()
+    if h is None or h.status != "complete":
+        return None
+    row = dict(conn.execute(sa.select(battles).where(battles.c.id == battle_id)).one()._mapping)
+    row["prompt_id"] = h.prompt_id
+    answers = [
+        {k: v for k, v in r._mapping.items() if k != "battle_id"}
+        for r in conn.execute(
+            sa.select(battle_answers).where(battle_answers.c.battle_id == battle_id)
+        )
+    ]
+    turns = [
+        {k: v for k, v in r._mapping.items() if k != "battle_id"}
+        for r in conn.execute(sa.select(battle_turns).where(battle_turns.c.battle_id == battle_id))
+    ]
+    return {
+        "row": row,
+        "prompt": h.prompt,
+        "answers": answers,
+        "turns": turns,
+        "conversation": conversation(conn, battle_id),
+    }
 
 
 def held_status(conn: Connection, battle_id: str) -> str | None:
@@ -373,6 +830,7 @@ def record_judgement(
     ttl: float,
     held: dict[str, Any],
     answers: list[dict[str, Any]],
+    turns: list[dict[str, Any]] | None = None,
 ) -> VoteResult:
     """A judge's vote on a completed held battle: a battle of the same pair served to the judge
     (``row``: the held battle's row with a new id), stored complete
@@ -384,6 +842,8 @@ def record_judgement(
     conn.execute(held_battles.insert().values(battle_id=row["id"], **held))
     for a in answers:  # the same answers as the battle judged
         conn.execute(battle_answers.insert().values(battle_id=row["id"], **a))
+    if turns:  # and the same conversation, turn by turn
+        conn.execute(battle_turns.insert(), [{**t, "battle_id": row["id"]} for t in turns])
     outcome = {"x": 0, "y": 1, "tie": 2}[verdict]  # codes of tables.OUTCOMES
     return record_vote(conn, row["id"], judge_id, outcome, now, 0.0)
 

@@ -158,7 +158,7 @@ held_battles = Table(
     Column("prompt_id", String(200)),
     Column("prompt", Text, nullable=False),
     Column("category", String(100)),
-    Column("status", String(16), nullable=False),  # served | complete | failed
+    Column("status", String(16), nullable=False),  # served | complete | failed | stopped
     Column("failure", Text),
     Column("address", String(64)),
     Column("served_at", Float, nullable=False),
@@ -194,6 +194,38 @@ battle_answers = Table(
     Column("style_headers", Integer),
     Column("style_lists", Integer),
     Column("style_bold", Integer),
+)
+
+# A held battle's conversation, turn by turn (migration 0008; docs/guides/arena-page.md,
+# "Conversations"): one row per (turn, attempt, side) — turn 1 is held_battles.prompt's; a
+# regenerated turn keeps its older attempts (the current one is the highest attempt). Each row
+# holds the user's message of its turn and the side's answer (or its failure; "stopped" when the
+# person stopped the battle while it streamed). battle_answers keeps, per side, the last turn's
+# answer and timings, with style counts summed over the whole conversation's current answers.
+# The one reader: store.arena.conversation.
+battle_turns = Table(
+    "battle_turns",
+    metadata,
+    Column("battle_id", String(32), ForeignKey("battles.id"), primary_key=True),
+    Column("turn", Integer, primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("side", String(1), primary_key=True),  # a | b
+    Column("model_id", Integer, ForeignKey("models.id"), nullable=False),
+    Column("prompt", Text, nullable=False),
+    Column("text", Text),
+    Column("ttft", Float),
+    Column("total_time", Float),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("finish_reason", String(40)),
+    Column("failure", String(40)),
+    Column("failure_detail", Text),
+    Column("attempts", Integer),
+    Column("style_tokens", Integer),
+    Column("style_headers", Integer),
+    Column("style_lists", Integer),
+    Column("style_bold", Integer),
+    Column("asked_at", Float),
 )
 
 # Answers of held battles that talked to the judge (stablearena.injection; the [injection]

@@ -257,52 +257,130 @@ function post(url, body) {
   return fetch(url, {
     method: "POST", credentials: "same-origin",
     headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-    body: JSON.stringify(body)
+    body: JSON.stringify(body || {})
   });
 }
 async function failed(r) {
   try { var j = await r.json(); return j.error ? j.error.message : r.statusText; }
   catch (e) { return r.statusText; }
 }
+// Conversations: the turns before the current one are kept above it (#turns, one
+// section#turn-N each: the prompt and both answers as rendered); the current turn streams into
+// #answer-a / #answer-b. A vote may be cast after any complete turn and ends the battle.
+var turns = $("turns"), asked = $("asked"), stop = $("stop"), regen = $("regenerate");
+var turn = 0, lastPrompt = "", reading = null, phase = "new";
+// body[data-state]: complete, voted, failed or stopped; absent while a turn streams (and before
+// the first), as before conversations
+function controls(state) {
+  phase = state;
+  if (state === "new" || state === "streaming") { delete document.body.dataset.state; }
+  else { document.body.dataset.state = state; }
+  var streaming = state === "streaming", open = state === "complete";
+  stop.hidden = !streaming; stop.disabled = !streaming;
+  regen.hidden = !open; regen.disabled = !open;
+  send.disabled = !(open || state === "new"); prompt.disabled = send.disabled;
+  if (suggest) { suggest.disabled = state !== "new"; }
+  send.textContent = battle && open ? "Send follow-up" : "Send";
+  prompt.placeholder = battle && open ? "Ask a follow-up… (or vote)" : "Type a prompt…";
+  again.hidden = !(state === "complete" || state === "voted" || state === "failed" || state === "stopped");
+  setVotes(open && !voted);
+}
+function keepTurn() {  // the finished current turn moves up into #turns
+  var sec = document.createElement("section");
+  sec.className = "turn"; sec.id = "turn-" + turn; sec.dataset.turn = String(turn);
+  var q = document.createElement("p"); q.className = "asked"; q.textContent = lastPrompt;
+  var pair = document.createElement("div"); pair.className = "pair";
+  ["a", "b"].forEach(function (s) {
+    var side = document.createElement("div"); side.className = "side";
+    var h = document.createElement("h2"); h.textContent = "Model " + s.toUpperCase();
+    var ans = document.createElement("div"); ans.className = "answer";
+    ans.append.apply(ans, Array.prototype.map.call(sides[s].el.childNodes, function (n) { return n.cloneNode(true); }));
+    side.append(h, ans); pair.append(side);
+  });
+  sec.append(q, pair); turns.append(sec);
+}
 function reset() {
-  battle = null; voted = false; setVotes(false);
+  battle = null; voted = false; turn = 0; lastPrompt = "";
+  turns.replaceChildren(); asked.textContent = ""; asked.hidden = true;
+  delete document.body.dataset.battle; document.body.dataset.turn = "0";
   ["a", "b"].forEach(function (s) { sides[s].clear(); $("name-" + s).textContent = ""; });
-  again.hidden = true; send.disabled = false; prompt.disabled = false;
-  if (suggest) { suggest.disabled = false; }
+  controls("new");
 }
 
-async function start() {
-  var text = prompt.value.trim();
-  if (!text) { say("Type a prompt first.", true); return; }
-  reset();
-  send.disabled = true; prompt.disabled = true; if (suggest) { suggest.disabled = true; }
+// One turn's stream (a first prompt, a follow-up or a regeneration): NDJSON lines
+// {"battle_id", "turn", "attempt"}, {"side", "delta"} / {"side", "restart"}, {"done", "status"}.
+async function run(url, body, text) {
+  controls("streaming"); send.disabled = true; prompt.disabled = true;
   say("Both models are answering…");
-  var r = await post("/arena/battles", { prompt: text, prompt_id: promptId });
-  if (!r.ok) { say(await failed(r), true); send.disabled = false; prompt.disabled = false; return; }
-  var reader = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
+  var r = await post(url, body);
+  if (!r.ok) {  // refused (a limit, a rate): the battle stays as it was, the text stays typed
+    say(await failed(r), true);
+    controls(battle ? "complete" : "new");
+    if (body.prompt) { prompt.value = body.prompt; }
+    return;
+  }
+  var reader = reading = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
   for (;;) {
-    var chunk = await reader.read();
+    var chunk;
+    try { chunk = await reader.read(); } catch (e) { break; }
     if (chunk.done) { break; }
     buf += decoder.decode(chunk.value, { stream: true });
     var lines = buf.split("\n"); buf = lines.pop();
     lines.forEach(function (line) {
       if (!line) { return; }
       var m = JSON.parse(line);
-      if (m.battle_id) { battle = m.battle_id; document.body.dataset.battle = battle; }
+      if (m.battle_id) {
+        if (m.turn > turn && turn > 0) { keepTurn(); }
+        battle = m.battle_id; turn = m.turn; lastPrompt = text;
+        document.body.dataset.battle = battle; document.body.dataset.turn = String(turn);
+        document.body.dataset.attempt = String(m.attempt);
+        sides.a.clear(); sides.b.clear();
+        asked.textContent = text; asked.hidden = false;
+      }
       else if (m.restart) { sides[m.side].clear(); }
       else if (m.side) { sides[m.side].add(m.delta); }
       else if (m.done) { done = m; }
     });
   }
+  reading = null;
   sides.a.finish(); sides.b.finish();
+  if (phase === "stopped") { return; }
   if (done && done.status === "complete") {
-    setVotes(true); document.body.dataset.state = "complete";
-    say("Both answers are complete: which is better?" + (touch ? "" : " (keys 1–4)"));
+    controls("complete");
+    say("Turn " + turn + " is complete: vote for the better conversation, or ask a follow-up." + (touch ? "" : " (keys 1–4)"));
+  } else if (done && done.status === "stopped") {
+    controls("stopped"); say("Stopped. This battle is not counted.", true);
   } else {
-    document.body.dataset.state = "failed";
+    controls("failed");
     say("This battle failed" + (done && done.failure ? ": " + done.failure : "") + ". It is not counted.", true);
-    again.hidden = false;
   }
+}
+
+async function start() {
+  var text = prompt.value.trim();
+  if (!text) { say("Type a prompt first.", true); return; }
+  if (battle && phase === "complete") {
+    prompt.value = "";
+    await run("/arena/battles/" + battle + "/turns", { prompt: text }, text);
+    return;
+  }
+  if (battle) { reset(); }
+  await run("/arena/battles", { prompt: text, prompt_id: promptId }, text);
+}
+
+async function regenerate() {
+  if (!battle || phase !== "complete") { return; }
+  await run("/arena/battles/" + battle + "/regenerate", {}, lastPrompt);
+}
+
+async function halt() {
+  if (!battle || phase !== "streaming") { return; }
+  stop.disabled = true;
+  var r = await post("/arena/battles/" + battle + "/stop", {});
+  if (!r.ok) { say(await failed(r), true); stop.disabled = false; return; }
+  controls("stopped");
+  if (reading) { try { reading.cancel(); } catch (e) { /* ended already */ } }
+  say("Stopped. This battle is not counted.", true);
 }
 
 async function vote(outcome) {
@@ -311,14 +389,21 @@ async function vote(outcome) {
   var r = await post("/arena/battles/" + battle + "/vote", { outcome: outcome });
   if (!r.ok) { say(await failed(r), true); setVotes(true); return; }
   var j = await r.json();
-  voted = true; document.body.dataset.state = "voted";
+  voted = true; controls("voted");
   $("name-a").textContent = "· " + j.model_a; $("name-b").textContent = "· " + j.model_b;
   say("Thank you! Model A was " + j.model_a + ", model B was " + j.model_b + ".");
-  again.hidden = false; again.focus();
+  again.focus();
 }
 
+stop.addEventListener("click", halt);
+regen.addEventListener("click", regenerate);
 send.addEventListener("click", start);
-again.addEventListener("click", function () { reset(); promptId = null; prompt.value = ""; prompt.focus(); say(""); });
+again.addEventListener("click", async function () {
+  // a complete battle left without a vote is stopped: not counted, and it holds no open slot
+  if (battle && !voted && phase === "complete") { await post("/arena/battles/" + battle + "/stop", {}); }
+  reset(); promptId = null; prompt.value = ""; prompt.focus(); say("");
+});
+controls("new");
 prompt.addEventListener("input", function () { promptId = null; });
 if (suggest) {
   suggest.addEventListener("click", async function () {
