@@ -52,6 +52,18 @@ class ArenaPage(BaseModel):
         f"category (in file order) whose expression it matches, else {DEFAULT_CATEGORY!r}.",
     )
     max_prompt_chars: int = Field(4000, ge=1, le=1_000_000, description="Longest prompt accepted.")
+    anonymity: bool = Field(
+        True,
+        description="A battle whose answer names a model or its maker (any model's name, "
+        "aliases or organisation, identity_names, or a well-known model or vendor name) is "
+        "non-anonymous: its vote is stored and exported with anony = false and left out of "
+        "the default leaderboard (stablearena.anonymity). false: every battle is anonymous.",
+    )
+    identity_names: list[str] = Field(
+        default_factory=list,
+        description="More names that make a battle non-anonymous when an answer mentions "
+        "them (besides the models' names, aliases and organisations and the well-known list).",
+    )
     cookie_days: float = Field(
         30.0, gt=0.0, le=3660.0, description="Lifetime of a visitor's identity."
     )

@@ -37,16 +37,19 @@ __all__ = [
     "annotator_by_id",
     "insert_held",
     "finish_held",
+    "anonymous",
     "held_status",
     "open_held",
     "record_page_vote",
     "OpenHeld",
     "held_columns",
+    "conversations",
     "held_list",
     "judge_annotator",
     "record_judgement",
     "record_flags",
     "flag_counts",
+    "non_anonymous_counts",
 ]
 
 #: The per-side columns of ``battle_answers`` the export carries (besides the text).
@@ -169,6 +172,12 @@ def annotator_by_id(conn: Connection, annotator_id: int) -> Any:
 
 
 # ---------------------------------------------------------------------------------- battles
+def anonymous(answers: list[dict[str, Any]]) -> bool:
+    """Whether a battle with these ``battle_answers`` rows stays anonymous: no answer
+    ``named`` a model or its maker (the names found by stablearena.anonymity)."""
+    return not any(a.get("named") for a in answers)
+
+
 class OpenHeld(NamedTuple):
     """:func:`insert_held` refused the battle: the annotator (``mine``) or its address
     (``there``) already holds as many battles without a vote as its cap allows."""
@@ -217,7 +226,9 @@ def finish_held(
     ttl: float,
 ) -> None:
     """Store both answers (rows of ``battle_answers``) and mark the battle ``complete`` —
-    votable for ``ttl`` seconds from now — or, with ``failure``, ``failed`` (never votable)."""
+    votable for ``ttl`` seconds from now — or, with ``failure``, ``failed`` (never votable).
+    A battle with an answer that ``named`` a model (stablearena.anonymity) is stored
+    non-anonymous (``battles.anony`` false): its vote will not be counted."""
     for a in answers:  # one by one: an answer and a failure have different columns
         conn.execute(battle_answers.insert().values(battle_id=battle_id, **a))
     status = "failed" if failure else "complete"
@@ -228,7 +239,11 @@ def finish_held(
         .values(**({"open_until": None} if failure else {}))
     )
     if not failure:
-        conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl))
+        conn.execute(
+            battles.update()
+            .where(battles.c.id == battle_id)
+            .values(expires_at=now + ttl, anony=anonymous(answers))
+        )
 
 
 def held_status(conn: Connection, battle_id: str) -> str | None:
@@ -281,9 +296,12 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
     and, per side s in a/b, ``{column}_{s}`` for :data:`ANSWER_COLUMNS` (and, with ``texts``,
     ``prompt_text``, ``answer_a``/``answer_b`` and, for a judge's battle, ``judge_reasoning``:
     its replies to both orders as JSON text, ``[{"order", "winner", "reasoning"}, …]``)."""
+    from ...language import language_of
+
     with engine.connect() as conn:
         held = conn.execute(sa.select(held_battles)).all()
         answers = conn.execute(sa.select(battle_answers)).all()
+        talks = conversations(conn) if texts else {}
     out: dict[str, dict[str, Any]] = {}
     for h in held:
         rec: dict[str, Any] = {
@@ -291,9 +309,14 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
             "category": h.category,
             "status": h.status,
             "failure": h.failure,
+            "turn": 1,
+            "language": language_of(h.prompt),
         }
         if texts:
             rec["prompt_text"] = h.prompt
+            talk = talks.get(h.battle_id, {})
+            for side in ("a", "b"):
+                rec[f"conversation_{side}"] = talk.get(side, [])
             if h.judge_reasoning is not None:  # a judge's battle: its replies to both orders
                 rec["judge_reasoning"] = h.judge_reasoning  # JSON text (every format holds it)
         out[h.battle_id] = rec
@@ -303,6 +326,28 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
             rec[f"{c}_{a.side}"] = getattr(a, c)
         if texts:
             rec[f"answer_{a.side}"] = a.text
+    return out
+
+
+def conversations(conn: Connection) -> dict[str, dict[str, list[dict[str, str]]]]:
+    """Per held battle id, per side (``a``, ``b``), its conversation as FastChat's public
+    battle schema writes it: ``[{"role": "user", "content": prompt}, {"role": "assistant",
+    "content": answer}, …]`` (one turn today: the prompt and the side's answer; a side without
+    an answer — a failed call — has the prompt only). The one reader of battles' texts for
+    the export."""
+    q = sa.select(
+        held_battles.c.battle_id,
+        held_battles.c.prompt,
+        battle_answers.c.side,
+        battle_answers.c.text,
+    ).join(battle_answers, battle_answers.c.battle_id == held_battles.c.battle_id, isouter=True)
+    out: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for bid, prompt, side, text in conn.execute(q):
+        talk = out.setdefault(bid, {})
+        for s in ("a", "b"):
+            talk.setdefault(s, [{"role": "user", "content": prompt}])
+        if side is not None and text is not None:
+            talk[side].append({"role": "assistant", "content": text})
     return out
 
 
@@ -381,6 +426,8 @@ def record_judgement(
     insert_battles(
         conn, [{**row, "annotator_id": judge_id, "served_at": now, "expires_at": now + ttl}]
     )
+    if not anonymous(answers):  # the judge read a name too: its vote is left out alike
+        conn.execute(battles.update().where(battles.c.id == row["id"]).values(anony=False))
     conn.execute(held_battles.insert().values(battle_id=row["id"], **held))
     for a in answers:  # the same answers as the battle judged
         conn.execute(battle_answers.insert().values(battle_id=row["id"], **a))
@@ -445,3 +492,40 @@ def flag_counts(engine: Engine) -> list[dict[str, Any]]:
             row["actions"][action] = int(n)
             row["last"] = max(row["last"], float(last))
     return sorted(out.values(), key=lambda r: (-r["battles"], r["model"]))
+
+
+def non_anonymous_counts(engine: Engine) -> list[dict[str, Any]]:
+    """Per model, the held battles in which its own answer named a model or its maker
+    (``battle_answers.named``; stablearena.anonymity) — ``battles``, the names said most
+    often (``names``: {name: n}) — and the current votes on non-anonymous battles it took
+    part in (``votes_left_out``: in the log and the export with ``anony`` false, not on the
+    default board); most first. People's battles only (a judge's copy is not counted twice)."""
+    judged = battles.c.strategy == "judge"
+    named = (
+        sa.select(models.c.name, battle_answers.c.named)
+        .join(models, models.c.id == battle_answers.c.model_id)
+        .join(battles, battles.c.id == battle_answers.c.battle_id)
+        .where(battle_answers.c.named.is_not(None), ~judged)
+    )
+    left_out = (
+        sa.select(models.c.name, sa.func.count())
+        .select_from(votes)
+        .join(battles, battles.c.id == votes.c.battle_id)
+        .join(models, sa.or_(models.c.id == votes.c.model_a, models.c.id == votes.c.model_b))
+        .where(battles.c.anony == sa.false(), votes.c.superseded == sa.false())
+        .group_by(models.c.name)
+    )
+    out: dict[str, dict[str, Any]] = {}
+
+    def row(name: str) -> dict[str, Any]:
+        return out.setdefault(name, {"model": name, "battles": 0, "names": {}, "votes_left_out": 0})
+
+    with engine.connect() as conn:
+        for name, said in conn.execute(named):
+            r = row(name)
+            r["battles"] += 1
+            for n in said.split(","):
+                r["names"][n] = r["names"].get(n, 0) + 1
+        for name, n in conn.execute(left_out):
+            row(name)["votes_left_out"] = int(n)
+    return sorted(out.values(), key=lambda r: (-r["battles"], -r["votes_left_out"], r["model"]))
