@@ -7,8 +7,8 @@ words; its leaderboard counts only anonymous votes.
 ``llamas``, ``GPT-4`` not in ``GPT-40``), case-insensitive and Unicode-normalised
 (:func:`stablearena.names.match_form`: NFKC, case-folded, invisible characters removed), a
 space, hyphen, underscore or dot inside a name matching any of them or none (``GPT-4``,
-``gpt 4`` and ``gpt4`` are one name). The names are compiled once into one regular expression
-per set of names (cached), so a check costs one scan of the answer.
+``gpt 4`` and ``gpt4`` are one name). The names are prepared once per set of names (cached);
+a check splits the answer into words once and looks up only the words that can begin a name.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import NamedTuple
 
 from .names import match_form
 
@@ -113,45 +114,61 @@ WELL_KNOWN_NAMES: tuple[str, ...] = (
     "Allen Institute for AI",
 )
 
-_SEPARATORS = re.compile(r"[\s\-_.]+")
+#: A text as words (runs of letters and digits) and what lies between them.
+_WORDS = re.compile(r"([^\W_]+)")
+#: What may lie between two pieces of one name: separators or nothing.
+_JOIN = re.compile(r"[\s\-_.]*\Z")
 
 
-def _pattern_of(name: str) -> str:
-    """The expression of one name in :func:`~stablearena.names.match_form`: its pieces between
-    separators, joined by any separators or none."""
-    pieces = [p for p in _SEPARATORS.split(match_form(name)) if p]
-    return r"[\s\-_.]*".join(re.escape(p) for p in pieces)
+class _Names(NamedTuple):
+    starts: frozenset[str]  # the joined first pieces of every name (p1, p1p2, …)
+    full: dict[str, str]  # a name's pieces joined → the name as given
 
 
 @lru_cache(maxsize=64)
-def _compiled(names: tuple[str, ...]) -> tuple[re.Pattern[str] | None, dict[str, str]]:
-    """One expression for every name (longest first, so ``GPT-4o`` wins over ``GPT-4``) and the
-    way back from a match's separator-free form to the name as given."""
-    back: dict[str, str] = {}
+def _compiled(names: tuple[str, ...]) -> _Names:
+    """The names as the scan of :func:`names_mentioned` reads them (cached per set of names)."""
+    starts: set[str] = set()
+    full: dict[str, str] = {}
     for n in names:
-        key = _SEPARATORS.sub("", match_form(n))
-        if key:
-            back.setdefault(key, n)
-    if not back:
-        return None, back
-    parts = sorted({_pattern_of(n) for n in names if _SEPARATORS.sub("", match_form(n))}, key=len)
-    body = "|".join(reversed(parts))
-    # a name is a whole word: no letter or digit touches it on either side (a hyphen or a dot
-    # may: "GPT-4-based", "ChatGPT.")
-    return re.compile(rf"(?<![^\W_])(?:{body})(?![^\W_])"), back
+        pieces = [p for p in _WORDS.findall(match_form(n))]
+        if not pieces:
+            continue
+        for k in range(1, len(pieces) + 1):
+            starts.add("".join(pieces[:k]))
+        full.setdefault("".join(pieces), n)
+    return _Names(frozenset(starts), full)
 
 
 def names_mentioned(text: str, names: Iterable[str]) -> list[str]:
     """The names among ``names`` that ``text`` mentions (module docstring), each once, in the
-    order they first appear, spelt as given in ``names``."""
-    pattern, back = _compiled(tuple(names))
-    if pattern is None or not text:
+    order they first appear, spelt as given in ``names``.
+
+    The text is split into words (a compiled expression) and the words are looked up as a set:
+    an answer where no name can begin costs that one pass in C; the others are scanned word by
+    word from the words that can begin a name."""
+    spec = _compiled(tuple(names))
+    if not spec.full or not text:
         return []
+    folded = match_form(text)
+    if spec.starts.isdisjoint(_WORDS.findall(folded)):  # most answers: no name can begin
+        return []
+    parts = _WORDS.split(folded)
+    words = parts[1::2]  # parts: between, word, between, word, …, between
     found: dict[str, None] = {}
-    for m in pattern.finditer(match_form(text)):
-        name = back.get(_SEPARATORS.sub("", m.group(0)))
-        if name is not None:
-            found.setdefault(name, None)
+    for i, w in enumerate(words):
+        if w not in spec.starts:
+            continue
+        best = spec.full.get(w)
+        joined, j = w, i
+        while j + 1 < len(words) and _JOIN.match(parts[2 * j + 2]):  # longest name first
+            joined += words[j + 1]
+            if joined not in spec.starts:
+                break
+            j += 1
+            best = spec.full.get(joined, best)
+        if best is not None:
+            found.setdefault(best, None)
     return list(found)
 
 
@@ -176,5 +193,5 @@ def identity_names(
         str, str
     ] = {}  # one spelling per name as matched ("Open Assistant" = "OpenAssistant")
     for n in sorted(n for n in out if n and n.strip()):
-        unique.setdefault(_SEPARATORS.sub("", match_form(n)), n)
+        unique.setdefault("".join(_WORDS.findall(match_form(n))), n)
     return tuple(sorted(unique.values()))
