@@ -22,7 +22,7 @@ annotator  judge, worker, annotator, annotator_id, judge_id, rater, user, user_i
 prompt     prompt, prompt_id, question_id, question
 timestamp  tstamp, timestamp, time
 weight     weight, weights
-anony      anony, anonymous
+anony      anony
 ========== ==========================================================================
 
 ``anony`` is FastChat's flag of an anonymous vote: a row with ``anony`` false (the models'
@@ -106,7 +106,7 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "prompt": ("prompt", "prompt_id", "question_id", "question"),
     "timestamp": ("tstamp", "timestamp", "time"),
     "weight": ("weight", "weights"),
-    "anony": ("anony", "anonymous"),
+    "anony": ("anony",),
 }
 #: One-hot outcome columns (LMSYS preference data) → the outcome each stands for.
 ONE_HOT_COLUMNS: dict[str, Outcome] = {
