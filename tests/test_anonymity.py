@@ -79,7 +79,12 @@ def test_detector_examples_and_separators():
     assert names_mentioned("The answer is 42.", NAMES) == []
     assert names_mentioned("Claude", ()) == []
     assert set(WELL_KNOWN_NAMES) <= set(NAMES)
-    assert identity_names([("m", [], None)], well_known=False) == ("m",)
+    assert identity_names([("m", [], None)], well_known=False) == ()  # too short a word
+    assert identity_names([("abc", ["x", "Abc-2"], "ab")], ["q"], well_known=False) == (
+        "Abc-2",
+        "abc",
+        "q",
+    )
 
 
 def test_endpoint_aliases_and_organisation_are_validated_by_the_endpoint_validator():

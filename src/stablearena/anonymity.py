@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from .names import match_form
 
-__all__ = ["WELL_KNOWN_NAMES", "identity_names", "names_mentioned"]
+__all__ = ["MIN_MODEL_NAME", "WELL_KNOWN_NAMES", "identity_names", "names_mentioned"]
 
 #: Well-known chat models, model families and their makers, as an answer would name them. A
 #: word that is also common English (``Google``, ``Meta``, ``Bard`` alone would be; ``Gemini``
@@ -115,6 +115,10 @@ WELL_KNOWN_NAMES: tuple[str, ...] = (
 )
 
 #: A text as words (runs of letters and digits) and what lies between them.
+#: A model's name, alias or organisation shorter than this (letters and digits) is not looked
+#: for: ``a``, ``b``, ``x1`` are ordinary words (``identity_names`` in the serve config may
+#: still list such a name).
+MIN_MODEL_NAME = 3
 _WORDS = re.compile(r"([^\W_]+)")
 #: What may lie between two pieces of one name: separators or nothing.
 _JOIN = re.compile(r"[\s\-_.]*\Z")
@@ -178,15 +182,15 @@ def identity_names(
     well_known: bool = True,
 ) -> tuple[str, ...]:
     """The names an answer may not mention for its battle to stay anonymous: each model's
-    (name, aliases, organisation), the arena's ``extra`` names and, with ``well_known``,
+    (name, aliases, organisation) — those of at least :data:`MIN_MODEL_NAME` letters and
+    digits — the arena's ``extra`` names and, with ``well_known``,
     :data:`WELL_KNOWN_NAMES`; sorted, each once — names that match alike (``GPT-4`` and
     ``gpt 4``) once — a stable key for the compiled cache."""
     out: set[str] = set(extra)
     for name, aliases, organisation in models:
-        out.add(name)
-        out.update(aliases)
-        if organisation:
-            out.add(organisation)
+        for n in (name, *aliases, organisation or ""):
+            if len("".join(_WORDS.findall(match_form(n)))) >= MIN_MODEL_NAME:
+                out.add(n)
     if well_known:
         out.update(WELL_KNOWN_NAMES)
     unique: dict[

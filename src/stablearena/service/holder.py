@@ -169,7 +169,13 @@ class BattleHolder:
             return ()
         key = (self._revision, id(self.endpoints))
         if self._identity[0] != key:
-            models = [(ep.name, ep.aliases, ep.organisation) for ep in self.endpoints.values()]
+            eps = {ep.name: ep for ep in self.endpoints.values()}
+            models = [  # every model of the arena, with an endpoint or not
+                (m.name, eps[m.name].aliases, eps[m.name].organisation)
+                if m.name in eps
+                else (m.name, (), None)
+                for m in self.state.models.values()
+            ]
             self._identity = (key, identity_names(models, self.page.identity_names))
         return self._identity[1]
 
