@@ -222,6 +222,11 @@ def test_a_self_naming_model_is_exported_non_anonymous_and_left_off_the_default_
         assert by["demo-selfnamed"]["battles"] == len(named)
         assert by["demo-selfnamed"]["votes_left_out"] == len(named)
         assert by["demo-selfnamed"]["names"] == {"ChatGPT": len(named), "OpenAI": len(named)}
+        with httpx.Client(base_url=url, timeout=60) as op:  # and in the admin view
+            assert op.post("/admin/login", data={"key": server.admin_key}).status_code == 303
+            view = op.get("/admin").text
+        assert "Answers that named a model" in view
+        assert re.search(rf"<td>demo-selfnamed</td><td class=\"num\">{len(named)}</td>", view)
         # the default board leaves those votes out; ?anony=all keeps them
         n_anony = len(voted) - len(named)
         deadline = time.time() + 60
