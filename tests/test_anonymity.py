@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from stablearena.anonymity import WELL_KNOWN_NAMES, identity_names, names_mentioned
 from stablearena.endpoints.config import endpoint_from_mapping
 from stablearena.endpoints.demo_server import DemoServer
-from stablearena.errors import InputError
+from stablearena.errors import InputError, StableArenaWarning
 from stablearena.io import read_battles, read_counts
 from stablearena.language import language_of
 
@@ -124,9 +124,11 @@ def test_rank_reader_leaves_out_non_anonymous_rows_unless_asked(tmp_path):
         getattr(df, {"jsonl": "to_json", "csv": "to_csv", "parquet": "to_parquet"}[fmt])(
             path, **({"orient": "records", "lines": True} if fmt == "jsonl" else {"index": False})
         )
-        assert len(read_battles(path)) == 2, fmt
+        with pytest.warns(StableArenaWarning, match="left out 1 of 3 battles with anony = false"):
+            assert len(read_battles(path)) == 2, fmt
         assert len(read_battles(path, keep_non_anony=True)) == 3, fmt
-        assert read_counts(path).n_comparisons == 2, fmt
+        with pytest.warns(StableArenaWarning, match="left out 1 of 3 battles"):
+            assert read_counts(path).n_comparisons == 2, fmt
         assert read_counts(path, keep_non_anony=True).n_comparisons == 3, fmt
     bad = pd.DataFrame([{**rows[0], "anony": "maybe"}])
     with pytest.raises(InputError, match="anony is 'maybe'"):
@@ -251,6 +253,8 @@ def test_a_self_naming_model_is_exported_non_anonymous_and_left_off_the_default_
     ):
         code, out, err = cli("rank", path, "--method", method, "--format", "json", *flags)
         assert code == 0, err
+        said = f"left out {len(named)} of {len(voted)} battles with anony = false"
+        assert (said in " ".join(err.split())) == (not flags or "--keep-non-anony" not in flags)
         offline = json.loads(out)
         assert offline["n_battles"] == board["n_battles"]
         rated = {m["model"]: m["rating"] for m in offline["models"]}

@@ -47,6 +47,7 @@ import glob as _glob
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,7 @@ from .battles import (
     parse_outcomes,
 )
 from .choices import INPUT_FORMATS
-from .errors import InputError
+from .errors import InputError, StableArenaWarning
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -912,7 +913,21 @@ def _battles_from_table(
                     "(keep_non_anony=True)."
                 )
             out = out.take(keep).compact()
+            _note_non_anony(source, int((~keep).sum()), len(keep))
     return out
+
+
+def _note_non_anony(source: str, left_out: int, total: int) -> None:
+    """Say (a :class:`StableArenaWarning`, shown by the CLI) how many rows ``anony`` false
+    left out: never silently."""
+    if left_out:
+        warnings.warn(
+            f"{source}: left out {left_out:,} of {total:,} battles with anony = false (not "
+            "anonymous), as FastChat's leaderboard does; --keep-non-anony (keep_non_anony=True) "
+            "keeps them.",
+            StableArenaWarning,
+            stacklevel=2,
+        )
 
 
 def anony_mask(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
@@ -1670,6 +1685,7 @@ def _count_source(
     columns: Mapping[str, str] | None,
     acc: _CountAccumulator,
     keep_non_anony: bool = False,
+    left_out: list[int] | None = None,
 ) -> frozenset[str]:
     """Count one source into ``acc``; returns the optional roles it has."""
     if src.fmt == "json":
@@ -1714,6 +1730,8 @@ def _count_source(
             _numeric(table[roles["timestamp"]], "timestamp", name)  # validated like in memory
         if "anony" in roles and not keep_non_anony:  # as read_battles: left out by default
             keep = anony_mask(table[roles["anony"]], name)
+            if left_out is not None:
+                left_out[0] += int((~keep).sum())
             ga, gb, outcome = ga[keep], gb[keep], outcome[keep]
             weight = None if weight is None else weight[keep]
             ann = None if ann is None else ann[keep]
@@ -1777,8 +1795,11 @@ def read_counts(
             return whole
     acc = _CountAccumulator(by_annotator)
     first: tuple[str, frozenset[str]] | None = None
+    left_out, total = [0], 0
     for src in srcs:
-        has = _count_source(src, columns, acc, keep_non_anony)
+        before = acc.n_rows
+        has = _count_source(src, columns, acc, keep_non_anony, left_out)
+        total += acc.n_rows - before
         if first is None:
             first = (src.name, has)
         elif has != first[1]:
@@ -1788,6 +1809,7 @@ def read_counts(
                 f"{label}: {with_it} has a {role} column but {without} does not; give every file "
                 "the same columns."
             )
+    _note_non_anony(label, left_out[0], total + left_out[0])
     return acc.result(label)
 
 

@@ -65,7 +65,9 @@ def live_boards(
             (covariates if diff.nunique() > 1 else left_out).append(spec)
         if not covariates:
             raise InputError("every style feature is the same in every battle; nothing to control")
-    battles = read_battles(df, extra="*", source="live arena", keep_non_anony=keep_non_anony)
+    with warnings.catch_warnings():  # the default board leaves non-anonymous votes out: said
+        warnings.simplefilter("ignore")
+        battles = read_battles(df, extra="*", source="live arena", keep_non_anony=keep_non_anony)
     conditions = parse_where(where_items)
     if conditions:
         battles = where(battles, conditions)
