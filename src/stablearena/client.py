@@ -125,15 +125,15 @@ class ArenaClient:
 
     # ------------------------------------------------------------------ reading
     def leaderboard(
-        self, method: str = "am-elo", ci: str = "none", level: float = 0.95
+        self, method: str = "am-elo", ci: str = "none", level: float = 0.95, anony: str = "only"
     ) -> dict[str, Any]:
-        """The ``stablearena rank --format json`` payload plus ``as_of_vote`` and ``fitted_at``."""
-        return self._request(
-            "GET",
-            "/v1/leaderboard",
-            params={"method": method, "ci": ci, "level": level},
-            retry=True,
-        )
+        """The ``stablearena rank --format json`` payload plus ``as_of_vote`` and ``fitted_at``;
+        ``anony="all"``: also the votes of battles whose answer named a model (left out of the
+        default board)."""
+        params: dict[str, Any] = {"method": method, "ci": ci, "level": level}
+        if anony != "only":
+            params["anony"] = anony
+        return self._request("GET", "/v1/leaderboard", params=params, retry=True)
 
     def annotators(self) -> dict[str, Any]:
         """The ``stablearena annotators --format json`` payload with the arena's decisions (admin)."""
@@ -145,11 +145,14 @@ class ArenaClient:
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/healthz", retry=True)
 
-    def export(self, format: str = "jsonl", history: bool = False) -> bytes:
-        """The vote log as ``jsonl``, ``csv`` or ``parquet`` bytes (admin)."""
-        return self._request(
-            "GET", "/v1/export", params={"format": format, "history": history}, retry=True, raw=True
-        )
+    def export(self, format: str = "jsonl", history: bool = False, texts: bool = False) -> bytes:
+        """The vote log as ``jsonl``, ``csv`` or ``parquet`` bytes in FastChat's public battle
+        schema (admin; ``texts``: also the conversations, ``conversation_a`` /
+        ``conversation_b``)."""
+        params = {"format": format, "history": history}
+        if texts:
+            params["texts"] = True
+        return self._request("GET", "/v1/export", params=params, retry=True, raw=True)
 
     # ------------------------------------------------------------------ admin
     def add_model(

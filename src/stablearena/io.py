@@ -22,7 +22,13 @@ annotator  judge, worker, annotator, annotator_id, judge_id, rater, user, user_i
 prompt     prompt, prompt_id, question_id, question
 timestamp  tstamp, timestamp, time
 weight     weight, weights
+anony      anony
 ========== ==========================================================================
+
+``anony`` is FastChat's flag of an anonymous vote: a row with ``anony`` false (the models'
+names were shown, or an answer named a model) is left out, as FastChat's leaderboard does,
+unless ``keep_non_anony=True`` (``stablearena rank --keep-non-anony``); true, 1 or an empty
+value is an anonymous vote.
 
 or given explicitly with ``columns={"model_a": "...", ...}``. CSV files are parsed with Arrow's
 multi-threaded reader and names are dictionary-encoded in Arrow, so reading costs little more
@@ -41,6 +47,7 @@ import glob as _glob
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +69,7 @@ from .battles import (
     parse_outcomes,
 )
 from .choices import INPUT_FORMATS
-from .errors import InputError
+from .errors import InputError, StableArenaWarning
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -80,6 +87,7 @@ __all__ = [
     "should_stream",
     "STREAM_THRESHOLD",
     "extra_columns",
+    "anony_mask",
 ]
 
 COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
@@ -99,6 +107,7 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "prompt": ("prompt", "prompt_id", "question_id", "question"),
     "timestamp": ("tstamp", "timestamp", "time"),
     "weight": ("weight", "weights"),
+    "anony": ("anony",),
 }
 #: One-hot outcome columns (LMSYS preference data) → the outcome each stands for.
 ONE_HOT_COLUMNS: dict[str, Outcome] = {
@@ -847,6 +856,7 @@ def _battles_from_table(
     *,
     resolved: bool = False,
     extra: Sequence[str] | str | None = None,
+    keep_non_anony: bool = False,
 ) -> Battles:
     roles = (
         dict(columns)  # type: ignore[arg-type]
@@ -884,7 +894,7 @@ def _battles_from_table(
         extra["extra"] = extra_columns(
             table, wanted_extra, source, exclude=set(_used_columns(roles))
         )
-    return Battles(
+    out = Battles(
         models=tuple(str(n) for n in names),
         # dictionary indices are in range: "clip" skips numpy's bounds check per row
         model_a=np.take(a_map, a_idx, mode="clip"),
@@ -893,6 +903,55 @@ def _battles_from_table(
         source=source,
         **extra,
     )
+    if "anony" in roles and not keep_non_anony:
+        keep = anony_mask(table[roles["anony"]], source)
+        if not keep.all():
+            if not keep.any():
+                raise InputError(
+                    f"{source}: every battle has anony = false (not anonymous), and those are "
+                    "left out by default; keep them with --keep-non-anony "
+                    "(keep_non_anony=True)."
+                )
+            out = out.take(keep).compact()
+            _note_non_anony(source, int((~keep).sum()), len(keep))
+    return out
+
+
+def _note_non_anony(source: str, left_out: int, total: int) -> None:
+    """Say (a :class:`StableArenaWarning`, shown by the CLI) how many rows ``anony`` false
+    left out: never silently."""
+    if left_out:
+        warnings.warn(
+            f"{source}: left out {left_out:,} of {total:,} battles with anony = false (not "
+            "anonymous), as FastChat's leaderboard does; --keep-non-anony (keep_non_anony=True) "
+            "keeps them.",
+            StableArenaWarning,
+            stacklevel=2,
+        )
+
+
+def anony_mask(col: pa.ChunkedArray | pa.Array, source: str) -> np.ndarray:
+    """Which rows of an ``anony`` column are anonymous votes (FastChat's flag): true, 1 or
+    empty are; false or 0 are not; anything else is an error naming the row."""
+    col = _combine(col)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if pa.types.is_boolean(col.type):
+        return np.asarray(col.fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
+    values = col.to_pylist()
+    out = np.ones(len(values), dtype=bool)
+    for k, v in enumerate(values):
+        key = v.strip().lower() if isinstance(v, str) else v
+        if key in (None, "", True, 1, "true", "1"):
+            continue
+        if key in (False, 0, "false", "0"):
+            out[k] = False
+            continue
+        raise InputError(
+            f"{_row_hint(np.array([k]), source)}: anony is {v!r}; it must be true or false "
+            "(1 or 0)."
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------- JSON
@@ -1061,6 +1120,7 @@ def _from_json(
     columns: Mapping[str, str] | None,
     source: str,
     extra: Sequence[str] | str | None = None,
+    keep_non_anony: bool = False,
 ) -> Battles | PairCounts:
     obj = _load_json(raw, source)
     if isinstance(obj, dict) and {"models", "X", "Y"} <= set(obj):
@@ -1083,12 +1143,16 @@ def _from_json(
         if not records:
             raise InputError(f"{source}: the battle log is empty (the columns have no values).")
         table, roles = _records_table(records, columns, source, extra)
-        return _battles_from_table(table, roles, source, resolved=True, extra=extra)
+        return _battles_from_table(
+            table, roles, source, resolved=True, extra=extra, keep_non_anony=keep_non_anony
+        )
     if isinstance(obj, list):
         if not obj:
             raise InputError(f"{source}: the battle log is empty (an empty JSON list).")
         table, roles = _records_table(obj, columns, source, extra)
-        return _battles_from_table(table, roles, source, resolved=True, extra=extra)
+        return _battles_from_table(
+            table, roles, source, resolved=True, extra=extra, keep_non_anony=keep_non_anony
+        )
     raise InputError(
         f"{source}: JSON must be a list of battle records (FastChat clean_battle), an object of "
         "equal-length columns, or a leaderbot pair-count object with keys models, X, Y; found "
@@ -1256,7 +1320,10 @@ def _read_table(
 
 
 def _read_source(
-    src: _Source, columns: Mapping[str, str] | None, extra: Sequence[str] | str | None = None
+    src: _Source,
+    columns: Mapping[str, str] | None,
+    extra: Sequence[str] | str | None = None,
+    keep_non_anony: bool = False,
 ) -> Battles | PairCounts:
     if src.fmt == "json":
         try:
@@ -1265,9 +1332,11 @@ def _read_source(
             if src.compression:
                 raise _corrupt(src, exc) from None
             raise InputError(f"{src.name}: cannot read the file ({exc}).") from None
-        return _from_json(raw, columns, src.name, extra)
+        return _from_json(raw, columns, src.name, extra, keep_non_anony)
     table, roles = _read_table(src, columns, extra)
-    return _battles_from_table(table, roles, src.name, resolved=True, extra=extra)
+    return _battles_from_table(
+        table, roles, src.name, resolved=True, extra=extra, keep_non_anony=keep_non_anony
+    )
 
 
 def _from_dataframe(
@@ -1275,6 +1344,7 @@ def _from_dataframe(
     columns: Mapping[str, str] | None,
     source: str | None,
     extra: Sequence[str] | str | None = None,
+    keep_non_anony: bool = False,
 ) -> Battles:
     src = source or "<DataFrame>"
     names = [str(c) for c in data.columns]
@@ -1295,7 +1365,9 @@ def _from_dataframe(
                 for c in frame.columns
             }
         )
-    return _battles_from_table(table, roles, src, resolved=True, extra=extra)
+    return _battles_from_table(
+        table, roles, src, resolved=True, extra=extra, keep_non_anony=keep_non_anony
+    )
 
 
 def _concat_battles(parts: Sequence[Battles], source: str) -> Battles:
@@ -1341,6 +1413,7 @@ def read_battles(
     fmt: str | None = None,
     source: str | None = None,
     extra: Sequence[str] | str | None = None,
+    keep_non_anony: bool = False,
 ) -> Battles | PairCounts:
     """Read a battle log (or a leaderbot pair-count JSON) into :class:`Battles` / :class:`PairCounts`.
 
@@ -1354,18 +1427,21 @@ def read_battles(
         extra: other columns to keep in :attr:`Battles.extra` (for category filters and
             covariates, see :func:`extra_columns`): names, nested fields as ``parent.child``, or
             ``"*"`` for every column.
+        keep_non_anony: keep the rows whose ``anony`` column is false (left out by default,
+            as FastChat's leaderboard leaves out votes that are not anonymous).
     """
+    anon = keep_non_anony
     if not isinstance(data, (str, os.PathLike)):
         if type(data).__name__ == "DataFrame":
-            return _from_dataframe(data, columns, source, extra)
+            return _from_dataframe(data, columns, source, extra, anon)
         raise InputError(f"read_battles takes a path or a DataFrame, not {type(data).__name__}.")
     if os.fspath(data) == "-":
         src = _resolve_source(Path("-"), fmt, _read_stdin())
-        return _read_source(src if source is None else _renamed(src, source), columns, extra)
+        return _read_source(src if source is None else _renamed(src, source), columns, extra, anon)
     files, label = _input_paths(data)
     if len(files) == 1 and files[0] == Path(os.fspath(data)):
         src = _resolve_source(files[0], fmt)
-        return _read_source(src if source is None else _renamed(src, source), columns, extra)
+        return _read_source(src if source is None else _renamed(src, source), columns, extra, anon)
     if extra is not None:
         raise InputError(
             f"{label}: extra columns (--where, --by, --style) are read from one file; give a "
@@ -1373,7 +1449,7 @@ def read_battles(
         )
     parts = []
     for f in files:
-        part = _read_source(_resolve_source(f, fmt), columns)
+        part = _read_source(_resolve_source(f, fmt), columns, None, anon)
         if isinstance(part, PairCounts):
             raise InputError(
                 f"{f}: a pair-count object cannot be combined with other files into one battle "
@@ -1605,11 +1681,15 @@ _OPTIONAL_ROLES = ("annotator", "prompt", "timestamp", "weight")
 
 
 def _count_source(
-    src: _Source, columns: Mapping[str, str] | None, acc: _CountAccumulator
+    src: _Source,
+    columns: Mapping[str, str] | None,
+    acc: _CountAccumulator,
+    keep_non_anony: bool = False,
+    left_out: list[int] | None = None,
 ) -> frozenset[str]:
     """Count one source into ``acc``; returns the optional roles it has."""
     if src.fmt == "json":
-        data = _read_source(src, columns)
+        data = _read_source(src, columns, None, keep_non_anony)
         _add_whole(data, acc)
         return frozenset(r for r in _OPTIONAL_ROLES if getattr(data, r, None) is not None)
     roles, batches = _batches(src, columns)
@@ -1648,6 +1728,13 @@ def _count_source(
             ann = acc.codes([UNKNOWN_ANNOTATOR], acc.annotators)[np.zeros(n, dtype=np.int64)]
         if "timestamp" in roles:
             _numeric(table[roles["timestamp"]], "timestamp", name)  # validated like in memory
+        if "anony" in roles and not keep_non_anony:  # as read_battles: left out by default
+            keep = anony_mask(table[roles["anony"]], name)
+            if left_out is not None:
+                left_out[0] += int((~keep).sum())
+            ga, gb, outcome = ga[keep], gb[keep], outcome[keep]
+            weight = None if weight is None else weight[keep]
+            ann = None if ann is None else ann[keep]
         acc.add(ga, gb, outcome, weight, ann)
         offset += n
     if offset == 0:
@@ -1680,6 +1767,7 @@ def read_counts(
     fmt: str | None = None,
     by_annotator: bool = False,
     source: str | None = None,
+    keep_non_anony: bool = False,
 ) -> PairCounts:
     """Read a battle log straight into its pair counts, batch by batch.
 
@@ -1691,7 +1779,8 @@ def read_counts(
     number of distinct (pair, annotator) cells, not with the number of battles. The result equals
     ``read_battles(data).counts(by_annotator=...)`` (models and annotators sorted by name).
     ``by_annotator``: per-annotator rows (battles without an annotator column are attributed to
-    ``"unknown"``, as :class:`~stablearena.raters.AmElo` does).
+    ``"unknown"``, as :class:`~stablearena.raters.AmElo` does). ``keep_non_anony``: as for
+    :func:`read_battles`.
     """
     if os.fspath(data) == "-":
         srcs = [_resolve_source(Path("-"), fmt, _read_stdin())]
@@ -1701,13 +1790,16 @@ def read_counts(
         srcs = [_resolve_source(f, fmt) for f in files]
     label = source or label
     if len(srcs) == 1 and srcs[0].fmt == "json":
-        whole = _read_source(srcs[0], columns)
+        whole = _read_source(srcs[0], columns, None, keep_non_anony)
         if isinstance(whole, PairCounts):
             return whole
     acc = _CountAccumulator(by_annotator)
     first: tuple[str, frozenset[str]] | None = None
+    left_out, total = [0], 0
     for src in srcs:
-        has = _count_source(src, columns, acc)
+        before = acc.n_rows
+        has = _count_source(src, columns, acc, keep_non_anony, left_out)
+        total += acc.n_rows - before
         if first is None:
             first = (src.name, has)
         elif has != first[1]:
@@ -1717,6 +1809,7 @@ def read_counts(
                 f"{label}: {with_it} has a {role} column but {without} does not; give every file "
                 "the same columns."
             )
+    _note_non_anony(label, left_out[0], total + left_out[0])
     return acc.result(label)
 
 

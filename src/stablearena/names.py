@@ -10,11 +10,19 @@ same name is found the same way in a path and in a body."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from .errors import InputError
 
-__all__ = ["MAX_NAME", "checked_name", "clean_name", "name_problem", "name_forms"]
+__all__ = [
+    "MAX_NAME",
+    "checked_name",
+    "clean_name",
+    "match_form",
+    "name_problem",
+    "name_forms",
+]
 
 #: Longest model or annotator name (the database columns are String(200)).
 MAX_NAME = 200
@@ -92,3 +100,17 @@ def checked_name(value: object, where: str) -> object:
         return clean_name(value)
     except ValueError as exc:
         raise InputError(f"{where}: {exc} (got {value!r}); rename it") from None
+
+
+def match_form(text: str) -> str:
+    """``text`` as names are compared inside free text (stablearena.anonymity): Unicode NFKC
+    (full-width letters, ligatures and compatibility forms become their plain letters) and
+    case-folded (``ChatGPT``, ``CHATGPT`` and ``ｃｈａｔｇｐｔ`` are one form). Invisible
+    formatting characters (zero-width spaces and joiners, soft hyphens) are removed, so a
+    name split by one is still the name."""
+    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+#: The invisible formatting characters :func:`match_form` removes: soft hyphen, zero-width
+#: space / joiners, marks and overrides, word joiner and invisible operators, byte-order mark.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")

@@ -164,7 +164,11 @@ def load_board(options: dict[str, Any]) -> tuple[Any, Any, dict[str, list[str]]]
         use_style, covariates, text_columns, list(conditions), options.get("by")
     )
     loaded = load_data(
-        options["path"], col=options["col"], input_format=options["input_format"], extra=extra
+        options["path"],
+        col=options["col"],
+        input_format=options["input_format"],
+        extra=extra,
+        keep_non_anony=options.get("keep_non_anony", False),
     )
     data = loaded.data
     if isinstance(data, PairCounts):

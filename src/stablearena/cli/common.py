@@ -438,8 +438,16 @@ ColOpt = Annotated[
     typer.Option(
         "--col",
         help="Column mapping ROLE=NAME (roles: model_a, model_b, winner, annotator, prompt, "
-        "timestamp, weight).",
+        "timestamp, weight, anony).",
         metavar="ROLE=NAME",
+    ),
+]
+KeepNonAnonyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--keep-non-anony",
+        help="Keep the battles whose anony column is false (the models' names were shown, or "
+        "an answer named a model); by default they are left out, as on FastChat's leaderboard.",
     ),
 ]
 InputFormatOpt = Annotated[
@@ -463,6 +471,7 @@ DATA_OPTIONS: OptionBlock = (
     ("min_battles", MinBattlesOpt, 0),
     ("col", ColOpt, None),
     ("input_format", InputFormatOpt, None),
+    ("keep_non_anony", KeepNonAnonyOpt, False),
 )
 
 
@@ -575,10 +584,12 @@ def load_data(
     counts_only: bool = False,
     by_annotator: bool = False,
     extra: Sequence[str] | str | None = None,
+    keep_non_anony: bool = False,
 ) -> Loaded:
     """Read ``path`` (or the built-in example when ``None``) and apply the standard filters.
 
     ``extra``: other columns of the log to keep (``read_battles(extra=...)``).
+    ``keep_non_anony``: keep the rows whose ``anony`` column is false (left out by default).
 
     ``counts_only``: the caller needs only pair counts (per annotator when ``by_annotator``), so
     a directory, a glob or a large file is streamed batch by batch
@@ -616,9 +627,17 @@ def load_data(
         else:
             label = "<stdin>" if str(path) == "-" else str(path)
         if counts_only and extra is None and should_stream(path):
-            data = read_counts(path, columns=columns, fmt=input_format, by_annotator=by_annotator)
+            data = read_counts(
+                path,
+                columns=columns,
+                fmt=input_format,
+                by_annotator=by_annotator,
+                keep_non_anony=keep_non_anony,
+            )
         else:
-            data = read_battles(path, columns=columns, fmt=input_format, extra=extra)
+            data = read_battles(
+                path, columns=columns, fmt=input_format, extra=extra, keep_non_anony=keep_non_anony
+            )
         simulated = False
     before = list(data.models)
     excluded = split_list(exclude)

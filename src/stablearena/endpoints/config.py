@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import InputError
-from ..names import checked_name
+from ..names import checked_name, clean_name
 
 __all__ = [
     "NUMERIC_BOUNDS",
@@ -88,6 +88,23 @@ def check_number(value: object, kind: type, low: float, high: float, what: str) 
         raise InputError(f"{what} must be {noun} from {low:g} to {high:g}, not {value!r}")
 
 
+def _one_name(value: object, where: str) -> str:
+    """A name given in a config (an alias, an organisation), as :func:`clean_name` makes it."""
+    if not isinstance(value, str):
+        raise InputError(f"{where} must be a text, not {value!r}")
+    try:
+        return clean_name(value)
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc} (got {value!r}); fix it") from None
+
+
+def _aliases(value: object, where: str) -> tuple[str, ...]:
+    """``aliases = ["…", …]`` as a tuple of clean names (an error names the bad one)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise InputError(f'{where}: aliases must be a list of names, e.g. ["ChatGPT"]')
+    return tuple(_one_name(v, f"{where}: aliases[{k}]") for k, v in enumerate(value))
+
+
 @dataclass(frozen=True)
 class ModelEndpoint:
     """An OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint.
@@ -128,10 +145,20 @@ class ModelEndpoint:
     #: the maker or model family (e.g. "openai"): a judge of the same family as a model it
     #: judges is reported (self-preference, docs/guides/models-and-judges.md)
     family: str | None = None
+    #: other names the model goes by (e.g. "ChatGPT" for gpt-4o) and its maker (e.g.
+    #: "OpenAI"): an arena answer that mentions any of them, or the model's name, makes the
+    #: battle non-anonymous (stablearena.anonymity, docs/guides/arena-page.md)
+    aliases: tuple[str, ...] = ()
+    organisation: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
         where = f"model {self.name!r}"
+        object.__setattr__(self, "aliases", _aliases(self.aliases, where))
+        if self.organisation is not None:
+            object.__setattr__(
+                self, "organisation", _one_name(self.organisation, f"{where}: organisation")
+            )
         if not self.name or not isinstance(self.name, str):
             raise InputError("a model needs a non-empty 'name'")
         if not str(self.base_url).startswith(("http://", "https://")):
@@ -160,6 +187,7 @@ class ModelEndpoint:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
         out["params"] = dict(self.params)
         out["price"] = asdict(self.price) if self.price else None
+        out["aliases"] = list(self.aliases)
         out["kind"] = "endpoint"
         return out
 

@@ -151,7 +151,9 @@ INJECTION_JUDGES: tuple[DemoJudge, ...] = (
 #: Models whose answer is the same formatted text whatever the prompt, for the arena page's
 #: rendering: ``demo-markdown`` writes Markdown (a heading, bold, a list, a fenced Python block,
 #: a table, inline and display math); ``demo-hostile`` writes HTML and links that must never
-#: become live markup on the page (each would set ``window.__pwned`` if it ran).
+#: become live markup on the page (each would set ``window.__pwned`` if it ran);
+#: ``demo-selfnamed`` names itself and its maker, as a real chat model may, which makes its
+#: battles non-anonymous (stablearena.anonymity).
 FORMATTED_REPLIES: dict[str, str] = {
     "demo-markdown": (
         "## Euler's identity\n\n"
@@ -193,6 +195,7 @@ FORMATTED_REPLIES: dict[str, str] = {
         "```html\n<script>window.__pwned = 'fence'</script>\n"
         "and a fence that never closes\n"
     ),
+    "demo-selfnamed": "I am ChatGPT, a large language model trained by OpenAI. I can help.",
 }
 
 
@@ -243,7 +246,7 @@ def demo_answer(model: DemoModel, prompt: str, seed: int = 0) -> str:
     right = truth(prompt)
     rng = _rng("answer", seed, model.seed_name or model.name, prompt)
     if right is None:
-        return f"I am {model.name}, a demo model; I only answer arithmetic and capitals."
+        return "I only answer arithmetic and capitals; ask me one of those."
     said = _wrong(right, rng) if rng.random() < model.error_rate else right
     text = f"Let me work this out. The answer is {said}."
     if model.inject:

@@ -68,6 +68,18 @@ class ArenaPage(BaseModel):
         description="Most characters of a conversation sent to a model (the prompts and that "
         "model's answers), the new prompt included.",
     )
+    anonymity: bool = Field(
+        True,
+        description="A battle whose answer names a model or its maker (any model's name, "
+        "aliases or organisation, identity_names, or a well-known model or vendor name) is "
+        "non-anonymous: its vote is stored and exported with anony = false and left out of "
+        "the default leaderboard (stablearena.anonymity). false: every battle is anonymous.",
+    )
+    identity_names: list[str] = Field(
+        default_factory=list,
+        description="More names that make a battle non-anonymous when an answer mentions "
+        "them (besides the models' names, aliases and organisations and the well-known list).",
+    )
     cookie_days: float = Field(
         30.0, gt=0.0, le=3660.0, description="Lifetime of a visitor's identity."
     )

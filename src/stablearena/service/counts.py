@@ -130,10 +130,11 @@ class LiveCounts:
                 if rows and max(r[3] for r in rows) > known:
                     self._annotators.update(store.names_after(conn, "annotators", known))
             wm = self.as_of_vote
-            for vid, a, b, ann, outcome, prev in rows:
-                self._add(a, b, ann, outcome, 1.0)
-                if prev is not None:
-                    self._add(a, b, ann, prev, -1.0)
+            for vid, a, b, ann, outcome, prev, anony in rows:
+                if anony:  # a non-anonymous battle's vote is not in pair_counts either
+                    self._add(a, b, ann, outcome, 1.0)
+                    if prev is not None:
+                        self._add(a, b, ann, prev, -1.0)
                 self._gaps.pop(vid, None)
                 if vid > wm:
                     for missing in range(max(wm + 1, vid - 4096), vid):

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from ..anonymity import identity_names, names_mentioned
 from ..endpoints import Answer, EndpointClient, Failure, ModelEndpoint
 from ..endpoints.config import endpoint_from_mapping
 from ..style_features import style_counts
@@ -50,8 +51,9 @@ def endpoint_json(ep: ModelEndpoint) -> str:
     rec = ep.to_record()
     for k in ("name", "kind"):
         rec.pop(k, None)
-    if rec.get("price") is None:
-        rec.pop("price", None)
+    for key in ("price", "aliases", "organisation"):  # unset: stored as before they existed
+        if not rec.get(key):
+            rec.pop(key, None)
     return json.dumps(rec, sort_keys=True)
 
 
@@ -93,7 +95,9 @@ _ANSWER_FIELDS = (
 )
 
 
-def _answer_row(side: str, model_id: int, ep: ModelEndpoint, res: Any) -> dict[str, Any]:
+def _answer_row(
+    side: str, model_id: int, ep: ModelEndpoint, res: Any, names: tuple[str, ...] = ()
+) -> dict[str, Any]:
     row: dict[str, Any] = {
         "side": side,
         "model_id": model_id,
@@ -108,6 +112,7 @@ def _answer_row(side: str, model_id: int, ep: ModelEndpoint, res: Any) -> dict[s
             style_headers=headers,
             style_lists=lists,
             style_bold=bold,
+            named=",".join(names_mentioned(res.text, names)) or None,
         )
     else:
         row.update(failure=res.reason, failure_detail=res.detail, total_time=res.elapsed)
@@ -136,6 +141,7 @@ class BattleHolder:
         #: the conversations this worker generated last (a follow-up is planned from memory,
         #: without a read: :meth:`follow`), newest last, at most CONVERSATIONS
         self.convs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._identity: tuple[Any, tuple[str, ...]] = (None, ())
 
     # ------------------------------------------------------------------ registry
     def _read(self) -> tuple[int, list[Any]]:
@@ -163,6 +169,24 @@ class BattleHolder:
                 del self.clients[mid]
                 await client.aclose()
         self.endpoints, self.auto_outage, self._revision = endpoints, auto, rev
+
+    def identity_names(self) -> tuple[str, ...]:
+        """The names an answer may not mention for its battle to stay anonymous
+        (stablearena.anonymity): every model's name, aliases and organisation, the page's
+        ``identity_names`` and the well-known names; none with ``anonymity = false``."""
+        if not self.page.anonymity:
+            return ()
+        key = (self._revision, id(self.endpoints))
+        if self._identity[0] != key:
+            eps = {ep.name: ep for ep in self.endpoints.values()}
+            models = [  # every model of the arena, with an endpoint or not
+                (m.name, eps[m.name].aliases, eps[m.name].organisation)
+                if m.name in eps
+                else (m.name, (), None)
+                for m in self.state.models.values()
+            ]
+            self._identity = (key, identity_names(models, self.page.identity_names))
+        return self._identity[1]
 
     def client(self, model_id: int) -> EndpointClient:
         """The client of a model with an endpoint (made on first use)."""
@@ -587,8 +611,9 @@ class BattleHolder:
             except Exception:  # noqa: BLE001 - the battle is stored stopped all the same
                 log.exception("battle %s: its stopped answers could not be stored", row["id"])
             raise
+        names = self.identity_names()
         rows = [
-            _answer_row(s, m, self.endpoints[m], r)
+            _answer_row(s, m, self.endpoints[m], r, names)
             for (s, m), r in zip(sides, results, strict=True)
             if m in self.endpoints
         ]

@@ -34,9 +34,11 @@ def live_boards(
     by: str | None,
     ci: str = "none",
     level: float = 0.95,
+    keep_non_anony: bool = False,
 ) -> dict[str, Any]:
     """The board (or, with ``by``, ``{"boards": {value: board}}``) of the arena's current votes,
-    filtered by ``where_items`` (``COLUMN=VALUE``) and style-controlled with ``style``."""
+    filtered by ``where_items`` (``COLUMN=VALUE``) and style-controlled with ``style``; the
+    votes of non-anonymous battles (``anony`` false) only with ``keep_non_anony``."""
     import pandas as pd
 
     from ..categories import parse_where, split_by, where
@@ -63,7 +65,9 @@ def live_boards(
             (covariates if diff.nunique() > 1 else left_out).append(spec)
         if not covariates:
             raise InputError("every style feature is the same in every battle; nothing to control")
-    battles = read_battles(df, extra="*", source="live arena")
+    with warnings.catch_warnings():  # the default board leaves non-anonymous votes out: said
+        warnings.simplefilter("ignore")
+        battles = read_battles(df, extra="*", source="live arena", keep_non_anony=keep_non_anony)
     conditions = parse_where(where_items)
     if conditions:
         battles = where(battles, conditions)

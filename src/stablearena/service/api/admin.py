@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -74,10 +75,13 @@ def _model(st: ArenaState, name: str) -> dict[str, Any]:
 def export(
     engine: sa.engine.Engine, fmt: str, history: bool, texts: bool = False
 ) -> tuple[bytes, str]:
-    """The vote log as FastChat-style records: model_a, model_b, winner, judge, tstamp, plus
-    battle_id, revision, strategy, propensity (and superseded with ``history``); battles the
-    arena held add their prompt's id and category and each side's answer columns
-    (:func:`~stablearena.service.store.arena.held_columns`; the texts with ``texts``)."""
+    """The vote log in FastChat's public battle schema: model_a, model_b, winner, judge,
+    tstamp, anony (false: an answer named a model; ``stablearena rank`` leaves such rows out
+    unless asked), plus battle_id, revision, strategy, propensity (and superseded with
+    ``history``); battles the arena held add turn, language, their prompt's id and category
+    and each side's answer columns and, with ``texts``, conversation_a / conversation_b
+    (``[{"role", "content"}, …]``), prompt_text, answer_a / answer_b
+    (:func:`~stablearena.service.store.arena.held_columns`)."""
     import pandas as pd
 
     rows, columns = store.vote_log(engine, history)
@@ -87,6 +91,12 @@ def export(
     if not history:
         df = df.drop(columns=["superseded"])
     df = _with_held(df, store.held.held_columns(engine, texts))
+    if "turn" in df.columns:  # whole numbers; a vote the arena did not hold has none
+        df["turn"] = df["turn"].astype("Int64")
+    if fmt == "csv":  # a conversation is JSON text in a CSV cell
+        for col in ("conversation_a", "conversation_b"):
+            if col in df.columns:
+                df[col] = [v if isinstance(v, float) else json.dumps(v) for v in df[col]]
     if fmt == "csv":  # text cells a spreadsheet would run as formulas: prefixed with '
         from ...io import csv_safe
 
@@ -145,6 +155,18 @@ async def injections(request: Request, who: Admin) -> dict[str, Any]:
     """Per model, the held battles in which its answer talked to the judge (stablearena.injection:
     the serve config's ``[injection]`` policy), by action, most flagged first."""
     rows = await asyncio.to_thread(store.held.flag_counts, arena(request).engine)
+    return {"models": rows}
+
+
+@router.get(
+    "/v1/admin/anonymity",
+    summary="Models whose answers named a model or its maker, and the votes left out (admin)",
+)
+async def anonymity(request: Request, who: Admin) -> dict[str, Any]:
+    """Per model, the held battles in which its answer named a model or its maker
+    (stablearena.anonymity) and the votes of non-anonymous battles it took part in, which the
+    default leaderboard leaves out (``GET /v1/leaderboard?anony=all`` keeps them)."""
+    rows = await asyncio.to_thread(store.held.non_anonymous_counts, arena(request).engine)
     return {"models": rows}
 
 

@@ -232,12 +232,14 @@ async def admin_page(request: Request) -> Response:
     d.touch()
     battles = await asyncio.to_thread(d.battles_total)
     flags = await asyncio.to_thread(store.held.flag_counts, d.engine)
+    named = await asyncio.to_thread(store.held.non_anonymous_counts, d.engine)
     view = d.view
     main = view.admin_html if view else _render("dashboard_empty.html.j2", message=d.status())
     text = _render(
         "admin.html.j2",
         who=who.name,
         injections=flags,
+        non_anonymous=named,
         main=main,
         health=d.health(battles),
         status=d.status(),

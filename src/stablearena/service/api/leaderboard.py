@@ -4,7 +4,7 @@ models."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -40,6 +40,13 @@ async def leaderboard(
     style: Annotated[bool, Query(description="style control (held battles)")] = False,
     where: Annotated[list[str] | None, Query(description="COLUMN=VALUE, repeatable")] = None,
     by: Annotated[str | None, Query(description="one board per value of COLUMN")] = None,
+    anony: Annotated[
+        Literal["only", "all"],
+        Query(
+            description="only: anonymous votes (the default board); all: also the votes of "
+            "battles whose answer named a model"
+        ),
+    ] = "only",
 ) -> Response:
     if method not in METHODS:
         raise ApiError(
@@ -56,7 +63,7 @@ async def leaderboard(
             "ci",
         )
     st = arena(request)
-    if style or where or by:  # the boards of the export (service/live_boards.py)
+    if style or where or by or anony == "all":  # boards of the export (live_boards.py)
         return JSONResponse(
             await asyncio.to_thread(
                 live_boards,
@@ -67,6 +74,7 @@ async def leaderboard(
                 by=by,
                 ci=ci,
                 level=level,
+                keep_non_anony=anony == "all",
             )
         )
     if method == "am-elo" and ci == "none":

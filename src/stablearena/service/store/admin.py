@@ -87,7 +87,7 @@ def revoke_key(conn: Connection, name: str) -> int:
 
 def vote_log(engine: Engine, history: bool) -> tuple[list[Any], list[str]]:
     """The vote log in vote order — model_a, model_b, outcome, judge, tstamp, battle_id,
-    revision, strategy, propensity, superseded — and the column names; the current votes only
+    revision, strategy, propensity, anony (false: an answer named a model), superseded — and the column names; the current votes only
     unless ``history``."""
     v, b = votes, battles
     ma = models.alias("ma")
@@ -103,6 +103,7 @@ def vote_log(engine: Engine, history: bool) -> tuple[list[Any], list[str]]:
             v.c.revision,
             b.c.strategy,
             b.c.propensity,
+            b.c.anony,
             v.c.superseded,
         )
         .select_from(

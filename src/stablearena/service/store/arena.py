@@ -38,6 +38,7 @@ __all__ = [
     "annotator_by_id",
     "insert_held",
     "finish_held",
+    "anonymous",
     "held_status",
     "accept_turn",
     "plan_turn",
@@ -52,11 +53,13 @@ __all__ = [
     "record_page_vote",
     "OpenHeld",
     "held_columns",
+    "conversations",
     "held_list",
     "judge_annotator",
     "record_judgement",
     "record_flags",
     "flag_counts",
+    "non_anonymous_counts",
 ]
 
 #: The per-side columns of ``battle_answers`` the export carries (besides the text).
@@ -179,6 +182,12 @@ def annotator_by_id(conn: Connection, annotator_id: int) -> Any:
 
 
 # ---------------------------------------------------------------------------------- battles
+def anonymous(answers: list[dict[str, Any]]) -> bool:
+    """Whether a battle with these ``battle_answers`` rows stays anonymous: no answer
+    ``named`` a model or its maker (the names found by stablearena.anonymity)."""
+    return not any(a.get("named") for a in answers)
+
+
 class OpenHeld(NamedTuple):
     """:func:`insert_held` refused the battle: the annotator (``mine``) or its address
     (``there``) already holds as many battles without a vote as its cap allows."""
@@ -252,7 +261,9 @@ def finish_held(
     ``failed`` (never votable). A battle stopped meanwhile (:func:`stop_battle`) stays
     ``stopped``: its answers are kept, it never becomes votable. The one place where a turn's
     answers are finished (an answer check hooks in here or in its caller,
-    ``BattleHolder.generate``)."""
+    ``BattleHolder.generate``). A turn with an answer that ``named`` a model
+    (stablearena.anonymity) makes the battle non-anonymous (``battles.anony`` false, never
+    back): its vote will not be counted on the default board."""
     if prompt is None:
         prompt = conn.execute(
             sa.select(held_battles.c.prompt).where(held_battles.c.battle_id == battle_id)
@@ -263,7 +274,7 @@ def finish_held(
         rows.append(
             {
                 **dict.fromkeys(_SUMMARY + _STYLE),
-                **{k: v for k, v in a.items() if k != "params"},
+                **{k: v for k, v in a.items() if k not in ("params", "named")},
                 "battle_id": battle_id,
                 "turn": turn,
                 "attempt": attempt,
@@ -281,6 +292,8 @@ def finish_held(
         )
     for a in answers if not first else ():
         summary = {k: a.get(k) for k in _SUMMARY}
+        if a.get("named"):  # the names the side said last (the admin view counts them)
+            summary["named"] = a["named"]
         summary.update(_style_sums(conn, battle_id, a["side"]))
         done = conn.execute(
             battle_answers.update()
@@ -297,7 +310,10 @@ def finish_held(
         .values(**({"open_until": None} if failure else {}))
     ).rowcount
     if changed and not failure:
-        conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl))
+        named = {} if anonymous(answers) else {"anony": False}
+        conn.execute(
+            battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl, **named)
+        )
 
 
 _ANSWER_COLS = tuple(c.name for c in battle_answers.columns)
@@ -635,6 +651,12 @@ def conversation(conn: Connection, battle_id: str, history: bool = False) -> dic
         if prompt is None:
             return None
         return {"a": [], "b": [], "turns": 0, **({"replaced": []} if history else {})}
+    return _conversation_of(rows, history)
+
+
+def _conversation_of(rows: list[Any], history: bool = False) -> dict[str, Any]:
+    """:func:`conversation` of one battle's ``battle_turns`` rows (turn, attempt, side, prompt,
+    text), ordered by turn and attempt."""
     cur = _current(rows)
     turns = max(t for t, _ in cur)
     out: dict[str, Any] = {"a": [], "b": [], "turns": turns}
@@ -738,9 +760,22 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
     and, per side s in a/b, ``{column}_{s}`` for :data:`ANSWER_COLUMNS` (and, with ``texts``,
     ``prompt_text``, ``answer_a``/``answer_b`` and, for a judge's battle, ``judge_reasoning``:
     its replies to both orders as JSON text, ``[{"order", "winner", "reasoning"}, …]``)."""
+    from ...language import language_of
+
     with engine.connect() as conn:
         held = conn.execute(sa.select(held_battles)).all()
         answers = conn.execute(sa.select(battle_answers)).all()
+        if texts:
+            talks = conversations(conn)
+        else:  # the number of turns only
+            talks = {
+                bid: {"turns": int(n)}
+                for bid, n in conn.execute(
+                    sa.select(battle_turns.c.battle_id, sa.func.max(battle_turns.c.turn)).group_by(
+                        battle_turns.c.battle_id
+                    )
+                )
+            }
     out: dict[str, dict[str, Any]] = {}
     for h in held:
         rec: dict[str, Any] = {
@@ -748,9 +783,16 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
             "category": h.category,
             "status": h.status,
             "failure": h.failure,
+            "turn": max(1, talks.get(h.battle_id, {}).get("turns", 1)),
+            "language": language_of(h.prompt),
         }
         if texts:
             rec["prompt_text"] = h.prompt
+            talk = talks.get(h.battle_id, {})
+            for side in ("a", "b"):  # no answer stored: the prompt alone
+                rec[f"conversation_{side}"] = talk.get(side) or [
+                    {"role": "user", "content": h.prompt}
+                ]
             if h.judge_reasoning is not None:  # a judge's battle: its replies to both orders
                 rec["judge_reasoning"] = h.judge_reasoning  # JSON text (every format holds it)
         out[h.battle_id] = rec
@@ -761,6 +803,26 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
         if texts:
             rec[f"answer_{a.side}"] = a.text
     return out
+
+
+def conversations(conn: Connection) -> dict[str, dict[str, Any]]:
+    """:func:`conversation` of every held battle with answers, by battle id, read in one
+    query (the export's reader: ``conversation_a``/``conversation_b`` and ``turn`` of FastChat's
+    public battle schema)."""
+    rows = conn.execute(
+        sa.select(
+            battle_turns.c.battle_id,
+            battle_turns.c.turn,
+            battle_turns.c.attempt,
+            battle_turns.c.side,
+            battle_turns.c.prompt,
+            battle_turns.c.text,
+        ).order_by(battle_turns.c.battle_id, battle_turns.c.turn, battle_turns.c.attempt)
+    ).all()
+    by: dict[str, list[Any]] = {}
+    for r in rows:
+        by.setdefault(r.battle_id, []).append(r)
+    return {bid: _conversation_of(rs) for bid, rs in by.items()}
 
 
 def held_list(engine: Engine, status: str | None, limit: int) -> list[dict[str, Any]]:
@@ -839,6 +901,8 @@ def record_judgement(
     insert_battles(
         conn, [{**row, "annotator_id": judge_id, "served_at": now, "expires_at": now + ttl}]
     )
+    if not anonymous(answers):  # the judge read a name too: its vote is left out alike
+        conn.execute(battles.update().where(battles.c.id == row["id"]).values(anony=False))
     conn.execute(held_battles.insert().values(battle_id=row["id"], **held))
     for a in answers:  # the same answers as the battle judged
         conn.execute(battle_answers.insert().values(battle_id=row["id"], **a))
@@ -905,3 +969,40 @@ def flag_counts(engine: Engine) -> list[dict[str, Any]]:
             row["actions"][action] = int(n)
             row["last"] = max(row["last"], float(last))
     return sorted(out.values(), key=lambda r: (-r["battles"], r["model"]))
+
+
+def non_anonymous_counts(engine: Engine) -> list[dict[str, Any]]:
+    """Per model, the held battles in which its own answer named a model or its maker
+    (``battle_answers.named``; stablearena.anonymity) — ``battles``, the names said most
+    often (``names``: {name: n}) — and the current votes on non-anonymous battles it took
+    part in (``votes_left_out``: in the log and the export with ``anony`` false, not on the
+    default board); most first. People's battles only (a judge's copy is not counted twice)."""
+    judged = battles.c.strategy == "judge"
+    named = (
+        sa.select(models.c.name, battle_answers.c.named)
+        .join(models, models.c.id == battle_answers.c.model_id)
+        .join(battles, battles.c.id == battle_answers.c.battle_id)
+        .where(battle_answers.c.named.is_not(None), ~judged)
+    )
+    left_out = (
+        sa.select(models.c.name, sa.func.count())
+        .select_from(votes)
+        .join(battles, battles.c.id == votes.c.battle_id)
+        .join(models, sa.or_(models.c.id == votes.c.model_a, models.c.id == votes.c.model_b))
+        .where(battles.c.anony == sa.false(), votes.c.superseded == sa.false())
+        .group_by(models.c.name)
+    )
+    out: dict[str, dict[str, Any]] = {}
+
+    def row(name: str) -> dict[str, Any]:
+        return out.setdefault(name, {"model": name, "battles": 0, "names": {}, "votes_left_out": 0})
+
+    with engine.connect() as conn:
+        for name, said in conn.execute(named):
+            r = row(name)
+            r["battles"] += 1
+            for n in said.split(","):
+                r["names"][n] = r["names"].get(n, 0) + 1
+        for name, n in conn.execute(left_out):
+            row(name)["votes_left_out"] = int(n)
+    return sorted(out.values(), key=lambda r: (-r["battles"], -r["votes_left_out"], r["model"]))

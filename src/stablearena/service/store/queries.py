@@ -141,11 +141,13 @@ def read_count_rows(engine: Engine, window: int = 4096) -> tuple[int, np.ndarray
 
 def votes_after(conn: Connection, after: int, also: list[int]) -> list[tuple]:
     """The votes with an id above ``after`` or in ``also``, in id order, each as (id,
-    model_a, model_b, annotator id, outcome, outcome of the revision it corrects or None):
+    model_a, model_b, annotator id, outcome, outcome of the revision it corrects or None,
+    whether its battle is anonymous — a vote of a non-anonymous one is not counted):
     what changed in the counts since the live counts last looked (an indexed range read)."""
     cond = "v.id > ?" + (f" OR v.id IN ({', '.join('?' * len(also))})" if also else "")
     sql = (
-        "SELECT v.id, v.model_a, v.model_b, v.annotator_id, v.outcome, p.outcome FROM votes v "
+        "SELECT v.id, v.model_a, v.model_b, v.annotator_id, v.outcome, p.outcome, b.anony "
+        "FROM votes v JOIN battles b ON b.id = v.battle_id "
         "LEFT JOIN votes p ON p.battle_id = v.battle_id AND p.revision = v.revision - 1 "
         f"WHERE {cond} ORDER BY v.id"
     )

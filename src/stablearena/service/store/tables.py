@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    true,
 )
 
 #: API outcome labels, in :class:`stablearena.Outcome` code order.
@@ -69,6 +70,9 @@ battles = Table(
     Column("propensity", Float),
     Column("served_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+    # false: an answer of the battle named a model or its maker (stablearena.anonymity); its
+    # votes are kept in the log but not in pair_counts (the default board leaves them out)
+    Column("anony", Boolean, nullable=False, server_default=true()),
 )
 votes = Table(
     "votes",
@@ -194,6 +198,8 @@ battle_answers = Table(
     Column("style_headers", Integer),
     Column("style_lists", Integer),
     Column("style_bold", Integer),
+    # the model or maker names the answer mentions, comma-separated (stablearena.anonymity)
+    Column("named", Text),
 )
 
 # A held battle's conversation, turn by turn (migration 0008; docs/guides/arena-page.md,

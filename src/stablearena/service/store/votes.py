@@ -21,7 +21,7 @@ _HOT_SQL: dict[str, str] = {
     "judged": "SELECT 1 FROM pair_counts WHERE i = ? AND j = ? AND annotator_id = ? "
     "AND wins + losses + ties + ties_both_bad > 0",
     "lookup": "SELECT b.annotator_id, b.model_a, b.model_b, b.expires_at, v.id, v.revision, "
-    "v.outcome, v.created_at, v.first_at FROM battles b LEFT JOIN votes v "
+    "v.outcome, v.created_at, v.first_at, b.anony FROM battles b LEFT JOIN votes v "
     "ON v.battle_id = b.id AND v.superseded = false WHERE b.id = ?",
     "vote": "INSERT INTO votes (battle_id, revision, outcome, annotator_id, model_a, model_b, "
     "created_at, first_at, superseded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false) RETURNING id",
@@ -178,6 +178,7 @@ def record_vote(
     revision: int | None = None,
 ) -> VoteResult:
     """Record one vote and its count in the caller's transaction (see :class:`VoteResult`);
+    a vote on a non-anonymous battle (``battles.anony`` false) is recorded without a count;
     nothing when the registry changed since ``revision`` (:func:`registry_changed`)."""
     cur = cursor(conn)
     if registry_changed(cur, conn, revision):
@@ -186,7 +187,10 @@ def record_vote(
     row = cur.fetchone()
     if row is None:
         return VoteResult("missing", message=f"no battle {battle_id!r}")
-    owner, a, b, expires, vid, rev, old, created, first = row
+    owner, a, b, expires, vid, rev, old, created, first, anony = row
+    # a battle whose answers named a model (stablearena.anonymity): its vote is in the log,
+    # not in pair_counts, so the default board (and every fit of the counts) leaves it out
+    counted = bool(anony)
     if owner != annotator_id:
         return VoteResult("forbidden", message="this battle was served to another annotator")
     if vid is not None:
@@ -213,10 +217,14 @@ def record_vote(
         new_id = _insert_vote(
             cur, _hot(conn, "vote"), battle_id, rev + 1, outcome, annotator_id, a, b, now, first
         )
-        add_counts(
-            conn,
-            [count_row(a, b, annotator_id, old, -1.0), count_row(a, b, annotator_id, outcome, 1.0)],
-        )
+        if counted:
+            add_counts(
+                conn,
+                [
+                    count_row(a, b, annotator_id, old, -1.0),
+                    count_row(a, b, annotator_id, outcome, 1.0),
+                ],
+            )
         return VoteResult("corrected", new_id, rev + 1, outcome, now, a, b, stored_outcome=old)
     if expires == 0.0:  # a battle the arena holds, not votable: still generating, or failed
         status = conn.execute(
@@ -234,5 +242,6 @@ def record_vote(
     new_id = _insert_vote(
         cur, _hot(conn, "vote"), battle_id, 0, outcome, annotator_id, a, b, now, now
     )
-    add_counts(conn, [count_row(a, b, annotator_id, outcome, 1.0)])
+    if counted:
+        add_counts(conn, [count_row(a, b, annotator_id, outcome, 1.0)])
     return VoteResult("new", new_id, 0, outcome, now, a, b)
