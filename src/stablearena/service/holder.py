@@ -127,6 +127,12 @@ class BattleHolder:
         self.judges = _judge_clients(settings.judges, settings.injection)
         self.judge_ids: dict[str, int] = {}
         self.tasks: set[asyncio.Task] = set()
+        #: the [category_classifier] (service/duties.py), None without one
+        self.categoriser: Any = None
+        if settings.category_classifier.on:
+            from .duties import Categoriser
+
+            self.categoriser = Categoriser(settings.category_classifier)
 
     # ------------------------------------------------------------------ registry
     def _read(self) -> tuple[int, list[Any]]:
@@ -229,6 +235,8 @@ class BattleHolder:
             await client.aclose()
         for jc in self.judges:
             await jc.aclose()
+        if self.categoriser is not None:
+            await self.categoriser.aclose()
         self.clients.clear()
 
     # ------------------------------------------------------------------ battles
@@ -302,6 +310,10 @@ class BattleHolder:
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             task = self._spawn(self._run(row, prompt, queue, stored))
+            # the classifier is asked at the same time as the models: nothing waits for it
+            tasks = [task]
+            if self.categoriser is not None:
+                tasks.append(self._spawn(self._categorise(row["id"], prompt, stored)))
             try:
                 refused = await self.writer.submit_async(
                     partial(
@@ -313,12 +325,14 @@ class BattleHolder:
                     )
                 )
             except BaseException:
-                task.cancel()
+                for t in tasks:
+                    t.cancel()
                 raise
             if refused == []:
                 stored.set_result(None)
                 return row, queue
-            task.cancel()
+            for t in tasks:
+                t.cancel()
             if isinstance(refused, store.held.OpenHeld):
                 st.refused(who, [row], [])
                 refuse_open(self.page, refused.mine, refused.there)
@@ -328,6 +342,21 @@ class BattleHolder:
                 await self.refresh()
                 names = self._names()
         raise ApiError(503, "busy", "the arena is changing fast; try again")
+
+    async def _categorise(self, battle_id: str, prompt: str, stored: asyncio.Future[None]) -> None:
+        """Ask the [category_classifier] for the prompt's category and, once the battle is
+        stored (with the rules' category), store the classifier's in its place; a failed or
+        malformed reply keeps the rules' (counted by the :class:`~.duties.Categoriser`)."""
+        category = await self.categoriser.category(prompt)
+        await asyncio.shield(stored)
+        if category is None:
+            return
+        try:
+            await self.writer.submit_async(
+                partial(store.held.set_category, battle_id=battle_id, category=category)
+            )
+        except Exception:  # noqa: BLE001 - the rules' category stays
+            log.exception("battle %s: its category could not be stored", battle_id)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)

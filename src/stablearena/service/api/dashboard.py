@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from .. import store
 from ..dashboard import COOKIE, Dashboard
+from ..duties import duties_summary
 from ..errors import RateLimited
 from ..render import (
     ADMIN_POLL_SECONDS,
@@ -232,12 +233,14 @@ async def admin_page(request: Request) -> Response:
     d.touch()
     battles = await asyncio.to_thread(d.battles_total)
     flags = await asyncio.to_thread(store.held.flag_counts, d.engine)
+    duties = await asyncio.to_thread(duties_summary, request.app)
     view = d.view
     main = view.admin_html if view else _render("dashboard_empty.html.j2", message=d.status())
     text = _render(
         "admin.html.j2",
         who=who.name,
         injections=flags,
+        duties=duties,
         main=main,
         health=d.health(battles),
         status=d.status(),

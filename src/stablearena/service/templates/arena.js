@@ -260,14 +260,19 @@ function post(url, body) {
     body: JSON.stringify(body)
   });
 }
+var code = null;  // the code of the last refusal (e.g. "moderated")
 async function failed(r) {
-  try { var j = await r.json(); return j.error ? j.error.message : r.statusText; }
+  code = null;
+  try { var j = await r.json(); code = j.error ? j.error.code : null; return j.error ? j.error.message : r.statusText; }
   catch (e) { return r.statusText; }
 }
+// the terms of use (when the arena has them): Send waits until they are accepted
+var terms = $("terms");
+function termsPending() { return document.body.dataset.terms === "pending"; }
 function reset() {
   battle = null; voted = false; setVotes(false);
   ["a", "b"].forEach(function (s) { sides[s].clear(); $("name-" + s).textContent = ""; });
-  again.hidden = true; send.disabled = false; prompt.disabled = false;
+  again.hidden = true; send.disabled = termsPending(); prompt.disabled = false;
   if (suggest) { suggest.disabled = false; }
 }
 
@@ -278,7 +283,14 @@ async function start() {
   send.disabled = true; prompt.disabled = true; if (suggest) { suggest.disabled = true; }
   say("Both models are answering…");
   var r = await post("/arena/battles", { prompt: text, prompt_id: promptId });
-  if (!r.ok) { say(await failed(r), true); send.disabled = false; prompt.disabled = false; return; }
+  if (!r.ok) {
+    var why = await failed(r);
+    if (r.status === 422 && code === "moderated") { document.body.dataset.state = "refused"; }
+    if (code === "terms_not_accepted") { document.body.dataset.terms = "pending"; terms.hidden = false; }
+    say(why, true); send.disabled = termsPending(); prompt.disabled = false;
+    if (suggest) { suggest.disabled = false; }
+    return;
+  }
   var reader = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
   for (;;) {
     var chunk = await reader.read();
@@ -317,6 +329,14 @@ async function vote(outcome) {
   again.hidden = false; again.focus();
 }
 
+if (terms) {
+  $("accept-terms").addEventListener("click", async function () {
+    var r = await post("/arena/terms", { version: terms.dataset.version });
+    if (!r.ok) { say(await failed(r), true); return; }
+    document.body.dataset.terms = "accepted"; terms.hidden = true;
+    send.disabled = false; say(""); prompt.focus();
+  });
+}
 send.addEventListener("click", start);
 again.addEventListener("click", function () { reset(); promptId = null; prompt.value = ""; prompt.focus(); say(""); });
 prompt.addEventListener("input", function () { promptId = null; });
