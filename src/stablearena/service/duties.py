@@ -91,10 +91,14 @@ class Moderator:
             more_words, more_patterns = read_rules(settings.rules_file)
             words += more_words
             patterns += more_patterns
+        # the words as one expression (one pass over the prompt however many there are)
+        alternatives = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+        self.words = (
+            re.compile(r"(?<!\w)(?:" + alternatives + r")(?!\w)", re.IGNORECASE) if words else None
+        )
         self.rules: list[tuple[str, re.Pattern[str]]] = [
-            (f"word:{w}", re.compile(r"(?<!\w)" + re.escape(w) + r"(?!\w)", re.IGNORECASE))
-            for w in words
-        ] + [(f"re:{rx}", re.compile(rx)) for rx in patterns]
+            (f"re:{rx}", re.compile(rx)) for rx in patterns
+        ]
         self.client: Any = None
         if settings.endpoint is not None:
             from ..endpoints import EndpointClient
@@ -104,12 +108,14 @@ class Moderator:
 
     @property
     def on(self) -> bool:
-        return bool(self.rules or self.client)
+        return bool(self.words or self.rules or self.client)
 
     async def check(self, text: str) -> Verdict:
         """The prompt's verdict: the rules first (no call when one matches), then the
         endpoint."""
-        hits = tuple(name for name, rx in self.rules if rx.search(text))
+        word = self.words.search(text) if self.words is not None else None
+        hits = (f"word:{word.group(0).lower()}",) if word else ()
+        hits += tuple(name for name, rx in self.rules if rx.search(text))
         if hits:
             return Verdict(True, "rules", hits)
         if self.client is None:
