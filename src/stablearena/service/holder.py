@@ -129,6 +129,10 @@ class BattleHolder:
         self.tasks: set[asyncio.Task] = set()
         #: the [category_classifier] (service/duties.py), None without one
         self.categoriser: Any = None
+        #: classifications in flight, by battle id, and the newest categories they gave (the
+        #: judges' copies of a battle take its category: judge())
+        self.categorising: dict[str, asyncio.Task] = {}
+        self.categories: dict[str, str] = {}
         if settings.category_classifier.on:
             from .duties import Categoriser
 
@@ -313,7 +317,10 @@ class BattleHolder:
             # the classifier is asked at the same time as the models: nothing waits for it
             tasks = [task]
             if self.categoriser is not None:
-                tasks.append(self._spawn(self._categorise(row["id"], prompt, stored)))
+                ctask = self._spawn(self._categorise(row["id"], prompt, stored))
+                self.categorising[row["id"]] = ctask
+                ctask.add_done_callback(lambda _, bid=row["id"]: self.categorising.pop(bid, None))
+                tasks.append(ctask)
             try:
                 refused = await self.writer.submit_async(
                     partial(
@@ -357,6 +364,21 @@ class BattleHolder:
             )
         except Exception:  # noqa: BLE001 - the rules' category stays
             log.exception("battle %s: its category could not be stored", battle_id)
+            return
+        if len(self.categories) >= 1024:  # the judges read it within a battle's life
+            self.categories.pop(next(iter(self.categories)))
+        self.categories[battle_id] = category
+
+    async def category_of(self, battle_id: str, prompt: str) -> str:
+        """A held battle's category: the classifier's (waited for, when it is still being
+        asked) or the rules'."""
+        task = self.categorising.get(battle_id)
+        if task is not None:
+            try:
+                await asyncio.shield(task)
+            except Exception:  # noqa: BLE001 - the rules' category
+                pass
+        return self.categories.get(battle_id) or self.page.category(prompt)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -470,7 +492,7 @@ class BattleHolder:
         st, now, done = self.state, time.time(), 0
         held = {
             "prompt": prompt,
-            "category": self.page.category(prompt),
+            "category": await self.category_of(row["id"], prompt),
             "status": "complete",
             "served_at": now,
             "completed_at": now,

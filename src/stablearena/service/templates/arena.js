@@ -280,6 +280,7 @@ async function start() {
   var text = prompt.value.trim();
   if (!text) { say("Type a prompt first.", true); return; }
   reset();
+  if (document.body.dataset.state === "refused") { delete document.body.dataset.state; }
   send.disabled = true; prompt.disabled = true; if (suggest) { suggest.disabled = true; }
   say("Both models are answering…");
   var r = await post("/arena/battles", { prompt: text, prompt_id: promptId });
