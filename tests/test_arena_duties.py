@@ -189,6 +189,10 @@ def test_terms_must_be_accepted_before_the_first_battle(tmp_path, demo):
         assert r.status_code == 200 and t0 <= r.json()["accepted_at"] <= time.time()
         assert post_battle(tc, csrf, "What is 2+2?").status_code == 200
         assert 'data-terms="accepted"' in tc.get("/arena").text
+        # another worker, which never saw this visitor, reads the acceptance from the database
+        tc.app.state.visitors.ids.clear()
+        tc.app.state.duties.accepted.clear()
+        assert 'data-terms="accepted"' in tc.get("/arena").text
         with tc.app.state.holder.state.engine.connect() as conn:
             rows = conn.execute(sa.text("SELECT * FROM terms_acceptances")).all()
         assert len(rows) == 1 and rows[0].version == version

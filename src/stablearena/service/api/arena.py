@@ -8,7 +8,9 @@ is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``GET /a
 ``GET /arena/prompt`` (one from the pool), ``POST /arena/battles`` (a pair by the serving rule;
 both answers stream back as NDJSON lines ``{"side": "a"|"b", "delta": …}`` between a first line
 ``{"battle_id": …}`` and a last ``{"done": true, "status": …}``) and ``POST
-/arena/battles/{id}/vote`` (refused until both answers are complete; answers with the names).
+/arena/battles/{id}/vote`` (refused until both answers are complete; answers with the names),
+``POST /arena/terms`` (accept the terms of use). Every prompt passes :func:`admit_prompt` (terms
+accepted, length, moderation: service/duties.py) before any model sees it.
 Posts need the identity's CSRF token in ``X-CSRF-Token`` and must come from this site.
 """
 
@@ -249,7 +251,11 @@ async def arena_page(request: Request) -> Response:
     if visit is None and not page.invite_only:  # a cookie, no row: made on the first battle
         new = _visitors(request).new_visitor(_address(request))
         visit = _visitors(request).visit(_visitors(request).cookie(new)[0])
-    accepted = await _accepted(request, visit.who if visit else None)
+    who = visit.who if visit else None
+    if visit is not None and not visit.who.id and _duties(request).version:
+        # a visitor stored by another worker (this one does not know its number yet)
+        who = await asyncio.to_thread(_visitors(request).stored, visit, False)
+    accepted = await _accepted(request, who)
     resp = _html(_page(request, visit, accepted=accepted))
     if new is not None:
         _set_cookie(request, resp, new)
