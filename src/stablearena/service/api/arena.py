@@ -28,6 +28,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy.exc import IntegrityError
 
 from ...endpoints.client import prompt_problem
 from ...endpoints.config import endpoint_from_mapping
@@ -408,10 +409,13 @@ async def arena_terms(request: Request, body: TermsAcceptance) -> dict[str, Any]
             409, "conflict", "the terms changed since the page was opened; reload /arena", "version"
         )
     who = await _poster(request, create=True)
-    at = await write(
-        request,
-        partial(store.held.accept_terms, annotator_id=who.id, version=d.version, now=time.time()),
+    accept = partial(
+        store.held.accept_terms, annotator_id=who.id, version=d.version, now=time.time()
     )
+    try:
+        at = await write(request, accept)
+    except IntegrityError:  # the same identity accepting on another worker at the same time
+        at = await write(request, accept)  # reads the row that worker stored
     d.accepted.add(who.id)
     return {"version": d.version, "accepted_at": at}
 
