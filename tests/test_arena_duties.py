@@ -277,3 +277,32 @@ def test_parse_tags_cases():
 def test_parse_tags_never_raises_and_returns_known_tags(reply):
     got = parse_tags(reply)
     assert got is None or (set(got) <= set(CLASSIFIER_TAGS) and len(got) == len(set(got)))
+
+
+@pytest.mark.slow
+def test_duties_on_postgresql(tmp_path, demo, postgres):
+    """The same refusals, counts and acceptances on PostgreSQL (slow: a server of its own)."""
+    cfg = make(
+        tmp_path,
+        demo.base_url,
+        "pg",
+        moderation={"words": ["badword"], "endpoint": {"base_url": demo.base_url}},
+        terms={"text": "Be kind."},
+    )
+    cfg.db = postgres.create_database("duties")
+    with TestClient(create_app(cfg)) as tc:
+        page = tc.get("/arena").text
+        version = re.search(r'data-version="([0-9a-f]{16})"', page).group(1)
+        csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page).group(1)
+        h = {"X-CSRF-Token": csrf}
+        assert post_battle(tc, csrf, "hi").json()["error"]["code"] == "terms_not_accepted"
+        first = tc.post("/arena/terms", json={"version": version}, headers=h).json()
+        again = tc.post("/arena/terms", json={"version": version}, headers=h).json()
+        assert first == again  # the first acceptance's time is kept
+        assert post_battle(tc, csrf, "a badword here").status_code == 422
+        assert post_battle(tc, csrf, "something forbidden").status_code == 422
+        assert post_battle(tc, csrf, "What is 2+2?").status_code == 200
+        assert chat_requests(demo, "pg") == 2
+        got = duties(tc)
+        assert got["moderation"]["by_source"] == {"rules": 1, "endpoint": 1}
+        assert got["terms"] == {"version": version, "accepted": 1}
