@@ -23,7 +23,8 @@ Two more models for a public arena's duties (stablearena.service.duties):
   :data:`MODERATION_MARKER` (category ``harassment``); counted as ``moderations:<model>``;
   its model name takes the modes ``fail500`` and ``slow=S`` too;
 * the chat model ``demo-classifier`` answers LMArena's category tags as JSON,
-  ``{"tags": [...]}``, from marker words in the prompt (:data:`CLASSIFIER_MARKERS`);
+  ``{"tags": [...]}``, from marker words in the prompt (:data:`CLASSIFIER_MARKERS`; arithmetic
+  such as ``19*63`` is ``math``);
   ``demo-classifier+garbage`` answers prose that is no such object.
 
 Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
@@ -76,9 +77,15 @@ CLASSIFIER_MARKERS = {
 }
 
 
+#: Arithmetic (the demo prompts' "What is 19*63?") is math too.
+_ARITHMETIC = re.compile(r"\d\s*[-+*/]\s*\d")
+
+
 def _classify(text: str) -> str:
     prompt = text.rsplit("<prompt>", 1)[-1].lower()
     tags = [tag for word, tag in CLASSIFIER_MARKERS.items() if word in prompt]
+    if _ARITHMETIC.search(prompt) and "math" not in tags:
+        tags.append("math")
     return json.dumps({"tags": tags})
 
 
