@@ -34,6 +34,18 @@ def test_serve_demo_holds_a_battle(tmp_path):
                 headers=h,
             )
             assert v.status_code == 200 and v.json()["model_a"].startswith("demo-")
+            # the category comes from the demo classifier (arithmetic: math), not "other" for all
+            want = "math" if re.search(r"\d\s*[-+*/]\s*\d", p["prompt"]) else "other"
+            admin = {"Authorization": f"Bearer {server.admin_key}"}
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                held = c.get("/v1/admin/held", headers=admin).json()["battles"]
+                if held[0]["category"] == want:
+                    break
+                time.sleep(0.1)
+            assert held[0]["category"] == want, (p, held[0])
+            got = c.get("/v1/admin/duties", headers=admin).json()["classifier"]
+            assert got["asked"] == 1 and got["malformed"] == got["failed"] == 0
             names = {m["name"] for m in c.get("/v1/models").json()["models"]}
             assert len(names) == 8 and all(n.startswith("demo-") for n in names)
         print(f"serve --demo: first possible vote after {first_vote:.2f} s")

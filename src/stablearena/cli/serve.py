@@ -175,8 +175,9 @@ def _stopped() -> None:
 def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, Popen
     """``serve --demo``: the demo server (stablearena.endpoints.demo_server) as a child process
     that exits with this one, started first so that it loads while ``serve`` does; its eight
-    models as the arena's endpoints, the demo prompts as the pool, and every vote in the fit
-    at once (δ = 0) unless the settings say otherwise."""
+    models as the arena's endpoints, the demo prompts as the pool, its ``demo-classifier`` as
+    the category classifier, and every vote in the fit at once (δ = 0) unless the settings say
+    otherwise."""
     import subprocess
 
     from ..endpoints.demo import DEMO_MODELS
@@ -195,6 +196,12 @@ def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, P
     settings.models = [*settings.models, *demo]
     if settings.arena_page.prompts is None:
         settings.arena_page.prompts = "demo"
+    if not settings.category_classifier.on:  # categories from the demo classifier
+        from ..service.arena_settings import CategoryClassifier
+
+        settings.category_classifier = CategoryClassifier(
+            endpoint={"base_url": base_url, "model": "demo-classifier"}
+        )
     arena = settings.arena
     for key, value in (("min_records", 0), ("refit_seconds", 1.0), ("refit_votes", 1)):
         if key not in arena.model_fields_set:

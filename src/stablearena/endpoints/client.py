@@ -436,6 +436,46 @@ class EndpointClient:
         self.breaker.record(result.ok)
         return result
 
+    async def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        """``POST {base_url}/{path}`` with a JSON ``body`` (e.g. ``moderations``): the reply's
+        JSON, or a :class:`Failure` (HTTP error, timeout after ``timeout`` s, connection,
+        not JSON); retried like a chat call up to ``max_retries`` times. No call raises."""
+        import aiohttp
+
+        ep = self.endpoint
+        url = ep.base_url.rstrip("/") + "/" + path.lstrip("/")
+        headers = {**self._headers(), "Accept": "application/json"}
+
+        async def once() -> _Attempt | Any:
+            async with self._http().post(url, json=body, headers=headers, proxy=self._proxy) as r:
+                raw = await self._read_body(r, 1 << 20)
+                if raw is None:
+                    return _Attempt(Failure(ep.name, "too_long", "the reply is over 1 MiB"))
+                if r.status != 200:
+                    return self._http_failure(r, raw)
+                try:
+                    return _json(raw)
+                except _Malformed as exc:
+                    return _Attempt(Failure(ep.name, "bad_response", str(exc)))
+
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                got = await _within(once(), ep.timeout or None)
+            except asyncio.TimeoutError:
+                got = _Attempt(Failure(ep.name, "timeout", f"no reply within {ep.timeout} s"), True)
+            except (aiohttp.ClientError, OSError) as exc:
+                got = _Attempt(Failure(ep.name, "connection", f"{type(exc).__name__}: {exc}"), True)
+            if not isinstance(got, _Attempt):
+                return got
+            if not got.retryable or attempt > ep.max_retries:
+                return got.result
+            wait = self._wait(attempt, got)
+            if wait is None:
+                return got.result
+            await self.sleep(wait)
+
     def _wait(self, attempt: int, got: _Attempt) -> float | None:
         ep = self.endpoint
         if got.retry_after is not None:

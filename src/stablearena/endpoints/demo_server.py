@@ -19,6 +19,16 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``bad=KIND`` — a streamed answer that goes wrong as real broken servers do, after a first
   good piece: one of :data:`BAD_KINDS` (``bad=cycle``: each kind in turn, one per request).
 
+Two more models for a public arena's duties (stablearena.service.duties):
+
+* ``POST /v1/moderations`` (OpenAI's moderation API): flags an input that contains the word
+  :data:`MODERATION_MARKER` (category ``harassment``); counted as ``moderations:<model>``;
+  its model name takes the modes ``fail500`` and ``slow=S`` too;
+* the chat model ``demo-classifier`` answers LMArena's category tags as JSON,
+  ``{"tags": [...]}``, from marker words in the prompt (:data:`CLASSIFIER_MARKERS`; arithmetic
+  such as ``19*63`` is ``math``);
+  ``demo-classifier+garbage`` answers prose that is no such object.
+
 Requests are counted per full model name; ``GET /demo/stats`` returns, per name, the number of
 requests, the most in flight at once, the number of client connections they came on
 (``peers``: distinct client address and port), the number of messages of each request
@@ -45,9 +55,41 @@ from typing import Any
 
 from .demo import DEMO_JUDGES, DEMO_MODELS, demo_reply
 
-__all__ = ["BAD_KINDS", "create_app", "main", "DemoServer", "tokens", "demo_endpoints"]
+__all__ = [
+    "BAD_KINDS",
+    "CLASSIFIER_MARKERS",
+    "MODERATION_MARKER",
+    "create_app",
+    "main",
+    "DemoServer",
+    "tokens",
+    "demo_endpoints",
+]
 
 _TOKEN = re.compile(r"\S+\s*")
+#: The word the demo moderation endpoint flags.
+MODERATION_MARKER = "forbidden"
+#: The demo classifier's marker words (in a prompt, any case) and the tag each gives.
+CLASSIFIER_MARKERS = {
+    "python": "coding",
+    "integral": "math",
+    "poem": "creative_writing",
+    "exactly": "instruction_following",
+    "prove": "hard_prompt",
+    "translate": "language",
+}
+
+
+#: Arithmetic (the demo prompts' "What is 19*63?") is math too.
+_ARITHMETIC = re.compile(r"\d\s*[-+*/]\s*\d")
+
+
+def _classify(text: str) -> str:
+    prompt = text.rsplit("<prompt>", 1)[-1].lower()
+    tags = [tag for word, tag in CLASSIFIER_MARKERS.items() if word in prompt]
+    if _ARITHMETIC.search(prompt) and "math" not in tags:
+        tags.append("math")
+    return json.dumps({"tags": tags})
 
 
 def _data(obj: Any) -> bytes:
@@ -208,7 +250,14 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
             if kind not in _BAD:
                 return _error(400, f"no bad mode {kind!r}; one of {list(BAD_KINDS)}", "bad_mode")
             return StreamingResponse(_bad_stream(kind), media_type="text/event-stream")
-        text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
+        if base == "demo-classifier":
+            text = (
+                "It looks like a question about cats, I think."
+                if "garbage" in modes
+                else (_classify(text_in))
+            )
+        else:
+            text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
         if text is None:
             return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
         if "count" in modes:
@@ -286,8 +335,40 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    async def moderations(request: Request) -> JSONResponse:
+        if not authorised(request):
+            return _error(401, "missing or wrong API key", "invalid_api_key")
+        try:
+            body = await request.json()
+            name = str(body.get("model") or "omni-moderation-latest")
+            given = body["input"]
+            inputs = [given] if isinstance(given, str) else [str(x) for x in given]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return _error(400, "the body must be JSON with 'input'", "bad_request")
+        _, modes = _modes(name)
+        st = stats["moderations:" + name]
+        st["requests"] += 1
+        st["arrivals"].append(time.monotonic())
+        if "fail500" in modes:
+            return _error(500, "the demo moderation failed (fail mode)", "server_error")
+        await asyncio.sleep(float(modes.get("slow") or 0))
+        results = []
+        for text in inputs:
+            hit = MODERATION_MARKER in text.lower()
+            results.append(
+                {
+                    "flagged": hit,
+                    "categories": {"harassment": hit, "violence": False},
+                    "category_scores": {"harassment": 0.97 if hit else 0.01, "violence": 0.0},
+                }
+            )
+        return JSONResponse(
+            {"id": f"modr-{uuid.uuid4().hex[:12]}", "model": name, "results": results}
+        )
+
     routes = [
         Route("/v1/chat/completions", completions, methods=["POST"]),
+        Route("/v1/moderations", moderations, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/demo/stats", demo_stats, methods=["GET"]),
     ]

@@ -32,6 +32,7 @@ from .api.admin import apply_config
 from .api.battles import Hot
 from .arena_settings import model_tables
 from .dashboard import Dashboard
+from .duties import Duties, check_duties
 from .errors import ApiError, RateLimited, invalid_message, rate_limited_message, retry_after
 from .holder import BattleHolder, write_model_tables
 from .hot import HotRoutes
@@ -55,6 +56,7 @@ def prepare(settings: Settings) -> tuple[sa.engine.Engine, str | None]:
     apply_config(engine, settings.arena_overrides())
     # the serve config's [[models]] endpoints (held battles: holder.py)
     write_model_tables(engine, model_tables(settings.models))
+    check_duties(settings)  # the [moderation] rules file and the [terms] file can be read
     return engine, admin_key
 
 
@@ -220,6 +222,8 @@ def create_app(
         # the battles the arena holds itself (models as endpoints, the /arena page)
         holder = app.state.holder = BattleHolder(state, writer, settings)
         holder.start()
+        # moderation, terms of use (service/duties.py; the classifier is the holder's)
+        duties = app.state.duties = Duties(settings)
         # What the worker loaded (modules, caches, the fit) lives as long as it does: out of
         # the cycle collector's sight (gc.freeze), which then runs less often (GC_THRESHOLDS).
         # Measured (bench/bench_arena.py, 200 battles at once, a round's collections timed by
@@ -235,6 +239,7 @@ def create_app(
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             await holder.stop()
+            await duties.aclose()
             dash.stop()
             front.hot = None
             refitter.stop()

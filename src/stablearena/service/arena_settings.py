@@ -19,11 +19,18 @@ Example (in ``arena.toml``)::
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["ArenaPage", "DEFAULT_CATEGORY"]
+__all__ = [
+    "ArenaPage",
+    "CLASSIFIER_TAGS",
+    "CategoryClassifier",
+    "DEFAULT_CATEGORY",
+    "Moderation",
+    "Terms",
+]
 
 #: The category of a prompt no rule matches.
 DEFAULT_CATEGORY = "other"
@@ -159,3 +166,131 @@ def model_tables(entries: list[dict[str, Any]]) -> list[Any]:
                 "arena page; give base_url and model"
             )
     return out
+
+
+# ------------------------------------------------------------------ a public arena's duties
+#: LMArena's category tags a classifier endpoint is asked for (``[category_classifier]``),
+#: in the order a battle's one category is chosen when a prompt has several.
+CLASSIFIER_TAGS = (
+    "coding",
+    "math",
+    "creative_writing",
+    "instruction_following",
+    "hard_prompt",
+    "language",
+)
+
+
+def _endpoint_table(v: dict[str, Any] | None, what: str, model: str) -> dict[str, Any] | None:
+    """An endpoint table (keys as in ``[[models]]``; ``name`` and ``model`` may be left out)
+    checked now, so a bad one stops ``serve`` at start with the key named."""
+    if v is None:
+        return None
+    from ..endpoints.config import endpoint_from_mapping
+    from ..errors import InputError
+
+    table = {"name": what, "model": model, **v}
+    try:
+        endpoint_from_mapping(table, what)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+    return table
+
+
+class Moderation(BaseModel):
+    """``[moderation]``: prompts refused before any model sees them and before they are stored
+    (docs/guides/live-arena-security.md). Either or both of an OpenAI-compatible
+    ``/v1/moderations`` endpoint and a local rule list (words and regular expressions)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: dict[str, Any] | None = Field(
+        None,
+        description="An OpenAI-compatible moderation endpoint: base_url (…/v1), model "
+        "(default omni-moderation-latest), api_key_env, timeout (default 5 s), max_retries "
+        "(default 0). A prompt it flags is refused.",
+    )
+    fail: Literal["closed", "open"] = Field(
+        "closed",
+        description="When the endpoint cannot answer (down, timeout, malformed reply): "
+        "'closed' refuses the prompt (default), 'open' lets it through unchecked (counted).",
+    )
+    words: list[str] = Field(
+        default_factory=list,
+        description="Words refused anywhere in a prompt (whole words, any case).",
+    )
+    patterns: list[str] = Field(
+        default_factory=list, description="Regular expressions refused (re.search, as written)."
+    )
+    rules_file: str | None = Field(
+        None,
+        description="A text file of rules, one a line: a word, or 're:' and a regular "
+        "expression; blank lines and lines starting with '#' are skipped.",
+    )
+    message: str = Field(
+        "This prompt was refused by the arena's moderation. Please rephrase it.",
+        min_length=1,
+        max_length=1000,
+        description="The message the page shows for a refused prompt.",
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            v = {"timeout": 5.0, "max_retries": 0, **v}
+        return _endpoint_table(v, "moderation", "omni-moderation-latest")
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        for rx in v:
+            try:
+                re.compile(rx)
+            except re.error as exc:
+                raise ValueError(f"pattern {rx!r}: not a regular expression: {exc}") from None
+        return v
+
+    @property
+    def on(self) -> bool:
+        return bool(self.endpoint or self.words or self.patterns or self.rules_file)
+
+
+class Terms(BaseModel):
+    """``[terms]``: terms of use a visitor accepts before the first battle (stored per
+    identity, with the time and the version: the first 16 hex of the text's SHA-256)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(None, max_length=100_000, description="The terms (plain text).")
+    file: str | None = Field(None, description="A UTF-8 text file holding the terms.")
+
+    @property
+    def on(self) -> bool:
+        return bool(self.text or self.file)
+
+
+class CategoryClassifier(BaseModel):
+    """``[category_classifier]``: an OpenAI-compatible chat endpoint asked for each held
+    battle's LMArena tags (:data:`CLASSIFIER_TAGS`) while the answers stream; its reply, when
+    it arrives and parses, replaces the category of the ``[arena_page]`` rules."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: dict[str, Any] | None = Field(
+        None,
+        description="The classifier's endpoint table (keys as in [[models]]: base_url, model, "
+        "api_key_env, timeout…).",
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            v = {"timeout": 30.0, "max_retries": 1, "stream": False, **v}
+            v["params"] = {"temperature": 0, **(v.get("params") or {})}
+        return _endpoint_table(v, "category_classifier", "")
+
+    @property
+    def on(self) -> bool:
+        return self.endpoint is not None

@@ -142,6 +142,16 @@ class BattleHolder:
         #: without a read: :meth:`follow`), newest last, at most CONVERSATIONS
         self.convs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._identity: tuple[Any, tuple[str, ...]] = (None, ())
+        #: the [category_classifier] (service/duties.py), None without one
+        self.categoriser: Any = None
+        #: classifications in flight, by battle id, and the newest categories they gave (the
+        #: judges' copies of a battle take its category: judge())
+        self.categorising: dict[str, asyncio.Task] = {}
+        self.categories: dict[str, str] = {}
+        if settings.category_classifier.on:
+            from .duties import Categoriser
+
+            self.categoriser = Categoriser(settings.category_classifier)
 
     # ------------------------------------------------------------------ registry
     def _read(self) -> tuple[int, list[Any]]:
@@ -262,6 +272,8 @@ class BattleHolder:
             await client.aclose()
         for jc in self.judges:
             await jc.aclose()
+        if self.categoriser is not None:
+            await self.categoriser.aclose()
         self.clients.clear()
 
     # ------------------------------------------------------------------ battles
@@ -336,6 +348,13 @@ class BattleHolder:
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             task = self._spawn(self._run(row, prompt, queue, stored))
             self._live(row["id"], task)
+            # the classifier is asked at the same time as the models: nothing waits for it
+            tasks = [task]
+            if self.categoriser is not None:
+                ctask = self._spawn(self._categorise(row["id"], prompt, stored))
+                self.categorising[row["id"]] = ctask
+                ctask.add_done_callback(lambda _, bid=row["id"]: self.categorising.pop(bid, None))
+                tasks.append(ctask)
             try:
                 refused = await self.writer.submit_async(
                     partial(
@@ -347,12 +366,14 @@ class BattleHolder:
                     )
                 )
             except BaseException:
-                task.cancel()
+                for t in tasks:
+                    t.cancel()
                 raise
             if refused == []:
                 stored.set_result(None)
                 return row, queue
-            task.cancel()
+            for t in tasks:
+                t.cancel()
             if isinstance(refused, store.held.OpenHeld):
                 st.refused(who, [row], [])
                 refuse_open(self.page, refused.mine, refused.there)
@@ -362,6 +383,36 @@ class BattleHolder:
                 await self.refresh()
                 names = self._names()
         raise ApiError(503, "busy", "the arena is changing fast; try again")
+
+    async def _categorise(self, battle_id: str, prompt: str, stored: asyncio.Future[None]) -> None:
+        """Ask the [category_classifier] for the prompt's category and, once the battle is
+        stored (with the rules' category), store the classifier's in its place; a failed or
+        malformed reply keeps the rules' (counted by the :class:`~.duties.Categoriser`)."""
+        category = await self.categoriser.category(prompt)
+        await asyncio.shield(stored)
+        if category is None:
+            return
+        try:
+            await self.writer.submit_async(
+                partial(store.held.set_category, battle_id=battle_id, category=category)
+            )
+        except Exception:  # noqa: BLE001 - the rules' category stays
+            log.exception("battle %s: its category could not be stored", battle_id)
+            return
+        if len(self.categories) >= 1024:  # the judges read it within a battle's life
+            self.categories.pop(next(iter(self.categories)))
+        self.categories[battle_id] = category
+
+    async def category_of(self, battle_id: str, prompt: str) -> str:
+        """A held battle's category: the classifier's (waited for, when it is still being
+        asked) or the rules'."""
+        task = self.categorising.get(battle_id)
+        if task is not None:
+            try:
+                await asyncio.shield(task)
+            except Exception:  # noqa: BLE001 - the rules' category
+                pass
+        return self.categories.get(battle_id) or self.page.category(prompt)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -679,7 +730,7 @@ class BattleHolder:
         st, now, done = self.state, time.time(), 0
         held = {
             "prompt": prompt,
-            "category": self.page.category(prompt),
+            "category": await self.category_of(row["id"], prompt),
             "status": "complete",
             "served_at": now,
             "completed_at": now,

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES
 from ..errors import InputError
-from .arena_settings import ArenaPage
+from .arena_settings import ArenaPage, CategoryClassifier, Moderation, Terms
 
 __all__ = ["ArenaConfig", "Settings", "load_settings", "parse_override", "validation_message"]
 
@@ -334,6 +334,10 @@ class Settings(BaseModel):
         "whose answer talks to the judge (policy = forfeit | cut | drop | keep; default "
         "forfeit) and an optional classifier endpoint.",
     )
+    # a public arena's duties (arena_settings.py; docs/guides/live-arena-security.md)
+    moderation: Moderation = Field(default_factory=Moderation)
+    terms: Terms = Field(default_factory=Terms)
+    category_classifier: CategoryClassifier = Field(default_factory=CategoryClassifier)
     # ---- end of the held-battles block
 
     @field_validator("db")

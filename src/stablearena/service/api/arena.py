@@ -12,7 +12,10 @@ both answers stream back as NDJSON lines ``{"side": "a"|"b", "delta": …}`` bet
 conversation with its own answers), ``POST /arena/battles/{id}/regenerate`` (both answers of
 the last turn sampled again; the old ones kept), ``POST /arena/battles/{id}/stop`` (cancels
 both calls; a stopped battle is never votable) and ``POST /arena/battles/{id}/vote`` (refused
-until both answers are complete; closes the battle; answers with the names).
+until both answers are complete; closes the battle; answers with the names); ``POST
+/arena/terms`` (accept the terms of use). Every prompt — the first of a battle and every
+follow-up — passes :func:`admit_prompt` (terms accepted, length,
+moderation: service/duties.py) before any model sees it.
 Posts need the identity's CSRF token in ``X-CSRF-Token`` and must come from this site.
 """
 
@@ -30,6 +33,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy.exc import IntegrityError
 
 from ...endpoints.client import prompt_problem
 from ...endpoints.config import endpoint_from_mapping
@@ -37,6 +41,7 @@ from ...errors import InputError
 from ...names import clean_name, name_forms
 from .. import store
 from ..deps import Admin, arena, reload, write
+from ..duties import Duties, duties_summary
 from ..errors import ApiError
 from ..holder import BattleHolder, endpoint_json
 from ..render import environment, version_text
@@ -45,7 +50,7 @@ from ..visitors import COOKIE, Visit, Visitors
 from .admin import path_model
 from .dashboard import _same_origin
 
-__all__ = ["router", "CSP"]
+__all__ = ["router", "CSP", "admit_prompt"]
 
 router = APIRouter()
 
@@ -162,8 +167,83 @@ def _script() -> bytes:
     return resources.files("stablearena.service").joinpath("templates/arena.js").read_bytes()
 
 
-def _page(request: Request, visit: Visit | None, error: str | None = None) -> str:
+def _duties(request: Request) -> Duties:
+    return request.app.state.duties
+
+
+async def _accepted(request: Request, who: Principal | None) -> bool:
+    """Whether ``who`` accepted the current terms of use (True when there are none)."""
+    d = _duties(request)
+    if d.version is None:
+        return True
+    if who is None or not who.id:  # a visitor not stored yet has accepted nothing
+        return False
+    if who.id in d.accepted:
+        return True
+    at = await asyncio.to_thread(
+        store.held.terms_accepted, arena(request).engine, who.id, d.version
+    )
+    if at is not None:
+        d.accepted.add(who.id)
+    return at is not None
+
+
+async def admit_prompt(request: Request, who: Principal, prompt: str) -> None:
+    """The one gate of every prompt a page identity sends to the models (a battle's first
+    prompt, and any later one): the terms of use accepted (403 ``terms_not_accepted``), the
+    length, then the [moderation] step (422 ``moderated``; 503 ``moderation_unavailable`` when
+    its endpoint fails closed) — before any model sees the prompt and before it is stored; a
+    refusal is counted (without the text)."""
+    if not await _accepted(request, who):
+        raise ApiError(
+            403,
+            "terms_not_accepted",
+            "accept the arena's terms of use first (the button on /arena, or POST "
+            "/arena/terms with their version)",
+            "terms",
+        )
     page = request.app.state.settings.arena_page
+    if len(prompt) > page.max_prompt_chars:
+        raise ApiError(
+            422,
+            "invalid_input",
+            f"the prompt is {len(prompt)} characters, more than arena_page.max_prompt_chars = "
+            f"{page.max_prompt_chars}; shorten it",
+            "prompt",
+        )
+    d = _duties(request)
+    if not d.moderator.on:
+        return
+    verdict = await d.moderator.check(prompt)
+    if verdict.source == "clean":
+        return
+    await write(
+        request,
+        partial(
+            store.held.record_moderation,
+            at=time.time(),
+            source=verdict.source,
+            reasons=",".join(verdict.reasons),
+            annotator_id=who.id or None,
+        ),
+    )
+    if verdict.source == "unavailable":
+        raise ApiError(
+            503,
+            "moderation_unavailable",
+            "the arena's moderation cannot check prompts right now, so none is sent to the "
+            "models; try again in a minute",
+            "prompt",
+        )
+    if verdict.refused:
+        raise ApiError(422, "moderated", d.moderation.message, "prompt")
+
+
+def _page(
+    request: Request, visit: Visit | None, error: str | None = None, accepted: bool = True
+) -> str:
+    page = request.app.state.settings.arena_page
+    d = _duties(request)
     return (
         environment()
         .get_template("arena.html.j2")
@@ -175,6 +255,9 @@ def _page(request: Request, visit: Visit | None, error: str | None = None) -> st
             pool=bool(_holder(request).pool),
             max_chars=page.max_prompt_chars,
             error=error,
+            terms=d.terms if visit else None,
+            terms_version=d.version,
+            accepted=accepted,
         )
     )
 
@@ -193,7 +276,12 @@ async def arena_page(request: Request) -> Response:
     if visit is None and not page.invite_only:  # a cookie, no row: made on the first battle
         new = _visitors(request).new_visitor(_address(request))
         visit = _visitors(request).visit(_visitors(request).cookie(new)[0])
-    resp = _html(_page(request, visit))
+    who = visit.who if visit else None
+    if visit is not None and not visit.who.id and _duties(request).version:
+        # a visitor stored by another worker (this one does not know its number yet)
+        who = await asyncio.to_thread(_visitors(request).stored, visit, False)
+    accepted = await _accepted(request, who)
+    resp = _html(_page(request, visit, accepted=accepted))
     if new is not None:
         _set_cookie(request, resp, new)
     return resp
@@ -295,22 +383,6 @@ async def arena_prompt(request: Request) -> dict[str, str]:
     return _holder(request).prompt()
 
 
-def _accept_prompt(request: Request, prompt: str) -> str:
-    """The one place where a person's prompt is accepted, the first of a battle and every
-    follow-up (a check of prompts before any model sees them hooks in here): within
-    ``max_prompt_chars`` (its characters are checked by the body's model)."""
-    page = request.app.state.settings.arena_page
-    if len(prompt) > page.max_prompt_chars:
-        raise ApiError(
-            422,
-            "invalid_input",
-            f"the prompt is {len(prompt)} characters, more than arena_page.max_prompt_chars = "
-            f"{page.max_prompt_chars}; shorten it",
-            "prompt",
-        )
-    return prompt
-
-
 def _stream(
     request: Request,
     who: Principal,
@@ -348,10 +420,10 @@ def _stream(
 async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     who = await _poster(request, create=True)
     holder, st = _holder(request), arena(request)
-    prompt = _accept_prompt(request, body.prompt)
     address, visitors = _address(request), _visitors(request)
     caps = visitors.check_battle(who, address)
-    row, queue = await holder.hold(who, prompt, body.prompt_id, address, caps)
+    await admit_prompt(request, who, body.prompt)
+    row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
     visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])
     return _stream(request, who, {"battle_id": row["id"], "turn": 1, "attempt": 1}, queue)
 
@@ -362,8 +434,8 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
 )
 async def arena_turn(request: Request, battle_id: str, body: ArenaTurn) -> Response:
     who = await _poster(request)
-    prompt = _accept_prompt(request, body.prompt)
-    turn, queue = await _holder(request).follow(who, battle_id, prompt)
+    await admit_prompt(request, who, body.prompt)
+    turn, queue = await _holder(request).follow(who, battle_id, body.prompt)
     first = {"battle_id": battle_id, "turn": turn.turn, "attempt": turn.attempt}
     return _stream(request, who, first, queue)
 
@@ -385,6 +457,34 @@ async def arena_stop(request: Request, battle_id: str) -> dict[str, Any]:
     status = await _holder(request).stop_battle(who, battle_id)
     _visitors(request).open.close(who.id, [battle_id])
     return {"battle_id": battle_id, "status": status}
+
+
+class TermsAcceptance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: str = Field(min_length=1, max_length=64)
+
+
+@router.post("/arena/terms", summary="Accept the arena's terms of use (page identity)")
+async def arena_terms(request: Request, body: TermsAcceptance) -> dict[str, Any]:
+    """Store that this identity accepted the terms of use of ``version`` (the page shows it),
+    with the time; a visitor's row is made now if it has none."""
+    d = _duties(request)
+    if d.version is None:
+        raise ApiError(404, "not_found", "this arena has no terms of use", "version")
+    if body.version != d.version:
+        raise ApiError(
+            409, "conflict", "the terms changed since the page was opened; reload /arena", "version"
+        )
+    who = await _poster(request, create=True)
+    accept = partial(
+        store.held.accept_terms, annotator_id=who.id, version=d.version, now=time.time()
+    )
+    try:
+        at = await write(request, accept)
+    except IntegrityError:  # the same identity accepting on another worker at the same time
+        at = await write(request, accept)  # reads the row that worker stored
+    d.accepted.add(who.id)
+    return {"version": d.version, "accepted_at": at}
 
 
 @router.post("/arena/battles/{battle_id}/vote", summary="Vote on a held battle from the page")
@@ -503,3 +603,11 @@ async def list_held(
 ) -> dict[str, Any]:
     rows = await asyncio.to_thread(store.held.held_list, arena(request).engine, status, limit)
     return {"battles": rows}
+
+
+@router.get("/v1/admin/duties", summary="Moderation, terms and classifier counts (admin)")
+async def duties_counts(request: Request, who: Admin) -> dict[str, Any]:
+    """The [moderation] step's refusals (and prompts let through unchecked), by source and
+    reason; the identities that accepted the current [terms]; this worker's
+    [category_classifier] counts (asked, tagged, untagged, malformed, failed)."""
+    return await asyncio.to_thread(duties_summary, request.app)

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from .. import store
 from ..dashboard import COOKIE, Dashboard
+from ..duties import duties_summary
 from ..errors import RateLimited
 from ..render import (
     ADMIN_POLL_SECONDS,
@@ -233,6 +234,7 @@ async def admin_page(request: Request) -> Response:
     battles = await asyncio.to_thread(d.battles_total)
     flags = await asyncio.to_thread(store.held.flag_counts, d.engine)
     named = await asyncio.to_thread(store.held.non_anonymous_counts, d.engine)
+    duties = await asyncio.to_thread(duties_summary, request.app)
     view = d.view
     main = view.admin_html if view else _render("dashboard_empty.html.j2", message=d.status())
     text = _render(
@@ -240,6 +242,7 @@ async def admin_page(request: Request) -> Response:
         who=who.name,
         injections=flags,
         non_anonymous=named,
+        duties=duties,
         main=main,
         health=d.health(battles),
         status=d.status(),

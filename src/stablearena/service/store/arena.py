@@ -25,6 +25,8 @@ from .tables import (
     held_battles,
     model_endpoints,
     models,
+    moderation_events,
+    terms_acceptances,
     votes,
 )
 from .votes import VoteResult, cursor, insert_battles, record_vote
@@ -60,6 +62,12 @@ __all__ = [
     "record_flags",
     "flag_counts",
     "non_anonymous_counts",
+    "record_moderation",
+    "moderation_counts",
+    "accept_terms",
+    "terms_accepted",
+    "terms_count",
+    "set_category",
 ]
 
 #: The per-side columns of ``battle_answers`` the export carries (besides the text).
@@ -1006,3 +1014,84 @@ def non_anonymous_counts(engine: Engine) -> list[dict[str, Any]]:
         for name, n in conn.execute(left_out):
             row(name)["votes_left_out"] = int(n)
     return sorted(out.values(), key=lambda r: (-r["battles"], -r["votes_left_out"], r["model"]))
+
+
+# ---------------------------------------------------------------------------------- duties
+def record_moderation(
+    conn: Connection, at: float, source: str, reasons: str, annotator_id: int | None
+) -> None:
+    """A prompt refused by the [moderation] step, or let through unchecked (never its text)."""
+    conn.execute(
+        moderation_events.insert().values(
+            at=at, source=source, reasons=reasons[:300], annotator_id=annotator_id
+        )
+    )
+
+
+def moderation_counts(engine: Engine) -> dict[str, Any]:
+    """The [moderation] step's events by source (``rules``, ``endpoint``, ``unavailable``:
+    refused; ``unchecked``: let through when the endpoint failed open), the reasons of the
+    refusals (most frequent first, at most 20) and the time of the last event."""
+    t = moderation_events
+    with engine.connect() as conn:
+        by = {
+            s: int(n)
+            for s, n in conn.execute(sa.select(t.c.source, sa.func.count()).group_by(t.c.source))
+        }
+        reasons = conn.execute(
+            sa.select(t.c.reasons, sa.func.count().label("n"))
+            .where(t.c.source != "unchecked")
+            .group_by(t.c.reasons)
+            .order_by(sa.desc("n"), t.c.reasons)
+            .limit(20)
+        ).all()
+        last = conn.execute(sa.select(sa.func.max(t.c.at))).scalar()
+    return {
+        "refused": sum(n for s, n in by.items() if s != "unchecked"),
+        "unchecked": by.get("unchecked", 0),
+        "by_source": by,
+        "reasons": [{"reasons": r, "prompts": int(n)} for r, n in reasons],
+        "last": last,
+    }
+
+
+def accept_terms(conn: Connection, annotator_id: int, version: str, now: float) -> float:
+    """Store that ``annotator_id`` accepted the terms ``version`` (once: the first time is
+    kept); returns the time of acceptance."""
+    t = terms_acceptances
+    where = (t.c.annotator_id == annotator_id) & (t.c.version == version)
+    seen = conn.execute(sa.select(t.c.accepted_at).where(where)).scalar()
+    if seen is not None:
+        return float(seen)
+    conn.execute(t.insert().values(annotator_id=annotator_id, version=version, accepted_at=now))
+    return now
+
+
+def terms_accepted(engine: Engine, annotator_id: int, version: str) -> float | None:
+    """When ``annotator_id`` accepted the terms ``version`` (None: not yet)."""
+    t = terms_acceptances
+    with engine.connect() as conn:
+        got = conn.execute(
+            sa.select(t.c.accepted_at).where(
+                (t.c.annotator_id == annotator_id) & (t.c.version == version)
+            )
+        ).scalar()
+    return None if got is None else float(got)
+
+
+def terms_count(engine: Engine, version: str) -> int:
+    """Identities that accepted the terms ``version``."""
+    t = terms_acceptances
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).select_from(t).where(t.c.version == version)
+            ).scalar()
+        )
+
+
+def set_category(conn: Connection, battle_id: str, category: str) -> None:
+    """The held battle's category, from the classifier (replacing the rules' one)."""
+    conn.execute(
+        held_battles.update().where(held_battles.c.battle_id == battle_id).values(category=category)
+    )

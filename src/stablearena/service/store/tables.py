@@ -248,6 +248,28 @@ answer_flags = Table(
     Index("ix_answer_flags_model", "model_id"),
 )
 
+# A public arena's duties (service/duties.py; docs/guides/live-arena-security.md): the
+# prompts refused by the [moderation] step — only when, why and by what, never the text (a
+# refused prompt is not stored) — and those let through unchecked when the endpoint failed
+# open; and each identity's acceptance of the [terms] of use, per version of their text.
+moderation_events = Table(
+    "moderation_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("source", String(16), nullable=False),  # rules | endpoint | unavailable | unchecked
+    Column("reasons", String(300), nullable=False),
+    Column("annotator_id", Integer),
+    Index("ix_moderation_events_at", "at"),
+)
+terms_acceptances = Table(
+    "terms_acceptances",
+    metadata,
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), primary_key=True),
+    Column("version", String(16), primary_key=True),
+    Column("accepted_at", Float, nullable=False),
+)
+
 # The automatic arena's journal (migration 0004; ``stablearena auto --db``,
 # docs/guides/models-and-judges.md): every record of the run (``run``: its models and judges;
 # ``answer``: a model's answer to a prompt, generated once and reused; ``judgement``: a battle

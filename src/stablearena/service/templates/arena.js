@@ -260,8 +260,10 @@ function post(url, body) {
     body: JSON.stringify(body || {})
   });
 }
+var code = null;  // the code of the last refusal (e.g. "moderated")
 async function failed(r) {
-  try { var j = await r.json(); return j.error ? j.error.message : r.statusText; }
+  code = null;
+  try { var j = await r.json(); code = j.error ? j.error.code : null; return j.error ? j.error.message : r.statusText; }
   catch (e) { return r.statusText; }
 }
 // Conversations: the turns before the current one are kept above it (#turns, one
@@ -278,7 +280,7 @@ function controls(state) {
   var streaming = state === "streaming", open = state === "complete";
   stop.hidden = !streaming; stop.disabled = !streaming;
   regen.hidden = !open; regen.disabled = !open;
-  send.disabled = !(open || state === "new"); prompt.disabled = send.disabled;
+  send.disabled = !(open || state === "new") || termsPending(); prompt.disabled = !(open || state === "new");
   if (suggest) { suggest.disabled = state !== "new"; }
   send.textContent = battle && open ? "Send follow-up" : "Send";
   prompt.placeholder = battle && open ? "Ask a follow-up… (or vote)" : "Type a prompt…";
@@ -299,6 +301,9 @@ function keepTurn() {  // the finished current turn moves up into #turns
   });
   sec.append(q, pair); turns.append(sec);
 }
+// the terms of use (when the arena has them): Send waits until they are accepted
+var terms = $("terms");
+function termsPending() { return document.body.dataset.terms === "pending"; }
 function reset() {
   battle = null; voted = false; turn = 0; lastPrompt = "";
   turns.replaceChildren(); asked.textContent = ""; asked.hidden = true;
@@ -313,9 +318,12 @@ async function run(url, body, text) {
   controls("streaming"); send.disabled = true; prompt.disabled = true;
   say("Both models are answering…");
   var r = await post(url, body);
-  if (!r.ok) {  // refused (a limit, a rate): the battle stays as it was, the text stays typed
-    say(await failed(r), true);
+  if (!r.ok) {  // refused (a limit, a rate, moderation, the terms): the battle stays as it was, the text stays typed
+    var why = await failed(r);
+    if (code === "terms_not_accepted") { document.body.dataset.terms = "pending"; terms.hidden = false; }
     controls(battle ? "complete" : "new");
+    if (r.status === 422 && code === "moderated") { document.body.dataset.state = "refused"; }
+    say(why, true);
     if (body.prompt) { prompt.value = body.prompt; }
     return;
   }
@@ -397,6 +405,14 @@ async function vote(outcome) {
 
 stop.addEventListener("click", halt);
 regen.addEventListener("click", regenerate);
+if (terms) {
+  $("accept-terms").addEventListener("click", async function () {
+    var r = await post("/arena/terms", { version: terms.dataset.version });
+    if (!r.ok) { say(await failed(r), true); return; }
+    document.body.dataset.terms = "accepted"; terms.hidden = true;
+    controls(phase); say(""); prompt.focus();
+  });
+}
 send.addEventListener("click", start);
 again.addEventListener("click", async function () {
   // a complete battle left without a vote is stopped: not counted, and it holds no open slot
