@@ -1215,7 +1215,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     click_exc, usage_error, abort = _click_exception_types()
     runner = _app_for(args)
     try:
-        code = runner(args=args, prog_name="stablearena", standalone_mode=False)
+        # each command shows each of its warnings once, also when called again in one process
+        # (a fresh filter list resets Python's once-per-location registry)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", StableArenaWarning)
+            code = runner(args=args, prog_name="stablearena", standalone_mode=False)
     except usage_error as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":
             runner(args=[*args, "--help"], prog_name="stablearena", standalone_mode=False)
