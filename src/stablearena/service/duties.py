@@ -266,6 +266,13 @@ class Duties:
         self.version = terms_version(self.terms) if self.terms else None
         self.accepted: set[int] = set()
 
+    def remember(self, annotator_id: int) -> None:
+        """Note that ``annotator_id`` accepted the current terms (at most 100,000 remembered:
+        then all are forgotten and read again)."""
+        if len(self.accepted) >= 100_000:
+            self.accepted.clear()
+        self.accepted.add(annotator_id)
+
     async def aclose(self) -> None:
         await self.moderator.aclose()
 

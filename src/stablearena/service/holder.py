@@ -346,12 +346,14 @@ class BattleHolder:
             row, held = self._draw(who, names, prompt, prompt_id, address)
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            task = self._spawn(self._run(row, prompt, queue, stored))
+            # the classifier is asked once the first answer piece is out: nothing waits for it,
+            # and its call does not compete with the models' first tokens
+            streaming = asyncio.Event() if self.categoriser is not None else None
+            task = self._spawn(self._run(row, prompt, queue, stored, streaming=streaming))
             self._live(row["id"], task)
-            # the classifier is asked at the same time as the models: nothing waits for it
             tasks = [task]
-            if self.categoriser is not None:
-                ctask = self._spawn(self._categorise(row["id"], prompt, stored))
+            if streaming is not None:
+                ctask = self._spawn(self._categorise(row["id"], prompt, stored, streaming))
                 self.categorising[row["id"]] = ctask
                 ctask.add_done_callback(lambda _, bid=row["id"]: self.categorising.pop(bid, None))
                 tasks.append(ctask)
@@ -384,10 +386,18 @@ class BattleHolder:
                 names = self._names()
         raise ApiError(503, "busy", "the arena is changing fast; try again")
 
-    async def _categorise(self, battle_id: str, prompt: str, stored: asyncio.Future[None]) -> None:
-        """Ask the [category_classifier] for the prompt's category and, once the battle is
-        stored (with the rules' category), store the classifier's in its place; a failed or
-        malformed reply keeps the rules' (counted by the :class:`~.duties.Categoriser`)."""
+    async def _categorise(
+        self,
+        battle_id: str,
+        prompt: str,
+        stored: asyncio.Future[None],
+        streaming: asyncio.Event,
+    ) -> None:
+        """Once the answers stream (``streaming``), ask the [category_classifier] for the
+        prompt's category and, once the battle is stored (with the rules' category), store the
+        classifier's in its place; a failed or malformed reply keeps the rules' (counted by the
+        :class:`~.duties.Categoriser`)."""
+        await streaming.wait()
         category = await self.categoriser.category(prompt)
         await asyncio.shield(stored)
         if category is None:
@@ -559,11 +569,15 @@ class BattleHolder:
         history: dict[str, list[dict[str, str]]] | None = None,
         turn: int = 1,
         attempt: int = 1,
+        streaming: asyncio.Event | None = None,
     ) -> None:
         """Generate the battle's answers into ``queue`` (the generation goes on, and is stored,
-        even when the page goes away; only a stop cancels it)."""
+        even when the page goes away; only a stop cancels it); ``streaming`` is set at the first
+        piece (or the end)."""
 
         def emit(side: str, delta: str | None) -> None:
+            if streaming is not None and not streaming.is_set():
+                streaming.set()
             queue.put_nowait(
                 {"side": side, "delta": delta}
                 if delta is not None
@@ -580,6 +594,8 @@ class BattleHolder:
                 end = {"status": "failed", "failure": f"{type(exc).__name__}: {exc}"}
             queue.put_nowait({"done": True, **end})
         finally:
+            if streaming is not None:
+                streaming.set()
             queue.put_nowait(None)
 
     async def generate(

@@ -184,7 +184,7 @@ async def _accepted(request: Request, who: Principal | None) -> bool:
         store.held.terms_accepted, arena(request).engine, who.id, d.version
     )
     if at is not None:
-        d.accepted.add(who.id)
+        d.remember(who.id)
     return at is not None
 
 
@@ -277,7 +277,7 @@ async def arena_page(request: Request) -> Response:
         new = _visitors(request).new_visitor(_address(request))
         visit = _visitors(request).visit(_visitors(request).cookie(new)[0])
     who = visit.who if visit else None
-    if visit is not None and not visit.who.id and _duties(request).version:
+    if visit is not None and new is None and not visit.who.id and _duties(request).version:
         # a visitor stored by another worker (this one does not know its number yet)
         who = await asyncio.to_thread(_visitors(request).stored, visit, False)
     accepted = await _accepted(request, who)
@@ -483,7 +483,7 @@ async def arena_terms(request: Request, body: TermsAcceptance) -> dict[str, Any]
         at = await write(request, accept)
     except IntegrityError:  # the same identity accepting on another worker at the same time
         at = await write(request, accept)  # reads the row that worker stored
-    d.accepted.add(who.id)
+    d.remember(who.id)
     return {"version": d.version, "accepted_at": at}
 
 

@@ -87,8 +87,8 @@ def revoke_key(conn: Connection, name: str) -> int:
 
 def vote_log(engine: Engine, history: bool) -> tuple[list[Any], list[str]]:
     """The vote log in vote order — model_a, model_b, outcome, judge, tstamp, battle_id,
-    revision, strategy, propensity, anony (false: an answer named a model), superseded — and the column names; the current votes only
-    unless ``history``."""
+    revision, strategy, propensity, anony (false: an answer named a model), superseded — and
+    the column names; the current votes only unless ``history``."""
     v, b = votes, battles
     ma = models.alias("ma")
     mb = models.alias("mb")
