@@ -216,17 +216,23 @@ def _category(tc: TestClient, want: str | None, timeout: float = 10.0) -> list:
 def test_classifier_categories_arrive_after_the_answers(tmp_path, demo):
     """The classifier answers ~2 s after it is asked (slow=0.7 × 3 words): the battle's answers
     are complete before (nothing waited for it), stored with the rules' category, then the
-    classifier's. A judge's copy of the battle, stored when the answers are complete, waits for
-    the classifier and carries its category too."""
+    classifier's. A judge's copy of the battle, made when a vote closes the battle (judges judge
+    the whole conversation at the vote), waits for the classifier and carries its category too."""
     clf = {"endpoint": {"base_url": demo.base_url, "model": "demo-classifier+slow=0.7"}}
     cfg = make(tmp_path, demo.base_url, "clf", category_classifier=clf)
     cfg.judges = [{"name": "judge-keen", "base_url": demo.base_url, "model": "judge-keen"}]
     with TestClient(create_app(cfg)) as tc:
         t0 = time.perf_counter()
-        r = post_battle(tc, csrf_of(tc), "Write a Python function for 3*4")
+        csrf = csrf_of(tc)
+        r = post_battle(tc, csrf, "Write a Python function for 3*4")
         took = time.perf_counter() - t0
         assert r.status_code == 200 and '"status": "complete"' in r.text
         assert [row.category for row in held_rows(tc)] == ["math"], took  # the rules', for now
+        bid = json.loads(r.text.splitlines()[0])["battle_id"]
+        v = tc.post(
+            f"/arena/battles/{bid}/vote", json={"outcome": "tie"}, headers={"X-CSRF-Token": csrf}
+        )
+        assert v.status_code == 200, v.text
         deadline = time.time() + 20
         while len(held_rows(tc)) < 2 and time.time() < deadline:
             time.sleep(0.05)
