@@ -152,6 +152,13 @@ class ArenaConfig(BaseModel):
         "created in the arena's first days and imported ones count as old; 0 or null: no age "
         "ramp (docs/guides/rigging.md).",
     )
+    influence_policy: Literal["warn", "exclude"] = Field(
+        "exclude",
+        description="Influence screening of the published board: exclude (leave accounts whose "
+        "push on a model or concentration on one model is beyond its Bonferroni bound out of "
+        "that fit, decided afresh at every fit, as docs/guides/rigging.md measured) or warn "
+        "(only show the flags); stablearena.arena_rule.",
+    )
     boost_factor: float = Field(
         5.0,
         ge=1.0,
