@@ -6,8 +6,10 @@ ages uniform on [0, 365] days) plus brand-new accounts — age 0, so weight 0 un
 — casting ``--share`` (25 %) of the honest volume in battles served at the arena's pair
 frequencies, in accounts of normal volumes (log-uniform 50–200 votes, so δ = 50 admits them).
 Their votes (``--kind``): ``reverse`` — the model with the lower true score wins every battle;
-``bottom`` — the arena's last model wins whenever it is in the battle, the lower model
-otherwise.
+``bottom`` — the arena's last model wins whenever it is in the battle, an honest vote
+(the pair's outcome frequencies) otherwise. ``--flood-age``: the flood accounts' age in days
+(0: weight 0; a little more — an account minutes old — is a tiny weight); ``--policy``: the
+Stable Arena policy of both rules (``warn``, the live default before issue 34, or ``exclude``).
 
 For each seed and rule the board is fitted with and without the flood, with the live arena's
 defaults (δ 50, ε 0, warn; cap 2, ramp 100 votes, 7 days): ``before`` is the rule the live
@@ -43,11 +45,13 @@ def flood_counts(arena, share: float, kind: str, seed: int):
     rows = rng.choice(len(arena.pair_i), size=n, p=arena.serve)
     i, j = arena.pair_i[rows], arena.pair_j[rows]
     t = arena.truth
-    i_wins = t[i] < t[j]  # the lower model wins
     if kind == "bottom":
         bottom = int(np.argmin(t))
-        i_wins = np.where(i == bottom, True, np.where(j == bottom, False, i_wins))
-    outcome = np.where(i_wins, 0, 1)
+        cum_p = np.cumsum(arena.outcome_p[rows], axis=1)
+        honest = (rng.random(n)[:, None] > cum_p).sum(axis=1).clip(0, 2)
+        outcome = np.where(i == bottom, 0, np.where(j == bottom, 1, honest))
+    else:
+        outcome = np.where(t[i] < t[j], 0, 1)  # the lower model wins
     vols = A.log_uniform_volumes(n, 50, 200, rng)
     acc = np.repeat(np.arange(len(vols)), vols)[:n]
     names = tuple(f"z{k:05d}" for k in range(int(acc.max()) + 1))
@@ -64,13 +68,13 @@ def flood_counts(arena, share: float, kind: str, seed: int):
     return A._counts_from_votes(src, rows, outcome, acc, names)
 
 
-def board(rule_name: str, counts, ages):
+def board(rule_name: str, counts, ages, policy: str):
     """(scores, converged) of the published board under ``rule_name``."""
     from stablearena.arena_rule import ArenaRule, arena_fit
     from stablearena.screening import StableArena
     from stablearena.trust import bounded_fit
 
-    rule = ArenaRule()
+    rule = ArenaRule(policy=policy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if rule_name == "after":
@@ -96,6 +100,8 @@ def main() -> None:
     ap.add_argument("--share", type=float, default=0.25)
     ap.add_argument("--kind", choices=("reverse", "bottom"), default="reverse")
     ap.add_argument("--rules", default="before,after")
+    ap.add_argument("--flood-age", type=float, default=0.0, help="days")
+    ap.add_argument("--policy", choices=("warn", "exclude"), default=None)
     args = ap.parse_args()
 
     from stablearena import attacks as A
@@ -104,18 +110,24 @@ def main() -> None:
 
     source = datasets.load("chatbot-arena-2024")
     rules = args.rules.split(",")
-    print(f"# flood {args.kind}, {args.share:.0%} of the honest volume, fraction {args.fraction}")
+    from stablearena.arena_rule import ArenaRule
+
+    policy = args.policy or ArenaRule().policy
+    print(
+        f"# flood {args.kind}, {args.share:.0%} of the honest volume, fraction {args.fraction}, "
+        f"flood accounts {args.flood_age:g} days old, policy {policy}"
+    )
     print("rule   seed  honest  flood  ratio   order  max|Δ|Elo  conv  board_problems")
     summary: dict[str, list] = {r: [] for r in rules}
     for seed in range(args.seeds):
         arena = A.honest_arena(source, fraction=args.fraction, seed=seed)
         flood = flood_counts(arena, args.share, args.kind, seed)
         both = A.merge_counts(arena.counts, flood)
-        ages = A._honest_ages(arena) | {name: 0.0 for name in flood.annotators}
+        ages = A._honest_ages(arena) | {name: args.flood_age for name in flood.annotators}
         for rule in rules:
             t0 = time.perf_counter()
-            x0, c0 = board(rule, arena.counts, ages)
-            x1, c1 = board(rule, both, ages)
+            x0, c0 = board(rule, arena.counts, ages, policy)
+            x1, c1 = board(rule, both, ages, policy)
             ratio = float(np.std(x1) / np.std(x0))
             same = bool(np.array_equal(np.argsort(-x0), np.argsort(-x1)))
             moved = float(np.max(np.abs((x1 - x1.mean()) - (x0 - x0.mean()))) * ELO)

@@ -262,3 +262,30 @@ def test_the_store_counts_each_accounts_distinct_utc_days(engine_url):
         timestamp=ts,
     )
     assert log_accounts(b).active_days == live
+
+
+def test_the_live_arena_acts_on_influence_flags():
+    """Issue 34: the guide credits influence screening with exclusion, so the live board leaves
+    a flagged account out (influence_policy "exclude", the default): an account voting only in
+    m08's battles, always for m08 (ability positive: it agrees with most of the ranking), is
+    excluded and the board is the one without it."""
+    rng = np.random.default_rng(0)
+    x = np.linspace(-1.5, 1.5, 12)
+    honest = [_votes(rng, x, 80, f"h{k:03d}") for k in range(60)]
+    n = 150
+    rival = (8 + rng.integers(1, 12, n)) % 12
+    attack = (np.full(n, 8), rival, np.zeros(n, int), np.full(n, "zatt"))
+    ages = {f"h{k:03d}": 30.0 for k in range(60)} | {"zatt": 30.0}
+    cfg = ArenaConfig().model_dump()
+    assert cfg["influence_policy"] == "exclude"
+    clean = run_fit(_snapshot(_battles(honest)), cfg, None, "infl-a", ages).payload
+    hit = run_fit(_snapshot(_battles([*honest, attack])), cfg, None, "infl-b", ages).payload
+    row = {r["annotator"]: r for r in hit["annotators"]["annotators"]}["zatt"]
+    assert row["status"] == "excluded" and row["reason"].startswith("excluded by influence")
+    assert list(hit["screening"]["influence_excluded"]) == ["zatt"]
+    assert "zatt" not in hit["screening"]["excluded"]  # decided afresh at the next fit
+    assert max(abs(clean["scores"][m] - hit["scores"][m]) for m in clean["scores"]) < 1e-6
+    from stablearena.arena_rule import ArenaRule
+
+    warn = ArenaRule.from_config(ArenaConfig(influence_policy="warn").model_dump())
+    assert warn.influence == "warn"

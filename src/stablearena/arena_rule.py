@@ -68,7 +68,7 @@ class ArenaRule:
     min_records: int = 50
     ability_threshold: float = 0.0
     confidence: float | None = None
-    policy: Literal["warn", "exclude"] = "warn"
+    policy: Literal["warn", "exclude"] = "exclude"
     influence: Literal["warn", "exclude"] = "exclude"
     cap: float | None = choices.TRUST_CAP
     ramp_votes: float | None = choices.TRUST_RAMP_VOTES

@@ -284,6 +284,19 @@ ARENA_OPTIONS: OptionBlock = (
         None,
     ),
     (
+        "policy",
+        Annotated[
+            str | None,
+            choice_option(
+                "--policy",
+                ("exclude", "warn"),
+                "arena: leave annotators below the ability threshold out (exclude, the default) "
+                "or only flag them (warn).",
+            ),
+        ],
+        None,
+    ),
+    (
         "influence",
         Annotated[
             str | None,
@@ -382,7 +395,7 @@ def _arena_rule(options: dict[str, Any]) -> Any:
         "min_records": options.get("min_records"),
         "ability_threshold": options.get("ability_threshold"),
         "confidence": options.get("confidence"),
-        "policy": "exclude" if options.get("exclude_flagged") else None,
+        "policy": options.get("policy") or ("exclude" if options.get("exclude_flagged") else None),
         "influence": options.get("influence"),
         "cap": options.get("cap"),
         "ramp_votes": options.get("ramp_votes"),
@@ -480,7 +493,7 @@ def rank(
     if method == "arena":
         rank_arena(options)
         return
-    for name in ("cap", "ramp_votes", "ramp_days", "influence", "now"):
+    for name in ("cap", "ramp_votes", "ramp_days", "policy", "influence", "now"):
         if options.get(name) is not None:
             flag = "--" + name.replace("_", "-")
             raise InputError(f"{flag} applies to --method arena only, not --method {method}.")

@@ -87,9 +87,10 @@ class ArenaConfig(BaseModel):
         description="Flag only when the one-sided upper bound at this level is below ε too.",
     )
     policy: Literal["warn", "exclude"] = Field(
-        "warn",
-        description="warn: only report flagged annotators; exclude: leave their votes out of "
-        "later fits (kept in the log, reconsidered when their data change).",
+        "exclude",
+        description="exclude (the rule docs/guides/rigging.md measured): leave flagged "
+        "annotators' votes out of later fits (kept in the log, reconsidered when their data "
+        "change); warn: only report them.",
     )
     refit_votes: int = Field(
         100, ge=1, le=_MAX_COUNT, description="K: refit after at most this many new votes."
