@@ -214,56 +214,6 @@ def test_the_rule_defaults_are_the_live_arenas():
     assert ArenaRule.from_config(ArenaConfig().model_dump()) == ArenaRule()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/arena.db"
-    import uuid
-
-    return request.getfixturevalue("postgres").create_database("a" + uuid.uuid4().hex[:12])
-
-
-def test_the_store_counts_each_accounts_distinct_utc_days(engine_url):
-    """store.account_active_days (the live input of the activity credit): distinct UTC days
-    with a vote per account, as log_accounts counts them offline."""
-    from stablearena.arena_rule import log_accounts
-    from stablearena.service import store
-
-    day = 86400.0
-    t0 = 1_700_000_000 // 86400 * 86400.0  # a UTC midnight
-    ts = np.array([t0 + 10, t0 + day - 1, t0 + day, t0 + 5 * day + 3, t0 + 7, t0 + 2 * day])
-    ann = np.array([0, 0, 0, 0, 1, 1])
-    engine = store.make_engine(engine_url)
-    store.migrate(engine)
-    try:
-        store.import_votes(
-            engine,
-            key="k",
-            label="days",
-            model_names=["a", "b"],
-            annotator_names=["u0", "u1"],
-            model_a=np.zeros(6, np.int64),
-            model_b=np.ones(6, np.int64),
-            annotator=ann,
-            outcome=np.zeros(6, np.int64),
-            timestamp=ts,
-            now=t0 + 9 * day,
-        )
-        with engine.connect() as conn:
-            live = store.account_active_days(conn)
-    finally:
-        engine.dispose()
-    assert live == {"u0": 3.0, "u1": 2.0}
-    b = Battles.from_arrays(
-        np.full(6, "a", dtype=object),
-        np.full(6, "b", dtype=object),
-        np.zeros(6, np.int8),
-        annotator=np.array(["u0", "u1"], dtype=object)[ann],
-        timestamp=ts,
-    )
-    assert log_accounts(b).active_days == live
-
-
 def test_the_live_arena_acts_on_influence_flags():
     """Issue 34: the guide credits influence screening with exclusion, so the live board leaves
     a flagged account out (influence_policy "exclude", the default): an account voting only in
