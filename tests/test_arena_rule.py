@@ -82,7 +82,7 @@ def test_a_weight_0_flood_does_not_move_the_published_board():
     assert max(abs(a[m] - b[m]) for m in models) < 1e-6
     statuses = {r["annotator"]: r for r in withf["annotators"]["annotators"]}
     assert statuses["z000"]["status"] == "left_out"
-    assert "weight 0" in statuses["z000"]["reason"]
+    assert "weight 0" in statuses["z000"]["reason"] and "weight 0" in statuses["z000"]["trust"]
 
 
 def test_rank_arena_is_the_board_serve_publishes_after_importing_llmfao(tmp_path, capsys):
@@ -232,6 +232,7 @@ def test_the_live_arena_acts_on_influence_flags():
     hit = run_fit(_snapshot(_battles([*honest, attack])), cfg, None, "infl-b", ages).payload
     row = {r["annotator"]: r for r in hit["annotators"]["annotators"]}["zatt"]
     assert row["status"] == "excluded" and row["reason"].startswith("excluded by influence")
+    assert row["trust"] == row["reason"] and row["weight"] == 0
     assert list(hit["screening"]["influence_excluded"]) == ["zatt"]
     assert "zatt" not in hit["screening"]["excluded"]  # decided afresh at the next fit
     assert max(abs(clean["scores"][m] - hit["scores"][m]) for m in clean["scores"]) < 1e-6
