@@ -878,6 +878,47 @@ def test_import_seeds_the_arena_once(db_url, tmp_path, cli):
     )
 
 
+def test_the_store_counts_each_accounts_distinct_utc_days(db_url):
+    """store.account_active_days (the live input of the activity credit): distinct UTC days
+    with a vote per account, as log_accounts counts them offline."""
+    from stablearena.arena_rule import log_accounts
+    from stablearena.battles import Battles
+
+    day = 86400.0
+    t0 = 1_700_000_000 // 86400 * 86400.0  # a UTC midnight
+    ts = np.array([t0 + 10, t0 + day - 1, t0 + day, t0 + 5 * day + 3, t0 + 7, t0 + 2 * day])
+    ann = np.array([0, 0, 0, 0, 1, 1])
+    engine = store.make_engine(db_url)
+    store.migrate(engine)
+    try:
+        store.import_votes(
+            engine,
+            key="k",
+            label="days",
+            model_names=["a", "b"],
+            annotator_names=["u0", "u1"],
+            model_a=np.zeros(6, np.int64),
+            model_b=np.ones(6, np.int64),
+            annotator=ann,
+            outcome=np.zeros(6, np.int64),
+            timestamp=ts,
+            now=t0 + 9 * day,
+        )
+        with engine.connect() as conn:
+            live = store.account_active_days(conn)
+    finally:
+        engine.dispose()
+    assert live == {"u0": 3.0, "u1": 2.0}
+    b = Battles.from_arrays(
+        np.full(6, "a", dtype=object),
+        np.full(6, "b", dtype=object),
+        np.zeros(6, np.int8),
+        annotator=np.array(["u0", "u1"], dtype=object)[ann],
+        timestamp=ts,
+    )
+    assert log_accounts(b).active_days == live
+
+
 # ---------------------------------------------------------------------------------- processes
 def hammer(
     box: list[str], keys: list[str], stop: threading.Event, acked: dict, lock: threading.Lock

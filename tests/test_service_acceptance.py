@@ -60,6 +60,8 @@ def test_llmfao_replayed_through_the_api_matches_rank_and_annotators(llmfao_path
         "arena.ability_cap=0",
         "--set",
         "arena.trust_ramp_votes=0",
+        "--set",  # nor influence screening (the arena's rule is `rank --method arena`)
+        "arena.influence_policy='warn'",
         cwd=tmp_path,
     ).start()
     t0 = time.time()

@@ -121,7 +121,11 @@ def annotators_payload(
                 "influence_model": t.influence_model,
                 "influence_z": t.influence_z,
                 "influence_flag": t.flagged,
-                "trust": t.reason,
+                # left out by the arena's rule (influence, weight 0): its reason, not a guess
+                "trust": rec["reason"]
+                if t.weight == 0
+                and rec["reason"].startswith(("excluded by influence", "left out: weight 0"))
+                else t.reason,
             }
             if trust.get("ages") is not None:  # +∞ (an account that counts as old): None
                 age = t.age_days

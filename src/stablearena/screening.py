@@ -26,6 +26,7 @@ the perturbation experiment (:mod:`stablearena.experiments.perturbation`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -205,15 +206,28 @@ class StableArena:
         self._w.append(battles.weights().astype(float))
         return self.step(self.log)
 
-    def step(self, data: Battles | PairCounts, *, warm: bool = False) -> ArenaStep:
+    def step(
+        self,
+        data: Battles | PairCounts,
+        *,
+        warm: bool = False,
+        leave_out: Mapping[str, str] | None = None,
+        exclude_now: Mapping[str, str] | None = None,
+    ) -> ArenaStep:
         """One round of the loop on the whole current data (the log so far, or its pair counts
         per annotator): fit without the excluded annotators, flag, exclude (``policy``), and
         return the ratings and every decision. ``warm``: start the solver from the last fit
         (see :meth:`~stablearena.raters.annotator.AmElo.fit`'s ``start``: fewer iterations
-        when the data changed little, but not guaranteed to reach the same maximum)."""
+        when the data changed little, but not guaranteed to reach the same maximum).
+        ``leave_out`` (name → reason): annotators kept out of this step's fit without being
+        screened (status ``left_out``); ``exclude_now`` (name → reason): excluded from this
+        step's fit only (status ``excluded``, not remembered by the loop) — both used by
+        :func:`stablearena.arena_rule.arena_fit`."""
         present = set(data.annotators or ())
         start = self.last_fit if warm else None
-        fitted = self.rater.fit(data, exclude=frozenset(self.excluded & present), start=start)
+        now = {n: r for n, r in (exclude_now or {}).items() if n in present}
+        excl = {n: "excluded in an earlier round" for n in self.excluded & present} | now
+        fitted = self.rater.fit(data, exclude=excl, start=start, leave_out=leave_out)
         readmitted: set[str] = set()
         if self.reconsider and self.excluded & present:
             eps = float(self.rater.ability_threshold)
@@ -226,9 +240,8 @@ class StableArena:
                     readmitted.add(name)
             if readmitted:
                 self.excluded -= readmitted
-                fitted = self.rater.fit(
-                    data, exclude=frozenset(self.excluded & present), start=fitted
-                )
+                excl = {n: "excluded in an earlier round" for n in self.excluded & present} | now
+                fitted = self.rater.fit(data, exclude=excl, start=fitted, leave_out=leave_out)
         step = len(self.history) + 1
         decisions = []
         for k, name in enumerate(fitted.annotators):
@@ -256,7 +269,7 @@ class StableArena:
                 )
             decisions.append(_decision(fitted, k, step, status, change, reason))
             self.last_status[name] = status
-            if status == "excluded" and name not in self.excluded:
+            if status == "excluded" and name not in self.excluded and name not in now:
                 self.excluded.add(name)
                 self.excluded_records[name] = float(fitted.records[k])
         n = len(data) if isinstance(data, Battles) else int(round(data.n_comparisons))

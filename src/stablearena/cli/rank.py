@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import choices
+from ..errors import InputError
 from .common import (
     DATA_OPTIONS,
     FormatOpt,
@@ -232,6 +233,96 @@ WhereOpt = Annotated[
 ]
 
 
+#: ``rank --method``: every rater, and ``arena`` (the live arena's rule on a log).
+RankMethodOpt = Annotated[
+    str,
+    typer.Option(
+        "--method",
+        "-m",
+        help="Rating method (m-elo: exact Bradley–Terry, ties as half; bt: ties dropped; elo: "
+        "online Elo; am-elo: with annotator abilities; rao-kupper, davidson: tie models; "
+        "bt-cov: Thurstonian covariance; style-*: style control, see --style; arena: the live "
+        "arena's rule, accounts from the judge column, ages from tstamp).",
+        metavar=_metavar((*choices.RATER_MODULES, "arena")),
+        callback=one_of(*choices.RATER_MODULES, "arena", flag="--method", unknown=True),
+    ),
+]
+
+
+def _arena_bound(flag: str, metavar: str, text: str) -> Any:
+    """A non-negative number of the arena rule's bounded influence (``--method arena``)."""
+    return typer.Option(
+        flag,
+        help=f"arena: bounded influence, {text}.",
+        metavar=metavar,
+        callback=non_negative,
+    )
+
+
+#: The options of ``rank --method arena`` only (the live arena's ``arena.*`` settings).
+ARENA_OPTIONS: OptionBlock = (
+    (
+        "cap",
+        Annotated[
+            float | None, _arena_bound("--cap", "A", "largest weight of one account (0: none)")
+        ],
+        None,
+    ),
+    (
+        "ramp_votes",
+        Annotated[
+            float | None, _arena_bound("--ramp-votes", "N", "votes until full weight (0: none)")
+        ],
+        None,
+    ),
+    (
+        "ramp_days",
+        Annotated[
+            float | None,
+            _arena_bound("--ramp-days", "D", "days of age until full weight (0: no age ramp)"),
+        ],
+        None,
+    ),
+    (
+        "policy",
+        Annotated[
+            str | None,
+            choice_option(
+                "--policy",
+                ("exclude", "warn"),
+                "arena: leave annotators below the ability threshold out (exclude, the default) "
+                "or only flag them (warn).",
+            ),
+        ],
+        None,
+    ),
+    (
+        "influence",
+        Annotated[
+            str | None,
+            choice_option(
+                "--influence",
+                ("exclude", "warn"),
+                "arena: act on influence flags (exclude, the default) or only show them (warn).",
+            ),
+        ],
+        None,
+    ),
+    (
+        "now",
+        Annotated[
+            float | None,
+            typer.Option(
+                "--now",
+                help="arena: the time of the board in Unix seconds (default: the log's last vote).",
+                metavar="T",
+                callback=finite,
+            ),
+        ],
+        None,
+    ),
+)
+
 #: The method and interval options of ``rank``, ``plot`` and ``report`` (after the data
 #: options), in their --help order; ``plot`` and ``report`` default ``ci`` to "fisher".
 FIT_OPTIONS: OptionBlock = (
@@ -284,11 +375,100 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
         return loaded, rater.fit(loaded.data)
 
 
+def _arena_rule(options: dict[str, Any]) -> Any:
+    """The :class:`~stablearena.arena_rule.ArenaRule` of ``rank --method arena``'s options (the
+    live arena's defaults for those not given); an error for a rater option it does not take."""
+    from ..arena_rule import ArenaRule
+
+    for name in ("anchor", "solver", "elo_k", "shuffles", "k_tie", "k_cov", "tie_form"):
+        if options.get(name) is not None:
+            raise InputError(f"--{name.replace('_', '-')} does not apply to --method arena.")
+    for name in ("style", "covariate", "by", "where", "normalization"):
+        if options.get(name):
+            raise InputError(
+                f"--{name} does not apply to --method arena (the arena's rule ranks the whole "
+                "log as the live arena does)."
+            )
+    if options["ci"] != "none":
+        raise InputError("--method arena gives no intervals: drop --ci (or use --method am-elo).")
+    given = {
+        "min_records": options.get("min_records"),
+        "ability_threshold": options.get("ability_threshold"),
+        "confidence": options.get("confidence"),
+        "policy": options.get("policy") or ("exclude" if options.get("exclude_flagged") else None),
+        "influence": options.get("influence"),
+        "cap": options.get("cap"),
+        "ramp_votes": options.get("ramp_votes"),
+        "ramp_days": options.get("ramp_days"),
+    }
+    return ArenaRule(**{k: v for k, v in given.items() if v is not None})
+
+
+def rank_arena(options: dict[str, Any]) -> None:
+    """``rank --method arena``: :func:`stablearena.arena_rule.arena_fit` on a log — the board
+    the live arena publishes from the same votes."""
+    from dataclasses import asdict
+
+    from ..arena_rule import arena_fit, log_accounts
+    from ..leaderboard import convergence_text, leaderboard_payload
+
+    rule = _arena_rule(options)
+    loaded = load_data(options["path"], **data_options(options))
+    battles = loaded.data
+    if getattr(battles, "annotator", None) is None:
+        raise InputError(
+            f"{loaded.label}: no judge column (the account id of each vote), which the arena's "
+            "rule needs to weigh accounts; add one (or name it with --col annotator=COLUMN), or "
+            "rank with --method am-elo or m-elo."
+        )
+    ages = active = None
+    now = None
+    if rule.ramp_days:
+        times = log_accounts(battles, ramp_days=rule.ramp_days, now=options.get("now"))
+        ages, active, now = times.ages, times.active_days, times.now
+    counts = battles.counts(by_annotator=True)
+    with fit_progress(f"fitting the arena's rule on {loaded.label}"):
+        got = arena_fit(counts, rule, ages=ages, active_days=active)
+    payload = leaderboard_payload(got.fitted, counts, source=loaded.label)
+    payload["method"] = "arena"
+    payload["rule"] = {**asdict(rule), "now": now}
+    payload["left_out_weight_0"] = sorted(got.weightless)
+    payload["influence_excluded"] = [
+        {"annotator": k, "reason": v} for k, v in sorted(got.influence_excluded.items())
+    ]
+    if not got.converged and not any(n.startswith("not a board") for n in payload["notes"]):
+        payload["notes"] = ["not a board to publish: the fit did not converge", *payload["notes"]]
+    if loaded.dropped:
+        payload["dropped_models"] = [{"model": k, "reason": v} for k, v in loaded.dropped.items()]
+
+    def table(p: dict[str, Any]) -> Any:
+        r = p["rule"]
+        caption = (
+            f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
+            + convergence_text(p.get("convergence", {}))
+            + f"; δ {r['min_records']}, cap {r['cap'] or 'none'}, ramp {r['ramp_votes'] or 0:g} "
+            f"votes / {r['ramp_days'] or 0:g} days, influence {r['influence']}; "
+            f"{len(p['influence_excluded'])} excluded by influence, "
+            f"{len(p['left_out_weight_0'])} left out at weight 0"
+        )
+        return records_table(
+            p["models"], title=f"arena leaderboard — {p['source']}", caption=caption
+        )
+
+    emit(
+        payload,
+        options["fmt"],
+        options["output"],
+        table=table,
+        footer=notes_footer(payload["notes"], loaded.dropped),
+    )
+
+
 @app.command()
-@with_options(DATA_OPTIONS, FIT_OPTIONS)
+@with_options(DATA_OPTIONS, FIT_OPTIONS, ARENA_OPTIONS)
 def rank(
     path: PathArg = None,
-    method: MethodOpt = "m-elo",
+    method: RankMethodOpt = "m-elo",
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     *,
@@ -310,6 +490,13 @@ def rank(
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
     options = {"path": path, "method": method, "fmt": fmt, "output": output, "by": by, **options}
+    if method == "arena":
+        rank_arena(options)
+        return
+    for name in ("cap", "ramp_votes", "ramp_days", "policy", "influence", "now"):
+        if options.get(name) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise InputError(f"{flag} applies to --method arena only, not --method {method}.")
     from .boards import rank_boards, style_method, uses_boards, uses_style
 
     if uses_boards(options):

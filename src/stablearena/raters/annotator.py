@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -1061,13 +1062,17 @@ class AmElo(Rater):
         self,
         data: Battles | PairCounts,
         *,
-        exclude: tuple[str, ...] | frozenset[str] = (),
+        exclude: tuple[str, ...] | frozenset[str] | Mapping[str, str] = (),
         start: AmEloFitted | None = None,
+        leave_out: Mapping[str, str] | None = None,
     ) -> AmEloFitted:
         """Screen annotators, fit am-ELO, flag (and optionally exclude and refit).
 
         ``exclude`` names annotators to leave out beforehand (the Stable Arena loop uses it for
-        annotators excluded in earlier rounds). ``start``: an earlier am-ELO result on data that
+        annotators excluded in earlier rounds; a mapping: name → the reason shown, status
+        ``excluded``); ``leave_out``: name → reason of annotators left out of this fit without
+        being screened (status ``left_out``, like those below ``min_records``: e.g. accounts
+        whose bounded-influence weight is 0 whatever their ability, :mod:`stablearena.arena_rule`). ``start``: an earlier am-ELO result on data that
         overlap these (e.g. the log before its latest votes); the Newton solver starts from its
         scores and abilities, matched by model and annotator name (a new model starts at the
         average score, a new annotator at ability 1). The optimum is the same as from the
@@ -1090,8 +1095,14 @@ class AmElo(Rater):
         for k in np.flatnonzero(few):
             reasons[k] = f"left out: {records[k]:g} records < min_records {self.min_records}"
         status[pre] = "excluded"
+        why = exclude if isinstance(exclude, Mapping) else {}
         for k in np.flatnonzero(pre):
-            reasons[k] = "excluded in an earlier round"
+            reasons[k] = why.get(names[k], "excluded in an earlier round")  # type: ignore[index]
+        if leave_out:
+            for k, name in enumerate(names):  # type: ignore[arg-type]
+                if name in leave_out and status[k] == "included":
+                    status[k] = "left_out"
+                    reasons[k] = leave_out[name]
         fit_idx = np.flatnonzero(status == "included")
         if len(fit_idx) == 0:
             raise TooFewRecords(

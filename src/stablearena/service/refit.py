@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..battles import PairCounts
-from ..errors import ConvergenceError
 from ..leaderboard import annotators_payload, leaderboard_payload
 from ..raters.base import Fitted
 from ..screening import StableArena
@@ -47,6 +45,9 @@ __all__ = [
     "run_update",
     "run_live_update",
     "live_counts",
+    "live_ages",
+    "live_active_days",
+    "trust_options",
     "refit_published",
     "SOURCE",
 ]
@@ -161,9 +162,18 @@ def refit_published(
     configuration's rule (:func:`trust_options`): the published fit itself when ``counts`` are
     the snapshot it was made from. ``start``: a warm start."""
     cfg = payload.get("config") or config or {}
-    arena = arena_for(cfg, payload.get("screening"))
+    screening = payload.get("screening") or {}
+    arena = arena_for(cfg, screening)
+    present = set(counts.annotators or ())
+    # what the published fit left out: screened out (remembered or by influence), weight 0
+    excluded = {
+        n: "excluded" for n in (arena.excluded | set(screening.get("influence_excluded", ())))
+    }
     fitted = arena.rater.fit(
-        counts, exclude=frozenset(arena.excluded & set(counts.annotators or ())), start=start
+        counts,
+        exclude={n: r for n, r in excluded.items() if n in present},
+        start=start,
+        leave_out={n: "left out: weight 0" for n in screening.get("weightless", ())},
     )
     return bounded_fit(fitted, **trust_options(cfg, published_ages(payload)))
 
@@ -183,13 +193,11 @@ def published_ages(payload: dict[str, Any]) -> dict[str, float] | None:
 def trust_options(config: dict[str, Any], ages: dict[str, float] | None = None) -> dict[str, Any]:
     """The bounded-influence rule of an arena configuration (``ability_cap``,
     ``trust_ramp_votes``, ``trust_ramp_days``; absent — a fit published before they existed —
-    or 0: off) with the accounts' ``ages`` in days (None: no age ramp)."""
-    return {
-        "cap": config.get("ability_cap"),
-        "ramp_votes": config.get("trust_ramp_votes"),
-        "ramp_days": config.get("trust_ramp_days"),
-        "ages": ages,
-    }
+    or 0: off) with the accounts' ``ages`` in days (None: no age ramp):
+    :meth:`stablearena.arena_rule.ArenaRule.trust`."""
+    from ..arena_rule import ArenaRule
+
+    return ArenaRule.from_config(config).trust(ages)
 
 
 def live_ages(engine: Any, config: dict[str, Any]) -> dict[str, float] | None:
@@ -205,41 +213,56 @@ def live_ages(engine: Any, config: dict[str, Any]) -> dict[str, float] | None:
         return store.account_ages(conn, float(days), time.time())
 
 
+def live_active_days(engine: Any, config: dict[str, Any]) -> dict[str, float] | None:
+    """Every account's distinct days with a vote (:func:`stablearena.service.store.
+    account_active_days`) when the arena's rule uses them (bounded influence takes
+    ``active_days``), else None (no scan of the votes)."""
+    from ..arena_rule import _takes_active_days
+
+    if not _takes_active_days():
+        return None
+    from . import store
+
+    with engine.connect() as conn:
+        return store.account_active_days(conn)
+
+
 def run_fit(
     snapshot: Snapshot,
     config: dict[str, Any],
     screening: dict[str, Any] | None,
     arena_id: str = "",
     ages: dict[str, float] | None = None,
+    active_days: dict[str, float] | None = None,
 ) -> FitOutput:
-    """Fit am-ELO with the Stable Arena screening on ``snapshot``, bound each account's weight
-    (:func:`stablearena.trust.bounded_fit` with the arena's ``ability_cap`` and
-    ``trust_ramp_votes``) and build the payload: ``leaderboard`` (the ``rank --method am-elo
-    --format json`` contract, of the bounded fit), ``annotators`` (the ``annotators --format
-    json`` contract with each decision's reason, each account's weight, influence and trust
-    reason), ``screening`` (the
-    loop's state, restored by the next refit in any worker), ``scores`` (natural units, by
-    model name, for the information tracker). ``ages``: the accounts' ages in days for the age
-    ramp (:func:`live_ages`; None: no age ramp)."""
+    """The arena's rule (:func:`stablearena.arena_rule.arena_fit` with
+    :meth:`~stablearena.arena_rule.ArenaRule.from_config`: weight-0 accounts left out, Stable
+    Arena screening, influence screening, bounded influence — the rule ``stablearena rank
+    --method arena`` applies to a log) on ``snapshot``, and the payload: ``leaderboard`` (the
+    ``rank --format json`` contract, of the bounded fit), ``annotators`` (the ``annotators
+    --format json`` contract with each decision's reason, each account's weight, influence and
+    trust reason), ``screening`` (the loop's state, restored by the next refit in any worker),
+    ``scores`` (natural units, by model name, for the information tracker). ``ages``: the
+    accounts' ages in days for the age ramp (:func:`live_ages`; None: no age ramp);
+    ``active_days``: their distinct days with a vote (:func:`live_active_days`)."""
+    from ..arena_rule import ArenaRule, arena_fit
+
     t0, c0 = time.perf_counter(), time.process_time()
     arena = arena_for(config, screening)
     if config.get("warm_start", False) and arena_id in _LAST:
         arena.last_fit = _LAST[arena_id]
     counts = snapshot.counts()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the fit's notes carry every warning
-        try:
-            step = arena.step(counts, warm=arena.last_fit is not None)
-        except ConvergenceError:
-            if arena.last_fit is None:
-                raise
-            # a start far from the optimum (e.g. before a big import) can lead Newton astray:
-            # the deterministic m-ELO start decides whether the maximum exists
-            arena = arena_for(config, screening)
-            step = arena.step(counts, warm=False)
+    rule = ArenaRule.from_config(config)
+    got = arena_fit(
+        counts,
+        rule,
+        ages=ages,
+        active_days=active_days,
+        arena=arena,
+        warm=arena.last_fit is not None,
+    )
+    step, fitted, trust = got.step, got.fitted, got.trust
     _LAST[arena_id] = step.fitted
-    trust = trust_options(config, ages)
-    fitted = bounded_fit(step.fitted, **trust)
     leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
     annotators = annotators_payload(
         step.fitted,
@@ -249,6 +272,7 @@ def run_fit(
         trust=trust,
     )
     annotators["policy"] = config["policy"]
+    annotators["influence_policy"] = rule.influence
     annotators["min_records"] = int(config["min_records"])
     annotators["changes"] = [d.to_dict() for d in step.changes()]
     _BASE[arena_id] = _update_base(step.fitted, fitted, trust, config, snapshot)
@@ -259,12 +283,14 @@ def run_fit(
             "excluded": sorted(arena.excluded),
             "excluded_records": arena.excluded_records,
             "last_status": arena.last_status,
+            "influence_excluded": dict(got.influence_excluded),
+            "weightless": sorted(got.weightless),
         },
         "scores": {name: float(x) for name, x in zip(fitted.models, fitted.scores, strict=True)},
         "n_votes": snapshot.n_votes,
         "config": dict(config),
         # whether both the am-ELO step and the bounded fit converged (stablearena.fitcheck)
-        "converged": bool(step.fitted.convergence.converged) and bool(fitted.convergence.converged),
+        "converged": got.converged,
     }
     return FitOutput(
         payload,
@@ -307,7 +333,14 @@ def run_live_fit(
     snap = live.snapshot(engine, mark=True)  # reads only the votes since the last fit
     if snap.empty:
         return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
-    out = run_fit(snap, config, screening, db, live_ages(engine, config))
+    out = run_fit(
+        snap,
+        config,
+        screening,
+        db,
+        live_ages(engine, config),
+        live_active_days(engine, config),
+    )
     if not want_fitted:
         out.fitted = None
     out.seconds, out.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0

@@ -30,6 +30,7 @@ from .errors import ApiError, for_the_service, waiting_message
 from .refit import (
     UPDATE_METHOD,
     FitOutput,
+    live_active_days,
     live_ages,
     merge_update,
     run_fit,
@@ -318,8 +319,9 @@ class Refitter:
             if snap.empty:
                 return None
             ages = live_ages(st.engine, cfg)
+            active = live_active_days(st.engine, cfg)
             out = self._executor.submit(
-                run_fit, snap, cfg, screening, self.settings.db, ages
+                run_fit, snap, cfg, screening, self.settings.db, ages, active
             ).result()
         self.last_fit = (
             out.cpu_seconds or out.seconds,

@@ -87,9 +87,10 @@ class ArenaConfig(BaseModel):
         description="Flag only when the one-sided upper bound at this level is below ε too.",
     )
     policy: Literal["warn", "exclude"] = Field(
-        "warn",
-        description="warn: only report flagged annotators; exclude: leave their votes out of "
-        "later fits (kept in the log, reconsidered when their data change).",
+        "exclude",
+        description="exclude (the rule docs/guides/rigging.md measured): leave flagged "
+        "annotators' votes out of later fits (kept in the log, reconsidered when their data "
+        "change); warn: only report them.",
     )
     refit_votes: int = Field(
         100, ge=1, le=_MAX_COUNT, description="K: refit after at most this many new votes."
@@ -151,6 +152,13 @@ class ArenaConfig(BaseModel):
         "since it was created) until this many days, so that new identities cost time; accounts "
         "created in the arena's first days and imported ones count as old; 0 or null: no age "
         "ramp (docs/guides/rigging.md).",
+    )
+    influence_policy: Literal["warn", "exclude"] = Field(
+        "exclude",
+        description="Influence screening of the published board: exclude (leave accounts whose "
+        "push on a model or concentration on one model is beyond its Bonferroni bound out of "
+        "that fit, decided afresh at every fit, as docs/guides/rigging.md measured) or warn "
+        "(only show the flags); stablearena.arena_rule.",
     )
     boost_factor: float = Field(
         5.0,

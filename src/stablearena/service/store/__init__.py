@@ -41,6 +41,7 @@ from .dashboard import (
 from .engine import is_sqlite, make_engine, migrate, write_conn
 from .imports import import_votes
 from .queries import (
+    account_active_days,
     account_ages,
     bump_revision,
     fit_row,
@@ -158,5 +159,6 @@ __all__ = [
     "delete_unvoted",
     "votes",
     "watermark",
+    "account_active_days",
     "account_ages",
 ]

@@ -56,6 +56,29 @@ def account_ages(conn: Connection, ramp_days: float, now: float) -> dict[str, fl
     }
 
 
+def account_active_days(conn: Connection) -> dict[str, float]:
+    """Each annotator's active days for bounded influence (issue 34): the number of distinct
+    UTC days (Unix seconds // 86400) on which it cast a vote that is not superseded. One
+    grouped scan of the votes."""
+    day = (
+        func.floor(votes.c.created_at / 86400.0)
+        if conn.dialect.name == "postgresql"
+        else sa.cast(votes.c.created_at / 86400.0, Integer)  # truncation: times are positive
+    )
+    per_day = (
+        select(votes.c.annotator_id.label("a"), day.label("d"))
+        .where(votes.c.superseded == sa.false())
+        .group_by(votes.c.annotator_id, day)
+        .subquery()
+    )
+    rows = conn.execute(
+        select(annotators.c.name, func.count())
+        .select_from(per_day.join(annotators, annotators.c.id == per_day.c.a))
+        .group_by(annotators.c.name)
+    )
+    return {name: float(n) for name, n in rows}
+
+
 def watermark(conn: Connection) -> int:
     """The newest vote id (0 with no votes)."""
     return int(conn.execute(select(func.coalesce(func.max(votes.c.id), 0))).scalar_one())

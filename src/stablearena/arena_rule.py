@@ -1,0 +1,319 @@
+"""The rule the live arena publishes its board by — one function, live and offline.
+
+:func:`arena_fit` is what ``stablearena serve`` runs at every refit
+(:func:`stablearena.service.refit.run_fit`) and what ``stablearena rank --method arena`` runs
+on a log, so anybody can audit the published board from the exported votes:
+
+1. **Accounts that weigh nothing are left out of the ability fit.** An account whose
+   bounded-influence weight is 0 whatever its ability — age 0 under the age ramp — cannot move
+   the board, so its votes are not in the am-ELO fit either (status ``left_out``): a flood of
+   brand-new accounts can neither stop the fit converging nor drag the honest abilities down
+   (issue 34: 6,400 such votes made the scale ×34 in 2 seeds of 10; ``bench/bench_flood.py``).
+2. **Stable Arena screening** (:class:`stablearena.screening.StableArena`): am-ELO with
+   δ = ``min_records``, annotators below ε = ``ability_threshold`` flagged (``policy``
+   ``"exclude"``: excluded and remembered by the live loop; ``"warn"``: shown).
+3. **Influence screening** (``influence="exclude"``, the default): on a converged fit, accounts
+   whose leave-one-out push on a model or whose concentration on one model is beyond its
+   Bonferroni bound (:func:`stablearena.influence.account_influence`, abilities clipped to
+   [0, 2]) are excluded from this fit and the screening step repeated once — the
+   ``am-elo+screen+influence+bounded`` defence docs/guides/rigging.md measured. Decided afresh
+   at every fit (nothing remembered), so the live board is the offline one.
+4. **Bounded influence** (:func:`stablearena.trust.bounded_fit`): each account's weight capped
+   at ``cap``, ramped over ``ramp_votes`` votes and ``ramp_days`` days of age.
+
+The live arena then checks the result with :func:`stablearena.fitcheck.board_problems` before
+publishing it; ``rank`` puts the same problems in the board's notes.
+
+Account ages offline (:func:`log_accounts`): an account is created at its first vote in the
+log, "now" is the time of the log's last vote (the board as of that vote, as the live arena
+publishes it right after it), and — as live — accounts created in the arena's first
+``ramp_days`` days (here: within ``ramp_days`` of the log's first vote) count as old.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+import numpy as np
+
+from . import choices
+from .errors import ConvergenceError, InputError
+
+__all__ = [
+    "ArenaRule",
+    "ArenaFit",
+    "AccountTimes",
+    "arena_fit",
+    "log_accounts",
+    "weightless_accounts",
+]
+
+SECONDS_PER_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class ArenaRule:
+    """The options of the arena's rule; the defaults are the live arena's (``ArenaConfig``).
+
+    ``min_records``, ``ability_threshold``, ``confidence``, ``policy``: the Stable Arena
+    screening (δ, ε, the one-sided level, warn/exclude); ``influence``: ``"exclude"`` (act on
+    influence flags) or ``"warn"`` (only show them); ``cap``, ``ramp_votes``, ``ramp_days``:
+    bounded influence (None or 0: off)."""
+
+    min_records: int = 50
+    ability_threshold: float = 0.0
+    confidence: float | None = None
+    policy: Literal["warn", "exclude"] = "exclude"
+    influence: Literal["warn", "exclude"] = "exclude"
+    cap: float | None = choices.TRUST_CAP
+    ramp_votes: float | None = choices.TRUST_RAMP_VOTES
+    ramp_days: float | None = choices.TRUST_RAMP_DAYS
+
+    def __post_init__(self) -> None:
+        if self.policy not in ("warn", "exclude"):
+            raise InputError(f"policy must be 'warn' or 'exclude', not {self.policy!r}.")
+        if self.influence not in ("warn", "exclude"):
+            raise InputError(f"influence must be 'warn' or 'exclude', not {self.influence!r}.")
+
+    #: ArenaConfig key → field, where the names differ
+    CONFIG_KEYS = {
+        "ability_cap": "cap",
+        "trust_ramp_votes": "ramp_votes",
+        "trust_ramp_days": "ramp_days",
+        "influence_policy": "influence",
+    }
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ArenaRule:
+        """The rule of an arena configuration (``ArenaConfig`` as a dict, or a published fit's
+        ``config``); a key it lacks — a fit published before the key existed — takes the value
+        it had then: off for bounded influence and influence screening, the default otherwise."""
+        known = {f.name for f in fields(cls)}
+        kw: dict[str, Any] = {"cap": None, "ramp_votes": None, "ramp_days": None}
+        kw["influence"] = "warn"
+        for key, value in config.items():
+            name = cls.CONFIG_KEYS.get(key, key)
+            if name in known:
+                kw[name] = value
+        kw["min_records"] = int(kw.get("min_records", cls.min_records))
+        kw["ability_threshold"] = float(kw.get("ability_threshold", cls.ability_threshold))
+        return cls(**kw)
+
+    def trust(
+        self,
+        ages: Mapping[str, float] | None = None,
+        active_days: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of :func:`stablearena.trust.bounded_fit` for this rule and the
+        accounts' ``ages`` (days since creation; None: no age ramp) and ``active_days``
+        (distinct UTC days with a vote; passed only where ``bounded_fit`` takes it)."""
+        out: dict[str, Any] = {
+            "cap": self.cap,
+            "ramp_votes": self.ramp_votes,
+            "ramp_days": self.ramp_days,
+            "ages": ages,
+        }
+        if active_days is not None and _takes_active_days():
+            out["active_days"] = active_days
+        return out
+
+
+def _takes_active_days() -> bool:
+    """Whether :func:`stablearena.trust.bounded_fit` has the ``active_days`` parameter (the
+    activity credit of issue 34, added by its own change)."""
+    from . import trust
+
+    return "active_days" in inspect.signature(trust.bounded_fit).parameters
+
+
+@dataclass(frozen=True)
+class AccountTimes:
+    """Per account (by name): ``ages`` in days at ``now`` (+∞: counts as old) and
+    ``active_days`` (distinct UTC days with at least one vote); ``now``: Unix seconds."""
+
+    ages: dict[str, float]
+    active_days: dict[str, float]
+    now: float
+
+
+def log_accounts(
+    battles: Any, *, ramp_days: float | None = choices.TRUST_RAMP_DAYS, now: float | None = None
+) -> AccountTimes:
+    """Account ages and active days from a log's ``judge`` (account) and ``tstamp`` (Unix
+    seconds) columns: an account is created at its first vote (nothing else is known of it),
+    ``now`` defaults to the log's last vote, and an account whose first vote is within
+    ``ramp_days`` days of the log's first vote counts as old (+∞; the live arena's founding
+    accounts, :func:`stablearena.service.store.account_ages`). An :class:`InputError` naming
+    the column when either is missing or a time is not a finite number."""
+    src = getattr(battles, "source", "the log")
+    if getattr(battles, "annotator", None) is None:
+        raise InputError(
+            f"{src}: no judge column (the account id of each vote), which the arena's rule "
+            "needs to weigh accounts; add one (or name it with --col annotator=COLUMN), or "
+            "rank with --method am-elo or m-elo."
+        )
+    t = getattr(battles, "timestamp", None)
+    if t is None:
+        raise InputError(
+            f"{src}: no tstamp column (Unix seconds of each vote), which the arena's age ramp "
+            "needs for account ages; add one (or name it with --col timestamp=COLUMN), or pass "
+            "--ramp-days 0 to count every account as old (as `stablearena serve --import` does "
+            "with the accounts of an imported log)."
+        )
+    t = np.asarray(t, dtype=float)
+    bad = np.flatnonzero(~np.isfinite(t))
+    if len(bad):
+        raise InputError(
+            f"{src}: tstamp of row {int(bad[0]) + 1} is {t[bad[0]]!r}, not a time in Unix "
+            f"seconds ({len(bad):,} such rows); fix or drop those rows."
+        )
+    names = battles.annotators
+    ann = np.asarray(battles.annotator, dtype=np.int64)
+    k = len(names)
+    first = np.full(k, np.inf)
+    np.minimum.at(first, ann, t)
+    day = np.floor(t / SECONDS_PER_DAY).astype(np.int64)
+    pairs = np.unique(np.stack([ann, day]), axis=1)
+    active = np.bincount(pairs[0], minlength=k).astype(float)
+    now_s = float(t.max()) if now is None else float(now)
+    founding = float(t.min()) + (ramp_days or 0.0) * SECONDS_PER_DAY
+    ages = {}
+    for i, name in enumerate(names):
+        if not math.isfinite(first[i]):
+            continue  # an account with no vote left in the log
+        old = ramp_days is not None and ramp_days > 0 and first[i] <= founding
+        ages[str(name)] = math.inf if old else max(now_s - first[i], 0.0) / SECONDS_PER_DAY
+    return AccountTimes(
+        ages,
+        {str(names[i]): float(active[i]) for i in range(k) if math.isfinite(first[i])},
+        now_s,
+    )
+
+
+def weightless_accounts(
+    counts: Any,
+    rule: ArenaRule,
+    ages: Mapping[str, float] | None = None,
+    active_days: Mapping[str, float] | None = None,
+) -> dict[str, str]:
+    """Accounts of ``counts`` whose bounded-influence weight is 0 whatever their ability (name →
+    reason): the rule's factors other than the ability
+    (:func:`stablearena.trust.account_weights` at ability 1, no cap) are 0 — under the age
+    ramp, an account of age 0 (a name ``ages`` lacks is new: age 0)."""
+    from .trust import account_weights
+
+    if ages is None or not rule.ramp_days or rule.ramp_days <= 0:
+        return {}
+    names = list(counts.annotators or ())
+    if not names:
+        return {}
+    votes = np.bincount(counts.annotator, counts.totals, len(names))
+    t = np.array([float(ages.get(n, 0.0)) for n in names])
+    kw: dict[str, Any] = {}
+    if active_days is not None and "active_days" in inspect.signature(account_weights).parameters:
+        kw["active_days"] = np.array([float(active_days.get(n, 0.0)) for n in names])
+    w = account_weights(
+        np.ones(len(names)),
+        votes,
+        cap=None,
+        ramp_votes=rule.ramp_votes,
+        ages=t,
+        ramp_days=rule.ramp_days,
+        **kw,
+    )
+    return {
+        n: f"left out: weight 0 under bounded influence (age {t[k]:.3g} days), not in the fit"
+        for k, n in enumerate(names)
+        if w[k] == 0 and votes[k] > 0
+    }
+
+
+@dataclass(frozen=True, eq=False)
+class ArenaFit:
+    """:func:`arena_fit`'s result: ``step`` (the screened am-ELO step: abilities, statuses,
+    decisions), ``fitted`` (the published board: ``step.fitted`` under bounded influence),
+    ``trust`` (the keyword arguments ``fitted`` was bounded with), ``weightless`` (accounts
+    left out at weight 0, name → reason), ``influence_excluded`` (name → reason)."""
+
+    step: Any
+    fitted: Any
+    trust: dict[str, Any]
+    weightless: dict[str, str] = field(default_factory=dict)
+    influence_excluded: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def converged(self) -> bool:
+        """Whether the am-ELO step and the bounded fit both converged."""
+        return bool(self.step.fitted.convergence.converged) and bool(
+            self.fitted.convergence.converged
+        )
+
+
+def arena_fit(
+    counts: Any,
+    rule: ArenaRule,
+    *,
+    ages: Mapping[str, float] | None = None,
+    active_days: Mapping[str, float] | None = None,
+    arena: Any = None,
+    warm: bool = False,
+) -> ArenaFit:
+    """The arena's board on ``counts`` (pair counts per annotator) under ``rule`` (module
+    docstring): weightless accounts out, Stable Arena screening, influence screening, bounded
+    influence. ``ages``/``active_days``: per account (None: no age ramp; :func:`log_accounts`
+    offline, the store live). ``arena``: the live loop's :class:`~stablearena.screening.
+    StableArena` (its excluded annotators; a fresh one by default), ``warm``: start from its
+    last fit (on a :class:`~stablearena.errors.ConvergenceError`, again from the m-ELO start).
+    """
+    from .screening import StableArena, _influence_flagged
+    from .trust import bounded_fit
+
+    def new_arena() -> StableArena:
+        return StableArena(
+            min_records=int(rule.min_records),
+            ability_threshold=float(rule.ability_threshold),
+            policy=rule.policy,
+            confidence=rule.confidence,
+            reconsider=True,
+        )
+
+    if arena is None:
+        arena = new_arena()
+    state = (set(arena.excluded), dict(arena.excluded_records), dict(arena.last_status))
+
+    def restore() -> None:
+        arena.excluded = set(state[0])
+        arena.excluded_records = dict(state[1])
+        arena.last_status = dict(state[2])
+
+    weightless = weightless_accounts(counts, rule, ages, active_days)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fit's notes carry every warning
+        try:
+            step = arena.step(
+                counts, warm=warm and arena.last_fit is not None, leave_out=weightless
+            )
+        except ConvergenceError:
+            if not warm or arena.last_fit is None:
+                raise
+            # a start far from the optimum (e.g. before a big import) can lead Newton astray:
+            # the deterministic m-ELO start decides whether the maximum exists
+            restore()
+            arena.last_fit = None
+            step = arena.step(counts, leave_out=weightless)
+        flagged: dict[str, str] = {}
+        if rule.influence == "exclude" and step.fitted.convergence.converged:
+            found = _influence_flagged(step.fitted)
+            flagged = {step.fitted.annotators[k]: why for k, why in found.items()}
+            if flagged:
+                arena.history.pop()  # the step is taken again without them
+                restore()
+                step = arena.step(counts, warm=True, leave_out=weightless, exclude_now=flagged)
+    trust = rule.trust(ages, active_days)
+    fitted = bounded_fit(step.fitted, **trust)
+    return ArenaFit(step, fitted, trust, weightless, flagged)
