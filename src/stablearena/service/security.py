@@ -11,8 +11,10 @@ Rate limits are a token bucket per key (``rate_limit`` requests per second, burs
 processes of ``serve --workers N`` share one table of buckets in shared memory
 (:class:`SharedRateLimiter`), so a key's limit is the same whatever the number of workers; the
 arena page's limits per identity and per address (:mod:`.visitors`) live in the same table.
-(Two ``serve`` commands on one PostgreSQL database, e.g. on two machines, each keep their own:
-the limits are per host.)
+With ``limits = "database"`` (the default on PostgreSQL) the buckets are rows of the database
+instead (:class:`DatabaseRateLimiter`), so the ``serve`` hosts of one database enforce one limit
+per key, page identity and address; only the flood guard on requests without a valid key stays
+per worker process (docs/guides/live-arena-security.md has the arithmetic).
 The body limit is an ASGI middleware that refuses a larger request with 413 before reading it
 (or as soon as a chunked body passes it).
 """
@@ -46,6 +48,8 @@ __all__ = [
     "verify",
     "RateLimiter",
     "SharedRateLimiter",
+    "DatabaseRateLimiter",
+    "limiter",
     "AddressLimiter",
     "OpenBattles",
     "shared_buckets_fd",
@@ -342,6 +346,61 @@ class SharedRateLimiter(RateLimiter):
         self._map = mmap.mmap(self.fd, size)
         self._size = size
         return self._map
+
+
+class DatabaseRateLimiter(RateLimiter):
+    """:class:`RateLimiter` whose buckets are rows of the database
+    (:class:`~.store.limits.Buckets`): every ``serve`` host and worker on one database takes
+    from the same bucket, refilled by the database's clock, in one statement per check.
+    ``table`` prefixes the bucket's name (the names of :data:`TABLES`); a bucket is found by its
+    ``slot`` (an annotator's number) or, without one, by the name asked for (an address)."""
+
+    #: Seconds between two deletions of the buckets that are full again (any limiter of a
+    #: process sharing the :class:`~.store.limits.Buckets`).
+    SWEEP_SECONDS = 60.0
+
+    def __init__(self, rate: float, burst: int, buckets: object, table: str = "keys") -> None:
+        super().__init__(rate, burst)
+        self.buckets = buckets
+        self.table = table
+
+    def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
+        key = str(slot) if slot is not None and slot >= 0 else who
+        if len(key) > 150:  # an address is far shorter; a longer name is hashed, not cut
+            key = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        b = self.buckets
+        try:
+            wait = b.take(f"{self.table}:{key}", self.rate, self.burst)  # type: ignore[attr-defined]
+            t = time.monotonic()
+            if t >= getattr(b, "next_sweep", 0.0):
+                b.next_sweep = t + self.SWEEP_SECONDS  # type: ignore[attr-defined]
+                b.sweep()  # type: ignore[attr-defined]
+        except Exception as exc:
+            from .errors import ApiError
+
+            raise ApiError(
+                503,
+                "unavailable",
+                f"the rate limits in the database cannot be read ({type(exc).__name__}); retry",
+            ) from None
+        return wait
+
+    def waiting(self, who: str, now: float | None = None) -> float:
+        """Not known without taking a token: 0 (a request then takes one with :meth:`take`)."""
+        return 0.0
+
+
+def limiter(
+    rate: float, burst: int, table: str, fd: int | None = None, buckets: object = None
+) -> RateLimiter:
+    """The limiter of one of :data:`TABLES`: in the database when ``buckets`` is given
+    (:class:`DatabaseRateLimiter`, setting ``limits = "database"``), else shared by the workers
+    of this host through the file ``fd`` (:class:`SharedRateLimiter`), else this process's."""
+    if buckets is not None:
+        return DatabaseRateLimiter(rate, burst, buckets, table)
+    if fd is not None:
+        return SharedRateLimiter(rate, burst, fd, table)
+    return RateLimiter(rate, burst)
 
 
 def error_body(status: int, code: str, message: str, field: str | None = None) -> bytes:
