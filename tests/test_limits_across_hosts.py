@@ -4,7 +4,13 @@ default ``limits = "auto"`` (the database, on PostgreSQL). One page identity, or
 alternating between them gets its burst once, not twice; the page's cap on battles without a
 vote counts the votes recorded through the other host; a page cookie, its CSRF token and an
 admin session issued by one host are accepted by the other. The models are served by a real
-OpenAI-compatible server process on loopback (stablearena.endpoints.demo_server)."""
+OpenAI-compatible server process on loopback (stablearena.endpoints.demo_server).
+
+The tests with two ``serve`` processes take about a minute (two starts on PostgreSQL under the
+shared machine's load): they are ``slow`` (``python -m pytest -m slow
+tests/test_limits_across_hosts.py``). The default run checks the same limits with two
+applications in this process (each its own state, writer and limiters: nothing shared but the
+database) and the buckets' statement itself, on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,12 +18,18 @@ import json
 import re
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from arena_process import ServerProcess
+from fastapi.testclient import TestClient
 
 from stablearena.endpoints.demo_server import DemoServer
+from stablearena.service import store
+from stablearena.service.app import create_app
+from stablearena.service.settings import Settings
 
 CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]*)"')
 #: the API keys' burst (no refill to speak of: 0.001 token a second)
@@ -47,7 +59,7 @@ class TwoHosts:
                 for n in ("demo-ace", "demo-wild")
             )
         )
-        db = postgres.create_database("h" + uuid.uuid4().hex[:12])
+        db = postgres.create_database("p" + uuid.uuid4().hex[:12])
         self.hosts: list[ServerProcess] = []
         for _ in range(2):  # one after the other: the first migrates and prints the admin key
             self.hosts.append(ServerProcess(db, "--config", str(config), cwd=tmp_path).start())
@@ -84,6 +96,128 @@ class TwoHosts:
             h.stop()
 
 
+@pytest.fixture
+def db(postgres) -> str:
+    return postgres.create_database("h" + uuid.uuid4().hex[:12])
+
+
+# ------------------------------------------------------------------ the statement
+def test_the_buckets_grant_a_burst_once_to_two_hosts_at_once(db):
+    """Two hosts' :class:`~stablearena.service.store.limits.Buckets` (each its own engine and
+    connections) taking from one bucket from 8 threads at once grant exactly its burst — the
+    upsert is atomic — and then the wait until the next token; another bucket is untouched."""
+    engines = [store.make_engine(db) for _ in range(2)]
+    store.migrate(engines[0])
+    hosts = [store.limits.Buckets(e) for e in engines]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            waits = list(pool.map(lambda k: hosts[k % 2].take("t:one", 0.01, 25), range(60)))
+        assert waits.count(0.0) == 25, waits
+        assert all(95.0 < w <= 100.0 for w in waits if w), waits  # 1 token at 0.01/s
+        assert hosts[1].take("t:other", 0.01, 25) == 0.0
+        t0 = time.time()
+        hosts[0].take("t:fast", 50.0, 1)
+        assert 0 < hosts[1].take("t:fast", 50.0, 1) <= 0.02
+        while time.time() < t0 + 0.1:
+            time.sleep(0.02)
+        assert hosts[1].take("t:fast", 50.0, 1) == 0.0  # refilled by the database's clock
+        hosts[0].sweep()  # full buckets go; the others stay
+        with engines[0].connect() as conn:
+            names = set(conn.execute(sa.text("SELECT name FROM rate_buckets")).scalars())
+        assert {"t:one", "t:other"} <= names
+    finally:
+        for h in hosts:
+            h.close()
+        for e in engines:
+            e.dispose()
+
+
+# ------------------------------------------------------------------ two applications
+@pytest.fixture(scope="module")
+def two_apps(demo, postgres):
+    """Two live arena applications in this process on one PostgreSQL database, as two hosts."""
+
+    db = postgres.create_database("a" + uuid.uuid4().hex[:12])
+
+    def settings() -> Settings:
+        return Settings(
+            db=db,
+            fit_in_process=False,
+            poll_seconds=0.05,
+            seed=0,
+            rate_limit=0.001,
+            rate_burst=KEY_BURST,
+            arena={"min_records": 0, "max_open_battles": 1000},
+            models=[
+                {"name": m, "base_url": demo.base_url, "model": f"{m}+slow=0"}
+                for m in ("demo-ace", "demo-wild")
+            ],
+            arena_page={
+                "prompts": "demo",
+                "visitor_battles_per_hour": 0.001,
+                "visitor_open": OPEN_CAP,
+                "address_open": 1000,
+            },
+        )
+
+    with TestClient(create_app(settings())) as a:
+        admin_key = a.app.state.admin_key
+        with TestClient(create_app(settings())) as b:
+            yield a, b, {"Authorization": f"Bearer {admin_key}"}
+
+
+def app_login(two_apps, name: str) -> str:
+    """An annotator key for ``name`` signed in on the page through app 0 (the cookie copied to
+    app 1); its CSRF token."""
+    a, b, admin = two_apps
+    r = a.post("/v1/admin/annotators", json={"name": name}, headers=admin)
+    assert r.status_code == 201, r.text
+    r = a.post("/arena/login", data={"key": r.json()["key"]}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    b.cookies.update(a.cookies)
+    return page_csrf(a)
+
+
+def test_an_api_key_gets_its_burst_once_from_two_apps(two_apps):
+    a, b, admin = two_apps
+    key = a.post("/v1/admin/annotators", json={"name": "app-key"}, headers=admin).json()["key"]
+    codes = [
+        (a, b)[k % 2]
+        .post("/v1/battles", json={"k": 1}, headers={"Authorization": f"Bearer {key}"})
+        .status_code
+        for k in range(KEY_BURST + 4)
+    ]
+    assert codes == [200] * KEY_BURST + [429] * 4, codes
+
+
+def test_a_page_identity_gets_its_burst_once_from_two_apps(two_apps):
+    """Battles of one identity alternately on each app (each voted on through the other, so
+    the cap on open battles is met only if the votes are seen): PAGE_BURST pass, not twice."""
+    csrf = app_login(two_apps, "app-page")
+    apps = two_apps[:2]
+    codes = []
+    for k in range(PAGE_BURST + 3):
+        r = battle(apps[k % 2], csrf)
+        codes.append(r.status_code)
+        if r.status_code == 200:
+            assert vote(apps[(k + 1) % 2], csrf, completed(r)).status_code == 200
+        else:
+            assert "too many battles" in r.text, r.text
+    assert codes == [200] * PAGE_BURST + [429] * 3, codes
+
+
+def test_votes_through_the_other_app_free_the_cap_on_open_battles(two_apps):
+    a, b, _ = two_apps
+    csrf = app_login(two_apps, "app-open")
+    bids = [completed(battle(a, csrf)) for _ in range(OPEN_CAP)]
+    r = battle(b, csrf)
+    assert r.status_code == 429 and "too_many_open" in r.text, r.text
+    for bid in bids:
+        assert vote(b, csrf, bid).status_code == 200
+    completed(battle(a, csrf))
+
+
+# ------------------------------------------------------------------ two serve processes
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory, demo, postgres):
     th = TwoHosts(tmp_path_factory.mktemp("two-hosts"), demo, postgres)
@@ -123,6 +257,7 @@ def completed(r: httpx.Response) -> str:
     return lines[0]["battle_id"]
 
 
+@pytest.mark.slow
 def test_one_page_identity_gets_its_burst_once_across_two_hosts(two_hosts):
     """One identity's page battles, started alternately on each host (each voted on at once,
     so the cap on open battles stays out of the way), pass PAGE_BURST times, not twice that:
@@ -141,6 +276,7 @@ def test_one_page_identity_gets_its_burst_once_across_two_hosts(two_hosts):
         x.close()
 
 
+@pytest.mark.slow
 def test_one_api_key_gets_its_burst_once_across_two_hosts(two_hosts):
     """One API key asking for battles alternately of each host gets KEY_BURST answers, then
     429 on both hosts — not KEY_BURST per host."""
@@ -157,6 +293,7 @@ def test_one_api_key_gets_its_burst_once_across_two_hosts(two_hosts):
         x.close()
 
 
+@pytest.mark.slow
 def test_votes_through_the_other_host_free_the_cap_on_open_battles(two_hosts):
     """OPEN_CAP battles served by host 0 and voted on through host 1: host 0 serves the next
     one (its own count of the identity's open battles learns the votes from the database), and
@@ -172,6 +309,7 @@ def test_votes_through_the_other_host_free_the_cap_on_open_battles(two_hosts):
         x.close()
 
 
+@pytest.mark.slow
 def test_cookie_csrf_and_admin_session_are_valid_on_both_hosts(two_hosts):
     """A visitor's cookie and CSRF token made by host 0 are accepted by host 1 (a battle on
     host 1, its vote on host 0), and an admin session opened on host 1 is valid on host 0:

@@ -220,9 +220,10 @@ class Visitors:
         self._limited(self.addresses.take(f"ip:{address}"), "battles from your address")
         now = time.time()
         ob, cap = self.open, self.page.visitor_open
-        if ob.over(who.id, 1, cap, now) and ob.may_recheck(who.id, now):
-            # a vote recorded by another worker or host closes a battle served here too: the
-            # database says which (at most once a second per identity)
+        if ob.over(who.id, 1, cap, now):
+            # a vote recorded through another worker or host closes a battle served here too:
+            # the database says which (a read by index, only at the cap; a flood of battles is
+            # held back by the rates above first)
             ob.close(who.id, store.voted_battles(self.engine, ob.ids(who.id)))
         if ob.over(who.id, 1, cap, now):
             refuse_open(self.page, ob.count(who.id, now), 0)
