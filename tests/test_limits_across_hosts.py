@@ -29,6 +29,7 @@ from fastapi.testclient import TestClient
 from stablearena.endpoints.demo_server import DemoServer
 from stablearena.service import store
 from stablearena.service.app import create_app
+from stablearena.service.security import DatabaseRateLimiter
 from stablearena.service.settings import Settings
 
 CSRF = re.compile(r'name="csrf-token" content="([0-9a-f]*)"')
@@ -105,31 +106,54 @@ def db(postgres) -> str:
 def test_the_buckets_grant_a_burst_once_to_two_hosts_at_once(db):
     """Two hosts' :class:`~stablearena.service.store.limits.Buckets` (each its own engine and
     connections) taking from one bucket from 8 threads at once grant exactly its burst — the
-    upsert is atomic — and then the wait until the next token; another bucket is untouched."""
+    upsert is atomic — and then the wait until the next token; another bucket is untouched;
+    a bucket refills by the database's clock; several tokens at once are as many as there are."""
     engines = [store.make_engine(db) for _ in range(2)]
     store.migrate(engines[0])
     hosts = [store.limits.Buckets(e) for e in engines]
     try:
         with ThreadPoolExecutor(8) as pool:
-            waits = list(pool.map(lambda k: hosts[k % 2].take("t:one", 0.01, 25), range(60)))
-        assert waits.count(0.0) == 25, waits
-        assert all(95.0 < w <= 100.0 for w in waits if w), waits  # 1 token at 0.01/s
-        assert hosts[1].take("t:other", 0.01, 25) == 0.0
+            got = list(pool.map(lambda k: hosts[k % 2].take("t:one", 0.01, 25), range(60)))
+        assert got.count((1, 0.0)) == 25, got
+        assert all(n == 0 and 95.0 < w <= 100.0 for n, w in got if not n), got  # 0.01/s
+        assert hosts[1].take("t:other", 0.01, 25) == (1, 0.0)
         t0 = time.time()
-        hosts[0].take("t:fast", 50.0, 1)
-        assert 0 < hosts[1].take("t:fast", 50.0, 1) <= 0.02
+        assert hosts[0].take("t:fast", 50.0, 1) == (1, 0.0)
+        assert 0 < hosts[1].take("t:fast", 50.0, 1)[1] <= 0.02
         while time.time() < t0 + 0.1:
             time.sleep(0.02)
-        assert hosts[1].take("t:fast", 50.0, 1) == 0.0  # refilled by the database's clock
+        assert hosts[1].take("t:fast", 50.0, 1) == (1, 0.0)  # refilled by the database's clock
+        assert [hosts[k % 2].take("t:many", 0.001, 10, 4)[0] for k in range(4)] == [4, 4, 2, 0]
         hosts[0].sweep()  # full buckets go; the others stay
         with engines[0].connect() as conn:
             names = set(conn.execute(sa.text("SELECT name FROM rate_buckets")).scalars())
-        assert {"t:one", "t:other"} <= names
+        assert {"t:one", "t:other", "t:many"} <= names
     finally:
         for h in hosts:
             h.close()
         for e in engines:
             e.dispose()
+
+
+def test_leased_tokens_never_add_up_to_more_than_the_bucket(db):
+    """Two hosts' limiters leasing 4 tokens at a time from one bucket of 10 (no refill to speak
+    of), asked alternately: 10 requests pass in all, not 10 + the leases — every token a host
+    spends itself was taken from the shared bucket."""
+    engine = store.make_engine(db)
+    store.migrate(engine)
+    buckets = [store.limits.Buckets(engine) for _ in range(2)]
+    try:
+        lims = [DatabaseRateLimiter(0.001, 10, b, "keys") for b in buckets]
+        assert lims[0].lease == 1  # a slow bucket: exact, one statement per request
+        for lim in lims:
+            lim.lease = 4
+        waits = [lims[k % 2].take("k", slot=3) for k in range(16)]
+        assert waits.count(0.0) == 10 and all(w > 900 for w in waits if w), waits
+        assert DatabaseRateLimiter(50.0, 100, buckets[0]).lease == 5  # the default key limit
+    finally:
+        for b in buckets:
+            b.close()
+        engine.dispose()
 
 
 # ------------------------------------------------------------------ two applications

@@ -4,7 +4,9 @@ docs/guides/live-arena-security.md).
 
 A check is one statement, one round trip: an upsert of the bucket that refills it from the
 database's clock (``statement_timestamp()`` on PostgreSQL, so hosts with skewed clocks agree),
-takes a token when there is one, and returns the tokens left and whether one was taken. Two
+takes up to the tokens asked for (a host may take a few at once and spend them itself:
+:class:`~stablearena.service.security.DatabaseRateLimiter`), and returns how many it took and
+the tokens left. Two
 hosts checking the same bucket at once are serialised by the row lock of the upsert: neither
 sees the other's token as still there. Each thread keeps its own connection (autocommit, out
 of the pool), so a check is that one statement and nothing else (no ``BEGIN``/``COMMIT``, no
@@ -30,6 +32,10 @@ _NOW = {
 _MAX = {"postgresql": ("GREATEST", "LEAST"), "sqlite": ("MAX", "MIN")}
 
 
+#: The integer part of a non-negative number.
+_FLOOR = {"postgresql": "CAST(FLOOR({}) AS INTEGER)", "sqlite": "CAST({} AS INTEGER)"}
+
+
 def _take_sql(dialect: str) -> str:
     now = _NOW[dialect]
     big, small = _MAX[dialect]
@@ -37,18 +43,20 @@ def _take_sql(dialect: str) -> str:
     def p(name: str) -> str:  # a named parameter in the driver's style
         return f":{name}" if dialect == "sqlite" else f"%({name})s"
 
-    rate, burst = p("rate"), p("burst")
-    # the bucket refilled to now: tokens + elapsed * rate, at most burst
+    rate, burst, want = p("rate"), p("burst"), p("want")
+    # the bucket refilled to now: tokens + elapsed * rate, at most burst; then up to ``want``
+    # whole tokens taken, as many as there are
     r = f"{small}({burst}, rate_buckets.tokens + {big}(0.0, {now} - rate_buckets.at) * {rate})"
-    left = f"(CASE WHEN {r} >= 1.0 THEN {r} - 1.0 ELSE {r} END)"
+    n = f"(CASE WHEN {r} >= 1.0 THEN {_FLOOR[dialect].format(f'{small}({want}, {r})')} ELSE 0 END)"
     last = f"{big}(rate_buckets.at, {now})"
     return (
-        "INSERT INTO rate_buckets (name, tokens, at, full_at, granted) "
-        f"VALUES ({p('name')}, {burst} - 1.0, {now}, {now} + 1.0 / {rate}, true) "
+        "INSERT INTO rate_buckets (name, tokens, at, full_at, taken) "
+        f"VALUES ({p('name')}, {burst} - {p('first')}, {now}, {now} + {p('first')} / {rate}, "
+        f"{p('first')}) "
         "ON CONFLICT (name) DO UPDATE SET "
-        f"tokens = {left}, granted = ({r} >= 1.0), at = {last}, "
-        f"full_at = {last} + ({burst} - {left}) / {rate} "
-        "RETURNING tokens, granted"
+        f"tokens = {r} - {n}, taken = {n}, at = {last}, "
+        f"full_at = {last} + ({burst} - ({r} - {n})) / {rate} "
+        "RETURNING tokens, taken"
     )
 
 
@@ -117,15 +125,23 @@ class Buckets:
                 self._all.remove(fairy)
         _invalidate(fairy)
 
-    def take(self, name: str, rate: float, burst: float) -> float:
-        """Take a token from the bucket ``name`` (``rate`` tokens per second, at most ``burst``):
-        0 when one was there, else the seconds until one is."""
-        tokens, granted = self._run(
-            self._take, {"name": name, "rate": float(rate), "burst": float(burst)}
+    def take(self, name: str, rate: float, burst: float, want: int = 1) -> tuple[int, float]:
+        """Take up to ``want`` tokens from the bucket ``name`` (``rate`` tokens per second, at
+        most ``burst``): (the tokens taken, 0) or, when not even one was there, (0, the seconds
+        until one is)."""
+        tokens, taken = self._run(
+            self._take,
+            {
+                "name": name,
+                "rate": float(rate),
+                "burst": float(burst),
+                "want": int(want),
+                "first": min(int(want), int(burst)),
+            },
         )
-        if not granted:
-            return max(0.0, (1.0 - float(tokens)) / rate)
-        return 0.0
+        if taken:
+            return int(taken), 0.0
+        return 0, max(0.0, (1.0 - float(tokens)) / rate)
 
     def sweep(self) -> None:
         """Delete the buckets that are full again (the same as no row)."""

@@ -229,8 +229,9 @@ auto_journal = Table(
 # The rate limits kept in the database, so that every ``serve`` host on one database enforces
 # one limit (settings ``limits = "database"``; store/limits.py): a token bucket per name
 # (``<table>:<who>``, e.g. ``keys:12`` or ``page_addresses:203.0.113.9``) with its tokens at
-# ``at`` (the database's clock, seconds since the epoch) and the time it is full again
-# (``full_at``: a bucket full by now is the same as no row, and is swept)
+# ``at`` (the database's clock, seconds since the epoch), the time it is full again
+# (``full_at``: a bucket full by now is the same as no row, and is swept) and the tokens the
+# last check took (``taken``: a host may take a few at once, see store/limits.py)
 rate_buckets = Table(
     "rate_buckets",
     metadata,
@@ -238,7 +239,7 @@ rate_buckets = Table(
     Column("tokens", Float, nullable=False),
     Column("at", Float, nullable=False),
     Column("full_at", Float, nullable=False),
-    Column("granted", Boolean, nullable=False),
+    Column("taken", Integer, nullable=False),
     Index("ix_rate_buckets_full_at", "full_at"),
 )
 

@@ -27,7 +27,7 @@ def upgrade() -> None:
         sa.Column("tokens", sa.Float(), nullable=False),
         sa.Column("at", sa.Float(), nullable=False),
         sa.Column("full_at", sa.Float(), nullable=False),
-        sa.Column("granted", sa.Boolean(), nullable=False),
+        sa.Column("taken", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("name"),
     )
     with op.batch_alter_table("rate_buckets", schema=None) as batch_op:
