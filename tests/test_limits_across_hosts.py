@@ -136,9 +136,10 @@ def test_the_buckets_grant_a_burst_once_to_two_hosts_at_once(db):
 
 
 def test_leased_tokens_never_add_up_to_more_than_the_bucket(db):
-    """Two hosts' limiters leasing 4 tokens at a time from one bucket of 10 (no refill to speak
-    of), asked alternately: 10 requests pass in all, not 10 + the leases — every token a host
-    spends itself was taken from the shared bucket."""
+    """Two hosts' limiters leasing up to 4 tokens at a time from one bucket of 10 (no refill to
+    speak of), asked alternately: 10 requests pass in all, not 10 + the leases — every token a
+    host spends itself was taken from the shared bucket; and a lease grows only while a process
+    spends it."""
     engine = store.make_engine(db)
     store.migrate(engine)
     buckets = [store.limits.Buckets(engine) for _ in range(2)]
@@ -150,6 +151,16 @@ def test_leased_tokens_never_add_up_to_more_than_the_bucket(db):
         waits = [lims[k % 2].take("k", slot=3) for k in range(16)]
         assert waits.count(0.0) == 10 and all(w > 900 for w in waits if w), waits
         assert DatabaseRateLimiter(50.0, 100, buckets[0]).lease == 5  # the default key limit
+        # a key spread thin over three processes (a request each, its lease run out of time
+        # meanwhile) takes one token a request, not a lease each: its 6 tokens give 6 answers
+        thin = [DatabaseRateLimiter(0.001, 6, buckets[k % 2], "keys") for k in range(3)]
+        for lim in thin:
+            lim.lease, lim.LEASE_TTL = 4, 0.05
+        waits = []
+        for k in range(8):
+            waits.append(thin[k % 3].take("k", slot=4))
+            time.sleep(0.06)
+        assert waits.count(0.0) == 6 and waits[6] > 0 and waits[7] > 0, waits
     finally:
         for b in buckets:
             b.close()

@@ -355,14 +355,17 @@ class DatabaseRateLimiter(RateLimiter):
     ``table`` prefixes the bucket's name (the names of :data:`TABLES`); a bucket is found by its
     ``slot`` (an annotator's number) or, without one, by the name asked for (an address).
 
-    A fast bucket is not asked at every request: a check takes up to ``lease`` tokens at once
-    (:attr:`LEASE_SECONDS` of the rate, at most :attr:`MAX_LEASE`; 1 for a rate under 20 a
-    second, e.g. every limit of the arena page: exact) and this process spends them itself
-    within :attr:`LEASE_TTL` seconds (then drops what is left). Every token spent was taken
-    from the shared bucket, so over any time the tokens granted never exceed the bucket's;
-    what a lease changes is when: in a window, a bucket's requests may pass up to
-    (lease − 1) more per process holding a lease (tokens taken just before the window), and a
-    key that moves to another host leaves up to lease − 1 tokens unspent on this one."""
+    A busy bucket is not asked at every request: a process that spends what it takes asks for
+    more at once — 1 token, then twice as many each time it spent the last ones within
+    :attr:`LEASE_TTL` seconds, up to ``lease`` (:attr:`LEASE_SECONDS` of the rate, at most
+    :attr:`MAX_LEASE`: 5 for the default 50 a second; 1 for a rate under 20 a second, e.g.
+    every limit of the arena page, which stays exact), half as many after a lease ran out of
+    time — and spends them itself within :attr:`LEASE_TTL` seconds (then drops what is left).
+    Every token spent was taken from the shared bucket, so over any time the tokens granted
+    never exceed the bucket's; what a lease changes is when: in a window, a bucket's requests
+    may pass up to (lease − 1) more per process holding a lease (tokens taken just before the
+    window), and a key that stops using a process leaves up to lease − 1 tokens unspent there.
+    """
 
     #: Seconds between two deletions of the buckets that are full again (any limiter of a
     #: process sharing the :class:`~.store.limits.Buckets`).
@@ -378,8 +381,8 @@ class DatabaseRateLimiter(RateLimiter):
         self.buckets = buckets
         self.table = table
         self.lease = max(1, min(self.MAX_LEASE, int(self.rate * self.LEASE_SECONDS), burst))
-        #: unspent leased tokens per bucket name: (tokens, monotonic time they expire)
-        self._leased: dict[str, tuple[int, float]] = {}
+        #: per bucket name: (unspent leased tokens, monotonic time they expire, lease size)
+        self._leased: dict[str, tuple[int, float, int]] = {}
 
     def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
         key = str(slot) if slot is not None and slot >= 0 else who
@@ -387,16 +390,20 @@ class DatabaseRateLimiter(RateLimiter):
             key = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         name = f"{self.table}:{key}"
         t = time.monotonic()
+        want = 1
         if self.lease > 1:
             with self._lock:
-                held = self._leased.pop(name, None)
-                if held is not None and held[1] > t:
-                    if held[0] > 1:
-                        self._leased[name] = (held[0] - 1, held[1])
-                    return 0.0
+                held = self._leased.get(name)
+                if held is not None:
+                    left, until, size = held
+                    if until > t and left > 0:
+                        self._leased[name] = (left - 1, until, size)
+                        return 0.0
+                    # all spent in time: a busy bucket here, twice as many; else half
+                    want = min(self.lease, size * 2) if until > t else max(1, size // 2)
         b = self.buckets
         try:
-            taken, wait = b.take(name, self.rate, self.burst, self.lease)  # type: ignore[attr-defined]
+            taken, wait = b.take(name, self.rate, self.burst, want)  # type: ignore[attr-defined]
             if t >= getattr(b, "next_sweep", 0.0):
                 b.next_sweep = t + self.SWEEP_SECONDS  # type: ignore[attr-defined]
                 b.sweep()  # type: ignore[attr-defined]
@@ -408,11 +415,12 @@ class DatabaseRateLimiter(RateLimiter):
                 "unavailable",
                 f"the rate limits in the database cannot be read ({type(exc).__name__}); retry",
             ) from None
-        if taken > 1:
+        if self.lease > 1:
             with self._lock:
-                if len(self._leased) > 100_000:  # drop the expired leases
-                    self._leased = {k: v for k, v in self._leased.items() if v[1] > t}
-                self._leased[name] = (taken - 1, t + self.LEASE_TTL)
+                if len(self._leased) > 100_000:  # forget the buckets quiet for a while
+                    self._leased = {k: v for k, v in self._leased.items() if v[1] > t - 60.0}
+                # refused: the lease counts as run out of time (the next one is smaller)
+                self._leased[name] = (max(0, taken - 1), t + self.LEASE_TTL if taken else t, want)
         return wait
 
     def waiting(self, who: str, now: float | None = None) -> float:
