@@ -5,7 +5,7 @@ An identity is an annotator of the arena like any other: an anonymous *visitor* 
 annotator who signed in with a key. It is carried by a signed cookie ``sa_arena`` =
 ``<identity>.<expiry>.<HMAC-SHA256>`` (HttpOnly, SameSite=Strict; read by the one token parser,
 :func:`~.security.parse_cookie`: anything malformed is no identity); the key signing it lives in
-the database, so every worker accepts it. The identity is the annotator's number or, for a
+the database, so every worker of every host accepts it. The identity is the annotator's number or, for a
 visitor, ``v<16 hex>``: a visitor's annotator row (``visitor-<16 hex>``) is made on its first
 battle, not when the page is opened (unless the arena is invite-only, opening the page gives a
 new visitor a cookie and nothing more: a crawler fills no table). Posts from the page carry a
