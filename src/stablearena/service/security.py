@@ -410,10 +410,11 @@ class DatabaseRateLimiter(RateLimiter):
         except Exception as exc:
             from .errors import ApiError
 
-            raise ApiError(
+            raise ApiError(  # as the writer says it: the database is failing
                 503,
-                "unavailable",
-                f"the rate limits in the database cannot be read ({type(exc).__name__}); retry",
+                "storage_unavailable",
+                f"the database cannot check the rate limit now ({type(exc).__name__}); "
+                "nothing was recorded, retry later",
             ) from None
         if self.lease > 1:
             with self._lock:
