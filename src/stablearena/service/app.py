@@ -38,7 +38,7 @@ from .holder import BattleHolder, write_model_tables
 from .hot import HotRoutes
 from .metrics import Metrics
 from .refitter import Refitter
-from .security import AddressLimiter, BodyLimit, RateLimiter, SharedRateLimiter, error_body
+from .security import AddressLimiter, BodyLimit, error_body, limiter
 from .settings import Settings
 from .state import ArenaState
 
@@ -199,10 +199,13 @@ def create_app(
         app.state.arena = state
         app.state.refitter = refitter
         app.state.metrics = metrics
-        app.state.limiter = (
-            RateLimiter(settings.rate_limit, settings.rate_burst)
-            if limits_fd is None
-            else SharedRateLimiter(settings.rate_limit, settings.rate_burst, limits_fd)
+        # the limits per key, page identity and address: rows of the database (one limit for
+        # every host of the database) or this host's (settings ``limits``)
+        buckets = app.state.buckets = (
+            store.limits.Buckets(engine) if settings.limits_in_database() else None
+        )
+        app.state.limiter = limiter(
+            settings.rate_limit, settings.rate_burst, "keys", limits_fd, buckets
         )
         app.state.strangers = AddressLimiter(
             settings.unauthenticated_rate_limit, settings.unauthenticated_burst
@@ -216,8 +219,8 @@ def create_app(
         )
         # the dashboard's watcher (and, when first needed, its render process)
         dash = app.state.dashboard = Dashboard(state, settings)
-        if limits_fd is not None:  # login attempts per address: one limit per host
-            dash.login_limiter = SharedRateLimiter(0.5, 10, limits_fd, "logins")
+        if limits_fd is not None or buckets is not None:  # login attempts per address
+            dash.login_limiter = limiter(0.5, 10, "logins", limits_fd, buckets)
         dash.start()
         # the battles the arena holds itself (models as endpoints, the /arena page)
         holder = app.state.holder = BattleHolder(state, writer, settings)
@@ -245,6 +248,8 @@ def create_app(
             refitter.stop()
             writer.stop()
             state.cache_pool.shutdown(wait=False, cancel_futures=True)
+            if buckets is not None:
+                buckets.close()
             engine.dispose()
             blas.restore_original_limits()
 

@@ -11,8 +11,10 @@ Rate limits are a token bucket per key (``rate_limit`` requests per second, burs
 processes of ``serve --workers N`` share one table of buckets in shared memory
 (:class:`SharedRateLimiter`), so a key's limit is the same whatever the number of workers; the
 arena page's limits per identity and per address (:mod:`.visitors`) live in the same table.
-(Two ``serve`` commands on one PostgreSQL database, e.g. on two machines, each keep their own:
-the limits are per host.)
+With ``limits = "database"`` (the default on PostgreSQL) the buckets are rows of the database
+instead (:class:`DatabaseRateLimiter`), so the ``serve`` hosts of one database enforce one limit
+per key, page identity and address; only the flood guard on requests without a valid key stays
+per worker process (docs/guides/live-arena-security.md has the arithmetic).
 The body limit is an ASGI middleware that refuses a larger request with 413 before reading it
 (or as soon as a chunked body passes it).
 """
@@ -46,6 +48,8 @@ __all__ = [
     "verify",
     "RateLimiter",
     "SharedRateLimiter",
+    "DatabaseRateLimiter",
+    "limiter",
     "AddressLimiter",
     "OpenBattles",
     "shared_buckets_fd",
@@ -342,6 +346,100 @@ class SharedRateLimiter(RateLimiter):
         self._map = mmap.mmap(self.fd, size)
         self._size = size
         return self._map
+
+
+class DatabaseRateLimiter(RateLimiter):
+    """:class:`RateLimiter` whose buckets are rows of the database
+    (:class:`~.store.limits.Buckets`): every ``serve`` host and worker on one database takes
+    from the same bucket, refilled by the database's clock, in one statement per check.
+    ``table`` prefixes the bucket's name (the names of :data:`TABLES`); a bucket is found by its
+    ``slot`` (an annotator's number) or, without one, by the name asked for (an address).
+
+    A busy bucket is not asked at every request: a process that spends what it takes asks for
+    more at once — 1 token, then twice as many each time it spent the last ones within
+    :attr:`LEASE_TTL` seconds, up to ``lease`` (:attr:`LEASE_SECONDS` of the rate, at most
+    :attr:`MAX_LEASE`: 5 for the default 50 a second; 1 for a rate under 20 a second, e.g.
+    every limit of the arena page, which stays exact), half as many after a lease ran out of
+    time — and spends them itself within :attr:`LEASE_TTL` seconds (then drops what is left).
+    Every token spent was taken from the shared bucket, so over any time the tokens granted
+    never exceed the bucket's; what a lease changes is when: in a window, a bucket's requests
+    may pass up to (lease − 1) more per process holding a lease (tokens taken just before the
+    window), and a key that stops using a process leaves up to lease − 1 tokens unspent there.
+    """
+
+    #: Seconds between two deletions of the buckets that are full again (any limiter of a
+    #: process sharing the :class:`~.store.limits.Buckets`).
+    SWEEP_SECONDS = 60.0
+    #: A lease is this many seconds of the bucket's rate (whole tokens), at most MAX_LEASE.
+    LEASE_SECONDS = 0.1
+    MAX_LEASE = 16
+    #: Seconds a process keeps the unspent tokens of a lease.
+    LEASE_TTL = 1.0
+
+    def __init__(self, rate: float, burst: int, buckets: object, table: str = "keys") -> None:
+        super().__init__(rate, burst)
+        self.buckets = buckets
+        self.table = table
+        self.lease = max(1, min(self.MAX_LEASE, int(self.rate * self.LEASE_SECONDS), burst))
+        #: per bucket name: (unspent leased tokens, monotonic time they expire, lease size)
+        self._leased: dict[str, tuple[int, float, int]] = {}
+
+    def take(self, who: str, now: float | None = None, slot: int | None = None) -> float:
+        key = str(slot) if slot is not None and slot >= 0 else who
+        if len(key) > 150:  # an address is far shorter; a longer name is hashed, not cut
+            key = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        name = f"{self.table}:{key}"
+        t = time.monotonic()
+        want = 1
+        if self.lease > 1:
+            with self._lock:
+                held = self._leased.get(name)
+                if held is not None:
+                    left, until, size = held
+                    if until > t and left > 0:
+                        self._leased[name] = (left - 1, until, size)
+                        return 0.0
+                    # all spent in time: a busy bucket here, twice as many; else half
+                    want = min(self.lease, size * 2) if until > t else max(1, size // 2)
+        b = self.buckets
+        try:
+            taken, wait = b.take(name, self.rate, self.burst, want)  # type: ignore[attr-defined]
+            if t >= getattr(b, "next_sweep", 0.0):
+                b.next_sweep = t + self.SWEEP_SECONDS  # type: ignore[attr-defined]
+                b.sweep()  # type: ignore[attr-defined]
+        except Exception as exc:
+            from .errors import ApiError
+
+            raise ApiError(  # as the writer says it: the database is failing
+                503,
+                "storage_unavailable",
+                f"the database cannot check the rate limit now ({type(exc).__name__}); "
+                "nothing was recorded, retry later",
+            ) from None
+        if self.lease > 1:
+            with self._lock:
+                if len(self._leased) > 100_000:  # forget the buckets quiet for a while
+                    self._leased = {k: v for k, v in self._leased.items() if v[1] > t - 60.0}
+                # refused: the lease counts as run out of time (the next one is smaller)
+                self._leased[name] = (max(0, taken - 1), t + self.LEASE_TTL if taken else t, want)
+        return wait
+
+    def waiting(self, who: str, now: float | None = None) -> float:
+        """Not known without taking a token: 0 (a request then takes one with :meth:`take`)."""
+        return 0.0
+
+
+def limiter(
+    rate: float, burst: int, table: str, fd: int | None = None, buckets: object = None
+) -> RateLimiter:
+    """The limiter of one of :data:`TABLES`: in the database when ``buckets`` is given
+    (:class:`DatabaseRateLimiter`, setting ``limits = "database"``), else shared by the workers
+    of this host through the file ``fd`` (:class:`SharedRateLimiter`), else this process's."""
+    if buckets is not None:
+        return DatabaseRateLimiter(rate, burst, buckets, table)
+    if fd is not None:
+        return SharedRateLimiter(rate, burst, fd, table)
+    return RateLimiter(rate, burst)
 
 
 def error_body(status: int, code: str, message: str, field: str | None = None) -> bytes:

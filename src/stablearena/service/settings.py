@@ -228,6 +228,14 @@ class Settings(BaseModel):
     rate_burst: int = Field(
         100, ge=1, le=1_000_000_000, description="Burst size of the per-key rate limit."
     )
+    limits: Literal["auto", "database", "host"] = Field(
+        "auto",
+        description="Where the rate limits per key, per arena-page identity and per address "
+        "are kept: database (rows of the database, one limit across every serve host of a "
+        "PostgreSQL database, one round trip per check), host (memory shared by the workers "
+        "of one serve command: N hosts give N times the limit) or auto (database on "
+        "PostgreSQL, host on SQLite).",
+    )
     unauthenticated_rate_limit: float = Field(
         1.0,
         gt=0.0,
@@ -354,6 +362,12 @@ class Settings(BaseModel):
         if not (v.startswith("sqlite") or v.startswith("postgresql")):
             raise ValueError("must be a sqlite:///FILE or postgresql+psycopg://… URL")
         return v
+
+    def limits_in_database(self) -> bool:
+        """Whether the rate limits are kept in the database (setting ``limits``)."""
+        if self.limits == "auto":
+            return self.db.startswith("postgresql")
+        return self.limits == "database"
 
     def arena_overrides(self) -> dict[str, Any]:
         """The arena settings given explicitly (file or flags): written to the database at start."""

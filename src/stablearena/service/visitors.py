@@ -5,7 +5,7 @@ An identity is an annotator of the arena like any other: an anonymous *visitor* 
 annotator who signed in with a key. It is carried by a signed cookie ``sa_arena`` =
 ``<identity>.<expiry>.<HMAC-SHA256>`` (HttpOnly, SameSite=Strict; read by the one token parser,
 :func:`~.security.parse_cookie`: anything malformed is no identity); the key signing it lives in
-the database, so every worker accepts it. The identity is the annotator's number or, for a
+the database, so every worker of every host accepts it. The identity is the annotator's number or, for a
 visitor, ``v<16 hex>``: a visitor's annotator row (``visitor-<16 hex>``) is made on its first
 battle, not when the page is opened (unless the arena is invite-only, opening the page gives a
 new visitor a cookie and nothing more: a crawler fills no table). Posts from the page carry a
@@ -19,11 +19,13 @@ it), so a revocation committed before is always seen.
 
 Limits (settings ``[arena_page]``), kept apart from the API keys' rate limit: token buckets
 per identity and per network address on battles started, and on new identities per address —
-shared by the workers of ``serve --workers N`` (:class:`~.security.SharedRateLimiter`, the
-table of the keys' limits: the limits are per host); and caps on battles served but not voted
-on, per identity and per address, counted in the database (exact across workers) in the
-transaction that stores the battle, after an in-memory pre-check of the identity's battles
-served by this worker.
+rows of the database with ``limits = "database"`` (the default on PostgreSQL: one limit for
+every ``serve`` host of the database, :class:`~.security.DatabaseRateLimiter`), else shared by
+the workers of ``serve --workers N`` (:class:`~.security.SharedRateLimiter`: per host); and
+caps on battles served but not voted on, per identity and per address, counted in the database
+(exact across workers and hosts) in the transaction that stores the battle, after an in-memory
+pre-check of the identity's battles served by this worker (less those the database says were
+voted on elsewhere).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .security import (
     OpenBattles,
     Principal,
     RateLimiter,
-    SharedRateLimiter,
+    limiter,
     parse_cookie,
 )
 
@@ -63,7 +65,9 @@ class Visit(NamedTuple):
 class Visitors:
     """Identities of the arena page and their limits (module docstring)."""
 
-    def __init__(self, state: Any, page: Any, limits_fd: int | None = None) -> None:
+    def __init__(
+        self, state: Any, page: Any, limits_fd: int | None = None, buckets: object = None
+    ) -> None:
         self.state = state
         self.engine = state.engine
         self.page = page
@@ -76,14 +80,12 @@ class Visitors:
         self.ids: dict[str, int] = {}
         self._revision = state.revision
 
-        def limiter(per_hour: float, burst: int, table: str) -> RateLimiter:
-            if limits_fd is None:
-                return RateLimiter(per_hour / 3600.0, burst)
-            return SharedRateLimiter(per_hour / 3600.0, burst, limits_fd, table)
+        def made(per_hour: float, burst: int, table: str) -> RateLimiter:
+            return limiter(per_hour / 3600.0, burst, table, limits_fd, buckets)
 
-        self.battles = limiter(page.visitor_battles_per_hour, 20, "page_battles")
-        self.addresses = limiter(page.address_battles_per_hour, 100, "page_addresses")
-        self.new = limiter(page.visitors_per_hour, 5, "page_new")
+        self.battles = made(page.visitor_battles_per_hour, 20, "page_battles")
+        self.addresses = made(page.address_battles_per_hour, 100, "page_addresses")
+        self.new = made(page.visitors_per_hour, 5, "page_new")
         #: battles this worker served and that have no vote yet, per identity (a pre-check:
         #: the database counts every worker's at insert)
         self.open = OpenBattles()
@@ -207,16 +209,24 @@ class Visitors:
             raise ApiError(429, "rate_limited", f"too many {what}; wait {wait:.0f} s", "cookie")
 
     def check_battle(self, who: Principal, address: str) -> tuple[int, int, float]:
-        """Refuse (429) a battle over the identity's or the address's rates, or over the
-        identity's cap on battles without a vote as far as this worker knows — all in memory, so
-        a flood beyond them costs the database and the models nothing. Returns the caps
+        """Refuse (429) a battle over the identity's or the address's rates (in the database
+        with ``limits = "database"``, else in memory), or over the identity's cap on battles
+        without a vote as far as this worker knows (its battles, less those the database says
+        were voted on through another worker or host) — a flood beyond them costs the models
+        nothing. Returns the caps
         (identity's, address's) and the time now, that :func:`~.store.arena.insert_held` counts exactly,
         in the database, in the transaction that stores the battle."""
         self._limited(self.battles.take(f"id:{who.id}", slot=who.id), "battles")
         self._limited(self.addresses.take(f"ip:{address}"), "battles from your address")
         now = time.time()
-        if self.open.over(who.id, 1, self.page.visitor_open, now):
-            refuse_open(self.page, self.open.count(who.id, now), 0)
+        ob, cap = self.open, self.page.visitor_open
+        if ob.over(who.id, 1, cap, now):
+            # a vote recorded through another worker or host closes a battle served here too:
+            # the database says which (a read by index, only at the cap; a flood of battles is
+            # held back by the rates above first)
+            ob.close(who.id, store.voted_battles(self.engine, ob.ids(who.id)))
+        if ob.over(who.id, 1, cap, now):
+            refuse_open(self.page, ob.count(who.id, now), 0)
         return self.page.visitor_open, self.page.address_open, now
 
 

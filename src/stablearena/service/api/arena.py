@@ -114,6 +114,7 @@ def _visitors(request: Request) -> Visitors:
             arena(request),
             request.app.state.settings.arena_page,
             getattr(request.app.state, "limits_fd", None),
+            getattr(request.app.state, "buckets", None),
         )
     return v
 
@@ -274,7 +275,7 @@ async def arena_page(request: Request) -> Response:
     page = request.app.state.settings.arena_page
     new = None
     if visit is None and not page.invite_only:  # a cookie, no row: made on the first battle
-        new = _visitors(request).new_visitor(_address(request))
+        new = await asyncio.to_thread(_visitors(request).new_visitor, _address(request))
         visit = _visitors(request).visit(_visitors(request).cookie(new)[0])
     who = visit.who if visit else None
     if visit is not None and new is None and not visit.who.id and _duties(request).version:
@@ -359,7 +360,9 @@ async def arena_login(request: Request) -> Response:
     """Sign in on the page with an annotator key (a form post)."""
     if not _same_origin(request):
         return _html(_page(request, None, "This form must be posted from this site."), 403)
-    wait = request.app.state.dashboard.login_limiter.take(f"arena-login:{_address(request)}")
+    wait = await asyncio.to_thread(
+        request.app.state.dashboard.login_limiter.take, f"arena-login:{_address(request)}"
+    )
     if wait > 0:
         return _html(_page(request, None, f"Too many attempts; wait {wait:.0f} s."), 429)
     try:
@@ -421,7 +424,8 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     who = await _poster(request, create=True)
     holder, st = _holder(request), arena(request)
     address, visitors = _address(request), _visitors(request)
-    caps = visitors.check_battle(who, address)
+    # off the event loop: the limits may be rows of the database (settings ``limits``)
+    caps = await asyncio.to_thread(visitors.check_battle, who, address)
     await admit_prompt(request, who, body.prompt)
     row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
     visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])

@@ -183,7 +183,7 @@ async def login(request: Request) -> Response:
     if not _same_origin(request):
         return _login_page(request, "This form must be posted from this site.", 403)
     client = request.client.host if request.client else "unknown"
-    wait = d.login_limiter.take(f"login:{client}")
+    wait = await asyncio.to_thread(d.login_limiter.take, f"login:{client}")
     if wait > 0:
         return _login_page(request, f"Too many attempts; wait {wait:.0f} s and try again.", 429)
     if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):

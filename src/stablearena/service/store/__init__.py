@@ -10,7 +10,8 @@
 - :mod:`.admin`      models and keys added and changed, the export;
 - :mod:`.dashboard`  the drawn pages and the admin sessions;
 - :mod:`.imports`    ``serve --import LOG``;
-- :mod:`.auto`       the automatic arena's journal (``stablearena auto --db``).
+- :mod:`.auto`       the automatic arena's journal (``stablearena auto --db``);
+- :mod:`.limits`     the rate limits kept in the database (``limits = "database"``).
 
 Everything is re-exported here: ``from stablearena.service import store; store.record_vote``.
 """
@@ -18,7 +19,10 @@ Everything is re-exported here: ``from stablearena.service import store; store.r
 from __future__ import annotations
 
 from . import arena as held  # the battles the arena holds (store/arena.py)
-from . import auto  # the automatic arena's journal (store/auto.py)
+from . import (
+    auto,  # the automatic arena's journal (store/auto.py)
+    limits,  # the rate limits kept in the database (store/limits.py)
+)
 from .admin import (
     add_model,
     annotator_list,
@@ -97,6 +101,7 @@ _write_conn = write_conn  # the name the tests know
 __all__ = [
     "held",
     "auto",
+    "limits",
     "EXPORT_LABELS",
     "MIGRATION_LOCK",
     "OUTCOMES",

@@ -286,6 +286,23 @@ auto_journal = Table(
     Column("created_at", Float, nullable=False),
 )
 
+# The rate limits kept in the database, so that every ``serve`` host on one database enforces
+# one limit (settings ``limits = "database"``; store/limits.py): a token bucket per name
+# (``<table>:<who>``, e.g. ``keys:12`` or ``page_addresses:203.0.113.9``) with its tokens at
+# ``at`` (the database's clock, seconds since the epoch), the time it is full again
+# (``full_at``: a bucket full by now is the same as no row, and is swept) and the tokens the
+# last check took (``taken``: a host may take a few at once, see store/limits.py)
+rate_buckets = Table(
+    "rate_buckets",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("tokens", Float, nullable=False),
+    Column("at", Float, nullable=False),
+    Column("full_at", Float, nullable=False),
+    Column("taken", Integer, nullable=False),
+    Index("ix_rate_buckets_full_at", "full_at"),
+)
+
 #: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".
 MIGRATION_LOCK = 0x5AB1E_0001
 REFIT_LOCK = 0x5AB1E_0002
