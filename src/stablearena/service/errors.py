@@ -4,12 +4,12 @@ that tell an admin what to do."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import StableArenaError, TooFewRecords
-from .security import error_body
 
 __all__ = [
     "ApiError",
@@ -24,6 +24,15 @@ __all__ = [
     "for_the_service",
     "waiting_message",
 ]
+
+
+def error_body(status: int, code: str, message: str, field: str | None = None) -> bytes:
+    """The JSON of every refusal: ``{"error": {"status", "code", "message", "field"}}``."""
+    return json.dumps(
+        {"error": {"status": status, "code": code, "message": message, "field": field}},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
 
 
 class ApiError(Exception):

@@ -27,8 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .api.battles import Hot, post_battles, post_vote
-from .errors import ApiError, Reply, TooLarge, answer
-from .security import error_body
+from .errors import ApiError, Reply, TooLarge, answer, error_body
 
 __all__ = ["HotRoutes"]
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import mmap
 import os
 import re
@@ -35,6 +34,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from .errors import ApiError, error_body
 
 __all__ = [
     "NewKey",
@@ -408,8 +409,6 @@ class DatabaseRateLimiter(RateLimiter):
                 b.next_sweep = t + self.SWEEP_SECONDS  # type: ignore[attr-defined]
                 b.sweep()  # type: ignore[attr-defined]
         except Exception as exc:
-            from .errors import ApiError
-
             raise ApiError(  # as the writer says it: the database is failing
                 503,
                 "storage_unavailable",
@@ -440,15 +439,6 @@ def limiter(
     if fd is not None:
         return SharedRateLimiter(rate, burst, fd, table)
     return RateLimiter(rate, burst)
-
-
-def error_body(status: int, code: str, message: str, field: str | None = None) -> bytes:
-    """The JSON of every refusal: ``{"error": {"status", "code", "message", "field"}}``."""
-    return json.dumps(
-        {"error": {"status": status, "code": code, "message": message, "field": field}},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode()
 
 
 class BodyLimit:

@@ -67,6 +67,12 @@ def _sweep_sql(dialect: str) -> str:
 class Buckets:
     """Token buckets in the table ``rate_buckets`` of ``engine``'s database."""
 
+    #: Connections kept between checks (more are opened while more checks run at once, and
+    #: closed after): a few, so that the buckets never hold the engine's pool, whose size the
+    #: other work of the process needs (a connection per thread held every one of anyio's 40
+    #: worker threads' connections and exhausted the pool under a burst of requests).
+    KEEP = 4
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         dialect = engine.dialect.name
@@ -74,56 +80,48 @@ class Buckets:
             raise ValueError(f"no database rate limits on {dialect}")
         self._take = _take_sql(dialect)
         self._sweep = _sweep_sql(dialect)
-        self._local = threading.local()
-        self._all: list[Any] = []
+        self._free: list[Any] = []  # idle connection fairies, newest last
         self._lock = threading.Lock()
 
-    def _conn(self) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            # out of the pool for good: held (never given back with these settings) and, when
-            # dropped, invalidated (closed, not returned)
-            fairy = self.engine.raw_connection()
-            conn = fairy.dbapi_connection
-            self._local.fairy = fairy
-            # a bucket is not worth a disk flush: its commit returns without waiting for one
-            # (a crash forgets the last moments of a few buckets, i.e. gives a few tokens back)
-            cur = conn.cursor()
-            if self.engine.dialect.name == "postgresql":
-                conn.autocommit = True
-                cur.execute("SET synchronous_commit = off")
-            else:
-                cur.execute("PRAGMA synchronous = OFF")
-            cur.close()
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(fairy)
-        return conn
+    def _open(self) -> Any:
+        # out of the engine's pool: held by the buckets and, when dropped, invalidated (closed)
+        fairy = self.engine.raw_connection()
+        conn = fairy.dbapi_connection
+        # a bucket is not worth a disk flush: its commit returns without waiting for one
+        # (a crash forgets the last moments of a few buckets, i.e. gives a few tokens back)
+        cur = conn.cursor()
+        if self.engine.dialect.name == "postgresql":
+            conn.autocommit = True
+            cur.execute("SET synchronous_commit = off")
+        else:
+            cur.execute("PRAGMA synchronous = OFF")
+        cur.close()
+        return fairy
 
     def _run(self, sql: str, params: dict | tuple) -> Any:
         for attempt in (0, 1):
-            conn = self._conn()
+            with self._lock:
+                fairy = self._free.pop() if self._free else None
+            if fairy is None:
+                fairy = self._open()
             try:
-                cur = conn.cursor()
+                cur = fairy.dbapi_connection.cursor()
                 cur.execute(sql, params)
                 row = cur.fetchone() if cur.description else None
                 cur.close()
-                return row
             except Exception:
-                self._drop()
+                _invalidate(fairy)
                 if attempt:
                     raise
+                continue
+            with self._lock:
+                keep = len(self._free) < self.KEEP
+                if keep:
+                    self._free.append(fairy)
+            if not keep:
+                _invalidate(fairy)
+            return row
         return None  # pragma: no cover
-
-    def _drop(self) -> None:
-        fairy = getattr(self._local, "fairy", None)
-        self._local.conn = self._local.fairy = None
-        if fairy is None:
-            return
-        with self._lock:
-            if fairy in self._all:
-                self._all.remove(fairy)
-        _invalidate(fairy)
 
     def take(self, name: str, rate: float, burst: float, want: int = 1) -> tuple[int, float]:
         """Take up to ``want`` tokens from the bucket ``name`` (``rate`` tokens per second, at
@@ -149,7 +147,7 @@ class Buckets:
 
     def close(self) -> None:
         with self._lock:
-            fairies, self._all = self._all, []
+            fairies, self._free = self._free, []
         for fairy in fairies:
             _invalidate(fairy)
 
