@@ -32,9 +32,19 @@ class ServerProcess:
     """``stablearena serve --db DB --port 0 [args]`` in a child process."""
 
     def __init__(
-        self, db: str, *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None
+        self,
+        db: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        port: int = 0,
+        prefix: tuple[str, ...] = (),
     ) -> None:
+        """``port``: 0 picks a free one; ``prefix``: a command the server runs under (e.g.
+        ``ip netns exec NS``: tests/hosts.py's hosts)."""
         self.db = db
+        self.port = port
+        self.prefix = list(prefix)
         self.args = [str(a) for a in args]
         self.env = {**os.environ, **(env or {})}
         src = str(Path(__file__).resolve().parents[1] / "src")
@@ -48,6 +58,7 @@ class ServerProcess:
 
     def start(self, timeout: float = 120.0) -> ServerProcess:
         cmd = [
+            *self.prefix,
             sys.executable,
             "-m",
             "stablearena",
@@ -55,7 +66,7 @@ class ServerProcess:
             "--db",
             self.db,
             "--port",
-            "0",
+            str(self.port),
             *self.args,
         ]
         self.proc = subprocess.Popen(

@@ -15,6 +15,7 @@ import gc
 import logging
 import signal
 import sys
+import threading
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -64,7 +65,9 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
     client's address as a proxy reports it: requests without a valid key are limited per
     connecting address (behind a proxy, the proxy's). Slow clients: ``header_timeout`` for a
     request to arrive (:func:`~.security.timed_http_protocol`), ``keep_alive_timeout`` idle;
-    SIGTERM lets in-flight requests finish (up to ``graceful_timeout``); ``announce``: print a
+    SIGTERM lets in-flight requests finish (up to ``graceful_timeout``), after ``drain_seconds``
+    of serving with ``/healthz`` at 503 "draining" (a load balancer takes the host out);
+    ``announce``: print a
     line when the signal arrives (the workers of ``--workers N`` leave that to their parent)."""
     import uvicorn
 
@@ -72,10 +75,23 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
     from .security import timed_http_protocol
 
     class Server(uvicorn.Server):
+        draining = False
+
         def handle_exit(self, sig: int, frame: Any) -> None:
-            if announce and not self.should_exit:  # said once (a second signal forces the exit)
+            if announce and not self.should_exit and not self.draining:  # said once
                 name = signal.Signals(sig).name
                 say_stopping(name)
+            if sig == signal.SIGTERM and settings.drain_seconds > 0 and not self.should_exit:
+                if not self.draining:  # /healthz says "draining"; the stop comes later
+                    self.draining = True
+                    app.state.draining = True
+                    timer = threading.Timer(settings.drain_seconds, self._stop, (sig, frame))
+                    timer.daemon = True
+                    timer.start()
+                return
+            self._stop(sig, frame)
+
+        def _stop(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             # SIGTERM is the ordinary stop: drain, then exit 0 (uvicorn would raise the
             # signal again after the drain, and the process would die of it)
