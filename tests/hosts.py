@@ -427,6 +427,47 @@ class Cluster:
             time.sleep(0.01)
         return None
 
+    def host_named(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    def cut_battle(self) -> dict[str, Any]:
+        """A page battle through HAProxy whose host is killed -9 after its first line (the
+        host named by HAProxy's X-Arena-Host header): what the visitor's stream got, what the
+        vote on that battle answers when sent again, and whether a new battle then works."""
+        c = httpx.Client(base_url=self.url, timeout=60)
+        page = c.get("/arena")
+        csrf = re.search(r'csrf-token" content="(\w+)"', page.text).group(1)
+        h = {"X-CSRF-Token": csrf, "Origin": self.url}
+        out: dict[str, Any] = {}
+        with c.stream("POST", "/arena/battles", json={"prompt": "2+2?"}, headers=h) as r:
+            lines = r.iter_lines()
+            first = json.loads(next(lines))
+            out["battle_id"] = bid = first["battle_id"]
+            victim = self.host_named(r.headers["x-arena-host"])
+            out["host"] = victim.name
+            self.kill_host(victim)
+            got: list[dict] = []
+            try:
+                for line in lines:
+                    if line.strip():
+                        got.append(json.loads(line))
+                out["stream"] = "ended" if got and got[-1].get("done") else "cut"
+            except httpx.HTTPError as exc:
+                out["stream"] = f"cut ({type(exc).__name__})"
+        vote = c.post(f"/arena/battles/{bid}/vote", json={"outcome": "tie"}, headers=h)
+        out["vote"] = (vote.status_code, vote.json())
+        with c.stream("POST", "/arena/battles", json={"prompt": "2+2?"}, headers=h) as r:
+            again = [json.loads(x) for x in r.iter_lines() if x.strip()]
+            out["next_battle_host"] = r.headers.get("x-arena-host")
+        out["next_battle"] = again[-1] if again else None
+        bid2 = again[0]["battle_id"]
+        out["next_vote"] = c.post(
+            f"/arena/battles/{bid2}/vote", json={"outcome": "tie"}, headers=h
+        ).status_code
+        c.close()
+        out["victim"] = victim
+        return out
+
     def healthz(self, h: Host) -> tuple[int, dict]:
         r = httpx.get(h.url + "/healthz", timeout=15)
         return r.status_code, r.json()
@@ -504,8 +545,10 @@ class Load:
         return self
 
     def _fail(self, what: str, detail: str) -> None:
+        """A failed request; the thread waits 0.1 s before its next one, as a client backs off."""
         with self._lock:
             self.failed.append((time.time(), what, detail[:300]))
+        time.sleep(0.1)
 
     def _ack(self, battle_id: str, outcome: str) -> None:
         with self._lock:
@@ -535,7 +578,6 @@ class Load:
                 self._ack(bid, outcome)
             except httpx.HTTPError as exc:
                 self._fail("api", repr(exc))
-                time.sleep(0.05)
         c.close()
 
     def _page(self, k: int) -> None:
@@ -589,7 +631,6 @@ class Load:
                     self._fail("page vote", f"{r.status_code} {r.text}")
             except httpx.HTTPError as exc:
                 self._fail("page", repr(exc))
-                time.sleep(0.05)
         c.close()
 
     def lost(self, cluster: Cluster) -> list[tuple[str, str]]:

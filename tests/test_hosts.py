@@ -95,22 +95,27 @@ def test_two_hosts_behind_haproxy_smoke() -> None:
     t0 = time.monotonic()
     with Cluster(tmpdir(), n=2, slow=0.1, settings=SETTINGS) as c:
         t_up = time.monotonic() - t0
-        h1, h2 = c.hosts[0], c.hosts[1]
         assert c.states()["h1"] == "UP" and c.states()["h2"] == "UP"
         load = Load(c.url, c.admin_key, page=3, api=2).start()
-        time.sleep(1.5)
-        c.kill_host(h1)  # mid-stream: each page battle streams for about a second
-        t_down = c.wait_state("h1", "DOWN", 15)
         time.sleep(1.0)
+        cut = c.cut_battle()  # kills the host streaming it, after its first line
+        victim = cut.pop("victim")
+        t_down = c.wait_state(victim.name, "DOWN", 15)
+        time.sleep(0.5)
         load.stop()
+        # the visitor's stream broke; the vote on that battle, sent again, is refused with 409
+        # "incomplete" (its answers were not all stored); a new battle goes to the other host
+        assert cut["stream"].startswith("cut"), cut
+        assert cut["vote"][0] == 409 and cut["vote"][1]["error"]["code"] == "incomplete", cut
+        assert cut["next_battle"]["done"] and cut["next_battle"]["status"] != "failed", cut
+        assert cut["next_vote"] == 200 and cut["next_battle_host"] != victim.name, cut
         assert load.lost(c) == []
         assert len(load.acked) > 0
-        # the page battles h1 was streaming: their stream broke; their vote, on retry, is
-        # refused with 409 (the answers were not all stored) or taken (they were)
         for _bid, status, text in load.cut:
             assert status in (200, 409), text
-        # only requests h1 had already taken can fail: at most one per load thread
+        # only requests the killed host had already taken can fail: at most one per thread
         assert len(load.failed) <= 5, load.failed
+        h2 = next(h for h in c.hosts[:2] if h is not victim)
         # drain: SIGTERM with drain_seconds = 3
         assert h2.server is not None and h2.server.proc is not None
         h2.server.proc.send_signal(signal.SIGTERM)
@@ -120,9 +125,11 @@ def test_two_hosts_behind_haproxy_smoke() -> None:
         assert h2.server.proc.poll() is None  # HAProxy took it out while it still listened
         h2.server.proc.wait(30)
     print(
-        f"\nsmoke: up in {t_up:.1f} s; h1 DOWN {t_down:.1f} s after kill -9; h2 DOWN "
+        f"\nsmoke: up in {t_up:.1f} s; cut battle {cut}; {victim.name} DOWN {t_down:.1f} s "
+        f"after kill -9; {h2.name} DOWN "
         f"{t_out:.1f} s after SIGTERM; {load.requests} requests, {len(load.acked)} acked votes, "
-        f"{len(load.failed)} failed, {len(load.cut)} cut battles {load.cut}; netns={c.netns}; "
+        f"{len(load.failed)} failed {load.failed}, {len(load.cut)} cut battles {load.cut}; "
+        f"netns={c.netns}; "
         f"total {time.monotonic() - t0:.1f} s"
     )
 
@@ -154,15 +161,16 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
         assert load.lost(c) == []
         assert all(h.starts == 2 for h in c.hosts)
 
-        # 2. a host killed -9 mid-stream
+        # 2. a host killed -9 mid-stream (the one streaming a page battle)
         load = Load(c.url, c.admin_key, page=4, api=4).start()
         time.sleep(2)
-        victim = c.hosts[1]
-        c.kill_host(victim)
+        cut = c.cut_battle()
+        victim = cut.pop("victim")
         c.wait_state(victim.name, "DOWN", 15)
         time.sleep(2)
         load.stop()
         figures["kill"] = {
+            "cut_battle": cut,
             "requests": load.requests,
             "acked": len(load.acked),
             "failed": len(load.failed),
@@ -170,6 +178,7 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
             "cut": load.cut,
             "lost": len(load.lost(c)),
         }
+        assert cut["vote"][0] == 409 and cut["next_vote"] == 200, cut
         assert load.lost(c) == []
         for _bid, status, text in load.cut:
             assert status in (200, 409), text
@@ -200,16 +209,22 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
         time.sleep(1)
         assert c.pg is not None
         c.pg.halt()
-        t_halt = time.monotonic()
+        t_halt, halt_wall = time.monotonic(), time.time()
         out = [c.wait_state(h.name, "DOWN", 20) for h in c.hosts]
         time.sleep(2)
         c.pg.resume()
-        t_back = time.monotonic()
+        t_back, back_wall = time.monotonic(), time.time()
         back = [c.wait_state(h.name, "UP", 60) for h in c.hosts]
         time.sleep(2)
         load.stop()
+        fails = [f[0] for f in load.failed]
+        internal = [x for h in c.hosts if h.server for x in h.server.stderr if "Error" in x]
         figures["postgres"] = {
             "down_s": round(t_back - t_halt, 2),
+            # failures from the halt (s after it) to the last one (s after the restart)
+            "first_failure_after_halt_s": round(min(fails) - halt_wall, 2) if fails else None,
+            "last_failure_after_restart_s": round(max(fails) - back_wall, 2) if fails else None,
+            "server_errors": internal[-20:],
             "hosts_out_after_s": [round(x, 2) for x in out],
             "hosts_back_after_s": [round(x, 2) for x in back],
             "requests": load.requests,

@@ -277,11 +277,19 @@ async function start() {
   reset();
   send.disabled = true; prompt.disabled = true; if (suggest) { suggest.disabled = true; }
   say("Both models are answering…");
-  var r = await post("/arena/battles", { prompt: text, prompt_id: promptId });
+  var r, broke = false;
+  try { r = await post("/arena/battles", { prompt: text, prompt_id: promptId }); }
+  catch (e) { r = null; }
+  if (!r) {  // no answer at all (the network, or no host): nothing was shown, try again
+    say("The arena could not be reached; try again.", true);
+    send.disabled = false; prompt.disabled = false; return;
+  }
   if (!r.ok) { say(await failed(r), true); send.disabled = false; prompt.disabled = false; return; }
   var reader = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
   for (;;) {
-    var chunk = await reader.read();
+    var chunk;
+    // the stream can break (the host serving it stopped): the battle then takes no vote
+    try { chunk = await reader.read(); } catch (e) { broke = true; break; }
     if (chunk.done) { break; }
     buf += decoder.decode(chunk.value, { stream: true });
     var lines = buf.split("\n"); buf = lines.pop();
@@ -298,6 +306,11 @@ async function start() {
   if (done && done.status === "complete") {
     setVotes(true); document.body.dataset.state = "complete";
     say("Both answers are complete: which is better?" + (touch ? "" : " (keys 1–4)"));
+  } else if (!done) {
+    document.body.dataset.state = "failed";
+    say("The connection broke during this battle" + (broke ? "" : " (it did not finish)") +
+        ". It is not counted: start a new one.", true);
+    again.hidden = false;
   } else {
     document.body.dataset.state = "failed";
     say("This battle failed" + (done && done.failure ? ": " + done.failure : "") + ". It is not counted.", true);
