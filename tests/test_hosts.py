@@ -208,8 +208,8 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
         load = Load(c.url, c.admin_key, page=2, api=2).start()
         time.sleep(1)
         assert c.pg is not None
-        c.pg.halt()
         t_halt, halt_wall = time.monotonic(), time.time()
+        c.pg.halt()
         out = [c.wait_state(h.name, "DOWN", 20) for h in c.hosts]
         time.sleep(2)
         c.pg.resume()

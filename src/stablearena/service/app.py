@@ -33,7 +33,14 @@ from .api.admin import apply_config
 from .api.battles import Hot
 from .arena_settings import model_tables
 from .dashboard import Dashboard
-from .errors import ApiError, RateLimited, invalid_message, rate_limited_message, retry_after
+from .errors import (
+    ApiError,
+    RateLimited,
+    database_unreachable,
+    invalid_message,
+    rate_limited_message,
+    retry_after,
+)
 from .holder import BattleHolder, write_model_tables
 from .hot import HotRoutes
 from .metrics import Metrics
@@ -146,6 +153,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StableArenaError)
     async def _library(request: Request, exc: StableArenaError) -> Response:
         return _error(422, "invalid_input", str(exc), None)
+
+    @app.exception_handler(sa.exc.OperationalError)
+    async def _database(request: Request, exc: sa.exc.OperationalError) -> Response:
+        # the database does not answer: not a bug (several hosts: the client retries later)
+        log.warning("database fault on %s %s: %s", request.method, request.url.path, exc)
+        e = database_unreachable(exc)
+        return _error(e.status, e.code, e.message, e.field)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:

@@ -12,6 +12,7 @@ from ..errors import StableArenaError, TooFewRecords
 from .security import error_body
 
 __all__ = [
+    "database_unreachable",
     "ApiError",
     "RateLimited",
     "Invalid",
@@ -68,6 +69,20 @@ def for_the_service(message: str) -> str:
     return message.replace(
         "--min-records",
         'arena.min_records (PATCH /v1/admin/config {"min_records": N})',
+    )
+
+
+def database_unreachable(exc: BaseException) -> ApiError:
+    """The refusal of a request whose database read failed because the database does not
+    answer (stopped, restarting, unreachable: SQLAlchemy's ``OperationalError``): 503
+    ``storage_unavailable``, as for a failed write — not a 500 that says "a bug"."""
+    from .store.writer import fault_text
+
+    return ApiError(
+        503,
+        "storage_unavailable",
+        f"the database cannot be reached now ({fault_text(exc)}); nothing was recorded, "
+        "retry later",
     )
 
 

@@ -140,7 +140,7 @@ class Writer:
                 self._commit(batch, tries - 1)
                 return
             if self._storage_fault(exc):
-                self.failure = f"{type(exc).__name__}: {_first_line(exc)}"
+                self.failure = fault_text(exc)
                 self.failed_at = time.time()
                 exc = ApiError(
                     503,
@@ -204,6 +204,11 @@ class Writer:
         if lost or conn.invalidated:
             conn.close()
             self._conn = None
+
+
+def fault_text(exc: BaseException) -> str:
+    """``"OperationalError: <the driver's first line>"``: a database fault in one line."""
+    return f"{type(exc).__name__}: {_first_line(exc)}"
 
 
 def _first_line(exc: BaseException) -> str:
