@@ -39,15 +39,17 @@ class ServerProcess:
         cwd: str | Path | None = None,
         port: int = 0,
         prefix: tuple[str, ...] = (),
+        src: str | Path | None = None,
     ) -> None:
         """``port``: 0 picks a free one; ``prefix``: a command the server runs under (e.g.
-        ``ip netns exec NS``: tests/hosts.py's hosts)."""
+        ``ip netns exec NS``: tests/hosts.py's hosts); ``src``: the package's source tree
+        (default this checkout's; tests/hosts.py runs an older version's too)."""
         self.db = db
         self.port = port
         self.prefix = list(prefix)
         self.args = [str(a) for a in args]
         self.env = {**os.environ, **(env or {})}
-        src = str(Path(__file__).resolve().parents[1] / "src")
+        src = str(src or Path(__file__).resolve().parents[1] / "src")
         self.env["PYTHONPATH"] = src + os.pathsep + self.env.get("PYTHONPATH", "")
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None

@@ -131,6 +131,8 @@ class Host:
     env: dict[str, str]
     server: ServerProcess | None = None
     starts: int = 0
+    #: the source tree it runs (None: this checkout's; an older version's during an upgrade)
+    src: Path | None = None
 
     @property
     def url(self) -> str:
@@ -160,13 +162,18 @@ class Cluster:
         netns: bool | None = None,
         settings: str = "",
         haproxy: bool = True,
+        old_src: Path | None = None,
     ) -> None:
+        """``old_src``: the hosts start with this older version's source tree (and a config
+        without the settings it does not know); :meth:`roll` restarts each with this
+        checkout's (an upgrade)."""
         self.tmp = Path(tmp)
         self.n = n
         self.slow = slow
         self.netns = netns_possible() if netns is None else netns
         self.settings = settings
         self.with_haproxy = haproxy
+        self.old_src = old_src
         self.net: Net | None = None
         self.pg: PostgresServer | None = None
         self.demo: subprocess.Popen | None = None
@@ -214,6 +221,11 @@ class Cluster:
         toml = self.tmp / "arena.toml"
         toml.write_text(self._config())
         self.config = toml
+        # the older version's: without the settings it does not know (drain_seconds)
+        self.old_config = self.tmp / "arena-old.toml"
+        self.old_config.write_text(
+            "".join(x for x in self._config().splitlines(True) if not x.startswith("drain_"))
+        )
         for k in range(1, 4):
             if self.netns:
                 assert self.net is not None
@@ -227,7 +239,7 @@ class Cluster:
                 "STABLEARENA_PORT": str(port),
                 "STABLEARENA_WORKERS": "1",
             }
-            self.hosts.append(Host(k, addr, port, prefix, env))
+            self.hosts.append(Host(k, addr, port, prefix, env, src=self.old_src))
         # the first host migrates the database and makes the admin key; the others start
         # together (each migrates too, under the migration lock: nothing left to do)
         self.start_host(self.hosts[0])
@@ -260,7 +272,7 @@ class Cluster:
     def serve_args(self, h: Host) -> list[str]:
         """The unit's ExecStart arguments for host ``h`` (its config path made this test's)."""
         args = unit_serve_args(h.env)
-        args[args.index("--config") + 1] = str(self.config)
+        args[args.index("--config") + 1] = str(self.old_config if h.src else self.config)
         return args
 
     def start_host(self, h: Host) -> Host:
@@ -271,7 +283,7 @@ class Cluster:
             for i, a in enumerate(args)
             if a not in ("--db", "--port") and (i == 0 or args[i - 1] not in ("--db", "--port"))
         ]
-        h.server = ServerProcess(db, *rest, port=h.port, prefix=h.prefix, cwd=self.tmp)
+        h.server = ServerProcess(db, *rest, port=h.port, prefix=h.prefix, cwd=self.tmp, src=h.src)
         h.server.start()
         h.starts += 1
         if h.server.admin_key:
@@ -377,6 +389,7 @@ class Cluster:
         HAProxy, SIGTERM and wait, start (it migrates), wait for HAProxy's check, enable."""
         t = {"drain": self.drain(h), "stop": self.stop_host(h)}
         t0 = time.monotonic()
+        h.src = None  # the new version: this checkout's
         self.start_host(h)
         t["start"] = time.monotonic() - t0
         self.ready(h)
@@ -640,6 +653,44 @@ class Load:
         rows = cluster.sql("SELECT battle_id, outcome FROM votes WHERE NOT superseded")
         stored = {b: OUTCOMES[o] if isinstance(o, int) else o for b, o in rows}
         return [(b, o) for b, o in self.acked if stored.get(b) != o]
+
+
+def old_version(tmp: Path) -> Path | None:
+    """The source tree of this checkout just before its newest migration was added
+    (``git archive`` of that commit's parent into ``tmp``), or ``None`` without git history:
+    hosts of that version run beside hosts that migrated past it during a rolling upgrade."""
+    versions = "src/stablearena/service/store/migrations/versions"
+    try:
+        newest = sorted(p.name for p in (ROOT / versions).glob("[0-9]*.py"))[-1]
+        added = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(ROOT),
+                "log",
+                "-1",
+                "--format=%H",
+                "--diff-filter=A",
+                "--",
+                f"{versions}/{newest}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if not added:
+            return None
+        out = tmp / "old"
+        out.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", f"{added}^", "src"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+        return out / "src"
+    except (subprocess.CalledProcessError, OSError, IndexError):
+        return None
 
 
 def tmpdir() -> Path:

@@ -10,13 +10,14 @@ hosts under load, a host killed mid-stream, the refit leader killed, PostgreSQL 
 from __future__ import annotations
 
 import ast
+import json
 import signal
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from hosts import DEPLOY, Cluster, Load, have_haproxy, tmpdir, unit_serve_args
+from hosts import DEPLOY, Cluster, Load, have_haproxy, old_version, tmpdir, unit_serve_args
 from pgserver import find_bin_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +65,26 @@ def test_migrations_are_additive() -> None:
     assert len(files) >= 7
     found = {f.name: _additive(ast.parse(f.read_text())) for f in files}
     assert not any(found.values()), found
+
+
+def test_an_older_host_reads_the_endpoints_a_newer_host_stores() -> None:
+    """During a rolling upgrade the new hosts store the models' endpoints (at start, from the
+    config); the old hosts, which refuse keys they do not know, must still read them: a setting
+    left at its default is not stored, so a setting added by the new version (here the newest
+    two, ``max_answer_chars`` and ``family``) is absent unless it is used. (Stored in full, the
+    old hosts refused every endpoint and answered 503 "no_models" to every page battle.)"""
+    from stablearena.endpoints import config
+    from stablearena.endpoints.config import ModelEndpoint
+    from stablearena.service.holder import endpoint_from_json, endpoint_json
+
+    ep = ModelEndpoint(name="m", base_url="http://x/v1", model="m1", max_concurrency=9)
+    stored = json.loads(endpoint_json(ep))
+    assert stored == {"base_url": "http://x/v1", "model": "m1", "max_concurrency": 9}
+    assert endpoint_from_json("m", endpoint_json(ep)) == ep
+    older = config._ENDPOINT_KEYS - {"max_answer_chars", "family"}
+    assert set(stored) <= older
+    full = ModelEndpoint(name="m", base_url="http://x/v1", model="m1", family="acme")
+    assert endpoint_from_json("m", endpoint_json(full)) == full
 
 
 def test_unit_and_env_files_agree() -> None:
@@ -143,11 +164,19 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
     the refit leader killed (failover time until another host publishes a fit); PostgreSQL
     restarted (hosts' /healthz 503 → HAProxy out → back; failed requests counted)."""
     figures: dict[str, object] = {}
-    with Cluster(tmpdir(), n=3, slow=0.1, settings=SETTINGS) as c:
-        # 1. rolling restart
+    tmp = tmpdir()
+    old = old_version(tmp)  # the hosts start on the version before the newest migration
+    with Cluster(tmp, n=3, slow=0.1, settings=SETTINGS, old_src=old) as c:
+        # 1. rolling restart (an upgrade: the first new host migrates while old ones serve)
+        head = c.sql("SELECT version_num FROM alembic_version")[0][0]
         load = Load(c.url, c.admin_key, page=4, api=4).start()
         time.sleep(2)
         steps = [c.roll(h) for h in c.hosts]
+        figures["upgrade"] = {
+            "old_version": str(old) if old else None,
+            "schema_before": head,
+            "schema_after": c.sql("SELECT version_num FROM alembic_version")[0][0],
+        }
         time.sleep(2)
         load.stop()
         figures["roll"] = {
