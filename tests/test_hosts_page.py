@@ -16,6 +16,7 @@ from stablearena.endpoints.demo_server import DemoServer
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
+@pytest.mark.slow  # a browser session and a server: ~7 s (the default run's budget is spent)
 def test_page_ends_a_battle_whose_host_died(tmp_path, browser):
     with DemoServer(seed=0) as demo:
         with page_server(tmp_path, demo.base_url, ("demo-ace", "demo-wild"), 0.3) as server:
