@@ -13,6 +13,7 @@ from .security import error_body
 
 __all__ = [
     "database_unreachable",
+    "fault_text",
     "ApiError",
     "RateLimited",
     "Invalid",
@@ -72,12 +73,21 @@ def for_the_service(message: str) -> str:
     )
 
 
+def fault_text(exc: BaseException) -> str:
+    """``"OperationalError: <the driver's first line>"``: a database fault in one line."""
+    return f"{type(exc).__name__}: {_first_line(exc)}"
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's message (SQLAlchemy's wrapper adds the statement and a link)."""
+    orig = getattr(exc, "orig", None)
+    return (str(orig if orig is not None else exc).strip().splitlines() or [""])[0]
+
+
 def database_unreachable(exc: BaseException) -> ApiError:
     """The refusal of a request whose database read failed because the database does not
     answer (stopped, restarting, unreachable: SQLAlchemy's ``OperationalError``): 503
     ``storage_unavailable``, as for a failed write — not a 500 that says "a bug"."""
-    from .store.writer import fault_text
-
     return ApiError(
         503,
         "storage_unavailable",

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ApiError
+from ..errors import ApiError, fault_text
 from .engine import is_sqlite, write_conn
 
 T = TypeVar("T")
@@ -204,17 +204,6 @@ class Writer:
         if lost or conn.invalidated:
             conn.close()
             self._conn = None
-
-
-def fault_text(exc: BaseException) -> str:
-    """``"OperationalError: <the driver's first line>"``: a database fault in one line."""
-    return f"{type(exc).__name__}: {_first_line(exc)}"
-
-
-def _first_line(exc: BaseException) -> str:
-    """The driver's message (SQLAlchemy's wrapper adds the statement and a link)."""
-    orig = getattr(exc, "orig", None)
-    return (str(orig if orig is not None else exc).strip().splitlines() or [""])[0]
 
 
 def _complete(done: list[tuple[Any, Any, BaseException | None]]) -> None:
