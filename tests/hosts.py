@@ -86,9 +86,12 @@ class Net:
     """A bridge in this namespace and one namespace per host (root only); ``close`` removes
     them."""
 
+    made = 0  # namespaces are removed lazily: each Net of a process gets new names
+
     def __init__(self, n: int) -> None:
         pid = os.getpid()
-        self.tag = f"sa{pid % 100000}"
+        Net.made += 1
+        self.tag = f"sa{pid % 100000}{chr(96 + Net.made % 26)}"
         self.prefix = f"10.{100 + pid % 100}.{(pid // 100) % 250}"
         self.bridge = f"{self.tag}b"
         self.gateway = f"{self.prefix}.1"
@@ -115,7 +118,8 @@ class Net:
         return f"{self.prefix}.{10 + k}"
 
     def close(self) -> None:
-        for ns in self.names:
+        for k, ns in enumerate(self.names, 1):
+            subprocess.run(["ip", "link", "del", f"{self.tag}v{k}"], capture_output=True)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
 
