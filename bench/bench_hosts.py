@@ -108,6 +108,7 @@ def run(n: int, args: argparse.Namespace) -> dict:
             "requests": load.requests - r0,
             "battles_per_s": round(battles / (t1 - t0), 1),
             "failed": len(load.failed),
+            "failure_kinds": sorted({f"{f[1]}: {f[2][:80]}" for f in load.failed}),
             "lost": len(load.lost(c)),
             "cpu_ms_per_battle": {
                 k: round(1000 * v / max(battles, 1), 2) for k, v in spent.items()
