@@ -32,12 +32,24 @@ class ServerProcess:
     """``stablearena serve --db DB --port 0 [args]`` in a child process."""
 
     def __init__(
-        self, db: str, *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None
+        self,
+        db: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        port: int = 0,
+        prefix: tuple[str, ...] = (),
+        src: str | Path | None = None,
     ) -> None:
+        """``port``: 0 picks a free one; ``prefix``: a command the server runs under (e.g.
+        ``ip netns exec NS``: tests/hosts.py's hosts); ``src``: the package's source tree
+        (default this checkout's; tests/hosts.py runs an older version's too)."""
         self.db = db
+        self.port = port
+        self.prefix = list(prefix)
         self.args = [str(a) for a in args]
         self.env = {**os.environ, **(env or {})}
-        src = str(Path(__file__).resolve().parents[1] / "src")
+        src = str(src or Path(__file__).resolve().parents[1] / "src")
         self.env["PYTHONPATH"] = src + os.pathsep + self.env.get("PYTHONPATH", "")
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None
@@ -48,6 +60,7 @@ class ServerProcess:
 
     def start(self, timeout: float = 120.0) -> ServerProcess:
         cmd = [
+            *self.prefix,
             sys.executable,
             "-m",
             "stablearena",
@@ -55,7 +68,7 @@ class ServerProcess:
             "--db",
             self.db,
             "--port",
-            "0",
+            str(self.port),
             *self.args,
         ]
         self.proc = subprocess.Popen(

@@ -47,7 +47,14 @@ def free_port() -> int:
 class PostgresServer:
     """``with PostgresServer() as pg: url = pg.create_database("arena")``."""
 
-    def __init__(self, *, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        fsync: bool = True,
+        listen: str = "127.0.0.1",
+        conf: Path | None = None,
+        trust: str | None = None,
+    ) -> None:
         bindir = find_bin_dir()
         if bindir is None:
             raise RuntimeError(
@@ -56,6 +63,13 @@ class PostgresServer:
             )
         self.bindir = bindir
         self.fsync = fsync
+        #: ``listen_addresses`` (comma-separated; tests/hosts.py adds a bridge address)
+        self.listen = listen
+        #: a settings file included by postgresql.conf (the options given here win)
+        self.conf = conf
+        #: a network (CIDR) whose connections are trusted besides 127.0.0.1's
+        self.trust = trust
+        self._opts = ""
         self.root = Path(tempfile.mkdtemp(prefix="stablearena-pg-"))
         self.data = self.root / "data"
         self.port = 0
@@ -84,10 +98,20 @@ class PostgresServer:
             "UTF8",
             "--no-sync",
         )
+        if self.conf is not None:
+            own = self.root / "extra.conf"
+            shutil.copy(self.conf, own)
+            if self.as_root:
+                shutil.chown(own, "postgres", "postgres")
+            with (self.data / "postgresql.conf").open("a") as f:
+                f.write(f"\ninclude '{own}'\n")
+        if self.trust:
+            with (self.data / "pg_hba.conf").open("a") as f:
+                f.write(f"\nhost all all {self.trust} trust\n")
         for _attempt in range(5):
             self.port = free_port()
             opts = (
-                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                f"-p {self.port} -k {self.root} -c listen_addresses='{self.listen}' "
                 f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200 "
                 "-c shared_buffers=64MB"
             )
@@ -106,10 +130,22 @@ class PostgresServer:
                 check=False,
             )
             if res.returncode == 0:
-                self._running = True
+                self._running, self._opts = True, opts
                 return self
         log = (self.root / "log").read_text() if (self.root / "log").exists() else ""
         raise RuntimeError(f"PostgreSQL did not start: {res.stderr}\n{log[-2000:]}")
+
+    def halt(self) -> None:
+        """Stop the server (``-m fast``: sessions are closed) and keep its data, for
+        :meth:`resume` (a restart of the database under load)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self._running = False
+
+    def resume(self) -> None:
+        """Start the server stopped by :meth:`halt` again, on the same port."""
+        log = str(self.root / "log")
+        self._run("pg_ctl", "-D", str(self.data), "-o", self._opts, "-l", log, "-w", "start")
+        self._running = True
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"

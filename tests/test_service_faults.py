@@ -232,3 +232,24 @@ def test_postgresql_stopped_and_restarted_mid_load():
             load.check_durable(tc.app.state.engine)
     finally:
         pg.stop()
+
+
+def test_postgresql_stopped_before_a_read_is_503_not_a_bug(postgres):
+    """A request whose read meets a stopped database — a first visit to /arena (the page's
+    secret is read from the database) — answers 503
+    ``storage_unavailable`` (retry later; a load balancer's check takes the host out), not 500
+    "internal error … a bug"; the same once the database is back: 200."""
+    url = postgres.create_database("r" + uuid.uuid4().hex[:12])
+    with TestClient(create_app(_settings(url))) as tc:
+        postgres.halt()
+        try:
+            r = tc.get("/arena")
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "storage_unavailable", r.text
+            assert "cannot be reached" in r.json()["error"]["message"]
+        finally:
+            postgres.resume()
+        deadline = time.time() + 30
+        while tc.get("/arena").status_code != 200 and time.time() < deadline:
+            time.sleep(0.2)
+        assert tc.get("/arena").status_code == 200

@@ -15,6 +15,7 @@ import gc
 import logging
 import signal
 import sys
+import threading
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -33,7 +34,14 @@ from .api.battles import Hot
 from .arena_settings import model_tables
 from .dashboard import Dashboard
 from .duties import Duties, check_duties
-from .errors import ApiError, RateLimited, invalid_message, rate_limited_message, retry_after
+from .errors import (
+    ApiError,
+    RateLimited,
+    database_unreachable,
+    invalid_message,
+    rate_limited_message,
+    retry_after,
+)
 from .holder import BattleHolder, write_model_tables
 from .hot import HotRoutes
 from .metrics import Metrics
@@ -66,7 +74,9 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
     client's address as a proxy reports it: requests without a valid key are limited per
     connecting address (behind a proxy, the proxy's). Slow clients: ``header_timeout`` for a
     request to arrive (:func:`~.security.timed_http_protocol`), ``keep_alive_timeout`` idle;
-    SIGTERM lets in-flight requests finish (up to ``graceful_timeout``); ``announce``: print a
+    SIGTERM lets in-flight requests finish (up to ``graceful_timeout``), after ``drain_seconds``
+    of serving with ``/healthz`` at 503 "draining" (a load balancer takes the host out);
+    ``announce``: print a
     line when the signal arrives (the workers of ``--workers N`` leave that to their parent)."""
     import uvicorn
 
@@ -74,10 +84,23 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
     from .security import timed_http_protocol
 
     class Server(uvicorn.Server):
+        draining = False
+
         def handle_exit(self, sig: int, frame: Any) -> None:
-            if announce and not self.should_exit:  # said once (a second signal forces the exit)
+            if announce and not self.should_exit and not self.draining:  # said once
                 name = signal.Signals(sig).name
                 say_stopping(name)
+            if sig == signal.SIGTERM and settings.drain_seconds > 0 and not self.should_exit:
+                if not self.draining:  # /healthz says "draining"; the stop comes later
+                    self.draining = True
+                    app.state.draining = True
+                    timer = threading.Timer(settings.drain_seconds, self._stop, (sig, frame))
+                    timer.daemon = True
+                    timer.start()
+                return
+            self._stop(sig, frame)
+
+        def _stop(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             # SIGTERM is the ordinary stop: drain, then exit 0 (uvicorn would raise the
             # signal again after the drain, and the process would die of it)
@@ -132,6 +155,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StableArenaError)
     async def _library(request: Request, exc: StableArenaError) -> Response:
         return _error(422, "invalid_input", str(exc), None)
+
+    @app.exception_handler(sa.exc.OperationalError)
+    async def _database(request: Request, exc: sa.exc.OperationalError) -> Response:
+        # the database does not answer: not a bug (several hosts: the client retries later)
+        log.warning("database fault on %s %s: %s", request.method, request.url.path, exc)
+        e = database_unreachable(exc)
+        return _error(e.status, e.code, e.message, e.field)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:

@@ -12,6 +12,8 @@ from typing import Any
 from ..errors import StableArenaError, TooFewRecords
 
 __all__ = [
+    "database_unreachable",
+    "fault_text",
     "ApiError",
     "RateLimited",
     "Invalid",
@@ -77,6 +79,29 @@ def for_the_service(message: str) -> str:
     return message.replace(
         "--min-records",
         'arena.min_records (PATCH /v1/admin/config {"min_records": N})',
+    )
+
+
+def fault_text(exc: BaseException) -> str:
+    """``"OperationalError: <the driver's first line>"``: a database fault in one line."""
+    return f"{type(exc).__name__}: {_first_line(exc)}"
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's message (SQLAlchemy's wrapper adds the statement and a link)."""
+    orig = getattr(exc, "orig", None)
+    return (str(orig if orig is not None else exc).strip().splitlines() or [""])[0]
+
+
+def database_unreachable(exc: BaseException) -> ApiError:
+    """The refusal of a request whose database read failed because the database does not
+    answer (stopped, restarting, unreachable: SQLAlchemy's ``OperationalError``): 503
+    ``storage_unavailable``, as for a failed write — not a 500 that says "a bug"."""
+    return ApiError(
+        503,
+        "storage_unavailable",
+        f"the database cannot be reached now ({fault_text(exc)}); nothing was recorded, "
+        "retry later",
     )
 
 

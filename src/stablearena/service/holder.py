@@ -13,6 +13,7 @@ the first answer lifts the outage.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -47,10 +48,23 @@ Emit = Callable[[str, str | None], None]
 
 
 def endpoint_json(ep: ModelEndpoint) -> str:
-    """The stored form of an endpoint: its configuration without the name (never a key)."""
+    """The stored form of an endpoint: its configuration without the name (never a key), and
+    without the settings left at their defaults — so that a host of an older version, which
+    refuses keys it does not know, still reads the endpoints a newer host stored (several hosts
+    during a rolling upgrade: docs/guides/several-hosts.md) unless a new setting is used."""
     rec = ep.to_record()
     for k in ("name", "kind"):
         rec.pop(k, None)
+    for f in dataclasses.fields(ep):
+        if f.name in rec and f.name not in ("base_url", "model"):
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                continue
+            if rec[f.name] == default:
+                del rec[f.name]
     for key in ("price", "aliases", "organisation"):  # unset: stored as before they existed
         if not rec.get(key):
             rec.pop(key, None)

@@ -26,8 +26,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
+
 from .api.battles import Hot, post_battles, post_vote
-from .errors import ApiError, Reply, TooLarge, answer, error_body
+from .errors import ApiError, Reply, TooLarge, answer, database_unreachable, error_body
 
 __all__ = ["HotRoutes"]
 
@@ -144,6 +146,10 @@ class HotRoutes:
             reply = Reply(413, _too_large(exc.size, limit))
         except ConnectionError:
             return
+        except sa.exc.OperationalError as exc:  # the database does not answer: not a bug
+            log.warning("database fault on POST %s: %s", scope["path"], exc)
+            e = database_unreachable(exc)
+            reply = Reply(e.status, error_body(e.status, e.code, e.message, e.field))
         except Exception as exc:  # a bug: logged, answered as JSON, never a traceback
             log.exception("internal error on POST %s", scope["path"])
             reply = Reply(

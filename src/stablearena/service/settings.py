@@ -268,6 +268,14 @@ class Settings(BaseModel):
         le=3600.0,
         description="On SIGTERM, seconds the server waits for in-flight requests to finish.",
     )
+    drain_seconds: float = Field(
+        0.0,
+        ge=0.0,
+        le=3600.0,
+        description="On SIGTERM, seconds the server keeps serving while /healthz answers 503 "
+        '("draining"), so that a load balancer takes the host out before it stops listening '
+        "(several hosts: docs/guides/several-hosts.md); 0: stop listening at once.",
+    )
     max_body_bytes: int = Field(
         65536, ge=256, le=1 << 30, description="Largest request body accepted (larger: 413)."
     )

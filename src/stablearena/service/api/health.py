@@ -22,7 +22,9 @@ router = APIRouter()
 async def healthz(request: Request) -> JSONResponse:
     """200 when the database answers and takes writes; 503 (``status`` "degraded") when it
     does not answer or the last write failed — with the reason (``database_error``) — until a
-    write succeeds again (while a failure is reported, each call tries a small write)."""
+    write succeeds again (while a failure is reported, each call tries a small write); 503
+    (``status`` "draining") from SIGTERM until the host stops, when ``drain_seconds`` > 0 (a
+    load balancer that checks ``/healthz`` takes the host out before it stops listening)."""
     st = arena(request)
     fit = st.fit
     ok = await asyncio.to_thread(store.ping, st.engine)
@@ -32,8 +34,10 @@ async def healthz(request: Request) -> JSONResponse:
             await asyncio.wait_for(writer.submit_async(store.probe_write), 10)
     failure = writer.failure
     database = "unreachable" if not ok else "unwritable" if failure else "ok"
+    draining = bool(getattr(request.app.state, "draining", False))
+    healthy = database == "ok" and not draining
     body = {
-        "status": "ok" if database == "ok" else "degraded",
+        "status": "draining" if draining else "ok" if database == "ok" else "degraded",
         "database": database,
         "database_error": failure,
         "database_failed_at": writer.failed_at if failure else None,
@@ -52,7 +56,7 @@ async def healthz(request: Request) -> JSONResponse:
         "pid": os.getpid(),
         "live_counts": st.counts.stats(),
     }
-    return JSONResponse(body, status_code=200 if database == "ok" else 503)
+    return JSONResponse(body, status_code=200 if healthy else 503)
 
 
 @router.get("/metrics", summary="Prometheus metrics")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ApiError
+from ..errors import ApiError, fault_text
 from .engine import is_sqlite, write_conn
 
 T = TypeVar("T")
@@ -140,7 +140,7 @@ class Writer:
                 self._commit(batch, tries - 1)
                 return
             if self._storage_fault(exc):
-                self.failure = f"{type(exc).__name__}: {_first_line(exc)}"
+                self.failure = fault_text(exc)
                 self.failed_at = time.time()
                 exc = ApiError(
                     503,
@@ -204,12 +204,6 @@ class Writer:
         if lost or conn.invalidated:
             conn.close()
             self._conn = None
-
-
-def _first_line(exc: BaseException) -> str:
-    """The driver's message (SQLAlchemy's wrapper adds the statement and a link)."""
-    orig = getattr(exc, "orig", None)
-    return (str(orig if orig is not None else exc).strip().splitlines() or [""])[0]
 
 
 def _complete(done: list[tuple[Any, Any, BaseException | None]]) -> None:

@@ -317,7 +317,15 @@ function reset() {
 async function run(url, body, text) {
   controls("streaming"); send.disabled = true; prompt.disabled = true;
   say("Both models are answering…");
-  var r = await post(url, body);
+  var r, broke = false;
+  try { r = await post(url, body); }
+  catch (e) { r = null; }
+  if (!r) {  // no answer at all (the network, or no host): nothing changed, try again
+    say("The arena could not be reached; try again.", true);
+    controls(battle ? "complete" : "new");
+    if (body.prompt) { prompt.value = body.prompt; }
+    return;
+  }
   if (!r.ok) {  // refused (a limit, a rate, moderation, the terms): the battle stays as it was, the text stays typed
     var why = await failed(r);
     if (code === "terms_not_accepted") { document.body.dataset.terms = "pending"; terms.hidden = false; }
@@ -330,7 +338,8 @@ async function run(url, body, text) {
   var reader = reading = r.body.getReader(), decoder = new TextDecoder(), buf = "", done = null;
   for (;;) {
     var chunk;
-    try { chunk = await reader.read(); } catch (e) { break; }
+    // the stream can break (the host serving it stopped): the battle then takes no vote
+    try { chunk = await reader.read(); } catch (e) { broke = true; break; }
     if (chunk.done) { break; }
     buf += decoder.decode(chunk.value, { stream: true });
     var lines = buf.split("\n"); buf = lines.pop();
@@ -358,6 +367,10 @@ async function run(url, body, text) {
     say("Turn " + turn + " is complete: vote for the better conversation, or ask a follow-up." + (touch ? "" : " (keys 1–4)"));
   } else if (done && done.status === "stopped") {
     controls("stopped"); say("Stopped. This battle is not counted.", true);
+  } else if (!done) {
+    controls("failed");
+    say("The connection broke during this battle" + (broke ? "" : " (it did not finish)") +
+        ". It is not counted: start a new one.", true);
   } else {
     controls("failed");
     say("This battle failed" + (done && done.failure ? ": " + done.failure : "") + ". It is not counted.", true);

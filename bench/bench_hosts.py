@@ -1,0 +1,169 @@
+"""Several hosts behind HAProxy on one PostgreSQL (docs/guides/several-hosts.md): throughput and
+CPU per battle with 1, 2 and 3 ``serve`` hosts on this machine, and the latency HAProxy adds
+beside direct calls.
+
+For each number of hosts, tests/hosts.py's cluster (each host its own network namespace as
+root, ``--workers 1``; the shipped deploy/ files) takes ``--seconds`` of load from this process:
+``--page`` threads each holding page battles one after another (both answers streamed from the
+demo model server with ``--slow`` s per word, then a vote) and ``--api`` threads each drawing an
+API battle and voting. Reported: battles per second (page battles + API battles voted), and the
+CPU seconds per battle of every process — the hosts (each ``serve`` and its fit process),
+PostgreSQL (every backend), HAProxy, the demo model server — from /proc, so that the arena's CPU
+per battle can be compared across host counts (it should not grow with the hosts). Then the
+added latency: ``--calls`` sequential API battle + vote round trips, once to host 1 directly and
+once through HAProxy, interleaved; medians and p90.
+
+    nice -n 10 env PYTHONPATH=src:tests python bench/bench_hosts.py [--seconds 20] [--page 4] \
+        [--api 4] [--slow 0.02] [--calls 200] [--hosts 1,2,3]
+
+Needs root for the namespaces (else the hosts share 127.0.0.1), PostgreSQL and HAProxy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from hosts import Cluster, Load, tmpdir  # noqa: E402
+from procs import children  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 when it is gone)."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(f[11]) + int(f[12])) / TICK
+
+
+def tree(pid: int) -> set[int]:
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.add(p)
+            todo.extend(children(p))
+    return out
+
+
+def groups(c: Cluster, n: int) -> dict[str, set[int]]:
+    assert c.pg is not None and c.haproxy is not None and c.demo is not None
+    postmaster = int((c.pg.data / "postmaster.pid").read_text().split()[0])
+    out = {f"host{h.k}": tree(h.pid) for h in c.hosts[:n]}
+    out["postgres"] = tree(postmaster)
+    out["haproxy"] = tree(c.haproxy.pid)
+    out["demo"] = {c.demo.pid}
+    out["client"] = {os.getpid()}
+    return out
+
+
+def snapshot(g: dict[str, set[int]]) -> dict[str, float]:
+    return {k: sum(cpu(p) for p in pids) for k, pids in g.items()}
+
+
+def round_trip(client: httpx.Client, url: str) -> float:
+    t0 = time.perf_counter()
+    r = client.post(url + "/v1/battles", json={})
+    r.raise_for_status()
+    bid = r.json()["battles"][0]["battle_id"]
+    client.post(f"{url}/v1/battles/{bid}/vote", json={"outcome": "tie"}).raise_for_status()
+    return time.perf_counter() - t0
+
+
+def run(n: int, args: argparse.Namespace) -> dict:
+    with Cluster(tmpdir(), n=n, slow=args.slow) as c:
+        g = groups(c, n)
+        load = Load(c.url, c.admin_key, page=args.page, api=args.api).start()
+        time.sleep(args.warmup)
+        g = groups(c, n)  # the fit processes started by now
+        b0, r0, cpu0, t0 = load.battles, load.requests, snapshot(g), time.monotonic()
+        acked0 = len(load.acked)
+        time.sleep(args.seconds)
+        cpu1, t1 = snapshot(g), time.monotonic()
+        page = load.battles - b0
+        votes = len(load.acked) - acked0
+        load.stop()
+        api_battles = votes - page  # every page battle is voted once; the rest are API's
+        battles = page + max(api_battles, 0)
+        spent = {k: cpu1[k] - cpu0[k] for k in cpu0}
+        arena = sum(v for k, v in spent.items() if k.startswith("host"))
+        out = {
+            "hosts": n,
+            "netns": c.netns,
+            "seconds": round(t1 - t0, 2),
+            "battles": battles,
+            "page_battles": page,
+            "requests": load.requests - r0,
+            "battles_per_s": round(battles / (t1 - t0), 1),
+            "failed": len(load.failed),
+            "failure_kinds": sorted({f"{f[1]}: {f[2][:80]}" for f in load.failed}),
+            "lost": len(load.lost(c)),
+            "cpu_ms_per_battle": {
+                k: round(1000 * v / max(battles, 1), 2) for k, v in spent.items()
+            },
+            "hosts_cpu_ms_per_battle": round(1000 * arena / max(battles, 1), 2),
+            "server_side_cpu_ms_per_battle": round(
+                1000 * (sum(spent.values()) - spent["client"]) / max(battles, 1), 2
+            ),
+        }
+        if n == 1 or args.calls_every:
+            key = httpx.post(
+                c.url + "/v1/admin/annotators",
+                json={"name": f"lat-{n}", "role": "annotator"},
+                headers={"Authorization": f"Bearer {c.admin_key}"},
+                timeout=30,
+            ).json()["key"]
+            cl = httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"})
+            direct, proxied = [], []
+            for _ in range(args.calls):
+                direct.append(round_trip(cl, c.hosts[0].url))
+                proxied.append(round_trip(cl, c.url))
+            cl.close()
+
+            def q(xs: list[float], p: float) -> float:
+                return round(1000 * sorted(xs)[int(p * (len(xs) - 1))], 2)
+
+            out["latency_ms"] = {
+                "direct_p50": q(direct, 0.5),
+                "haproxy_p50": q(proxied, 0.5),
+                "direct_p90": q(direct, 0.9),
+                "haproxy_p90": q(proxied, 0.9),
+                "added_p50": round(
+                    1000 * statistics.median(proxied) - 1000 * statistics.median(direct), 2
+                ),
+                "calls": args.calls,
+            }
+        return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--page", type=int, default=4)
+    ap.add_argument("--api", type=int, default=4)
+    ap.add_argument("--slow", type=float, default=0.02)
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--calls-every", action="store_true", help="latency with every host count")
+    ap.add_argument("--hosts", default="1,2,3")
+    args = ap.parse_args()
+    print("load before:", Path("/proc/loadavg").read_text().strip(), flush=True)
+    for n in [int(x) for x in args.hosts.split(",")]:
+        print(json.dumps(run(n, args)), flush=True)
+        print("load:", Path("/proc/loadavg").read_text().strip(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
