@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Sleeper accounts against the new trust rule and the rule before it (docs/guides/rigging.md,
+# "Sleepers"): per lane, one `stablearena experiment rigging` run per (rule, target, family,
+# attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
+#   bash bench/run_sleepers.sh LANE [OUT]   LANE: new | old | honest | families | topbottom
+set -u
+lane=$1
+out=${2:-runs/sleepers}
+common=(--seeds 10 --fraction 0.01 --precision 1.5 --defences m-elo,am-elo+screen+influence+bounded)
+new=(--trust-days active)                    # the new default: active days, record 30 days
+old=(--trust-days age --record-days 0)       # the rule before: days since creation, no record rule
+cell() {  # name, then rigging options
+  local name=$1; shift
+  nice -n 10 stablearena experiment rigging "${common[@]}" "$@" --results "$out/$name" \
+    --format json --output "$out/$name.json" >/dev/null 2>>"$out/errors.log" \
+    && echo "$(date -u +%H:%M:%S) done $name" || echo "$(date -u +%H:%M:%S) FAILED $name"
+}
+mkdir -p "$out"
+case $lane in
+  new|old)
+    rule=("${new[@]}"); [ "$lane" = old ] && rule=("${old[@]}")
+    for fam in target+camo/many omni+camo/many; do
+      for age in 8 30; do
+        for w in 0 50 100; do
+          cell "$lane-middle-${fam//[\/+]/_}-age$age-w$w" "${rule[@]}" --targets middle \
+            --families "$fam" --attack-age "$age" --warmup "$w"
+        done
+      done
+    done ;;
+  honest)  # warm-up drawn like an honest annotator's
+    for age in 8 30; do
+      for w in 50 100; do
+        cell "new-middle-target_camo_many-age$age-w$w-honest" "${new[@]}" --targets middle \
+          --families target+camo/many --attack-age "$age" --warmup "$w" --warmup-mode honest
+      done
+    done ;;
+  families)  # every family of the last round, accounts created for the attack
+    cell "new-middle-all-age0-w0" "${new[@]}" --targets middle --attack-age 0 ;;
+  topbottom)
+    for t in top bottom; do
+      for age in 8 30; do
+        for w in 0 100; do
+          cell "new-$t-target_camo_many-age$age-w$w" "${new[@]}" --targets "$t" \
+            --families target+camo/many --attack-age "$age" --warmup "$w"
+        done
+      done
+    done ;;
+esac
