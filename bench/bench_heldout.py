@@ -1,7 +1,8 @@
 """Honest accuracy of the trust rules on held-out battles (docs/guides/rigging.md, "Sleepers").
 
 No attacker. Per arena and seed every vote is put in half A or half B at random (each count row's
-wins, losses and ties split binomially); each rule is fitted on A and judged on B: Kendall τ of
+wins, losses and ties split binomially; ``--split accounts``: every account with all its votes,
+so that accounts keep their volumes); each rule is fitted on A and judged on B: Kendall τ of
 its scores to m-ELO fitted on B (``[heldout]``; on the simulated arena also to the truth,
 m-ELO on the full real counts: ``[truth]``) (am-ELO's scores live on a scale set by its abilities, so a
 log-loss of B under them would compare scales, not orders). Printed per rule: τ (mean ± SE over
@@ -20,7 +21,7 @@ annotators' real volumes); ``cba`` — the rigging experiment's honest arenas (C
 counts at ``--fraction``, annotators of 20–200 votes, with their simulated ages and active days).
 
     python bench/bench_heldout.py [--seeds 10] [--arenas llmfao,cba] [--fraction 0.02]
-        [--deltas 50,20,10] [--parts]
+        [--deltas 50,20,10] [--parts] [--split votes|accounts]
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ import time
 import warnings
 
 import numpy as np
+
+
+def split_accounts(counts, rng):
+    """(A, B): every account of ``counts`` put in one half with probability ½, with all its
+    votes (its volume kept: a vote split halves every account's, and so moves accounts below
+    δ that the arena has above it)."""
+    side = rng.random(len(counts.annotators)) < 0.5
+    rows = side[counts.annotator]
+    return counts.take(rows), counts.take(~rows)
 
 
 def split_counts(counts, rng):
@@ -80,6 +90,7 @@ def main() -> None:
     ap.add_argument("--arenas", default="llmfao,cba")
     ap.add_argument("--fraction", type=float, default=0.02)
     ap.add_argument("--deltas", default="50,20,10")
+    ap.add_argument("--split", choices=("votes", "accounts"), default="votes")
     ap.add_argument("--parts", action="store_true", help="also the new rule's parts at δ 10")
     args = ap.parse_args()
     deltas = [int(x) for x in args.deltas.split(",")]
@@ -97,7 +108,8 @@ def main() -> None:
         t0 = time.perf_counter()
         for seed in range(args.seeds):
             counts, ages, active, truth = arena(which, seed, args.fraction)
-            half_a, half_b = split_counts(counts, np.random.default_rng((seed, 3)))
+            split = split_accounts if args.split == "accounts" else split_counts
+            half_a, half_b = split(counts, np.random.default_rng((seed, 3)))
             refs = {"heldout": A.m_elo_scores(half_b)}
             if truth is not None:
                 refs["truth"] = truth

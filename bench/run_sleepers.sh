@@ -2,7 +2,8 @@
 # Sleeper accounts against the new trust rule and the rule before it (docs/guides/rigging.md,
 # "Sleepers"): per lane, one `stablearena experiment rigging` run per (rule, target, family,
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
-#   bash bench/run_sleepers.sh LANE [OUT]   LANE: new | old | honest | families | topbottom
+#   bash bench/run_sleepers.sh LANE [OUT]
+#   LANE: new | old | honest | families | topbottom | priority (the slice run for the guide)
 set -u
 lane=$1
 out=${2:-runs/sleepers}
@@ -27,6 +28,15 @@ case $lane in
         done
       done
     done ;;
+  priority)  # what the guide's tables were measured with, beyond the middle target+camo/many
+    cell "new-middle-omni_camo_many-age8-w0" "${new[@]}" --targets middle \
+      --families omni+camo/many --attack-age 8 --warmup 0
+    cell "new-top-target_camo_many-age8-w0" "${new[@]}" --targets top \
+      --families target+camo/many --attack-age 8 --warmup 0
+    cell "new-middle-omni_camo_many-age8-w100" "${new[@]}" --targets middle \
+      --families omni+camo/many --attack-age 8 --warmup 100
+    cell "new-bottom-target_camo_many-age8-w0" "${new[@]}" --targets bottom \
+      --families target+camo/many --attack-age 8 --warmup 0 ;;
   honest)  # warm-up drawn like an honest annotator's
     for age in 8 30; do
       for w in 50 100; do

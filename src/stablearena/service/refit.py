@@ -182,12 +182,13 @@ def published_ages(payload: dict[str, Any]) -> dict[str, float] | None:
 
 def trust_options(config: dict[str, Any], ages: dict[str, float] | None = None) -> dict[str, Any]:
     """The bounded-influence rule of an arena configuration (``ability_cap``,
-    ``trust_ramp_votes``, ``trust_ramp_days``; absent — a fit published before they existed —
-    or 0: off) with the accounts' ``ages`` in days (None: no age ramp)."""
+    ``trust_ramp_votes``, ``trust_ramp_days``, ``trust_record_days``; absent — a fit published
+    before they existed — or 0: off) with the accounts' ``ages`` in days (None: no day rules)."""
     return {
         "cap": config.get("ability_cap"),
         "ramp_votes": config.get("trust_ramp_votes"),
         "ramp_days": config.get("trust_ramp_days"),
+        "record_days": config.get("trust_record_days"),
         "ages": ages,
     }
 
