@@ -29,6 +29,10 @@ case $lane in
       done
     done ;;
   priority)  # what the guide's tables were measured with, beyond the middle target+camo/many
+    for w in 50 0; do  # the new rule keeping small accounts (δ 10) and without the vote ramp
+      cell "new-d10-noramp-middle-target_camo_many-age8-w$w" "${new[@]}" --min-records 10 \
+        --ramp-votes 0 --targets middle --families target+camo/many --attack-age 8 --warmup "$w"
+    done
     cell "new-middle-omni_camo_many-age8-w0" "${new[@]}" --targets middle \
       --families omni+camo/many --attack-age 8 --warmup 0
     cell "new-top-target_camo_many-age8-w0" "${new[@]}" --targets top \
@@ -37,6 +41,14 @@ case $lane in
       --families omni+camo/many --attack-age 8 --warmup 100
     cell "new-bottom-target_camo_many-age8-w0" "${new[@]}" --targets bottom \
       --families target+camo/many --attack-age 8 --warmup 0 ;;
+  record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
+    for w in 50 100; do
+      cell "new-rec365-middle-target_camo_many-age30-w$w" "${new[@]}" --record-days 365 \
+        --targets middle --families target+camo/many --attack-age 30 --warmup "$w"
+    done
+    cell "new-rec365-d10-noramp-middle-target_camo_many-age30-w50" "${new[@]}" --record-days 365 \
+      --min-records 10 --ramp-votes 0 --targets middle --families target+camo/many \
+      --attack-age 30 --warmup 50 ;;
   honest)  # warm-up drawn like an honest annotator's
     for age in 8 30; do
       for w in 50 100; do

@@ -324,7 +324,7 @@ def test_an_age_ramp_that_lowers_nobody_leaves_the_rule_off():
 
 
 # ------------------------------------------------------------------ sleepers: active days, record
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.floats(-10, 20), min_size=1, max_size=20),
     st.lists(st.floats(0, 400), min_size=1, max_size=20),
@@ -389,7 +389,7 @@ def test_active_days_replace_ages_and_an_idle_sleeper_earns_nothing_by_waiting()
         assert t["heavy"].weight == pytest.approx(w)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 3))
 def test_weightless_accounts_do_not_move_the_ability_fit(seed, n_bad):
     """Accounts without a day of record weigh 0 (:func:`weightless`): left out of the am-ELO
