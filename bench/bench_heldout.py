@@ -21,7 +21,7 @@ annotators' real volumes); ``cba`` — the rigging experiment's honest arenas (C
 counts at ``--fraction``, annotators of 20–200 votes, with their simulated ages and active days).
 
     python bench/bench_heldout.py [--seeds 10] [--arenas llmfao,cba] [--fraction 0.02]
-        [--deltas 50,20,10] [--parts] [--split votes|accounts]
+        [--deltas 50,20,10] [--parts] [--split votes|accounts] [--record-days 30]
 """
 
 from __future__ import annotations
@@ -90,12 +90,13 @@ def main() -> None:
     ap.add_argument("--arenas", default="llmfao,cba")
     ap.add_argument("--fraction", type=float, default=0.02)
     ap.add_argument("--deltas", default="50,20,10")
+    ap.add_argument("--record-days", type=float, default=30.0, help="the new rule's record")
     ap.add_argument("--split", choices=("votes", "accounts"), default="votes")
     ap.add_argument("--parts", action="store_true", help="also the new rule's parts at δ 10")
     args = ap.parse_args()
     deltas = [int(x) for x in args.deltas.split(",")]
     d = "am-elo+screen+influence+bounded"
-    rec = A.BOUNDED_RECORD_DAYS
+    rec = args.record_days
     # the parts of the new rule one by one (δ 10): no day ramp, no vote ramp, neither
     parts = {
         "new δ=10, no day ramp": {"ramp_days": 0.0},

@@ -3,12 +3,14 @@
 # "Sleepers"): per lane, one `stablearena experiment rigging` run per (rule, target, family,
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
-#   LANE: new | old | honest | families | topbottom | priority (the slice run for the guide)
+#   LANE: new | old | honest | families | topbottom | priority | record | default
+#   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
 out=${2:-runs/sleepers}
 common=(--seeds 10 --fraction 0.01 --precision 1.5 --defences m-elo,am-elo+screen+influence+bounded)
-new=(--trust-days active)                    # the new default: active days, record 30 days
+new=(--trust-days active --record-days 30)   # the first candidate: active days, record 30 days
+default=(--trust-days active --record-days 365)  # the new default: record 365 active days
 old=(--trust-days age --record-days 0)       # the rule before: days since creation, no record rule
 cell() {  # name, then rigging options
   local name=$1; shift
@@ -41,6 +43,11 @@ case $lane in
       --families omni+camo/many --attack-age 8 --warmup 100
     cell "new-bottom-target_camo_many-age8-w0" "${new[@]}" --targets bottom \
       --families target+camo/many --attack-age 8 --warmup 0 ;;
+  default)  # the new default (record 365 days) at the middle target
+    for w in 0 50 100; do
+      cell "new-rec365-middle-target_camo_many-age8-w$w" "${default[@]}" --targets middle \
+        --families target+camo/many --attack-age 8 --warmup "$w"
+    done ;;
   record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
     for w in 50 100; do
       cell "new-rec365-middle-target_camo_many-age30-w$w" "${new[@]}" --record-days 365 \

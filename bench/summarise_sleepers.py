@@ -35,7 +35,7 @@ def main() -> None:
         rule = "old" if p.get("days") == "age" else "new"
         if rule == "new":
             extra = [
-                f"record {p['record_days']:g} d" if p.get("record_days") != 30 else "",
+                f"record {p['record_days']:g} d",
                 f"δ {p['min_records']}" if p.get("min_records", 50) != 50 else "",
                 "no vote ramp" if p.get("ramp_votes") == 0 else "",
             ]

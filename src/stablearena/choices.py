@@ -81,5 +81,7 @@ TRUST_RAMP_DAYS: float = 7.0
 #: honest annotator's (1): until then its weight is capped at min(cap, 1), however well it
 #: agrees with the board (:data:`stablearena.trust.DEFAULT_RECORD_DAYS`, the live arena's
 #: ``trust_record_days``, ``experiment rigging --record-days``). Chosen in
-#: docs/guides/rigging.md ("Sleepers").
-TRUST_RECORD_DAYS: float = 30.0
+#: docs/guides/rigging.md ("Sleepers"): at 30 days a sleeper 30 days old that warms up on
+#: every day reaches the record and weighs 2 (cheaper than on m-ELO); a year costs no honest
+#: accuracy measured there.
+TRUST_RECORD_DAYS: float = 365.0
