@@ -3,7 +3,7 @@
 # "Sleepers"): per lane, one `stablearena experiment rigging` run per (rule, target, family,
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
-#   LANE: new | old | honest | families | topbottom | priority | record | default
+#   LANE: new | old | honest | families | topbottom | priority | record | default | default2
 #   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
@@ -48,6 +48,12 @@ case $lane in
       cell "new-rec365-middle-target_camo_many-age8-w$w" "${default[@]}" --targets middle \
         --families target+camo/many --attack-age 8 --warmup "$w"
     done ;;
+  default2)  # the new default: top and bottom, then every family of the last round at age 0
+    for t in top bottom; do
+      cell "new-rec365-$t-target_camo_many-age30-w100" "${default[@]}" --targets "$t" \
+        --families target+camo/many --attack-age 30 --warmup 100
+    done
+    cell "new-rec365-middle-all-age0-w0" "${default[@]}" --targets middle --attack-age 0 ;;
   record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
     for w in 50 100; do
       cell "new-rec365-middle-target_camo_many-age30-w$w" "${new[@]}" --record-days 365 \

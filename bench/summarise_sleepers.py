@@ -28,10 +28,15 @@ def main() -> None:
         "account-days +10 |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for f in sorted(glob.glob(f"{root}/*.json")):
+
+    def order(f):  # by target, family, then the rule
         p = json.load(open(f))
-        rows = {r["defence"]: r for r in p["summary"]}
-        base = rows.get("m-elo")
+        r = p["summary"][0]
+        return ({"top": 0, "middle": 1, "bottom": 2}[r["target"]], r["family"], f)
+
+    for f in sorted(glob.glob(f"{root}/*.json"), key=order):
+        p = json.load(open(f))
+        bases = {(r["family"], r["target"]): r for r in p["summary"] if r["defence"] == "m-elo"}
         rule = "old" if p.get("days") == "age" else "new"
         if rule == "new":
             extra = [
@@ -40,10 +45,13 @@ def main() -> None:
                 "no vote ramp" if p.get("ramp_votes") == 0 else "",
             ]
             rule = ", ".join(["new", *[e for e in extra if e]])
+            if rule == "new, record 365 d":
+                rule = "**new default** (record 365 d)"
         mode = p.get("warmup_mode", "board") if p.get("warmup") else ""
-        for d, r in rows.items():
-            if d == "m-elo":
+        for r in p["summary"]:
+            if r["defence"] == "m-elo":
                 continue
+            base = bases[(r["family"], r["target"])]
             levels = (1, 3, 10)
             melo = " / ".join(
                 f"{fmt(base[f'votes_{L}'], None, base[f'censored_{L}'])} "
