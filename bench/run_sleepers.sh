@@ -3,7 +3,7 @@
 # "Sleepers"): per lane, one `stablearena experiment rigging` run per (rule, target, family,
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
-#   LANE: new | old | honest | families | topbottom | priority | record | default | default2
+#   LANE: new | old | honest | families | topbottom | priority | record | default | default2 | extra
 #   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
@@ -54,6 +54,16 @@ case $lane in
         --families target+camo/many --attack-age 30 --warmup 100
     done
     cell "new-rec365-middle-all-age0-w0" "${default[@]}" --targets middle --attack-age 0 ;;
+  extra)  # the default at the top and bottom at age 8; δ 10 without vote ramp at record 365
+    for t in top bottom; do
+      cell "new-rec365-$t-target_camo_many-age8-w0" "${default[@]}" --targets "$t" \
+        --families target+camo/many --attack-age 8 --warmup 0
+    done
+    for w in 0 100; do
+      cell "new-rec365-d10-noramp-middle-target_camo_many-age8-w$w" "${default[@]}" \
+        --min-records 10 --ramp-votes 0 --targets middle --families target+camo/many \
+        --attack-age 8 --warmup "$w"
+    done ;;
   record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
     for w in 50 100; do
       cell "new-rec365-middle-target_camo_many-age30-w$w" "${new[@]}" --record-days 365 \
