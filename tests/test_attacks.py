@@ -350,3 +350,72 @@ def test_attacker_accounts_created_today_lift_nothing_under_the_age_ramp(arena):
     # accounts created for the attack weigh 0 — their votes still move the honest annotators'
     # abilities a little (am-ELO fits those with every vote), which lifts it a few places here
     assert melo >= 10 and lifts[30.0] >= melo // 2 and lifts[0.0] <= melo // 3, (melo, lifts)
+
+
+def test_sleepers_idle_since_sign_up_weigh_little_under_active_days(arena):
+    """Accounts created 8 days before the attack and left idle: the age ramp (days since sign-up)
+    gives them full weight — the target climbs about as on m-ELO — while counted in active days
+    (one: the attack's) they weigh 1/7 and lift it no more than a third as far."""
+    import warnings
+
+    from stablearena import StableArenaWarning
+
+    assert arena.active_days is not None and arena.active_days.min() >= 1
+    assert np.all(arena.active_days <= np.floor(arena.ages) + 1)
+    x0 = A.m_elo_scores(arena.counts)
+    target = int(np.argsort(-x0)[64])
+    stream = A.attack_stream(arena, target, A.Family.parse("target+camo/few"), 1500, seed=3)
+    c = A.merge_counts(arena.counts, stream.counts(1500, arena.models, arena))
+    d = "am-elo+screen+influence+bounded"
+    lifts = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StableArenaWarning)
+        honest_am = A._screened_am_elo(arena.counts, None)
+        for days in ("age", "active"):
+            fits = A._Fits(x_melo=x0, ramp_days=7.0, record_days=30.0, honest_am=honest_am)
+            honest = A._honest_days(arena, days)
+            A._set_days(fits, days, honest)
+            rank0 = A._rank_of(A.defence_scores(d, arena.counts, fits)[0], target)
+            mine = 8.0 if days == "age" else 1.0  # 8 days old; voted on one day
+            A._set_days(fits, days, {**honest, **{f"x{k:05d}": mine for k in range(5)}})
+            lifts[days] = rank0 - A._rank_of(A.defence_scores(d, c, fits, key=1)[0], target)
+        melo = A._rank_of(x0, target) - A._rank_of(A.m_elo_scores(c), target)
+    assert melo >= 10 and lifts["age"] >= melo // 2 and lifts["active"] <= melo // 3, (
+        melo,
+        lifts,
+    )
+
+
+def test_sleeper_warmup_is_counted_in_the_cost_and_agrees_with_the_board(arena):
+    x0 = A.m_elo_scores(arena.counts)
+    warm = A.warmup_votes(arena, x0, 20, 5, mode="board", seed=1)
+    i, j = arena.pair_i[warm.row], arena.pair_j[warm.row]
+    winner = np.where(warm.outcome == 0, i, j)
+    loser = np.where(warm.outcome == 0, j, i)
+    assert len(warm.row) == 100 and np.all(x0[winner] >= x0[loser])
+    honest = A.warmup_votes(arena, x0, 20, 3, mode="honest", seed=1)
+    assert set(np.unique(honest.outcome)) <= {0, 1, 2}
+    with pytest.raises(InputError, match="warm-up mode"):
+        A.warmup_votes(arena, x0, 20, 3, mode="agree")
+    target = int(np.argsort(-x0)[64])
+    stream = A.attack_stream(arena, target, A.Family.parse("target+camo/few"), 40, seed=3)
+    c = stream.counts(12, arena.models, arena, warm)
+    per = np.bincount(c.annotator, c.totals)
+    # 12 attack votes round-robin over 5 accounts (3, 3, 2, 2, 2), each with its 20 warm-up votes
+    assert stream.n_accounts(12) == 5 and list(per) == [23, 23, 22, 22, 22]
+    assert list(np.bincount(stream.counts(3, arena.models, arena, warm).annotator)) != []
+    assert stream.counts(3, arena.models, arena, warm).totals.sum() == 3 + 20 * 3
+    # the bookkeeping of a run: votes = attack votes + warm-up of the accounts used
+    recs = A.run_seed(
+        arena,
+        seed=0,
+        families=[A.Family.parse("target+camo/few")],
+        defences=("m-elo",),
+        targets=("middle",),
+        levels=(1,),
+        max_votes=200,
+        precision=2.0,
+    )
+    (r,) = recs
+    assert r["warmup"] == 0 and r["votes_1"] == r["attack_votes_1"]
+    assert r["account_days_1"] == r["accounts_1"] * 1.0

@@ -135,7 +135,7 @@ def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
     import sqlalchemy as sa
 
     from stablearena.service.store.tables import annotators, meta
-    from stablearena.trust import DEFAULT_RAMP_DAYS
+    from stablearena.trust import DEFAULT_RAMP_DAYS, DEFAULT_RECORD_DAYS
 
     url = f"sqlite:///{tmp_path / 'arena.db'}"
     tc, admin = open_arena(url, policy="warn", ability_threshold=0.0)
@@ -165,8 +165,10 @@ def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
         rows = {r["annotator"]: r for r in ann["annotators"]}
         fresh = rows["fresh"]
         assert fresh["age_days"] == pytest.approx(1.0, abs=0.01)
+        # under DEFAULT_RECORD_DAYS of record no account weighs more than 1 (the record rule)
+        assert fresh["age_days"] < DEFAULT_RECORD_DAYS
         assert fresh["weight"] == pytest.approx(
-            min(max(fresh["ability"], 0), DEFAULT_CAP) * fresh["age_days"] / DEFAULT_RAMP_DAYS
+            min(max(fresh["ability"], 0), 1.0) * fresh["age_days"] / DEFAULT_RAMP_DAYS
         )
         assert f"young: weight ramps until {DEFAULT_RAMP_DAYS:g} days old" in fresh["trust"]
         for k in range(4):
@@ -176,7 +178,12 @@ def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
         fit = exported_am_elo(admin, tmp_path)
         ages = {n: r["age_days"] for n, r in rows.items()}
         want_fit = bounded_fit(
-            fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES, ages=ages, ramp_days=7.0
+            fit,
+            cap=DEFAULT_CAP,
+            ramp_votes=DEFAULT_RAMP_VOTES,
+            ages=ages,
+            ramp_days=7.0,
+            record_days=DEFAULT_RECORD_DAYS,
         )
         old = bounded_fit(fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES)
         assert not np.allclose(want_fit.scores, old.scores, atol=1e-4)

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena.trust import account_weights
@@ -321,3 +321,110 @@ def test_an_age_ramp_that_lowers_nobody_leaves_the_rule_off():
     assert bounded_fit(fit, cap=0, ramp_votes=0, ages=old, ramp_days=7) is fit
     young = {**old, "h0": 1.0}
     assert bounded_fit(fit, cap=0, ramp_votes=0, ages=young, ramp_days=7) is not fit
+
+
+# ------------------------------------------------------------------ sleepers: active days, record
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(-10, 20), min_size=1, max_size=20),
+    st.lists(st.floats(0, 400), min_size=1, max_size=20),
+    st.floats(1.5, 5),
+    st.floats(1, 100),
+)
+def test_no_account_weighs_more_than_an_honest_one_before_its_record(abilities, days, cap, rec):
+    k = min(len(abilities), len(days))
+    a, t = np.array(abilities[:k]), np.array(days[:k])
+    n = np.full(k, 1000.0)
+    w = account_weights(a, n, cap=cap, ramp_votes=100, ages=t, ramp_days=7, record_days=rec)
+    assert np.all(w >= 0) and np.all(w <= cap)
+    assert np.all(w[t < rec] <= 1.0)  # before its record: no more than an honest annotator
+    # and a record reached: the cap again (no day ramp here)
+    long = account_weights(a, n, cap=cap, ages=np.full(k, rec), ramp_days=0, record_days=rec)
+    np.testing.assert_allclose(long, np.clip(a, 0, cap))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.floats(-2, 20),
+    st.floats(0, 60),
+    st.floats(0, 60),
+    st.floats(0, 300),
+    st.sampled_from([0.0, 7.0, 30.0]),
+    st.sampled_from([0.0, 30.0, 60.0]),
+)
+def test_weight_grows_with_active_days(ability, d1, d2, votes, ramp_days, record_days):
+    lo, hi = sorted((d1, d2))
+    w = account_weights(
+        np.array([ability, ability]),
+        np.array([votes, votes]),
+        cap=2.0,
+        ramp_votes=100,
+        ages=np.array([lo, hi]),
+        ramp_days=ramp_days,
+        record_days=record_days,
+    )
+    assert w[0] <= w[1]
+
+
+def test_active_days_replace_ages_and_an_idle_sleeper_earns_nothing_by_waiting():
+    from stablearena.trust import account_trust, bounded_fit
+
+    fit = am_elo_fit(small_arena())
+    old = {n: 400.0 for n in fit.annotators}
+    # heavy: created 400 days ago (a sleeper), voted on 1 day; agreeing made its ability > 2
+    active = {n: 40.0 for n in fit.annotators} | {"heavy": 1.0}
+    rule = {"cap": 2.0, "ramp_votes": 100, "ramp_days": 7, "record_days": 30}
+    by_age = bounded_fit(fit, ages=old, **rule)
+    by_days = bounded_fit(fit, ages=old, active_days=active, **rule)
+    assert by_age is fit or by_age.params.get("trust_days") in (None, "age")
+    assert by_days.params["trust_days"] == "active" and "active days" in by_days.notes[-1]
+    trust = {t.annotator: t for t in account_trust(fit, active_days=active, **rule)}
+    heavy = trust["heavy"]
+    assert heavy.ability > 2 and heavy.weight == pytest.approx(1 / 7) and heavy.aged
+    assert "capped at 1 until 30 active days of record (1 so far" in heavy.reason
+    assert "young: weight ramps until 7 active days (1 so far)" in heavy.reason
+    # 29 active days: still no more than 1; 30: the cap
+    for d, w in ((29.0, 1.0), (30.0, 2.0)):
+        t = {x.annotator: x for x in account_trust(fit, active_days={**active, "heavy": d}, **rule)}
+        assert t["heavy"].weight == pytest.approx(w)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 3))
+def test_weightless_accounts_do_not_move_the_ability_fit(seed, n_bad):
+    """Accounts without a day of record weigh 0 (:func:`weightless`): left out of the am-ELO
+    fit, their votes — however many, whatever they say — change no ability and no score."""
+    import warnings
+
+    from stablearena.battles import Battles
+    from stablearena.raters.annotator import AmElo
+    from stablearena.trust import weightless
+
+    base = small_arena(seed % 3)
+    rng = np.random.default_rng(seed)
+    rows = [(int(a), int(b)) for a, b in (rng.choice(6, 2, replace=False) for _ in range(300))]
+    a, b = zip(*rows, strict=True)
+    bad_names = [f"flood{k}" for k in range(n_bad)]
+    flood = Battles.from_arrays(
+        np.array(a),
+        np.array(b),
+        np.where(np.array(a) < np.array(b), 0, 1),  # m0 > m1 > …: against the truth
+        models=base.models,
+        annotator=[bad_names[k % n_bad] for k in range(300)],
+    )
+    both = base.counts(by_annotator=True)
+    from stablearena.attacks import merge_counts
+
+    both = merge_counts(both, flood.counts(by_annotator=True))
+    active = {n: 10.0 for n in base.annotators}
+    out = weightless(both.annotators, active_days=active, ramp_days=7)
+    assert out == frozenset(bad_names)
+    assert weightless(both.annotators, active_days=active, ramp_days=0) == frozenset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = AmElo(min_records=0).fit(base.counts(by_annotator=True))
+        fit = AmElo(min_records=0).fit(both, exclude=out)
+    got = dict(zip(fit.annotators, fit.abilities, strict=True))
+    for name, ab in zip(ref.annotators, ref.abilities, strict=True):
+        assert got[name] == pytest.approx(ab, abs=1e-6)
+    np.testing.assert_allclose(fit.scores, ref.scores, atol=1e-6)

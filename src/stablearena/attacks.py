@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .battles import PairCounts
-from .choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES
+from .choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES, TRUST_RECORD_DAYS
 from .errors import InputError, StableArenaWarning
 from .influence import (
     INFLUENCE_ABILITY_CAP,
@@ -135,7 +135,8 @@ class HonestArena:
     ``truth``: m-ELO scores (natural units) on the full source counts; ``pair_i``/``pair_j``:
     the source's pairs, served with probabilities ``serve``; ``outcome_p``: each pair's
     empirical (i wins, j wins, tie) frequencies (both kinds of tie pooled); ``ages``: each
-    honest annotator's account age in days (:func:`honest_arena`).
+    honest annotator's account age in days, ``active_days``: the number of distinct days on
+    which it voted (:func:`honest_arena`).
     """
 
     counts: PairCounts
@@ -147,6 +148,7 @@ class HonestArena:
     volumes: np.ndarray
     fraction: float
     ages: np.ndarray | None = None
+    active_days: np.ndarray | None = None
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -159,6 +161,21 @@ class HonestArena:
 
 #: Honest accounts' ages in the simulation: uniform on [0, this many] days.
 HONEST_MAX_AGE_DAYS: float = 365.0
+#: Honest accounts' votes per active day in the simulation: log-uniform on this range (an
+#: assumption — no log at hand records sessions; docs/guides/rigging.md, "Sleepers").
+HONEST_VOTES_PER_DAY: tuple[float, float] = (2.0, 20.0)
+
+
+def honest_active_days(
+    volumes: np.ndarray, ages: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Distinct days with a vote of honest accounts with ``volumes`` votes and ``ages`` days:
+    each votes r per active day, r log-uniform on :data:`HONEST_VOTES_PER_DAY`, on at most
+    ⌊age⌋ + 1 days — min(⌊age⌋ + 1, ⌈n / r⌉)."""
+    lo, hi = HONEST_VOTES_PER_DAY
+    r = np.exp(rng.uniform(math.log(lo), math.log(hi), len(volumes)))
+    days = np.ceil(np.asarray(volumes, float) / r)
+    return np.maximum(1.0, np.minimum(np.floor(np.asarray(ages, float)) + 1.0, days))
 
 
 def _source_counts(source: str | Path | PairCounts) -> PairCounts:
@@ -201,7 +218,7 @@ def honest_arena(
     ``fraction``, spread over annotators with log-uniform volumes in ``volumes``; each
     annotator's account age uniform on [0, ``max_age_days``] days (accounts created at a
     constant rate over that time; drawn from a stream of its own, so the votes do not depend
-    on it)."""
+    on it) and its active days (:func:`honest_active_days`, a third stream)."""
     if not 0 < fraction <= 1:
         raise InputError(f"fraction must lie in (0, 1], not {fraction!r}.")
     full = _source_counts(source)
@@ -240,6 +257,7 @@ def honest_arena(
     names = tuple(f"h{k:05d}" for k in range(len(vols)))
     counts = _counts_from_votes(full, row, oc, ann, names)
     ages = np.random.default_rng((seed, 1)).uniform(0.0, max_age_days, len(vols))
+    active = honest_active_days(vols, ages, np.random.default_rng((seed, 2)))
     return HonestArena(
         counts=counts,
         truth=truth,
@@ -250,6 +268,7 @@ def honest_arena(
         volumes=vols,
         fraction=float(fraction),
         ages=ages,
+        active_days=active,
     )
 
 
@@ -339,10 +358,17 @@ class AttackStream:
     served: np.ndarray
     greedy: np.ndarray
 
-    def counts(self, n_votes: int, models: tuple[str, ...], full: HonestArena) -> PairCounts:
-        """The first ``n_votes`` votes as pair × account counts (accounts ``x00000``…)."""
+    def counts(
+        self,
+        n_votes: int,
+        models: tuple[str, ...],
+        full: HonestArena,
+        warmup: Warmup | None = None,
+    ) -> PairCounts:
+        """The first ``n_votes`` votes as pair × account counts (accounts ``x00000``…), with
+        the ``warmup`` votes of every account they use (cast before the attack)."""
         acc = self.account[:n_votes]
-        n_acc = int(acc.max()) + 1 if n_votes else 0
+        n_acc = self.n_accounts(n_votes)
         names = tuple(f"x{k:05d}" for k in range(n_acc))
         src = PairCounts(
             models=models,
@@ -353,7 +379,63 @@ class AttackStream:
             ties=np.zeros(len(full.pair_i)),
             ties_both_bad=np.zeros(len(full.pair_i)),
         )
-        return _counts_from_votes(src, self.row[:n_votes], self.outcome[:n_votes], acc, names)
+        row, oc = self.row[:n_votes], self.outcome[:n_votes]
+        if warmup is not None and warmup.per_account and n_acc:
+            k = n_acc * warmup.per_account
+            row = np.concatenate([warmup.row[:k], row])
+            oc = np.concatenate([warmup.outcome[:k], oc])
+            acc = np.concatenate([np.repeat(np.arange(n_acc), warmup.per_account), acc])
+        return _counts_from_votes(src, row, oc, acc, names)
+
+    def n_accounts(self, n_votes: int) -> int:
+        """Accounts the first ``n_votes`` votes use."""
+        return int(self.account[:n_votes].max()) + 1 if n_votes else 0
+
+
+@dataclass(frozen=True, eq=False)
+class Warmup:
+    """A sleeper's warm-up: ``per_account`` votes cast by every attacker account before the
+    attack (``row``, ``outcome``: account k's are entries k·per_account … (k + 1)·per_account −
+    1), ``mode`` ``"board"`` (the public board's favourite wins every battle: votes that agree
+    with the board, raising the account's am-ELO ability) or ``"honest"`` (drawn like an honest
+    annotator's) — :func:`warmup_votes`."""
+
+    per_account: int
+    mode: str
+    row: np.ndarray
+    outcome: np.ndarray
+
+
+#: Warm-up modes of :func:`warmup_votes` (``experiment rigging --warmup-mode``).
+WARMUP_MODES: tuple[str, ...] = ("board", "honest")
+
+
+def warmup_votes(
+    arena: HonestArena,
+    board: np.ndarray,
+    per_account: int,
+    n_accounts: int,
+    *,
+    mode: str = "board",
+    seed: int = 0,
+) -> Warmup:
+    """``per_account`` warm-up votes for each of ``n_accounts`` accounts on battles served at
+    the arena's pair frequencies: ``"board"`` — the model ahead on ``board`` (the public
+    leaderboard's scores) wins; ``"honest"`` — the outcome drawn from the pair's empirical
+    frequencies, as an honest annotator's."""
+    if mode not in WARMUP_MODES:
+        raise InputError(f"warm-up mode {mode!r}: choose {' or '.join(WARMUP_MODES)}.")
+    if per_account < 0:
+        raise InputError(f"warm-up votes per account must be ≥ 0, not {per_account}.")
+    rng = np.random.default_rng((seed, 7))
+    n = per_account * n_accounts
+    r = rng.choice(len(arena.pair_i), size=n, p=arena.serve)
+    if mode == "board":
+        oc = np.where(board[arena.pair_i[r]] >= board[arena.pair_j[r]], _WIN_I, _WIN_J)
+    else:
+        cum_p = np.cumsum(arena.outcome_p[r], axis=1)
+        oc = (rng.random(n)[:, None] > cum_p).sum(axis=1).clip(0, 2)
+    return Warmup(per_account, mode, r.astype(np.int64), oc.astype(np.int64))
 
 
 def _accounts(n: int, family: Family, rng: np.random.Generator, min_records: int) -> np.ndarray:
@@ -486,8 +568,13 @@ DEFENCES: tuple[str, ...] = (
 #: docs/guides/rigging.md chooses the values: the defaults of :mod:`stablearena.trust`.
 BOUNDED_CAP: float = TRUST_CAP
 BOUNDED_RAMP_VOTES: float = TRUST_RAMP_VOTES
-#: The age ramp of the ``+bounded`` defences: × min(1, age in days / ``ramp_days``).
+#: The day ramp of the ``+bounded`` defences: × min(1, days of record / ``ramp_days``).
 BOUNDED_RAMP_DAYS: float = TRUST_RAMP_DAYS
+#: The record rule of the ``+bounded`` defences: weight ≤ 1 before ``record_days`` of record.
+BOUNDED_RECORD_DAYS: float = TRUST_RECORD_DAYS
+#: What the day rules of the ``+bounded`` defences count: ``"active"`` (distinct days with a
+#: vote, the default rule) or ``"age"`` (days since creation, the rule before sleepers).
+TRUST_DAYS: tuple[str, ...] = ("active", "age")
 
 
 def _rank_of(x: np.ndarray, target: int) -> int:
@@ -510,6 +597,9 @@ class _Fits:
     ramp_votes: float = BOUNDED_RAMP_VOTES
     ramp_days: float = 0.0
     ages: dict[str, float] | None = None
+    active_days: dict[str, float] | None = None
+    record_days: float = 0.0
+    min_records: int = 50
 
 
 def _screened_am_elo(
@@ -602,7 +692,9 @@ def defence_scores(
         if defence.startswith("am-elo+screen"):
             fit = fits.screened.get(key) if key is not None else None
             if fit is None:
-                fit = _screened_am_elo(counts, fits.honest_am, excluded=fits.pre_excluded)
+                fit = _screened_am_elo(
+                    counts, fits.honest_am, fits.min_records, excluded=fits.pre_excluded
+                )
                 if key is not None:
                     fits.screened[key] = fit
             excl = {fit.annotators[k] for k, st in enumerate(fit.status) if st == "excluded"}
@@ -614,7 +706,7 @@ def defence_scores(
             if defence.startswith("am-elo+screen+influence"):
                 got = fits.influenced.get(key) if key is not None else None
                 if got is None:
-                    got = _influence_screened(counts, fit, excl)
+                    got = _influence_screened(counts, fit, excl, fits.min_records)
                     if key is not None:
                         fits.influenced[key] = got
                 fit, names = got
@@ -628,13 +720,17 @@ def defence_scores(
                     ramp_votes=fits.ramp_votes,
                     ages=fits.ages,
                     ramp_days=fits.ramp_days,
+                    active_days=fits.active_days,
+                    record_days=fits.record_days,
                 )
             if defence in DEFENCES:
                 return _full_scores(fit, counts.models), excl
     raise InputError(f"unknown defence {defence!r}; choose from {', '.join(DEFENCES)}.")
 
 
-def _influence_screened(counts: PairCounts, fit: Any, excl: set[str]) -> tuple[Any, set[str]]:
+def _influence_screened(
+    counts: PairCounts, fit: Any, excl: set[str], min_records: int = 50
+) -> tuple[Any, set[str]]:
     """The influence screening after today's (module docstring): the accounts of the screened
     am-ELO ``fit`` flagged by :func:`account_influence` (judged at abilities clipped to
     [0, :data:`INFLUENCE_ABILITY_CAP`]) excluded and the screening repeated; the new fit and the
@@ -645,7 +741,10 @@ def _influence_screened(counts: PairCounts, fit: Any, excl: set[str]) -> tuple[A
     names = {sub.annotators[k] for k in np.flatnonzero(infl.flagged)}  # type: ignore[index]
     if not names:
         return fit, set()
-    return _screened_am_elo(_without(counts, names), fit, excluded=frozenset(excl)), names
+    return (
+        _screened_am_elo(_without(counts, names), fit, min_records, excluded=frozenset(excl)),
+        names,
+    )
 
 
 def votes_needed(
@@ -751,39 +850,71 @@ def run_seed(
     ramp_votes: float = BOUNDED_RAMP_VOTES,
     ramp_days: float = BOUNDED_RAMP_DAYS,
     attack_age: float = 0.0,
+    warmup: int = 0,
+    warmup_mode: str = "board",
+    attack_days: float = 1.0,
+    record_days: float = BOUNDED_RECORD_DAYS,
+    days: str = "active",
+    min_records: int = 50,
     log: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Votes (and battles served) needed to lift each target by each level under each defence,
     one record per (family, target, defence). ``max_votes`` defaults to 25 % of the honest
     arena's votes. Costs are found to ``precision`` (a factor: doubling from 1 vote, then
-    bisecting each bracket geometrically, :func:`votes_needed`); ``cap``, ``ramp_votes`` and
-    ``ramp_days``: the bounded influence of the ``+bounded`` defences, whose age ramp reads the
-    honest annotators' ages (``arena.ages``) and the attacker accounts' age ``attack_age`` (in
-    days; 0: created for the attack)."""
+    bisecting each bracket geometrically, :func:`votes_needed`); ``cap``, ``ramp_votes``,
+    ``ramp_days`` and ``record_days``: the bounded influence of the ``+bounded`` defences, whose
+    day rules read ``days`` — ``"active"``: each account's distinct days with a vote (honest:
+    ``arena.active_days``), ``"age"``: days since creation (honest: ``arena.ages``).
+
+    **Sleepers**: the attacker's accounts were created ``attack_age`` days before the board is
+    read; each casts ``warmup`` votes before the attack (:func:`warmup_votes`, ``warmup_mode``),
+    one a day at most over its age — its active days are min(⌊age⌋, warm-up votes) + the
+    ``attack_days`` over which it casts its attack votes. The warm-up is the attacker's cost:
+    ``votes_L`` counts the warm-up votes of the accounts the attack has used by then
+    (``attack_votes_L``, ``warmup_L`` apart), ``accounts_L`` those accounts and
+    ``account_days_L`` their active days (the identity cost in days of voting). The first
+    defence in ``defences`` that is ``m-elo`` is measured without warm-up (an attacker of m-ELO
+    gains nothing by one): the baseline the others are paired with."""
     max_votes = max_votes or int(0.25 * arena.n_votes)
-    fits = _Fits(cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days)
-    honest_ages = _honest_ages(arena)
-    fits.ages = honest_ages
+    if days not in TRUST_DAYS:
+        raise InputError(f"days {days!r}: choose {' or '.join(TRUST_DAYS)}.")
+    fits = _Fits(
+        cap=cap,
+        ramp_votes=ramp_votes,
+        ramp_days=ramp_days,
+        record_days=record_days,
+        min_records=min_records,
+    )
+    honest_days = _honest_days(arena, days)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
         fits.x_melo = m_elo_scores(arena.counts)
         if any(d.startswith("am-elo") for d in defences):
-            fits.honest_am = _screened_am_elo(arena.counts, None)
+            fits.honest_am = _screened_am_elo(arena.counts, None, min_records)
             st = fits.honest_am.status
             fits.pre_excluded = frozenset(
                 n for k, n in enumerate(fits.honest_am.annotators) if st[k] == "excluded"
             )
+    _set_days(fits, days, honest_days)
     base = {d: defence_scores(d, arena.counts, fits) for d in defences}
+    a_days = min(math.floor(attack_age), warmup) + attack_days
     out = []
     cells = _attacks(arena, fits.x_melo, targets, families, max_votes, accuracy, seed)
     for tname, target, fam, stream in cells:
         fits.screened, fits.influenced = {}, {}
-        n_acc = int(stream.account.max()) + 1 if len(stream.account) else 0
-        if honest_ages is not None:  # an arena without ages: no age ramp
-            fits.ages = {**honest_ages, **{f"x{k:05d}": attack_age for k in range(n_acc)}}
+        n_acc = stream.n_accounts(len(stream.account))
+        warm = (
+            warmup_votes(arena, fits.x_melo, warmup, n_acc, mode=warmup_mode, seed=seed)
+            if warmup
+            else None
+        )
+        if honest_days is not None:  # an arena without days: no day rules
+            mine = {f"x{k:05d}": a_days if days == "active" else attack_age for k in range(n_acc)}
+            _set_days(fits, days, {**honest_days, **mine})
         for d in defences:
             rank0 = _rank_of(base[d][0], target)
             excluded_at: dict[int, int] = {}
+            w = None if d == "m-elo" else warm
 
             def lift(
                 v: int,
@@ -792,13 +923,16 @@ def run_seed(
                 stream: AttackStream = stream,
                 excluded_at: dict[int, int] = excluded_at,
                 target: int = target,
+                w: Warmup | None = w,
             ) -> int:
-                c = merge_counts(arena.counts, stream.counts(v, arena.models, arena))
-                x, excl = defence_scores(d, c, fits, key=v)
+                c = merge_counts(arena.counts, stream.counts(v, arena.models, arena, w))
+                # the warm-up's screened fits differ from the bare attack's: keys apart
+                x, excl = defence_scores(d, c, fits, key=v if w is None else -v)
                 excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
                 return rank0 - _rank_of(x, target)
 
             need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
+            per = w.per_account if w is not None else 0
             rec: dict[str, Any] = {
                 "seed": seed,
                 "target": tname,
@@ -809,20 +943,54 @@ def run_seed(
                 "max_votes": max_votes,
                 "fraction": arena.fraction,
                 "precision": precision,
+                "attack_age": attack_age,
+                "warmup": per,
+                "warmup_mode": warmup_mode if per else None,
+                "attack_days": attack_days,
             }
             if d.endswith("+bounded"):
                 rec.update(
-                    cap=cap, ramp_votes=ramp_votes, ramp_days=ramp_days, attack_age=attack_age
+                    cap=cap,
+                    ramp_votes=ramp_votes,
+                    ramp_days=ramp_days,
+                    record_days=record_days,
+                    days=days,
+                    min_records=min_records,
                 )
             for level, v in need.items():
-                rec[f"votes_{level}"] = v
+                k = stream.n_accounts(v) if v else None
+                rec[f"votes_{level}"] = v + per * k if v else None  # type: ignore[operator]
+                rec[f"attack_votes_{level}"] = v
+                rec[f"warmup_{level}"] = per * k if v else None  # type: ignore[operator]
+                rec[f"accounts_{level}"] = k
+                days_k = attack_days if d == "m-elo" else a_days
+                rec[f"account_days_{level}"] = k * days_k if v else None  # type: ignore[operator]
                 rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
                 rec[f"excluded_accounts_{level}"] = excluded_at.get(v) if v else None
+            # the most the budget buys: the attack's votes plus the warm-up of all its accounts
+            rec["max_cost"] = max_votes + per * n_acc
             rec["fits"] = len(excluded_at)
             out.append(rec)
             if log:
                 log(f"seed {seed} {tname} {fam.name} {d}: {need}")
     return out
+
+
+def _honest_days(arena: HonestArena, days: str) -> dict[str, float] | None:
+    """The honest annotators' days of record by name — active days or ages (None: the arena
+    has none)."""
+    vals = arena.active_days if days == "active" else arena.ages
+    if vals is None:
+        return None
+    return dict(zip(arena.counts.annotators or (), map(float, vals), strict=True))
+
+
+def _set_days(fits: _Fits, days: str, values: dict[str, float] | None) -> None:
+    """The day rules' input: ``values`` as active days or as ages."""
+    if days == "active":
+        fits.active_days, fits.ages = values, None
+    else:
+        fits.ages, fits.active_days = values, None
 
 
 # ------------------------------------------------------------------------------ summaries
@@ -836,8 +1004,11 @@ def summarise(
     """One row per (family, target, defence): per level L the mean votes (and battles served)
     over seeds with its SE, the number of seeds where the attack did not reach L within the
     budget (``censored_L``; counted at the budget ``max_votes[seed]``, so the mean is then a
-    lower bound), and the mean over seeds of the cost ratio to ``baseline`` on the same seed,
-    with its SE (:func:`stablearena.metrics.paired_difference` of the ratios against 0)."""
+    lower bound; a sleeper's budget includes its warm-up, ``max_cost``), its median
+    (``votes_L_median``), the mean over seeds of the cost ratio to ``baseline`` on the same
+    seed, with its SE (:func:`stablearena.metrics.paired_difference` of the ratios against 0),
+    the median ratio (``ratio_L_median``) and the mean account-days of the seeds that reached L
+    (``account_days_L``)."""
     from .metrics import paired_difference
 
     max_votes = max_votes or {}
@@ -853,7 +1024,11 @@ def summarise(
 
             def votes(r: dict[str, Any], level: int = level) -> float:
                 v = r.get(f"votes_{level}")
-                return float(v) if v is not None else float(max_votes.get(r["seed"], np.nan))
+                if v is not None:
+                    return float(v)
+                if r.get("max_cost") is not None:  # a sleeper's budget: its warm-up included
+                    return float(r["max_cost"])
+                return float(max_votes.get(r["seed"], np.nan))
 
             v = np.array([votes(r) for r in group])
             served = np.array(
@@ -866,6 +1041,7 @@ def summarise(
                 if np.isfinite(v).sum() > 1
                 else None
             )
+            row[f"votes_{level}_median"] = float(np.nanmedian(v)) if np.isfinite(v).any() else None
             row[f"served_{level}"] = float(served.mean()) if len(served) else None
             row[f"censored_{level}"] = int(sum(r.get(f"votes_{level}") is None for r in group))
             ratios = [
@@ -878,8 +1054,12 @@ def summarise(
                 pdiff = paired_difference(ratios)
                 row[f"ratio_{level}"] = pdiff["mean_diff"]
                 row[f"ratio_{level}_se"] = pdiff["se"]
+                row[f"ratio_{level}_median"] = float(np.median(ratios))
             else:
                 row[f"ratio_{level}"] = row[f"ratio_{level}_se"] = None
+                row[f"ratio_{level}_median"] = None
+            days = [r[f"account_days_{level}"] for r in group if r.get(f"account_days_{level}")]
+            row[f"account_days_{level}"] = float(np.mean(days)) if days else None
         out.append(row)
     return out
 

@@ -23,6 +23,7 @@ __all__ = [
     "TRUST_CAP",
     "TRUST_RAMP_VOTES",
     "TRUST_RAMP_DAYS",
+    "TRUST_RECORD_DAYS",
 ]
 
 #: Rater name → the module that defines and registers it (imported on first use; a new rater
@@ -76,3 +77,11 @@ TRUST_RAMP_VOTES: float = 100.0
 #: arena's ``trust_ramp_days``, ``experiment rigging --ramp-days``). Chosen in
 #: docs/guides/rigging.md.
 TRUST_RAMP_DAYS: float = 7.0
+#: Active days (distinct UTC days with a vote) an account needs before its weight may exceed an
+#: honest annotator's (1): until then its weight is capped at min(cap, 1), however well it
+#: agrees with the board (:data:`stablearena.trust.DEFAULT_RECORD_DAYS`, the live arena's
+#: ``trust_record_days``, ``experiment rigging --record-days``). Chosen in
+#: docs/guides/rigging.md ("Sleepers"): at 30 days a sleeper 30 days old that warms up on
+#: every day reaches the record and weighs 2 (cheaper than on m-ELO); a year costs no honest
+#: accuracy measured there.
+TRUST_RECORD_DAYS: float = 365.0

@@ -5,13 +5,19 @@ An account that agrees with the leaderboard it is pushing earns a large ability 
 weight (docs/guides/rigging.md). Bounded influence caps that weight and lets it grow only as
 the account votes:
 
-    w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes) · min(1, t_k / ramp_days)
+    w_k = min(max(a_k, 0), c_k) · min(1, n_k / ramp_votes) · min(1, t_k / ramp_days),
+    c_k = cap when t_k ≥ record_days, else min(cap, 1),
 
-with n_k the account's vote count (its age in votes) and t_k its age in days (since it was
-created; the age factor is off when no ages are known or ``ramp_days`` is 0). The vote ramp
-cannot stop an attacker whose accounts vote like honest ones (their camouflage votes count
-towards the ramp); the age ramp makes an identity cost time: before ``ramp_days`` an account's
-votes weigh less, at age 0 nothing (docs/guides/rigging.md). The scores are then the Bradley–Terry
+with n_k the account's vote count (its age in votes) and t_k its record in days: the number of
+distinct UTC days on which it voted (``active_days``) when those are known, else its age in days
+since it was created (``ages``; the day factor is off when neither is known or ``ramp_days`` is
+0). The vote ramp cannot stop an attacker whose accounts vote like honest ones (their camouflage
+votes count towards the ramp); the day ramp makes an identity cost time: before ``ramp_days``
+days an account's votes weigh less, with no day nothing. Counted in *active* days an account
+left idle since sign-up (a sleeper) earns nothing by waiting: its record is the days it spent
+voting. And until its record reaches ``record_days`` no account weighs more than an honest
+annotator (1), however well its votes agree with the board — agreeing first is how a patient
+attacker inflates its am-ELO ability (docs/guides/rigging.md, "Sleepers"). The scores are then the Bradley–Terry
 maximum-likelihood estimate with those row coefficients held fixed,
 P(i beats j | k) = σ(w_k (x_i − x_j)) — the am-ELO likelihood with the abilities replaced by
 the bounded weights. With no ability above ``cap`` and ``ramp_votes`` ≤ every account's
@@ -39,6 +45,7 @@ __all__ = [
     "DEFAULT_CAP",
     "DEFAULT_RAMP_VOTES",
     "DEFAULT_RAMP_DAYS",
+    "DEFAULT_RECORD_DAYS",
     "AccountTrust",
     "account_trust",
     "account_weights",
@@ -46,6 +53,7 @@ __all__ = [
     "bounded_information",
     "bounded_weights",
     "bounded_scores",
+    "weightless",
     "OneStep",
     "one_step_update",
 ]
@@ -58,6 +66,8 @@ DEFAULT_CAP: float = choices.TRUST_CAP
 DEFAULT_RAMP_VOTES: float = choices.TRUST_RAMP_VOTES
 #: Days after which a new account weighs fully (its weight grows linearly with its age).
 DEFAULT_RAMP_DAYS: float = choices.TRUST_RAMP_DAYS
+#: Days of record (active days when known) before an account may weigh more than 1.
+DEFAULT_RECORD_DAYS: float = choices.TRUST_RECORD_DAYS
 
 
 def _off(value: float | None) -> bool:
@@ -73,19 +83,62 @@ def account_weights(
     ramp_votes: float | None = 0.0,
     ages: np.ndarray | None = None,
     ramp_days: float | None = 0.0,
+    record_days: float | None = 0.0,
 ) -> np.ndarray:
-    """w_k = min(max(a_k, 0), cap) · min(1, n_k / ramp_votes) · min(1, t_k / ramp_days) for
-    every account k (no cap when ``cap`` is None or ≤ 0, no vote ramp when ``ramp_votes`` is,
-    no age ramp when ``ramp_days`` is or ``ages`` — t_k in days, +∞ for an account that counts
-    as old — is None). Negative abilities weigh nothing (the account is screened)."""
-    a = np.clip(np.asarray(abilities, float), 0.0, math.inf if _off(cap) else cap)
+    """w_k = min(max(a_k, 0), c_k) · min(1, n_k / ramp_votes) · min(1, t_k / ramp_days) for
+    every account k, c_k = ``cap`` when t_k ≥ ``record_days`` and min(``cap``, 1) before (no cap
+    when ``cap`` is None or ≤ 0, no vote ramp when ``ramp_votes`` is, no day ramp when
+    ``ramp_days`` is, no record rule when ``record_days`` is; without ``ages`` — t_k in days
+    of record, active days or days since creation, +∞ for an account that counts as old —
+    neither day rule applies). Negative abilities weigh nothing (the account is screened)."""
+    hi = math.inf if _off(cap) else float(cap)  # type: ignore[arg-type]
+    a = np.asarray(abilities, float)
+    t = None if ages is None else np.maximum(np.asarray(ages, float), 0.0)
+    if t is not None and not _off(record_days):
+        c = np.where(t >= record_days, hi, min(hi, 1.0))  # type: ignore[operator]
+        a = np.clip(a, 0.0, c)
+    else:
+        a = np.clip(a, 0.0, hi)
     with np.errstate(over="ignore"):  # a tiny ramp: n / ramp = inf, weight min(1, ·) = 1
         if not _off(ramp_votes):
             a = a * np.minimum(1.0, np.asarray(votes, float) / ramp_votes)  # type: ignore[operator]
-        if ages is not None and not _off(ramp_days):
-            t = np.maximum(np.asarray(ages, float), 0.0)
+        if t is not None and not _off(ramp_days):
             a = a * np.minimum(1.0, t / ramp_days)  # type: ignore[operator]
     return a
+
+
+def record_days_of(
+    names: Any,
+    ages: Mapping[str, float] | None,
+    active_days: Mapping[str, float] | None,
+) -> np.ndarray | None:
+    """t_k of every name: its ``active_days`` when those are given (a name they lack: 0, an
+    account that has not voted on any day counted), else its ``ages`` (a name they lack: 0, a
+    new account); None when neither is given."""
+    days = active_days if active_days is not None else ages
+    if days is None:
+        return None
+    return np.array([float(days.get(n, 0.0)) for n in names])
+
+
+def weightless(
+    names: Any,
+    *,
+    ages: Mapping[str, float] | None = None,
+    active_days: Mapping[str, float] | None = None,
+    ramp_days: float | None = DEFAULT_RAMP_DAYS,
+) -> frozenset[str]:
+    """The ``names`` whose day factor min(1, t_k / ``ramp_days``) is 0 (no day of record): they
+    weigh 0 whatever their votes, so they are left out of the ability fit too (an am-ELO fit
+    with them excluded, as accounts below δ votes are) — otherwise their votes move the other
+    accounts' abilities and, through them, the board (docs/guides/rigging.md)."""
+    if _off(ramp_days):
+        return frozenset()
+    names = tuple(names)
+    t = record_days_of(names, ages, active_days)
+    if t is None:
+        return frozenset()
+    return frozenset(n for n, d in zip(names, t, strict=True) if d <= 0)
 
 
 def _fit_votes(fit: Any) -> np.ndarray:
@@ -94,13 +147,15 @@ def _fit_votes(fit: Any) -> np.ndarray:
     return np.bincount(c.annotator, c.totals, len(c.annotators))
 
 
-def _fit_ages(fit: Any, ages: Mapping[str, float] | None) -> np.ndarray | None:
-    """t_k in days of every fitted account from ``ages`` (name → days; a name it lacks counts
-    as a new account, age 0), or None when no ages are known."""
-    if ages is None:
-        return None
+def _fit_ages(
+    fit: Any,
+    ages: Mapping[str, float] | None,
+    active_days: Mapping[str, float] | None = None,
+) -> np.ndarray | None:
+    """t_k in days of record of every fitted account (:func:`record_days_of`), or None when
+    neither ages nor active days are known."""
     names = fit.annotators
-    return np.array([float(ages.get(names[k], 0.0)) for k in fit._fit_annotators])
+    return record_days_of([names[k] for k in fit._fit_annotators], ages, active_days)
 
 
 def bounded_weights(
@@ -109,19 +164,29 @@ def bounded_weights(
     ramp_votes: float | None,
     ages: Mapping[str, float] | None = None,
     ramp_days: float | None = None,
+    active_days: Mapping[str, float] | None = None,
+    record_days: float | None = None,
 ) -> np.ndarray:
     """Each fitted account's bounded weight w_k (:func:`account_weights`; in the order of
-    ``fit._fit_annotators``) — its ability as fitted when the cap and both ramps are off (the
-    rule is off: am-ELO as it is, negative abilities included); an age ramp that lowers
-    nobody's weight (every account at least ``ramp_days`` old) counts as off."""
+    ``fit._fit_annotators``, days of record from ``active_days`` when given, else ``ages``) —
+    its ability as fitted when the cap, both ramps and the record rule are off (the rule is
+    off: am-ELO as it is, negative abilities included); day rules that lower nobody's weight
+    (every account at least ``ramp_days`` and ``record_days`` days of record) count as off."""
     a = fit.abilities[fit._fit_annotators]
-    t = None if ages is None or _off(ramp_days) else _fit_ages(fit, ages)
-    if t is not None and np.all(t >= ramp_days):  # every account old enough: no age ramp
-        t = None
+    days_on = not (_off(ramp_days) and _off(record_days))
+    t = _fit_ages(fit, ages, active_days) if days_on else None
+    if t is not None and np.all(t >= max(ramp_days or 0.0, record_days or 0.0)):
+        t = None  # every account has the record: no day rule
     if _off(cap) and _off(ramp_votes) and t is None:
         return np.array(a, float)
     return account_weights(
-        a, _fit_votes(fit), cap=cap, ramp_votes=ramp_votes, ages=t, ramp_days=ramp_days
+        a,
+        _fit_votes(fit),
+        cap=cap,
+        ramp_votes=ramp_votes,
+        ages=t,
+        ramp_days=ramp_days,
+        record_days=record_days,
     )
 
 
@@ -161,11 +226,14 @@ def bounded_scores(
     ramp_votes: float | None = 0.0,
     ages: Mapping[str, float] | None = None,
     ramp_days: float | None = 0.0,
+    active_days: Mapping[str, float] | None = None,
+    record_days: float | None = 0.0,
 ) -> np.ndarray:
     """The model scores of an am-ELO ``fit`` refitted with each account's weight bounded by
-    :func:`account_weights` (accounts' vote counts from the fit's counts, ages in days by name
-    from ``ages``)."""
-    return _solve(fit, bounded_weights(fit, cap, ramp_votes, ages, ramp_days))[0]
+    :func:`account_weights` (accounts' vote counts from the fit's counts, days of record by
+    name from ``active_days``, else ``ages``)."""
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
+    return _solve(fit, w)[0]
 
 
 def bounded_fit(
@@ -175,16 +243,22 @@ def bounded_fit(
     ramp_votes: float | None = 0.0,
     ages: Mapping[str, float] | None = None,
     ramp_days: float | None = 0.0,
+    active_days: Mapping[str, float] | None = None,
+    record_days: float | None = 0.0,
 ) -> Any:
     """``fit`` (am-ELO) with its scores replaced by :func:`bounded_scores` — the abilities,
     statuses and reasons kept; ``loglik`` that of the bounded model;
-    ``params`` gain ``ability_cap``, ``trust_ramp_votes`` (and ``trust_ramp_days`` when ages
-    are given) — or ``fit`` itself when every account's bounded weight equals its ability
-    (nothing capped, ramped or negative), and when the cap and both ramps are off (None or
-    ≤ 0: the rule is off)."""
+    ``params`` gain ``ability_cap``, ``trust_ramp_votes`` (and ``trust_ramp_days``,
+    ``trust_record_days`` and ``trust_days`` — ``"active"`` or ``"age"`` — when days are
+    given) — or ``fit`` itself when every account's bounded weight equals its ability
+    (nothing capped, ramped or negative), and when the cap, both ramps and the record rule are
+    off (None or ≤ 0: the rule is off). ``active_days`` (name → distinct UTC days with a vote,
+    up to the fit) replace ``ages`` (name → days since creation) as the days of record when
+    given. Accounts of weight 0 for want of a day (:func:`weightless`) should be left out of
+    ``fit`` itself (its ``exclude``): here they only weigh 0."""
     from .errors import DisconnectedGraphError
 
-    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days)
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
     if np.array_equal(w, fit.abilities[fit._fit_annotators]):
         return fit
     try:
@@ -192,13 +266,21 @@ def bounded_fit(
     except DisconnectedGraphError as exc:  # weighed votes alone cannot rank every model
         return replace(fit, notes=(*fit.notes, f"bounded influence not applied: {exc}"))
     params = {**dict(fit.params), "ability_cap": cap, "trust_ramp_votes": ramp_votes}
-    aged = ages is not None and not _off(ramp_days)
+    days = "active" if active_days is not None else "age" if ages is not None else None
+    aged = days is not None and not _off(ramp_days)
+    recorded = days is not None and not _off(record_days)
     if aged:
         params["trust_ramp_days"] = ramp_days
+    if recorded:
+        params["trust_record_days"] = record_days
+    if aged or recorded:
+        params["trust_days"] = days
+    unit = "active days" if days == "active" else "age in days"
     note = (
-        f"bounded influence: each account's weight min(max(ability, 0), {cap or 'no cap'}) · "
-        f"min(1, votes / {ramp_votes or 'no ramp'})"
-        + (f" · min(1, age in days / {ramp_days:g})" if aged else "")
+        f"bounded influence: each account's weight min(max(ability, 0), {cap or 'no cap'}"
+        + (f"; 1 before {record_days:g} {unit}" if recorded else "")
+        + f") · min(1, votes / {ramp_votes or 'no ramp'})"
+        + (f" · min(1, {unit} / {ramp_days:g})" if aged else "")
         + " (docs/guides/annotators.md)"
     )
     return replace(fit, scores=x, loglik=loglik, params=params, notes=(*fit.notes, note))
@@ -212,6 +294,8 @@ def bounded_information(
     ramp_votes: float | None = 0.0,
     ages: Mapping[str, float] | None = None,
     ramp_days: float | None = 0.0,
+    active_days: Mapping[str, float] | None = None,
+    record_days: float | None = 0.0,
 ) -> np.ndarray:
     """H* = −∇² of the bounded objective (the log-likelihood :func:`bounded_scores` maximises,
     existence prior included) at ``scores`` (those of :func:`bounded_fit`):
@@ -226,7 +310,7 @@ def bounded_information(
     from .information import laplacian
     from .raters.bradley_terry import PRIOR_STRENGTH, _prior_terms
 
-    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days)
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
     i, j, n, _, coef, prior = _weighted_rows(fit, w)
     x = np.asarray(scores, float)
     p = expit(coef * (x[i] - x[j]))
@@ -362,6 +446,8 @@ def account_trust(
     ages: Mapping[str, float] | None = None,
     ramp_days: float | None = DEFAULT_RAMP_DAYS,
     alpha: float = 0.05,
+    active_days: Mapping[str, float] | None = None,
+    record_days: float | None = 0.0,
 ) -> tuple[AccountTrust, ...]:
     """:class:`AccountTrust` of every annotator of the am-ELO ``fit`` (its order): the bounded
     weights (:func:`account_weights`), the bounded fit (:func:`bounded_scores`) and each
@@ -369,14 +455,27 @@ def account_trust(
     (:func:`stablearena.influence.account_influence` with the weights as abilities, the test's
     level ``alpha`` Bonferroni-corrected over accounts and models). Accounts not in the fit
     (waiting for δ votes, or excluded by the screening) weigh 0 and move nothing. ``ages``
-    (name → days) and ``ramp_days``: the age ramp (off without ages)."""
+    (name → days) and ``ramp_days``: the age ramp (off without ages); ``active_days`` (name →
+    distinct days with a vote) replace the ages as the days of record when given;
+    ``record_days``: the record before an account may weigh more than 1."""
     from .influence import account_influence
 
     idx = fit._fit_annotators
-    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days)
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
     votes = _fit_votes(fit)
-    x = bounded_fit(fit, cap=cap, ramp_votes=ramp_votes, ages=ages, ramp_days=ramp_days).scores
-    use_age = ages is not None and not _off(ramp_days)
+    x = bounded_fit(
+        fit,
+        cap=cap,
+        ramp_votes=ramp_votes,
+        ages=ages,
+        ramp_days=ramp_days,
+        active_days=active_days,
+        record_days=record_days,
+    ).scores
+    days = active_days if active_days is not None else ages
+    unit = "active days" if active_days is not None else "days old"
+    use_age = days is not None and not _off(ramp_days)
+    use_record = days is not None and not _off(record_days)
     infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)
     points = np.abs(infl.shift) / fit.elo_scale
     max_z, pushes, push, select = infl.max_z, infl.model, infl.flagged_push, infl.flagged_select
@@ -386,6 +485,7 @@ def account_trust(
     for k, name in enumerate(fit.annotators):
         a = float(fit.abilities[k])
         age = float(ages.get(name, 0.0)) if ages is not None else None
+        rec = float(days.get(name, 0.0)) if days is not None else math.inf
         r = where.get(k)
         if r is None:
             why = (
@@ -402,17 +502,23 @@ def account_trust(
             continue
         n = float(votes[r])
         capped = not _off(cap) and a > cap  # type: ignore[operator]
+        short = use_record and rec < record_days and a > 1  # type: ignore[operator]
         ramped = not _off(ramp_votes) and a > 0 and n < ramp_votes  # type: ignore[operator]
         reasons = []
         if a <= 0 and w[r] == 0:
             reasons.append(f"excluded: ability {a:.3g} ≤ 0, weight 0")
-        if capped:
+        if capped and not short:
             reasons.append(f"capped at {cap:g} (ability {a:.3g})")
+        if short:
+            reasons.append(
+                f"capped at 1 until {record_days:g} {unit} of record ({rec:.3g} so far; "
+                f"ability {a:.3g})"
+            )
         if ramped:
             reasons.append(f"new: weight ramps until {ramp_votes:g} votes ({n:g} so far)")
-        aged = use_age and a > 0 and age < ramp_days  # type: ignore[operator]
+        aged = use_age and a > 0 and rec < ramp_days  # type: ignore[operator]
         if aged:
-            reasons.append(f"young: weight ramps until {ramp_days:g} days old ({age:.3g} so far)")
+            reasons.append(f"young: weight ramps until {ramp_days:g} {unit} ({rec:.3g} so far)")
         top = int(points[r].argmax())
         pushed = int(pushes[r])
         flag = None
@@ -434,7 +540,7 @@ def account_trust(
                 int(round(n)),
                 a,
                 float(w[r]),
-                bool(capped),
+                bool(capped or short),
                 bool(ramped),
                 bool(w[r] == 0),
                 float(points[r, top]),

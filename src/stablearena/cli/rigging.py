@@ -141,6 +141,58 @@ def experiment_rigging(
             metavar="D",
         ),
     ] = 0.0,
+    warmup: Annotated[
+        int,
+        count_option(
+            "--warmup",
+            "Sleepers: votes each attacker account casts before the attack (one a day at most "
+            "over its --attack-age), counted in its cost; 0: none.",
+            0,
+            10**6,
+        ),
+    ] = 0,
+    warmup_mode: Annotated[
+        str,
+        typer.Option(
+            "--warmup-mode",
+            help="Sleepers' warm-up votes: 'board' (the public board's favourite wins) or "
+            "'honest' (drawn like an honest annotator's).",
+            metavar="board|honest",
+        ),
+    ] = "board",
+    attack_days: Annotated[
+        float,
+        typer.Option(
+            "--attack-days",
+            help="Distinct days over which each attacker account casts its attack votes.",
+            metavar="D",
+        ),
+    ] = 1.0,
+    record_days: Annotated[
+        float | None,
+        typer.Option(
+            "--record-days",
+            help="Bounded influence: no account weighs more than 1 before this many days of "
+            "record (default stablearena.attacks.BOUNDED_RECORD_DAYS; 0: off).",
+            metavar="D",
+        ),
+    ] = None,
+    trust_days: Annotated[
+        str,
+        typer.Option(
+            "--trust-days",
+            help="What the day rules count: 'active' (distinct days with a vote; honest accounts "
+            "vote 2–20 times per active day) or 'age' (days since creation: the rule before "
+            "sleepers).",
+            metavar="active|age",
+        ),
+    ] = "active",
+    min_records: Annotated[
+        int,
+        count_option(
+            "--min-records", "δ: accounts with fewer votes are left out of am-ELO's fit.", 1, 10**6
+        ),
+    ] = 50,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -199,11 +251,27 @@ def experiment_rigging(
         "cap": A.BOUNDED_CAP if cap is None else cap,
         "ramp_votes": A.BOUNDED_RAMP_VOTES if ramp_votes is None else ramp_votes,
         "ramp_days": A.BOUNDED_RAMP_DAYS if ramp_days is None else ramp_days,
+        "record_days": A.BOUNDED_RECORD_DAYS if record_days is None else record_days,
     }
     if precision < 1:
         raise InputError(f"--precision must be ≥ 1, not {precision}.")
-    if bounded["cap"] <= 0 or bounded["ramp_votes"] < 0 or bounded["ramp_days"] < 0:
-        raise InputError("--cap must be > 0, --ramp-votes and --ramp-days ≥ 0.")
+    if min(bounded["ramp_votes"], bounded["ramp_days"], bounded["record_days"]) < 0:
+        raise InputError("--ramp-votes, --ramp-days and --record-days must be ≥ 0.")
+    if bounded["cap"] <= 0:
+        raise InputError(f"--cap must be > 0, not {bounded['cap']}.")
+    if warmup_mode not in A.WARMUP_MODES:
+        raise InputError(f"--warmup-mode must be board or honest, not {warmup_mode!r}.")
+    if trust_days not in A.TRUST_DAYS:
+        raise InputError(f"--trust-days must be active or age, not {trust_days!r}.")
+    if attack_days < 1:
+        raise InputError(f"--attack-days must be ≥ 1 (the attack takes a day), not {attack_days}.")
+    sleeper = {
+        "warmup": warmup,
+        "warmup_mode": warmup_mode,
+        "attack_days": attack_days,
+        "days": trust_days,
+        "min_records": min_records,
+    }
     if attack_age < 0:
         raise InputError(f"--attack-age must be ≥ 0 days, not {attack_age}.")
     records: list[dict[str, Any]] = []
@@ -246,7 +314,9 @@ def experiment_rigging(
             if roc:
                 recs = A.roc_seed(arena, **cell)
             else:
-                recs = A.run_seed(arena, **cell, defences=defs, attack_age=attack_age, **bounded)
+                recs = A.run_seed(
+                    arena, **cell, defences=defs, attack_age=attack_age, **bounded, **sleeper
+                )
             if file is not None:
                 atomic_write(file, json.dumps(recs))
             records += recs
@@ -266,6 +336,7 @@ def experiment_rigging(
         "precision": precision,
         **bounded,
         "attack_age": attack_age,
+        **sleeper,
         "seeds": used,
         "summary": summary,
         "runs": records,
@@ -280,13 +351,14 @@ def experiment_rigging(
                     r.get(f"votes_{level}"), r.get(f"votes_{level}_se"), r.get(f"censored_{level}")
                 )
             for level in (1, 3, 10):
-                v = r.get(f"ratio_{level}")
-                row[f"×{defs[0]} +{level}"] = "—" if v is None else f"{v:.2f}"
+                v, med = r.get(f"ratio_{level}"), r.get(f"ratio_{level}_median")
+                row[f"×{defs[0]} +{level}"] = "—" if v is None else f"{v:.2f} (median {med:.2f})"
             rows.append(row)
         caption = (
             f"seeds {', '.join(map(str, p['seeds']))}; honest arena = {p['fraction']:g} of the "
-            "real battles; votes: mean ± SE over seeds (≥: some seeds censored at the budget); "
-            f"×{defs[0]}: mean over seeds of the per-seed cost ratio"
+            "real battles; votes (warm-up included): mean ± SE over seeds (≥: some seeds "
+            f"censored at the budget); ×{defs[0]}: mean (and median) over seeds of the per-seed "
+            "cost ratio"
         )
         return records_table(rows, title="rigging — votes needed to lift a model", caption=caption)
 

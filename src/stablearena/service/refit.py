@@ -192,7 +192,7 @@ def published_ages(payload: dict[str, Any]) -> dict[str, float] | None:
 
 def trust_options(config: dict[str, Any], ages: dict[str, float] | None = None) -> dict[str, Any]:
     """The bounded-influence rule of an arena configuration (``ability_cap``,
-    ``trust_ramp_votes``, ``trust_ramp_days``; absent — a fit published before they existed —
+    ``trust_ramp_votes``, ``trust_ramp_days``, ``trust_record_days``; absent — a fit published before they existed —
     or 0: off) with the accounts' ``ages`` in days (None: no age ramp):
     :meth:`stablearena.arena_rule.ArenaRule.trust`."""
     from ..arena_rule import ArenaRule

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES
+from ..choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES, TRUST_RECORD_DAYS
 from ..errors import InputError
 from .arena_settings import ArenaPage, CategoryClassifier, Moderation, Terms
 
@@ -160,6 +160,15 @@ class ArenaConfig(BaseModel):
         "that fit, decided afresh at every fit, as docs/guides/rigging.md measured) or warn "
         "(only show the flags); stablearena.arena_rule.",
     )
+    trust_record_days: float | None = Field(
+        TRUST_RECORD_DAYS,
+        ge=0.0,
+        le=_MAX_COUNT,
+        description="Bounded influence: no account weighs more than an average annotator (1) "
+        "until it has this many days of record (distinct days with a vote when the arena "
+        "counts them, else days since it was created), however well it agrees with the board; "
+        "0 or null: off (docs/guides/rigging.md, Sleepers).",
+    )
     boost_factor: float = Field(
         5.0,
         ge=1.0,
@@ -181,6 +190,7 @@ class ArenaConfig(BaseModel):
         "ability_cap",
         "trust_ramp_votes",
         "trust_ramp_days",
+        "trust_record_days",
     )
     @classmethod
     def _finite(cls, v: float | None) -> float | None:

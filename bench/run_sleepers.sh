@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Sleeper accounts against the new trust rule and the rule before it (docs/guides/rigging.md,
+# "Sleepers"): per lane, one `stablearena experiment rigging` run per (rule, target, family,
+# attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
+#   bash bench/run_sleepers.sh LANE [OUT]
+#   LANE: new | old | honest | families | topbottom | priority | record | default | default2 | extra
+#   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
+set -u
+lane=$1
+out=${2:-runs/sleepers}
+common=(--seeds 10 --fraction 0.01 --precision 1.5 --defences m-elo,am-elo+screen+influence+bounded)
+new=(--trust-days active --record-days 30)   # the first candidate: active days, record 30 days
+default=(--trust-days active --record-days 365)  # the new default: record 365 active days
+old=(--trust-days age --record-days 0)       # the rule before: days since creation, no record rule
+cell() {  # name, then rigging options
+  local name=$1; shift
+  nice -n 10 stablearena experiment rigging "${common[@]}" "$@" --results "$out/$name" \
+    --format json --output "$out/$name.json" >/dev/null 2>>"$out/errors.log" \
+    && echo "$(date -u +%H:%M:%S) done $name" || echo "$(date -u +%H:%M:%S) FAILED $name"
+}
+mkdir -p "$out"
+case $lane in
+  new|old)
+    rule=("${new[@]}"); [ "$lane" = old ] && rule=("${old[@]}")
+    for fam in target+camo/many omni+camo/many; do
+      for age in 8 30; do
+        for w in 0 50 100; do
+          cell "$lane-middle-${fam//[\/+]/_}-age$age-w$w" "${rule[@]}" --targets middle \
+            --families "$fam" --attack-age "$age" --warmup "$w"
+        done
+      done
+    done ;;
+  priority)  # what the guide's tables were measured with, beyond the middle target+camo/many
+    for w in 50 0; do  # the new rule keeping small accounts (δ 10) and without the vote ramp
+      cell "new-d10-noramp-middle-target_camo_many-age8-w$w" "${new[@]}" --min-records 10 \
+        --ramp-votes 0 --targets middle --families target+camo/many --attack-age 8 --warmup "$w"
+    done
+    cell "new-middle-omni_camo_many-age8-w0" "${new[@]}" --targets middle \
+      --families omni+camo/many --attack-age 8 --warmup 0
+    cell "new-top-target_camo_many-age8-w0" "${new[@]}" --targets top \
+      --families target+camo/many --attack-age 8 --warmup 0
+    cell "new-middle-omni_camo_many-age8-w100" "${new[@]}" --targets middle \
+      --families omni+camo/many --attack-age 8 --warmup 100
+    cell "new-bottom-target_camo_many-age8-w0" "${new[@]}" --targets bottom \
+      --families target+camo/many --attack-age 8 --warmup 0 ;;
+  default)  # the new default (record 365 days) at the middle target
+    for w in 0 50 100; do
+      cell "new-rec365-middle-target_camo_many-age8-w$w" "${default[@]}" --targets middle \
+        --families target+camo/many --attack-age 8 --warmup "$w"
+    done ;;
+  default2)  # the new default: top and bottom, then every family of the last round at age 0
+    for t in top bottom; do
+      cell "new-rec365-$t-target_camo_many-age30-w100" "${default[@]}" --targets "$t" \
+        --families target+camo/many --attack-age 30 --warmup 100
+    done
+    cell "new-rec365-middle-all-age0-w0" "${default[@]}" --targets middle --attack-age 0 ;;
+  extra)  # the default at the top and bottom at age 8; δ 10 without vote ramp at record 365
+    for t in top bottom; do
+      cell "new-rec365-$t-target_camo_many-age8-w0" "${default[@]}" --targets "$t" \
+        --families target+camo/many --attack-age 8 --warmup 0
+    done
+    for w in 0 100; do
+      cell "new-rec365-d10-noramp-middle-target_camo_many-age8-w$w" "${default[@]}" \
+        --min-records 10 --ramp-votes 0 --targets middle --families target+camo/many \
+        --attack-age 8 --warmup "$w"
+    done ;;
+  record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
+    for w in 50 100; do
+      cell "new-rec365-middle-target_camo_many-age30-w$w" "${new[@]}" --record-days 365 \
+        --targets middle --families target+camo/many --attack-age 30 --warmup "$w"
+    done
+    cell "new-rec365-d10-noramp-middle-target_camo_many-age30-w50" "${new[@]}" --record-days 365 \
+      --min-records 10 --ramp-votes 0 --targets middle --families target+camo/many \
+      --attack-age 30 --warmup 50 ;;
+  honest)  # warm-up drawn like an honest annotator's
+    for age in 8 30; do
+      for w in 50 100; do
+        cell "new-middle-target_camo_many-age$age-w$w-honest" "${new[@]}" --targets middle \
+          --families target+camo/many --attack-age "$age" --warmup "$w" --warmup-mode honest
+      done
+    done ;;
+  families)  # every family of the last round, accounts created for the attack
+    cell "new-middle-all-age0-w0" "${new[@]}" --targets middle --attack-age 0 ;;
+  topbottom)
+    for t in top bottom; do
+      for age in 8 30; do
+        for w in 0 100; do
+          cell "new-$t-target_camo_many-age$age-w$w" "${new[@]}" --targets "$t" \
+            --families target+camo/many --attack-age "$age" --warmup "$w"
+        done
+      done
+    done ;;
+esac
