@@ -128,13 +128,15 @@ def test_the_admin_view_shows_weight_influence_and_reason(arena):
     assert "new: weight ramps until" in row
 
 
-def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
-    """Age ramp (trust_ramp_days, default DEFAULT_RAMP_DAYS): an account created a day ago
-    weighs 1/7 of its (capped, vote-ramped) ability; accounts 20 days old weigh fully; the
-    leaderboard is bounded_fit of the exported votes with those ages."""
+def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
+    """The day ramp (trust_ramp_days, default DEFAULT_RAMP_DAYS) counts an account's active
+    days — distinct UTC days with a vote (store.account_active_days) — not days since sign-up:
+    four accounts created 20 days ago that voted on 20 different days weigh fully (at most 1
+    before DEFAULT_RECORD_DAYS of record), one created a day ago that voted on one day weighs
+    1/7; the leaderboard is bounded_fit of the exported votes with those ages and active days."""
     import sqlalchemy as sa
 
-    from stablearena.service.store.tables import annotators, meta
+    from stablearena.service.store.tables import annotators, meta, votes
     from stablearena.trust import DEFAULT_RAMP_DAYS, DEFAULT_RECORD_DAYS
 
     url = f"sqlite:///{tmp_path / 'arena.db'}"
@@ -153,11 +155,31 @@ def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
             )
         engine.dispose()
 
+    def spread_votes() -> None:  # the old accounts' votes over 20 UTC days; fresh's today
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            fresh = conn.execute(
+                sa.select(annotators.c.id).where(annotators.c.name == "fresh")
+            ).scalar_one()
+            rows = conn.execute(
+                sa.select(votes.c.id, votes.c.annotator_id)
+                .where(votes.c.annotator_id != fresh)
+                .order_by(votes.c.id)
+            ).all()
+            seen: dict[int, int] = {}
+            for vid, who in rows:
+                k = seen[who] = seen.get(who, -1) + 1
+                conn.execute(
+                    votes.update().where(votes.c.id == vid).values(created_at=now - (k % 20) * day)
+                )
+        engine.dispose()
+
     try:
         for m in MODELS:
             admin.add_model(m)
         accounts = {**{f"h{k}": 120 for k in range(4)}, "fresh": 120}
         vote_as(tc, admin, np.random.default_rng(5), accounts, before_voting=backdate)
+        spread_votes()
         admin.refit()
         assert admin._request("GET", "/v1/admin/config")["trust_ramp_days"] == DEFAULT_RAMP_DAYS
         ann = admin.annotators()
@@ -166,22 +188,24 @@ def test_a_young_account_weighs_its_age_over_the_age_ramp(tmp_path):
         fresh = rows["fresh"]
         assert fresh["age_days"] == pytest.approx(1.0, abs=0.01)
         # under DEFAULT_RECORD_DAYS of record no account weighs more than 1 (the record rule)
-        assert fresh["age_days"] < DEFAULT_RECORD_DAYS
         assert fresh["weight"] == pytest.approx(
-            min(max(fresh["ability"], 0), 1.0) * fresh["age_days"] / DEFAULT_RAMP_DAYS
+            min(max(fresh["ability"], 0), 1.0) * 1 / DEFAULT_RAMP_DAYS
         )
-        assert f"young: weight ramps until {DEFAULT_RAMP_DAYS:g} days old" in fresh["trust"]
+        assert "young" in fresh["trust"]
         for k in range(4):
             r = rows[f"h{k}"]
             assert r["age_days"] == pytest.approx(20.0, abs=0.01) and "young" not in r["trust"]
-        # the published leaderboard: bounded_fit of the exported votes with the accounts' ages
+            assert r["weight"] == pytest.approx(min(max(r["ability"], 0), 1.0))
+        # the published leaderboard: bounded_fit of the exported votes with ages and active days
         fit = exported_am_elo(admin, tmp_path)
         ages = {n: r["age_days"] for n, r in rows.items()}
+        active = {**{f"h{k}": 20.0 for k in range(4)}, "fresh": 1.0}
         want_fit = bounded_fit(
             fit,
             cap=DEFAULT_CAP,
             ramp_votes=DEFAULT_RAMP_VOTES,
             ages=ages,
+            active_days=active,
             ramp_days=7.0,
             record_days=DEFAULT_RECORD_DAYS,
         )

@@ -62,8 +62,8 @@ class ArenaRule:
 
     ``min_records``, ``ability_threshold``, ``confidence``, ``policy``: the Stable Arena
     screening (δ, ε, the one-sided level, warn/exclude); ``influence``: ``"exclude"`` (act on
-    influence flags) or ``"warn"`` (only show them); ``cap``, ``ramp_votes``, ``ramp_days``:
-    bounded influence (None or 0: off)."""
+    influence flags) or ``"warn"`` (only show them); ``cap``, ``ramp_votes``, ``ramp_days``,
+    ``record_days``: bounded influence (None or 0: off; docs/guides/rigging.md)."""
 
     min_records: int = 50
     ability_threshold: float = 0.0
@@ -73,6 +73,7 @@ class ArenaRule:
     cap: float | None = choices.TRUST_CAP
     ramp_votes: float | None = choices.TRUST_RAMP_VOTES
     ramp_days: float | None = choices.TRUST_RAMP_DAYS
+    record_days: float | None = choices.TRUST_RECORD_DAYS
 
     def __post_init__(self) -> None:
         if self.policy not in ("warn", "exclude"):
@@ -85,6 +86,7 @@ class ArenaRule:
         "ability_cap": "cap",
         "trust_ramp_votes": "ramp_votes",
         "trust_ramp_days": "ramp_days",
+        "trust_record_days": "record_days",
         "influence_policy": "influence",
     }
 
@@ -95,6 +97,7 @@ class ArenaRule:
         it had then: off for bounded influence and influence screening, the default otherwise."""
         known = {f.name for f in fields(cls)}
         kw: dict[str, Any] = {"cap": None, "ramp_votes": None, "ramp_days": None}
+        kw["record_days"] = None
         kw["influence"] = "warn"
         for key, value in config.items():
             name = cls.CONFIG_KEYS.get(key, key)
@@ -116,10 +119,17 @@ class ArenaRule:
             "cap": self.cap,
             "ramp_votes": self.ramp_votes,
             "ramp_days": self.ramp_days,
+            "record_days": self.record_days,
             "ages": ages,
         }
-        if active_days is not None and _takes_active_days():
-            out["active_days"] = active_days
+        if ages is not None and active_days is not None and _takes_active_days():
+            # an account that counts as old (imported, or of the arena's first days: age +∞)
+            # keeps its full record; the day rules need ages (without them: no day rules, live
+            # and offline alike)
+            out["active_days"] = {
+                n: math.inf if math.isinf(float(ages.get(n, 0.0))) else float(d)
+                for n, d in active_days.items()
+            }
         return out
 
 
