@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .errors import ApiError, error_body
+from .errors import database_unreachable, error_body
 
 __all__ = [
     "NewKey",
@@ -408,13 +408,8 @@ class DatabaseRateLimiter(RateLimiter):
             if t >= getattr(b, "next_sweep", 0.0):
                 b.next_sweep = t + self.SWEEP_SECONDS  # type: ignore[attr-defined]
                 b.sweep()  # type: ignore[attr-defined]
-        except Exception as exc:
-            raise ApiError(  # as the writer says it: the database is failing
-                503,
-                "storage_unavailable",
-                f"the database cannot check the rate limit now ({type(exc).__name__}); "
-                "nothing was recorded, retry later",
-            ) from None
+        except Exception as exc:  # the database is failing: one refusal for it, on every route
+            raise database_unreachable(exc) from None
         if self.lease > 1:
             with self._lock:
                 if len(self._leased) > 100_000:  # forget the buckets quiet for a while
