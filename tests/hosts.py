@@ -259,8 +259,9 @@ class Cluster:
             self.start_haproxy()
 
     def _config(self) -> str:
-        """deploy/arena.toml, the test's settings, the rate limits out of the load's way (one
-        HAProxy address carries every visitor; docs/guides/several-hosts.md), the models."""
+        """deploy/arena.toml, the test's settings, HAProxy's address trusted for X-Forwarded-For,
+        the rate limits out of the load's way (the load's visitors all come from this machine's
+        one address; docs/guides/several-hosts.md), the models."""
         base = (DEPLOY / "arena.toml").read_text()
         page = "[arena_page]\nvisitor_open = 50\naddress_open = 100000\n"
         page += "visitors_per_hour = 1e9\nvisitor_battles_per_hour = 1e9\n"
@@ -271,6 +272,7 @@ class Cluster:
             for m in MODELS
         )
         fast = "rate_limit = 1000000\nrate_burst = 1000000\n"
+        fast += f'trusted_proxies = ["{self.gateway}"]\n'  # HAProxy connects from there
         return f"{base}\n{fast}{self.settings}\n{page}{models}"
 
     def serve_args(self, h: Host) -> list[str]:

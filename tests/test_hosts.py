@@ -263,3 +263,43 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
         ok = httpx.get(c.url + "/healthz", timeout=10)
         assert ok.status_code == 200
     print("\nfigures:", figures)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from stablearena.endpoints.demo_server import DemoServer
+
+    with DemoServer() as server:
+        yield server
+
+
+def test_the_visitors_address_behind_a_trusted_load_balancer(tmp_path, demo):
+    """Behind a load balancer every connection comes from its address, so the limits per
+    address would count all visitors as one: ``trusted_proxies`` makes ``serve`` read the
+    client from X-Forwarded-For (HAProxy's ``option forwardfor``) — and only then: without it
+    the header is ignored, so a client cannot choose the address it is counted as. New
+    identities per address (a burst of 5) show it."""
+    from arena_process import page_server
+
+    def new_identities(url: str, forwarded: str) -> list[int]:
+        codes = []
+        for _ in range(6):
+            with httpx.Client(timeout=30) as c:  # no cookie: a new visitor each time
+                codes.append(
+                    c.get(url + "/arena", headers={"X-Forwarded-For": forwarded}).status_code
+                )
+        return codes
+
+    for trusted, sub in ((True, "trusted"), (False, "untrusted")):
+        (tmp_path / sub).mkdir()
+        config = 'trusted_proxies = ["127.0.0.1"]\n' if trusted else ""
+        with page_server(
+            tmp_path / sub, demo.base_url, ("demo-ace", "demo-fair"), 0.0, config
+        ) as s:
+            first = new_identities(s.url, "198.51.100.7")
+            assert first[:5] == [200] * 5 and first[5] == 429, first
+            other = new_identities(s.url, "203.0.113.9")
+            if trusted:  # another visitor's address: its own burst
+                assert other[:5] == [200] * 5, other
+            else:  # the header ignored: the same address (loopback), still limited
+                assert other == [429] * 6, other

@@ -113,7 +113,9 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
             app,
             log_level=settings.log_level,
             access_log=False,
-            proxy_headers=False,
+            # X-Forwarded-For believed only from the configured load balancers
+            proxy_headers=bool(settings.trusted_proxies),
+            forwarded_allow_ips=",".join(settings.trusted_proxies) or None,
             http=timed_http_protocol(settings.header_timeout),
             timeout_keep_alive=settings.keep_alive_timeout,
             timeout_graceful_shutdown=settings.graceful_timeout,

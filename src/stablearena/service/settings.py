@@ -286,6 +286,15 @@ class Settings(BaseModel):
         '("draining"), so that a load balancer takes the host out before it stops listening '
         "(several hosts: docs/guides/several-hosts.md); 0: stop listening at once.",
     )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Addresses or networks (CIDR) of the load balancers in front of this host "
+        "whose X-Forwarded-For names the client (several hosts: docs/guides/several-hosts.md): "
+        "the limits per address then count the visitor's address, not the balancer's. Empty: "
+        "the connection's own address, and an X-Forwarded-For is ignored (a client cannot "
+        "choose the address it is counted as).",
+    )
     max_body_bytes: int = Field(
         65536, ge=256, le=1 << 30, description="Largest request body accepted (larger: 413)."
     )
@@ -373,6 +382,20 @@ class Settings(BaseModel):
     terms: Terms = Field(default_factory=Terms)
     category_classifier: CategoryClassifier = Field(default_factory=CategoryClassifier)
     # ---- end of the held-battles block
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for v in value:
+            try:
+                ipaddress.ip_network(v, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{v!r} is not an IP address or network (e.g. 10.0.0.2 or 10.0.0.0/24)"
+                ) from None
+        return value
 
     @field_validator("db")
     @classmethod
