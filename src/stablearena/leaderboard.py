@@ -284,15 +284,23 @@ def interval_records(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Table rows with the interval columns condensed ("1093.8–1114.2", "5–7") to fit a terminal."""
     out = []
     for e in models:
-        row: dict[str, Any] = {"rank": e["rank"], "model": e["model"], "rating": e["rating"]}
+        # "rank (UB)" is LMArena's upper-bound rank (1 + the models clearly above); "#" is
+        # only the position by rating, 1..N (the payload's "rank")
+        row: dict[str, Any] = {
+            "rank (UB)": e["displayed_rank"],
+            "#": e["rank"],
+            "model": e["model"],
+            "rating": e["rating"],
+        }
         row["interval"] = f"{e['ci_low']:.1f}–{e['ci_high']:.1f}"
         row["ranks"] = (
             str(e["rank_low"])
             if e["rank_low"] == e["rank_high"]
             else f"{e['rank_low']}–{e['rank_high']}"
         )
-        row["shown rank"] = e["displayed_rank"]
         row["tier"] = e["tier"]
-        row.update({k: v for k, v in e.items() if k not in row and k not in INTERVAL_KEYS})
+        row.update(
+            {k: v for k, v in e.items() if k not in row and k not in (*INTERVAL_KEYS, "rank")}
+        )
         out.append(row)
     return out
