@@ -225,10 +225,15 @@ class Cluster:
         toml = self.tmp / "arena.toml"
         toml.write_text(self._config())
         self.config = toml
-        # the older version's: without the settings it does not know (drain_seconds)
+        # the older version's: without the settings it does not know (drain_seconds,
+        # trusted_proxies)
         self.old_config = self.tmp / "arena-old.toml"
         self.old_config.write_text(
-            "".join(x for x in self._config().splitlines(True) if not x.startswith("drain_"))
+            "".join(
+                x
+                for x in self._config().splitlines(True)
+                if not x.startswith(("drain_", "trusted_proxies"))
+            )
         )
         for k in range(1, 4):
             if self.netns:

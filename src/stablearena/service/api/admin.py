@@ -44,7 +44,9 @@ def apply_config(engine: sa.engine.Engine, changes: dict[str, Any]) -> ArenaConf
                     raise ApiError(
                         422, "invalid_config", validation_message(exc, "arena"), _loc(exc)
                     ) from None
-                new = cfg.model_dump_json()
+                # only what differs from the defaults: a host of an older version (a rolling
+                # upgrade) reads the stored configuration too, and refuses keys it does not know
+                new = cfg.model_dump_json(exclude_defaults=True)
                 if store.get_meta(conn, "arena_config") != new:
                     store.set_meta(conn, "arena_config", new)
                     store.bump_revision(conn)
