@@ -6,6 +6,7 @@ authorise and call :mod:`stablearena.service.state` and :mod:`stablearena.servic
 - :mod:`.health`       ``GET /healthz``, ``GET /metrics``;
 - :mod:`.admin`        ``/v1/admin/…``, ``/v1/annotators``, ``/v1/export`` (admin key);
 - :mod:`.dashboard`    ``/``, ``/dashboard/…``, ``/admin…`` (HTML pages);
+- :mod:`.public_board` ``/leaderboard`` (the public leaderboard page);
 - :mod:`.docs`         ``/docs`` (Swagger UI) and ``/redoc``, their assets served from here.
 
 A new route goes into the module of its area (or a new module listed in :data:`ROUTERS`).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, arena, battles, dashboard, docs, health, leaderboard
+from . import admin, arena, battles, dashboard, docs, health, leaderboard, public_board
 
 __all__ = ["ROUTERS"]
 
@@ -29,6 +30,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     dashboard.router,
     health.router,
     leaderboard.router,
+    public_board.router,
     battles.router,
     admin.router,
     docs.router,
