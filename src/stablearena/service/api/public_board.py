@@ -51,14 +51,25 @@ def _boards(st: Any, style: bool) -> dict[str, tuple[dict[str, Any] | None, str]
             out[_ALL] = (st.leaderboard("am-elo", "fisher", 0.95), "")
     except (StableArenaError, ApiError, ValueError) as e:
         out[_ALL] = (None, f"This board could not be fitted: {getattr(e, 'message', e)}")
-    try:
-        by_cat = live_boards(
-            st.engine, "am-elo", style=style, where_items=[], by="category", ci="fisher"
-        )["boards"]
-    except (StableArenaError, KeyError, ValueError):
-        by_cat = {}
+
+    def by_category(styled: bool) -> tuple[dict[Any, Any], str]:
+        try:
+            got = live_boards(
+                st.engine, "am-elo", style=styled, where_items=[], by="category", ci="fisher"
+            )["boards"]
+            return got, ""
+        except (StableArenaError, ApiError, KeyError, ValueError) as e:
+            return {}, f"This board could not be fitted: {getattr(e, 'message', e)}"
+
+    by_cat, why = by_category(style)
     for value, payload in sorted(by_cat.items(), key=lambda kv: str(kv[0])):
         out[str(value)] = (payload, "")
+    if style:  # every category tab of the raw board stays, fitted under style control or not
+        for value in by_category(False)[0]:
+            out.setdefault(
+                str(value),
+                (None, why or "Too few of this category's battles for a style-controlled board."),
+            )
     return out
 
 
