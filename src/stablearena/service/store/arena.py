@@ -420,15 +420,8 @@ def accept_turn(
     )
     if isinstance(got, TurnRefused):
         return got
-    changed = conn.execute(
-        held_battles.update()
-        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
-        .values(status="served")
-    ).rowcount
-    if not changed:
-        return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
-    conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
-    return got
+    refused = _serve_turn(conn, battle_id)
+    return got if refused is None else refused
 
 
 def accept_planned(
@@ -463,6 +456,12 @@ def accept_planned(
     ).scalar_one()
     if voted or not stored:
         return TurnRefused(409, "busy", "the battle changed meanwhile; try again")
+    return _serve_turn(conn, battle_id)
+
+
+def _serve_turn(conn: Connection, battle_id: str) -> TurnRefused | None:
+    """A complete battle becomes ``served`` (not votable, its lifetime 0) while its next turn
+    generates — in one statement, so of two turns accepted at once one gets 409 ``busy``."""
     changed = conn.execute(
         held_battles.update()
         .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
