@@ -38,6 +38,7 @@ from .errors import (
     ApiError,
     RateLimited,
     database_unreachable,
+    error_body,
     invalid_message,
     rate_limited_message,
     retry_after,
@@ -46,7 +47,7 @@ from .holder import BattleHolder, write_model_tables
 from .hot import HotRoutes
 from .metrics import Metrics
 from .refitter import Refitter
-from .security import AddressLimiter, BodyLimit, error_body, limiter
+from .security import AddressLimiter, BodyLimit, limiter
 from .settings import Settings
 from .state import ArenaState
 

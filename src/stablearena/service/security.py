@@ -56,7 +56,6 @@ __all__ = [
     "shared_buckets_fd",
     "TABLES",
     "BodyLimit",
-    "error_body",
 ]
 
 _PREFIX = "sa_"
