@@ -314,7 +314,12 @@ class Cluster:
 
     def start_haproxy(self) -> None:
         port = free_port()
-        env = {**os.environ, "SA_BIND": f"127.0.0.1:{port}", "SA_SOCKET": self.socket}
+        env = {
+            **os.environ,
+            "SA_BIND": f"127.0.0.1:{port}",
+            "SA_SOCKET": self.socket,
+            "SA_LOG_LEVEL": "info",
+        }
         for h in self.hosts:
             env[f"SA_HOST{h.k}"] = f"{h.address}:{h.port}"
         cfg = DEPLOY / "haproxy.cfg"
@@ -368,6 +373,16 @@ class Cluster:
         head = lines[0].lstrip("# ").split(",")
         rows = [dict(zip(head, x.split(","), strict=False)) for x in lines[1:] if x]
         return {r["svname"]: r for r in rows if r.get("pxname") == "arena"}
+
+    def proxy_errors(self) -> list[str]:
+        """HAProxy's log lines for requests it answered 5xx or that ended abnormally (its
+        termination state is not "----"): what a failed assertion shows beside its request."""
+        lines = self.haproxy_log.read_text(errors="replace").splitlines()
+        return [
+            ln
+            for ln in lines
+            if re.search(r"\s5\d\d\s", ln) or re.search(r"\s- - (?!----)[\w-]{4}\s", ln)
+        ][-40:]
 
     def states(self) -> dict[str, str]:
         """Each server's status as HAProxy sees it (UP, DOWN, DRAIN, MAINT, "UP 1/2", …)."""
@@ -470,6 +485,7 @@ class Cluster:
             victim = self.host_named(r.headers["x-arena-host"])
             out["host"] = victim.name
             self.kill_host(victim)
+            out["killed_at"] = time.time()
             got: list[dict] = []
             try:
                 for line in lines:
@@ -646,6 +662,10 @@ class Load:
                     if not done:  # the stream broke after the battle was complete
                         with self._lock:
                             self.cut.append((bid, 200, "voted"))
+                elif not done and r.status_code >= 500:
+                    # the vote reached HAProxy while it still listed the dead host: a failed
+                    # request (its time is checked against the host's DOWN)
+                    self._fail("page vote (cut battle)", f"{r.status_code} {r.text}")
                 elif not done:
                     # the host died mid-stream: the vote is refused (the page shows the answer
                     # and starts a new battle); not a failed request
