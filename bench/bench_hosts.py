@@ -16,6 +16,16 @@ once through HAProxy, interleaved; medians and p90.
     nice -n 10 env PYTHONPATH=src:tests python bench/bench_hosts.py [--seconds 20] [--page 4] \
         [--api 4] [--slow 0.02] [--calls 200] [--hosts 1,2,3]
 
+Where the hosts' CPU goes, per battle: each ``serve`` process's threads by name (serving —
+the event loop and any unnamed thread —, the vote writer, the refitter that follows the other
+hosts' votes and fits, the dashboard) and its child processes (fits, figures), and the writes
+per group commit from each host's ``/metrics``. Then, after every phase of n > 1 hosts, a
+**control**: one host alone under the load one host of that phase took (``--page``/n page
+threads, the API threads paced to the phase's API battles per second per host) — so that the
+CPU per battle of n hosts is compared with one host at the same load per host, which tells the
+cost of following the other hosts apart from the cost of a lighter load per host (smaller
+group commits, the fixed costs of a host spread over fewer battles). ``--no-control`` skips it.
+
 Needs root for the namespaces (else the hosts share 127.0.0.1), PostgreSQL and HAProxy.
 """
 
@@ -46,6 +56,63 @@ def cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(f[11]) + int(f[12])) / TICK
+
+
+#: the service's named threads (stablearena._threads.name_this_thread), by /proc comm
+THREADS = {"arena-writer": "writer", "arena-refitter": "refitter", "arena-dashboard": "dashboard"}
+
+
+def task_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """(thread name, CPU seconds so far) of every thread of ``pid``."""
+    out = {}
+    for t in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            comm = (t / "comm").read_text().strip()
+            f = (t / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(t.name)] = (comm, (int(f[11]) + int(f[12])) / TICK)
+    return out
+
+
+def host_threads(c: Cluster, n: int) -> dict[str, dict[int, dict[int, tuple[str, float]]]]:
+    """Per host: per process of its tree, its threads' CPU (the ``serve`` process first)."""
+    return {
+        f"host{h.k}": {p: task_cpu(p) for p in sorted(tree(h.pid), key=lambda p: p != h.pid)}
+        for h in c.hosts[:n]
+    }
+
+
+def by_thread(before: dict, after: dict, hosts: list[int], battles: int) -> dict[str, float]:
+    """CPU ms per battle of every host summed, by part: serving, writer, refitter, dashboard
+    (threads of the ``serve`` process), children (its fit and figure processes)."""
+    parts: dict[str, float] = {}
+    for host, procs in after.items():
+        serve = hosts[int(host.removeprefix("host")) - 1]
+        for pid, tasks in procs.items():
+            for tid, (comm, spent) in tasks.items():
+                was = before.get(host, {}).get(pid, {}).get(tid, (comm, 0.0))[1]
+                part = THREADS.get(comm, "serving") if pid == serve else "children"
+                parts[part] = parts.get(part, 0.0) + spent - was
+    return {k: round(1000 * v / max(battles, 1), 3) for k, v in sorted(parts.items())}
+
+
+def commit_batch(c: Cluster, n: int) -> list[float]:
+    """Mean writes per group commit of each host so far (its /metrics)."""
+    out = []
+    for h in c.hosts[:n]:
+        text = httpx.get(
+            h.url + "/metrics", headers={"Authorization": f"Bearer {c.admin_key}"}, timeout=15
+        ).text
+        got = dict(
+            line.split(" ", 1)
+            for line in text.splitlines()
+            if line.startswith("stablearena_commit_batch_size_")
+        )
+        count = float(got.get("stablearena_commit_batch_size_count", 0))
+        total = float(got.get("stablearena_commit_batch_size_sum", 0))
+        out.append(round(total / count, 2) if count else 0.0)
+    return out
 
 
 def tree(pid: int) -> set[int]:
@@ -82,16 +149,21 @@ def round_trip(client: httpx.Client, url: str) -> float:
     return time.perf_counter() - t0
 
 
-def run(n: int, args: argparse.Namespace) -> dict:
+def run(n: int, args: argparse.Namespace, page_threads: int = -1, api_rate: float = 0.0) -> dict:
+    """One phase: ``n`` hosts under the load (``page_threads``, default ``--page``; the API
+    threads paced to ``api_rate`` battles/s when given)."""
+    page_threads = args.page if page_threads < 0 else page_threads
     with Cluster(tmpdir(), n=n, slow=args.slow) as c:
         g = groups(c, n)
-        load = Load(c.url, c.admin_key, page=args.page, api=args.api).start()
+        load = Load(c.url, c.admin_key, page=page_threads, api=args.api, api_rate=api_rate).start()
         time.sleep(args.warmup)
         g = groups(c, n)  # the fit processes started by now
+        serve_pids = [h.pid for h in c.hosts[:n]]
         b0, r0, cpu0, t0 = load.battles, load.requests, snapshot(g), time.monotonic()
+        th0, batch0 = host_threads(c, n), commit_batch(c, n)
         acked0 = len(load.acked)
         time.sleep(args.seconds)
-        cpu1, t1 = snapshot(g), time.monotonic()
+        cpu1, t1, th1 = snapshot(g), time.monotonic(), host_threads(c, n)
         page = load.battles - b0
         votes = len(load.acked) - acked0
         load.stop()
@@ -101,6 +173,9 @@ def run(n: int, args: argparse.Namespace) -> dict:
         arena = sum(v for k, v in spent.items() if k.startswith("host"))
         out = {
             "hosts": n,
+            "control": api_rate > 0,
+            "page_threads": page_threads,
+            "api_threads": args.api,
             "netns": c.netns,
             "seconds": round(t1 - t0, 2),
             "battles": battles,
@@ -117,8 +192,12 @@ def run(n: int, args: argparse.Namespace) -> dict:
             "server_side_cpu_ms_per_battle": round(
                 1000 * (sum(spent.values()) - spent["client"]) / max(battles, 1), 2
             ),
+            "hosts_cpu_ms_per_battle_by_part": by_thread(th0, th1, serve_pids, battles),
+            "writes_per_commit": commit_batch(c, n),
+            "writes_per_commit_at_start": batch0,
+            "api_battles_per_s_per_host": round(max(api_battles, 0) / (t1 - t0) / n, 1),
         }
-        if n == 1 or args.calls_every:
+        if api_rate == 0 and (n == 1 or args.calls_every):
             key = httpx.post(
                 c.url + "/v1/admin/annotators",
                 json={"name": f"lat-{n}", "role": "annotator"},
@@ -158,11 +237,26 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--calls-every", action="store_true", help="latency with every host count")
     ap.add_argument("--hosts", default="1,2,3")
+    ap.add_argument(
+        "--no-control", action="store_true", help="no one-host control after n > 1 hosts"
+    )
     args = ap.parse_args()
     print("load before:", Path("/proc/loadavg").read_text().strip(), flush=True)
     for n in [int(x) for x in args.hosts.split(",")]:
-        print(json.dumps(run(n, args)), flush=True)
+        phase = run(n, args)
+        print(json.dumps(phase), flush=True)
         print("load:", Path("/proc/loadavg").read_text().strip(), flush=True)
+        if n > 1 and not args.no_control:
+            # one host under one host's share of that load
+            rate = phase["api_battles_per_s_per_host"]
+            control = run(1, args, page_threads=max(1, round(args.page / n)), api_rate=rate)
+            control["control_of"] = n
+            control["ratio_to_phase"] = round(
+                phase["hosts_cpu_ms_per_battle"] / max(control["hosts_cpu_ms_per_battle"], 1e-9),
+                3,
+            )
+            print(json.dumps(control), flush=True)
+            print("load:", Path("/proc/loadavg").read_text().strip(), flush=True)
 
 
 if __name__ == "__main__":

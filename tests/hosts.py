@@ -543,12 +543,15 @@ class Load:
     Every request counts: ``failed`` lists each failure (a transport error or a status that is
     not the expected one: 200 for battles and votes) with the time and the phase; ``acked``
     holds each acknowledged vote as (battle id, outcome); ``cut`` the page battles whose stream
-    ended without its end line (the host died under it), with what their vote answered."""
+    ended without its end line (the host died under it), with what their vote answered.
+    ``api_rate`` paces the API threads (a load lighter than back to back)."""
 
     url: str
     admin_key: str
     page: int = 4
     api: int = 4
+    #: API battles per second over all the API threads, evenly spaced (0: back to back)
+    api_rate: float = 0.0
     acked: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[float, str, str]] = field(default_factory=list)
     cut: list[tuple[str, int, str]] = field(default_factory=list)
@@ -601,7 +604,12 @@ class Load:
     def _api(self, key: str) -> None:
         c = httpx.Client(base_url=self.url, timeout=60, headers={"Authorization": f"Bearer {key}"})
         rng = random.Random(key)
+        period = self.api / self.api_rate if self.api_rate > 0 else 0.0
+        next_at = time.monotonic() + rng.random() * period
         while not self._stop.is_set():
+            if period:
+                self._stop.wait(max(next_at - time.monotonic(), 0.0))
+                next_at = max(next_at + period, time.monotonic() - period)
             try:
                 self._count()
                 r = c.post("/v1/battles", json={})

@@ -1,4 +1,5 @@
-"""Run BLAS/LAPACK on one thread inside the small dense solves of the fitters.
+"""Threads: BLAS/LAPACK on one thread inside the small dense solves of the fitters, and the
+service's own threads named for the operating system.
 
 The solvers factor m×m matrices (m = number of models, a few hundred) many times. On a busy
 2-core machine a multi-threaded OpenBLAS spends far longer synchronising its threads than
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["single_threaded_blas"]
+__all__ = ["name_this_thread", "single_threaded_blas"]
 
 
 def _controller() -> Any:
@@ -36,3 +37,23 @@ def single_threaded_blas() -> Iterator[None]:
     """Context manager: BLAS limited to one thread inside, restored on exit (≈ 40 µs)."""
     with _controller().limit(limits=1, user_api="blas"):
         yield
+
+
+@lru_cache(maxsize=1)
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None)
+
+
+def name_this_thread(name: str) -> None:
+    """Linux: name the calling OS thread ``name`` (its first 15 bytes), as ``top -H``,
+    ``ps -L`` and ``/proc/<pid>/task/<tid>/comm`` show it — so that the CPU of a ``serve``
+    process can be told apart by thread (serving, vote writer, refitter, dashboard:
+    bench/bench_hosts.py). Elsewhere, or where ``prctl`` is missing, nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        _libc().prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        return

@@ -39,6 +39,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
+from .._threads import name_this_thread
 from . import store
 from .render import (
     RenderJob,
@@ -126,6 +127,7 @@ class Dashboard:
             stop_pool(self._executor)
 
     def _loop(self) -> None:
+        name_this_thread("arena-dashboard")
         while not self._stop.is_set():
             try:
                 self.tick()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from .._threads import name_this_thread
 from ..errors import TooFewRecords
 from ..fitcheck import board_problems
 from . import store
@@ -150,6 +151,7 @@ class Refitter:
         self._wake.set()
 
     def _loop(self) -> None:
+        name_this_thread("arena-refitter")
         while not self._stop.is_set():
             try:
                 self.tick()

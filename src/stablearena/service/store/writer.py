@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..._threads import name_this_thread
 from ..errors import ApiError, fault_text
 from .engine import is_sqlite, write_conn
 
@@ -94,6 +95,7 @@ class Writer:
         return self._conn
 
     def _run(self) -> None:
+        name_this_thread("arena-writer")
         while True:
             first = self._queue.get()
             if first is None:
