@@ -3,7 +3,8 @@
 # "Sleepers"): per lane, one `stablearena experiment rigging` run per (rule, target, family,
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
-#   LANE: new | old | honest | families | topbottom | priority | record | default | default2 | extra
+#   LANE: new | old | honest | families | topbottom | priority | record | default | default2 |
+#         extra | default3
 #   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
@@ -63,6 +64,11 @@ case $lane in
       cell "new-rec365-d10-noramp-middle-target_camo_many-age8-w$w" "${default[@]}" \
         --min-records 10 --ramp-votes 0 --targets middle --families target+camo/many \
         --attack-age 8 --warmup "$w"
+    done ;;
+  default3)  # the default at the top and bottom with 50 board-agreeing warm-up votes
+    for t in top bottom; do
+      cell "new-rec365-$t-target_camo_many-age8-w50" "${default[@]}" --targets "$t" \
+        --families target+camo/many --attack-age 8 --warmup 50
     done ;;
   record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
     for w in 50 100; do

@@ -10,6 +10,18 @@ import pytest
 from chromium import pytest_terminal_summary  # noqa: F401  (one line when browser tests skip)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.slow_on("sqlite")``: the test's runs whose parameters include that value
+    are slow (the default run keeps the other backend's; ``-m slow`` runs them)."""
+    for item in items:
+        mark = item.get_closest_marker("slow_on")
+        spec = getattr(item, "callspec", None)
+        if mark is not None and spec is not None:
+            if set(mark.args) & {str(v) for v in spec.params.values()}:
+                item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def llmfao_path() -> Path:
     """The bundled LLMFAO battle log (``stablearena.datasets.path("llmfao")``)."""

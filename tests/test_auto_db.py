@@ -81,6 +81,7 @@ def _finish(cmd: list[str], out) -> tuple[dict, str]:
     return json.loads(out.read_text()), done.stdout + done.stderr
 
 
+@pytest.mark.slow_on("sqlite")  # the PostgreSQL run stays in the default suite
 def test_killed_run_resumes_and_serve_shows_it(server, tmp_path, new_db):
     # an unkilled run: the reference
     ref_db = new_db()
@@ -202,6 +203,7 @@ def test_a_database_of_another_run_or_a_bad_url_is_refused(server, tmp_path, cli
     assert code == 2 and "cannot open the database" in err and "check the URL" in err
 
 
+@pytest.mark.slow_on("sqlite")  # the PostgreSQL run stays in the default suite
 def test_auto_beside_a_live_serve(server, tmp_path, new_db):
     """auto writing into the database (SQLite file or PostgreSQL) a live serve is using: both
     go on, nothing is lost, and serve counts the judges' votes once it refits."""

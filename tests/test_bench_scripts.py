@@ -30,10 +30,13 @@ def test_there_are_bench_scripts():
 @pytest.mark.parametrize(
     "args",
     [
-        ["--target", "floor", "--battles", "3", "--rounds", "2"],
-        ["--steady", "3", "--warmup", "1", "--battles", "4", "--slow", "0.05", "--rounds", "1"],
+        pytest.param(["--target", "floor", "--battles", "3", "--rounds", "2"], id="floor-burst"),
+        pytest.param(  # 10-14 s: the steady mode's servers and warm-up
+            ["--steady", "3", "--warmup", "1", "--battles", "4", "--slow", "0.05", "--rounds", "1"],
+            id="arena-steady",
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=["floor-burst", "arena-steady"],
 )
 def test_bench_arena_runs_small(args):
     """bench_arena's floor relay (bench/floor_relay.py) and its steady mode run end to end on a

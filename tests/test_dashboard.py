@@ -223,6 +223,7 @@ def db_url(request, tmp_path):
     yield pg.create_database("d" + uuid.uuid4().hex[:12])
 
 
+@pytest.mark.slow_on("sqlite")  # the PostgreSQL run stays in the default suite
 def test_every_worker_serves_the_view_one_drew_and_a_restart_keeps_it(db_url, monkeypatch):
     """Two workers on one database: the one that refits draws, the other serves the same bytes;
     a worker started later serves the stored view at once, and without a stored view redraws

@@ -18,8 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build(out: Path, *overrides: str) -> Path:
+    """``python -m sphinx -W --keep-going -b html docs OUT`` with ``-D`` ``overrides``."""
     if sys.version_info < (3, 11):
         pytest.skip("the docs toolchain (Sphinx 9, MyST-Parser 5) needs Python 3.11")
     missing = [m for m in ("sphinx", "myst_parser", "furo") if importlib.util.find_spec(m) is None]
@@ -29,9 +29,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "(the test extra includes it)",
             pytrace=False,
         )
-    out = tmp_path_factory.mktemp("docs-html")
     proc = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
+        + [a for o in overrides for a in ("-D", o)]
         + ["-d", str(out / ".doctrees"), str(ROOT / "docs"), str(out)],
         cwd=ROOT,
         capture_output=True,
@@ -43,6 +43,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site built with Sphinx's plain theme: every page read, every reference resolved,
+    every warning an error, as with the shipped theme — whose navigation costs a third of the
+    build (furo lays the whole tree out on each page); the full build is
+    :func:`test_the_site_builds_with_its_theme_without_warnings` (slow)."""
+    return build(tmp_path_factory.mktemp("docs-html"), "html_theme=basic")
+
+
 def _text(page: Path) -> str:
     return re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
 
@@ -50,6 +59,13 @@ def _text(page: Path) -> str:
 def test_docs_build_without_warnings(site: Path) -> None:
     assert (site / "index.html").is_file()
     assert (site / "getting-started.html").is_file()
+
+
+@pytest.mark.slow
+def test_the_site_builds_with_its_theme_without_warnings(tmp_path: Path) -> None:
+    """What a local build does: the shipped theme (furo), warnings as errors."""
+    site = build(tmp_path)
+    assert "furo" in (site / "index.html").read_text(encoding="utf-8")
 
 
 def test_cli_reference_lists_every_command_and_option(site: Path) -> None:

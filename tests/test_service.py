@@ -317,6 +317,7 @@ def play(
     return clients
 
 
+@pytest.mark.slow_on("sqlite")  # the PostgreSQL run stays in the default suite
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_the_export_reads_back_through_rank_to_the_identical_leaderboard(
     make_arena, cli, tmp_path, fmt
@@ -425,6 +426,7 @@ def test_the_refitter_keeps_the_leaderboard_within_k_votes(make_arena):
     assert "stablearena_votes_total" in metrics and "stablearena_staleness_votes" in metrics
 
 
+@pytest.mark.slow_on("sqlite")  # the PostgreSQL run stays in the default suite
 def test_screening_online_flags_and_excludes_flippers_with_reasons(make_arena):
     # no fit before all 480 votes are in (δ above everyone's records), so that the flippers
     # are excluded in the round the test reads, whatever the speed of the votes against the
@@ -1042,6 +1044,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing_sqlite(tmp_path):
     )
 
 
+@pytest.mark.slow  # PostgreSQL under kill -9: tests/test_hosts.py's smoke (default run)
 def test_sigkill_mid_stream_loses_and_duplicates_nothing_postgresql(postgres, tmp_path):
     res = kill_test(postgres.create_database("kill"), kills=2, tmp_path=tmp_path)
     assert res["acknowledged"] >= 30
@@ -1081,8 +1084,8 @@ def test_workers_share_the_socket_and_die_with_serve_sqlite(tmp_path):
         time.sleep(0.05)
     assert not any(alive(p) for p in pids.values())
     db = f"sqlite:///{tmp_path / 'workers-kill.db'}"
-    res = kill_test(db, kills=2, tmp_path=tmp_path, extra=("--workers", "2"))
-    assert res["acknowledged"] >= 30
+    res = kill_test(db, kills=1, tmp_path=tmp_path, extra=("--workers", "2"))
+    assert res["acknowledged"] >= 15
     assert res["missing"] == res["wrong"] == res["duplicated"] == 0 and res["counts_consistent"], (
         res
     )
