@@ -4,7 +4,7 @@
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
 #   LANE: new | old | honest | families | topbottom | priority | record | default | default2 |
-#         extra | default3
+#         extra | default3 | precise
 #   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
@@ -70,6 +70,9 @@ case $lane in
       cell "new-rec365-$t-target_camo_many-age8-w50" "${default[@]}" --targets "$t" \
         --families target+camo/many --attack-age 8 --warmup 50
     done ;;
+  precise)  # the default's idle sleeper at the middle, costs bisected to 1.2 instead of 1.5
+    cell "new-rec365-middle-target_camo_many-age8-w0-p1.2" "${default[@]}" --precision 1.2 \
+      --targets middle --families target+camo/many --attack-age 8 --warmup 0 ;;
   record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
     for w in 50 100; do
       cell "new-rec365-middle-target_camo_many-age30-w$w" "${new[@]}" --record-days 365 \
