@@ -332,8 +332,15 @@ class Cluster:
         )
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.time() + 30
+        unused = [h for h in self.hosts if h.starts == 0]
         while time.time() < deadline and self.haproxy.poll() is None:
             with contextlib.suppress(OSError):
+                # a server line with no host behind it counts as up until its check fails
+                # twice: requests sent there meanwhile fail after their retries (503 "no server
+                # is available") — the hosts this cluster does not run are put in maintenance
+                for h in unused:
+                    self.runtime(f"set server arena/{h.name} state maint")
+                unused = []
                 states = self.states()
                 if all(states[h.name] == "UP" for h in self.hosts[: self.n]):
                     return

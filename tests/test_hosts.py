@@ -210,6 +210,7 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
             "failures": load.failed,
             "cut": load.cut,
             "lost": len(load.lost(c)),
+            "proxy_errors": c.proxy_errors() if load.failed else [],
         }
         assert cut["vote"][0] == 409 and cut["next_vote"] == 200, cut
         assert load.lost(c) == []

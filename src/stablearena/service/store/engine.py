@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -202,22 +203,91 @@ def check_integrity(engine: Engine) -> None:
         )
 
 
+#: PostgreSQL: how long a migration waits for a table lock before it gives up and starts again
+#: (below PostgreSQL's ``deadlock_timeout``, 1 s by default), and for how long in all it tries.
+MIGRATION_LOCK_TIMEOUT_MS = 500
+MIGRATION_RETRY_SECONDS = 300.0
+
+#: SQLSTATEs of a migration that lost a lock race: deadlock_detected, lock_not_available.
+_LOCK_RACE = ("40P01", "55P03")
+
+
+class MigrationLocked(InputError):
+    """The migration could not get its table locks while other hosts kept using the tables."""
+
+
 def migrate(engine: Engine) -> str | None:
     """Create or upgrade the tables (Alembic, ``stablearena/service/store/migrations``) under a lock,
     so that workers starting together migrate once. On the first start also create the admin
-    key: returned once (only its hash is stored); ``None`` on later starts."""
+    key: returned once (only its hash is stored); ``None`` on later starts.
+
+    On PostgreSQL hosts of the old version may be serving while a new one migrates (a rolling
+    upgrade, docs/guides/several-hosts.md). A migration that alters a table they write waits
+    for its lock at most :data:`MIGRATION_LOCK_TIMEOUT_MS`, then rolls back and starts again
+    after a short random pause, for up to :data:`MIGRATION_RETRY_SECONDS`: so it never holds a
+    lock one of their transactions waits for while it waits for theirs (a deadlock, which
+    PostgreSQL would break by aborting either side), and never stalls their requests for
+    longer than that timeout."""
+    check_writable(engine)
+    check_integrity(engine)
+    if is_sqlite(engine):
+        return _migrate_once(engine)
+    deadline = time.monotonic() + MIGRATION_RETRY_SECONDS
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return _migrate_once(engine)
+        except sa.exc.OperationalError as exc:
+            if getattr(exc.orig, "sqlstate", None) not in _LOCK_RACE:
+                raise
+            if time.monotonic() > deadline:
+                raise MigrationLocked(
+                    f"--db {engine.url.render_as_string(hide_password=True)}: the schema "
+                    f"upgrade could not get its table locks in {tries} tries over "
+                    f"{MIGRATION_RETRY_SECONDS:g} s while other hosts used the tables "
+                    f"({type(exc.orig).__name__}). Start this host again, or stop the hosts of "
+                    "the older version first."
+                ) from None
+            time.sleep(min(0.05 * 2 ** min(tries, 6), 2.0) * (0.5 + random.random()))
+
+
+def _lock_tables_to_migrate(conn: Connection, cfg: Any) -> None:
+    """PostgreSQL, when a migration is due: every table of the arena's that exists, locked
+    ACCESS EXCLUSIVE at once before the first step — the other hosts' transactions then wait
+    for the (short) migration instead of interleaving with its steps, and a migration never
+    waits for a lock while holding one of theirs. The wait times out after
+    :data:`MIGRATION_LOCK_TIMEOUT_MS` (:func:`migrate` starts again). The advisory lock before
+    this does not time out: it waits for another host's migration."""
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from .tables import metadata
+
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    if MigrationContext.configure(conn).get_current_revision() == head:
+        return
+    conn.execute(sa.text(f"SET LOCAL lock_timeout = {MIGRATION_LOCK_TIMEOUT_MS}"))
+    present = set(sa.inspect(conn).get_table_names())
+    names = [t for t in metadata.tables if t in present]
+    if names:
+        quoted = ", ".join(conn.dialect.identifier_preparer.quote(t) for t in names)
+        conn.execute(sa.text(f"LOCK TABLE {quoted} IN ACCESS EXCLUSIVE MODE"))
+
+
+def _migrate_once(engine: Engine) -> str | None:
+    """One attempt of :func:`migrate`, in one transaction."""
     from alembic import command
 
     from ..security import new_key
 
-    check_writable(engine)
-    check_integrity(engine)
     cfg = alembic_config()
     conn = write_conn(engine)
     try:
         with conn.begin():
             if not is_sqlite(engine):
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
+                _lock_tables_to_migrate(conn, cfg)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
             admin = conn.execute(
