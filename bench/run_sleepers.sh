@@ -72,7 +72,9 @@ case $lane in
     done ;;
   precise)  # the default's idle sleeper at the middle, costs bisected to 1.2 instead of 1.5
     cell "new-rec365-middle-target_camo_many-age8-w0-p1.2" "${default[@]}" --precision 1.2 \
-      --targets middle --families target+camo/many --attack-age 8 --warmup 0 ;;
+      --targets middle --families target+camo/many --attack-age 8 --warmup 0
+    cell "new-rec365-middle-target_camo_few-age0-w0-p1.2" "${default[@]}" --precision 1.2 \
+      --targets middle --families target+camo/few --attack-age 0 --warmup 0 ;;
   record)  # 30-day sleepers that warm up reach a 30-day record: a record no sleeper reaches
     for w in 50 100; do
       cell "new-rec365-middle-target_camo_many-age30-w$w" "${new[@]}" --record-days 365 \
