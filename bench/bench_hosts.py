@@ -25,6 +25,9 @@ threads, the API threads paced to the phase's API battles per second per host) â
 CPU per battle of n hosts is compared with one host at the same load per host, which tells the
 cost of following the other hosts apart from the cost of a lighter load per host (smaller
 group commits, the fixed costs of a host spread over fewer battles). ``--no-control`` skips it.
+Experiments on the rest: ``--api-rate`` paces every phase, ``--settings`` adds arena.toml
+lines (e.g. ``'limits = "host"'``), ``--burners N`` runs N CPU-bound processes beside each
+phase (does a busier machine raise the CPU per battle?).
 
 Needs root for the namespaces (else the hosts share 127.0.0.1), PostgreSQL and HAProxy.
 """
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -153,7 +157,21 @@ def run(n: int, args: argparse.Namespace, page_threads: int = -1, api_rate: floa
     """One phase: ``n`` hosts under the load (``page_threads``, default ``--page``; the API
     threads paced to ``api_rate`` battles/s when given)."""
     page_threads = args.page if page_threads < 0 else page_threads
-    with Cluster(tmpdir(), n=n, slow=args.slow) as c:
+    api_rate = api_rate or getattr(args, "api_rate", 0.0)
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(getattr(args, "burners", 0))
+    ]
+    try:
+        return _phase(n, args, page_threads, api_rate)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+
+
+def _phase(n: int, args: argparse.Namespace, page_threads: int, api_rate: float) -> dict:
+    with Cluster(tmpdir(), n=n, slow=args.slow, settings=getattr(args, "settings", "")) as c:
         g = groups(c, n)
         load = Load(c.url, c.admin_key, page=page_threads, api=args.api, api_rate=api_rate).start()
         time.sleep(args.warmup)
@@ -173,7 +191,10 @@ def run(n: int, args: argparse.Namespace, page_threads: int = -1, api_rate: floa
         arena = sum(v for k, v in spent.items() if k.startswith("host"))
         out = {
             "hosts": n,
-            "control": api_rate > 0,
+            "control": False,
+            "api_rate": api_rate,
+            "burners": getattr(args, "burners", 0),
+            "settings": getattr(args, "settings", ""),
             "page_threads": page_threads,
             "api_threads": args.api,
             "netns": c.netns,
@@ -240,6 +261,11 @@ def main() -> None:
     ap.add_argument(
         "--no-control", action="store_true", help="no one-host control after n > 1 hosts"
     )
+    ap.add_argument(
+        "--api-rate", type=float, default=0.0, help="pace the API threads (battles/s, all)"
+    )
+    ap.add_argument("--settings", default="", help="extra arena.toml lines for every host")
+    ap.add_argument("--burners", type=int, default=0, help="CPU-bound processes beside each phase")
     args = ap.parse_args()
     print("load before:", Path("/proc/loadavg").read_text().strip(), flush=True)
     for n in [int(x) for x in args.hosts.split(",")]:
@@ -250,6 +276,7 @@ def main() -> None:
             # one host under one host's share of that load
             rate = phase["api_battles_per_s_per_host"]
             control = run(1, args, page_threads=max(1, round(args.page / n)), api_rate=rate)
+            control["control"] = True
             control["control_of"] = n
             control["ratio_to_phase"] = round(
                 phase["hosts_cpu_ms_per_battle"] / max(control["hosts_cpu_ms_per_battle"], 1e-9),
