@@ -53,13 +53,19 @@ from procs import children  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def stat_cpu(stat: Path) -> float | None:
+    """User + system CPU seconds in a /proc ``stat`` file (a process's or a thread's), or
+    ``None`` when it is gone."""
+    try:
+        f = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(f[11]) + int(f[12])) / TICK
+
+
 def cpu(pid: int) -> float:
     """User + system CPU seconds of ``pid`` so far (0 when it is gone)."""
-    try:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(f[11]) + int(f[12])) / TICK
+    return stat_cpu(Path(f"/proc/{pid}/stat")) or 0.0
 
 
 #: the service's named threads (stablearena._threads.name_this_thread), by /proc comm
@@ -72,10 +78,11 @@ def task_cpu(pid: int) -> dict[int, tuple[str, float]]:
     for t in Path(f"/proc/{pid}/task").glob("*"):
         try:
             comm = (t / "comm").read_text().strip()
-            f = (t / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        out[int(t.name)] = (comm, (int(f[11]) + int(f[12])) / TICK)
+        spent = stat_cpu(t / "stat")
+        if spent is not None:
+            out[int(t.name)] = (comm, spent)
     return out
 
 

@@ -451,12 +451,17 @@ def accept_planned(
         )
     ).scalar()
     stored = (top, tries) == ((turn - 1, None) if attempt == 1 else (turn, attempt - 1))
-    voted = conn.execute(
-        sa.select(sa.func.count()).select_from(votes).where(votes.c.battle_id == battle_id)
-    ).scalar_one()
+    voted = _has_vote(conn, battle_id)
     if voted or not stored:
         return TurnRefused(409, "busy", "the battle changed meanwhile; try again")
     return _serve_turn(conn, battle_id)
+
+
+def _has_vote(conn: Connection, battle_id: str) -> bool:
+    """Whether battle ``battle_id`` has a vote (which ends it: no turn, no stop)."""
+    return bool(
+        conn.execute(sa.select(sa.exists().where(votes.c.battle_id == battle_id))).scalar_one()
+    )
 
 
 def _serve_turn(conn: Connection, battle_id: str) -> TurnRefused | None:
@@ -503,9 +508,7 @@ def plan_turn(
         return TurnRefused(404, "not_found", f"no held battle {battle_id}")
     if h.annotator_id != annotator_id:
         return TurnRefused(403, "forbidden", f"battle {battle_id} was not served to you")
-    voted = conn.execute(
-        sa.select(sa.func.count()).select_from(votes).where(votes.c.battle_id == battle_id)
-    ).scalar_one()
+    voted = _has_vote(conn, battle_id)
     if voted:
         return TurnRefused(
             409, "voted", "this battle has its vote, so it is over; start a new battle"
@@ -615,9 +618,7 @@ def stop_battle(
         return TurnRefused(404, "not_found", f"no held battle {battle_id}")
     if h.annotator_id != annotator_id:
         return TurnRefused(403, "forbidden", f"battle {battle_id} was not served to you")
-    voted = conn.execute(
-        sa.select(sa.func.count()).select_from(votes).where(votes.c.battle_id == battle_id)
-    ).scalar_one()
+    voted = _has_vote(conn, battle_id)
     if voted:
         return TurnRefused(409, "voted", "this battle has its vote; it can no longer be stopped")
     if h.status in ("failed", "stopped"):
