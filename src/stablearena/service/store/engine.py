@@ -222,12 +222,13 @@ def migrate(engine: Engine) -> str | None:
     key: returned once (only its hash is stored); ``None`` on later starts.
 
     On PostgreSQL hosts of the old version may be serving while a new one migrates (a rolling
-    upgrade, docs/guides/several-hosts.md). A migration that alters a table they write waits
-    for its lock at most :data:`MIGRATION_LOCK_TIMEOUT_MS`, then rolls back and starts again
-    after a short random pause, for up to :data:`MIGRATION_RETRY_SECONDS`: so it never holds a
-    lock one of their transactions waits for while it waits for theirs (a deadlock, which
-    PostgreSQL would break by aborting either side), and never stalls their requests for
-    longer than that timeout."""
+    upgrade, docs/guides/several-hosts.md). A due migration first locks every arena table at
+    once (:func:`_lock_tables_to_migrate`), waiting at most :data:`MIGRATION_LOCK_TIMEOUT_MS`;
+    when it loses that race (a timeout, or a deadlock PostgreSQL broke on its side) it rolls
+    back and starts again after a short random pause, for up to
+    :data:`MIGRATION_RETRY_SECONDS`. So it never holds a lock one of their transactions waits
+    for while it waits for theirs, and their requests wait at most that timeout plus the
+    (short, additive) migration itself."""
     check_writable(engine)
     check_integrity(engine)
     if is_sqlite(engine):
