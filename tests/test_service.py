@@ -1101,6 +1101,19 @@ def test_sigkill_twenty_times_sqlite(tmp_path):
     )
 
 
+def _draw(client: ArenaClient, wait: float = 30.0) -> list[dict]:
+    """``next_battles``, retried while the server answers that it is still loading the models
+    another server just added (503 ``not_ready``, 409 ``no_pair``: within ``poll_seconds``)."""
+    deadline = time.time() + wait
+    while True:
+        try:
+            return client.next_battles()
+        except ArenaError as exc:
+            if exc.code not in ("not_ready", "no_pair") or time.time() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def test_two_server_processes_on_one_postgresql_database_serve_the_same_leaderboard(
     postgres, tmp_path
 ):
@@ -1129,7 +1142,7 @@ def test_two_server_processes_on_one_postgresql_database_serve_the_same_leaderbo
             # is voted through the other half of the time
             c1 = ArenaClient(first.url, keys[t % 4])
             c2 = ArenaClient(second.url, keys[t % 4])
-            (b,) = (c1 if t % 2 else c2).next_battles()
+            (b,) = _draw(c1 if t % 2 else c2)
             p = 1 / (1 + np.exp(-(truth[b["model_a"]] - truth[b["model_b"]])))
             (c2 if t % 3 else c1).vote(b["battle_id"], "model_a" if rng.random() < p else "model_b")
             c1.close()
