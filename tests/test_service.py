@@ -1125,6 +1125,13 @@ def test_two_server_processes_on_one_postgresql_database_serve_the_same_leaderbo
         "arena.refit_votes=20",
         "--set",
         "poll_seconds=0.1",
+        # every vote in the board: with the default exclude policies a board counted 90 of the
+        # 120 votes on both servers in 2 of 12 runs (one account's 30 left out, most likely by
+        # the screening; this test is about the two servers agreeing)
+        "--set",
+        "arena.policy=warn",
+        "--set",
+        "arena.influence_policy=warn",
     ]
     first = ServerProcess(db, *args, cwd=tmp_path).start()
     second = ServerProcess(db, *args, cwd=tmp_path).start()
