@@ -22,6 +22,7 @@ counts at ``--fraction``, annotators of 20–200 votes, with their simulated age
 
     python bench/bench_heldout.py [--seeds 10] [--arenas llmfao,cba] [--fraction 0.02]
         [--deltas 50,20,10] [--parts] [--split votes|accounts] [--record-days 30]
+        [--young-shares 0.2,0.1]
 """
 
 from __future__ import annotations
@@ -92,9 +93,15 @@ def main() -> None:
     ap.add_argument("--deltas", default="50,20,10")
     ap.add_argument("--record-days", type=float, default=30.0, help="the new rule's record")
     ap.add_argument("--split", choices=("votes", "accounts"), default="votes")
+    ap.add_argument(
+        "--young-shares",
+        default="",
+        help="also the new rule at δ 50 with these young-share caps (e.g. 0.2,0.1)",
+    )
     ap.add_argument("--parts", action="store_true", help="also the new rule's parts at δ 10")
     args = ap.parse_args()
     deltas = [int(x) for x in args.deltas.split(",")]
+    shares = [float(x) for x in args.young_shares.split(",") if x]
     d = "am-elo+screen+influence+bounded"
     rec = args.record_days
     # the parts of the new rule one by one (δ 10): no day ramp, no vote ramp, neither
@@ -124,6 +131,12 @@ def main() -> None:
                         scores["old"] = A.defence_scores(d, half_a, fits, key=0)[0]
                     fits.ages, fits.active_days, fits.record_days = None, active, rec
                     scores[f"new δ={delta}"] = A.defence_scores(d, half_a, fits, key=0)[0]
+                    for ys in shares if delta == 50 else ():
+                        fits.young_share = ys
+                        scores[f"new δ=50, young share {ys:g}"] = A.defence_scores(
+                            d, half_a, fits, key=0
+                        )[0]
+                        fits.young_share = 0.0
                     if delta != 10 or not args.parts:
                         continue
                     for name, change in parts.items():

@@ -4,7 +4,7 @@
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
 #   LANE: new | old | honest | families | topbottom | priority | record | default | default2 |
-#         extra | default3 | precise
+#         extra | default3 | precise | share | young | young2 | young3
 #   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
@@ -69,6 +69,33 @@ case $lane in
     for t in top bottom; do
       cell "new-rec365-$t-target_camo_many-age8-w50" "${default[@]}" --targets "$t" \
         --families target+camo/many --attack-age 8 --warmup 50
+    done ;;
+  share)  # the young-share cap alone (before young accounts left the ability fit: run on the
+    # commit that added --young-share), every family at the middle, accounts made for the attack
+    for ys in 0.2 0.1; do
+      cell "new-rec365-ys$ys-middle-all-age0-w0" "${default[@]}" --young-share "$ys" \
+        --targets middle --attack-age 0
+    done ;;
+  young)  # the default with young accounts out of the ability fit (and the share cap 0.2):
+    # every family at the middle, accounts made for the attack; then bisected to 1.2
+    cell "new-yo-middle-all-age0-w0" "${default[@]}" --targets middle --attack-age 0
+    for fam in target+camo/few target+camo/many; do
+      cell "new-yo-middle-${fam//[\/+]/_}-age0-w0-p1.2" "${default[@]}" --precision 1.2 \
+        --targets middle --families "$fam" --attack-age 0
+    done ;;
+  young2)  # the same: idle sleepers at the top, middle, bottom; a warmed-up one (not young)
+    for t in top middle bottom; do
+      cell "new-yo-$t-target_camo_many-age8-w0" "${default[@]}" --targets "$t" \
+        --families target+camo/many --attack-age 8 --warmup 0
+    done
+    cell "new-yo-middle-target_camo_many-age8-w50" "${default[@]}" --targets middle \
+      --families target+camo/many --attack-age 8 --warmup 50 ;;
+  young3)  # a young share of 0.1; the idle sleeper at the top and bottom with 12,500 votes
+    cell "new-yo-ys0.1-middle-all-age0-w0" "${default[@]}" --young-share 0.1 \
+      --targets middle --attack-age 0
+    for t in top bottom; do
+      cell "new-yo-$t-target_camo_many-age8-w0-b12500" "${default[@]}" --max-votes 12500 \
+        --targets "$t" --families target+camo/many --attack-age 8 --warmup 0
     done ;;
   precise)  # the default's idle sleeper at the middle, costs bisected to 1.2 instead of 1.5
     cell "new-rec365-middle-target_camo_many-age8-w0-p1.2" "${default[@]}" --precision 1.2 \

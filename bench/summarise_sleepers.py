@@ -1,5 +1,5 @@
 """The guide's sleeper tables from the runs of bench/run_sleepers.sh (docs/guides/rigging.md,
-"Sleepers"): one markdown row per run (its ``--output`` JSON), the bounded defence against
+"Sleepers", "Young accounts"): one markdown row per run (its ``--output`` JSON), the bounded defence against
 m-ELO — votes (warm-up included) mean ± SE and median, censored seeds, the per-seed ratio to
 m-ELO's votes mean ± SE and median, and the account-days (active days of the accounts used).
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import sys
 
 
@@ -45,8 +46,14 @@ def main() -> None:
                 "no vote ramp" if p.get("ramp_votes") == 0 else "",
             ]
             rule = ", ".join(["new", *[e for e in extra if e]])
+            share = p.get("young_share")
+            young_out = os.path.basename(f).startswith("new-yo-")  # run after young-out
+            if share and not young_out:
+                rule += f", young share {share:g} only"
             if rule == "new, record 365 d":
-                rule = "**new default** (record 365 d)"
+                rule = "new, record 365 d (before young accounts left the ability fit)"
+            if young_out and rule.startswith("new, record 365 d"):
+                rule = "**new default** (young out, share " + f"{share:g})"
         mode = p.get("warmup_mode", "board") if p.get("warmup") else ""
         for r in p["summary"]:
             if r["defence"] == "m-elo":

@@ -160,6 +160,10 @@ def test_rank_arena_options_belong_to_it(tmp_path, capsys):
     log = _write_log(tmp_path / "log.csv")
     code, _, err = run(capsys, "rank", str(log), "--cap", "1")
     assert code != 0 and "--cap applies to --method arena only" in err
+    code, _, err = run(capsys, "rank", str(log), "--young-share", "0.1")
+    assert code != 0 and "--young-share applies to --method arena only" in err
+    code, _, err = run(capsys, "rank", str(log), "--method", "arena", "--young-share", "1.5")
+    assert code != 0 and "young_share must lie in [0, 1)" in err
     code, _, err = run(capsys, "rank", str(log), "--method", "arena", "--ci", "fisher")
     assert code != 0 and "drop --ci" in err
     code, out, err = run(
@@ -167,6 +171,7 @@ def test_rank_arena_options_belong_to_it(tmp_path, capsys):
     )
     assert code == 0, err
     p = json.loads(out)
+    assert p["rule"]["young_share"] == 0.2 and p["rule"]["record_days"] == 365
     assert p["method"] == "arena" and p["rule"]["now"] == pytest.approx(
         pd.read_csv(log)["tstamp"].max()
     )
@@ -240,3 +245,64 @@ def test_the_live_arena_acts_on_influence_flags():
 
     warn = ArenaRule.from_config(ArenaConfig(influence_policy="warn").model_dump())
     assert warn.influence == "warn"
+
+
+def test_the_live_arena_caps_young_accounts_share_in_the_full_fit_and_its_updates():
+    """Sixty accounts of 2 active days (weight ×2/7 each) vote like honest ones except that
+    m03 wins half the time it is on screen (too little for the influence screening to flag
+    any of them, measured): together they would supply more than 20 % of the
+    models' weighted votes. The published board (the default ``trust_young_share`` 0.2) scales
+    their votes down — m03 ends lower than with the cap off — says so in its notes and trust
+    summary, and the one-step updates between full fits scale the young accounts' new votes
+    by the full fit's factors."""
+    from dataclasses import replace as dc_replace
+
+    from stablearena.service import refit
+
+    rng = np.random.default_rng(3)
+    x = np.linspace(-1.5, 1.5, 12)
+    honest = [_votes(rng, x, 80, f"h{k:03d}") for k in range(60)]
+
+    def camo(n, name):
+        a, b, oc, ann = _votes(rng, x, n, name)
+        push = rng.random(n) < 0.5
+        oc = np.where(push & (a == 3), 0, np.where(push & (b == 3), 1, oc))
+        return a, b, oc, ann
+
+    young = [camo(150, f"y{k:02d}") for k in range(60)]
+    names = [f"h{k:03d}" for k in range(60)] + [f"y{k:02d}" for k in range(60)]
+    days = {n: (2.0 if n.startswith("y") else 30.0) for n in names}
+    snap = _snapshot(_battles([*honest, *young]))
+    cfg = ArenaConfig().model_dump()
+    assert cfg["trust_young_share"] == 0.2
+    on = run_fit(snap, cfg, None, "young-on", days, days)
+    off = run_fit(snap, {**cfg, "trust_young_share": 0.0}, None, "young-off", days, days)
+    assert on.payload["annotators"]["trust"]["young_share"] == 0.2
+    assert not on.payload["screening"]["influence_excluded"]
+    assert any("together at most 20%" in n for n in on.payload["leaderboard"]["notes"])
+    assert not any("together at most" in n for n in off.payload["leaderboard"]["notes"])
+    lift = {
+        k: p.payload["scores"]["m03"] - np.mean([v for m, v in p.payload["scores"].items()])
+        for k, p in (("on", on), ("off", off))
+    }
+    assert lift["on"] < lift["off"] - 0.3  # −0.79 against −0.34 natural units (measured)
+    # the young accounts: out of the ability fit, admitted with their abilities alone
+    assert on.payload["screening"]["young"] == sorted(n for n in names if n.startswith("y"))
+    rows = {r["annotator"]: r for r in on.payload["annotators"]["annotators"]}
+    assert rows["y00"]["status"] == "included" and 0 < rows["y00"]["weight"] <= 2 / 7
+    assert rows["y00"]["reason"].startswith("young (2 of 7 active days): left out of the ability")
+    base = refit._BASE.pop("young-on")
+    refit._BASE.pop("young-off")
+    assert base.young == frozenset(n for n in names if n.startswith("y"))
+    assert base.young_factors is not None and base.young_factors.min() < 0.9
+    # an update of 40 more votes by the young accounts: their rows scaled by the full fit's f
+    more = _snapshot(_battles([camo(40, f"y{k:02d}") for k in range(60)]))
+    info = {"id": 1, "as_of_vote": base.as_of_vote, "n_votes": base.n_votes, "fitted_at": 1.0}
+    pos = base.position["m03"]
+    moved = {}
+    for k, b in (("on", base), ("off", dc_replace(base, young_factors=None))):
+        refit._BASE["young-upd"] = b
+        out = refit.run_update(more, "young-upd", info).payload
+        moved[k] = out["scores"]["m03"] - b.fitted.scores[pos]
+    refit._BASE.pop("young-upd")
+    assert 0 < moved["on"] < 0.9 * moved["off"]

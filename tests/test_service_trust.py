@@ -56,14 +56,18 @@ def vote_as(
             client.vote(b["battle_id"], "model_a" if a_wins else "model_b")
 
 
-def exported_am_elo(admin: ArenaClient, tmp_path: Any) -> Any:
-    """am-ELO (δ = 20, ε = 0, no bounds) on the arena's exported votes."""
+def exported_am_elo(admin: ArenaClient, tmp_path: Any, young: Any = None) -> Any:
+    """am-ELO (δ = 20, ε = 0, no bounds) on the arena's exported votes; ``young`` (name →
+    reason) left out of it and admitted afterwards (:func:`stablearena.trust.admit_young`)."""
+    from stablearena.trust import admit_young
+
     path = tmp_path / "votes.jsonl"
     path.write_bytes(admin.export("jsonl"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         counts = read_battles(path).counts(by_annotator=True)
-        return AmElo(min_records=20, ability_threshold=0.0).fit(counts)
+        fit = AmElo(min_records=20, ability_threshold=0.0).fit(counts, leave_out=young)
+        return admit_young(fit, counts, young) if young else fit
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +141,7 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
     import sqlalchemy as sa
 
     from stablearena.service.store.tables import annotators, meta, votes
-    from stablearena.trust import DEFAULT_RAMP_DAYS, DEFAULT_RECORD_DAYS
+    from stablearena.trust import DEFAULT_RAMP_DAYS, DEFAULT_RECORD_DAYS, DEFAULT_YOUNG_SHARE
 
     url = f"sqlite:///{tmp_path / 'arena.db'}"
     tc, admin = open_arena(url, policy="warn", ability_threshold=0.0)
@@ -196,8 +200,10 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
             r = rows[f"h{k}"]
             assert r["age_days"] == pytest.approx(20.0, abs=0.01) and "young" not in r["trust"]
             assert r["weight"] == pytest.approx(min(max(r["ability"], 0), 1.0))
-        # the published leaderboard: bounded_fit of the exported votes with ages and active days
-        fit = exported_am_elo(admin, tmp_path)
+        # the published leaderboard: bounded_fit of the exported votes with ages and active
+        # days, the young account ("fresh": 1 active day) out of the ability fit and admitted
+        assert fresh["reason"].startswith("young (1 of 7 active days)")
+        fit = exported_am_elo(admin, tmp_path, young={"fresh": "young"})
         ages = {n: r["age_days"] for n, r in rows.items()}
         active = {**{f"h{k}": 20.0 for k in range(4)}, "fresh": 1.0}
         want_fit = bounded_fit(
@@ -208,6 +214,7 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
             active_days=active,
             ramp_days=7.0,
             record_days=DEFAULT_RECORD_DAYS,
+            young_share=DEFAULT_YOUNG_SHARE,
         )
         old = bounded_fit(fit, cap=DEFAULT_CAP, ramp_votes=DEFAULT_RAMP_VOTES)
         assert not np.allclose(want_fit.scores, old.scores, atol=1e-4)

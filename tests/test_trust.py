@@ -183,7 +183,7 @@ def _frozen_refit_and_update(fit, new, cap=2.0, ramp=100.0):
     x0 = bounded_fit(fit, cap=cap, ramp_votes=ramp).scores
     w = bounded_weights(fit, cap, ramp)
     weight = dict(zip([fit.annotators[k] for k in fit._fit_annotators], w, strict=True))
-    i0, j0, n0, s0, c0, prior = _weighted_rows(fit, w)
+    i0, j0, n0, s0, c0, prior = _weighted_rows(fit, w[fit.counts.annotator])
     c = new.counts(by_annotator=True)
     assert c.models == fit.models
     coef = np.array([weight[c.annotators[a]] for a in c.annotator])
@@ -233,7 +233,7 @@ def test_one_step_update_without_new_votes_is_the_full_fit():
     # its covariance is the bounded fit's (no prior here: the same information)
     from stablearena.trust import _bounded_covariance, bounded_weights
 
-    cov = _bounded_covariance(x0, fit, bounded_weights(fit, 2.0, 100.0))
+    cov = _bounded_covariance(x0, fit, bounded_weights(fit, 2.0, 100.0)[fit.counts.annotator])
     np.testing.assert_allclose(one.covariance, cov, atol=1e-10)
 
 
@@ -428,3 +428,167 @@ def test_weightless_accounts_do_not_move_the_ability_fit(seed, n_bad):
     for name, ab in zip(ref.annotators, ref.abilities, strict=True):
         assert got[name] == pytest.approx(ab, abs=1e-6)
     np.testing.assert_allclose(fit.scores, ref.scores, atol=1e-6)
+
+
+# ------------------------------------------------------------------ young accounts together
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(2, 8),
+    st.integers(0, 2**32 - 1),
+    st.floats(0.01, 0.95),
+)
+def test_young_accounts_together_supply_at_most_their_share_of_every_model(m, seed, share):
+    """After :func:`young_share_factors`, the young rows' weighted votes are at most ``share`` of
+    every model's that other accounts judged too; no factor is above 1 or below 0."""
+    from stablearena.trust import young_share_factors
+
+    rng = np.random.default_rng(seed)
+    r = int(rng.integers(1, 40))
+    i = rng.integers(0, m, r)
+    j = (i + rng.integers(1, m, r)) % m
+    weighted = rng.exponential(1.0, r) * rng.integers(0, 3, r)
+    young = rng.random(r) < rng.random()
+    f = young_share_factors(i, j, weighted, young, m, share)
+    assert np.all((f > 0) | (f == 0)) and np.all(f <= 1)
+    scaled = np.where(young, weighted * np.minimum(f[i], f[j]), weighted)
+    y = np.bincount(i, scaled * young, m) + np.bincount(j, scaled * young, m)
+    o = np.bincount(i, scaled * ~young, m) + np.bincount(j, scaled * ~young, m)
+    judged = o > 0
+    assert np.all(y[judged] <= share * (y[judged] + o[judged]) * (1 + 1e-9) + 1e-12)
+    # a model only young accounts judged is left alone
+    assert np.all(f[~judged] == 1.0)
+
+
+def test_the_young_share_must_be_a_share():
+    from stablearena.errors import InputError
+    from stablearena.trust import young_share_factors
+
+    one = np.zeros(1, dtype=np.int64)
+    for bad in (0.0, 1.0, -0.1, 2.0):
+        with pytest.raises(InputError, match="young share must lie in"):
+            young_share_factors(one, one + 1, np.ones(1), np.ones(1, bool), 2, bad)
+
+
+def _young_flood(n_flood: int, seed: int = 0):
+    """The small arena (every account 30 active days) plus ``n_flood`` camouflaged votes from 20
+    accounts of 2 active days: m2 wins whenever it is in the battle, the others are honest."""
+    from stablearena.attacks import merge_counts
+    from stablearena.battles import Battles
+
+    base = small_arena(seed)
+    honest = base.counts(by_annotator=True)
+    names = [f"young{k}" for k in range(20)]
+    days = {n: 30.0 for n in honest.annotators} | {n: 2.0 for n in names}
+    if not n_flood:
+        return honest, days
+    rng = np.random.default_rng(seed + 100)
+    truth = np.linspace(-1.5, 1.5, 6)
+    a = rng.integers(0, 6, n_flood)
+    b = (a + rng.integers(1, 6, n_flood)) % 6
+    p = 1 / (1 + np.exp(-(truth[a] - truth[b])))
+    a_wins = np.where(a == 2, True, np.where(b == 2, False, rng.random(n_flood) < p))
+    flood = Battles.from_arrays(
+        a,
+        b,
+        np.where(a_wins, 0, 1),
+        models=base.models,
+        annotator=[names[k % 20] for k in range(n_flood)],
+    )
+    return merge_counts(honest, flood.counts(by_annotator=True)), days
+
+
+def test_many_young_accounts_cannot_buy_by_number_what_each_one_lacks():
+    """Young accounts (2 of 7 active days: weight ×2/7 each) lifting m2 with camouflage: without
+    the cap, 4,000 votes lift it by 4.6 (natural units, measured); with a share of 20 % their
+    weighted votes on every model stop at 20 % and the lift is 1.8 — what remains comes through
+    the ability fit, whose abilities the flood moves — and the rule's note and parameters say
+    so."""
+    import warnings
+
+    from stablearena.raters.annotator import AmElo
+    from stablearena.trust import account_trust, bounded_fit, bounded_rows
+
+    rule = {"cap": 2.0, "ramp_votes": 100.0, "ramp_days": 7.0, "record_days": 365.0}
+    lifted = {}
+    for n in (0, 4000):
+        counts, days = _young_flood(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = AmElo(min_records=0).fit(counts)
+        for share in (0.0, 0.2):
+            got = bounded_fit(fit, **rule, active_days=days, young_share=share)
+            lifted[n, share] = got.scores[2] - np.mean(np.delete(got.scores, 2))
+            if share and n:
+                assert got.params["trust_young_share"] == 0.2
+                assert "together at most 20% of any model's weighted votes" in got.notes[-1]
+                rows = bounded_rows(fit, **rule, active_days=days, young_share=share)
+                assert rows.factors is not None and rows.factors[2] < 0.5
+                c = fit.counts
+                young = rows.young[c.annotator]
+                on2 = (c.i == 2) | (c.j == 2)
+                yw = (rows.rows * c.totals)[on2 & young].sum()
+                ow = (rows.rows * c.totals)[on2 & ~young].sum()
+                # min(f_i, f_j): a row is held by the more loaded of its two models
+                assert 0.15 < yw / (yw + ow) <= 0.2 + 1e-9
+    assert lifted[0, 0.2] == lifted[0, 0.0]  # no young votes: nothing to cap
+    gain_off, gain_on = lifted[4000, 0.0] - lifted[0, 0.0], lifted[4000, 0.2] - lifted[0, 0.2]
+    assert gain_off > 4.0 and gain_on < 0.5 * gain_off
+    # the accounts' reasons name the cap
+    counts, days = _young_flood(4000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = AmElo(min_records=0).fit(counts)
+    trust = {t.annotator: t for t in account_trust(fit, **rule, active_days=days, young_share=0.2)}
+    assert "young accounts together at most 20%" in trust["young0"].reason
+    assert "young" not in trust["h0"].reason
+
+
+def test_the_young_share_cap_changes_nothing_where_young_accounts_stay_under_it():
+    """Honest young accounts under the share: the board is the one without the cap."""
+    from stablearena.trust import bounded_fit
+
+    fit = am_elo_fit(small_arena())
+    days = {n: 30.0 for n in fit.annotators} | {"newbie": 1.0}
+    rule = {"cap": 2.0, "ramp_votes": 100.0, "ramp_days": 7.0, "active_days": days}
+    np.testing.assert_array_equal(
+        bounded_fit(fit, **rule, young_share=0.2).scores, bounded_fit(fit, **rule).scores
+    )
+
+
+def test_young_accounts_move_no_ability_and_weigh_by_their_own():
+    """Young accounts left out of the am-ELO fit and admitted (:func:`admit_young`): every
+    other account's ability and the ability fit's scores are those of the fit without them
+    (however many they are); each young account's ability is the MLE with the scores held fixed;
+    in the board they weigh by the rule (ability ≤ 1 before the record, × days / 7); an
+    account that votes against the board alone gets a negative ability, so weight 0."""
+    import warnings
+
+    from stablearena.raters.annotator import AmElo
+    from stablearena.trust import admit_young, bounded_fit, bounded_rows, young_names
+
+    counts, days = _young_flood(3000)
+    names = counts.annotators
+    rec = np.bincount(counts.annotator, counts.totals, len(names))
+    young = young_names(names, active_days=days, ramp_days=7, min_records=50, records=rec)
+    assert set(young) == {f"young{k}" for k in range(20)}
+    assert young["young0"].startswith("young (2 of 7 active days)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = AmElo(min_records=0).fit(counts, leave_out=young)
+        honest = AmElo(min_records=0).fit(_young_flood(0)[0])
+    got = admit_young(alone, counts, young)
+    ab = dict(zip(got.annotators, got.abilities, strict=True))
+    for name, a in zip(honest.annotators, honest.abilities, strict=True):
+        assert ab[name] == pytest.approx(a, abs=1e-6)
+    np.testing.assert_allclose(got.scores, honest.scores, atol=1e-6)
+    assert got.included.sum() == len(names) and got.n_comparisons == counts.n_comparisons
+    rule = {"cap": 2.0, "ramp_votes": 100.0, "ramp_days": 7.0, "record_days": 365.0}
+    w = bounded_rows(got, **rule, active_days=days).weights
+    wy = {got.annotators[k]: w[r] for r, k in enumerate(got._fit_annotators)}
+    for k in range(20):
+        a = ab[f"young{k}"]
+        assert wy[f"young{k}"] == pytest.approx(min(max(a, 0), 1) * min(1, 150 / 100) * 2 / 7)
+    board = bounded_fit(got, **rule, active_days=days)
+    assert not np.allclose(board.scores, bounded_fit(alone, **rule, active_days=days).scores)
+    # nothing young: the fit itself
+    assert admit_young(honest, _young_flood(0)[0], {}) is honest

@@ -9,6 +9,11 @@ on a log, so anybody can audit the published board from the exported votes:
    the board, so its votes are not in the am-ELO fit either (status ``left_out``): a flood of
    brand-new accounts can neither stop the fit converging nor drag the honest abilities down
    (issue 34: 6,400 such votes made the scale ×34 in 2 seeds of 10; ``bench/bench_flood.py``).
+   **Young accounts** — a day of record or more but fewer than ``ramp_days`` — are left out of
+   it too, and admitted afterwards with the abilities the fit gives them alone
+   (:func:`stablearena.trust.admit_young`): they weigh in the board by the rule, but shape no
+   other account's ability (accounts made for an attack lifted a target through the honest
+   abilities although each weighed at most 1/7; docs/guides/rigging.md, "Young accounts").
 2. **Stable Arena screening** (:class:`stablearena.screening.StableArena`): am-ELO with
    δ = ``min_records``, annotators below ε = ``ability_threshold`` flagged (``policy``
    ``"exclude"``: excluded and remembered by the live loop; ``"warn"``: shown).
@@ -19,7 +24,9 @@ on a log, so anybody can audit the published board from the exported votes:
    ``am-elo+screen+influence+bounded`` defence docs/guides/rigging.md measured. Decided afresh
    at every fit (nothing remembered), so the live board is the offline one.
 4. **Bounded influence** (:func:`stablearena.trust.bounded_fit`): each account's weight capped
-   at ``cap``, ramped over ``ramp_votes`` votes and ``ramp_days`` days of age.
+   at ``cap`` (at 1 before ``record_days`` of record), ramped over ``ramp_votes`` votes and
+   ``ramp_days`` days of record; young accounts together at most ``young_share`` of any
+   model's weighted votes.
 
 The live arena then checks the result with :func:`stablearena.fitcheck.board_problems` before
 publishing it; ``rank`` puts the same problems in the board's notes.
@@ -32,7 +39,6 @@ publishes it right after it), and — as live — accounts created in the arena'
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
 from collections.abc import Mapping
@@ -63,7 +69,8 @@ class ArenaRule:
     ``min_records``, ``ability_threshold``, ``confidence``, ``policy``: the Stable Arena
     screening (δ, ε, the one-sided level, warn/exclude); ``influence``: ``"exclude"`` (act on
     influence flags) or ``"warn"`` (only show them); ``cap``, ``ramp_votes``, ``ramp_days``,
-    ``record_days``: bounded influence (None or 0: off; docs/guides/rigging.md)."""
+    ``record_days``, ``young_share``: bounded influence (None or 0: off;
+    docs/guides/rigging.md)."""
 
     min_records: int = 50
     ability_threshold: float = 0.0
@@ -74,12 +81,17 @@ class ArenaRule:
     ramp_votes: float | None = choices.TRUST_RAMP_VOTES
     ramp_days: float | None = choices.TRUST_RAMP_DAYS
     record_days: float | None = choices.TRUST_RECORD_DAYS
+    young_share: float | None = choices.TRUST_YOUNG_SHARE
 
     def __post_init__(self) -> None:
         if self.policy not in ("warn", "exclude"):
             raise InputError(f"policy must be 'warn' or 'exclude', not {self.policy!r}.")
         if self.influence not in ("warn", "exclude"):
             raise InputError(f"influence must be 'warn' or 'exclude', not {self.influence!r}.")
+        if self.young_share is not None and not 0 <= self.young_share < 1:
+            raise InputError(
+                f"young_share must lie in [0, 1) (0 or None: off), not {self.young_share!r}."
+            )
 
     #: ArenaConfig key → field, where the names differ
     CONFIG_KEYS = {
@@ -87,6 +99,7 @@ class ArenaRule:
         "trust_ramp_votes": "ramp_votes",
         "trust_ramp_days": "ramp_days",
         "trust_record_days": "record_days",
+        "trust_young_share": "young_share",
         "influence_policy": "influence",
     }
 
@@ -97,7 +110,7 @@ class ArenaRule:
         it had then: off for bounded influence and influence screening, the default otherwise."""
         known = {f.name for f in fields(cls)}
         kw: dict[str, Any] = {"cap": None, "ramp_votes": None, "ramp_days": None}
-        kw["record_days"] = None
+        kw["record_days"] = kw["young_share"] = None
         kw["influence"] = "warn"
         for key, value in config.items():
             name = cls.CONFIG_KEYS.get(key, key)
@@ -120,9 +133,10 @@ class ArenaRule:
             "ramp_votes": self.ramp_votes,
             "ramp_days": self.ramp_days,
             "record_days": self.record_days,
+            "young_share": self.young_share,
             "ages": ages,
         }
-        if ages is not None and active_days is not None and _takes_active_days():
+        if ages is not None and active_days is not None:
             # an account that counts as old (imported, or of the arena's first days: age +∞)
             # keeps its full record; the day rules need ages (without them: no day rules, live
             # and offline alike)
@@ -131,14 +145,6 @@ class ArenaRule:
                 for n, d in active_days.items()
             }
         return out
-
-
-def _takes_active_days() -> bool:
-    """Whether :func:`stablearena.trust.bounded_fit` has the ``active_days`` parameter (the
-    activity credit of issue 34, added by its own change)."""
-    from . import trust
-
-    return "active_days" in inspect.signature(trust.bounded_fit).parameters
 
 
 @dataclass(frozen=True)
@@ -214,7 +220,9 @@ def weightless_accounts(
     """Accounts of ``counts`` whose bounded-influence weight is 0 whatever their ability (name →
     reason): the rule's factors other than the ability
     (:func:`stablearena.trust.account_weights` at ability 1, no cap) are 0 — under the age
-    ramp, an account of age 0 (a name ``ages`` lacks is new: age 0)."""
+    ramp, an account of age 0 (a name ``ages`` lacks is new: age 0). Read on ages, not
+    ``active_days``: every account with a vote has an active day, so by those nobody would be
+    weightless (``active_days`` is accepted for the callers' symmetry and not read)."""
     from .trust import account_weights
 
     if ages is None or not rule.ramp_days or rule.ramp_days <= 0:
@@ -224,9 +232,6 @@ def weightless_accounts(
         return {}
     votes = np.bincount(counts.annotator, counts.totals, len(names))
     t = np.array([float(ages.get(n, 0.0)) for n in names])
-    kw: dict[str, Any] = {}
-    if active_days is not None and "active_days" in inspect.signature(account_weights).parameters:
-        kw["active_days"] = np.array([float(active_days.get(n, 0.0)) for n in names])
     w = account_weights(
         np.ones(len(names)),
         votes,
@@ -234,7 +239,6 @@ def weightless_accounts(
         ramp_votes=rule.ramp_votes,
         ages=t,
         ramp_days=rule.ramp_days,
-        **kw,
     )
     return {
         n: f"left out: weight 0 under bounded influence (age {t[k]:.3g} days), not in the fit"
@@ -255,6 +259,14 @@ class ArenaFit:
     trust: dict[str, Any]
     weightless: dict[str, str] = field(default_factory=dict)
     influence_excluded: dict[str, str] = field(default_factory=dict)
+    young: dict[str, str] = field(default_factory=dict)
+    admitted: Any = None
+
+    @property
+    def accounts(self) -> Any:
+        """The fit whose accounts and abilities the board was weighed by: ``step.fitted`` with
+        the young accounts admitted (:func:`stablearena.trust.admit_young`)."""
+        return self.admitted if self.admitted is not None else self.step.fitted
 
     @property
     def converged(self) -> bool:
@@ -281,7 +293,7 @@ def arena_fit(
     last fit (on a :class:`~stablearena.errors.ConvergenceError`, again from the m-ELO start).
     """
     from .screening import StableArena, _influence_flagged
-    from .trust import bounded_fit
+    from .trust import admit_young, bounded_fit, young_names
 
     def new_arena() -> StableArena:
         return StableArena(
@@ -302,12 +314,25 @@ def arena_fit(
         arena.last_status = dict(state[2])
 
     weightless = weightless_accounts(counts, rule, ages, active_days)
+    trust = rule.trust(ages, active_days)
+    names = tuple(counts.annotators or ())
+    young = {
+        n: why
+        for n, why in young_names(
+            names,
+            ages=trust.get("ages"),
+            active_days=trust.get("active_days"),
+            ramp_days=rule.ramp_days,
+            min_records=rule.min_records,
+            records=np.bincount(counts.annotator, counts.totals, len(names)),
+        ).items()
+        if n not in weightless
+    }
+    leave = {**weightless, **young}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes carry every warning
         try:
-            step = arena.step(
-                counts, warm=warm and arena.last_fit is not None, leave_out=weightless
-            )
+            step = arena.step(counts, warm=warm and arena.last_fit is not None, leave_out=leave)
         except ConvergenceError:
             if not warm or arena.last_fit is None:
                 raise
@@ -315,7 +340,7 @@ def arena_fit(
             # the deterministic m-ELO start decides whether the maximum exists
             restore()
             arena.last_fit = None
-            step = arena.step(counts, leave_out=weightless)
+            step = arena.step(counts, leave_out=leave)
         flagged: dict[str, str] = {}
         if rule.influence == "exclude" and step.fitted.convergence.converged:
             found = _influence_flagged(step.fitted)
@@ -323,7 +348,7 @@ def arena_fit(
             if flagged:
                 arena.history.pop()  # the step is taken again without them
                 restore()
-                step = arena.step(counts, warm=True, leave_out=weightless, exclude_now=flagged)
-    trust = rule.trust(ages, active_days)
-    fitted = bounded_fit(step.fitted, **trust)
-    return ArenaFit(step, fitted, trust, weightless, flagged)
+                step = arena.step(counts, warm=True, leave_out=leave, exclude_now=flagged)
+    admitted = admit_young(step.fitted, counts, young)
+    fitted = bounded_fit(admitted, **trust)
+    return ArenaFit(step, fitted, trust, weightless, flagged, young, admitted)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,13 @@ from typing import Any
 import numpy as np
 
 from .battles import PairCounts
-from .choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES, TRUST_RECORD_DAYS
+from .choices import (
+    TRUST_CAP,
+    TRUST_RAMP_DAYS,
+    TRUST_RAMP_VOTES,
+    TRUST_RECORD_DAYS,
+    TRUST_YOUNG_SHARE,
+)
 from .errors import InputError, StableArenaWarning
 from .influence import (
     INFLUENCE_ABILITY_CAP,
@@ -63,7 +69,7 @@ from .influence import (
     e_values,
 )
 from .raters.bradley_terry import solve_bradley_terry
-from .trust import bounded_fit, bounded_scores
+from .trust import admit_young, bounded_fit, bounded_scores, young_names
 
 __all__ = [
     "Family",
@@ -572,6 +578,9 @@ BOUNDED_RAMP_VOTES: float = TRUST_RAMP_VOTES
 BOUNDED_RAMP_DAYS: float = TRUST_RAMP_DAYS
 #: The record rule of the ``+bounded`` defences: weight ≤ 1 before ``record_days`` of record.
 BOUNDED_RECORD_DAYS: float = TRUST_RECORD_DAYS
+#: The young-share cap of the ``+bounded`` defences: accounts under ``ramp_days`` days of
+#: record supply at most this share of any model's weighted votes (0: off).
+BOUNDED_YOUNG_SHARE: float = TRUST_YOUNG_SHARE
 #: What the day rules of the ``+bounded`` defences count: ``"active"`` (distinct days with a
 #: vote, the default rule) or ``"age"`` (days since creation, the rule before sleepers).
 TRUST_DAYS: tuple[str, ...] = ("active", "age")
@@ -599,6 +608,7 @@ class _Fits:
     ages: dict[str, float] | None = None
     active_days: dict[str, float] | None = None
     record_days: float = 0.0
+    young_share: float = 0.0
     min_records: int = 50
 
 
@@ -607,9 +617,11 @@ def _screened_am_elo(
     start: Any,
     min_records: int = 50,
     excluded: frozenset[str] = frozenset(),
+    leave_out: Mapping[str, str] | None = None,
 ) -> Any:
     """Today's Stable Arena screening on counts: am-ELO (δ = ``min_records``, ε = 0) without the
-    ``excluded``, exclude the flagged, refit (warm), until a converged fit flags nobody
+    ``excluded`` and the ``leave_out`` (name → reason: young accounts, not screened), exclude
+    the flagged, refit (warm), until a converged fit flags nobody
     (:func:`stablearena.screening.converged_fit`: an unconverged fit never excludes anyone)."""
     from .raters.annotator import AmElo
     from .screening import converged_fit
@@ -619,7 +631,11 @@ def _screened_am_elo(
     fit = None
     for _ in range(20):
         fit = converged_fit(
-            rater, _rated_models(counts, out, min_records), exclude=frozenset(out), start=start
+            rater,
+            _rated_models(counts, out | set(leave_out or ()), min_records),
+            exclude=frozenset(out),
+            start=start,
+            leave_out=leave_out,
         )
         new = {fit.annotators[k] for k, st in enumerate(fit.status) if st == "flagged"}
         if not new or not fit.convergence.converged:
@@ -690,12 +706,17 @@ def defence_scores(
                 return x, set()
             return m_elo_scores(_without(counts, names), x), names
         if defence.startswith("am-elo+screen"):
-            fit = fits.screened.get(key) if key is not None else None
+            young = _young(counts, fits) if defence.endswith("+bounded") else {}
+            fit = fits.screened.get(key) if key is not None and not young else None
             if fit is None:
                 fit = _screened_am_elo(
-                    counts, fits.honest_am, fits.min_records, excluded=fits.pre_excluded
+                    counts,
+                    fits.honest_am,
+                    fits.min_records,
+                    excluded=fits.pre_excluded,
+                    leave_out=young,
                 )
-                if key is not None:
+                if key is not None and not young:
                     fits.screened[key] = fit
             excl = {fit.annotators[k] for k, st in enumerate(fit.status) if st == "excluded"}
             if defence == "am-elo+screen":
@@ -704,32 +725,57 @@ def defence_scores(
                 x = capped_scores(fit, INFLUENCE_ABILITY_CAP)
                 return _full_scores(replace(fit, scores=x), counts.models), excl
             if defence.startswith("am-elo+screen+influence"):
-                got = fits.influenced.get(key) if key is not None else None
+                got = fits.influenced.get(key) if key is not None and not young else None
                 if got is None:
-                    got = _influence_screened(counts, fit, excl, fits.min_records)
-                    if key is not None:
+                    got = _influence_screened(counts, fit, excl, fits.min_records, young)
+                    if key is not None and not young:
                         fits.influenced[key] = got
                 fit, names = got
                 excl = excl | names
             if defence.endswith("+bounded"):
-                # as the live arena publishes it: where the weighed votes alone cannot rank
-                # every model (a model judged only by accounts that weigh 0), the fit unbounded
+                # as the live arena publishes it: young accounts admitted with their abilities
+                # alone; where the weighed votes alone cannot rank every model (a model judged
+                # only by accounts that weigh 0), the fit unbounded
                 fit = bounded_fit(
-                    fit,
+                    admit_young(fit, counts, young),
                     cap=fits.cap,
                     ramp_votes=fits.ramp_votes,
                     ages=fits.ages,
                     ramp_days=fits.ramp_days,
                     active_days=fits.active_days,
                     record_days=fits.record_days,
+                    young_share=fits.young_share,
                 )
             if defence in DEFENCES:
                 return _full_scores(fit, counts.models), excl
     raise InputError(f"unknown defence {defence!r}; choose from {', '.join(DEFENCES)}.")
 
 
+def _young(counts: PairCounts, fits: _Fits) -> dict[str, str]:
+    """The young accounts of ``counts`` under the ``+bounded`` defences' day ramp
+    (:func:`stablearena.trust.young_names`; with δ votes or more, not excluded before the
+    attack): left out of the ability fit and admitted afterwards, as the live arena does."""
+    if not fits.ramp_days or (fits.active_days is None and fits.ages is None):
+        return {}
+    names = counts.annotators or ()
+    rec = np.bincount(counts.annotator, counts.totals, len(names))  # type: ignore[arg-type]
+    got = young_names(
+        names,
+        ages=fits.ages,
+        active_days=fits.active_days,
+        ramp_days=fits.ramp_days,
+        min_records=fits.min_records,
+        records=rec,
+    )
+    return {n: r for n, r in got.items() if n not in fits.pre_excluded}
+
+
 def _influence_screened(
-    counts: PairCounts, fit: Any, excl: set[str], min_records: int = 50
+    counts: PairCounts,
+    fit: Any,
+    excl: set[str],
+    min_records: int = 50,
+    leave_out: Mapping[str, str] | None = None,
 ) -> tuple[Any, set[str]]:
     """The influence screening after today's (module docstring): the accounts of the screened
     am-ELO ``fit`` flagged by :func:`account_influence` (judged at abilities clipped to
@@ -742,7 +788,13 @@ def _influence_screened(
     if not names:
         return fit, set()
     return (
-        _screened_am_elo(_without(counts, names), fit, min_records, excluded=frozenset(excl)),
+        _screened_am_elo(
+            _without(counts, names),
+            fit,
+            min_records,
+            excluded=frozenset(excl),
+            leave_out=leave_out,
+        ),
         names,
     )
 
@@ -856,14 +908,15 @@ def run_seed(
     record_days: float = BOUNDED_RECORD_DAYS,
     days: str = "active",
     min_records: int = 50,
+    young_share: float = BOUNDED_YOUNG_SHARE,
     log: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Votes (and battles served) needed to lift each target by each level under each defence,
     one record per (family, target, defence). ``max_votes`` defaults to 25 % of the honest
     arena's votes. Costs are found to ``precision`` (a factor: doubling from 1 vote, then
     bisecting each bracket geometrically, :func:`votes_needed`); ``cap``, ``ramp_votes``,
-    ``ramp_days`` and ``record_days``: the bounded influence of the ``+bounded`` defences, whose
-    day rules read ``days`` — ``"active"``: each account's distinct days with a vote (honest:
+    ``ramp_days``, ``record_days`` and ``young_share``: the bounded influence of the ``+bounded``
+    defences, whose day rules read ``days`` — ``"active"``: each account's distinct days with a vote (honest:
     ``arena.active_days``), ``"age"``: days since creation (honest: ``arena.ages``).
 
     **Sleepers**: the attacker's accounts were created ``attack_age`` days before the board is
@@ -883,6 +936,7 @@ def run_seed(
         ramp_votes=ramp_votes,
         ramp_days=ramp_days,
         record_days=record_days,
+        young_share=young_share,
         min_records=min_records,
     )
     honest_days = _honest_days(arena, days)
@@ -956,6 +1010,7 @@ def run_seed(
                     record_days=record_days,
                     days=days,
                     min_records=min_records,
+                    young_share=young_share,
                 )
             for level, v in need.items():
                 k = stream.n_accounts(v) if v else None

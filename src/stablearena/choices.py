@@ -24,6 +24,7 @@ __all__ = [
     "TRUST_RAMP_VOTES",
     "TRUST_RAMP_DAYS",
     "TRUST_RECORD_DAYS",
+    "TRUST_YOUNG_SHARE",
 ]
 
 #: Rater name → the module that defines and registers it (imported on first use; a new rater
@@ -85,3 +86,9 @@ TRUST_RAMP_DAYS: float = 7.0
 #: every day reaches the record and weighs 2 (cheaper than on m-ELO); a year costs no honest
 #: accuracy measured there.
 TRUST_RECORD_DAYS: float = 365.0
+#: Largest share of any model's weighted votes that young accounts (fewer than
+#: :data:`TRUST_RAMP_DAYS` days of record) may supply together
+#: (:func:`stablearena.trust.young_share_factors`, the live arena's ``trust_young_share``,
+#: ``experiment rigging --young-share``). Chosen in docs/guides/rigging.md ("Young accounts
+#: together").
+TRUST_YOUNG_SHARE: float = 0.2

@@ -137,6 +137,7 @@ def annotators_payload(
             "n_ramped": sum(t.ramped for t in accounts.values()),
             "ramp_days": trust.get("ramp_days") if trust.get("ages") is not None else None,
             "n_young": sum(t.aged for t in accounts.values()),
+            "young_share": trust.get("young_share") if trust.get("ages") is not None else None,
             "n_influence_flagged": sum(t.flagged is not None for t in accounts.values()),
         }
     ordered = sorted(d["annotators"], key=lambda r: ANNOTATOR_GROUPS.get(r["status"], 1))

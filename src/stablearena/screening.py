@@ -332,19 +332,21 @@ def converged_fit(
     *,
     exclude: frozenset[str] = frozenset(),
     start: AmEloFitted | None = None,
+    leave_out: Mapping[str, str] | None = None,
 ) -> AmEloFitted:
-    """``rater.fit`` that screening may act on: when the fit has not converged it is continued
-    (warm-started from the unconverged point), then tried from the deterministic m-ELO start;
+    """``rater.fit`` (``leave_out``: name → reason, passed on) that screening may act on: when
+    the fit has not converged it is continued (warm-started from the unconverged point), then
+    tried from the deterministic m-ELO start;
     the first converged fit is returned, else the last one — which the caller must not screen
     on (check ``fitted.convergence.converged``). An unconverged am-ELO fit can give honest
     annotators spurious negative abilities (issue 25: 128 honest annotators excluded)."""
-    fitted = rater.fit(data, exclude=exclude, start=start)
+    fitted = rater.fit(data, exclude=exclude, start=start, leave_out=leave_out)
     for retry in (fitted, None):
         if fitted.convergence.converged:
             break
         if retry is None and start is None:
             break
-        fitted = rater.fit(data, exclude=exclude, start=retry)
+        fitted = rater.fit(data, exclude=exclude, start=retry, leave_out=leave_out)
     return fitted
 
 

@@ -17,7 +17,11 @@ days an account's votes weigh less, with no day nothing. Counted in *active* day
 left idle since sign-up (a sleeper) earns nothing by waiting: its record is the days it spent
 voting. And until its record reaches ``record_days`` no account weighs more than an honest
 annotator (1), however well its votes agree with the board — agreeing first is how a patient
-attacker inflates its am-ELO ability (docs/guides/rigging.md, "Sleepers"). The scores are then the Bradley–Terry
+attacker inflates its am-ELO ability (docs/guides/rigging.md, "Sleepers"). **Young accounts**
+(fewer than ``ramp_days`` days of record) together supply at most a share s (``young_share``)
+of any model's weighted votes: where they would supply more, their votes on that model are
+scaled down (:func:`young_share_factors`), so that many young accounts cannot buy, by number,
+the weight that each one lacks. The scores are then the Bradley–Terry
 maximum-likelihood estimate with those row coefficients held fixed,
 P(i beats j | k) = σ(w_k (x_i − x_j)) — the am-ELO likelihood with the abilities replaced by
 the bounded weights. With no ability above ``cap`` and ``ramp_votes`` ≤ every account's
@@ -39,6 +43,7 @@ import numpy as np
 
 from . import choices
 from ._numeric import expit
+from .errors import InputError
 from .raters.bradley_terry import bradley_terry_loglik, solve_bradley_terry
 
 __all__ = [
@@ -46,13 +51,20 @@ __all__ = [
     "DEFAULT_RAMP_VOTES",
     "DEFAULT_RAMP_DAYS",
     "DEFAULT_RECORD_DAYS",
+    "DEFAULT_YOUNG_SHARE",
     "AccountTrust",
+    "BoundedRows",
     "account_trust",
     "account_weights",
     "bounded_fit",
     "bounded_information",
+    "bounded_rows",
     "bounded_weights",
     "bounded_scores",
+    "admit_young",
+    "young_accounts",
+    "young_names",
+    "young_share_factors",
     "weightless",
     "OneStep",
     "one_step_update",
@@ -68,6 +80,8 @@ DEFAULT_RAMP_VOTES: float = choices.TRUST_RAMP_VOTES
 DEFAULT_RAMP_DAYS: float = choices.TRUST_RAMP_DAYS
 #: Days of record (active days when known) before an account may weigh more than 1.
 DEFAULT_RECORD_DAYS: float = choices.TRUST_RECORD_DAYS
+#: Largest share of any model's weighted votes that young accounts together may supply.
+DEFAULT_YOUNG_SHARE: float = choices.TRUST_YOUNG_SHARE
 
 
 def _off(value: float | None) -> bool:
@@ -190,15 +204,208 @@ def bounded_weights(
     )
 
 
-def _weighted_rows(fit: Any, w: np.ndarray) -> tuple[np.ndarray, ...]:
+def young_accounts(
+    fit: Any,
+    ages: Mapping[str, float] | None = None,
+    ramp_days: float | None = None,
+    active_days: Mapping[str, float] | None = None,
+) -> np.ndarray | None:
+    """Whether each fitted account (the order of ``fit._fit_annotators``) is **young**: fewer
+    than ``ramp_days`` days of record (active days when given, else ages), so that the day ramp
+    lowers its weight — None when no account is (no days known, no day ramp)."""
+    if _off(ramp_days):
+        return None
+    t = _fit_ages(fit, ages, active_days)
+    if t is None:
+        return None
+    young = t < ramp_days  # type: ignore[operator]
+    return young if young.any() else None
+
+
+def young_names(
+    names: Any,
+    *,
+    ages: Mapping[str, float] | None = None,
+    active_days: Mapping[str, float] | None = None,
+    ramp_days: float | None = DEFAULT_RAMP_DAYS,
+    min_records: float = 0.0,
+    records: np.ndarray | None = None,
+) -> dict[str, str]:
+    """The **young** accounts among ``names`` (name → reason): a day of record or more, fewer
+    than ``ramp_days`` (active days when given, else ages; a name they lack: 0 — no day, so
+    weightless, not young) and, when ``records`` (votes per name) are given, at least
+    ``min_records`` votes (below δ an account is out of the fit anyway). Their votes are left
+    out of the ability fit (:func:`admit_young`); empty without days or a day ramp."""
+    if _off(ramp_days):
+        return {}
+    names = tuple(names)
+    t = record_days_of(names, ages, active_days)
+    if t is None:
+        return {}
+    unit = "active days" if active_days is not None else "days old"
+    ok = (t > 0) & (t < ramp_days)  # type: ignore[operator]
+    if records is not None:
+        ok &= np.asarray(records, float) >= min_records
+    return {
+        n: f"young ({d:.3g} of {ramp_days:g} {unit}): left out of the ability fit, its ability "
+        "estimated alone against the board"
+        for n, d, y in zip(names, t, ok, strict=True)
+        if y
+    }
+
+
+def admit_young(fit: Any, counts: Any, young: Mapping[str, str]) -> Any:
+    """The am-ELO ``fit`` with the ``young`` accounts (name → reason, :func:`young_names`) — left
+    out of it — admitted to the fitted accounts with the abilities the fit gave them alone
+    (the ability MLE with the scores held fixed, :class:`~stablearena.raters.annotator.
+    AmEloFitted`), their votes in ``counts`` (pair counts per annotator; votes on a model the
+    fit does not rate are dropped) added to its counts. The scores stay those of the fit
+    without them: young accounts shape no other account's ability and no score of the ability
+    fit — many new accounts cannot move the honest accounts' abilities, which is how accounts
+    created for an attack lifted a target though each weighed almost nothing
+    (docs/guides/rigging.md, "Young accounts"). Their weight in the board is the rule's
+    (:func:`bounded_fit` of the result): ability capped at 1 before the record, × both ramps.
+    ``fit`` itself when no young account is in ``counts``."""
+    from .battles import PairCounts
+
+    names = fit.annotators
+    where = {n: k for k, n in enumerate(names)}
+    status = list(fit.status)
+    add = [where[n] for n in young if n in where and status[where[n]] == "left_out"]
+    c_names = counts.annotators or ()
+    c_where = {n: k for k, n in enumerate(c_names)}
+    add = [k for k in add if names[k] in c_where]
+    if not add:
+        return fit
+    reasons = list(fit.reasons)
+    for k in add:
+        status[k] = "included"
+        reasons[k] = f"{young[names[k]]} ({float(fit.abilities[k]):.3g})"
+    new_idx = np.flatnonzero(np.isin(np.array(status, dtype=object), ["included", "flagged"]))
+    pos = np.full(len(names), -1, dtype=np.int64)
+    pos[new_idx] = np.arange(len(new_idx))
+    fc = fit.counts
+    old_ann = pos[fit._fit_annotators[fc.annotator]]
+    c_pos = np.full(len(c_names), -1, dtype=np.int64)
+    for k in add:
+        c_pos[c_where[names[k]]] = pos[k]
+    yc = counts.take(c_pos[counts.annotator] >= 0)
+    m_where = {m: k for k, m in enumerate(fc.models)}
+    mi = np.array([m_where.get(m, -1) for m in yc.models], dtype=np.int64)
+    a, b = mi[yc.i], mi[yc.j]
+    ok = (a >= 0) & (b >= 0)
+    a, b = a[ok], b[ok]
+    swap = a > b
+    merged = PairCounts(
+        models=fc.models,
+        i=np.r_[fc.i, np.where(swap, b, a)],
+        j=np.r_[fc.j, np.where(swap, a, b)],
+        wins=np.r_[fc.wins, np.where(swap, yc.losses[ok], yc.wins[ok])],
+        losses=np.r_[fc.losses, np.where(swap, yc.wins[ok], yc.losses[ok])],
+        ties=np.r_[fc.ties, yc.ties[ok]],
+        ties_both_bad=np.r_[fc.ties_both_bad, yc.ties_both_bad[ok]],
+        annotator=np.r_[old_ann, c_pos[yc.annotator[ok]]],
+        annotators=tuple(names[k] for k in new_idx),
+        source=fc.source,
+    )
+    m = merged.n_models
+    battles = np.bincount(merged.i, merged.totals, m) + np.bincount(merged.j, merged.totals, m)
+    return replace(
+        fit,
+        counts=merged,
+        status=tuple(status),
+        reasons=tuple(reasons),
+        n_comparisons=merged.n_comparisons,
+        battles=battles,
+        notes=(
+            *fit.notes,
+            f"{len(add)} young account(s) left out of the ability fit and weighed by their "
+            "abilities alone (docs/guides/annotators.md)",
+        ),
+    )
+
+
+def young_share_factors(
+    i: np.ndarray,
+    j: np.ndarray,
+    weighted: np.ndarray,
+    young: np.ndarray,
+    n_models: int,
+    share: float,
+) -> np.ndarray:
+    """The young-share cap's factor f_m of every model m: with Y_m and O_m the weighted votes
+    (w_k · n_r summed over the rows r = (i, j) that involve m) of young and of other accounts,
+
+        f_m = min(1, s / (1 − s) · O_m / Y_m)    (1 where Y_m = 0 or O_m = 0),
+
+    s = ``share``; a young row's weight is then multiplied by min(f_i, f_j), so that young
+    accounts together supply at most the share s of any model's weighted votes (f_m Y_m ≤
+    s (f_m Y_m + O_m)). Weighted votes, not information: a vote's pull on a score is w_k, its
+    information w_k², so an information share would let low-weight votes pull far more than
+    their share. A model only young accounts judged (O_m = 0) is left alone: there the cap has
+    nothing to be a share of (at a launch every account counts as old). ``weighted``:
+    w_k · n_r of every row; ``young``: whether each row is a young account's."""
+    if not 0.0 < share < 1.0:
+        raise InputError(f"the young share must lie in (0, 1), not {share!r}.")
+    yw = np.where(young, weighted, 0.0)
+    ow = np.where(young, 0.0, weighted)
+    y = np.bincount(i, yw, n_models) + np.bincount(j, yw, n_models)
+    o = np.bincount(i, ow, n_models) + np.bincount(j, ow, n_models)
+    limit = share / (1.0 - share) * o
+    f = np.ones(n_models)
+    bind = (y > limit) & (o > 0)
+    f[bind] = limit[bind] / y[bind]
+    return f
+
+
+@dataclass(frozen=True)
+class BoundedRows:
+    """The rule's weights on a fit (:func:`bounded_rows`): ``weights`` w_k of every fitted
+    account (:func:`bounded_weights`, the order of ``fit._fit_annotators``); ``rows`` each count
+    row's weight (w_k, times min(f_i, f_j) for a young account's row); ``young`` whether each
+    fitted account is young (:func:`young_accounts`; None: none is, or the cap is off);
+    ``factors`` f_m of every model (:func:`young_share_factors`; None when the cap is off)."""
+
+    weights: np.ndarray
+    rows: np.ndarray
+    young: np.ndarray | None
+    factors: np.ndarray | None
+
+
+def bounded_rows(
+    fit: Any,
+    *,
+    cap: float | None,
+    ramp_votes: float | None = 0.0,
+    ages: Mapping[str, float] | None = None,
+    ramp_days: float | None = 0.0,
+    active_days: Mapping[str, float] | None = None,
+    record_days: float | None = 0.0,
+    young_share: float | None = 0.0,
+) -> BoundedRows:
+    """The rule's weights on ``fit``: each account's (:func:`bounded_weights`) and each count
+    row's, the young-share cap applied (:func:`young_share_factors`, off when ``young_share``
+    is None, 0 or no account is young)."""
+    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
+    c = fit.counts
+    coef = w[c.annotator]
+    young = None if _off(young_share) else young_accounts(fit, ages, ramp_days, active_days)
+    if young is None:
+        return BoundedRows(w, coef, None, None)
+    yr = young[c.annotator]
+    f = young_share_factors(c.i, c.j, coef * c.totals, yr, c.n_models, float(young_share))  # type: ignore[arg-type]
+    return BoundedRows(w, np.where(yr, coef * np.minimum(f[c.i], f[c.j]), coef), young, f)
+
+
+def _weighted_rows(fit: Any, coef: np.ndarray) -> tuple[np.ndarray, ...]:
     """The rows of the bounded objective: (i, j, n, s, coef) of the fit's counts with a weight
-    (coef = w_k ≠ 0 and a vote), and the models that get the existence prior — those the fit
-    gave it and those without a finite MLE on the weighted votes alone (``None``: no model); a
+    (``coef``, each row's weight from :func:`bounded_rows`, ≠ 0, and a vote), and the models
+    that get the existence prior — those the fit gave it and those without a finite MLE on the
+    weighted votes alone (``None``: no model); a
     :class:`~stablearena.errors.DisconnectedGraphError` when those votes leave a model out."""
     from .graph import check_comparison_graph
 
     c = fit.counts
-    coef = w[c.annotator]
     keep = (coef > 0) & (c.totals > 0)
     prior = check_comparison_graph(c.take(keep)).needs_prior
     if fit.model_prior is not None:
@@ -207,15 +414,15 @@ def _weighted_rows(fit: Any, w: np.ndarray) -> tuple[np.ndarray, ...]:
     return i, j, c.totals[keep], c.score[keep], coef[keep], prior if prior.any() else None
 
 
-def _solve(fit: Any, w: np.ndarray) -> tuple[np.ndarray, float]:
-    """Scores of the Bradley–Terry fit with row coefficients w_k, and its log-likelihood on
-    every vote of the fit (a vote of weight 0 counts ln ½). The existence prior goes on the
-    models of :func:`_weighted_rows`."""
+def _solve(fit: Any, rows: np.ndarray) -> tuple[np.ndarray, float]:
+    """Scores of the Bradley–Terry fit with row coefficients ``rows`` (each count row's weight,
+    :func:`bounded_rows`), and its log-likelihood on every vote of the fit (a vote of weight 0
+    counts ln ½). The existence prior goes on the models of :func:`_weighted_rows`."""
     c = fit.counts
-    i, j, n, s, coef, prior = _weighted_rows(fit, w)
+    i, j, n, s, coef, prior = _weighted_rows(fit, rows)
     x = solve_bradley_terry(c.n_models, i, j, n, s, coef=coef, x0=fit.scores, prior_mask=prior).x
     return x, bradley_terry_loglik(
-        x, c.i.astype(np.int64), c.j.astype(np.int64), c.totals, c.score, w[c.annotator]
+        x, c.i.astype(np.int64), c.j.astype(np.int64), c.totals, c.score, rows
     )
 
 
@@ -228,12 +435,23 @@ def bounded_scores(
     ramp_days: float | None = 0.0,
     active_days: Mapping[str, float] | None = None,
     record_days: float | None = 0.0,
+    young_share: float | None = 0.0,
 ) -> np.ndarray:
     """The model scores of an am-ELO ``fit`` refitted with each account's weight bounded by
     :func:`account_weights` (accounts' vote counts from the fit's counts, days of record by
-    name from ``active_days``, else ``ages``)."""
-    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
-    return _solve(fit, w)[0]
+    name from ``active_days``, else ``ages``) and young accounts' rows by the young-share cap
+    (:func:`young_share_factors`)."""
+    rows = bounded_rows(
+        fit,
+        cap=cap,
+        ramp_votes=ramp_votes,
+        ages=ages,
+        ramp_days=ramp_days,
+        active_days=active_days,
+        record_days=record_days,
+        young_share=young_share,
+    ).rows
+    return _solve(fit, rows)[0]
 
 
 def bounded_fit(
@@ -245,24 +463,38 @@ def bounded_fit(
     ramp_days: float | None = 0.0,
     active_days: Mapping[str, float] | None = None,
     record_days: float | None = 0.0,
+    young_share: float | None = 0.0,
 ) -> Any:
     """``fit`` (am-ELO) with its scores replaced by :func:`bounded_scores` — the abilities,
     statuses and reasons kept; ``loglik`` that of the bounded model;
     ``params`` gain ``ability_cap``, ``trust_ramp_votes`` (and ``trust_ramp_days``,
     ``trust_record_days`` and ``trust_days`` — ``"active"`` or ``"age"`` — when days are
-    given) — or ``fit`` itself when every account's bounded weight equals its ability
-    (nothing capped, ramped or negative), and when the cap, both ramps and the record rule are
-    off (None or ≤ 0: the rule is off). ``active_days`` (name → distinct UTC days with a vote,
-    up to the fit) replace ``ages`` (name → days since creation) as the days of record when
-    given. Accounts of weight 0 for want of a day (:func:`weightless`) should be left out of
-    ``fit`` itself (its ``exclude``): here they only weigh 0."""
+    given, ``trust_young_share`` when the young-share cap is on) — or ``fit`` itself when every
+    row's bounded weight equals its account's ability (nothing capped, ramped, shared out or
+    negative), and when the cap, both ramps, the record rule and the young-share cap are off
+    (None or ≤ 0: the rule is off). ``active_days`` (name → distinct UTC days with a vote, up
+    to the fit) replace ``ages`` (name → days since creation) as the days of record when given.
+    ``young_share``: the largest share of any model's weighted votes that accounts with fewer
+    than ``ramp_days`` days of record may supply together (:func:`young_share_factors`).
+    Accounts of weight 0 for want of a day (:func:`weightless`) should be left out of ``fit``
+    itself (its ``exclude``): here they only weigh 0."""
     from .errors import DisconnectedGraphError
 
-    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
-    if np.array_equal(w, fit.abilities[fit._fit_annotators]):
+    got = bounded_rows(
+        fit,
+        cap=cap,
+        ramp_votes=ramp_votes,
+        ages=ages,
+        ramp_days=ramp_days,
+        active_days=active_days,
+        record_days=record_days,
+        young_share=young_share,
+    )
+    a = fit.abilities[fit._fit_annotators]
+    if np.array_equal(got.weights, a) and np.array_equal(got.rows, a[fit.counts.annotator]):
         return fit
     try:
-        x, loglik = _solve(fit, w)
+        x, loglik = _solve(fit, got.rows)
     except DisconnectedGraphError as exc:  # weighed votes alone cannot rank every model
         return replace(fit, notes=(*fit.notes, f"bounded influence not applied: {exc}"))
     params = {**dict(fit.params), "ability_cap": cap, "trust_ramp_votes": ramp_votes}
@@ -275,12 +507,21 @@ def bounded_fit(
         params["trust_record_days"] = record_days
     if aged or recorded:
         params["trust_days"] = days
+    shared = got.young is not None
+    if shared:
+        params["trust_young_share"] = young_share
     unit = "active days" if days == "active" else "age in days"
     note = (
         f"bounded influence: each account's weight min(max(ability, 0), {cap or 'no cap'}"
         + (f"; 1 before {record_days:g} {unit}" if recorded else "")
         + f") · min(1, votes / {ramp_votes or 'no ramp'})"
         + (f" · min(1, {unit} / {ramp_days:g})" if aged else "")
+        + (
+            f"; accounts under {ramp_days:g} {unit} together at most {young_share:.0%} of "
+            "any model's weighted votes"
+            if shared
+            else ""
+        )
         + " (docs/guides/annotators.md)"
     )
     return replace(fit, scores=x, loglik=loglik, params=params, notes=(*fit.notes, note))
@@ -296,6 +537,7 @@ def bounded_information(
     ramp_days: float | None = 0.0,
     active_days: Mapping[str, float] | None = None,
     record_days: float | None = 0.0,
+    young_share: float | None = 0.0,
 ) -> np.ndarray:
     """H* = −∇² of the bounded objective (the log-likelihood :func:`bounded_scores` maximises,
     existence prior included) at ``scores`` (those of :func:`bounded_fit`):
@@ -303,15 +545,25 @@ def bounded_information(
         H* = Σ_r w_k² n_r p_r (1 − p_r) (e_i − e_j)(e_i − e_j)ᵀ + H_prior,
         p_r = σ(w_k (x_i − x_j)),
 
-    the weights w_k of :func:`bounded_weights`, H_prior the existence prior's curvature (α
-    virtual ties against the average model, :func:`~stablearena.raters.bradley_terry.
-    solve_bradley_terry`). An M×M Laplacian, singular along 1 (scores have mean zero): what
-    :func:`one_step_update` needs from a full fit. One pass over the fit's counts (O(C))."""
+    the weights w_k of each row (:func:`bounded_rows`: the account's, shared out where the
+    young-share cap binds), H_prior the existence prior's curvature (α virtual ties against the
+    average model, :func:`~stablearena.raters.bradley_terry.solve_bradley_terry`). An M×M
+    Laplacian, singular along 1 (scores have mean zero): what :func:`one_step_update` needs
+    from a full fit. One pass over the fit's counts (O(C))."""
     from .information import laplacian
     from .raters.bradley_terry import PRIOR_STRENGTH, _prior_terms
 
-    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
-    i, j, n, _, coef, prior = _weighted_rows(fit, w)
+    rows = bounded_rows(
+        fit,
+        cap=cap,
+        ramp_votes=ramp_votes,
+        ages=ages,
+        ramp_days=ramp_days,
+        active_days=active_days,
+        record_days=record_days,
+        young_share=young_share,
+    ).rows
+    i, j, n, _, coef, prior = _weighted_rows(fit, rows)
     x = np.asarray(scores, float)
     p = expit(coef * (x[i] - x[j]))
     info = laplacian(len(x), i, j, n * coef * coef * p * (1.0 - p))
@@ -424,13 +676,13 @@ class AccountTrust:
         return asdict(self)
 
 
-def _bounded_covariance(x: np.ndarray, fit: Any, w: np.ndarray) -> np.ndarray:
+def _bounded_covariance(x: np.ndarray, fit: Any, rows: np.ndarray) -> np.ndarray:
     """Covariance of the bounded fit's scores: the pseudo-inverse of the information
-    Σ_r w_k² n p (1 − p)(e_i − e_j)(e_i − e_j)ᵀ (Σx = 0)."""
+    Σ_r w_r² n p (1 − p)(e_i − e_j)(e_i − e_j)ᵀ (Σx = 0), w_r each row's weight."""
     from .information import bt_information, laplacian_pinv
 
     c = fit.counts
-    coef = w[c.annotator]
+    coef = rows
     info = bt_information(x, c.i.astype(np.int64), c.j.astype(np.int64), c.totals, coef)
     try:
         return laplacian_pinv(info)
@@ -448,6 +700,7 @@ def account_trust(
     alpha: float = 0.05,
     active_days: Mapping[str, float] | None = None,
     record_days: float | None = 0.0,
+    young_share: float | None = 0.0,
 ) -> tuple[AccountTrust, ...]:
     """:class:`AccountTrust` of every annotator of the am-ELO ``fit`` (its order): the bounded
     weights (:func:`account_weights`), the bounded fit (:func:`bounded_scores`) and each
@@ -457,26 +710,31 @@ def account_trust(
     (waiting for δ votes, or excluded by the screening) weigh 0 and move nothing. ``ages``
     (name → days) and ``ramp_days``: the age ramp (off without ages); ``active_days`` (name →
     distinct days with a vote) replace the ages as the days of record when given;
-    ``record_days``: the record before an account may weigh more than 1."""
+    ``record_days``: the record before an account may weigh more than 1; ``young_share``: the
+    young-share cap (:func:`young_share_factors`). ``weight`` is w_k, before the young-share
+    cap scales a young account's rows; the influence is computed with w_k too (an upper bound
+    where the cap binds)."""
     from .influence import account_influence
 
     idx = fit._fit_annotators
-    w = bounded_weights(fit, cap, ramp_votes, ages, ramp_days, active_days, record_days)
+    rule = {
+        "cap": cap,
+        "ramp_votes": ramp_votes,
+        "ages": ages,
+        "ramp_days": ramp_days,
+        "active_days": active_days,
+        "record_days": record_days,
+        "young_share": young_share,
+    }
+    got = bounded_rows(fit, **rule)
+    w, rows = got.weights, got.rows
     votes = _fit_votes(fit)
-    x = bounded_fit(
-        fit,
-        cap=cap,
-        ramp_votes=ramp_votes,
-        ages=ages,
-        ramp_days=ramp_days,
-        active_days=active_days,
-        record_days=record_days,
-    ).scores
+    x = bounded_fit(fit, **rule).scores
     days = active_days if active_days is not None else ages
     unit = "active days" if active_days is not None else "days old"
     use_age = days is not None and not _off(ramp_days)
     use_record = days is not None and not _off(record_days)
-    infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, w), w, alpha=alpha)
+    infl = account_influence(fit.counts, x, _bounded_covariance(x, fit, rows), w, alpha=alpha)
     points = np.abs(infl.shift) / fit.elo_scale
     max_z, pushes, push, select = infl.max_z, infl.model, infl.flagged_push, infl.flagged_select
     where = {int(k): r for r, k in enumerate(idx)}
@@ -518,7 +776,15 @@ def account_trust(
             reasons.append(f"new: weight ramps until {ramp_votes:g} votes ({n:g} so far)")
         aged = use_age and a > 0 and rec < ramp_days  # type: ignore[operator]
         if aged:
-            reasons.append(f"young: weight ramps until {ramp_days:g} {unit} ({rec:.3g} so far)")
+            reasons.append(
+                f"young: weight ramps until {ramp_days:g} {unit} ({rec:.3g} so far)"
+                + (
+                    f"; young accounts together at most {young_share:.0%} of a model's "
+                    "weighted votes"
+                    if not _off(young_share)
+                    else ""
+                )
+            )
         top = int(points[r].argmax())
         pushed = int(pushes[r])
         flag = None

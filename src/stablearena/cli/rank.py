@@ -284,6 +284,29 @@ ARENA_OPTIONS: OptionBlock = (
         None,
     ),
     (
+        "record_days",
+        Annotated[
+            float | None,
+            _arena_bound(
+                "--record-days", "D", "days of record before an account may weigh more than 1"
+            ),
+        ],
+        None,
+    ),
+    (
+        "young_share",
+        Annotated[
+            float | None,
+            _arena_bound(
+                "--young-share",
+                "S",
+                "largest share of a model's weighted votes from accounts under --ramp-days days "
+                "of record, together (0: off)",
+            ),
+        ],
+        None,
+    ),
+    (
         "policy",
         Annotated[
             str | None,
@@ -400,6 +423,8 @@ def _arena_rule(options: dict[str, Any]) -> Any:
         "cap": options.get("cap"),
         "ramp_votes": options.get("ramp_votes"),
         "ramp_days": options.get("ramp_days"),
+        "record_days": options.get("record_days"),
+        "young_share": options.get("young_share"),
     }
     return ArenaRule(**{k: v for k, v in given.items() if v is not None})
 
@@ -493,7 +518,16 @@ def rank(
     if method == "arena":
         rank_arena(options)
         return
-    for name in ("cap", "ramp_votes", "ramp_days", "policy", "influence", "now"):
+    for name in (
+        "cap",
+        "ramp_votes",
+        "ramp_days",
+        "record_days",
+        "young_share",
+        "policy",
+        "influence",
+        "now",
+    ):
         if options.get(name) is not None:
             flag = "--" + name.replace("_", "-")
             raise InputError(f"{flag} applies to --method arena only, not --method {method}.")

@@ -177,6 +177,16 @@ def experiment_rigging(
             metavar="D",
         ),
     ] = None,
+    young_share: Annotated[
+        float | None,
+        typer.Option(
+            "--young-share",
+            help="Bounded influence: accounts under --ramp-days days of record together supply "
+            "at most this share of any model's weighted votes (default "
+            "stablearena.attacks.BOUNDED_YOUNG_SHARE; 0: off).",
+            metavar="S",
+        ),
+    ] = None,
     trust_days: Annotated[
         str,
         typer.Option(
@@ -252,7 +262,12 @@ def experiment_rigging(
         "ramp_votes": A.BOUNDED_RAMP_VOTES if ramp_votes is None else ramp_votes,
         "ramp_days": A.BOUNDED_RAMP_DAYS if ramp_days is None else ramp_days,
         "record_days": A.BOUNDED_RECORD_DAYS if record_days is None else record_days,
+        "young_share": A.BOUNDED_YOUNG_SHARE if young_share is None else young_share,
     }
+    if not 0 <= bounded["young_share"] < 1:
+        raise InputError(
+            f"--young-share must lie in [0, 1) (0: off), not {bounded['young_share']}."
+        )
     if precision < 1:
         raise InputError(f"--precision must be ≥ 1, not {precision}.")
     if min(bounded["ramp_votes"], bounded["ramp_days"], bounded["record_days"]) < 0:

@@ -27,9 +27,10 @@ from ..raters.base import Fitted
 from ..screening import StableArena
 from ..trust import (
     account_weights,
+    admit_young,
     bounded_fit,
     bounded_information,
-    bounded_weights,
+    bounded_rows,
     one_step_update,
 )
 from .snapshot import SOURCE, Snapshot
@@ -93,6 +94,8 @@ class UpdateBase:
     trust: dict[str, Any]
     n_votes: int
     as_of_vote: int  # the newest vote of the full fit (which published fit this is)
+    young: frozenset[str] = frozenset()  # fitted accounts under the young-share cap
+    young_factors: Any = None  # f_m per model of the fit (None: the cap is off)
 
 
 #: The base of the last full fit of this process per arena (:func:`run_update`).
@@ -113,7 +116,13 @@ def _update_base(
         return None
     names = step_fitted.annotators
     fit_idx = step_fitted._fit_annotators
-    w = bounded_weights(step_fitted, **trust)
+    rows = bounded_rows(step_fitted, **trust)
+    w = rows.weights
+    young = (
+        frozenset()
+        if rows.young is None
+        else frozenset(names[k] for k, y in zip(fit_idx.tolist(), rows.young, strict=True) if y)
+    )
     return UpdateBase(
         fitted=fitted,
         information=info,
@@ -131,6 +140,8 @@ def _update_base(
         trust=trust,
         n_votes=snap.n_votes,
         as_of_vote=snap.as_of_vote,
+        young=young,
+        young_factors=rows.factors,
     )
 
 
@@ -165,6 +176,7 @@ def refit_published(
     screening = payload.get("screening") or {}
     arena = arena_for(cfg, screening)
     present = set(counts.annotators or ())
+    young = {n: "young: left out of the ability fit" for n in screening.get("young", ())}
     # what the published fit left out: screened out (remembered or by influence), weight 0
     excluded = {
         n: "excluded" for n in (arena.excluded | set(screening.get("influence_excluded", ())))
@@ -173,8 +185,10 @@ def refit_published(
         counts,
         exclude={n: r for n, r in excluded.items() if n in present},
         start=start,
-        leave_out={n: "left out: weight 0" for n in screening.get("weightless", ())},
+        leave_out={n: "left out: weight 0" for n in screening.get("weightless", ())}
+        | {n: "young: left out of the ability fit" for n in young},
     )
+    fitted = admit_young(fitted, counts, young)
     return bounded_fit(fitted, **trust_options(cfg, published_ages(payload)))
 
 
@@ -215,12 +229,7 @@ def live_ages(engine: Any, config: dict[str, Any]) -> dict[str, float] | None:
 
 def live_active_days(engine: Any, config: dict[str, Any]) -> dict[str, float] | None:
     """Every account's distinct days with a vote (:func:`stablearena.service.store.
-    account_active_days`) when the arena's rule uses them (bounded influence takes
-    ``active_days``), else None (no scan of the votes)."""
-    from ..arena_rule import _takes_active_days
-
-    if not _takes_active_days():
-        return None
+    account_active_days`): the days of record of the arena's trust rule."""
     from . import store
 
     with engine.connect() as conn:
@@ -265,7 +274,7 @@ def run_fit(
     _LAST[arena_id] = step.fitted
     leaderboard = leaderboard_payload(fitted, counts, source=SOURCE)
     annotators = annotators_payload(
-        step.fitted,
+        got.accounts,
         source=SOURCE,
         ability_threshold=float(config["ability_threshold"]),
         normalization=fitted.normalization,
@@ -275,7 +284,7 @@ def run_fit(
     annotators["influence_policy"] = rule.influence
     annotators["min_records"] = int(config["min_records"])
     annotators["changes"] = [d.to_dict() for d in step.changes()]
-    _BASE[arena_id] = _update_base(step.fitted, fitted, trust, config, snapshot)
+    _BASE[arena_id] = _update_base(got.accounts, fitted, trust, config, snapshot)
     payload = {
         "leaderboard": leaderboard,
         "annotators": annotators,
@@ -285,6 +294,7 @@ def run_fit(
             "last_status": arena.last_status,
             "influence_excluded": dict(got.influence_excluded),
             "weightless": sorted(got.weightless),
+            "young": sorted(got.young),
         },
         "scores": {name: float(x) for name, x in zip(fitted.models, fitted.scores, strict=True)},
         "n_votes": snapshot.n_votes,
@@ -365,6 +375,25 @@ def _new_account_weight(name: str, votes: float, trust: dict[str, Any]) -> float
     return float(w[0])
 
 
+def _young_in_update(names: Any, base: UpdateBase) -> np.ndarray:
+    """Whether each account of an update's votes is young for the young-share cap: a fitted
+    account as the full fit found it; one the fit did not weigh by its days of record then
+    (active days when the rule counts them, else its age; an account created since: 0)."""
+    days = base.trust.get("active_days")
+    if days is None:
+        days = base.trust.get("ages")
+    ramp = base.trust.get("ramp_days") or 0.0
+    out = np.zeros(len(names), dtype=bool)
+    if base.young_factors is None:
+        return out
+    for k, name in enumerate(names):
+        if name in base.weights:
+            out[k] = name in base.young
+        elif days is not None:
+            out[k] = float(days.get(name, 0.0)) < ramp
+    return out
+
+
 def run_update(
     delta: Snapshot, arena_id: str, full_fit: dict[str, Any], want_fitted: bool = False
 ) -> FitOutput:
@@ -402,6 +431,7 @@ def run_update(
             if n >= base.min_records:
                 coef[k] = _new_account_weight(name, n, base.trust)
                 use[k] = True
+    young = _young_in_update(delta.annotator_names, base)
     keep = (pi >= 0) & (pj >= 0) & use[ann] & ((tot != 0) | (delta.wins != delta.losses))
     # rows oriented as the fit's: i is the lower position
     swap = pi > pj
@@ -409,7 +439,11 @@ def run_update(
     win_i = np.where(swap, delta.losses, delta.wins)[keep]
     n = tot[keep]
     s = win_i + 0.5 * (delta.ties + delta.ties_both_bad)[keep]
-    one = one_step_update(fitted.scores, base.information, i, j, n, s, coef[ann[keep]])
+    row_coef = coef[ann[keep]]
+    if base.young_factors is not None:  # young accounts' rows scaled by the full fit's f_m
+        f = np.asarray(base.young_factors)
+        row_coef = np.where(young[ann[keep]], row_coef * np.minimum(f[i], f[j]), row_coef)
+    one = one_step_update(fitted.scores, base.information, i, j, n, s, row_coef)
     m = len(fitted.models)
     battles = fitted.battles + np.bincount(i, n, m) + np.bincount(j, n, m)
     new = replace(

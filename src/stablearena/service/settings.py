@@ -36,7 +36,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..choices import TRUST_CAP, TRUST_RAMP_DAYS, TRUST_RAMP_VOTES, TRUST_RECORD_DAYS
+from ..choices import (
+    TRUST_CAP,
+    TRUST_RAMP_DAYS,
+    TRUST_RAMP_VOTES,
+    TRUST_RECORD_DAYS,
+    TRUST_YOUNG_SHARE,
+)
 from ..errors import InputError
 from .arena_settings import ArenaPage, CategoryClassifier, Moderation, Terms
 
@@ -169,6 +175,16 @@ class ArenaConfig(BaseModel):
         "counts them, else days since it was created), however well it agrees with the board; "
         "0 or null: off (docs/guides/rigging.md, Sleepers).",
     )
+    trust_young_share: float | None = Field(
+        TRUST_YOUNG_SHARE,
+        ge=0.0,
+        lt=1.0,
+        description="Bounded influence: accounts younger than trust_ramp_days days of record "
+        "together supply at most this share of any model's weighted votes (their votes on a "
+        "model are scaled down where they would supply more), so that many young accounts "
+        "cannot buy by number the weight each lacks; 0 or null: off (docs/guides/rigging.md, "
+        "Young accounts together).",
+    )
     boost_factor: float = Field(
         5.0,
         ge=1.0,
@@ -191,6 +207,7 @@ class ArenaConfig(BaseModel):
         "trust_ramp_votes",
         "trust_ramp_days",
         "trust_record_days",
+        "trust_young_share",
     )
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
