@@ -4,7 +4,7 @@
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
 #   LANE: new | old | honest | families | topbottom | priority | record | default | default2 |
-#         extra | default3 | precise | share | young | young2 | young3
+#         extra | default3 | precise | share | young | young2 | young3 | young4
 #   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
@@ -90,6 +90,17 @@ case $lane in
     done
     cell "new-yo-middle-target_camo_many-age8-w50" "${default[@]}" --targets middle \
       --families target+camo/many --attack-age 8 --warmup 50 ;;
+  young4)  # the default: warmed-up sleepers (not young: past 7 active days) at the middle,
+    # top and bottom
+    for aw in "8 100" "30 50" "30 100"; do
+      set -- $aw
+      cell "new-yo-middle-target_camo_many-age$1-w$2" "${default[@]}" --targets middle \
+        --families target+camo/many --attack-age "$1" --warmup "$2"
+    done
+    for t in top bottom; do
+      cell "new-yo-$t-target_camo_many-age8-w50" "${default[@]}" --targets "$t" \
+        --families target+camo/many --attack-age 8 --warmup 50
+    done ;;
   young3)  # a young share of 0.1; the idle sleeper at the top and bottom with 12,500 votes
     cell "new-yo-ys0.1-middle-all-age0-w0" "${default[@]}" --young-share 0.1 \
       --targets middle --attack-age 0

@@ -54,6 +54,11 @@ def main() -> None:
                 rule = "new, record 365 d (before young accounts left the ability fit)"
             if young_out and rule.startswith("new, record 365 d"):
                 rule = "**new default** (young out, share " + f"{share:g})"
+                if p.get("precision", 1.5) != 1.5:
+                    rule += f", costs to {p['precision']:g}"
+        budgets = {r.get("max_votes") for r in p.get("runs", ())}
+        if budgets and min(budgets) > 10_000:  # a larger budget than 25 % of the honest votes
+            rule += f", budget {min(budgets):,}"
         mode = p.get("warmup_mode", "board") if p.get("warmup") else ""
         for r in p["summary"]:
             if r["defence"] == "m-elo":
