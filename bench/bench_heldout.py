@@ -22,7 +22,7 @@ counts at ``--fraction``, annotators of 20–200 votes, with their simulated age
 
     python bench/bench_heldout.py [--seeds 10] [--arenas llmfao,cba] [--fraction 0.02]
         [--deltas 50,20,10] [--parts] [--split votes|accounts] [--record-days 30]
-        [--young-shares 0.2,0.1]
+        [--young-shares 0.2,0.1] [--ramp-days 7]
 """
 
 from __future__ import annotations
@@ -94,6 +94,12 @@ def main() -> None:
     ap.add_argument("--record-days", type=float, default=30.0, help="the new rule's record")
     ap.add_argument("--split", choices=("votes", "accounts"), default="votes")
     ap.add_argument(
+        "--ramp-days",
+        type=float,
+        default=A.BOUNDED_RAMP_DAYS,
+        help="the day ramp of the rules (default: the arena's)",
+    )
+    ap.add_argument(
         "--young-shares",
         default="",
         help="also the new rule at δ 50 with these young-share caps (e.g. 0.2,0.1)",
@@ -125,7 +131,7 @@ def main() -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 for delta in deltas:
-                    fits = A._Fits(min_records=delta, ramp_days=7.0)
+                    fits = A._Fits(min_records=delta, ramp_days=args.ramp_days)
                     if delta == 50:
                         fits.ages, fits.active_days, fits.record_days = ages, None, 0.0
                         scores["old"] = A.defence_scores(d, half_a, fits, key=0)[0]
@@ -143,7 +149,7 @@ def main() -> None:
                         for k, v in change.items():
                             setattr(fits, k, v)
                         scores[name] = A.defence_scores(d, half_a, fits, key=0)[0]
-                        fits.ramp_days, fits.ramp_votes = 7.0, A.BOUNDED_RAMP_VOTES
+                        fits.ramp_days, fits.ramp_votes = args.ramp_days, A.BOUNDED_RAMP_VOTES
                         fits.record_days = rec
             for rule, x in scores.items():
                 for ref_name, ref in refs.items():

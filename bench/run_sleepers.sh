@@ -4,7 +4,7 @@
 # attacker age, warm-up), 10 seeds each, per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_sleepers.sh LANE [OUT]
 #   LANE: new | old | honest | families | topbottom | priority | record | default | default2 |
-#         extra | default3 | precise | share | young | young2 | young3 | young4
+#         extra | default3 | precise | share | young | young2 | young3 | young4 | ramp
 #   (new, priority, honest, families, topbottom: record 30 days, the first candidate)
 set -u
 lane=$1
@@ -100,6 +100,11 @@ case $lane in
     for t in top bottom; do
       cell "new-yo-$t-target_camo_many-age8-w50" "${default[@]}" --targets "$t" \
         --families target+camo/many --attack-age 8 --warmup 50
+    done ;;
+  ramp)  # the default with a longer day ramp (10, 14 days) on the camouflaged families
+    for d in 10 14; do
+      cell "new-yo-ramp$d-middle-camo-age0-w0" "${default[@]}" --ramp-days "$d" \
+        --targets middle --families target+camo/few,target+camo/many --attack-age 0
     done ;;
   young3)  # a young share of 0.1; the idle sleeper at the top and bottom with 12,500 votes
     cell "new-yo-ys0.1-middle-all-age0-w0" "${default[@]}" --young-share 0.1 \

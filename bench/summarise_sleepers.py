@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from stablearena.choices import TRUST_RAMP_DAYS
+
 
 def fmt(v, se=None, cens=0):
     if v is None:
@@ -56,6 +58,8 @@ def main() -> None:
                 rule = "**new default** (young out, share " + f"{share:g})"
                 if p.get("precision", 1.5) != 1.5:
                     rule += f", costs to {p['precision']:g}"
+        if p.get("ramp_days") is not None and p["ramp_days"] != TRUST_RAMP_DAYS:
+            rule += f", day ramp {p['ramp_days']:g}"
         budgets = {r.get("max_votes") for r in p.get("runs", ())}
         if budgets and min(budgets) > 10_000:  # a larger budget than 25 % of the honest votes
             rule += f", budget {min(budgets):,}"

@@ -248,7 +248,7 @@ def test_the_live_arena_acts_on_influence_flags():
 
 
 def test_the_live_arena_caps_young_accounts_share_in_the_full_fit_and_its_updates():
-    """Sixty accounts of 2 active days (weight ×2/7 each) vote like honest ones except that
+    """Sixty accounts of 2 active days (weight ×2/7 each under a day ramp of 7) vote like honest ones except that
     m03 wins half the time it is on screen (too little for the influence screening to flag
     any of them, measured): together they would supply more than 20 % of the
     models' weighted votes. The published board (the default ``trust_young_share`` 0.2) scales
@@ -273,7 +273,7 @@ def test_the_live_arena_caps_young_accounts_share_in_the_full_fit_and_its_update
     names = [f"h{k:03d}" for k in range(60)] + [f"y{k:02d}" for k in range(60)]
     days = {n: (2.0 if n.startswith("y") else 30.0) for n in names}
     snap = _snapshot(_battles([*honest, *young]))
-    cfg = ArenaConfig().model_dump()
+    cfg = ArenaConfig(trust_ramp_days=7.0).model_dump()  # a day ramp of 7: weight 2/7 each
     assert cfg["trust_young_share"] == 0.2
     on = run_fit(snap, cfg, None, "young-on", days, days)
     off = run_fit(snap, {**cfg, "trust_young_share": 0.0}, None, "young-off", days, days)
@@ -289,8 +289,11 @@ def test_the_live_arena_caps_young_accounts_share_in_the_full_fit_and_its_update
     # the young accounts: out of the ability fit, admitted with their abilities alone
     assert on.payload["screening"]["young"] == sorted(n for n in names if n.startswith("y"))
     rows = {r["annotator"]: r for r in on.payload["annotators"]["annotators"]}
-    assert rows["y00"]["status"] == "included" and 0 < rows["y00"]["weight"] <= 2 / 7
-    assert rows["y00"]["reason"].startswith("young (2 of 7 active days): left out of the ability")
+    ramp = cfg["trust_ramp_days"]
+    assert rows["y00"]["status"] == "included" and 0 < rows["y00"]["weight"] <= 2 / ramp
+    assert rows["y00"]["reason"].startswith(
+        f"young (2 of {ramp:g} active days): left out of the ability"
+    )
     base = refit._BASE.pop("young-on")
     refit._BASE.pop("young-off")
     assert base.young == frozenset(n for n in names if n.startswith("y"))

@@ -137,7 +137,7 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
     days — distinct UTC days with a vote (store.account_active_days) — not days since sign-up:
     four accounts created 20 days ago that voted on 20 different days weigh fully (at most 1
     before DEFAULT_RECORD_DAYS of record), one created a day ago that voted on one day weighs
-    1/7; the leaderboard is bounded_fit of the exported votes with those ages and active days."""
+    1/DEFAULT_RAMP_DAYS; the leaderboard is bounded_fit of the exported votes with those ages and active days."""
     import sqlalchemy as sa
 
     from stablearena.service.store.tables import annotators, meta, votes
@@ -202,7 +202,7 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
             assert r["weight"] == pytest.approx(min(max(r["ability"], 0), 1.0))
         # the published leaderboard: bounded_fit of the exported votes with ages and active
         # days, the young account ("fresh": 1 active day) out of the ability fit and admitted
-        assert fresh["reason"].startswith("young (1 of 7 active days)")
+        assert fresh["reason"].startswith(f"young (1 of {DEFAULT_RAMP_DAYS:g} active days)")
         fit = exported_am_elo(admin, tmp_path, young={"fresh": "young"})
         ages = {n: r["age_days"] for n, r in rows.items()}
         active = {**{f"h{k}": 20.0 for k in range(4)}, "fresh": 1.0}
@@ -212,7 +212,7 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
             ramp_votes=DEFAULT_RAMP_VOTES,
             ages=ages,
             active_days=active,
-            ramp_days=7.0,
+            ramp_days=DEFAULT_RAMP_DAYS,
             record_days=DEFAULT_RECORD_DAYS,
             young_share=DEFAULT_YOUNG_SHARE,
         )

@@ -154,10 +154,12 @@ class ArenaConfig(BaseModel):
         TRUST_RAMP_DAYS,
         ge=0.0,
         le=_MAX_COUNT,
-        description="Bounded influence: an account's weight grows linearly with its age (days "
-        "since it was created) until this many days, so that new identities cost time; accounts "
-        "created in the arena's first days and imported ones count as old; 0 or null: no age "
-        "ramp (docs/guides/rigging.md).",
+        description="Bounded influence: an account's weight grows linearly with its days of "
+        "record (distinct days with a vote where the arena counts them, else days since it was "
+        "created) until this many days, so that new identities cost time; until then the "
+        "account is young: left out of the ability fit and weighed by its ability alone; "
+        "accounts created in the arena's first days and imported ones count as old; 0 or null: "
+        "no day ramp (docs/guides/rigging.md, Young accounts).",
     )
     influence_policy: Literal["warn", "exclude"] = Field(
         "exclude",
