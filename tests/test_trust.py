@@ -592,3 +592,66 @@ def test_young_accounts_move_no_ability_and_weigh_by_their_own():
     assert not np.allclose(board.scores, bounded_fit(alone, **rule, active_days=days).scores)
     # nothing young: the fit itself
     assert admit_young(honest, _young_flood(0)[0], {}) is honest
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.9))
+def test_admitting_young_accounts_keeps_every_vote_and_a_finite_board(seed, n_young, share):
+    """Random arenas (five to eight models, a few old accounts, up to twelve young ones of 1–9
+    active days, some voting only on a model no old account judged): admitted, every young
+    vote on a rated model is in the counts once, the old accounts' abilities and the scores are
+    the fit's without them, and the bounded board is finite with the young-share cap on."""
+    import warnings
+
+    from stablearena.attacks import _rated_models
+    from stablearena.battles import Battles
+    from stablearena.raters.annotator import AmElo
+    from stablearena.trust import admit_young, bounded_fit, young_names
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(5, 9))
+    models = tuple(f"m{k}" for k in range(m))
+    truth = rng.normal(0, 1, m)
+
+    def votes(name, n, lo=0, hi=m - 1):
+        a = rng.integers(lo, hi, n)
+        b = (a + rng.integers(1, hi - lo, n)) % (hi - lo) + lo
+        p = 1 / (1 + np.exp(-(truth[a] - truth[b])))
+        return a, b, np.where(rng.random(n) < p, 0, 1), [name] * n
+
+    parts = [votes(f"old{k}", 120) for k in range(4)]  # old accounts never judge the last model
+    parts += [votes(f"y{k}", int(rng.integers(10, 80)), 0, m) for k in range(n_young)]
+    a, b, o, who = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    counts = Battles.from_arrays(
+        np.array(models, dtype=object)[a], np.array(models, dtype=object)[b], o, annotator=who
+    ).counts(by_annotator=True)
+    days = {f"old{k}": 30.0 for k in range(4)} | {
+        f"y{k}": float(rng.integers(1, 10)) for k in range(n_young)
+    }
+    names = counts.annotators
+    rec = np.bincount(counts.annotator, counts.totals, len(names))
+    young = young_names(names, active_days=days, ramp_days=10, min_records=5, records=rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = _rated_models(counts, set(young), 5)
+        alone = AmElo(min_records=5).fit(base, leave_out=young)
+    got = admit_young(alone, counts, young)
+    rated = set(alone.models)
+    on_rated = np.array(
+        [
+            counts.annotators[k] in young
+            and counts.models[i] in rated
+            and counts.models[j] in rated
+            for k, i, j in zip(counts.annotator, counts.i, counts.j, strict=True)
+        ]
+    )
+    want = alone.counts.n_comparisons + counts.totals[on_rated].sum()
+    assert got.counts.n_comparisons == pytest.approx(want)
+    np.testing.assert_array_equal(got.scores, alone.scores)
+    for k, name in enumerate(alone.annotators):
+        if name not in young:
+            assert got.abilities[k] == alone.abilities[k]
+    board = bounded_fit(
+        got, cap=2.0, ramp_votes=100.0, ramp_days=10.0, active_days=days, young_share=share
+    )
+    assert np.all(np.isfinite(board.scores))
