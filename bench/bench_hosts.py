@@ -27,7 +27,9 @@ cost of following the other hosts apart from the cost of a lighter load per host
 group commits, the fixed costs of a host spread over fewer battles). ``--no-control`` skips it.
 Experiments on the rest: ``--api-rate`` paces every phase, ``--settings`` adds arena.toml
 lines (e.g. ``'limits = "host"'``), ``--burners N`` runs N CPU-bound processes beside each
-phase (does a busier machine raise the CPU per battle?).
+phase (does a busier machine raise the CPU per battle?), ``--refit-votes-per-host K`` sets
+arena.refit_votes to K × the phase's hosts (every host installs every fit: with refit_votes
+fixed, n hosts install n times as many fits per battle each).
 
 Needs root for the namespaces (else the hosts share 127.0.0.1), PostgreSQL and HAProxy.
 """
@@ -177,8 +179,19 @@ def run(n: int, args: argparse.Namespace, page_threads: int = -1, api_rate: floa
             b.wait()
 
 
+def _settings(n: int, args: argparse.Namespace) -> str:
+    """The arena.toml lines every host of an ``n``-host phase gets: ``--settings``, and with
+    ``--refit-votes-per-host K`` the arena's refit_votes at K × n (so that each host installs a
+    fit per K of its own votes, whatever the number of hosts)."""
+    text = getattr(args, "settings", "")
+    per_host = getattr(args, "refit_votes_per_host", None)
+    if per_host:
+        text += f"\n[arena]\nrefit_votes = {per_host * n}\n"
+    return text
+
+
 def _phase(n: int, args: argparse.Namespace, page_threads: int, api_rate: float) -> dict:
-    with Cluster(tmpdir(), n=n, slow=args.slow, settings=getattr(args, "settings", "")) as c:
+    with Cluster(tmpdir(), n=n, slow=args.slow, settings=_settings(n, args)) as c:
         g = groups(c, n)
         load = Load(c.url, c.admin_key, page=page_threads, api=args.api, api_rate=api_rate).start()
         time.sleep(args.warmup)
@@ -201,7 +214,7 @@ def _phase(n: int, args: argparse.Namespace, page_threads: int, api_rate: float)
             "control": False,
             "api_rate": api_rate,
             "burners": getattr(args, "burners", 0),
-            "settings": getattr(args, "settings", ""),
+            "settings": _settings(n, args),
             "page_threads": page_threads,
             "api_threads": args.api,
             "netns": c.netns,
@@ -273,6 +286,12 @@ def main() -> None:
     )
     ap.add_argument("--settings", default="", help="extra arena.toml lines for every host")
     ap.add_argument("--burners", type=int, default=0, help="CPU-bound processes beside each phase")
+    ap.add_argument(
+        "--refit-votes-per-host",
+        type=int,
+        default=None,
+        help="arena.refit_votes = this × the phase's hosts (the control: × 1)",
+    )
     args = ap.parse_args()
     print("load before:", Path("/proc/loadavg").read_text().strip(), flush=True)
     for n in [int(x) for x in args.hosts.split(",")]:
