@@ -29,7 +29,9 @@ Experiments on the rest: ``--api-rate`` paces every phase, ``--settings`` adds a
 lines (e.g. ``'limits = "host"'``), ``--burners N`` runs N CPU-bound processes beside each
 phase (does a busier machine raise the CPU per battle?), ``--refit-votes-per-host K`` sets
 arena.refit_votes to K × the phase's hosts (every host installs every fit: with refit_votes
-fixed, n hosts install n times as many fits per battle each).
+fixed, n hosts install n times as many fits per battle each), ``--control-api-threads share``
+gives the control one host's share of the API threads (the concurrency a host of the phase saw)
+instead of all of them, paced.
 
 Needs root for the namespaces (else the hosts share 127.0.0.1), PostgreSQL and HAProxy.
 """
@@ -162,17 +164,24 @@ def round_trip(client: httpx.Client, url: str) -> float:
     return time.perf_counter() - t0
 
 
-def run(n: int, args: argparse.Namespace, page_threads: int = -1, api_rate: float = 0.0) -> dict:
-    """One phase: ``n`` hosts under the load (``page_threads``, default ``--page``; the API
-    threads paced to ``api_rate`` battles/s when given)."""
+def run(
+    n: int,
+    args: argparse.Namespace,
+    page_threads: int = -1,
+    api_rate: float = 0.0,
+    api_threads: int = -1,
+) -> dict:
+    """One phase: ``n`` hosts under the load (``page_threads``, default ``--page``;
+    ``api_threads``, default ``--api``, paced to ``api_rate`` battles/s when given)."""
     page_threads = args.page if page_threads < 0 else page_threads
+    api_threads = args.api if api_threads < 0 else api_threads
     api_rate = api_rate or getattr(args, "api_rate", 0.0)
     burners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
         for _ in range(getattr(args, "burners", 0))
     ]
     try:
-        return _phase(n, args, page_threads, api_rate)
+        return _phase(n, args, page_threads, api_rate, api_threads)
     finally:
         for b in burners:
             b.kill()
@@ -190,10 +199,14 @@ def _settings(n: int, args: argparse.Namespace) -> str:
     return text
 
 
-def _phase(n: int, args: argparse.Namespace, page_threads: int, api_rate: float) -> dict:
+def _phase(
+    n: int, args: argparse.Namespace, page_threads: int, api_rate: float, api_threads: int
+) -> dict:
     with Cluster(tmpdir(), n=n, slow=args.slow, settings=_settings(n, args)) as c:
         g = groups(c, n)
-        load = Load(c.url, c.admin_key, page=page_threads, api=args.api, api_rate=api_rate).start()
+        load = Load(
+            c.url, c.admin_key, page=page_threads, api=api_threads, api_rate=api_rate
+        ).start()
         time.sleep(args.warmup)
         g = groups(c, n)  # the fit processes started by now
         serve_pids = [h.pid for h in c.hosts[:n]]
@@ -216,7 +229,7 @@ def _phase(n: int, args: argparse.Namespace, page_threads: int, api_rate: float)
             "burners": getattr(args, "burners", 0),
             "settings": _settings(n, args),
             "page_threads": page_threads,
-            "api_threads": args.api,
+            "api_threads": api_threads,
             "netns": c.netns,
             "seconds": round(t1 - t0, 2),
             "battles": battles,
@@ -287,6 +300,13 @@ def main() -> None:
     ap.add_argument("--settings", default="", help="extra arena.toml lines for every host")
     ap.add_argument("--burners", type=int, default=0, help="CPU-bound processes beside each phase")
     ap.add_argument(
+        "--control-api-threads",
+        choices=("all", "share"),
+        default="all",
+        help="the control's API threads: all of --api (paced), or one host's share of them "
+        "(the concurrency one host of the phase saw)",
+    )
+    ap.add_argument(
         "--refit-votes-per-host",
         type=int,
         default=None,
@@ -301,7 +321,14 @@ def main() -> None:
         if n > 1 and not args.no_control:
             # one host under one host's share of that load
             rate = phase["api_battles_per_s_per_host"]
-            control = run(1, args, page_threads=max(1, round(args.page / n)), api_rate=rate)
+            share = args.control_api_threads == "share"
+            control = run(
+                1,
+                args,
+                page_threads=max(1, round(args.page / n)),
+                api_rate=rate,
+                api_threads=max(1, round(args.api / n)) if share else args.api,
+            )
             control["control"] = True
             control["control_of"] = n
             control["ratio_to_phase"] = round(
