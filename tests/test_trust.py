@@ -568,8 +568,7 @@ def test_young_accounts_move_no_ability_and_weigh_by_their_own():
 
     counts, days = _young_flood(3000)
     names = counts.annotators
-    rec = np.bincount(counts.annotator, counts.totals, len(names))
-    young = young_names(names, active_days=days, ramp_days=7, min_records=50, records=rec)
+    young = young_names(counts, active_days=days, ramp_days=7, min_records=50)
     assert set(young) == {f"young{k}" for k in range(20)}
     assert young["young0"].startswith("young (2 of 7 active days)")
     with warnings.catch_warnings():
@@ -628,9 +627,7 @@ def test_admitting_young_accounts_keeps_every_vote_and_a_finite_board(seed, n_yo
     days = {f"old{k}": 30.0 for k in range(4)} | {
         f"y{k}": float(rng.integers(1, 10)) for k in range(n_young)
     }
-    names = counts.annotators
-    rec = np.bincount(counts.annotator, counts.totals, len(names))
-    young = young_names(names, active_days=days, ramp_days=10, min_records=5, records=rec)
+    young = young_names(counts, active_days=days, ramp_days=10, min_records=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         base = _rated_models(counts, set(young), 5)

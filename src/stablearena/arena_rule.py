@@ -215,14 +215,12 @@ def weightless_accounts(
     counts: Any,
     rule: ArenaRule,
     ages: Mapping[str, float] | None = None,
-    active_days: Mapping[str, float] | None = None,
 ) -> dict[str, str]:
     """Accounts of ``counts`` whose bounded-influence weight is 0 whatever their ability (name →
     reason): the rule's factors other than the ability
     (:func:`stablearena.trust.account_weights` at ability 1, no cap) are 0 — under the age
-    ramp, an account of age 0 (a name ``ages`` lacks is new: age 0). Read on ages, not
-    ``active_days``: every account with a vote has an active day, so by those nobody would be
-    weightless (``active_days`` is accepted for the callers' symmetry and not read)."""
+    ramp, an account of age 0 (a name ``ages`` lacks is new: age 0). Read on ages, not active
+    days: every account with a vote has an active day, so by those nobody would be weightless."""
     from .trust import account_weights
 
     if ages is None or not rule.ramp_days or rule.ramp_days <= 0:
@@ -313,18 +311,16 @@ def arena_fit(
         arena.excluded_records = dict(state[1])
         arena.last_status = dict(state[2])
 
-    weightless = weightless_accounts(counts, rule, ages, active_days)
+    weightless = weightless_accounts(counts, rule, ages)
     trust = rule.trust(ages, active_days)
-    names = tuple(counts.annotators or ())
     young = {
         n: why
         for n, why in young_names(
-            names,
+            counts,
             ages=trust.get("ages"),
             active_days=trust.get("active_days"),
             ramp_days=rule.ramp_days,
             min_records=rule.min_records,
-            records=np.bincount(counts.annotator, counts.totals, len(names)),
         ).items()
         if n not in weightless
     }

@@ -755,17 +755,12 @@ def _young(counts: PairCounts, fits: _Fits) -> dict[str, str]:
     """The young accounts of ``counts`` under the ``+bounded`` defences' day ramp
     (:func:`stablearena.trust.young_names`; with δ votes or more, not excluded before the
     attack): left out of the ability fit and admitted afterwards, as the live arena does."""
-    if not fits.ramp_days or (fits.active_days is None and fits.ages is None):
-        return {}
-    names = counts.annotators or ()
-    rec = np.bincount(counts.annotator, counts.totals, len(names))  # type: ignore[arg-type]
     got = young_names(
-        names,
+        counts,
         ages=fits.ages,
         active_days=fits.active_days,
         ramp_days=fits.ramp_days,
         min_records=fits.min_records,
-        records=rec,
     )
     return {n: r for n, r in got.items() if n not in fits.pre_excluded}
 

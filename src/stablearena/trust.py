@@ -223,29 +223,27 @@ def young_accounts(
 
 
 def young_names(
-    names: Any,
+    counts: Any,
     *,
     ages: Mapping[str, float] | None = None,
     active_days: Mapping[str, float] | None = None,
     ramp_days: float | None = DEFAULT_RAMP_DAYS,
     min_records: float = 0.0,
-    records: np.ndarray | None = None,
 ) -> dict[str, str]:
-    """The **young** accounts among ``names`` (name → reason): a day of record or more, fewer
-    than ``ramp_days`` (active days when given, else ages; a name they lack: 0 — no day, so
-    weightless, not young) and, when ``records`` (votes per name) are given, at least
-    ``min_records`` votes (below δ an account is out of the fit anyway). Their votes are left
-    out of the ability fit (:func:`admit_young`); empty without days or a day ramp."""
+    """The **young** accounts of ``counts`` (pair counts per annotator; name → reason): a day of
+    record or more, fewer than ``ramp_days`` (active days when given, else ages; a name they
+    lack: 0 — no day, so weightless, not young) and at least ``min_records`` votes (below δ an
+    account is out of the fit anyway). Their votes are left out of the ability fit
+    (:func:`admit_young`); empty without days or a day ramp."""
     if _off(ramp_days):
         return {}
-    names = tuple(names)
+    names = tuple(counts.annotators or ())
     t = record_days_of(names, ages, active_days)
     if t is None:
         return {}
     unit = "active days" if active_days is not None else "days old"
-    ok = (t > 0) & (t < ramp_days)  # type: ignore[operator]
-    if records is not None:
-        ok &= np.asarray(records, float) >= min_records
+    records = np.bincount(counts.annotator, counts.totals, len(names))
+    ok = (t > 0) & (t < ramp_days) & (records >= min_records)  # type: ignore[operator]
     return {
         n: f"young ({d:.3g} of {ramp_days:g} {unit}): left out of the ability fit, its ability "
         "estimated alone against the board"

@@ -32,6 +32,7 @@ from ..trust import (
     bounded_information,
     bounded_rows,
     one_step_update,
+    record_days_of,
 )
 from .snapshot import SOURCE, Snapshot
 
@@ -185,8 +186,7 @@ def refit_published(
         counts,
         exclude={n: r for n, r in excluded.items() if n in present},
         start=start,
-        leave_out={n: "left out: weight 0" for n in screening.get("weightless", ())}
-        | {n: "young: left out of the ability fit" for n in young},
+        leave_out={n: "left out: weight 0" for n in screening.get("weightless", ())} | young,
     )
     fitted = admit_young(fitted, counts, young)
     return bounded_fit(fitted, **trust_options(cfg, published_ages(payload)))
@@ -379,19 +379,17 @@ def _young_in_update(names: Any, base: UpdateBase) -> np.ndarray:
     """Whether each account of an update's votes is young for the young-share cap: a fitted
     account as the full fit found it; one the fit did not weigh by its days of record then
     (active days when the rule counts them, else its age; an account created since: 0)."""
-    days = base.trust.get("active_days")
-    if days is None:
-        days = base.trust.get("ages")
-    ramp = base.trust.get("ramp_days") or 0.0
-    out = np.zeros(len(names), dtype=bool)
     if base.young_factors is None:
-        return out
-    for k, name in enumerate(names):
-        if name in base.weights:
-            out[k] = name in base.young
-        elif days is not None:
-            out[k] = float(days.get(name, 0.0)) < ramp
-    return out
+        return np.zeros(len(names), dtype=bool)
+    t = record_days_of(names, base.trust.get("ages"), base.trust.get("active_days"))
+    ramp = base.trust.get("ramp_days") or 0.0
+    return np.array(
+        [
+            n in base.young if n in base.weights else t is not None and t[k] < ramp
+            for k, n in enumerate(names)
+        ],
+        dtype=bool,
+    )
 
 
 def run_update(
