@@ -25,6 +25,8 @@ __all__ = [
     "TRUST_RAMP_DAYS",
     "TRUST_RECORD_DAYS",
     "TRUST_YOUNG_SHARE",
+    "CROWD_MODEL_VOTES",
+    "CROWD_FLOOD_DAYS",
 ]
 
 #: Rater name → the module that defines and registers it (imported on first use; a new rater
@@ -94,3 +96,8 @@ TRUST_RECORD_DAYS: float = 365.0
 #: ``experiment rigging --young-share``). Chosen in docs/guides/rigging.md ("Young accounts
 #: together").
 TRUST_YOUNG_SHARE: float = 0.2
+#: The crowd rule (stablearena.crowd, docs/methods/crowd.md): the most weighted votes one
+#: account may give any one model, and the days of record below which an account is new for
+#: the flood test.
+CROWD_MODEL_VOTES: float = 10.0
+CROWD_FLOOD_DAYS: float = 10.0

@@ -1107,9 +1107,9 @@ class AmElo(Rater):
         if len(fit_idx) == 0:
             raise TooFewRecords(
                 f"{counts.source}: no annotator has at least min_records={self.min_records} "
-                f"comparisons (the most is {records.max():g}); lower --min-records.",
+                f"comparisons (the most is {records.max(initial=0):g}); lower --min-records.",
                 self.min_records,
-                float(records.max()),
+                float(records.max(initial=0)),
             )
         x0, a0 = _warm_start(start, counts.models, [names[k] for k in fit_idx])  # type: ignore[index]
         fitted = self._fit_fixed(
