@@ -71,7 +71,7 @@ def test_a_weight_0_flood_does_not_move_the_published_board():
     honest = [_votes(rng, x, 80, f"h{k:03d}") for k in range(60)]
     flood = [_votes(rng, x, 100, f"z{k:03d}", reverse=True) for k in range(12)]
     ages = {f"h{k:03d}": 30.0 for k in range(60)} | {f"z{k:03d}": 0.0 for k in range(12)}
-    cfg = ArenaConfig().model_dump()
+    cfg = ArenaConfig(board_rule="am-elo").model_dump()
     without = run_fit(_snapshot(_battles(honest)), cfg, None, "flood-a", ages).payload
     withf = run_fit(_snapshot(_battles(honest + flood)), cfg, None, "flood-b", ages).payload
     a, b = without["scores"], withf["scores"]
@@ -147,13 +147,20 @@ def test_rank_arena_without_a_judge_column_says_which_column_and_what_to_do(tmp_
 
 def test_rank_arena_without_a_tstamp_column_says_which_column_and_what_to_do(tmp_path, capsys):
     log = _write_log(tmp_path / "log.csv", tstamp=True)
-    code, _, err = run(capsys, "rank", str(log), "--method", "arena")
+    code, _, err = run(capsys, "rank", str(log), "--method", "arena", "--rule", "am-elo")
     assert code != 0
     assert "no tstamp column" in err and "--ramp-days 0" in err
     code, out, err = run(
-        capsys, "rank", str(log), "--method", "arena", "--ramp-days", "0", "--min-records", "0"
+        capsys,
+        "rank",
+        str(log),
+        *("--method", "arena", "--rule", "am-elo", "--ramp-days", "0", "--min-records", "0"),
     )
     assert code == 0, err
+    # the crowd rule (the default) needs no tstamp: without one, no flood test, and it says so
+    code, out, err = run(capsys, "rank", str(log), "--method", "arena")
+    assert code == 0, err
+    assert "no flood test (no tstamp column)" in " ".join(out.split())
 
 
 def test_rank_arena_options_belong_to_it(tmp_path, capsys):
@@ -164,8 +171,12 @@ def test_rank_arena_options_belong_to_it(tmp_path, capsys):
     assert code != 0 and "--young-share applies to --method arena only" in err
     code, _, err = run(capsys, "rank", str(log), "--method", "arena", "--young-share", "1.5")
     assert code != 0 and "young_share must lie in [0, 1)" in err
-    code, _, err = run(capsys, "rank", str(log), "--method", "arena", "--ci", "fisher")
+    code, _, err = run(
+        capsys, "rank", str(log), "--method", "arena", "--rule", "am-elo", "--ci", "fisher"
+    )
     assert code != 0 and "drop --ci" in err
+    code, _, err = run(capsys, "rank", str(log), "--model-votes", "5")
+    assert code != 0 and "--model-votes applies to --method arena only" in err
     code, out, err = run(
         capsys, "rank", str(log), "--method", "arena", "--min-records", "0", "--format", "json"
     )
@@ -231,7 +242,7 @@ def test_the_live_arena_acts_on_influence_flags():
     rival = (8 + rng.integers(1, 12, n)) % 12
     attack = (np.full(n, 8), rival, np.zeros(n, int), np.full(n, "zatt"))
     ages = {f"h{k:03d}": 30.0 for k in range(60)} | {"zatt": 30.0}
-    cfg = ArenaConfig().model_dump()
+    cfg = ArenaConfig(board_rule="am-elo").model_dump()
     assert cfg["influence_policy"] == "exclude"
     clean = run_fit(_snapshot(_battles(honest)), cfg, None, "infl-a", ages).payload
     hit = run_fit(_snapshot(_battles([*honest, attack])), cfg, None, "infl-b", ages).payload
@@ -273,7 +284,8 @@ def test_the_live_arena_caps_young_accounts_share_in_the_full_fit_and_its_update
     names = [f"h{k:03d}" for k in range(60)] + [f"y{k:02d}" for k in range(60)]
     days = {n: (2.0 if n.startswith("y") else 30.0) for n in names}
     snap = _snapshot(_battles([*honest, *young]))
-    cfg = ArenaConfig(trust_ramp_days=7.0).model_dump()  # a day ramp of 7: weight 2/7 each
+    # the am-ELO rule with a day ramp of 7: weight 2/7 each
+    cfg = ArenaConfig(board_rule="am-elo", trust_ramp_days=7.0).model_dump()
     assert cfg["trust_young_share"] == 0.2
     on = run_fit(snap, cfg, None, "young-on", days, days)
     off = run_fit(snap, {**cfg, "trust_young_share": 0.0}, None, "young-off", days, days)

@@ -324,6 +324,7 @@ def test_the_export_reads_back_through_rank_to_the_identical_leaderboard(
 ):
     arena = make_arena(  # `rank` fits am-ELO without bounded influence (test_service_trust)
         models=tuple("abcdef"),
+        board_rule="am-elo",  # the published fit is the am-ELO rule's (the crowd rule's: below)
         min_records=5,
         ability_threshold=0.0,
         ability_cap=0.0,
@@ -376,7 +377,7 @@ def test_a_young_arena_says_it_waits_for_min_records_and_how_to_change_it(make_a
     """Before any annotator has δ = min_records votes there is no am-ELO fit: the leaderboard,
     a forced refit and /healthz say so (503 "waiting", naming the setting and how to lower it)
     instead of reporting a failed fit; lowering δ at run time publishes the first fit."""
-    arena = make_arena(models=tuple("abcd"), min_records=50)
+    arena = make_arena(models=tuple("abcd"), min_records=50, board_rule="am-elo")  # crowd: no wait
     play(arena, ["u1"], 7, dict(zip("abcd", [0.0, 0.5, 1.0, 1.5], strict=True)))
     with pytest.raises(ArenaError) as exc:
         arena.admin.refit()
@@ -865,7 +866,11 @@ def test_import_seeds_the_arena_once(db_url, tmp_path, cli):
         import_log(engine, path)
     assert counts_table(engine) == counts_from_votes(engine)
     engine.dispose()
-    no_bounds = {"ability_cap": 0.0, "trust_ramp_votes": 0.0}  # as `rank` fits am-ELO
+    no_bounds = {
+        "ability_cap": 0.0,
+        "trust_ramp_votes": 0.0,
+        "board_rule": "am-elo",
+    }  # as `rank` fits am-ELO
     with TestClient(create_app(settings_for(db_url, min_records=0, **no_bounds))) as tc:
         admin = ArenaClient("http://testserver", None, client=tc)
         deadline = time.time() + 30

@@ -338,7 +338,7 @@ def test_the_update_weighs_accounts_as_the_full_fit_did_under_the_age_ramp(engin
     from stablearena.service import refit
     from stablearena.service.settings import ArenaConfig
 
-    cfg = ArenaConfig(min_records=5, trust_ramp_days=7.0).model_dump()
+    cfg = ArenaConfig(min_records=5, trust_ramp_days=7.0, board_rule="am-elo").model_dump()
     _import_bt(engine, 1200, 1, "first")
     ages = {"u0": 1.0, "u1": 3.5, "u2": 30.0, "u3": 30.0, "u4": 30.0}
     full = refit.run_fit(store.read_snapshot(engine), cfg, None, "aged", ages)

@@ -73,7 +73,7 @@ def exported_am_elo(admin: ArenaClient, tmp_path: Any, young: Any = None) -> Any
 @pytest.fixture(scope="module")
 def arena(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('trust') / 'arena.db'}"
-    tc, admin = open_arena(url, policy="warn", ability_threshold=0.0)
+    tc, admin = open_arena(url, policy="warn", ability_threshold=0.0, board_rule="am-elo")
     for m in MODELS:
         admin.add_model(m)
     vote_as(tc, admin, np.random.default_rng(3))
@@ -144,7 +144,7 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
     from stablearena.trust import DEFAULT_RAMP_DAYS, DEFAULT_RECORD_DAYS, DEFAULT_YOUNG_SHARE
 
     url = f"sqlite:///{tmp_path / 'arena.db'}"
-    tc, admin = open_arena(url, policy="warn", ability_threshold=0.0)
+    tc, admin = open_arena(url, policy="warn", ability_threshold=0.0, board_rule="am-elo")
     day, now = 86400.0, time.time()
 
     def backdate() -> None:  # the arena opened 60 days ago; accounts made 20 days ago, fresh 1

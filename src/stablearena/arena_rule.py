@@ -72,6 +72,7 @@ class ArenaRule:
     ``record_days``, ``young_share``: bounded influence (None or 0: off;
     docs/guides/rigging.md)."""
 
+    method: Literal["crowd", "am-elo"] = "crowd"
     min_records: int = 50
     ability_threshold: float = 0.0
     confidence: float | None = None
@@ -82,8 +83,13 @@ class ArenaRule:
     ramp_days: float | None = choices.TRUST_RAMP_DAYS
     record_days: float | None = choices.TRUST_RECORD_DAYS
     young_share: float | None = choices.TRUST_YOUNG_SHARE
+    model_votes: float | None = choices.CROWD_MODEL_VOTES
+    flood_days: float | None = choices.CROWD_FLOOD_DAYS
+    flood_level: float = 0.01
 
     def __post_init__(self) -> None:
+        if self.method not in ("crowd", "am-elo"):
+            raise InputError(f"method must be 'crowd' or 'am-elo', not {self.method!r}.")
         if self.policy not in ("warn", "exclude"):
             raise InputError(f"policy must be 'warn' or 'exclude', not {self.policy!r}.")
         if self.influence not in ("warn", "exclude"):
@@ -101,6 +107,9 @@ class ArenaRule:
         "trust_record_days": "record_days",
         "trust_young_share": "young_share",
         "influence_policy": "influence",
+        "board_rule": "method",
+        "crowd_model_votes": "model_votes",
+        "crowd_flood_days": "flood_days",
     }
 
     @classmethod
@@ -112,6 +121,7 @@ class ArenaRule:
         kw: dict[str, Any] = {"cap": None, "ramp_votes": None, "ramp_days": None}
         kw["record_days"] = kw["young_share"] = None
         kw["influence"] = "warn"
+        kw["method"] = "am-elo"  # a fit published before the crowd rule
         for key, value in config.items():
             name = cls.CONFIG_KEYS.get(key, key)
             if name in known:
@@ -119,6 +129,21 @@ class ArenaRule:
         kw["min_records"] = int(kw.get("min_records", cls.min_records))
         kw["ability_threshold"] = float(kw.get("ability_threshold", cls.ability_threshold))
         return cls(**kw)
+
+    def crowd(self) -> Any:
+        """The :class:`stablearena.crowd.CrowdRule` of this rule (``method="crowd"``): ε, the
+        confidence (0.95 when None), the cap, the per-model limit and the flood test."""
+        from .crowd import CrowdRule
+
+        return CrowdRule(
+            ability_threshold=float(self.ability_threshold),
+            min_records=float(self.min_records),
+            confidence=0.95 if self.confidence is None else float(self.confidence),
+            cap=self.cap,
+            model_votes=self.model_votes,
+            flood_days=self.flood_days,
+            flood_level=float(self.flood_level),
+        )
 
     def trust(
         self,
@@ -293,6 +318,9 @@ def arena_fit(
     from .screening import StableArena, _influence_flagged
     from .trust import admit_young, bounded_fit, young_names
 
+    if rule.method == "crowd":
+        return _crowd_arena_fit(counts, rule, ages=ages, active_days=active_days, arena=arena)
+
     def new_arena() -> StableArena:
         return StableArena(
             min_records=int(rule.min_records),
@@ -348,3 +376,53 @@ def arena_fit(
     admitted = admit_young(step.fitted, counts, young)
     fitted = bounded_fit(admitted, **trust)
     return ArenaFit(step, fitted, trust, weightless, flagged, young, admitted)
+
+
+@dataclass(frozen=True, eq=False)
+class CrowdStep:
+    """The crowd rule's stand-in for the Stable Arena step (:class:`~stablearena.screening.
+    ArenaStep`): its ``fitted`` board; nothing is remembered between fits, so no changes."""
+
+    fitted: Any
+    crowd: Any = None
+
+    def changes(self) -> tuple[Any, ...]:
+        return ()
+
+
+def _crowd_arena_fit(
+    counts: Any,
+    rule: ArenaRule,
+    *,
+    ages: Mapping[str, float] | None,
+    active_days: Mapping[str, float] | None,
+    arena: Any,
+) -> ArenaFit:
+    """:func:`arena_fit` under ``method="crowd"``: :func:`stablearena.crowd.crowd_fit` with
+    the rule's options; the days of record are active days (ages without them), an account
+    that counts as old (age +∞) established. ``arena``'s last fit, when it rates the same
+    models, is the scores' warm start."""
+    from .crowd import crowd_fit
+
+    days: dict[str, float] | None = None
+    if active_days is not None:
+        days = {
+            n: math.inf if ages is not None and math.isinf(float(ages.get(n, 0.0))) else float(d)
+            for n, d in active_days.items()
+        }
+    elif ages is not None:
+        days = {n: float(v) for n, v in ages.items()}
+    x0 = None
+    last = getattr(arena, "last_fit", None) if arena is not None else None
+    if last is not None and tuple(last.models) == tuple(counts.models):
+        x0 = np.asarray(last.scores, float)
+    got = crowd_fit(counts, rule.crowd(), active_days=days, x0=x0)
+    trust = {
+        "cap": rule.cap,
+        "ramp_votes": None,
+        "ramp_days": None,
+        "record_days": None,
+        "young_share": None,
+        "ages": None,
+    }
+    return ArenaFit(CrowdStep(got.fitted, got), got.fitted, trust, admitted=got.fitted)

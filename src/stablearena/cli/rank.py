@@ -262,6 +262,46 @@ def _arena_bound(flag: str, metavar: str, text: str) -> Any:
 #: The options of ``rank --method arena`` only (the live arena's ``arena.*`` settings).
 ARENA_OPTIONS: OptionBlock = (
     (
+        "rule",
+        Annotated[
+            str | None,
+            choice_option(
+                "--rule",
+                ("crowd", "am-elo"),
+                "arena: the board's rule — crowd (the default: every account's votes count, "
+                "abilities shrunk toward the crowd's, a per-model limit per account, a flood "
+                "test; docs/methods/crowd.md) or am-elo (the Stable Arena with bounded "
+                "influence and its ramps).",
+            ),
+        ],
+        None,
+    ),
+    (
+        "model_votes",
+        Annotated[
+            float | None,
+            _arena_bound(
+                "--model-votes",
+                "N",
+                "(crowd rule) most weighted votes of one account on one model (0: no limit)",
+            ),
+        ],
+        None,
+    ),
+    (
+        "flood_days",
+        Annotated[
+            float | None,
+            _arena_bound(
+                "--flood-days",
+                "D",
+                "(crowd rule) accounts with fewer active days are new for the flood test "
+                "(0: no test)",
+            ),
+        ],
+        None,
+    ),
+    (
         "cap",
         Annotated[
             float | None, _arena_bound("--cap", "A", "largest weight of one account (0: none)")
@@ -412,9 +452,16 @@ def _arena_rule(options: dict[str, Any]) -> Any:
                 f"--{name} does not apply to --method arena (the arena's rule ranks the whole "
                 "log as the live arena does)."
             )
-    if options["ci"] != "none":
-        raise InputError("--method arena gives no intervals: drop --ci (or use --method am-elo).")
+    method = options.get("rule") or "crowd"
+    if options["ci"] != "none" and method != "crowd":
+        raise InputError(
+            "--method arena --rule am-elo gives no intervals: drop --ci (or use the crowd rule, "
+            "or --method am-elo)."
+        )
     given = {
+        "method": method,
+        "model_votes": options.get("model_votes"),
+        "flood_days": options.get("flood_days"),
         "min_records": options.get("min_records"),
         "ability_threshold": options.get("ability_threshold"),
         "confidence": options.get("confidence"),
@@ -448,13 +495,27 @@ def rank_arena(options: dict[str, Any]) -> None:
         )
     ages = active = None
     now = None
-    if rule.ramp_days:
-        times = log_accounts(battles, ramp_days=rule.ramp_days, now=options.get("now"))
+    crowd = rule.method == "crowd"
+    days = rule.flood_days if crowd else rule.ramp_days
+    if days and (not crowd or getattr(battles, "timestamp", None) is not None):
+        # the crowd rule's flood test needs days of record: without a tstamp column, no test
+        times = log_accounts(battles, ramp_days=days, now=options.get("now"))
         ages, active, now = times.ages, times.active_days, times.now
     counts = battles.counts(by_annotator=True)
     with fit_progress(f"fitting the arena's rule on {loaded.label}"):
         got = arena_fit(counts, rule, ages=ages, active_days=active)
-    payload = leaderboard_payload(got.fitted, counts, source=loaded.label)
+    payload = leaderboard_payload(
+        got.fitted, counts, **{**payload_options(loaded, options), "source": loaded.label}
+    )
+    if crowd:
+        c = got.step.crowd
+        payload["crowd"] = {
+            "prior_sd": c.prior_sd,
+            "flagged": [{"annotator": k, "reason": v} for k, v in sorted(c.flagged.items())],
+            "capped_accounts": len(c.capped),
+            "new_accounts": len(c.new) if ages is not None else None,
+            "floods": [{"model": k, "z": v} for k, v in sorted(c.floods.items())],
+        }
     payload["method"] = "arena"
     payload["rule"] = {**asdict(rule), "now": now}
     payload["left_out_weight_0"] = sorted(got.weightless)
@@ -468,6 +529,23 @@ def rank_arena(options: dict[str, Any]) -> None:
 
     def table(p: dict[str, Any]) -> Any:
         r = p["rule"]
+        if "crowd" in p:
+            cr = p["crowd"]
+            caption = (
+                f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
+                + convergence_text(p.get("convergence", {}))
+                + f"; crowd rule: ability spread τ {cr['prior_sd']:.3g}, cap {r['cap'] or 'none'}, "
+                f"≤ {r['model_votes'] or 'no limit'} weighted votes per account and model "
+                f"({cr['capped_accounts']} accounts capped), {len(cr['flagged'])} screened out, "
+                + (
+                    "no flood test (no tstamp column)"
+                    if cr["new_accounts"] is None
+                    else f"{cr['new_accounts']} new accounts, {len(cr['floods'])} floods"
+                )
+            )
+            return records_table(
+                p["models"], title=f"arena leaderboard — {p['source']}", caption=caption
+            )
         caption = (
             f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
             + convergence_text(p.get("convergence", {}))
@@ -519,6 +597,9 @@ def rank(
         rank_arena(options)
         return
     for name in (
+        "rule",
+        "model_votes",
+        "flood_days",
         "cap",
         "ramp_votes",
         "ramp_days",

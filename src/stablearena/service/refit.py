@@ -97,6 +97,73 @@ class UpdateBase:
     as_of_vote: int  # the newest vote of the full fit (which published fit this is)
     young: frozenset[str] = frozenset()  # fitted accounts under the young-share cap
     young_factors: Any = None  # f_m per model of the fit (None: the cap is off)
+    # the crowd rule (docs/methods/crowd.md): weights are frequency weights (a row's votes
+    # times w_k), and an account the fit did not weigh votes with the crowd's weight
+    frequency: bool = False
+    new_weight: float | None = None
+    # the crowd rule's per-model limit: the limit and each account's weighted votes per model
+    # at the full fit (name → {model position: w_k Σ n}); None: no limit
+    model_votes: float | None = None
+    model_volume: dict[str, dict[int, float]] | None = None
+
+
+def _crowd_update_base(got: Any, fitted: Any, snap: Snapshot) -> UpdateBase:
+    """The :class:`UpdateBase` of a crowd-rule fit: its information at the row weights
+    (−H of :class:`stablearena.crowd.CrowdFitted`), each account's weight, a new account at the
+    crowd's weight 1. Between full fits an update applies neither the per-model limit nor the
+    flood test; the next full fit does."""
+    crowd = got.step.crowd
+    limit = fitted.params.get("model_votes")
+    volume: dict[str, dict[int, float]] | None = None
+    if limit:
+        c = fitted.counts
+        w = np.array([crowd.weights[n] for n in c.annotators])
+        k = c.annotator.astype(np.int64)
+        m = len(fitted.models)
+        vol = w[k] * c.totals
+        key = np.concatenate([k * m + c.i, k * m + c.j])
+        uk, inv = np.unique(key, return_inverse=True)
+        tot = np.bincount(inv, np.concatenate([vol, vol]), len(uk))
+        volume = {}
+        for kk, t in zip(uk.tolist(), tot.tolist(), strict=True):
+            volume.setdefault(c.annotators[kk // m], {})[kk % m] = t
+    return UpdateBase(
+        fitted=fitted,
+        information=-np.asarray(fitted.hessian(), dtype=float),
+        position={name: k for k, name in enumerate(fitted.models)},
+        weights={n: float(w) for n, w in crowd.weights.items() if n not in crowd.flagged},
+        records={},
+        excluded=frozenset(crowd.flagged),
+        min_records=0,
+        trust={},
+        n_votes=snap.n_votes,
+        as_of_vote=snap.as_of_vote,
+        frequency=True,
+        new_weight=1.0,
+        model_votes=float(limit) if limit else None,
+        model_volume=volume,
+    )
+
+
+def _crowd_update_factors(
+    base: UpdateBase, names: Any, ann: np.ndarray, i: np.ndarray, j: np.ndarray, vol: np.ndarray
+) -> np.ndarray:
+    """The per-model limit on an update's rows (the crowd rule): a new row of account k on
+    models (i, j) scaled by min(1, limit / C_km) for the smaller of its two models, C_km the
+    account's weighted votes on m at the full fit plus those since (``vol``: each row's
+    w_k n). The full fit's own rows keep their factors until the next full fit."""
+    limit, old = base.model_votes, base.model_volume or {}
+    if not limit:
+        return np.ones(len(i))
+    m = len(base.fitted.models)
+    key = np.concatenate([ann * m + i, ann * m + j])
+    uk, inv = np.unique(key, return_inverse=True)
+    tot = np.bincount(inv, np.concatenate([vol, vol]), len(uk))
+    prior = np.array(
+        [old.get(names[kk // m], {}).get(kk % m, 0.0) for kk in uk.tolist()], dtype=float
+    )
+    f = np.minimum(1.0, limit / np.maximum(tot + prior, 1e-300))
+    return np.minimum(f[inv[: len(i)]], f[inv[len(i) :]])
 
 
 #: The base of the last full fit of this process per arena (:func:`run_update`).
@@ -175,6 +242,17 @@ def refit_published(
     the snapshot it was made from. ``start``: a warm start."""
     cfg = payload.get("config") or config or {}
     screening = payload.get("screening") or {}
+    if screening.get("rule") == "crowd":
+        from ..arena_rule import ArenaRule
+        from ..crowd import crowd_fit
+
+        # the accounts the fit found new are new again (days 0), the others established
+        new = set(screening.get("new", ()))
+        days = {n: 0.0 if n in new else math.inf for n in counts.annotators or ()}
+        x0 = None if start is None else getattr(start, "scores", None)
+        if x0 is not None and len(x0) != counts.n_models:
+            x0 = None
+        return crowd_fit(counts, ArenaRule.from_config(cfg).crowd(), active_days=days, x0=x0).fitted
     arena = arena_for(cfg, screening)
     present = set(counts.annotators or ())
     young = {n: "young: left out of the ability fit" for n in screening.get("young", ())}
@@ -190,6 +268,22 @@ def refit_published(
     )
     fitted = admit_young(fitted, counts, young)
     return bounded_fit(fitted, **trust_options(cfg, published_ages(payload)))
+
+
+def _crowd_screening(got: Any) -> dict[str, Any]:
+    """What the crowd rule decided at a fit (nothing for the am-ELO rule): the accounts it found
+    new, the models whose new accounts' votes it set aside (model → z), the accounts capped on
+    some model (name → models) and the ability spread τ (docs/methods/crowd.md)."""
+    crowd = getattr(got.step, "crowd", None)
+    if crowd is None:
+        return {}
+    return {
+        "rule": "crowd",
+        "new": sorted(crowd.new),
+        "floods": dict(crowd.floods),
+        "capped": dict(crowd.capped),
+        "prior_sd": crowd.prior_sd,
+    }
 
 
 def published_ages(payload: dict[str, Any]) -> dict[str, float] | None:
@@ -284,7 +378,11 @@ def run_fit(
     annotators["influence_policy"] = rule.influence
     annotators["min_records"] = int(config["min_records"])
     annotators["changes"] = [d.to_dict() for d in step.changes()]
-    _BASE[arena_id] = _update_base(got.accounts, fitted, trust, config, snapshot)
+    _BASE[arena_id] = (
+        _crowd_update_base(got, fitted, snapshot)
+        if getattr(got.step, "crowd", None) is not None
+        else _update_base(got.accounts, fitted, trust, config, snapshot)
+    )
     payload = {
         "leaderboard": leaderboard,
         "annotators": annotators,
@@ -295,6 +393,7 @@ def run_fit(
             "influence_excluded": dict(got.influence_excluded),
             "weightless": sorted(got.weightless),
             "young": sorted(got.young),
+            **_crowd_screening(got),
         },
         "scores": {name: float(x) for name, x in zip(fitted.models, fitted.scores, strict=True)},
         "n_votes": snapshot.n_votes,
@@ -424,6 +523,8 @@ def run_update(
         w = base.weights.get(name)
         if w is not None:
             coef[k], use[k] = w, True
+        elif name not in base.excluded and base.new_weight is not None:
+            coef[k], use[k] = base.new_weight, True
         elif name not in base.excluded:
             n = base.records.get(name, 0.0) + votes[k]
             if n >= base.min_records:
@@ -441,7 +542,13 @@ def run_update(
     if base.young_factors is not None:  # young accounts' rows scaled by the full fit's f_m
         f = np.asarray(base.young_factors)
         row_coef = np.where(young[ann[keep]], row_coef * np.minimum(f[i], f[j]), row_coef)
-    one = one_step_update(fitted.scores, base.information, i, j, n, s, row_coef)
+    if base.frequency:  # the crowd rule's weights count votes, at most its limit per model
+        row_coef = row_coef * _crowd_update_factors(
+            base, delta.annotator_names, ann[keep], i, j, row_coef * n
+        )
+        one = one_step_update(fitted.scores, base.information, i, j, n * row_coef, s * row_coef)
+    else:
+        one = one_step_update(fitted.scores, base.information, i, j, n, s, row_coef)
     m = len(fitted.models)
     battles = fitted.battles + np.bincount(i, n, m) + np.bincount(j, n, m)
     new = replace(

@@ -37,6 +37,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..choices import (
+    CROWD_FLOOD_DAYS,
+    CROWD_MODEL_VOTES,
     TRUST_CAP,
     TRUST_RAMP_DAYS,
     TRUST_RAMP_VOTES,
@@ -187,6 +189,29 @@ class ArenaConfig(BaseModel):
         "cannot buy by number the weight each lacks; 0 or null: off (docs/guides/rigging.md, "
         "Young accounts together).",
     )
+    board_rule: Literal["crowd", "am-elo"] = Field(
+        "crowd",
+        description="The rule the published board is fitted by: crowd (every account's votes "
+        "count, abilities shrunk toward the crowd's, at most crowd_model_votes weighted votes of "
+        "one account on one model, floods of new accounts found by their verdicts; "
+        "docs/methods/crowd.md) or am-elo (the Stable Arena of the am-ELO paper: accounts below "
+        "min_records left out, bounded influence with the trust ramps; docs/guides/rigging.md).",
+    )
+    crowd_model_votes: float | None = Field(
+        CROWD_MODEL_VOTES,
+        ge=0.0,
+        le=_MAX_COUNT,
+        description="Crowd rule: the most weighted votes one account may give any one model "
+        "(its votes on a model beyond that are scaled down); 0 or null: no limit.",
+    )
+    crowd_flood_days: float | None = Field(
+        CROWD_FLOOD_DAYS,
+        ge=0.0,
+        le=_MAX_COUNT,
+        description="Crowd rule: accounts with fewer days of record (distinct days with a vote) "
+        "are new; where the new accounts together disagree with the established ones on a "
+        "model (Bonferroni z-test), their votes on it do not count; 0 or null: no flood test.",
+    )
     boost_factor: float = Field(
         5.0,
         ge=1.0,
@@ -210,6 +235,8 @@ class ArenaConfig(BaseModel):
         "trust_ramp_days",
         "trust_record_days",
         "trust_young_share",
+        "crowd_model_votes",
+        "crowd_flood_days",
     )
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
