@@ -15,6 +15,9 @@ the new default (day ramp 7 on *active* days, weight ≤ 1 before 30 active days
 min_records δ = D (below δ votes an account is left out of the fit; from δ on, the vote ramp
 weighs it n/100).
 
+``crowd (default)``: the default rule since the crowd rule (:mod:`stablearena.crowd`), as
+``stablearena serve`` publishes it (``--model-votes``: also other per-model limits).
+
 Arenas: ``llmfao`` — the bundled LLMFAO log (no timestamps: ages uniform on [0, 365] days and
 active days drawn as in the simulator, :func:`stablearena.attacks.honest_active_days`, from the
 annotators' real volumes); ``cba`` — the rigging experiment's honest arenas (Chatbot Arena 2024
@@ -22,7 +25,9 @@ counts at ``--fraction``, annotators of 20–200 votes, with their simulated age
 
     python bench/bench_heldout.py [--seeds 10] [--arenas llmfao,cba] [--fraction 0.02]
         [--deltas 50,20,10] [--parts] [--split votes|accounts] [--record-days 30]
-        [--young-shares 0.2,0.1] [--ramp-days 7]
+        [--young-shares 0.2,0.1] [--ramp-days 7] [--model-votes 5,20]
+
+    python bench/bench_heldout.py --split accounts --arenas llmfao,casual,public,regulars --deltas 50
 """
 
 from __future__ import annotations
@@ -33,6 +38,17 @@ import time
 import warnings
 
 import numpy as np
+
+
+def _safe(A, defence, counts, fits):
+    """The rule's scores, or NaN for every model where it gives no board (the am-ELO rule on
+    a crowd without an account of δ votes: TooFewRecords)."""
+    from stablearena.errors import StableArenaError
+
+    try:
+        return A.defence_scores(defence, counts, fits, key=0)[0]
+    except StableArenaError:
+        return np.full(counts.n_models, np.nan)
 
 
 def split_accounts(counts, rng):
@@ -71,7 +87,10 @@ def arena(which: str, seed: int, fraction: float):
         active = A.honest_active_days(vols, ages, np.random.default_rng((seed, 2)))
         truth = None
     else:
-        ar = A.honest_arena(datasets.load("chatbot-arena-2024"), fraction=fraction, seed=seed)
+        crowd = None if which == "cba" else which  # a crowd model of stablearena.attacks.CROWDS
+        ar = A.honest_arena(
+            datasets.load("chatbot-arena-2024"), fraction=fraction, seed=seed, crowd=crowd
+        )
         counts, names, ages, active = ar.counts, ar.counts.annotators, ar.ages, ar.active_days
         truth = ar.truth
     return (
@@ -105,8 +124,14 @@ def main() -> None:
         help="also the new rule at δ 50 with these young-share caps (e.g. 0.2,0.1)",
     )
     ap.add_argument("--parts", action="store_true", help="also the new rule's parts at δ 10")
+    ap.add_argument(
+        "--model-votes",
+        default="",
+        help="also the crowd rule with these per-model limits (e.g. 5,20; the default's is shown)",
+    )
     args = ap.parse_args()
-    deltas = [int(x) for x in args.deltas.split(",")]
+    deltas = [int(x) for x in args.deltas.split(",") if x]
+    limits = [float(x) for x in args.model_votes.split(",") if x]
     shares = [float(x) for x in args.young_shares.split(",") if x]
     d = "am-elo+screen+influence+bounded"
     rec = args.record_days
@@ -130,13 +155,22 @@ def main() -> None:
             scores = {"m-elo": A.m_elo_scores(half_a)}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                # the default rule (the crowd rule, stablearena.crowd) as serve publishes it
+                fits = A._Fits()
+                fits.active_days = active
+                scores["crowd (default)"] = A.defence_scores("crowd", half_a, fits)[0]
+                for lim in limits:
+                    fits.model_votes = lim
+                    scores[f"crowd, model votes {lim:g}"] = A.defence_scores("crowd", half_a, fits)[
+                        0
+                    ]
                 for delta in deltas:
                     fits = A._Fits(min_records=delta, ramp_days=args.ramp_days)
                     if delta == 50:
                         fits.ages, fits.active_days, fits.record_days = ages, None, 0.0
-                        scores["old"] = A.defence_scores(d, half_a, fits, key=0)[0]
+                        scores["old"] = _safe(A, d, half_a, fits)
                     fits.ages, fits.active_days, fits.record_days = None, active, rec
-                    scores[f"new δ={delta}"] = A.defence_scores(d, half_a, fits, key=0)[0]
+                    scores[f"new δ={delta}"] = _safe(A, d, half_a, fits)
                     for ys in shares if delta == 50 else ():
                         fits.young_share = ys
                         scores[f"new δ=50, young share {ys:g}"] = A.defence_scores(
@@ -148,13 +182,13 @@ def main() -> None:
                     for name, change in parts.items():
                         for k, v in change.items():
                             setattr(fits, k, v)
-                        scores[name] = A.defence_scores(d, half_a, fits, key=0)[0]
+                        scores[name] = _safe(A, d, half_a, fits)
                         fits.ramp_days, fits.ramp_votes = args.ramp_days, A.BOUNDED_RAMP_VOTES
                         fits.record_days = rec
             for rule, x in scores.items():
                 for ref_name, ref in refs.items():
                     ok = np.isfinite(x) & np.isfinite(ref)
-                    tau = kendall_tau(x[ok], ref[ok])
+                    tau = kendall_tau(x[ok], ref[ok]) if ok.sum() > 2 else math.nan
                     res.setdefault(f"{rule} [{ref_name}]", {"tau": []})["tau"].append(tau)
             print(
                 which,

@@ -54,6 +54,8 @@ import numpy as np
 
 from .battles import PairCounts
 from .choices import (
+    CROWD_FLOOD_DAYS,
+    CROWD_MODEL_VOTES,
     TRUST_CAP,
     TRUST_RAMP_DAYS,
     TRUST_RAMP_VOTES,
@@ -184,6 +186,80 @@ def honest_active_days(
     return np.maximum(1.0, np.minimum(np.floor(np.asarray(ages, float)) + 1.0, days))
 
 
+@dataclass(frozen=True)
+class CrowdClass:
+    """One kind of visitor in a crowd model: ``share`` of the accounts, votes log-uniform on
+    [``votes[0]``, ``votes[1]``], active days uniform on [``days[0]``, ``days[1]``] (never more
+    than its votes)."""
+
+    share: float
+    votes: tuple[int, int]
+    days: tuple[int, int]
+
+
+#: Crowd models of a public arena (docs/guides/rigging.md, "Crowds"): who votes how much.
+#: ``casual`` — only casual visitors (1–10 votes on one or two days); ``public`` — a casual
+#: majority with a few regulars and heavy voters, about LMArena's 2023 mix (33,000 votes from
+#: about 13,000 addresses: a mean of 2.5 votes per address; here 3.9); ``regulars`` — a
+#: community arena with many regulars; ``legacy`` — the simulator's crowd before crowd models
+#: (20–200 votes each, :data:`HONEST_VOTES_PER_DAY`), kept to compare with earlier rounds.
+CROWDS: dict[str, tuple[CrowdClass, ...]] = {
+    "casual": (CrowdClass(0.75, (1, 4), (1, 1)), CrowdClass(0.25, (3, 10), (1, 2))),
+    "public": (
+        CrowdClass(0.88, (1, 10), (1, 2)),
+        CrowdClass(0.11, (11, 100), (3, 30)),
+        CrowdClass(0.01, (101, 600), (20, 120)),
+    ),
+    "regulars": (
+        CrowdClass(0.55, (1, 10), (1, 2)),
+        CrowdClass(0.38, (11, 100), (3, 30)),
+        CrowdClass(0.07, (101, 600), (20, 120)),
+    ),
+}
+
+
+def crowd_accounts(
+    crowd: str, total: int, rng: np.random.Generator, max_age_days: float = HONEST_MAX_AGE_DAYS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(volumes, active days, ages in days) of accounts drawn from crowd model ``crowd``
+    (:data:`CROWDS`) until their votes sum to ``total`` (the last one cut): each account's class
+    by the shares, its votes log-uniform on the class's range, its active days uniform on the
+    class's (at most its votes), its age uniform on [active days − 1, ``max_age_days``]."""
+    if crowd not in CROWDS:
+        raise InputError(f"unknown crowd model {crowd!r}; choose from {', '.join(CROWDS)}.")
+    classes = CROWDS[crowd]
+    share = np.array([c.share for c in classes])
+    share = share / share.sum()
+    vols: list[np.ndarray] = []
+    days: list[np.ndarray] = []
+    got = 0
+    while got < total:
+        n = max(64, int((total - got) / 3))
+        kind = rng.choice(len(classes), size=n, p=share)
+        v = np.zeros(n, dtype=np.int64)
+        dd = np.zeros(n, dtype=np.int64)
+        for q, c in enumerate(classes):
+            sel = kind == q
+            lo, hi = c.votes
+            v[sel] = np.floor(
+                np.exp(rng.uniform(math.log(lo), math.log(hi + 1), int(sel.sum())))
+            ).astype(np.int64)
+            dd[sel] = rng.integers(c.days[0], c.days[1] + 1, int(sel.sum()))
+        vols.append(v)
+        days.append(np.minimum(dd, v))
+        got += int(v.sum())
+    vol = np.concatenate(vols)
+    act = np.concatenate(days)
+    cum = np.cumsum(vol)
+    n = int(np.searchsorted(cum, total)) + 1
+    vol, act = vol[:n].copy(), act[:n].astype(float)
+    vol[-1] -= int(cum[n - 1] - total)
+    keep = vol > 0
+    vol, act = vol[keep], np.maximum(1.0, np.minimum(act[keep], vol[keep]))
+    ages = rng.uniform(0.0, 1.0, len(vol)) * (max_age_days - (act - 1.0)) + (act - 1.0)
+    return vol, act, ages
+
+
 def _source_counts(source: str | Path | PairCounts) -> PairCounts:
     if isinstance(source, PairCounts):
         return source.collapse() if source.annotator is not None else source
@@ -219,6 +295,7 @@ def honest_arena(
     volumes: tuple[int, int] = (20, 200),
     seed: int = 0,
     max_age_days: float = HONEST_MAX_AGE_DAYS,
+    crowd: str | None = None,
 ) -> HonestArena:
     """The honest arena of the module docstring: each battle of ``source`` kept with probability
     ``fraction``, spread over annotators with log-uniform volumes in ``volumes``; each
@@ -252,7 +329,12 @@ def honest_arena(
         truth = truth[seen]
         truth = truth - truth.mean()
     n = int(kept.sum())
-    vols = log_uniform_volumes(n, volumes[0], volumes[1], rng)
+    if crowd is not None and crowd != "legacy":
+        vols, active, ages = crowd_accounts(
+            crowd, n, np.random.default_rng((seed, 4)), max_age_days
+        )
+    else:
+        vols = log_uniform_volumes(n, volumes[0], volumes[1], rng)
     # battles (pair row, outcome) in random order, dealt to annotators by their volumes
     row = np.repeat(np.repeat(np.arange(len(full)), 3), kept.ravel())
     oc = np.tile(np.arange(3), len(full))
@@ -262,8 +344,9 @@ def honest_arena(
     ann = np.repeat(np.arange(len(vols)), vols)
     names = tuple(f"h{k:05d}" for k in range(len(vols)))
     counts = _counts_from_votes(full, row, oc, ann, names)
-    ages = np.random.default_rng((seed, 1)).uniform(0.0, max_age_days, len(vols))
-    active = honest_active_days(vols, ages, np.random.default_rng((seed, 2)))
+    if crowd is None or crowd == "legacy":
+        ages = np.random.default_rng((seed, 1)).uniform(0.0, max_age_days, len(vols))
+        active = honest_active_days(vols, ages, np.random.default_rng((seed, 2)))
     return HonestArena(
         counts=counts,
         truth=truth,
@@ -567,6 +650,8 @@ DEFENCES: tuple[str, ...] = (
     "am-elo+screen+bounded",
     "am-elo+screen+influence+bounded",
     "m-elo+evalue",
+    "arena",
+    "crowd",
 )
 
 #: Bounded influence (:func:`stablearena.trust.bounded_scores`) of the ``+bounded`` defences:
@@ -610,6 +695,8 @@ class _Fits:
     record_days: float = 0.0
     young_share: float = 0.0
     min_records: int = 50
+    model_votes: float | None = CROWD_MODEL_VOTES
+    flood_days: float | None = CROWD_FLOOD_DAYS
 
 
 def _screened_am_elo(
@@ -689,6 +776,16 @@ def defence_scores(
     fits = fits or _Fits()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
+        if defence in ("arena", "crowd"):
+            # the live arena's rule itself (stablearena.arena_rule.arena_fit): ``arena`` with
+            # the live defaults, ``crowd`` with the simulation's trust options for am-ELO's
+            # fields — the same function ``serve`` and ``rank --method arena`` run
+            from .arena_rule import ArenaRule, arena_fit
+
+            rule = ArenaRule(model_votes=fits.model_votes, flood_days=fits.flood_days)
+            got = arena_fit(counts, rule, ages=fits.ages, active_days=fits.active_days)
+            excl = set(got.step.crowd.flagged) if got.step.crowd is not None else set()
+            return _full_scores(got.fitted, counts.models), excl
         if defence.startswith("m-elo"):
             x = m_elo_scores(counts, fits.x_melo)
             if defence == "m-elo":

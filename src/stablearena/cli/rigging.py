@@ -203,6 +203,16 @@ def experiment_rigging(
             "--min-records", "δ: accounts with fewer votes are left out of am-ELO's fit.", 1, 10**6
         ),
     ] = 50,
+    crowd: Annotated[
+        str | None,
+        typer.Option(
+            "--crowd",
+            help="The honest accounts' volumes and active days from a crowd model of "
+            "stablearena.attacks.CROWDS (casual, public, regulars, legacy; docs/guides/"
+            "rigging.md, 'Crowds'); default: the older 20–200 votes per account.",
+            metavar="NAME",
+        ),
+    ] = None,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -232,7 +242,7 @@ def experiment_rigging(
     """Votes needed to lift a model by 1, 3 and 10 places, per attack family and defence.
 
     An honest arena is drawn from real pair counts (each battle kept with probability
-    --fraction, spread over synthetic annotators of 20–200 votes); attackers are served pairs at
+    --fraction, spread over synthetic annotators of 20–200 votes, or as --crowd draws them); attackers are served pairs at
     the arena's frequencies. Each figure is the mean over seeds (± SE); ratio_L is the mean over
     seeds of the cost divided by the baseline's on the same seed. '≥' marks a mean in which some
     seeds did not reach the level within the budget (counted at the budget)."""
@@ -289,6 +299,8 @@ def experiment_rigging(
     }
     if attack_age < 0:
         raise InputError(f"--attack-age must be ≥ 0 days, not {attack_age}.")
+    if crowd is not None and crowd not in (*A.CROWDS, "legacy"):
+        raise InputError(f"--crowd must be one of {', '.join(A.CROWDS)}, legacy; not {crowd!r}.")
     records: list[dict[str, Any]] = []
     source = None
     used = []
@@ -312,7 +324,7 @@ def experiment_rigging(
             if no_run:
                 continue
             source = source if source is not None else _source(path)
-            arena = A.honest_arena(source, fraction=fraction, seed=s)
+            arena = A.honest_arena(source, fraction=fraction, seed=s, crowd=crowd)
 
             def step(text: str) -> None:
                 bar.update(task, advance=1, description=text)
@@ -352,6 +364,7 @@ def experiment_rigging(
         **bounded,
         "attack_age": attack_age,
         **sleeper,
+        "crowd": crowd or "20–200 votes",
         "seeds": used,
         "summary": summary,
         "runs": records,
