@@ -332,3 +332,27 @@ def test_three_page_votes_reach_the_live_board(tmp_path):
         assert all(math.isfinite(r["rating"]) for r in models)
     finally:
         tc.__exit__(None, None, None)
+
+
+def test_a_board_of_eight_votes_is_ordered_by_score_with_intervals_that_say_how_little(tmp_path):
+    """Issue 40: after 8 page votes the public board ranked a lower score above a higher one and
+    showed zero-width intervals ("973.1–973.1"); on the crowd rule it is ordered by its scores,
+    every interval has width, and the public page draws it."""
+    from test_dashboard import MODELS, open_arena, play
+
+    tc, admin = open_arena(f"sqlite:///{tmp_path}/arena.db")
+    try:
+        for m in MODELS:
+            admin.add_model(m)
+        play(tc, admin, 8, names=["a", "b", "c"])
+        admin.refit()
+        board = tc.get("/v1/leaderboard?ci=fisher").json()
+        ratings = [r["rating"] for r in board["models"]]
+        assert ratings == sorted(ratings, reverse=True)
+        assert [r["rank"] for r in board["models"]] == list(range(1, len(ratings) + 1))
+        for r in board["models"]:
+            assert math.isfinite(r["ci_low"]) and r["ci_high"] - r["ci_low"] > 50
+        page = tc.get("/leaderboard")
+        assert page.status_code == 200 and "could not be fitted" not in page.text
+    finally:
+        tc.__exit__(None, None, None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import InputError
@@ -35,10 +36,18 @@ def live_boards(
     ci: str = "none",
     level: float = 0.95,
     keep_non_anony: bool = False,
+    config: Any = None,
 ) -> dict[str, Any]:
     """The board (or, with ``by``, ``{"boards": {value: board}}``) of the arena's current votes,
     filtered by ``where_items`` (``COLUMN=VALUE``) and style-controlled with ``style``; the
-    votes of non-anonymous battles (``anony`` false) only with ``keep_non_anony``."""
+    votes of non-anonymous battles (``anony`` false) only with ``keep_non_anony``.
+
+    ``method`` "am-elo" is the published board's: under the crowd rule (``config``, the
+    arena's :class:`~stablearena.service.settings.ArenaConfig`, ``board_rule = "crowd"``) each
+    board is :func:`stablearena.crowd.crowd_fit` with the arena's options (no flood test: a
+    board of the export has no days of record), and a style-controlled one is m-ELO's with
+    style covariates (every vote counts, as under the crowd rule; am-ELO's style fit needs
+    accounts with many votes)."""
     import pandas as pd
 
     from ..categories import parse_where, split_by, where
@@ -73,15 +82,22 @@ def live_boards(
         battles = where(battles, conditions)
     if covariates:
         battles = add_covariates(battles, covariates)
+    crowd = _crowd_rule(config) if method == "am-elo" else None
+    if crowd is not None and style:
+        method = "m-elo"
     rater = get_rater(style_method(method) if style else method)
     boards = split_by(battles, by) if by else {"": battles}
     out: dict[str, Any] = {}
     for value, board in boards.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            payload = leaderboard_payload(
-                rater.fit(board), board, source="live arena", ci=ci, level=level
-            )
+            if crowd is not None and not style:
+                from ..crowd import crowd_fit
+
+                fitted = crowd_fit(board.counts(by_annotator=True), crowd).fitted
+            else:
+                fitted = rater.fit(board)
+            payload = leaderboard_payload(fitted, board, source="live arena", ci=ci, level=level)
         if conditions:
             payload["where"] = conditions
         if style:
@@ -90,3 +106,15 @@ def live_boards(
             payload["by"] = {by: value}
         out[value] = payload
     return {"boards": out} if by else out[""]
+
+
+def _crowd_rule(config: Any) -> Any:
+    """The crowd rule of an arena's config (None: the am-ELO rule, or no config)."""
+    if config is None:
+        return None
+    from ..arena_rule import ArenaRule
+
+    cfg = config.model_dump() if hasattr(config, "model_dump") else dict(config)
+    if cfg.get("board_rule", "crowd") != "crowd":
+        return None
+    return replace(ArenaRule.from_config({**cfg, "board_rule": "crowd"}).crowd(), flood_days=None)

@@ -75,6 +75,7 @@ async def leaderboard(
                 ci=ci,
                 level=level,
                 keep_non_anony=anony == "all",
+                config=st.config,
             )
         )
     if method == "am-elo" and ci == "none":

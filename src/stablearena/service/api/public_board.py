@@ -1,4 +1,4 @@
-"""The public leaderboard page ``GET /leaderboard`` (HTML, no script): the published am-ELO fit
+"""The public leaderboard page ``GET /leaderboard`` (HTML, no script): the published fit (the board rule)
 with 95% intervals, one tab per prompt category (the boards of ``/v1/leaderboard?by=category``)
 and a toggle to the style-controlled board (``/v1/leaderboard?style=true``).
 
@@ -44,7 +44,15 @@ def _boards(st: Any, style: bool) -> dict[str, tuple[dict[str, Any] | None, str]
     try:
         if style:
             out[_ALL] = (
-                live_boards(st.engine, "am-elo", style=True, where_items=[], by=None, ci="fisher"),
+                live_boards(
+                    st.engine,
+                    "am-elo",
+                    style=True,
+                    where_items=[],
+                    by=None,
+                    ci="fisher",
+                    config=st.config,
+                ),
                 "",
             )
         else:
@@ -55,7 +63,13 @@ def _boards(st: Any, style: bool) -> dict[str, tuple[dict[str, Any] | None, str]
     def by_category(styled: bool) -> tuple[dict[Any, Any], str]:
         try:
             got = live_boards(
-                st.engine, "am-elo", style=styled, where_items=[], by="category", ci="fisher"
+                st.engine,
+                "am-elo",
+                style=styled,
+                where_items=[],
+                by="category",
+                ci="fisher",
+                config=st.config,
             )["boards"]
             return got, ""
         except (StableArenaError, ApiError, KeyError, ValueError) as e:
