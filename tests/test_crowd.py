@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from stablearena import Battles, MElo
 from stablearena.attacks import crowd_accounts
 from stablearena.cli import main
-from stablearena.crowd import CrowdRule, ability_spread, crowd_fit
+from stablearena.crowd import CrowdRule, ability_spread, crowd_fit, model_votes_limit
 from stablearena.errors import InputError
 
 M = 10
@@ -135,7 +135,7 @@ def test_one_account_gives_one_model_at_most_model_votes():
     b = rng.integers(0, M - 1, 80)
     parts.append((a, b, np.zeros(80, dtype=np.int64), np.full(80, "pusher", dtype=object)))
     counts = _battles(parts).counts(by_annotator=True)
-    got = crowd_fit(counts, CrowdRule(model_votes=10.0))
+    got = crowd_fit(counts, CrowdRule(model_votes=10.0, model_votes_quantile=None))
     c = got.fitted.counts
     k = list(c.annotators).index("pusher")
     rows = (c.annotator == k) & ((c.i == M - 1) | (c.j == M - 1))
@@ -145,6 +145,15 @@ def test_one_account_gives_one_model_at_most_model_votes():
     # without the cap the same account gives it its full weight
     free = crowd_fit(counts, CrowdRule(model_votes=None))
     assert float(np.sum(free.fitted.row_weights[rows] * c.totals[rows])) > 40
+    # the default limit: the honest accounts' 99% per-model volume (here the regulars' ~60 a
+    # model, more than the most, 50), never below 10
+    c0 = counts.take(counts.totals > 0)
+    everyone = np.ones(len(counts.annotators), dtype=bool)
+    assert model_votes_limit(c0, CrowdRule(), everyone) == 50.0
+    casual_only = np.array([n != "pusher" and n == "r0" for n in counts.annotators])
+    assert 10.0 <= model_votes_limit(c0, CrowdRule(), casual_only) <= 50.0
+    assert model_votes_limit(c0, CrowdRule(), np.zeros_like(everyone)) == 10.0
+    assert model_votes_limit(c0, CrowdRule(model_votes=None), everyone) is None
 
 
 def test_a_flood_of_new_accounts_is_found_and_set_aside():

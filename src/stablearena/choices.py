@@ -26,6 +26,8 @@ __all__ = [
     "TRUST_RECORD_DAYS",
     "TRUST_YOUNG_SHARE",
     "CROWD_MODEL_VOTES",
+    "CROWD_MODEL_VOTES_QUANTILE",
+    "CROWD_MODEL_VOTES_MAX",
     "CROWD_FLOOD_DAYS",
 ]
 
@@ -96,8 +98,11 @@ TRUST_RECORD_DAYS: float = 365.0
 #: ``experiment rigging --young-share``). Chosen in docs/guides/rigging.md ("Young accounts
 #: together").
 TRUST_YOUNG_SHARE: float = 0.2
-#: The crowd rule (stablearena.crowd, docs/methods/crowd.md): the most weighted votes one
-#: account may give any one model, and the days of record below which an account is new for
-#: the flood test.
+#: The crowd rule (stablearena.crowd, docs/methods/crowd.md): the least and the most weighted
+#: votes one account may give any one model — between them, the 99th percentile of the
+#: established accounts' votes per (account, model): what an honest voter typically gives a
+#: model — and the days of record below which an account is new for the flood test.
 CROWD_MODEL_VOTES: float = 10.0
+CROWD_MODEL_VOTES_QUANTILE: float = 0.99
+CROWD_MODEL_VOTES_MAX: float = 50.0
 CROWD_FLOOD_DAYS: float = 10.0

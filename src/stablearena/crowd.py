@@ -25,9 +25,12 @@ days — beside a few regulars and heavy voters. The rule weighs them all on one
 4. **Bounded contribution.** w_k = min(max(a_k, 0), ``cap``) for the judged accounts, scaled
    so that the average vote weighs 1 (as in m-ELO), and the weighted votes one
    account gives any one model, C_km = Σ_{rows of k with m} w_k n_r, are capped at
-   ``model_votes``: the account's rows with model m are scaled by min(1, model_votes / C_km)
-   (a row scaled by the smaller factor of its two models). Moving a model then takes many
-   accounts, whatever their age or agreement.
+   the limit L: the account's rows with model m are scaled by min(1, L / C_km)
+   (a row scaled by the smaller factor of its two models). L is what an honest voter
+   typically gives one model: the ``model_votes_quantile`` (99 %) quantile of the established
+   accounts' votes per (account, model), clipped to [``model_votes``, ``model_votes_max``]
+   ([10, 50]; :func:`model_votes_limit`). Moving a model then takes many accounts, whatever
+   their age or agreement.
 5. **Floods found by what they do.** Accounts with fewer than ``flood_days`` days of record
    (active days when known, else days since creation) are *new*. For each model the new
    accounts' weighted score on it is compared with what the established accounts' board
@@ -73,6 +76,7 @@ __all__ = [
     "CrowdFitted",
     "crowd_fit",
     "ability_spread",
+    "model_votes_limit",
 ]
 
 #: The largest weighted votes one account may give any one model (``model_votes``), chosen by
@@ -96,6 +100,8 @@ class CrowdRule:
     min_records: float = 0.0
     cap: float | None = 2.0
     model_votes: float | None = DEFAULT_MODEL_VOTES
+    model_votes_quantile: float | None = choices.CROWD_MODEL_VOTES_QUANTILE
+    model_votes_max: float = choices.CROWD_MODEL_VOTES_MAX
     flood_days: float | None = DEFAULT_FLOOD_DAYS
     flood_level: float = 0.01
     min_sd: float = 0.1
@@ -106,6 +112,16 @@ class CrowdRule:
     def __post_init__(self) -> None:
         if not 0.5 <= self.confidence < 1:
             raise InputError(f"confidence must lie in [0.5, 1), not {self.confidence!r}.")
+        if self.model_votes_quantile is not None and not 0 < self.model_votes_quantile < 1:
+            raise InputError(
+                "model_votes_quantile must lie in (0, 1) (or None: the limit is model_votes), "
+                f"not {self.model_votes_quantile!r}."
+            )
+        if self.model_votes and self.model_votes_max < self.model_votes:
+            raise InputError(
+                f"need model_votes ≤ model_votes_max, not {self.model_votes!r} > "
+                f"{self.model_votes_max!r}."
+            )
         if not 0 < self.flood_level < 1:
             raise InputError(f"flood_level must lie in (0, 1), not {self.flood_level!r}.")
         if not 0 < self.min_sd <= self.max_sd:
@@ -488,6 +504,30 @@ def _weight_rounds(c: PairCounts, base: np.ndarray, x: np.ndarray, rule: CrowdRu
     return _Rounds(x, coef, conv, converged, a, sd, w, flagged, tau, capped, scale)
 
 
+def model_votes_limit(c: PairCounts, rule: CrowdRule, established: np.ndarray) -> float | None:
+    """The per-model limit of an account (step 4): the ``model_votes_quantile`` quantile of the
+    established accounts' votes per (account, model) cell — what an honest voter typically
+    gives one model — clipped to [``model_votes``, ``model_votes_max``]; ``model_votes``
+    alone when the quantile is off or no account is established; None: no limit."""
+    if not rule.model_votes or rule.model_votes <= 0:
+        return None
+    floor = float(rule.model_votes)
+    if rule.model_votes_quantile is None:
+        return floor
+    k = c.annotator.astype(np.int64)
+    keep = np.asarray(established, bool)[k] & (c.totals > 0)
+    if not keep.any():
+        return floor
+    m = c.n_models
+    kk = k[keep]
+    key = np.concatenate([kk * m + c.i[keep], kk * m + c.j[keep]])
+    vol = np.concatenate([c.totals[keep], c.totals[keep]])
+    _, inv = np.unique(key, return_inverse=True)
+    cells = np.bincount(inv, vol)
+    q = float(np.quantile(cells, rule.model_votes_quantile))
+    return float(np.clip(q, floor, max(floor, rule.model_votes_max)))
+
+
 def crowd_fit(
     counts: PairCounts,
     rule: CrowdRule | None = None,
@@ -512,7 +552,10 @@ def crowd_fit(
     na, m = len(names), c.n_models
     k = c.annotator.astype(np.int64)
     ones = np.ones(len(c))
-    mv = float(rule.model_votes) if rule.model_votes and rule.model_votes > 0 else None
+    t = None if not rule.flood_days or rule.flood_days <= 0 else _days_of(names, ages, active_days)
+    new = np.zeros(na, dtype=bool) if t is None else t < float(rule.flood_days)
+    mv = model_votes_limit(c, rule, ~new)
+    rule = replace(rule, model_votes=mv)
     prior = _needs_prior(c, ones)
     x, conv = _scores(m, c, ones, x0, prior)
     converged = conv.converged
@@ -521,10 +564,7 @@ def crowd_fit(
     base = ones.copy()
     floods: dict[int, float] = {}
     tested: dict[int, float] = {}
-    new = np.zeros(na, dtype=bool)
-    t = None if not rule.flood_days or rule.flood_days <= 0 else _days_of(names, ages, active_days)
     if t is not None:
-        new = t < float(rule.flood_days)
         c0 = ones * _model_caps(c, ones, mv)[0] if mv else ones
         x_0, _ = _scores(m, c, c0, x, _needs_prior(c, c0))
         base, floods, tested = _flood_test(c, c0, new[k], x_0, rule.flood_level)
@@ -641,8 +681,11 @@ def _result(
     notes = [
         f"crowd rule: abilities shrunk toward 1 by a N(1, {tau:.3g}²) prior estimated from "
         "the data; weight min(max(ability, 0), "
-        f"{rule.cap or 'no cap'}); at most {rule.model_votes or 'no limit'} weighted votes of "
-        "one account on one model (docs/methods/crowd.md)"
+        f"{rule.cap or 'no cap'}); at most "
+        + (f"{rule.model_votes:.3g}" if rule.model_votes else "no limit")
+        + " weighted votes of one account on one model (the established accounts' "
+        f"{rule.model_votes_quantile or 0:.0%} per-model volume, at least "
+        f"{DEFAULT_MODEL_VOTES:g}; docs/methods/crowd.md)"
     ]
     if floods:
         notes.append(
