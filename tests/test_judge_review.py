@@ -5,7 +5,6 @@ judge, or judges that disagree systematically, give warnings in the output and t
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -60,13 +59,12 @@ def test_a_position_biased_judge_prints_no_dust():
 def test_an_honest_judge_at_70_percent_is_not_flagged(seeds):
     """judge-lax is right 70% of the time: flagged (ability below 0 by 2 se) in at most 1 of 20
     seeds (>= 95%); the old rule (ability < 0) flagged it by noise."""
-    t0, flagged = time.perf_counter(), 0
+    flagged = 0
     for seed in seeds:
         rows, _ = _review(["judge-lax", "judge-keen", "judge-contrary"], seed=seed, budget=200)
         lax = next(r for r in rows if r["annotator"] == "judge-lax")
         flagged += lax["flagged"]
     assert flagged <= len(seeds) // 20, f"judge-lax flagged in {flagged} of {len(seeds)} seeds"
-    assert time.perf_counter() - t0 < 60
 
 
 def test_cli_warns_in_output_and_json(tmp_path):

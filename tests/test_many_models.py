@@ -4,7 +4,6 @@ message when a dense matrix cannot fit."""
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 import warnings
 
@@ -278,12 +277,10 @@ def test_tracker_and_batch_keep_to_their_arrays():
 @pytest.mark.slow
 def test_three_thousand_models_finish():
     """Fisher intervals and a d-opt batch at 3,000 models (about 30 battles each) finish and
-    are finite (each well under a minute on one core)."""
+    are finite (bench/bench_many_models.py times them)."""
     fitted = _fitted(3000, per_model=15)
-    t = time.perf_counter()
     iv = unc.intervals(fitted, "fisher")
     assert np.all(np.isfinite(iv.se)) and np.all(np.isfinite(iv.ci_low))
     tracker = InformationTracker.from_fitted(fitted, estimate="empirical-bayes")
     s = get_selector("d-opt").select(tracker, 10, rng=0)
     assert len(s.pairs) == 10 and np.all(np.isfinite(s.values))
-    assert time.perf_counter() - t < 600

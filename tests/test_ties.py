@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import warnings
 
 import numpy as np
@@ -545,21 +544,14 @@ def test_reference_values_on_chatbot_arena_2024():
     assert rk.eta == pytest.approx(0.4500, abs=5e-5)
     assert dv.nll == pytest.approx(1.0100066, abs=1e-6)
     assert MElo().fit(counts).nll == pytest.approx(0.6554111, abs=1e-6)
-    # warm timings (generous bound: the machine may be shared; bench/bench_ties.py measures)
-    for rater in (RaoKupper(), Davidson()):
-        t0 = time.perf_counter()
-        rater.fit(counts)
-        assert time.perf_counter() - t0 < 1.0
+    # the warm timings are bench/bench_ties.py's
 
 
 @pytest.mark.slow
 def test_factored_covariance_rao_kupper_on_chatbot_arena_2024():
     counts = load_arena()
-    t0 = time.perf_counter()
     fit = RaoKupper(k_tie=10, k_cov=3, tie_form="leaderbot").fit(counts)
-    elapsed = time.perf_counter() - t0
     assert fit.nll <= 1.0049
-    assert elapsed <= 60.0
     assert all(v <= 1e-9 for v in fit.constraints.values())
 
 
