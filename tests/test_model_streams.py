@@ -53,13 +53,17 @@ def _bad(base_url: str, model: str, **kw) -> ModelEndpoint:
     return ModelEndpoint("broken", base_url, model, **kw)
 
 
+#: only keeps a hung call from hanging the suite (a call here ends within its 0.2-5 s timeout)
+HANG_SECONDS = 60.0
+
+
 def _call(ep: ModelEndpoint, stream: list[str] | None = None):
     async def go():
         async with EndpointClient(ep) as c:
             res = await c.complete(c.messages("What is 17*23?"), stream.append if stream else None)
             return res, c.breaker.failures
 
-    return asyncio.run(go())
+    return asyncio.run(asyncio.wait_for(go(), HANG_SECONDS))
 
 
 def _check(res) -> None:
@@ -82,13 +86,12 @@ def _check(res) -> None:
 # ----------------------------------------------------------------------------- one per kind
 @pytest.mark.parametrize("kind", BAD_KINDS)
 def test_each_malformed_stream_is_a_failure_the_breaker_counts(demo, kind):
-    t0 = time.perf_counter()
     timeout = 1.0 if kind == "endless_idle" else 5.0
     res, failures = _call(_bad(demo.base_url, f"demo-ace+bad={kind}", timeout=timeout))
     _check(res)
     assert (None if res.ok else res.reason) == EXPECTED[kind], res
     assert failures == (0 if res.ok else 1)  # the breaker counted it
-    assert time.perf_counter() - t0 < 5  # an endless answer ends by the cap or the timeout
+    # an endless answer ended by the cap (too_long), keep-alives by the timeout: EXPECTED
     if kind == "nul":  # C0 controls are removed on reading: nothing PostgreSQL cannot store
         assert res.text == "Hello abc"
     if kind == "surrogate":
@@ -367,9 +370,7 @@ def test_any_stream_is_an_answer_or_a_counted_failure(feed, stream, cap):
     exception, never a hang (an endless stream ends by ``max_answer_chars`` or the timeout)."""
     feed.pieces, feed.endless = stream
     ep = ModelEndpoint("m", feed.url, "m", max_retries=0, timeout=0.2, max_answer_chars=cap)
-    t0 = time.perf_counter()
-    res, failures = _call(ep)
-    assert time.perf_counter() - t0 < 3
+    res, failures = _call(ep)  # a hang fails by HANG_SECONDS
     _check(res)
     assert failures == (0 if res.ok else 1)
     if res.ok:
