@@ -68,22 +68,24 @@ def test_a_read_only_database_is_called_read_only_not_damaged(cli, tmp_path, wha
 
 
 # ----------------------------------------------------------------- SIGTERM when idle (issue 32)
-def test_sigterm_stops_an_idle_server_at_once_and_says_so(tmp_path):
+def test_sigterm_stops_an_idle_server_and_says_so(tmp_path):
     """Before: 5–30 s of silence after SIGTERM (interpreter exit joined the fit process, still
-    importing, then collected the whole heap); measured 5.0–5.3 s idle, 0.3 s after."""
+    importing, then collected the whole heap); measured 5.0–5.3 s idle, 0.3 s after — the time
+    is bench/bench_arena_start.py's ("idle SIGTERM to exit"). Here: it exits 0, says so, and
+    leaves none of its processes behind."""
     import signal
     import time
 
     from arena_process import ServerProcess
+    from procs import HAVE_PROC, alive, children
 
     server = ServerProcess(f"sqlite:///{tmp_path / 'arena.db'}").start()
     time.sleep(1.0)  # idle: the fit process still warming up, the watchers waiting
-    started = time.monotonic()
+    kids = children(server.proc.pid) if HAVE_PROC else set()
     server.proc.send_signal(signal.SIGTERM)
-    code = server.proc.wait(timeout=60)
-    took = time.monotonic() - started
+    code = server.proc.wait(timeout=60)  # only keeps a stuck server from hanging the suite
     time.sleep(0.2)  # the stdout reader thread takes the last lines
     said = "".join(server.lines)
     assert code == 0
     assert "SIGTERM received, stopping" in said and "stablearena serve: stopped" in said
-    assert took < 3.5, f"{took:.2f} s from SIGTERM to exit"
+    assert not [k for k in kids if alive(k)], kids
