@@ -67,7 +67,9 @@ def test_streamed_tokens_counted_without_usage(server):
 def test_ttft_is_the_first_token_not_the_last(server):
     ans = call(endpoint(server, "demo-ace+slow=0.05"))
     n = len(tokens(ans.text))
-    assert ans.ttft < 0.05 * 3 and ans.total_time >= 0.05 * n
+    # the server sleeps 0.05 s before each token: the last comes (n - 1) sleeps after the
+    # first; half of that leaves room for a late first read on a busy machine
+    assert ans.total_time >= 0.05 * n and ans.total_time - ans.ttft >= 0.05 * (n - 1) / 2
 
 
 def test_max_tokens_gives_length_finish(server):
