@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
+from .visible import IGNORABLE, Visible
 
 __all__ = [
     "POLICIES",
@@ -48,6 +49,7 @@ __all__ = [
     "Finding",
     "Detection",
     "detect",
+    "detect_visible",
     "cut",
     "normalise",
     "InjectionClassifier",
@@ -176,14 +178,9 @@ RULES: tuple[tuple[str, str], ...] = (
 
 _COMPILED = tuple((name, re.compile(rx, re.I | re.M)) for name, rx in RULES)
 
-#: Characters removed before matching (invisible: zero-width spaces and joiners, soft hyphen,
-#: bidi controls, the BOM).
-_INVISIBLE = dict.fromkeys(
-    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFEFF, 0xFFA0]
-    + list(range(0x200B, 0x2010))
-    + list(range(0x202A, 0x202F))
-    + list(range(0x2060, 0x2070)),
-)
+#: Characters removed before matching: the default-ignorable code points (zero-width spaces
+#: and joiners, soft hyphen, bidi controls, the BOM, variation selectors, tag characters).
+_INVISIBLE = dict.fromkeys(IGNORABLE)
 
 
 def normalise(text: str) -> tuple[str, list[int]]:
@@ -246,6 +243,21 @@ def detect(text: str) -> Detection:
             found.append(Finding(name, a, b, text[a:b]))
     found.sort(key=lambda f: (f.start, f.end))
     return Detection(tuple(found))
+
+
+def detect_visible(seen: Visible) -> Detection:
+    """:func:`detect` on a text as a person sees it (:func:`stablearena.visible.visible`), plus
+    a finding ``hidden-text`` for each hidden text that is a signal in itself: what tag
+    characters or a run of variation selectors spelled (never seen in ordinary text), or an
+    HTML comment that the rules flag. Such a finding has an empty span (the hidden text is
+    already gone: :func:`cut` cuts nothing for it)."""
+    found = detect(seen.text)
+    hidden = [
+        Finding("hidden-text", 0, 0, h.text[:200])
+        for h in seen.hidden
+        if h.kind != "comment" or detect(h.text).flagged
+    ]
+    return Detection(found.findings + tuple(hidden)) if hidden else found
 
 
 #: What replaces a cut sentence.

@@ -6,7 +6,9 @@ verdict is read from the judge's conclusion: the last marker of its reply (``[[A
 ``[[C]]`` for a tie; Arena-Hard's ``[[A>>B]]`` … ``[[B>>A]]`` are read too) or of a configurable
 pattern, so a judge that quotes an answer's planted marker and then judges is still read.
 
-An answer cannot forge the frame it is shown in (docs/guides/models-and-judges.md, "Answers that
+A judge is shown what a person sees (:func:`stablearena.visible.visible`: hidden tag characters,
+variation selectors and zero-width characters removed, look-alike letters and compatibility
+forms folded, HTML comments dropped), and an answer cannot forge the frame it is shown in (docs/guides/models-and-judges.md, "Answers that
 talk to the judge"): the template's boundaries carry a random id drawn for each call
 (``{boundary}``), and inside the prompt and the answers every verdict marker and every piece of
 the template's own text (its delimiter lines, ``<|``, ``|>``) is broken by a word joiner
@@ -32,8 +34,17 @@ from typing import Any
 from .endpoints.client import Answer, EndpointClient, Failure
 from .endpoints.config import ModelEndpoint, endpoint_from_mapping, load_toml
 from .errors import InputError
-from .injection import DEFAULT_POLICY, Detection, InjectionClassifier, check_policy, cut, detect
+from .injection import (
+    DEFAULT_POLICY,
+    Detection,
+    InjectionClassifier,
+    check_policy,
+    cut,
+    detect,
+    detect_visible,
+)
 from .names import checked_name
+from .visible import Visible, visible, visible_text
 
 __all__ = [
     "DEFAULT_JUDGE_SYSTEM_PROMPT",
@@ -186,14 +197,17 @@ class Judge:
         self, prompt: str, answer_a: str, answer_b: str, boundary: str | None = None
     ) -> str:
         """The user message for one order (filled in one pass: an answer that contains
-        ``{answer_b}`` stays as it is). The prompt and the answers are :func:`neutralised
-        <neutralise>` against the parser's pattern and the template's own text; ``boundary``
-        (by default 8 random hex digits, new for each call) fills ``{boundary}``."""
+        ``{answer_b}`` stays as it is). The prompt and the answers are taken as a person sees
+        them (:func:`~stablearena.visible.visible_text`: every judge call passes here) and
+        :func:`neutralised <neutralise>` against the parser's pattern and the template's own
+        text; ``boundary`` (by default 8 random hex digits, new for each call) fills
+        ``{boundary}``."""
         pieces = _template_pieces(self.template)
+        pattern = self.parser.pattern
         values = {
-            "prompt": neutralise(prompt, self.parser.pattern, pieces),
-            "answer_a": neutralise(answer_a, self.parser.pattern, pieces),
-            "answer_b": neutralise(answer_b, self.parser.pattern, pieces),
+            "prompt": neutralise(visible_text(prompt), pattern, pieces),
+            "answer_a": neutralise(visible_text(answer_a), pattern, pieces),
+            "answer_b": neutralise(visible_text(answer_b), pattern, pieces),
             "boundary": boundary if boundary is not None else secrets.token_hex(4),
         }
         return _FIELDS.sub(lambda m: values[m.group(1)], self.template)
@@ -326,10 +340,10 @@ class JudgeClient:
             )
         return Verdict(order, winner, got.text, got)
 
-    async def _detect(self, text: str) -> Detection:
-        found = detect(text)
+    async def _detect(self, seen: Visible) -> Detection:
+        found = detect_visible(seen)
         if self.classifier is not None and not found.findings:
-            said = await self.classifier.classify(text)
+            said = await self.classifier.classify(seen.text)
             found = Detection(found.findings, said)
         return found
 
@@ -337,11 +351,14 @@ class JudgeClient:
         self, prompt: str, prompt_id: str, x: str, answer_x: str, y: str, answer_y: str
     ) -> Judgement:
         """Judge x against y on ``prompt`` in both orders, after the injection check
-        (stablearena.injection): an answer that talks to the judge is handled by the policy
+        (stablearena.injection) of the answers as a person sees them (stablearena.visible; a
+        hidden note counts as a note: rule ``hidden-text``): an answer that talks to the judge is handled by the policy
         ``injection`` — ``forfeit`` (it loses, no judge call; both: ``cut``), ``cut`` (the
         sentences are cut before judging), ``drop`` (no vote) or ``keep`` (judged as is). A
         prompt that matches the rules itself (a question about injections) is judged as is."""
-        dx, dy = await asyncio.gather(self._detect(answer_x), self._detect(answer_y))
+        seen_x, seen_y = visible(answer_x), visible(answer_y)
+        prompt, answer_x, answer_y = visible_text(prompt), seen_x.text, seen_y.text
+        dx, dy = await asyncio.gather(self._detect(seen_x), self._detect(seen_y))
         report = None
         if dx.flagged or dy.flagged:
             action = self.injection

@@ -667,17 +667,26 @@ class VisibleStream:
     def feed(self, piece: str) -> list[str | None]:
         """The next piece; returns the pieces to send (``None``: start over)."""
         self.raw += piece
+        waiting = self._waiting
         self._settle()
-        if self._waiting:
-            return self._send(self.done)
-        rest = self.raw[self._open :]
-        got = _chunk(rest, self._state, _Log(), final=False) if rest else ("", self._state)
-        if got is None:
-            return self._send(self.done)
+        if waiting and self._waiting and ">" not in piece:
+            return []  # still inside the comment: nothing new to show
+        return self._send(self.done + self._provisional(self.raw[self._open :]))
+
+    def _provisional(self, rest: str) -> str:
+        """What can be shown of the unsettled text now: up to its last complete word, before
+        a comment that is still open."""
+        end = len(rest)
+        while True:
+            got = _chunk(rest[:end], self._state, _Log(), final=False) if end else ("", None)
+            if got is not None:
+                break
+            end = rest.rfind("<!--", 0, end)
+            if end < 0:
+                return ""
         tail = got[0]
-        end = len(tail.rstrip())
-        cut = max((m.start() for m in _SPACE.finditer(tail, 0, end)), default=-1) + 1
-        return self._send(self.done + tail[:cut])
+        stop = len(tail.rstrip())
+        return tail[: max((m.start() for m in _SPACE.finditer(tail, 0, stop)), default=-1) + 1]
 
     def finish(self) -> list[str | None]:
         """The end of the text: returns the pieces that complete it."""

@@ -29,6 +29,7 @@ from ..anonymity import identity_names, names_mentioned
 from ..endpoints import Answer, EndpointClient, Failure, ModelEndpoint
 from ..endpoints.config import endpoint_from_mapping
 from ..style_features import style_counts
+from ..visible import VisibleStream
 from . import store
 from .errors import ApiError
 from .security import Principal
@@ -630,14 +631,24 @@ class BattleHolder:
         with the failure ``stopped``, and is cancelled."""
         sides = (("a", row["model_a"]), ("b", row["model_b"]))
         came: dict[str, list[str]] = {"a": [], "b": []}
+        # the page is sent each answer as a person sees it (stablearena.visible), as the judges
+        # are given it; what the model sent is stored
+        shown = {"a": VisibleStream(), "b": VisibleStream()}
         t0 = time.monotonic()
 
         def heard(side: str, delta: str | None) -> None:
             if delta is None:
                 came[side].clear()
-            else:
-                came[side].append(delta)
-            emit(side, delta)
+                shown[side] = VisibleStream()
+                emit(side, None)
+                return
+            came[side].append(delta)
+            for piece in shown[side].feed(delta):
+                emit(side, piece)
+
+        def heard_all(side: str) -> None:
+            for piece in shown[side].finish():
+                emit(side, piece)
 
         async def one(side: str, mid: int) -> Any:
             if mid not in self.endpoints:
@@ -646,7 +657,9 @@ class BattleHolder:
                 client = self.client(mid)
                 messages = client.messages(prompt, (history or {}).get(side, ()))
                 res = await client.complete(messages, partial(heard, side))
-            except asyncio.CancelledError:
+                heard_all(side)
+            except asyncio.CancelledError:  # stopped: the page gets all that came, as stored
+                heard_all(side)
                 raise
             except Exception as exc:  # noqa: BLE001 - a failed call, never a wedged battle
                 log.exception("model %s: the call failed unexpectedly", mid)
