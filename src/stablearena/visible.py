@@ -30,17 +30,21 @@ judge is given — and says what it changed and what was hidden:
     zero-width joiner inside an emoji sequence, and Mongolian variation selectors after a
     Mongolian letter;
 ``nfkc``
-    Unicode compatibility normalisation (NFKC): full-width and mathematical letters, ligatures,
-    no-break spaces, circled and parenthesised forms become their plain letters; kept as they
-    are (only composed, NFC) are superscripts, subscripts and vulgar fractions (``x²`` is not
-    ``x2``) and full-width punctuation, which is how Chinese and Japanese are written;
+    Unicode compatibility normalisation (NFKC) of what spells letters or digits: full-width
+    and mathematical letters, ligatures, circled and parenthesised forms become their plain
+    letters. Kept as they are (only composed, NFC): superscripts, subscripts and vulgar
+    fractions (``x²`` is not ``x2``), Hangul compatibility jamo, and forms that fold to no
+    letter or digit (spacing accents, the ellipsis, no-break spaces, full-width punctuation,
+    which is how Chinese and Japanese are written): nothing can be spelled with them;
 ``confusable``
     a Cyrillic or Greek letter that looks like a Latin letter (Unicode's confusables,
     UTS #39, as shipped by the ``confusable-homoglyphs`` package) becomes that Latin letter
-    (of the same case) where it would change how a word reads: inside a word that has Latin
-    letters too (``Рrefer``), or as a word of only such letters between Latin words on its line
-    (``answer А``; lower-case Greek letters alone, such as ``α`` or ``ν``, are symbols and
-    stay). Russian, Greek or Bulgarian text stays as it is;
+    (of the same case) where it makes a word read as Latin: inside a Latin word (``Рrefer``:
+    the word is Latin once folded, or its Latin letters are the majority), and, on a line
+    with no Cyrillic or Greek word of its own, a single look-alike letter beside Latin words
+    (``answer А``) or a look-alike word between two Latin words. Lower-case Greek letters
+    alone (``α``, ``ν``) are symbols and stay; Russian, Greek or Ukrainian text stays as it
+    is, Latin words inside it too, and so does a Cyrillic word with a stray Latin letter;
 ``html-comment``
     ``<!-- … -->`` outside code (fenced or indented code blocks, inline code spans) is removed,
     as a Markdown renderer does not show it; its text is reported as hidden. An unclosed
@@ -173,13 +177,14 @@ _JOINING = _ranges(
 #: compatibility decompositions kept: they do not read as their plain form
 _KEEP_COMPAT = ("<super>", "<sub>", "<fraction>")
 
-# characters whose presence means :func:`_chars` has work to do (beyond NFKC)
-_SPECIAL = re.compile(
+# characters whose presence means that the removal rules have work to do
+_HIDING = re.compile(
     "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
     "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff\u0370-\u03ff\u0400-\u052f\u1c80-\u1c8f"
-    "\u1f00-\u1fff\ua640-\ua69f\U00013430-\U0001343f]"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff\U00013430-\U0001343f]"
 )
+# Cyrillic and Greek letters: the confusable rule has work to do
+_LOOKALIKE = re.compile("[\u0370-\u03ff\u0400-\u052f\u1c80-\u1c8f\u1f00-\u1fff\ua640-\ua69f]")
 
 
 def _is_format(cp: int) -> bool:
@@ -407,10 +412,14 @@ def _nfkc(line: str, log: _Log) -> str:
 
 
 def _kept_compat(ch: str) -> bool:
+    """A compatibility character NFKC would change but that does not read as its plain form:
+    superscripts, subscripts, fractions, Hangul compatibility jamo (they do not join), and
+    whatever folds to no letter or digit (spacing accents, ellipsis, full-width punctuation,
+    no-break spaces: nothing can be spelled with them)."""
     d = unicodedata.decomposition(ch)
-    if d.startswith(_KEEP_COMPAT):
+    if d.startswith(_KEEP_COMPAT) or 0x3131 <= ord(ch) <= 0x318E or 0xFFA0 <= ord(ch) <= 0xFFDC:
         return True
-    return d.startswith("<wide>") and not unicodedata.normalize("NFKC", ch).isalnum()
+    return d.startswith("<") and not any(c.isalnum() for c in unicodedata.normalize("NFKC", ch))
 
 
 def _differing(a: str, b: str) -> int:
@@ -430,7 +439,7 @@ _SPACE = re.compile(r"\s")
 
 def _confusables(line: str, log: _Log) -> str:
     """Cyrillic/Greek look-alikes folded where they change how a word reads."""
-    if line.isascii():
+    if line.isascii() or not _LOOKALIKE.search(line):
         return line
     table = confusable_table()
     words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(line)]
@@ -440,20 +449,31 @@ def _confusables(line: str, log: _Log) -> str:
     for _, _, w in words:
         scripts = {_script(c) for c in w}
         if "latin" in scripts and scripts & {"cyrillic", "greek"}:
-            kinds.append("mixed")
+            # a Latin word with look-alikes in it, not a Cyrillic word with a Latin letter in
+            # it ("cкомпилированные", typed with a Latin c) or glued to a Latin one
+            latin = sum(_script(c) == "latin" for c in w)
+            alike = all(c in table for c in w if _script(c) != "latin")
+            kinds.append("mixed" if alike or 2 * latin > len(w) else "cyrillic-greek")
         elif scripts <= {"cyrillic", "greek"} and all(c in table for c in w):
             kinds.append("alike")
         elif scripts == {"latin"}:
             kinds.append("latin")
+        elif scripts & {"cyrillic", "greek"}:
+            kinds.append("cyrillic-greek")
         else:
             kinds.append("other")
+    # a line with Cyrillic or Greek words of their own is written in that script: its words
+    # of look-alike letters only ("у", "АВТОР") are words of it, not disguised Latin ones
+    native = "cyrillic-greek" in kinds
     out: list[str] = []
     last = 0
     for k, ((a, b, w), kind) in enumerate(zip(words, kinds, strict=True)):
         fold = kind == "mixed"
-        if kind == "alike" and not (w.islower() and all(_script(c) == "greek" for c in w)):
+        if kind == "alike" and not native and not (w.islower() and _script(w[0]) == "greek"):
+            # a letter alone beside Latin words ("answer А"), or a word between two
             near = [kinds[i] for i in (k - 1, k + 1) if 0 <= i < len(kinds)]
-            fold = bool(near) and all(x in ("latin", "mixed") for x in near)
+            fold = (len(w) == 1 or len(near) == 2) and all(x in ("latin", "mixed") for x in near)
+            fold = fold and bool(near)
         if fold:
             new = "".join(table.get(c, c) for c in w)
             if new != w:
@@ -474,10 +494,11 @@ def _chars(text: str, log: _Log) -> str:
     done = []
     for line in lines:
         if not line.isascii():
-            if _SPECIAL.search(line):
+            if _HIDING.search(line):
                 line = _removals(_bidi(line, log), log)
-            line = _nfkc(line, log)
-            line = _confusables(line, log)
+            # look-alikes before NFKC (it makes Greek ϲ a final sigma) and after (it makes
+            # mathematical Greek letters plain ones)
+            line = _confusables(_nfkc(_confusables(line, log), log), log)
         done.append(line)
     return "\n".join(done)
 
