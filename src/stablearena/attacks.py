@@ -697,6 +697,12 @@ class _Fits:
     min_records: int = 50
     model_votes: float | None = CROWD_MODEL_VOTES
     flood_days: float | None = CROWD_FLOOD_DAYS
+    # the board rule's fits ("arena", "crowd"): how many, how many did not converge, and the
+    # largest relative change of the board's spread (SD of the scores) from the honest one's
+    rule_fits: int = 0
+    rule_unconverged: int = 0
+    rule_scale_dev: float = 0.0
+    honest_sd: float | None = None
 
 
 def _screened_am_elo(
@@ -785,7 +791,15 @@ def defence_scores(
             rule = ArenaRule(model_votes=fits.model_votes, flood_days=fits.flood_days)
             got = arena_fit(counts, rule, ages=fits.ages, active_days=fits.active_days)
             excl = set(got.step.crowd.flagged) if got.step.crowd is not None else set()
-            return _full_scores(got.fitted, counts.models), excl
+            x = _full_scores(got.fitted, counts.models)
+            fits.rule_fits += 1
+            fits.rule_unconverged += not got.converged
+            sd = float(np.std(x))
+            if fits.honest_sd is None:  # the first fit of a seed is the honest arena's
+                fits.honest_sd = sd
+            elif fits.honest_sd > 0:
+                fits.rule_scale_dev = max(fits.rule_scale_dev, abs(sd / fits.honest_sd - 1))
+            return x, excl
         if defence.startswith("m-elo"):
             x = m_elo_scores(counts, fits.x_melo)
             if defence == "m-elo":
@@ -1077,6 +1091,8 @@ def run_seed(
                 excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
                 return rank0 - _rank_of(x, target)
 
+            before = (fits.rule_fits, fits.rule_unconverged)
+            fits.rule_scale_dev = 0.0
             need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
             per = w.per_account if w is not None else 0
             rec: dict[str, Any] = {
@@ -1117,6 +1133,12 @@ def run_seed(
             # the most the budget buys: the attack's votes plus the warm-up of all its accounts
             rec["max_cost"] = max_votes + per * n_acc
             rec["fits"] = len(excluded_at)
+            if d in ("arena", "crowd"):  # the board rule: did every fit hold?
+                rec["rule_fits"] = fits.rule_fits - before[0]
+                rec["rule_unconverged"] = fits.rule_unconverged - before[1]
+                # the largest change of the board's spread from the honest board's over every
+                # fit of this cell (attacks up to the budget included)
+                rec["rule_scale_dev"] = fits.rule_scale_dev
             out.append(rec)
             if log:
                 log(f"seed {seed} {tname} {fam.name} {d}: {need}")

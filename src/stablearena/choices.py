@@ -99,10 +99,10 @@ TRUST_RECORD_DAYS: float = 365.0
 #: together").
 TRUST_YOUNG_SHARE: float = 0.2
 #: The crowd rule (stablearena.crowd, docs/methods/crowd.md): the least and the most weighted
-#: votes one account may give any one model — between them, the 99th percentile of the
+#: votes one account may give any one model — between them, the 99.9th percentile of the
 #: established accounts' votes per (account, model): what an honest voter typically gives a
 #: model — and the days of record below which an account is new for the flood test.
 CROWD_MODEL_VOTES: float = 10.0
-CROWD_MODEL_VOTES_QUANTILE: float = 0.99
+CROWD_MODEL_VOTES_QUANTILE: float = 0.999
 CROWD_MODEL_VOTES_MAX: float = 50.0
 CROWD_FLOOD_DAYS: float = 10.0

@@ -27,7 +27,7 @@ days — beside a few regulars and heavy voters. The rule weighs them all on one
    account gives any one model, C_km = Σ_{rows of k with m} w_k n_r, are capped at
    the limit L: the account's rows with model m are scaled by min(1, L / C_km)
    (a row scaled by the smaller factor of its two models). L is what an honest voter
-   typically gives one model: the ``model_votes_quantile`` (99 %) quantile of the established
+   typically gives one model: the ``model_votes_quantile`` (99.9 %) quantile of the established
    accounts' votes per (account, model), clipped to [``model_votes``, ``model_votes_max``]
    ([10, 50]; :func:`model_votes_limit`). Moving a model then takes many accounts, whatever
    their age or agreement.

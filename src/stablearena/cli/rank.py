@@ -283,7 +283,9 @@ ARENA_OPTIONS: OptionBlock = (
             _arena_bound(
                 "--model-votes",
                 "N",
-                "(crowd rule) most weighted votes of one account on one model (0: no limit)",
+                "(crowd rule) least per-model limit of one account: the limit is the established "
+                "accounts' 99.9th-percentile votes per model, between N and 50 (default 10; 0: "
+                "no limit)",
             ),
         ],
         None,

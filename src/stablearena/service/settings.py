@@ -192,7 +192,7 @@ class ArenaConfig(BaseModel):
     board_rule: Literal["crowd", "am-elo"] = Field(
         "crowd",
         description="The rule the published board is fitted by: crowd (every account's votes "
-        "count, abilities shrunk toward the crowd's, at most crowd_model_votes weighted votes of "
+        "count, abilities shrunk toward the crowd's, at most an honest voter's typical say of "
         "one account on one model, floods of new accounts found by their verdicts; "
         "docs/methods/crowd.md) or am-elo (the Stable Arena of the am-ELO paper: accounts below "
         "min_records left out, bounded influence with the trust ramps; docs/guides/rigging.md).",
@@ -201,8 +201,10 @@ class ArenaConfig(BaseModel):
         CROWD_MODEL_VOTES,
         ge=0.0,
         le=_MAX_COUNT,
-        description="Crowd rule: the most weighted votes one account may give any one model "
-        "(its votes on a model beyond that are scaled down); 0 or null: no limit.",
+        description="Crowd rule: the least per-model limit of one account — no account gives "
+        "any one model more weighted votes than the established accounts' 99.9th-percentile "
+        "votes per (account, model), between this and 50 (its votes on a model beyond that "
+        "are scaled down); 0 or null: no limit.",
     )
     crowd_flood_days: float | None = Field(
         CROWD_FLOOD_DAYS,

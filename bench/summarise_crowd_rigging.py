@@ -1,0 +1,71 @@
+"""Summarise bench/run_crowd_rigging.sh: per cell (crowd, lane) and family × target, the crowd
+rule's cost over m-ELO's at +1/+3/+10 places (the median over seeds of the paired ratio, warm-up
+included; '≥' where some seeds hit the budget), the accounts and account-days it needed at +3,
+and whether any fit failed to converge or the board's scale left 10 % of the honest board's.
+
+    python bench/summarise_crowd_rigging.py [runs/crowd_rigging]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> None:
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/crowd_rigging")
+    medians: list[float] = []
+    below = []
+    checks = {"fits": 0, "unconverged": 0, "scale": 0.0}
+    for f in sorted(root.glob("*.json")):
+        d = json.loads(f.read_text())
+        print(f"## {f.stem}  (seeds {len(d['seeds'])})")
+        for r in d["summary"]:
+            if r["defence"] != "crowd":
+                continue
+            cells = []
+            for lv in (1, 3, 10):
+                med = r.get(f"ratio_{lv}_median")
+                cen = "≥" if r.get(f"censored_{lv}") else ""
+                cells.append("—" if med is None else f"{cen}{med:.2f}")
+                if med is not None:
+                    medians.append(med)
+                    if med < 1:
+                        below.append((f.stem, r["family"], r["target"], lv, med))
+            runs = [
+                x
+                for x in d["runs"]
+                if x["defence"] == "crowd"
+                and x["family"] == r["family"]
+                and x["target"] == r["target"]
+            ]
+            got = [x["accounts_3"] for x in runs if x.get("accounts_3")]
+            acc = float(np.mean(got)) if got else None
+            days = r.get("account_days_3")
+            checks["fits"] += sum(x.get("rule_fits", 0) for x in runs)
+            checks["unconverged"] += sum(x.get("rule_unconverged", 0) for x in runs)
+            checks["scale"] = max([checks["scale"], *(x.get("rule_scale_dev", 0.0) for x in runs)])
+            print(
+                f"{r['family']:<18} {r['target']:<7} ×m-ELO +1/+3/+10: {' / '.join(cells):<22}"
+                f" accounts@+3 {'—' if acc is None else f'{acc:.1f}'}"
+                f"  account-days@+3 {'—' if days is None else f'{days:.0f}'}"
+            )
+    if medians:
+        m = np.array(medians)
+        print(
+            f"\nall cells: median of the medians ×{np.median(m):.2f}; "
+            f"≥ 3× in {np.mean(m >= 3):.0%}, ≥ 1× in {np.mean(m >= 1):.0%} of {len(m)}"
+        )
+    for b in below:
+        print("below 1×:", *b)
+    print(
+        f"board rule fits: {checks['fits']}, unconverged {checks['unconverged']}; the largest "
+        f"change of the board's spread from the honest board's: {checks['scale']:.1%}"
+    )
+
+
+if __name__ == "__main__":
+    main()
