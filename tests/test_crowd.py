@@ -145,7 +145,7 @@ def test_one_account_gives_one_model_at_most_model_votes():
     # without the cap the same account gives it its full weight
     free = crowd_fit(counts, CrowdRule(model_votes=None))
     assert float(np.sum(free.fitted.row_weights[rows] * c.totals[rows])) > 40
-    # the default limit: the honest accounts' 99% per-model volume (here the regulars' ~60 a
+    # the default limit: the honest accounts' 99.9% per-model volume (here the regulars' ~60 a
     # model, more than the most, 50), never below 10
     c0 = counts.take(counts.totals > 0)
     everyone = np.ones(len(counts.annotators), dtype=bool)

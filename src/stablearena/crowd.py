@@ -702,7 +702,7 @@ def _result(
     if not converged:
         notes.append("a score fit did not converge within 200 Newton steps")
     fitted = CrowdFitted(
-        method="am-elo",
+        method="crowd",
         models=c.models,
         scores=x,
         loglik=float(loglik),
