@@ -10,11 +10,42 @@ import pytest
 from chromium import pytest_terminal_summary  # noqa: F401  (one line when browser tests skip)
 
 
+#: What makes a test module part of the live stack (marked ``live``; the README's quick subset,
+#: ``-m "not slow and not live"``, leaves them out): it starts the live arena, a browser, a
+#: PostgreSQL server, a server process, or builds the documentation.
+_LIVE_SIGNS = (
+    "stablearena.service",
+    "create_app",
+    "browser",
+    "postgres",
+    "pgserver",
+    "arena_process",
+    "demo_server",
+    "subprocess",
+    "sphinx",
+)
+_live_modules: dict[str, bool] = {}
+
+
+def _is_live(item: pytest.Item) -> bool:
+    path = str(getattr(item, "path", "") or "")
+    if path not in _live_modules:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        _live_modules[path] = any(sign in text for sign in _LIVE_SIGNS)
+    return _live_modules[path]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``@pytest.mark.slow_on("sqlite")``: the test's runs whose parameters include that value
-    are slow (the default run keeps the other backend's; ``-m slow`` runs them)."""
+    are slow (the default run keeps the other backend's; ``-m slow`` runs them). Every test of
+    a module that starts the live stack is marked ``live`` (:data:`_LIVE_SIGNS`)."""
     for item in items:
+        if _is_live(item):
+            item.add_marker(pytest.mark.live)
         mark = item.get_closest_marker("slow_on")
         spec = getattr(item, "callspec", None)
         if mark is not None and spec is not None:
