@@ -354,6 +354,7 @@ class BattleHolder:
         await self.refresh()
         st = self.state
         names = self._names()
+        learned = False
         for _ in range(8):
             revision = st.revision  # stored only if the registry is still this one
             if not allowed(st, who):  # its key revoked since the request was authenticated
@@ -395,6 +396,11 @@ class BattleHolder:
                 st.refused(who, [row], [])
                 refuse_open(self.page, refused.mine, refused.there)
             st.refused(who, [row], refused or [])
+            if refused and not learned:
+                # judged through another host: learn every pair the database holds a vote of
+                # this visitor on, once, instead of one refused draw at a time
+                learned = True
+                await asyncio.to_thread(st.learn_judged, who)
             if refused is None:
                 await asyncio.to_thread(st.reload_registry)
                 await self.refresh()
@@ -859,3 +865,4 @@ def _judge_clients(entries: list[dict[str, Any]], injection: dict[str, Any]) -> 
         JudgeClient(j, injection=policy, classifier=classifier)
         for j in judges_from_toml({"judges": entries}, "serve config")
     ]
+

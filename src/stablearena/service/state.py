@@ -555,6 +555,17 @@ class ArenaState:
                     self._judge(principal.id, min(a, b), max(a, b))
             self.battles_served -= len(rows)
 
+    def learn_judged(self, principal: Principal) -> None:
+        """Read every pair ``principal`` has a vote on from the database (votes recorded by
+        other hosts included, :func:`store.judged_pairs_of`) and learn each as judged: after a
+        refused draw, so that a host whose view lags the others' stops drawing judged pairs.
+        Blocking: call in a thread."""
+        with self.engine.connect() as conn:
+            pairs = store.judged_pairs_of(conn, principal.id)
+        with self.lock:
+            for i, j in pairs:
+                self._judge(principal.id, min(i, j), max(i, j))
+
     # ------------------------------------------------------------------ votes
     def after_vote(self, principal: Principal, battle_id: str, res: store.VoteResult) -> None:
         """Bookkeeping after a vote is durable: judged pairs, and the tracker for a battle that

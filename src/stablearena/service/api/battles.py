@@ -216,7 +216,7 @@ async def post_battles(
     k, models = battle_request(await read_body())
     st = hot.arena
     await hot.admit(who.id, k)
-    refreshed = False
+    refreshed = learned = False
     for _ in range(_DRAWS):
         revision = st.revision  # the registry this draw decides by
         try:
@@ -243,9 +243,14 @@ async def post_battles(
             hot.open_battles.add(who.id, [(r["id"], r["expires_at"]) for r in rows])
             hot.battles_served.inc(len(rows))
             return Reply(200, _battles_json(st, rows))
-        # the annotator has judged a drawn pair through another worker: learn it, draw again
+        # the annotator has judged a drawn pair through another worker (or host): learn it,
+        # and — once per request — every pair the database holds a vote of it on, so that a
+        # host whose view lags the others' does not draw judged pairs until it gives up
         st.refused(who, rows, refused)
         hot.redrawn.inc(len(refused))
+        if not learned:
+            learned = True
+            await asyncio.to_thread(st.learn_judged, who)
     raise ApiError(503, "busy", "the arena is changing fast; retry the request")
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import Integer, Text, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from ..snapshot import Snapshot
-from .tables import REFIT_LOCK, annotators, fits, meta, models, votes
+from .tables import REFIT_LOCK, annotators, fits, meta, models, pair_counts, votes
 from .votes import cursor
 
 
@@ -221,6 +221,16 @@ def judged_rows(conn: Connection) -> list[tuple[int, int, int]]:
         "SELECT annotator_id, i, j FROM pair_counts WHERE wins + losses + ties + ties_both_bad > 0"
     )
     return cur.fetchall()
+
+
+def judged_pairs_of(conn: Connection, annotator_id: int) -> list[tuple[int, int]]:
+    """(i, j) of every pair of model ids one annotator has a vote on (whichever host took it)."""
+    pc = pair_counts.c
+    total = pc.wins + pc.losses + pc.ties + pc.ties_both_bad
+    rows = conn.execute(
+        select(pc.i, pc.j).where(pc.annotator_id == int(annotator_id), total > 0)
+    ).all()
+    return [(int(i), int(j)) for i, j in rows]
 
 
 # ---------------------------------------------------------------------------------- health, locks
