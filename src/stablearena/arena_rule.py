@@ -139,7 +139,8 @@ class ArenaRule:
             ability_threshold=float(self.ability_threshold),
             min_records=float(self.min_records),
             confidence=0.95 if self.confidence is None else float(self.confidence),
-            cap=self.cap,
+            # the crowd rule's own cap (the crowd's average vote), not the am-ELO rule's
+            cap=choices.CROWD_CAP,
             model_votes=self.model_votes,
             flood_days=self.flood_days,
             flood_level=float(self.flood_level),

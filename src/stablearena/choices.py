@@ -29,6 +29,7 @@ __all__ = [
     "CROWD_MODEL_VOTES_QUANTILE",
     "CROWD_MODEL_VOTES_MAX",
     "CROWD_FLOOD_DAYS",
+    "CROWD_CAP",
 ]
 
 #: Rater name → the module that defines and registers it (imported on first use; a new rater
@@ -106,3 +107,7 @@ CROWD_MODEL_VOTES: float = 10.0
 CROWD_MODEL_VOTES_QUANTILE: float = 0.999
 CROWD_MODEL_VOTES_MAX: float = 50.0
 CROWD_FLOOD_DAYS: float = 10.0
+#: The crowd rule's largest weight of one account: the crowd's average vote. An account's
+#: agreement with the board buys it no more than an honest visitor's weight (sleepers with 100
+#: agreeing warm-up votes otherwise weighed up to 2; docs/methods/crowd.md).
+CROWD_CAP: float = 1.0

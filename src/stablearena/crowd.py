@@ -37,7 +37,11 @@ days — beside a few regulars and heavy voters. The rule weighs them all on one
    predicts — z_m = (O_m − E_m) / √(V_m + (Σ c n p(1−p))²·Var x̂_m), established scores and
    their variance from a fit on the established accounts alone — and where |z_m| passes the
    Bonferroni bound at family level ``flood_level`` the new accounts' votes on that model do not
-   count (the model and z are reported). Youth alone is no penalty: a new account weighs as a
+   count (the model and z are reported). The test runs only against an established majority
+   — established accounts holding at least ``flood_min_share`` (half) of the counted votes,
+   and at least ``flood_min_accounts`` (10) of them on the model — since in a young or casual
+   arena a few patient accounts would otherwise be the crowd the honest majority is tested
+   against. Youth alone is no penalty: a new account weighs as a
    regular one unless the new accounts, together, disagree with the crowd on a model.
 
 Step 5 runs first, on the votes as m-ELO counts them (one account's say on a model capped),
@@ -98,12 +102,14 @@ class CrowdRule:
     ability_threshold: float = 0.0
     confidence: float = 0.95
     min_records: float = 0.0
-    cap: float | None = 2.0
+    cap: float | None = choices.CROWD_CAP
     model_votes: float | None = DEFAULT_MODEL_VOTES
     model_votes_quantile: float | None = choices.CROWD_MODEL_VOTES_QUANTILE
     model_votes_max: float = choices.CROWD_MODEL_VOTES_MAX
     flood_days: float | None = DEFAULT_FLOOD_DAYS
     flood_level: float = 0.01
+    flood_min_share: float = 0.5
+    flood_min_accounts: int = 10
     min_sd: float = 0.1
     max_sd: float = 1.0
     prior_sd: float | None = None
@@ -121,6 +127,12 @@ class CrowdRule:
             raise InputError(
                 f"need model_votes ≤ model_votes_max, not {self.model_votes!r} > "
                 f"{self.model_votes_max!r}."
+            )
+        if not 0 <= self.flood_min_share <= 1:
+            raise InputError(f"flood_min_share must lie in [0, 1], not {self.flood_min_share!r}.")
+        if self.flood_min_accounts < 1:
+            raise InputError(
+                f"flood_min_accounts must be at least 1, not {self.flood_min_accounts!r}."
             )
         if not 0 < self.flood_level < 1:
             raise InputError(f"flood_level must lie in (0, 1), not {self.flood_level!r}.")
@@ -369,15 +381,22 @@ def _flood_test(
     coef: np.ndarray,
     new_rows: np.ndarray,
     x: np.ndarray,
-    level: float,
+    rule: CrowdRule,
 ) -> tuple[np.ndarray, dict[int, float], dict[int, float]]:
     """The flood test of the module docstring on rows ``new_rows`` (the new accounts' rows):
     (row factors — 0 on a new account's row with a flagged model —, flagged model → z, tested
     model → z)."""
     m = c.n_models
+    level = rule.flood_level
     fac = np.ones(len(c))
     est = ~new_rows & (coef > 0)
     if not est.any() or not (new_rows & (coef > 0)).any():
+        return fac, {}, {}
+    # a flood is new accounts against an established majority: without one (a young or a
+    # casual arena, where almost everyone is new) there is no crowd to test against, and a
+    # few patient accounts would be that crowd
+    vol = coef * c.totals
+    if float(vol[est].sum()) < rule.flood_min_share * float(vol[coef > 0].sum()):
         return fac, {}, {}
     ce = c.take(est)
     prior = _needs_prior(ce, coef[est])
@@ -408,7 +427,11 @@ def _flood_test(
     var = np.bincount(i, v, m) + np.bincount(j, v, m)
     sens = np.bincount(i, h, m) + np.bincount(j, h, m)
     var = var + sens * sens * var_x
-    tested = np.flatnonzero(var > 0)
+    # ... and on a model, established accounts enough that no few of them are its board
+    ke = ce.annotator.astype(np.int64)
+    pairs = np.unique(np.concatenate([ke * m + ce.i, ke * m + ce.j]))
+    est_accounts = np.bincount(pairs % m, minlength=m)
+    tested = np.flatnonzero((var > 0) & (est_accounts >= rule.flood_min_accounts))
     if not len(tested):
         return fac, {}, {}
     z = np.zeros(m)
@@ -567,14 +590,14 @@ def crowd_fit(
     if t is not None:
         c0 = ones * _model_caps(c, ones, mv)[0] if mv else ones
         x_0, _ = _scores(m, c, c0, x, _needs_prior(c, c0))
-        base, floods, tested = _flood_test(c, c0, new[k], x_0, rule.flood_level)
+        base, floods, tested = _flood_test(c, c0, new[k], x_0, rule)
     # 2. the weights, on what the flood test left
     rounds = _weight_rounds(c, base, x, rule)
     x, coef, conv = rounds.x, rounds.coef, rounds.conv
     converged = converged and rounds.converged
     # 3. the flood test again on the final weights (a flood the equal weights hid)
     if t is not None:
-        fac, more, tested = _flood_test(c, coef, new[k], x, rule.flood_level)
+        fac, more, tested = _flood_test(c, coef, new[k], x, rule)
         for q, zz in more.items():
             floods[q] = zz
         if more:
@@ -684,7 +707,7 @@ def _result(
         f"{rule.cap or 'no cap'}); at most "
         + (f"{rule.model_votes:.3g}" if rule.model_votes else "no limit")
         + " weighted votes of one account on one model (the established accounts' "
-        f"{rule.model_votes_quantile or 0:.0%} per-model volume, at least "
+        f"{rule.model_votes_quantile or 0:.1%} per-model volume, at least "
         f"{DEFAULT_MODEL_VOTES:g}; docs/methods/crowd.md)"
     ]
     if floods:

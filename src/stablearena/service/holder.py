@@ -865,4 +865,3 @@ def _judge_clients(entries: list[dict[str, Any]], injection: dict[str, Any]) -> 
         JudgeClient(j, injection=policy, classifier=classifier)
         for j in judges_from_toml({"judges": entries}, "serve config")
     ]
-
