@@ -263,9 +263,12 @@ def auto(
         stack.enter_context(progress)
         task = progress.add_task("judging", total=total, calls=0, tokens=0, cost=0.0)
 
+        plain = _PlainProgress(total)  # stderr not a terminal (a log): a line now and then
+
         def update(r: Any) -> None:
             tokens = r.prompt_tokens + r.completion_tokens
             progress.update(task, completed=r.calls, calls=r.calls, tokens=tokens, cost=r.cost)
+            plain.update(r.calls, tokens, r.cost)
 
         if arena_hard_config is not None:
             from ..arena_hard import apply_judge_settings, read_judge_settings
@@ -328,6 +331,36 @@ def auto(
         )
         rep.write(report)
         err_console.print(f"report written to {report}")
+
+
+class _PlainProgress:
+    """Progress for a standard error that is not a terminal (the Rich bar is off there): a
+    line at the first judge call and then at most every ``every`` seconds, so a log shows that
+    the run is alive and how far it is."""
+
+    def __init__(self, total: int | None, every: float = 10.0) -> None:
+        import time
+
+        self.total, self.every, self._clock = total, every, time.monotonic
+        self.start = self._clock()
+        self.last: float | None = None
+        self.enabled = not sys.stderr.isatty()
+
+    def update(self, calls: int, tokens: int, cost: float) -> None:
+        now = self._clock()
+        if (
+            not self.enabled
+            or calls <= 0
+            or (self.last is not None and now - self.last < self.every)
+        ):
+            return
+        self.last = now
+        of = f"/{self.total:,}" if self.total else ""
+        err_console.print(
+            f"judging: {calls:,}{of} judge calls, {tokens:,} tokens, cost {cost:.4f}, "
+            f"{now - self.start:.0f} s",
+            highlight=False,
+        )
 
 
 def _progress(total: int | None) -> Any:

@@ -65,6 +65,13 @@ class _LazyConsole:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
 
+    # dunder methods are not found through __getattr__: Rich's live displays enter the console
+    def __enter__(self) -> "Console":
+        return self._get().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._get().__exit__(*exc)
+
 
 console: "Console" = _LazyConsole(stderr=False)  # type: ignore[assignment]
 err_console: "Console" = _LazyConsole(stderr=True)  # type: ignore[assignment]
