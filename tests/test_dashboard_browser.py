@@ -267,3 +267,19 @@ def test_admin_view_behind_a_login(arena, browser, tmp_path):
     open_page(browser, arena.url + "/admin")
     assert browser.current_url == arena.url + "/admin/login"
     assert errors(browser) == []
+
+
+def test_the_dashboard_fits_a_phone_without_sideways_scrolling(arena, browser):
+    """Issue 42: at 390 px the dashboard scrolled sideways (a 506 px table); its wide tables now
+    scroll inside their own box, the page does not."""
+    browser.set_window_size(390, HEIGHT)
+    try:
+        browser.get(arena.url + "/")
+        wait_loaded(browser)
+        widths = browser.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth,"
+            " Math.max(...[...document.querySelectorAll('table')].map(t => t.scrollWidth))]"
+        )
+        assert widths[0] <= widths[1], widths
+    finally:
+        browser.set_window_size(WIDTH, HEIGHT)

@@ -37,3 +37,9 @@ def test_public_leaderboard_page(tmp_path, demo):  # noqa: F811
         styled = tc.get("/leaderboard?style=true")
         assert styled.status_code == 200 and 'data-style="on"' in styled.text
         assert tc.get("/leaderboard?board=nope").status_code == 404
+        # it reloads itself (issue 42: it never did): a meta refresh, the page has no script
+        from stablearena.service.api.public_board import REFRESH_SECONDS
+
+        assert f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' in page
+        assert f"reloads itself every {REFRESH_SECONDS} s" in page
+

@@ -35,6 +35,9 @@ RANK_MEANING = (
     "model's: models whose intervals overlap share a rank (LMArena's upper-bound rank)."
 )
 _ALL = "all"
+#: The page reloads itself this often (a meta refresh: the page has no script); each reload is
+#: a cached page until the next published fit.
+REFRESH_SECONDS = 60
 _lock = threading.Lock()
 
 
@@ -108,6 +111,7 @@ def _render(
         .render(
             version=version_text(),
             script=None,
+            refresh_seconds=REFRESH_SECONDS,
             models=models,
             payload=payload,
             note=note,
