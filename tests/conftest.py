@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from chromium import pytest_terminal_summary  # noqa: F401  (one line when browser tests skip)
 
-
 #: What makes a test module part of the live stack (marked ``live``; the README's quick subset,
 #: ``-m "not slow and not live"``, leaves them out): it starts the live arena, a browser, a
 #: PostgreSQL server, a server process, or builds the documentation.

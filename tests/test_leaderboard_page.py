@@ -42,4 +42,3 @@ def test_public_leaderboard_page(tmp_path, demo):  # noqa: F811
 
         assert f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' in page
         assert f"reloads itself every {REFRESH_SECONDS} s" in page
-
