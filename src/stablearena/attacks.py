@@ -1074,6 +1074,7 @@ def run_seed(
         for d in defences:
             rank0 = _rank_of(base[d][0], target)
             excluded_at: dict[int, int] = {}
+            scale_at: dict[int, float] = {}
             w = None if d == "m-elo" else warm
 
             def lift(
@@ -1082,17 +1083,19 @@ def run_seed(
                 rank0: int = rank0,
                 stream: AttackStream = stream,
                 excluded_at: dict[int, int] = excluded_at,
+                scale_at: dict[int, float] = scale_at,
                 target: int = target,
                 w: Warmup | None = w,
             ) -> int:
                 c = merge_counts(arena.counts, stream.counts(v, arena.models, arena, w))
                 # the warm-up's screened fits differ from the bare attack's: keys apart
+                fits.rule_scale_dev = 0.0
                 x, excl = defence_scores(d, c, fits, key=v if w is None else -v)
                 excluded_at[v] = sum(1 for n in excl if n.startswith("x"))
+                scale_at[v] = fits.rule_scale_dev
                 return rank0 - _rank_of(x, target)
 
             before = (fits.rule_fits, fits.rule_unconverged)
-            fits.rule_scale_dev = 0.0
             need = votes_needed(lift, levels, max_votes, start=1, precision=precision)
             per = w.per_account if w is not None else 0
             rec: dict[str, Any] = {
@@ -1130,6 +1133,8 @@ def run_seed(
                 rec[f"account_days_{level}"] = k * days_k if v else None  # type: ignore[operator]
                 rec[f"served_{level}"] = int(stream.served[v - 1]) if v else None
                 rec[f"excluded_accounts_{level}"] = excluded_at.get(v) if v else None
+                if d in ("arena", "crowd"):  # the board's spread against the honest board's
+                    rec[f"rule_scale_dev_{level}"] = scale_at.get(v) if v else None
             # the most the budget buys: the attack's votes plus the warm-up of all its accounts
             rec["max_cost"] = max_votes + per * n_acc
             rec["fits"] = len(excluded_at)
@@ -1138,7 +1143,7 @@ def run_seed(
                 rec["rule_unconverged"] = fits.rule_unconverged - before[1]
                 # the largest change of the board's spread from the honest board's over every
                 # fit of this cell (attacks up to the budget included)
-                rec["rule_scale_dev"] = fits.rule_scale_dev
+                rec["rule_scale_dev"] = max(scale_at.values(), default=0.0)
             out.append(rec)
             if log:
                 log(f"seed {seed} {tname} {fam.name} {d}: {need}")
