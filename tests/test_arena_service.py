@@ -394,3 +394,31 @@ def test_the_open_battles_counted_for_the_caps(tmp_path, demo):
                 )
             )
         assert "ix_held_battles_open_address" in plan, plan
+
+
+def test_the_admin_sees_which_model_one_judge_favours(tmp_path, demo):
+    """Issue 41 item 3: with nothing contained (policy keep), judge-obey follows demo-sly's notes
+    and the honest judges do not; GET /v1/admin/injections's ``disagreement`` flags demo-sly,
+    favoured by judge-obey (stablearena.injection.judge_disagreement)."""
+    s = settings(tmp_path, demo.base_url, models=("demo-ace", "demo-sly", "demo-solid"))
+    s.judges = [
+        {"name": j, "base_url": demo.base_url, "model": j}
+        for j in ("judge-obey", "judge-keen", "judge-fair")
+    ]
+    s.injection = {"policy": "keep"}
+    s.arena_page.visitor_open = 100
+    s.arena_page.visitor_battles_per_hour = 1e6
+    with TestClient(create_app(s)) as tc:
+        csrf = open_page(tc)
+        from stablearena.endpoints.demo import demo_prompts
+
+        for p in demo_prompts(40, seed=4):
+            lines = battle(tc, csrf, p["prompt"])
+            assert vote(tc, csrf, lines[0]["battle_id"], "tie").status_code == 200
+        deadline, got = time.time() + 60, {}
+        while time.time() < deadline:
+            got = tc.get("/v1/admin/injections", headers=admin(tc)).json()["disagreement"]
+            if got.get("demo-sly", {}).get("flagged"):
+                break
+            time.sleep(0.3)
+        assert got["demo-sly"]["flagged"] and got["demo-sly"]["favoured_by"] == "judge-obey"

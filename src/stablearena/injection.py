@@ -43,6 +43,7 @@ from .errors import InputError
 from .visible import IGNORABLE, Visible
 
 __all__ = [
+    "judge_disagreement",
     "POLICIES",
     "DEFAULT_POLICY",
     "RULES",
@@ -363,3 +364,98 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             act = str(inj.get("action", "keep"))
             row["actions"][act] = row["actions"].get(act, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["flagged_battles"]))
+
+
+def judge_disagreement(
+    records: Sequence[dict[str, Any]], *, level: float = 0.01
+) -> dict[str, dict[str, Any]]:
+    """Per model, whether the judges disagree about it beyond chance — a model whose answers
+    address the judge is favoured by the judges that follow such notes and not by the others,
+    whatever form the note takes (docs/guides/models-and-judges.md, "Models that address the
+    judge").
+
+    From the judgement records (``judge``, ``x``, ``y``, ``outcome`` x/y/tie), the m-ELO board
+    x̂ of all judges together; for model m and judge j, over j's judgements of m:
+    O_jm = Σ (s − p) (s: 1 when m won, ½ a tie, 0 a loss; p = σ(x̂_m − x̂_other)) and
+    V_jm = Σ p (1 − p). Cochran's heterogeneity statistic
+    Q_m = Σ_j O_jm² / V_jm − (Σ_j O_jm)² / Σ_j V_jm is χ² with J_m − 1 degrees of freedom
+    when the judges agree about m up to the binomial noise (J_m: judges with V > 0; Cochran
+    1954); the judges ``disagree`` about m when its p-value is below ``level`` over the number
+    of models tested (Bonferroni). Each judge is compared with the others,
+    z_j = (O_jm − V_jm·O_rest/V_rest) / √(V_jm + V_jm²/V_rest); m is ``flagged`` — favoured by
+    one judge, as a note to the judge would make it — when they disagree and the largest z_j
+    outweighs the most negative (a judge that sinks a model, e.g. the rival an obeying judge
+    votes against, is ``disfavoured_by`` and not flagged; with two judges the two sides are
+    mirror images and nothing is flagged: attribution needs three). ``detector``: the battles in
+    which the rule-based detector (:func:`detect`) flagged m's answer — one signal beside the
+    effect."""
+    import math
+
+    import numpy as np
+    from scipy.stats import chi2
+
+    from .raters.bradley_terry import MElo
+
+    ok = [r for r in records if r.get("outcome") in ("x", "y", "tie")]
+    judges = sorted({str(r["judge"]) for r in ok})
+    if len(judges) < 2 or not ok:
+        return {}
+    from .battles import Battles
+
+    models = sorted({str(r[s]) for r in ok for s in ("x", "y")})
+    index = {m: k for k, m in enumerate(models)}
+    code = {"x": 0, "y": 1, "tie": 2}
+    battles = Battles.from_arrays(
+        np.array([index[str(r["x"])] for r in ok]),
+        np.array([index[str(r["y"])] for r in ok]),
+        np.array([code[r["outcome"]] for r in ok], dtype=np.int8),
+        models=tuple(models),
+        source="judgements",
+    )
+    x = np.asarray(MElo().fit(battles).scores, dtype=float)
+    m, nj = len(models), len(judges)
+    jpos = {j: k for k, j in enumerate(judges)}
+    o = np.zeros((m, nj))
+    v = np.zeros((m, nj))
+    for r in ok:
+        a, b, k = index[str(r["x"])], index[str(r["y"])], jpos[str(r["judge"])]
+        s_a = {"x": 1.0, "y": 0.0, "tie": 0.5}[r["outcome"]]
+        p_a = 1.0 / (1.0 + math.exp(-(x[a] - x[b])))
+        for mod, s, p in ((a, s_a, p_a), (b, 1.0 - s_a, 1.0 - p_a)):
+            o[mod, k] += s - p
+            v[mod, k] += p * (1.0 - p)
+    detected = summarise(records)
+    tested = [q for q in range(m) if int(np.sum(v[q] > 0)) >= 2]
+    out: dict[str, dict[str, Any]] = {}
+    for q in tested:
+        use = v[q] > 0
+        oq, vq = o[q, use], v[q, use]
+        stat = float(np.sum(oq**2 / vq) - oq.sum() ** 2 / vq.sum())
+        df = int(use.sum()) - 1
+        p_value = float(chi2.sf(max(stat, 0.0), df))
+        # each judge against the others: c_j = O_j − V_j·O_rest/V_rest, with its variance
+        # V_j + V_j²/V_rest (the board's score equation makes Σ_j O_j = 0)
+        zc = np.full(nj, np.nan)
+        for k in np.flatnonzero(use):
+            rest = use.copy()
+            rest[k] = False
+            vr = float(v[q, rest].sum())
+            if vr > 0:
+                c = o[q, k] - v[q, k] * float(o[q, rest].sum()) / vr
+                zc[k] = c / math.sqrt(v[q, k] + v[q, k] ** 2 / vr)
+        hi, lo = int(np.nanargmax(zc)), int(np.nanargmin(zc))
+        name = models[q]
+        lifted = bool(zc[hi] > -zc[lo])  # one judge lifts it (not: one judge sinks it)
+        out[name] = {
+            "q": round(stat, 3),
+            "df": df,
+            "p_value": p_value,
+            "disagree": p_value < level / len(tested),
+            "flagged": p_value < level / len(tested) and lifted,
+            "favoured_by": judges[hi],
+            "z": round(float(zc[hi]), 2),
+            "disfavoured_by": judges[lo],
+            "z_against": round(float(zc[lo]), 2),
+            "detector": int(detected.get(name, {}).get("flagged_battles", 0)),
+        }
+    return dict(sorted(out.items(), key=lambda kv: kv[1]["p_value"]))

@@ -386,7 +386,7 @@ def _payload(
     families: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     from ..auto import review_judges, self_preference
-    from ..injection import summarise
+    from ..injection import judge_disagreement, summarise
 
     d = fitted.to_dict()
     judges, warnings = review_judges(fitted, result.judges)
@@ -398,6 +398,15 @@ def _payload(
             f"{model}'s answers talk to the judge in {row['flagged_battles']} battle(s) "
             f"(rules: {', '.join(sorted(row['rules']))}; done: {acts})"
         )
+    disagreement = judge_disagreement(result.judgements)
+    for model, row in disagreement.items():
+        if row["flagged"]:
+            warnings.append(
+                f"the judges disagree about {model} beyond chance (Cochran's Q = {row['q']:g} on "
+                f"{row['df']} df, p = {row['p_value']:.2g}): {row['favoured_by']} favours it "
+                f"(z = {row['z']:+.1f}) where the other judges do not; its answers may address "
+                f"the judge (the detector flagged {row['detector']} battle(s))"
+            )
     failures: dict[str, int] = {}
     for rec in result.failures:
         failures[rec["reason"]] = failures.get(rec["reason"], 0) + 1
@@ -415,6 +424,7 @@ def _payload(
         "notes": notes + list(d.get("notes", [])),
         "warnings": warnings,
         "injections": injections,
+        "judge_disagreement": disagreement,
         "models": d["models"],
         "annotators": judges,
         "endpoints": endpoints,

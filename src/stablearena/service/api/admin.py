@@ -155,9 +155,16 @@ async def export_votes(
 )
 async def injections(request: Request, who: Admin) -> dict[str, Any]:
     """Per model, the held battles in which its answer talked to the judge (stablearena.injection:
-    the serve config's ``[injection]`` policy), by action, most flagged first."""
-    rows = await asyncio.to_thread(store.held.flag_counts, arena(request).engine)
-    return {"models": rows}
+    the serve config's ``[injection]`` policy), by action, most flagged first; and
+    ``disagreement``: per model, whether the ``[[judges]]`` disagree about it beyond chance —
+    one judge favouring a model the others do not
+    (:func:`stablearena.injection.judge_disagreement`)."""
+    from ...injection import judge_disagreement
+
+    engine = arena(request).engine
+    rows = await asyncio.to_thread(store.held.flag_counts, engine)
+    judged = await asyncio.to_thread(store.held.judge_votes, engine)
+    return {"models": rows, "disagreement": judge_disagreement(judged)}
 
 
 @router.get(

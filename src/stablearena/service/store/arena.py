@@ -979,6 +979,29 @@ def flag_counts(engine: Engine) -> list[dict[str, Any]]:
     return sorted(out.values(), key=lambda r: (-r["battles"], r["model"]))
 
 
+def judge_votes(engine: Engine) -> list[dict[str, Any]]:
+    """The LLM judges' current votes on held battles (battles of strategy ``judge``) as
+    judgement records — ``judge``, ``x`` (model A), ``y`` (model B), ``outcome`` x/y/tie
+    (both-bad counts as a tie) — for :func:`stablearena.injection.judge_disagreement`."""
+    a = models.alias("ma")
+    b = models.alias("mb")
+    q = (
+        sa.select(annotators.c.name, a.c.name, b.c.name, votes.c.outcome)
+        .select_from(votes)
+        .join(battles, battles.c.id == votes.c.battle_id)
+        .join(annotators, annotators.c.id == votes.c.annotator_id)
+        .join(a, a.c.id == votes.c.model_a)
+        .join(b, b.c.id == votes.c.model_b)
+        .where(battles.c.strategy == "judge", votes.c.superseded == sa.false())
+    )
+    code = {0: "x", 1: "y", 2: "tie", 3: "tie"}
+    with engine.connect() as conn:
+        return [
+            {"judge": j, "x": x, "y": y, "outcome": code.get(int(o))}
+            for j, x, y, o in conn.execute(q)
+        ]
+
+
 def non_anonymous_counts(engine: Engine) -> list[dict[str, Any]]:
     """Per model, the held battles in which its own answer named a model or its maker
     (``battle_answers.named``; stablearena.anonymity) — ``battles``, the names said most
