@@ -246,6 +246,9 @@ def auto(
             raise InputError("give --journal FILE or --db URL, not both")
         jr: Any = JsonlJournal(journal) if journal is not None else None
         if db is not None:
+            from ..extras import require
+
+            require("serve", "stablearena auto --db")
             from ..service.journal import DatabaseJournal
 
             # the demo server's address dies with the run: its models are stored as names

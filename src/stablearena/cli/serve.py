@@ -100,6 +100,9 @@ def serve(
     On the first start it creates the database and prints the admin key once. Settings come
     from --config FILE (TOML), then --set KEY=VALUE, then the flags.
     """
+    from ..extras import require
+
+    require("serve", "stablearena serve")
     from ..service.settings import load_settings
 
     settings = load_settings(

@@ -28,6 +28,10 @@ in the same transaction as each vote; everything else can be rebuilt from them.
 
 from __future__ import annotations
 
+from ..extras import require as _require
+
+_require("serve", "the live arena (stablearena.service)")
+
 __all__ = ["create_app", "Settings", "ArenaConfig", "load_settings"]
 
 
