@@ -34,6 +34,7 @@ __all__ = [
     "BothBad",
     "UNKNOWN_ANNOTATOR",
     "as_counts",
+    "ipw_weights",
 ]
 
 BothBad = Literal["tie", "drop"]
@@ -116,6 +117,67 @@ def check_weights(weight: np.ndarray, source: str) -> None:
             f"{WEIGHT_RANGE:.0e} times smaller than the largest ({top!r}), too small to count in "
             "double precision; set such weights to 0 or rescale them."
         )
+
+
+def ipw_weights(propensity: Sequence | np.ndarray, source: str = "input") -> np.ndarray:
+    """Inverse-propensity weights w_b = 1/π_b of battles drawn with probabilities ``propensity``,
+    normalised to mean 1 (docs/methods/uncertainty.md, sampling weights).
+
+    π is the probability with which the live arena's serving rule drew the battle's pair (the
+    ``propensity`` column of its export, :mod:`stablearena.serving`). Each must be a finite
+    number in (0, 1]: a missing, non-numeric, non-finite, zero, negative or larger-than-1 value
+    raises :class:`InputError` naming the row and the value — a weight is never guessed. The
+    normalisation leaves point estimates and the sandwich covariance unchanged (both are
+    invariant to a common factor) and keeps the total weight the number of battles."""
+    raw = np.asarray(propensity)
+    if raw.dtype.kind in "biuf" and raw.dtype.kind != "b":
+        p = raw.astype(float)
+    else:
+        p = np.empty(len(raw))
+        for k, v in enumerate(raw.tolist()):
+            try:
+                if isinstance(v, bool):
+                    raise TypeError
+                p[k] = np.nan if v is None else float(v)
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"{_row_hint(np.array([k]), source)}: propensity {v!r} is not a number; it "
+                    "must be the probability (in (0, 1]) with which the battle's pair was drawn."
+                ) from None
+    if p.ndim != 1:
+        raise InputError(f"{source}: the propensities must be one number per battle.")
+    if len(p) == 0:
+        raise InputError(f"{source}: no battles, so no propensities to weight by.")
+    missing = np.flatnonzero(np.isnan(p))
+    if len(missing):
+        raise InputError(
+            f"{_row_hint(missing, source)}: the propensity is missing (a battle not served by "
+            "the arena's serving rule, e.g. an imported one, has none); inverse-propensity "
+            "weights need every battle's draw probability: leave such battles out or rank "
+            "without --ipw."
+        )
+    for bad, what in (
+        (~np.isfinite(p), "is not a finite number"),
+        (p <= 0, "is not positive (a drawn battle had a positive probability)"),
+        (p > 1, "is larger than 1 (not a probability)"),
+    ):
+        rows = np.flatnonzero(bad)
+        if len(rows):
+            raise InputError(
+                f"{_row_hint(rows, source)}: propensity {float(p[rows[0]])!r} {what}; it must "
+                "lie in (0, 1]."
+            )
+    w = 1.0 / p
+    w /= w.mean()
+    top = float(w.max())
+    small = np.flatnonzero(w < top / WEIGHT_RANGE)
+    if len(small):
+        raise InputError(
+            f"{_row_hint(small, source)}: propensity {float(p[small[0]])!r} gives a weight more "
+            f"than {WEIGHT_RANGE:.0e} times smaller than the largest: the propensities span too "
+            "many orders of magnitude to weight by."
+        )
+    return w
 
 
 def parse_outcomes(values: Sequence | np.ndarray | pd.Series, source: str = "input") -> np.ndarray:
@@ -442,6 +504,11 @@ class Battles:
             (e.g. style differences, :mod:`stablearena.style_features`) and their names.
         extra: optional other columns of the log kept by name (``read_battles(extra=...)``), for
             category filters and covariates; each a per-battle array.
+        sampling_weights: whether ``weight`` holds sampling weights (inverse propensities,
+            :meth:`with_ipw`) rather than frequency weights (a weight counts its battle that
+            many times). Point estimates read both alike; the variance does not: the pair
+            counts then also carry Σ w² per outcome (:attr:`PairCounts.squares`) for the
+            sampling-weight sandwich (docs/methods/uncertainty.md).
     """
 
     models: tuple[str, ...]
@@ -458,9 +525,12 @@ class Battles:
     covariates: np.ndarray | None = None
     covariate_names: tuple[str, ...] | None = None
     extra: Mapping[str, np.ndarray] | None = field(default=None, repr=False)
+    sampling_weights: bool = False
 
     def __post_init__(self) -> None:
         n = len(self.model_a)
+        if self.sampling_weights and self.weight is None:
+            raise InputError(f"{self.source}: sampling_weights=True needs a weight column.")
         m = len(self.models)
         _check_optional_columns(self, n)
         if len(set(self.models)) != m:
@@ -617,6 +687,43 @@ class Battles:
             extra=None if self.extra is None else {k: v[idx] for k, v in self.extra.items()},
         )
 
+    def with_ipw(
+        self, propensity: Sequence | np.ndarray | None = None, *, column: str = "propensity"
+    ) -> Battles:
+        """The same battles weighted by their inverse propensities as sampling weights.
+
+        Each battle gets w_b = 1/π_b normalised to mean 1 (:func:`ipw_weights`, which names the
+        row and value of a missing, non-finite or out-of-(0, 1] propensity). π is
+        ``propensity`` (one per battle) when given, else the log's extra column ``column``
+        (``read_battles(path, extra=["propensity"])``; the live arena's export names it
+        ``propensity``). The result has ``sampling_weights=True``: its pair counts carry the
+        squared weights, ``covariance(fitted, "sandwich")`` uses them, and Fisher intervals
+        and the battle bootstrap are refused (docs/methods/uncertainty.md). A log that already
+        has weights is refused rather than reweighted silently."""
+        if self.weight is not None:
+            what = "sampling (inverse-propensity)" if self.sampling_weights else "frequency"
+            raise InputError(
+                f"{self.source}: the log already has {what} weights; inverse-propensity weights "
+                "would replace them. Drop the weight column (or its --col weight= mapping) to "
+                "weight by 1/propensity."
+            )
+        if propensity is None:
+            cols = self.extra or {}
+            if column not in cols:
+                raise InputError(
+                    f"{self.source}: no propensity column {column!r} to weight by (the live "
+                    "arena's export has one per battle: the probability its pair was drawn "
+                    "with). Read it with read_battles(..., extra=[" + repr(column) + "]), or "
+                    "name the column with --col propensity=NAME."
+                )
+            propensity = cols[column]
+        p = np.asarray(propensity)
+        if len(p) != len(self):
+            raise InputError(
+                f"{self.source}: {len(p)} propensities for {len(self)} battles; give one per battle."
+            )
+        return replace(self, weight=ipw_weights(p, self.source), sampling_weights=True)
+
     def with_outcome(self, outcome: np.ndarray) -> Battles:
         """The same battles with other outcome codes (used by perturbations)."""
         return replace(self, outcome=np.asarray(outcome, dtype=np.int8))
@@ -697,6 +804,21 @@ class Battles:
             annotator=self.annotator if by_annotator else None,
             n_annotators=len(self.annotators) if by_annotator else 1,  # type: ignore[arg-type]
         )
+        squares = None
+        if self.sampling_weights:
+            assert self.weight is not None
+            i2, j2, _, squares = count_rows(
+                self.model_a,
+                self.model_b,
+                self.outcome,
+                self.n_models,
+                weight=self.weight * self.weight,
+                annotator=self.annotator if by_annotator else None,
+                n_annotators=len(self.annotators) if by_annotator else 1,  # type: ignore[arg-type]
+            )
+            # the same rows: a row exists where a battle does, whatever its weight
+            assert np.array_equal(i2, i) and np.array_equal(j2, j)
+            squares = np.ascontiguousarray(squares)
         with _counted():  # valid by construction: codes and weights were checked
             return PairCounts(
                 models=self.models,
@@ -710,6 +832,7 @@ class Battles:
                 annotator=ann,
                 annotators=self.annotators if by_annotator else None,
                 source=self.source,
+                squares=squares,
             )
 
     def to_frame(self) -> pd.DataFrame:
@@ -759,6 +882,14 @@ class PairCounts:
     ``wins`` counts battles won by ``i``, ``losses`` battles won by ``j``; ``ties`` and
     ``ties_both_bad`` the two kinds of tie. Counts are floats so that weighted logs and
     bootstrap resamples use the same type.
+
+    ``squares`` (rows × 4, optional): Σ w² of the battles behind each count — wins, losses,
+    ties, both-bad ties, in that order — when the weights are sampling weights
+    (:meth:`Battles.with_ipw`); ``None`` for unweighted logs and frequency weights, where a
+    weight counts its battle that many times. With it the counts stay the one sufficient
+    statistic of the sampling-weight sandwich (docs/methods/uncertainty.md). It follows the
+    rows through :meth:`take`, :meth:`collapse`, :meth:`compact` and the filters; counts
+    replaced by :meth:`with_counts` (a resample) have none.
     """
 
     models: tuple[str, ...]
@@ -771,12 +902,21 @@ class PairCounts:
     annotator: np.ndarray | None = None
     annotators: tuple[str, ...] | None = None
     source: str = field(default="<memory>", compare=False)
+    squares: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.i)
         for name in ("j", "wins", "losses", "ties", "ties_both_bad"):
             if len(getattr(self, name)) != n:
                 raise InputError(f"{self.source}: pair-count column {name} has the wrong length.")
+        sq = self.squares
+        if sq is not None and (
+            sq.shape != (n, 4) or (n and not (sq.min() >= 0 and np.isfinite(sq.max())))
+        ):
+            raise InputError(
+                f"{self.source}: squares must be rows × 4 finite non-negative sums of squared "
+                f"weights, got shape {sq.shape}."
+            )
         if n and not _COUNTED.get():
             m = len(self.models)
             if self.i.min() < 0 or self.j.max() >= m or np.any(self.i >= self.j):
@@ -881,6 +1021,11 @@ class PairCounts:
     def n_comparisons(self) -> float:
         return float(self.totals.sum())
 
+    @property
+    def sampling_weights(self) -> bool:
+        """Whether the counts are sums of sampling weights (they carry :attr:`squares`)."""
+        return self.squares is not None
+
     def battles_per_model(self) -> np.ndarray:
         t = self.totals
         m = self.n_models
@@ -893,6 +1038,7 @@ class PairCounts:
         m = self.n_models
         key, inv = np.unique(self.i.astype(np.int64) * m + self.j, return_inverse=True)
         k = len(key)
+        sq = self.squares
         return PairCounts(
             models=self.models,
             i=(key // m).astype(np.int32),
@@ -902,6 +1048,9 @@ class PairCounts:
             ties=np.bincount(inv, self.ties, k),
             ties_both_bad=np.bincount(inv, self.ties_both_bad, k),
             source=self.source,
+            squares=None
+            if sq is None
+            else np.column_stack([np.bincount(inv, sq[:, c], k) for c in range(4)]),
         )
 
     def take(self, index: np.ndarray) -> PairCounts:
@@ -916,6 +1065,7 @@ class PairCounts:
             ties=self.ties[idx],
             ties_both_bad=self.ties_both_bad[idx],
             annotator=None if self.annotator is None else self.annotator[idx],
+            squares=None if self.squares is None else self.squares[idx],
         )
 
     def with_counts(
@@ -925,9 +1075,11 @@ class PairCounts:
         ties: np.ndarray,
         ties_both_bad: np.ndarray | None = None,
     ) -> PairCounts:
-        """Same rows, other counts (bootstrap resamples, simulations)."""
+        """Same rows, other counts (bootstrap resamples, simulations); without :attr:`squares`
+        (they described the old counts)."""
         return replace(
             self,
+            squares=None,
             wins=np.asarray(wins, dtype=float),
             losses=np.asarray(losses, dtype=float),
             ties=np.asarray(ties, dtype=float),
@@ -938,7 +1090,11 @@ class PairCounts:
 
     def drop_both_bad(self) -> PairCounts:
         """Both-bad ties removed (``--both-bad drop``); rows left empty are removed."""
-        out = replace(self, ties_both_bad=np.zeros(len(self.i)))
+        sq = None
+        if self.squares is not None:
+            sq = self.squares.copy()
+            sq[:, 3] = 0.0
+        out = replace(self, ties_both_bad=np.zeros(len(self.i)), squares=sq)
         return out.take(out.totals > 0)
 
     def compact(self) -> PairCounts:

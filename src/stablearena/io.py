@@ -1444,8 +1444,8 @@ def read_battles(
         return _read_source(src if source is None else _renamed(src, source), columns, extra, anon)
     if extra is not None:
         raise InputError(
-            f"{label}: extra columns (--where, --by, --style) are read from one file; give a "
-            "single battle-log file."
+            f"{label}: extra columns (--where, --by, --style, --ipw's propensity) are read from "
+            "one file; give a single battle-log file."
         )
     parts = []
     for f in files:

@@ -14,18 +14,24 @@ docs/methods/live-arena.md and docs/methods/selection.md.
 
 The live arena (:mod:`stablearena.service.state`) calls :func:`serving_draw` for each battle it
 serves; an offline replay can call it with the same tracker, selector and random generator to
-serve exactly what the arena would.
+serve exactly what the arena would. :func:`simulate_served` does that on a simulated arena of
+known Bradley–Terry strengths and keeps each battle's propensity, as the export does — the
+adaptive design on which inverse-propensity weights (:meth:`stablearena.Battles.with_ipw`) and
+their sandwich intervals are checked (bench/bench_ipw.py).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 
 import numpy as np
 
+from .battles import Battles, Outcome
+from .errors import InputError
 from .selection import InformationTracker, Selector
 
-__all__ = ["boost_weights", "serving_draw", "exploration_draw"]
+__all__ = ["boost_weights", "serving_draw", "exploration_draw", "simulate_served"]
 
 
 def boost_weights(
@@ -105,3 +111,76 @@ def exploration_draw(
     r = int(rng.choice(len(iu), p=w / w.sum()))
     x, y = int(ca[iu[r]]), int(ca[ju[r]])
     return (x, y) if x < y else (y, x)
+
+
+def simulate_served(
+    scores: np.ndarray,
+    selector: Selector,
+    n_battles: int,
+    *,
+    exploration: float = 0.1,
+    refit_every: int = 50,
+    seed: int | np.random.Generator = 0,
+    models: Iterable[str] | None = None,
+) -> Battles:
+    """Battles served by the live arena's rule on a simulated arena, with their propensities.
+
+    Each battle is drawn by :func:`serving_draw` (``selector``'s pick with probability
+    1 − ``exploration``, else a uniform pair; one anonymous annotator, no pair blocked) and
+    counted in the tracker at once, as the arena does; its vote comes from the Bradley–Terry
+    truth ``scores`` (natural log-odds units: model i beats j with probability
+    σ(scores_i − scores_j); the side shown first is random). Every ``refit_every`` battles the
+    ratings are refitted (m-ELO) and the tracker refreshed at them — the design adapts to the
+    outcomes so far, which is what makes unweighted and inverse-propensity analyses differ.
+
+    Returns the log with ``extra["propensity"]`` (the draw probability of each battle's pair,
+    as the export stores it) and ``extra["strategy"]`` (``"explore"`` or the selector's name);
+    ``battles.with_ipw()`` weights it."""
+    from .raters.bradley_terry import MElo
+
+    x = np.asarray(scores, dtype=float)
+    m = len(x)
+    if x.ndim != 1 or m < 2 or not np.all(np.isfinite(x)):
+        raise InputError("scores must be at least two finite numbers (natural log-odds units).")
+    if int(n_battles) != n_battles or n_battles < 1:
+        raise InputError(f"n_battles must be a positive integer, not {n_battles!r}.")
+    if not 0.0 < exploration <= 1.0:
+        raise InputError(f"exploration must lie in (0, 1], not {exploration!r}.")
+    if int(refit_every) != refit_every or refit_every < 1:
+        raise InputError(f"refit_every must be a positive integer, not {refit_every!r}.")
+    names = tuple(models) if models is not None else tuple(f"model_{k:02d}" for k in range(m))
+    rng = np.random.default_rng(seed)
+    tracker = InformationTracker(names, estimate=selector.estimate or "plug-in")  # as the arena
+    candidates = np.arange(m)
+    blocked = tracker.mask(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
+    n = int(n_battles)
+    a = np.empty(n, dtype=np.int32)
+    b = np.empty(n, dtype=np.int32)
+    outcome = np.empty(n, dtype=np.int8)
+    prop = np.empty(n)
+    path = np.empty(n, dtype=object)
+    rater = MElo()
+    for t in range(n):
+        i, j, path[t], prop[t] = serving_draw(
+            tracker, selector, candidates, blocked, 0, exploration=exploration, boost=None, rng=rng
+        )
+        tracker.add(i, j)
+        if rng.random() < 0.5:
+            i, j = j, i
+        a[t], b[t] = i, j
+        won = rng.random() < 1.0 / (1.0 + np.exp(x[j] - x[i]))
+        outcome[t] = Outcome.A if won else Outcome.B
+        if (t + 1) % int(refit_every) == 0 and t + 1 < n and tracker.connected:
+            sofar = Battles(names, a[: t + 1], b[: t + 1], outcome[: t + 1])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a model yet to lose: the prior, said elsewhere
+                fitted = rater.fit(sofar)
+            tracker.refresh(np.asarray(fitted.scores))
+    return Battles(
+        names,
+        a,
+        b,
+        outcome,
+        source="simulated serving",
+        extra={"propensity": prop, "strategy": path},
+    )

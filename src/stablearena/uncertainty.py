@@ -16,7 +16,10 @@ the information contract (``parameters``, ``hessian``, ``score_contributions``, 
   likelihood; the Pearson estimate for ties scored as half, see ``Fitted.dispersion``).
 - **sandwich**: P B P with the meat B = Σ_rows Σ_outcomes N g gᵀ of per-comparison score
   vectors (Huber 1967; White 1982) — robust to misspecification, what LMArena's arena-rank
-  reports.
+  reports. With sampling weights (inverse propensities, :meth:`Battles.with_ipw`) the bread is
+  the weighted Hessian and the meat B = Σ_battles w² g gᵀ, read from the counts' squared
+  weights (:attr:`PairCounts.squares`); Fisher intervals and the battle bootstrap, which would
+  treat such weights as frequencies, are refused.
 - **bootstrap**: refits on resampled data. Battle level: the pair counts are redrawn as one
   multinomial sample of the same total over all (row, outcome) cells — exactly what resampling
   battles with replacement does, without touching battles. Clustered: whole annotators or prompts
@@ -235,17 +238,43 @@ def _is_plain_bt(fitted: Fitted) -> bool:
     return fitted.method in ("m-elo", "bt") and type(fitted).hessian is Fitted.hessian
 
 
+def _is_bt_meat(fitted: Fitted) -> bool:
+    """Whether the meat of ``fitted`` is the Bradley–Terry one of the base class (m-elo, bt,
+    elo read as Bradley–Terry)."""
+    return (
+        type(fitted).score_contributions is Fitted.score_contributions
+        and fitted.method in _BT_LIKELIHOOD
+    )
+
+
+def sampling_weighted(fitted: Fitted) -> bool:
+    """Whether ``fitted`` was fitted on sampling-weighted counts (:attr:`PairCounts.squares`:
+    inverse-propensity weights, :meth:`Battles.with_ipw`)."""
+    return fitted.counts is not None and fitted.counts.squares is not None
+
+
+#: What to do instead when an interval method would treat sampling weights as frequencies.
+SAMPLING_HINT: str = (
+    "the weights are sampling weights (inverse propensities, --ipw / Battles.with_ipw), not "
+    "frequencies: a weight of 3 is one battle standing for three, not three battles"
+)
+
+
 def _meat(fitted: Fitted) -> np.ndarray:
     """B = Σ_rows Σ_outcomes N g gᵀ from the score contributions (a weighted Laplacian for
     Bradley–Terry, computed without the dense per-row gradients; a result class may also offer
     a memory-light ``outer_product()`` returning B, which is then used)."""
+    squares = fitted._bt_square_rows() if _is_bt_meat(fitted) else None
+    if squares is not None:
+        # sampling weights: B = Σ_battles w² g gᵀ — per row and outcome Σ w² (W − p)²
+        i, j, _, w = fitted._bt_rows()
+        p = expit(fitted.scores[i] - fitted.scores[j])
+        weight = np.sum(squares * (w[None, :] - p[:, None]) ** 2, axis=1)
+        return laplacian(fitted.n_models, i, j, weight)
     light = getattr(fitted, "outer_product", None)
     if callable(light):
         return np.asarray(light(), dtype=float)
-    if (
-        type(fitted).score_contributions is Fitted.score_contributions
-        and fitted.method in _BT_LIKELIHOOD
-    ):
+    if _is_bt_meat(fitted):
         i, j, counts, w = fitted._bt_rows()
         p = expit(fitted.scores[i] - fitted.scores[j])
         weight = np.sum(counts * (w[None, :] - p[:, None]) ** 2, axis=1)
@@ -276,6 +305,19 @@ def covariance(
     """
     if kind not in ("fisher", "sandwich"):
         raise InputError(f"covariance kind must be 'fisher' or 'sandwich', not {kind!r}.")
+    sampling = sampling_weighted(fitted)
+    if sampling and kind == "fisher":
+        raise InputError(
+            f"no Fisher intervals: {SAMPLING_HINT}, and the Fisher covariance Σ w H would count "
+            "them as extra battles — intervals too narrow. Use the sampling-weight sandwich: "
+            "--ci sandwich (covariance(fitted, 'sandwich'))."
+        )
+    if sampling and not _is_bt_meat(fitted):
+        raise InputError(
+            f"{fitted.method}: no sandwich with sampling weights ({SAMPLING_HINT}): the "
+            "sampling-weight sandwich is implemented for m-elo, bt and elo; rank with one of "
+            "them, or without inverse-propensity weights."
+        )
     try:
         h = np.asarray(fitted.hessian(), dtype=float)
         g = np.asarray(fitted.gauge_constraints(), dtype=float)
@@ -351,6 +393,11 @@ def covariance(
         b = _meat(fitted)
         cov = p @ b @ p
         cov = (cov + cov.T) / 2
+        if sampling:
+            notes += (
+                "sampling weights (inverse propensities): sandwich A⁺ B A⁺ with A = Σ w H, the "
+                "weighted information, and B = Σ w² g gᵀ over battles.",
+            )
     # the scores' block is the whole matrix when the parameters are the scores: shared, not copied
     scores = cov if cov.shape[0] == m else cov[:m, :m].copy()
     return Covariance(kind, fitted, scores, cov, phi, notes)
@@ -872,6 +919,12 @@ def bootstrap(
         raise InputError(
             f"{fitted.method}: no clustered bootstrap (its likelihood's rows are not pair "
             "counts); use the battle bootstrap (no --cluster) or sandwich intervals."
+        )
+    if cluster is None and sampling_weighted(fitted):
+        raise InputError(
+            f"no battle bootstrap: {SAMPLING_HINT}, and the battle bootstrap redraws the "
+            "weighted counts as if each were that many battles. Use --ci sandwich, or "
+            "--cluster annotator / prompt (whole clusters resampled with their weights)."
         )
     table = fitted.resampling_table()
     flat = table.ravel()

@@ -169,6 +169,7 @@ def load_board(options: dict[str, Any]) -> tuple[Any, Any, dict[str, list[str]]]
         input_format=options["input_format"],
         extra=extra,
         keep_non_anony=options.get("keep_non_anony", False),
+        ipw=options.get("ipw", False),
     )
     data = loaded.data
     if isinstance(data, PairCounts):

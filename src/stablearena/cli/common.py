@@ -445,7 +445,7 @@ ColOpt = Annotated[
     typer.Option(
         "--col",
         help="Column mapping ROLE=NAME (roles: model_a, model_b, winner, annotator, prompt, "
-        "timestamp, weight, anony).",
+        "timestamp, weight, anony; propensity with rank --ipw).",
         metavar="ROLE=NAME",
     ),
 ]
@@ -549,6 +549,10 @@ class Loaded:
     dropped: dict[str, str] = field(default_factory=dict)
 
 
+#: The --col role of the column holding each battle's draw probability (read by --ipw only).
+IPW_ROLE = "propensity"
+
+
 def _parse_columns(col: Sequence[str] | None) -> dict[str, str] | None:
     if not col:
         return None
@@ -592,11 +596,15 @@ def load_data(
     by_annotator: bool = False,
     extra: Sequence[str] | str | None = None,
     keep_non_anony: bool = False,
+    ipw: bool = False,
 ) -> Loaded:
     """Read ``path`` (or the built-in example when ``None``) and apply the standard filters.
 
     ``extra``: other columns of the log to keep (``read_battles(extra=...)``).
     ``keep_non_anony``: keep the rows whose ``anony`` column is false (left out by default).
+    ``ipw``: weight each battle by its inverse propensity (:meth:`Battles.with_ipw`, sampling
+    weights) read from the column ``propensity`` or the one ``--col propensity=NAME`` names —
+    before the filters, so that they see the weighted battles.
 
     ``counts_only``: the caller needs only pair counts (per annotator when ``by_annotator``), so
     a directory, a glob or a large file is streamed batch by batch
@@ -606,6 +614,17 @@ def load_data(
     if min_battles < 0:
         raise InputError("--min-battles must be non-negative.")
     columns = _parse_columns(col)
+    propensity = (columns or {}).pop(IPW_ROLE, None)
+    if propensity is not None and not ipw:
+        raise InputError(
+            f"--col {IPW_ROLE}={propensity} names the draw probabilities that --ipw weights by; "
+            "add --ipw (or drop the mapping)."
+        )
+    if ipw:
+        propensity = propensity or IPW_ROLE
+        counts_only = False  # the weights are per battle
+        if extra != "*":
+            extra = list(dict.fromkeys([*(extra or []), propensity]))
     if columns:
         from ..io import COLUMN_ALIASES
 
@@ -642,10 +661,32 @@ def load_data(
                 keep_non_anony=keep_non_anony,
             )
         else:
-            data = read_battles(
-                path, columns=columns, fmt=input_format, extra=extra, keep_non_anony=keep_non_anony
-            )
+            try:
+                data = read_battles(
+                    path,
+                    columns=columns,
+                    fmt=input_format,
+                    extra=extra,
+                    keep_non_anony=keep_non_anony,
+                )
+            except InputError as exc:
+                if not (ipw and f"no column {propensity!r}" in str(exc)):
+                    raise
+                raise InputError(
+                    f"{exc} --ipw weights each battle by 1/propensity, its draw probability, read "
+                    "from that column (the live arena's export has it); name another column "
+                    "with --col propensity=NAME."
+                ) from None
         simulated = False
+    if ipw:
+        from .. import battles as _battles  # (the names are the annotations' here)
+
+        if isinstance(data, _battles.PairCounts):
+            raise InputError(
+                f"{label}: pair counts carry no per-battle propensities; --ipw needs the battle "
+                "log (e.g. the live arena's export)."
+            )
+        data = data.with_ipw(column=propensity)
     before = list(data.models)
     excluded = split_list(exclude)
     data = data.filter(exclude_models=excluded, min_battles=min_battles, both_bad=both_bad)  # type: ignore[arg-type]

@@ -428,6 +428,7 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
         **data_options(options),
         counts_only=not needs_battles(method, options["ci"], options["cluster"]),
         by_annotator=method == "am-elo",
+        ipw=options.get("ipw", False),
     )
     if method == "elo":
         # every method refuses a log whose ratings cannot be compared; online Elo itself would
@@ -585,6 +586,16 @@ def rank(
             metavar="COLUMN",
         ),
     ] = None,
+    ipw: Annotated[
+        bool,
+        typer.Option(
+            "--ipw",
+            help="Weight each battle by 1/propensity (normalised to mean 1) as a sampling "
+            "weight: the live arena's export stores the probability each pair was drawn with "
+            "(column propensity, or --col propensity=NAME). Intervals: --ci sandwich (Fisher "
+            "and the battle bootstrap are refused; --cluster bootstraps are allowed).",
+        ),
+    ] = False,
     **options: Any,
 ) -> None:
     """Fit a rating method and print the leaderboard.
@@ -594,7 +605,20 @@ def rank(
     With --ci, each model also gets "se", "ci_low", "ci_high", "rank_low", "rank_high",
     "displayed_rank" (Chatbot Arena's) and "tier", and the payload a "ci" object.
     """
-    options = {"path": path, "method": method, "fmt": fmt, "output": output, "by": by, **options}
+    options = {
+        "path": path,
+        "method": method,
+        "fmt": fmt,
+        "output": output,
+        "by": by,
+        "ipw": ipw,
+        **options,
+    }
+    if method == "arena" and ipw:
+        raise InputError(
+            "--ipw does not apply to --method arena (the arena's rule weighs accounts itself); "
+            "use --method m-elo, bt or elo."
+        )
     if method == "arena":
         rank_arena(options)
         return

@@ -264,6 +264,18 @@ class Fitted:
             w = np.array([1.0, 0.0])
         return c.i, c.j, counts, w
 
+    def _bt_square_rows(self) -> np.ndarray | None:
+        """Σ w² per row and outcome category of :meth:`_bt_rows` (rows × categories) when the
+        counts are sums of sampling weights (:attr:`PairCounts.squares`), else ``None``."""
+        ties = _BT_LIKELIHOOD.get(self.method)
+        if ties is None or self.counts is None or self.counts.squares is None:
+            return None
+        sq = self.counts.collapse().squares
+        assert sq is not None
+        if ties == "half":
+            return np.column_stack([sq[:, 0], sq[:, 1], sq[:, 2] + sq[:, 3]])
+        return np.ascontiguousarray(sq[:, :2])
+
     def parameters(self) -> np.ndarray:
         """The free-parameter vector at the optimum; its first ``n_models`` entries are ``scores``.
 
