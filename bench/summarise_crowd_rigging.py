@@ -66,7 +66,7 @@ def main() -> None:
         print("below 1×:", *b)
     print(
         f"board rule fits: {checks['fits']}, unconverged {checks['unconverged']}; the largest "
-        f"change of the board's spread from the honest board's: {checks['scale']:.1%} over "
+        f"change of the board's spread (over m-ELO's on the same votes) from the honest arena's: {checks['scale']:.1%} over "
         "every attack size tried (up to the budget); at the cost of +1/+3/+10: "
         + " / ".join(f"{checks.get(f'at{lv}', 0.0):.1%}" for lv in (1, 3, 10))
     )

@@ -698,7 +698,8 @@ class _Fits:
     model_votes: float | None = CROWD_MODEL_VOTES
     flood_days: float | None = CROWD_FLOOD_DAYS
     # the board rule's fits ("arena", "crowd"): how many, how many did not converge, and the
-    # largest relative change of the board's spread (SD of the scores) from the honest one's
+    # largest relative change of the board's spread (SD of the scores, over m-ELO's on the
+    # same votes) from the honest arena's
     rule_fits: int = 0
     rule_unconverged: int = 0
     rule_scale_dev: float = 0.0
@@ -794,7 +795,10 @@ def defence_scores(
             x = _full_scores(got.fitted, counts.models)
             fits.rule_fits += 1
             fits.rule_unconverged += not got.converged
-            sd = float(np.std(x))
+            # the board's spread against m-ELO's on the same votes, relative to that ratio on the
+            # honest arena: a change the rule makes, not one the attack's votes make for anyone
+            sd_m = float(np.std(m_elo_scores(counts, fits.x_melo)))
+            sd = float(np.std(x)) / sd_m if sd_m > 0 else 1.0
             if fits.honest_sd is None:  # the first fit of a seed is the honest arena's
                 fits.honest_sd = sd
             elif fits.honest_sd > 0:
