@@ -204,6 +204,9 @@ def test_a_self_naming_model_is_exported_non_anonymous_and_left_off_the_default_
             voted.append(r.json())
         named = [v for v in voted if "demo-selfnamed" in (v["model_a"], v["model_b"])]
         assert 0 < len(named) < len(voted)
+        # the voter is told when a vote will not count, and why (issue 42)
+        assert all(v["counts"] is False and "named a model" in v["why"] for v in named)
+        assert all(v["counts"] is True and "why" not in v for v in voted if v not in named)
         # the export: FastChat's public schema, anony false exactly for the self-named battles
         raw = httpx.get(url + "/v1/export?texts=true", headers=admin, timeout=60).content
         df = pd.read_json(io.BytesIO(raw), lines=True, dtype=False)

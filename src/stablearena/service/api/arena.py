@@ -529,13 +529,20 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
     _visitors(request).open.close(who.id, [battle_id])
     if res.kind == "new":  # the vote closes the battle: the judges judge its conversation
         _holder(request).after_vote(battle_id)
-    return {
+    out = {
         "battle_id": battle_id,
         "outcome": store.OUTCOMES[res.outcome],
         "replayed": res.kind == "replay",
         "model_a": st.names.get(res.model_a),
         "model_b": st.names.get(res.model_b),
+        "counts": res.anony is not False,
     }
+    if res.anony is False:  # the voter is told (issue 42): kept, but not on the default board
+        out["why"] = (
+            "an answer named a model or its maker, so the battle was not anonymous: the vote is "
+            "kept but does not count on the leaderboard (as on LMArena)"
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------------- admin

@@ -10,6 +10,7 @@ generated, so that :func:`~.votes.record_vote` refuses a vote on it by any route
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -760,6 +761,8 @@ def record_page_vote(
             .where(held_battles.c.battle_id == battle_id, held_battles.c.open_until.is_not(None))
             .values(open_until=None)
         )
+        anony = conn.execute(sa.select(battles.c.anony).where(battles.c.id == battle_id)).scalar()
+        res = replace(res, anony=None if anony is None else bool(anony))
     return res
 
 

@@ -166,6 +166,9 @@ class VoteResult:
     model_b: int = -1
     stored_outcome: int = -1
     message: str = ""
+    # a page vote's battle: whether it counts on the default board (False: an answer named a
+    # model or its maker — stablearena.anonymity); None where not read
+    anony: bool | None = None
 
 
 def record_vote(

@@ -412,7 +412,12 @@ async function vote(outcome) {
   var j = await r.json();
   voted = true; controls("voted");
   $("name-a").textContent = "· " + j.model_a; $("name-b").textContent = "· " + j.model_b;
-  say("Thank you! Model A was " + j.model_a + ", model B was " + j.model_b + ".");
+  var told = "Model A was " + j.model_a + ", model B was " + j.model_b + ".";
+  if (j.counts === false) {  // kept, but off the board: the voter is told why
+    say("Your vote is recorded but will not count: " + j.why + ". " + told);
+  } else {
+    say("Thank you! " + told);
+  }
   again.focus();
 }
 
