@@ -51,7 +51,10 @@ def test_a_self_naming_answer_makes_the_page_vote_non_anonymous(served, browser)
         assert s["state"] == "complete", s
         selfnamed = "ChatGPT" in s["a"] or "ChatGPT" in s["b"]
         browser.find_element("css selector", 'button.vote[data-outcome="model_a"]').click()
-        wait_for(browser, lambda s: s["state"] == "voted")
+        done = wait_for(browser, lambda s: s["state"] == "voted")
+        # the voter is told when the vote will not count, and why (issue 42)
+        told = "will not count" in done["status"] and "named a model" in done["status"]
+        assert told == selfnamed, done["status"]
         named += selfnamed
         anonymous += not selfnamed
     assert named and anonymous, (named, anonymous)
