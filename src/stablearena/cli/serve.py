@@ -220,3 +220,40 @@ def _stop(proc) -> None:  # noqa: ANN001 - Popen
         proc.wait(5)
     except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
         proc.kill()
+
+
+@app.command()
+def migrate(
+    db: Annotated[
+        str,
+        typer.Option(
+            "--db", help="The arena's database URL (sqlite:///FILE or postgresql+psycopg://…)."
+        ),
+    ],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="The schema revision to move to, up or down ('head': this version's newest). "
+            "Roll back with the newer version before running an older one on a schema that is "
+            "not additive for it (docs/guides/several-hosts.md, 'Upgrades').",
+            metavar="REV",
+        ),
+    ] = "head",
+) -> None:
+    """Move the live arena's database schema to a revision, up or down, and say what it did."""
+    from ..extras import require
+
+    require("serve", "stablearena migrate")
+    from ..service.store import make_engine
+    from ..service.store.engine import migrate_to
+
+    engine = make_engine(db)
+    try:
+        before, after = migrate_to(engine, to)
+    finally:
+        engine.dispose()
+    err_console.print(
+        f"schema at {after}" + (f" (was {before})" if before != after else " (unchanged)"),
+        highlight=False,
+    )

@@ -85,6 +85,97 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
 
+#: ``meta`` key: the oldest schema revision whose code may serve a database at this one (every
+#: migration after it is additive, its module's ``ADDITIVE``); written by each migration run.
+COMPATIBLE_KEY = "schema_compatible_down_to"
+
+
+class SchemaTooNew(InputError):
+    """The database was migrated by a newer stablearena beyond what this version can serve."""
+
+
+def _script() -> Any:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def compatible_floor(script: Any, head: str) -> str:
+    """The oldest revision whose code can run on a database at ``head``: down from ``head``
+    while each migration is additive (its module's ``ADDITIVE`` is true)."""
+    rev = head
+    while True:
+        sc = script.get_revision(rev)
+        if sc.down_revision is None or not getattr(sc.module, "ADDITIVE", False):
+            return rev
+        rev = sc.down_revision
+
+
+def _known(script: Any, rev: str) -> bool:
+    try:
+        return script.get_revision(rev) is not None
+    except Exception:  # alembic's CommandError / ResolutionError: not in this version
+        return False
+
+
+def _too_new(conn: Connection, script: Any, current: str) -> bool:
+    """Whether a database at ``current`` — a revision this version does not know, made by a newer
+    one — is served as it is (True: every change since this version's head is additive, as
+    the newer version recorded) or refused (:class:`SchemaTooNew`)."""
+    floor = conn.execute(select(meta.c.value).where(meta.c.key == COMPATIBLE_KEY)).scalar()
+    head = script.get_current_head()
+    if floor is not None and _known(script, floor):
+        return True
+    raise SchemaTooNew(
+        f"--db {conn.engine.url.render_as_string(hide_password=True)}: the schema is at revision "
+        f"{current!r}, made by a newer stablearena; this version knows up to {head!r}"
+        + (
+            f" and the newer one can serve no version older than {floor!r}"
+            if floor is not None
+            else ""
+        )
+        + f". Run the newer version, or roll the schema back with it first: stablearena "
+        f"migrate --db URL --to {head} (docs/guides/several-hosts.md, 'Upgrades')."
+    )
+
+
+def migrate_to(engine: Engine, revision: str) -> tuple[str | None, str]:
+    """Move the schema to ``revision`` — up or down (``stablearena migrate``; a rollback before
+    running an older version) — and record the compatibility floor. Returns (before, after)."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
+    cfg = alembic_config()
+    script = _script()
+    if revision != "head" and not _known(script, revision):
+        raise InputError(
+            f"--to {revision!r}: no such schema revision in this version (it knows "
+            f"{', '.join(sorted(s.revision for s in script.walk_revisions()))})."
+        )
+    with engine.begin() as conn:
+        before = MigrationContext.configure(conn).get_current_revision()
+        if before is not None and not _known(script, before):
+            _too_new(conn, script, before)
+            raise SchemaTooNew(
+                f"the schema is at {before!r}, newer than this version: roll it back with the "
+                "version that made it."
+            )
+        cfg.attributes["connection"] = conn
+        target = script.get_current_head() if revision == "head" else revision
+        walk = [s.revision for s in script.walk_revisions()]  # newest first
+        if before is not None and walk.index(target) > walk.index(before):
+            command.downgrade(cfg, target)
+        else:
+            command.upgrade(cfg, target)
+        _record_floor(conn, script, target)
+    return before, target
+
+
+def _record_floor(conn: Connection, script: Any, head: str) -> None:
+    conn.execute(meta.delete().where(meta.c.key == COMPATIBLE_KEY))
+    conn.execute(meta.insert().values(key=COMPATIBLE_KEY, value=compatible_floor(script, head)))
+
+
 def schema_differences(engine: Engine, target: sa.MetaData | None = None) -> list[Any]:
     """What differs between the database's schema and ``target`` (by default
     :data:`~.tables.metadata`): Alembic's ``compare_metadata``, empty when they agree."""
@@ -290,7 +381,15 @@ def _migrate_once(engine: Engine) -> str | None:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
                 _lock_tables_to_migrate(conn, cfg)
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            from alembic.runtime.migration import MigrationContext
+
+            script = _script()
+            current = MigrationContext.configure(conn).get_current_revision()
+            if current is not None and not _known(script, current):
+                _too_new(conn, script, current)  # raises unless the newer changes are additive
+            else:
+                command.upgrade(cfg, "head")
+                _record_floor(conn, script, script.get_current_head())
             admin = conn.execute(
                 select(annotators.c.id).where(annotators.c.role == "admin")
             ).first()

@@ -15,6 +15,10 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
+#: Only adds (tables, nullable or defaulted columns, indexes): code of the revision before
+#: this one runs on a database migrated to it (docs/guides/several-hosts.md, upgrades).
+ADDITIVE = True
+
 
 def upgrade() -> None:
     op.create_table(

@@ -21,6 +21,10 @@ down_revision = "0008"
 branch_labels = None
 depends_on = None
 
+#: Only adds (tables, nullable or defaulted columns, indexes): code of the revision before
+#: this one runs on a database migrated to it (docs/guides/several-hosts.md, upgrades).
+ADDITIVE = True
+
 
 def upgrade() -> None:
     # plain ALTER TABLE … ADD COLUMN (not Alembic's batch mode): on SQLite a batch copies and
