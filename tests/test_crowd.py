@@ -15,23 +15,12 @@ from hypothesis import strategies as st
 
 from stablearena import Battles, MElo
 from stablearena.attacks import crowd_accounts
-from stablearena.cli import main
 from stablearena.crowd import CrowdRule, ability_spread, crowd_fit, model_votes_limit
 from stablearena.errors import InputError
 
 M = 10
 TRUTH = np.linspace(-1.5, 1.5, M)
 NAMES = np.array([f"m{k:02d}" for k in range(M)], dtype=object)
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _votes(rng, n, name, *, ability=1.0, pair=None):
@@ -304,14 +293,12 @@ def _casual_log(path, seed=0, total=1500, with_tstamp=True):
     return path
 
 
-def test_rank_arena_ranks_a_casual_log_with_intervals(tmp_path, capsys):
+def test_rank_arena_ranks_a_casual_log_with_intervals(tmp_path, cli):
     """Acceptance (issue 40): a casual-only log (1–10 votes an account) — ``rank --method
     arena`` exited 2 ("no annotator has at least min_records=50"); now a board with finite
     intervals of positive width, in m-ELO's order."""
     log = _casual_log(tmp_path / "casual.csv")
-    code, out, err = run(
-        capsys, "rank", str(log), "--method", "arena", "--ci", "fisher", "--format", "json"
-    )
+    code, out, err = cli("rank", log, "--method", "arena", "--ci", "fisher", "--format", "json")
     assert code == 0, err
     board = json.loads(out)
     assert len(board["models"]) == M
@@ -319,7 +306,7 @@ def test_rank_arena_ranks_a_casual_log_with_intervals(tmp_path, capsys):
         lo, hi = r["ci_low"], r["ci_high"]
         assert math.isfinite(lo) and math.isfinite(hi) and hi - lo > 1
     assert not board["crowd"]["flagged"]
-    code, out2, err = run(capsys, "rank", str(log), "--format", "json")
+    code, out2, err = cli("rank", log, "--format", "json")
     assert code == 0, err
     melo = [r["model"] for r in json.loads(out2)["models"]]
     got = [r["model"] for r in board["models"]]

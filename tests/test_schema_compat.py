@@ -60,7 +60,9 @@ def test_the_schema_rolls_back_and_forth(db_url):  # noqa: F811
         assert migrate_to(engine, prev) == (head, prev)
         with engine.connect() as conn:
             floor = conn.execute(
-                sa.select(store.tables.meta.c.value).where(store.tables.meta.c.key == COMPATIBLE_KEY)
+                sa.select(store.tables.meta.c.value).where(
+                    store.tables.meta.c.key == COMPATIBLE_KEY
+                )
             ).scalar()
         assert floor == compatible_floor(script, prev)
         assert migrate_to(engine, "head") == (prev, head)

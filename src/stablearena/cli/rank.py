@@ -306,7 +306,13 @@ ARENA_OPTIONS: OptionBlock = (
     (
         "cap",
         Annotated[
-            float | None, _arena_bound("--cap", "A", "largest weight of one account (0: none)")
+            float | None,
+            _arena_bound(
+                "--cap",
+                "A",
+                "(am-ELO rule) largest weight of one account (0: none); the crowd rule's is "
+                "the crowd's average vote, 1",
+            ),
         ],
         None,
     ),
@@ -515,6 +521,7 @@ def rank_arena(options: dict[str, Any]) -> None:
         payload["crowd"] = {
             "prior_sd": c.prior_sd,
             "flagged": [{"annotator": k, "reason": v} for k, v in sorted(c.flagged.items())],
+            "model_votes": c.fitted.params.get("model_votes"),  # the limit this fit used
             "capped_accounts": len(c.capped),
             "new_accounts": len(c.new) if ages is not None else None,
             "floods": [{"model": k, "z": v} for k, v in sorted(c.floods.items())],
@@ -532,13 +539,16 @@ def rank_arena(options: dict[str, Any]) -> None:
 
     def table(p: dict[str, Any]) -> Any:
         r = p["rule"]
+        head = (
+            f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
+            + convergence_text(p.get("convergence", {}))
+        )
         if "crowd" in p:
             cr = p["crowd"]
             caption = (
-                f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
-                + convergence_text(p.get("convergence", {}))
-                + f"; crowd rule: ability spread τ {cr['prior_sd']:.3g}, cap {r['cap'] or 'none'}, "
-                f"≤ {r['model_votes'] or 'no limit'} weighted votes per account and model "
+                head
+                + f"; crowd rule: ability spread τ {cr['prior_sd']:.3g}, cap {choices.CROWD_CAP:g}, "
+                f"≤ {cr['model_votes'] or 'no limit'} weighted votes per account and model "
                 f"({cr['capped_accounts']} accounts capped), {len(cr['flagged'])} screened out, "
                 + (
                     "no flood test (no tstamp column)"
@@ -550,8 +560,7 @@ def rank_arena(options: dict[str, Any]) -> None:
                 p["models"], title=f"arena leaderboard — {p['source']}", caption=caption
             )
         caption = (
-            f"{p['n_models']} models, {p['n_battles']:,} battles, NLL/comparison {p['nll']:.7f}"
-            + convergence_text(p.get("convergence", {}))
+            head
             + f"; δ {r['min_records']}, cap {r['cap'] or 'none'}, ramp {r['ramp_votes'] or 0:g} "
             f"votes / {r['ramp_days'] or 0:g} days, influence {r['influence']}; "
             f"{len(p['influence_excluded'])} excluded by influence, "
