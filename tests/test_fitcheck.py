@@ -107,10 +107,18 @@ def test_the_live_arena_keeps_the_last_good_board(tmp_path):
         )
         board = tc.get("/v1/leaderboard").json()
         assert board["stale"] is True and board["models"] == good  # the last good board stays
-        # every worker: another app on the same database reads the alert at its poll
+        held_at = health["fit_alert"]["held_at"]
+        # every worker: another app on the same database reads the alert at its poll, and a
+        # fit it holds back later keeps the time the board was first held (issue 44: held_at
+        # differed per host)
         with TestClient(create_app(settings_for(url), worker=1)) as other:
             _wait(lambda: other.get("/healthz").json()["board"] == "stale")
             assert other.get("/v1/leaderboard").json()["stale"] is True
+            time.sleep(0.01)
+            assert other.app.state.refitter._held_back(broken) is True
+            again = other.get("/healthz").json()["fit_alert"]
+            assert again["held_at"] == held_at and again["checked_at"] > held_at
+            _wait(lambda: tc.get("/healthz").json()["fit_alert"]["held_at"] == held_at)
         # the admin view says it
         assert tc.post("/admin/login", data={"key": tc.app.state.admin_key}).status_code in (
             200,

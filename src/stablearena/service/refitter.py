@@ -391,12 +391,19 @@ class Refitter:
                 st.fit_alert = None
             return False
         now = time.time()
+        # the board has been held since the first fit held back, whichever host held it: every
+        # host shows the same held_at (it differed per host); checked_at is the latest fit's
+        with st.engine.connect() as conn:
+            stored = store.get_meta(conn, FIT_ALERT)
+        first = json.loads(stored) if stored else None
+        held = float(first["held_at"]) if first and "held_at" in first else now
         alert = {
             "problems": problems,
             "as_of_vote": int(out.as_of_vote),
             "n_votes": int(pay.get("n_votes", 0)),
-            "held_at": now,
-            "held_at_text": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now)),
+            "held_at": held,
+            "held_at_text": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(held)),
+            "checked_at": now,
         }
         log.error(
             "refit as of vote %d not published: %s; the last good board stays",
