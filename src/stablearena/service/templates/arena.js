@@ -386,6 +386,7 @@ async function start() {
     return;
   }
   if (battle) { reset(); }
+  prompt.value = "";  // shown above the answers as asked; restored if the send is refused
   await run("/arena/battles", { prompt: text, prompt_id: promptId }, text);
 }
 
