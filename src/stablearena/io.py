@@ -46,9 +46,10 @@ from __future__ import annotations
 import glob as _glob
 import json
 import os
+import re
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "csv_safe",
+    "csv_text",
     "COLUMN_ALIASES",
     "ONE_HOT_COLUMNS",
     "UNKNOWN_ANNOTATOR",
@@ -1899,12 +1901,48 @@ def extra_columns(
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
+#: Where a formula could start: the cell's first character and the one after every CR or LF
+#: (a reader that ends the row at a line break inside the cell starts a new cell there).
+_FORMULA_AT = re.compile(r"(?:^|(?<=[\r\n]))(?=[=+\-@\t\r])")
+
+#: Characters that make a CSV field need quotes (RFC 4180 §2.6, with a bare CR as a break).
+_CSV_QUOTE = re.compile(r'[,"\r\n]')
+
 
 def csv_safe(value: Any) -> Any:
-    """``value`` as a CSV cell that spreadsheets will not evaluate: a string starting with
-    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (OWASP's
-    recommendation against CSV injection, owasp.org/www-community/attacks/CSV_Injection).
-    Numbers — negative ones too — are left as numbers; other values unchanged."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
+    """``value`` as a CSV cell that spreadsheets will not evaluate: in a string, a ``'`` is put
+    before ``=``, ``+``, ``-``, ``@``, a tab or a carriage return at its start and after every
+    CR or LF inside it (OWASP's recommendation against CSV injection,
+    owasp.org/www-community/attacks/CSV_Injection, applied to each line a reader may split the
+    cell into). Numbers — negative ones too — are left as numbers; other values unchanged."""
+    if isinstance(value, str):
+        return _FORMULA_AT.sub("'", value)
     return value
+
+
+def csv_text(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> str:
+    """The one CSV writer of everything the project emits (``--format csv``, ``/v1/export``):
+    every cell through :func:`csv_safe`; ``None`` and NaN as empty cells; a field holding a
+    comma, a double quote, a CR or an LF quoted with its quotes doubled (RFC 4180 §2.5–2.7) —
+    the standard library's writer leaves a bare CR unquoted unless it ends its lines with one,
+    and pandas' ``to_csv`` too, so a spreadsheet would end the row there; a row of one empty
+    cell as ``""``; rows end with LF."""
+    lines = [_csv_line(header)]
+    lines.extend(_csv_line(row) for row in rows)
+    return "".join(lines)
+
+
+def _csv_line(cells: Sequence[Any]) -> str:
+    """One CSV row of :func:`csv_text`, ending with LF."""
+    out = []
+    for value in cells:
+        if value is None or (isinstance(value, float) and value != value):
+            text = ""
+        else:
+            text = str(csv_safe(value))
+        if _CSV_QUOTE.search(text):
+            text = '"' + text.replace('"', '""') + '"'
+        out.append(text)
+    if out == [""]:  # one empty cell: quoted, or the row would read as a blank line
+        out = ['""']
+    return ",".join(out) + "\n"

@@ -1040,25 +1040,18 @@ def records_table(
 
 
 def _csv_text(records: list[dict[str, Any]]) -> str:
-    """CSV of homogeneous records (columns in first-seen order; nested values as JSON; text
-    cells that a spreadsheet would read as a formula prefixed with ``'``, :func:`~stablearena.io.csv_safe`)."""
-    import csv
-    import io
-
-    from ..io import csv_safe
+    """CSV of homogeneous records (columns in first-seen order; nested values as JSON), written
+    by :func:`~stablearena.io.csv_text` (formulas neutralised, line breaks quoted)."""
+    from ..io import csv_text
 
     keys = list(dict.fromkeys(k for r in records for k in r))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([csv_safe(k) for k in keys])
-    for r in records:
-        writer.writerow(
-            [
-                csv_safe(json.dumps(v) if isinstance(v, (dict, list)) else ("" if v is None else v))
-                for v in (r.get(k) for k in keys)
-            ]
-        )
-    return buf.getvalue()
+    return csv_text(
+        keys,
+        (
+            [json.dumps(v) if isinstance(v, (dict, list)) else v for v in (r.get(k) for k in keys)]
+            for r in records
+        ),
+    )
 
 
 def emit(

@@ -99,12 +99,11 @@ def export(
         for col in ("conversation_a", "conversation_b"):
             if col in df.columns:
                 df[col] = [v if isinstance(v, float) else json.dumps(v) for v in df[col]]
-    if fmt == "csv":  # text cells a spreadsheet would run as formulas: prefixed with '
-        from ...io import csv_safe
+    if fmt == "csv":  # the project's one CSV writer: formulas neutralised, line breaks quoted
+        from ...io import csv_text
 
-        for col in df.select_dtypes(include=["object", "string"]).columns:
-            df[col] = df[col].map(csv_safe)
-        return df.to_csv(index=False).encode(), "text/csv"
+        cells = df.astype(object).where(df.notna(), None)
+        return csv_text(list(df.columns), cells.itertuples(index=False)).encode(), "text/csv"
     if fmt == "jsonl":
         return df.to_json(orient="records", lines=True).encode(), "application/x-ndjson"
     buf = io.BytesIO()
