@@ -143,3 +143,51 @@ def test_phone_width_is_legible(served, browser, tmp_path):
     assert widths[0] <= widths[1] and widths[2] > 250  # no sideways scrolling; one column
     save_docs(browser, tmp_path / "arena-390.png", None, 390)
     browser.set_window_size(1280, 900)
+
+
+def test_a_visitor_abandons_the_battles_its_page_lost(browser, tmp_path):
+    """A battle left without a vote on a page that was then reloaded (or cut by a host that
+    died) holds the visitor's one open slot: the next Send is refused with the reason, an
+    *Abandon them* button appears beside it, and once pressed the prompt can be sent again."""
+    with (
+        DemoServer(seed=0) as demo,
+        page_server(
+            tmp_path,
+            demo.base_url,
+            ("demo-ace", "demo-wild"),
+            0.02,
+            "[arena]\nmin_records = 0\n\n[arena_page]\nvisitor_open = 1\n\n",
+        ) as server,
+    ):
+        browser.set_window_size(1280, 900)
+
+        def send(text: str) -> None:
+            prompt = browser.find_element("id", "prompt")
+            prompt.clear()
+            prompt.send_keys(text)
+            browser.find_element("id", "send").click()
+
+        browser.get(server.url + "/arena")
+        wait_loaded(browser)
+        assert not browser.find_element("id", "abandon").is_displayed()
+        send("What is 2+2?")
+        wait_for(browser, lambda s: s["state"] == "complete")
+        browser.get(server.url + "/arena")  # the page no longer knows that battle
+        wait_loaded(browser)
+        send("What is 3*4?")
+        refused = wait_for(browser, lambda s: "vote on them first" in s["status"])
+        assert refused["battle"] is None
+        button = browser.find_element("id", "abandon")
+        assert button.is_displayed() and button.text == "Abandon them"
+        button.click()
+        wait_for(browser, lambda s: s["status"].startswith("Abandoned 1 battle "))
+        assert not browser.find_element("id", "abandon").is_displayed()
+        assert browser.find_element("id", "prompt").get_attribute("value") == "What is 3*4?"
+        browser.find_element("id", "send").click()
+        done = wait_for(browser, lambda s: s["state"] == "complete")
+        assert done["battle"]
+        held = httpx.get(
+            server.url + "/v1/admin/held",
+            headers={"Authorization": f"Bearer {server.admin_key}"},
+        ).json()["battles"]
+        assert sorted(b["status"] for b in held) == ["abandoned", "complete"]

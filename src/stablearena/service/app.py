@@ -257,6 +257,8 @@ def create_app(
         dash.start()
         # the battles the arena holds itself (models as endpoints, the /arena page)
         holder = app.state.holder = BattleHolder(state, writer, settings)
+        # before the first request: battles a dead process left mid-turn are closed
+        await holder.recover(legacy=True)
         holder.start()
         # moderation, terms of use (service/duties.py; the classifier is the holder's)
         duties = app.state.duties = Duties(settings)

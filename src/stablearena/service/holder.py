@@ -42,6 +42,10 @@ log = logging.getLogger("stablearena.service")
 #: The conversations a worker keeps in memory to plan follow-ups without a read.
 CONVERSATIONS = 1024
 
+#: The failure a turn's stream ends with when the battle was closed under it (its process's
+#: heartbeat had gone stale: store.serving) — the battle stays at its last complete turn.
+NOT_KEPT = "this turn was not kept: the arena closed the battle at its last complete turn meanwhile"
+
 #: The probe's prompt (a model under outage is back when it answers anything).
 PROBE = "Reply with the word ok."
 
@@ -148,6 +152,10 @@ class BattleHolder:
         self.clients: dict[int, tuple[str, EndpointClient]] = {}
         self._revision = -2
         self._probe: asyncio.Task | None = None
+        self._recovery: asyncio.Task | None = None
+        #: this process among the serving processes (store.serving): the owner of the turns it
+        #: generates, its heartbeat renewed every store.serving.BEAT_SECONDS
+        self.process = uuid.uuid4().hex
         self.judges = _judge_clients(settings.judges, settings.injection)
         self.judge_ids: dict[str, int] = {}
         self.tasks: set[asyncio.Task] = set()
@@ -274,15 +282,63 @@ class BattleHolder:
             except Exception:  # noqa: BLE001 - keep probing
                 log.exception("probing models under outage failed")
 
+    async def recover(self, legacy: bool = False) -> dict[str, str]:
+        """Renew this process's heartbeat and close the battles dead serving processes left
+        mid-turn — at their last complete turn, or failed without one
+        (:func:`~.store.serving.recover`; ``legacy``: also those served before owners were
+        stored, idle for ``battle_ttl``). Returns battle id → its new status."""
+        closed = await self.writer.submit_async(
+            partial(
+                store.serving.recover,
+                me=self.process,
+                ttl=self.state.config.battle_ttl,
+                legacy=legacy,
+            )
+        )
+        if closed:
+            log.warning(
+                "closed %d battle(s) a stopped process left mid-turn: %s",
+                len(closed),
+                ", ".join(f"{b} {s}" for b, s in sorted(closed.items())),
+            )
+        return closed
+
+    async def _recovery_loop(self) -> None:
+        while True:
+            await asyncio.sleep(store.serving.BEAT_SECONDS)
+            try:
+                await self.recover()
+            except Exception:  # noqa: BLE001 - keep beating (the database may come back)
+                log.exception("the serving heartbeat failed")
+
     def start(self) -> None:
-        """Start the outage probe (on the running loop)."""
-        self._probe = asyncio.get_running_loop().create_task(self._probe_loop())
+        """Start the outage probe and the heartbeat (on the running loop); call
+        :meth:`recover` first, once, at the process's start."""
+        loop = asyncio.get_running_loop()
+        self._probe = loop.create_task(self._probe_loop())
+        self._recovery = loop.create_task(self._recovery_loop())
 
     async def stop(self) -> None:
-        """Stop the probe and the generations in flight; close the clients."""
-        for t in [self._probe, *self.tasks]:
+        """Stop the probe and the heartbeat; close the battles whose turn this process is still
+        generating at their last complete turn, as a crash's (:func:`~.store.serving.leave`),
+        then stop those generations (their turns are not kept); close the clients."""
+        for t in [self._probe, self._recovery]:
             if t is not None:
                 t.cancel()
+        try:
+            closed = await self.writer.submit_async(
+                partial(store.serving.leave, process=self.process, ttl=self.state.config.battle_ttl)
+            )
+            if closed:
+                log.warning(
+                    "stopping: closed %d battle(s) mid-turn at their last complete turn: %s",
+                    len(closed),
+                    ", ".join(f"{b} {s}" for b, s in sorted(closed.items())),
+                )
+        except Exception:  # noqa: BLE001 - the database may be gone: a peer's heartbeat rule
+            log.exception("stopping: the battles in flight could not be closed")
+        for t in list(self.tasks):
+            t.cancel()
         for _, client in self.clients.values():
             await client.aclose()
         for jc in self.judges:
@@ -317,6 +373,7 @@ class BattleHolder:
             "address": address,
             "served_at": now,
             "open_until": now + self.state.config.battle_ttl,
+            "owner": self.process,
         }
         (row,) = self.state.serve(who, 1, names)
         row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)
@@ -519,6 +576,7 @@ class BattleHolder:
                     turn=plan.turn,
                     attempt=plan.attempt,
                     now=limits["now"],
+                    owner=self.process,
                 )
             )
         except BaseException:
@@ -580,6 +638,21 @@ class BattleHolder:
         if task is not None:
             task.cancel()
         return got
+
+    async def abandon_open(self, who: Principal) -> list[str]:
+        """Abandon every battle of ``who`` without a vote that counts against its cap
+        (:func:`~.store.arena.abandon_open`), then cancel those generating on this worker (one
+        generating on another worker or host runs to its end; the battle stays abandoned).
+        Returns their ids."""
+        ids = await self.writer.submit_async(
+            partial(store.held.abandon_open, annotator_id=who.id, now=time.time())
+        )
+        for bid in ids:
+            self.convs.pop(bid, None)
+            task = self.live.get(bid)
+            if task is not None:
+                task.cancel()
+        return ids
 
     async def _run(
         self,
@@ -690,6 +763,7 @@ class BattleHolder:
                     turn=turn,
                     attempt=attempt,
                     prompt=prompt,
+                    owner=self.process,
                 )
             )
 
@@ -727,11 +801,18 @@ class BattleHolder:
             await stored
         # the one place where a turn's answers are finished (checks of an answer hook in here)
         try:
-            await finish(rows, failure)
+            kept = await finish(rows, failure)
         except Exception as exc:  # noqa: BLE001 - stored failed, without the answers
             log.exception("battle %s: its answers could not be stored", row["id"])
             failure = f"the answers could not be stored: {type(exc).__name__}"
             await finish([], failure)
+        else:
+            if not kept:  # closed meanwhile by another process, this one believed dead
+                log.warning(
+                    "battle %s: closed by another process; turn %d not kept", row["id"], turn
+                )
+                self.convs.pop(row["id"], None)
+                return {"status": "failed", "failure": NOT_KEPT}
         if failure:
             self.convs.pop(row["id"], None)
         elif "annotator_id" in row:

@@ -221,10 +221,10 @@ class Visitors:
         now = time.time()
         ob, cap = self.open, self.page.visitor_open
         if ob.over(who.id, 1, cap, now):
-            # a vote recorded through another worker or host closes a battle served here too:
-            # the database says which (a read by index, only at the cap; a flood of battles is
-            # held back by the rates above first)
-            ob.close(who.id, store.voted_battles(self.engine, ob.ids(who.id)))
+            # a vote, a stop or an abandon through another worker or host closes a battle
+            # served here too: the database says which (a read by index, only at the cap; a
+            # flood of battles is held back by the rates above first)
+            ob.close(who.id, store.held.closed_battles(self.engine, ob.ids(who.id)))
         if ob.over(who.id, 1, cap, now):
             refuse_open(self.page, ob.count(who.id, now), 0)
         return self.page.visitor_open, self.page.address_open, now
@@ -248,7 +248,8 @@ def refuse_open(page: Any, mine: int, there: int) -> None:
         raise ApiError(
             429,
             "too_many_open",
-            f"you have {mine} battles without a vote; vote on them first",
+            f"you have {mine} battles without a vote; vote on them first, or abandon them "
+            "(Abandon them on the /arena page: POST /arena/battles/abandon)",
             "cookie",
         )
     raise ApiError(

@@ -11,7 +11,9 @@ both answers stream back as NDJSON lines ``{"side": "a"|"b", "delta": …}`` bet
 /arena/battles/{id}/turns`` (a follow-up prompt: streamed alike, each model given the whole
 conversation with its own answers), ``POST /arena/battles/{id}/regenerate`` (both answers of
 the last turn sampled again; the old ones kept), ``POST /arena/battles/{id}/stop`` (cancels
-both calls; a stopped battle is never votable) and ``POST /arena/battles/{id}/vote`` (refused
+both calls; a stopped battle is never votable), ``POST /arena/battles/abandon`` (every battle
+of the identity without a vote that its cap counts: abandoned, never votable) and ``POST
+/arena/battles/{id}/vote`` (refused
 until both answers are complete; closes the battle; answers with the names); ``POST
 /arena/terms`` (accept the terms of use). Every prompt — the first of a battle and every
 follow-up — passes :func:`admit_prompt` (terms accepted, length,
@@ -463,6 +465,17 @@ async def arena_stop(request: Request, battle_id: str) -> dict[str, Any]:
     return {"battle_id": battle_id, "status": status}
 
 
+@router.post(
+    "/arena/battles/abandon",
+    summary="Abandon the page identity's battles without a vote (never counted)",
+)
+async def arena_abandon(request: Request) -> dict[str, Any]:
+    who = await _poster(request)
+    ids = await _holder(request).abandon_open(who)
+    _visitors(request).open.close(who.id, ids)
+    return {"abandoned": ids}
+
+
 class TermsAcceptance(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: str = Field(min_length=1, max_length=64)
@@ -522,6 +535,7 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
         "expired": (410, "expired"),
         "incomplete": (409, "incomplete"),
         "failed": (409, "failed"),
+        "ended": (409, "ended"),
     }.get(res.kind)
     if refused is not None:
         raise ApiError(refused[0], refused[1], res.message, "battle_id")

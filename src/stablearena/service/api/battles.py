@@ -56,6 +56,7 @@ _VOTE_ERRORS = {
     "expired": (410, "expired", "battle_id"),
     "incomplete": (409, "incomplete", "battle_id"),
     "failed": (409, "failed", "battle_id"),
+    "ended": (409, "ended", "battle_id"),
 }
 
 router = APIRouter()

@@ -22,6 +22,7 @@ from . import arena as held  # the battles the arena holds (store/arena.py)
 from . import (
     auto,  # the automatic arena's journal (store/auto.py)
     limits,  # the rate limits kept in the database (store/limits.py)
+    serving,  # the serving processes and the battles a dead one left (store/serving.py)
 )
 from .admin import (
     add_model,
@@ -101,6 +102,7 @@ _write_conn = write_conn  # the name the tests know
 
 __all__ = [
     "held",
+    "serving",
     "auto",
     "limits",
     "EXPORT_LABELS",

@@ -53,6 +53,10 @@ __all__ = [
     "conversation",
     "judge_material",
     "open_held",
+    "abandon_open",
+    "closed_battles",
+    "ENDED_BY_THE_PERSON",
+    "ABANDONED",
     "record_page_vote",
     "OpenHeld",
     "held_columns",
@@ -70,6 +74,13 @@ __all__ = [
     "terms_count",
     "set_category",
 ]
+
+#: The statuses of a held battle the person ended before a vote — stopped while it streamed
+#: or left without a vote (*New battle*), or abandoned from the page (:func:`abandon_open`):
+#: never votable, not counted, no longer open for the caps.
+ENDED_BY_THE_PERSON = ("stopped", "abandoned")
+#: The failure stored on a battle the person abandoned.
+ABANDONED = "abandoned by the person"
 
 #: The per-side columns of ``battle_answers`` the export carries (besides the text).
 ANSWER_COLUMNS = (
@@ -214,10 +225,11 @@ def insert_held(
 ) -> list[str] | None | OpenHeld:
     """Store a served battle (``row``, as for :func:`~.votes.insert_battles`, stored with
     ``expires_at = 0``) and its prompt (``held``: prompt_id, prompt, category, address,
-    served_at and open_until) with status ``served``; the result of ``insert_battles``. With
-    ``open_caps`` = (annotator's cap, address's cap, now), the battle is first counted against the caps on
-    battles without a vote (:func:`open_held`) in the same transaction — exact across workers —
-    and refused with :class:`OpenHeld` when either is reached."""
+    served_at, open_until and owner, the serving process generating it: :mod:`.serving`) with
+    status ``served``; the result of ``insert_battles``. With ``open_caps`` = (annotator's cap,
+    address's cap, now), the battle is first counted against the caps on battles without a
+    vote (:func:`open_held`) in the same transaction — exact across workers — and refused with
+    :class:`OpenHeld` when either is reached."""
     if open_caps is not None:
         cap_mine, cap_there, now = open_caps
         mine, there = open_held(conn, row["annotator_id"], held.get("address"), now)
@@ -262,7 +274,8 @@ def finish_held(
     turn: int = 1,
     attempt: int = 1,
     prompt: str | None = None,
-) -> None:
+    owner: str | None = None,
+) -> bool:
     """Store both answers of a turn — rows of ``battle_turns`` (``turn``, ``attempt``, the
     user's message ``prompt``: the battle's own on turn 1) and the sides' summaries in
     ``battle_answers`` (the last turn's answer, style counts over the whole conversation) — and
@@ -272,7 +285,27 @@ def finish_held(
     answers are finished (an answer check hooks in here or in its caller,
     ``BattleHolder.generate``). A turn with an answer that ``named`` a model
     (stablearena.anonymity) makes the battle non-anonymous (``battles.anony`` false, never
-    back): its vote will not be counted on the default board."""
+    back): its vote will not be counted on the default board.
+
+    With ``owner`` (the serving process that generated the turn: :mod:`.serving`), the turn is
+    stored only while that process still owns the battle, or once the person ended it
+    (``stopped``, ``abandoned``: what came is kept): a battle a live process closed meanwhile at
+    its last complete turn, believing the owner dead (:func:`.serving.close_orphans`), keeps
+    that turn as its last. Returns whether the turn was stored."""
+    status = "failed" if failure else "complete"
+    mine = (held_battles.c.battle_id == battle_id, held_battles.c.status == "served")
+    if owner is not None:
+        mine += (held_battles.c.owner == owner,)
+    changed = conn.execute(
+        held_battles.update()
+        .where(*mine)
+        .values(status=status, failure=failure, completed_at=now, owner=None)
+        .values(**({"open_until": None} if failure else {}))
+    ).rowcount
+    if not changed and owner is not None:
+        now_status = held_status(conn, battle_id)
+        if now_status not in ENDED_BY_THE_PERSON:
+            return False
     if prompt is None:
         prompt = conn.execute(
             sa.select(held_battles.c.prompt).where(held_battles.c.battle_id == battle_id)
@@ -311,18 +344,12 @@ def finish_held(
         )
         if not done.rowcount:
             conn.execute(battle_answers.insert().values(**{**a, **summary, "battle_id": battle_id}))
-    status = "failed" if failure else "complete"
-    changed = conn.execute(
-        held_battles.update()
-        .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "served")
-        .values(status=status, failure=failure, completed_at=now)
-        .values(**({"open_until": None} if failure else {}))
-    ).rowcount
     if changed and not failure:
         named = {} if anonymous(answers) else {"anony": False}
         conn.execute(
             battles.update().where(battles.c.id == battle_id).values(expires_at=now + ttl, **named)
         )
+    return True
 
 
 _ANSWER_COLS = tuple(c.name for c in battle_answers.columns)
@@ -409,31 +436,39 @@ def accept_turn(
     max_turns: int,
     max_regenerations: int,
     max_chars: int,
+    owner: str | None = None,
 ) -> Turn | TurnRefused:
     """Accept a follow-up turn (``prompt``) or, with ``prompt`` None, a regeneration of the last
     turn (both answers sampled again; the old ones stay stored as an earlier attempt) on a
     complete held battle of ``annotator_id`` with no vote, within the limits
     (:func:`plan_turn`). The battle becomes ``served`` (not votable) until :func:`finish_held`
-    stores the turn — in one statement, so two posts at once accept one turn. The one place in
-    the store where a follow-up prompt is accepted (the first turn's: :func:`insert_held`)."""
+    stores the turn — in one statement, so two posts at once accept one turn; ``owner``: the
+    serving process generating it (:mod:`.serving`). The one place in the store where a
+    follow-up prompt is accepted (the first turn's: :func:`insert_held`)."""
     got = plan_turn(
         conn, battle_id, annotator_id, prompt, now, max_turns, max_regenerations, max_chars
     )
     if isinstance(got, TurnRefused):
         return got
-    refused = _serve_turn(conn, battle_id)
+    refused = _serve_turn(conn, battle_id, owner)
     return got if refused is None else refused
 
 
 def accept_planned(
-    conn: Connection, battle_id: str, annotator_id: int, turn: int, attempt: int, now: float
+    conn: Connection,
+    battle_id: str,
+    annotator_id: int,
+    turn: int,
+    attempt: int,
+    now: float,
+    owner: str | None = None,
 ) -> TurnRefused | None:
     """Accept turn ``turn`` (attempt ``attempt``) that a worker planned from the conversation
     it generated itself (its limits checked there): refused unless the battle is a complete
     held battle of ``annotator_id`` with no vote, not expired, whose stored conversation is
     still the one planned on — ``turn - 1`` turns for a follow-up, ``attempt - 1`` attempts of
     turn ``turn`` for a regeneration (else 409 ``busy``: plan again, :func:`accept_turn`).
-    Then, as :func:`accept_turn`, the battle becomes ``served``. None: accepted."""
+    Then, as :func:`accept_turn`, the battle becomes ``served`` (by ``owner``). None: accepted."""
     h = conn.execute(
         sa.select(held_battles.c.status, held_battles.c.annotator_id, battles.c.expires_at)
         .join(battles, battles.c.id == held_battles.c.battle_id)
@@ -455,7 +490,7 @@ def accept_planned(
     voted = _has_vote(conn, battle_id)
     if voted or not stored:
         return TurnRefused(409, "busy", "the battle changed meanwhile; try again")
-    return _serve_turn(conn, battle_id)
+    return _serve_turn(conn, battle_id, owner)
 
 
 def _has_vote(conn: Connection, battle_id: str) -> bool:
@@ -465,13 +500,14 @@ def _has_vote(conn: Connection, battle_id: str) -> bool:
     )
 
 
-def _serve_turn(conn: Connection, battle_id: str) -> TurnRefused | None:
-    """A complete battle becomes ``served`` (not votable, its lifetime 0) while its next turn
-    generates — in one statement, so of two turns accepted at once one gets 409 ``busy``."""
+def _serve_turn(conn: Connection, battle_id: str, owner: str | None) -> TurnRefused | None:
+    """A complete battle becomes ``served`` by ``owner`` (not votable, its lifetime 0) while its
+    next turn generates — in one statement, so of two turns accepted at once one gets 409
+    ``busy``."""
     changed = conn.execute(
         held_battles.update()
         .where(held_battles.c.battle_id == battle_id, held_battles.c.status == "complete")
-        .values(status="served")
+        .values(status="served", owner=owner)
     ).rowcount
     if not changed:
         return TurnRefused(409, "busy", "another turn of this battle was just accepted; wait")
@@ -518,6 +554,7 @@ def plan_turn(
         "served": ("busy", "the answers of the last turn are still coming; wait, or stop"),
         "failed": ("failed", "a model failed to answer; this battle is over, start a new one"),
         "stopped": ("stopped", "this battle was stopped; start a new battle"),
+        "abandoned": ("abandoned", "this battle was abandoned; start a new battle"),
     }.get(h.status)
     if why is not None:
         return TurnRefused(409, why[0], why[1])
@@ -622,13 +659,13 @@ def stop_battle(
     voted = _has_vote(conn, battle_id)
     if voted:
         return TurnRefused(409, "voted", "this battle has its vote; it can no longer be stopped")
-    if h.status in ("failed", "stopped"):
+    if h.status == "failed" or h.status in ENDED_BY_THE_PERSON:
         return str(h.status)
     conn.execute(
         held_battles.update()
         .where(held_battles.c.battle_id == battle_id)
         .values(status="stopped", failure="stopped by the person", completed_at=now)
-        .values(open_until=None)
+        .values(open_until=None, owner=None)
     )
     conn.execute(battles.update().where(battles.c.id == battle_id).values(expires_at=0.0))
     return "stopped"
@@ -720,7 +757,8 @@ def judge_material(conn: Connection, battle_id: str) -> dict[str, Any] | None:
 
 
 def held_status(conn: Connection, battle_id: str) -> str | None:
-    """The status of a held battle (``served``, ``complete``, ``failed``) or None."""
+    """The status of a held battle (``served``, ``complete``, ``failed``, ``stopped``,
+    ``abandoned``) or None."""
     return conn.execute(
         sa.select(held_battles.c.status).where(held_battles.c.battle_id == battle_id)
     ).scalar()
@@ -740,6 +778,47 @@ def open_held(
     if address:
         there = conn.execute(base.where(held_battles.c.address == address, live)).scalar_one()
     return int(mine), int(there)
+
+
+def abandon_open(conn: Connection, annotator_id: int, now: float) -> list[str]:
+    """Abandon every held battle of ``annotator_id`` open at ``now`` (:func:`open_held`: the
+    ones the visitor's cap counts) that has no vote — a page closed, a stream cut by a host
+    that died, a battle the visitor cannot reach any more: status ``abandoned``
+    (:data:`ABANDONED`), never votable, not counted, no longer open for the caps. A turn
+    generating meanwhile on a live host keeps what came of its answers (:func:`finish_held`).
+    Returns their ids, in the order they were served."""
+    ids = list(
+        conn.execute(
+            sa.select(held_battles.c.battle_id)
+            .where(held_battles.c.annotator_id == annotator_id, held_battles.c.open_until > now)
+            .where(~sa.exists().where(votes.c.battle_id == held_battles.c.battle_id))
+            .order_by(held_battles.c.served_at)
+        ).scalars()
+    )
+    if not ids:
+        return []
+    conn.execute(
+        held_battles.update()
+        .where(held_battles.c.battle_id.in_(ids))
+        .values(status="abandoned", failure=ABANDONED, completed_at=now)
+        .values(open_until=None, owner=None)
+    )
+    conn.execute(battles.update().where(battles.c.id.in_(ids)).values(expires_at=0.0))
+    return ids
+
+
+def closed_battles(engine: Engine, ids: list[str]) -> set[str]:
+    """The battles among ``ids`` no longer open for the caps on battles without a vote: with a
+    vote, or held battles no longer open (voted from the page, failed, stopped, abandoned —
+    through any worker or host). Read by index, only when a worker's own count is at a cap."""
+    if not ids:
+        return set()
+    with engine.connect() as conn:
+        voted = sa.select(votes.c.battle_id).where(votes.c.battle_id.in_(ids))
+        shut = sa.select(held_battles.c.battle_id).where(
+            held_battles.c.battle_id.in_(ids), held_battles.c.open_until.is_(None)
+        )
+        return set(conn.execute(sa.union(voted, shut)).scalars())
 
 
 def record_page_vote(

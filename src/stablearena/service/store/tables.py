@@ -162,7 +162,7 @@ held_battles = Table(
     Column("prompt_id", String(200)),
     Column("prompt", Text, nullable=False),
     Column("category", String(100)),
-    Column("status", String(16), nullable=False),  # served | complete | failed | stopped
+    Column("status", String(16), nullable=False),  # served|complete|failed|stopped|abandoned
     Column("failure", Text),
     Column("address", String(64)),
     Column("served_at", Float, nullable=False),
@@ -174,9 +174,27 @@ held_battles = Table(
     # NULL once voted on from the page or failed, and for a judge's battle
     Column("annotator_id", Integer),
     Column("open_until", Float),
+    # the serving process generating the battle's current turn (serving_processes.id; NULL
+    # for a battle served before migration 0012): a battle left ``served`` by a process that
+    # died is closed by a live one (store.serving.close_orphans); NULL again once the turn ends
+    Column("owner", String(32)),
     Index("ix_held_battles_served_at", "served_at"),
     Index("ix_held_battles_open_annotator", "annotator_id", "open_until"),
     Index("ix_held_battles_open_address", "address", "open_until"),
+    Index("ix_held_battles_owner", "owner"),  # the battles in flight (cleared when a turn ends)
+)
+# The processes serving held battles (migration 0012; docs/guides/live-arena.md, "A crash
+# mid-battle"): one row per `serve` worker, its heartbeat renewed every BEAT_SECONDS. A process
+# is dead when its heartbeat is stale or, on its own machine (host: hostname, boot id and PID
+# namespace), when its pid is gone; a live one then closes the battles it left mid-turn.
+serving_processes = Table(
+    "serving_processes",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("host", String(300), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("beat_at", Float, nullable=False),
 )
 battle_answers = Table(
     "battle_answers",

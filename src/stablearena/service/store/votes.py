@@ -154,7 +154,8 @@ class VoteResult:
     """What :func:`record_vote` did: ``kind`` is ``new``, ``replay`` (the same vote again:
         the stored one is returned), ``corrected``, or an error — ``missing`` (404), ``forbidden``
         (403), ``conflict`` (409), ``expired`` (410), ``incomplete`` (409: a held battle whose
-    answers are still being generated) — or ``stale`` (nothing done: the registry
+    answers are still being generated), ``failed``, ``ended`` (409: a held battle the person
+    stopped or abandoned) — or ``stale`` (nothing done: the registry
         changed since the caller's revision; reload it and try again)."""
 
     kind: str
@@ -235,6 +236,12 @@ def record_vote(
         ).scalar()
         if status == "failed":
             return VoteResult("failed", message="a model failed to answer; this battle has no vote")
+        if status in ("stopped", "abandoned"):
+            return VoteResult(
+                "ended",
+                message=f"battle {battle_id} was {status} by the person: it takes no vote; "
+                "start a new battle",
+            )
         return VoteResult(
             "incomplete",
             message=f"battle {battle_id}: both answers must be complete before a vote; "

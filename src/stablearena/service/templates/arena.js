@@ -270,6 +270,10 @@ async function failed(r) {
 // section#turn-N each: the prompt and both answers as rendered); the current turn streams into
 // #answer-a / #answer-b. A vote may be cast after any complete turn and ends the battle.
 var turns = $("turns"), asked = $("asked"), stop = $("stop"), regen = $("regenerate");
+// shown when a new battle is refused for the battles without a vote the visitor already holds
+// (429 too_many_open) — battles of a closed page, or cut by a host that stopped, that this page
+// cannot show: abandoning them (never counted) frees the visitor's open slots
+var abandon = $("abandon");
 var turn = 0, lastPrompt = "", reading = null, phase = "new";
 // body[data-state]: complete, voted, failed or stopped; absent while a turn streams (and before
 // the first), as before conversations
@@ -315,7 +319,7 @@ function reset() {
 // One turn's stream (a first prompt, a follow-up or a regeneration): NDJSON lines
 // {"battle_id", "turn", "attempt"}, {"side", "delta"} / {"side", "restart"}, {"done", "status"}.
 async function run(url, body, text) {
-  controls("streaming"); send.disabled = true; prompt.disabled = true;
+  controls("streaming"); send.disabled = true; prompt.disabled = true; abandon.hidden = true;
   say("Both models are answering…");
   var r, broke = false;
   try { r = await post(url, body); }
@@ -331,6 +335,7 @@ async function run(url, body, text) {
     if (code === "terms_not_accepted") { document.body.dataset.terms = "pending"; terms.hidden = false; }
     controls(battle ? "complete" : "new");
     if (r.status === 422 && code === "moderated") { document.body.dataset.state = "refused"; }
+    abandon.hidden = !(r.status === 429 && code === "too_many_open");
     say(why, true);
     if (body.prompt) { prompt.value = body.prompt; }
     return;
@@ -367,10 +372,10 @@ async function run(url, body, text) {
     say("Turn " + turn + " is complete: vote for the better conversation, or ask a follow-up." + (touch ? "" : " (keys 1–4)"));
   } else if (done && done.status === "stopped") {
     controls("stopped"); say("Stopped. This battle is not counted.", true);
-  } else if (!done) {
+  } else if (!done) {  // the host serving it stopped: New battle stops it (never counted)
     controls("failed");
     say("The connection broke during this battle" + (broke ? "" : " (it did not finish)") +
-        ". It is not counted: start a new one.", true);
+        ". Press New battle: this one is then not counted.", true);
   } else {
     controls("failed");
     say("This battle failed" + (done && done.failure ? ": " + done.failure : "") + ". It is not counted.", true);
@@ -405,6 +410,19 @@ async function halt() {
   say("Stopped. This battle is not counted.", true);
 }
 
+async function abandonOpen() {
+  abandon.disabled = true;
+  var r = null;
+  try { r = await post("/arena/battles/abandon", {}); } catch (e) { r = null; }
+  abandon.disabled = false;
+  if (!r) { say("The arena could not be reached; try again.", true); return; }
+  if (!r.ok) { say(await failed(r), true); return; }
+  var n = (await r.json()).abandoned.length;
+  abandon.hidden = true;
+  say("Abandoned " + n + " battle" + (n === 1 ? "" : "s") + " without a vote (not counted). Send your prompt again.");
+  prompt.focus();
+}
+
 async function vote(outcome) {
   if (!battle || voted || votes[0].disabled) { return; }
   setVotes(false);
@@ -423,6 +441,7 @@ async function vote(outcome) {
 }
 
 stop.addEventListener("click", halt);
+abandon.addEventListener("click", abandonOpen);
 regen.addEventListener("click", regenerate);
 if (terms) {
   $("accept-terms").addEventListener("click", async function () {
@@ -434,8 +453,11 @@ if (terms) {
 }
 send.addEventListener("click", start);
 again.addEventListener("click", async function () {
-  // a complete battle left without a vote is stopped: not counted, and it holds no open slot
-  if (battle && !voted && phase === "complete") { await post("/arena/battles/" + battle + "/stop", {}); }
+  // a battle left without a vote is stopped: not counted, and it holds no open slot — a
+  // complete one, and one whose stream broke (its host died: the arena may still hold it open)
+  if (battle && !voted && (phase === "complete" || phase === "failed")) {
+    try { await post("/arena/battles/" + battle + "/stop", {}); } catch (e) { /* unreachable: Abandon them frees its slot later */ }
+  }
   reset(); promptId = null; prompt.value = ""; prompt.focus(); say("");
 });
 controls("new");
