@@ -3,7 +3,7 @@ rule's cost over m-ELO's at +1/+3/+10 places (the median over seeds of the paire
 included; '≥' where some seeds hit the budget), the accounts and account-days it needed at +3,
 and whether any fit failed to converge or the board's scale left 10 % of the honest board's.
 
-    python bench/summarise_crowd_rigging.py [runs/crowd_rigging]
+    python bench/summarise_crowd_rigging.py [runs/crowd_rigging] [--markdown]
 """
 
 from __future__ import annotations
@@ -72,5 +72,42 @@ def main() -> None:
     )
 
 
+def markdown(root: Path) -> str:
+    """One row per (crowd, lane): the crowd rule's cost over m-ELO's (median over the cells of
+    the per-cell median ratio; the smallest cell), the share of cells at ≥ 3× and ≥ 1×, the
+    attacker's accounts and account-days at +3 (mean over cells), and the board rule's spread
+    change over m-ELO's at the +10 cost (median, largest)."""
+    rows = [
+        "| crowd | attack | ×m-ELO +1 / +3 / +10 (median; smallest) | cells ≥ 3× | cells ≥ 1× "
+        "| accounts, account-days at +3 | spread change at +10 (median; largest) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in sorted(root.glob("*.json")):
+        d = json.loads(f.read_text())
+        crowd, lane = f.stem.split("-", 1)
+        cells = [r for r in d["summary"] if r["defence"] == "crowd"]
+        runs = [x for x in d["runs"] if x["defence"] == "crowd"]
+        per = []
+        allm = []
+        for lv in (1, 3, 10):
+            m = [r[f"ratio_{lv}_median"] for r in cells if r.get(f"ratio_{lv}_median") is not None]
+            allm += m
+            per.append(f"{np.median(m):.2f}; {min(m):.2f}" if m else "—")
+        acc = [x["accounts_3"] for x in runs if x.get("accounts_3")]
+        days = [x["account_days_3"] for x in runs if x.get("account_days_3")]
+        dev = [x["rule_scale_dev_10"] for x in runs if x.get("rule_scale_dev_10") is not None]
+        a = np.array(allm)
+        rows.append(
+            f"| {crowd} | {lane} | {' / '.join(per)} | {np.mean(a >= 3):.0%} | {np.mean(a >= 1):.0%} "
+            f"| {np.mean(acc):.1f}, {np.mean(days):.0f} | "
+            + (f"{np.median(dev):.1%}; {max(dev):.1%} |" if dev else "— |")
+        )
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
-    main()
+    if "--markdown" in sys.argv:
+        sys.argv.remove("--markdown")
+        print(markdown(Path(sys.argv[1] if len(sys.argv) > 1 else "runs/crowd_rigging")))
+    else:
+        main()
