@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import os
 import warnings
@@ -41,6 +42,7 @@ from .battles import Battles, Outcome
 from .endpoints.client import Answer, Failure, prompt_problem
 from .endpoints.config import Price
 from .errors import InputError, StableArenaWarning
+from .inputs import load_json_line, read_input_bytes
 from .judges import JudgeClient, Judgement
 
 __all__ = [
@@ -98,16 +100,17 @@ def read_prompts(path: str | Path) -> list[Prompt]:
 
     path = Path(path)
     fmt = detect_format(path)
+    if fmt not in ("jsonl", "csv", "parquet"):
+        raise InputError(f"{path}: prompts are read from JSONL, CSV or Parquet, not {fmt}")
+    data = io.BytesIO(read_input_bytes(path, "prompts"))  # a regular file, within the limit
     try:
         if fmt == "jsonl":
-            frame = pd.read_json(path, lines=True, dtype=False)
+            frame = pd.read_json(data, lines=True, dtype=False)
         elif fmt == "csv":
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        elif fmt == "parquet":
-            frame = pd.read_parquet(path)
+            frame = pd.read_csv(data, dtype=str, keep_default_na=False)
         else:
-            raise InputError(f"{path}: prompts are read from JSONL, CSV or Parquet, not {fmt}")
-    except (OSError, ValueError) as exc:
+            frame = pd.read_parquet(data)
+    except (OSError, ValueError, RecursionError) as exc:
         if isinstance(exc, InputError):
             raise
         raise InputError(f"{path}: cannot read the prompts ({exc})") from exc
@@ -185,24 +188,26 @@ class JsonlJournal:
         self._records: list[dict[str, Any]] = []
         #: the line number of each record (messages name it: :func:`replay_records`)
         self.lines: list[int] = []
-        raw = self.path.read_bytes() if self.path.exists() else b""
+        exists = os.path.lexists(self.path)
+        raw = read_input_bytes(self.path, "journal") if exists else b""
         body, newline, tail = raw.rpartition(b"\n")  # tail: what follows the last newline
         n_lines = body.count(b"\n") + 1 if newline else 0
         for k, line in enumerate(body.split(b"\n") if newline else [], 1):
             if not line.strip():
                 continue
+            where = f"{self.path}, line {k}"
             try:
-                self._records.append(json.loads(line))
+                self._records.append(load_json_line(line, where, "journal"))
                 self.lines.append(k)
-            except ValueError:
+            except InputError as exc:
                 raise InputError(
-                    f"{self.path}, line {k}: not a journal record; the journal is damaged "
-                    "(move it aside to start afresh)"
+                    f"{exc} The journal is damaged (move it aside to start afresh)"
                 ) from None
         keep = len(body) + len(newline)
         try:
-            whole = json.loads(tail) if tail.strip() else None
-        except ValueError:
+            where = f"{self.path}, line {n_lines + 1}"
+            whole = load_json_line(tail, where, "journal") if tail.strip() else None
+        except InputError:
             whole = None  # a line cut short by a kill: dropped
             warnings.warn(
                 f"{self.path}, line {n_lines + 1}: dropped a last line cut short ({len(tail)} "

@@ -36,12 +36,17 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - the backport, a dependency on Python 3.10
         import tomli as tomllib
+    from ..inputs import check_depth, read_input_text
+
+    text = read_input_text(path, "TOML")
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML ({exc}); fix the file") from exc
+    except RecursionError:
+        raise InputError(f"{path}: the TOML nests too deeply to be a config file") from None
+    check_depth(data, str(path))
+    return data
 
 
 @dataclass(frozen=True)

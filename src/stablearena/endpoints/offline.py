@@ -12,11 +12,11 @@ shapes:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..inputs import jsonl_records
 from .client import Answer, Failure, Result, estimate_tokens
 from .config import OfflineModel
 
@@ -43,27 +43,30 @@ def read_model_answers(path: str | Path, model_id: str | None = None) -> dict[st
     """``{prompt id: answer text}`` from a ``model_answer`` JSONL file (``model_id``: keep that
     model's rows; needed when the file holds several models)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the answers file ({exc.strerror or exc})") from exc
     rows: dict[str, dict[str, str]] = {}
-    for k, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{path}, line {k}: not JSON ({exc})") from exc
-        qid = row.get("question_id", row.get("uid")) if isinstance(row, dict) else None
-        text = _text(row) if isinstance(row, dict) else None
+    first: dict[tuple[str, str], str] = {}
+    for where, row, _ in jsonl_records(path, "answer"):
+        qid = row.get("question_id", row.get("uid"))
+        text = _text(row)
         if qid is None or text is None:
             raise InputError(
-                f"{path}, line {k}: not a model_answer row (needs question_id or uid, and "
+                f"{where}: not a model_answer row (needs question_id or uid, and "
                 "choices[0].turns or an assistant message)"
             )
-        model = str(row.get("model_id", row.get("model", "")))
-        rows.setdefault(model, {})[str(qid)] = str(text)
+        model = row.get("model_id", row.get("model", ""))
+        for field, value in (("question_id/uid", qid), ("model_id/model", model)):
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                raise InputError(f"{where}: the field {field} must be a string, not {value!r}")
+        if not isinstance(text, str):
+            raise InputError(f"{where}: the answer's text must be a string, not {text!r}")
+        key = (str(model), str(qid))
+        if key in first:
+            raise InputError(
+                f"{where}: a second answer of {key[0]!r} to {key[1]!r} (the first: "
+                f"{first[key]}); keep one"
+            )
+        first[key] = where
+        rows.setdefault(str(model), {})[str(qid)] = text
     if model_id is not None:
         if model_id not in rows:
             raise InputError(f"{path}: no rows of model {model_id!r}; it holds {sorted(rows)}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import InputError
+from ..inputs import read_input_text
 from .arena_settings import CLASSIFIER_TAGS, CategoryClassifier, Moderation, Terms
 
 __all__ = [
@@ -58,9 +59,9 @@ def read_rules(path: str | Path) -> tuple[list[str], list[str]]:
     expression; blank lines and ``#`` comments skipped. A bad line is an :class:`InputError`
     naming the file and the line."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"[moderation] rules_file {path}: cannot read it ({exc})") from None
+        lines = read_input_text(path, "rules").splitlines()
+    except InputError as exc:
+        raise InputError(f"[moderation] rules_file: {exc}") from None
     words, patterns = [], []
     for n, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -164,9 +165,9 @@ def terms_text(settings: Terms) -> str | None:
         return settings.text
     if settings.file:
         try:
-            return Path(settings.file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"[terms] file {settings.file}: cannot read it ({exc})") from None
+            return read_input_text(settings.file, "terms")
+        except InputError as exc:
+            raise InputError(f"[terms] file: {exc}") from None
     return None
 
 

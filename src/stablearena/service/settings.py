@@ -515,14 +515,16 @@ def load_settings(
     where = "settings"
     if config is not None:
         where = str(config)
-        try:
-            text = Path(config).read_text()
-        except OSError as exc:
-            raise InputError(f"cannot read the config file {config}: {exc.strerror}.") from None
+        from ..inputs import check_depth, read_input_text
+
+        text = read_input_text(config, "config")
         try:
             data = _toml().loads(text)
+        except RecursionError:
+            raise InputError(f"{config}: the TOML nests too deeply to be a config file.") from None
         except Exception as exc:
             raise InputError(f"{config}: not valid TOML: {exc}.") from None
+        check_depth(data, str(config))
     for item in sets or ():
         path, value = parse_override(item)
         node = data
