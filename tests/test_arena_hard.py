@@ -205,7 +205,9 @@ def test_judge_settings_round_trip(tmp_path, text):
 def test_errors_name_file_and_line(tmp_path):
     bad = tmp_path / "j.jsonl"
     bad.write_text(J_V2.replace('"A=B"', '"A=C"', 1))
-    with pytest.raises(InputError, match=r"j\.jsonl, line 1: verdict label 'A=C'"):
+    with pytest.raises(
+        InputError, match=r"j\.jsonl, line 1, field games\[1\]\.score: verdict label 'A=C'"
+    ):
         read_judgments(bad)
     bad.write_text(Q_V2 + "{not json\n")
     with pytest.raises(InputError, match=r"line 3: not a JSON question record"):

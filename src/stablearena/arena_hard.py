@@ -39,8 +39,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import stat
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ import numpy as np
 
 from .battles import Battles, Outcome
 from .errors import InputError
+from .inputs import check_depth, jsonl_records, read_input_text
 from .style_features import STYLE_FEATURES, count_tokens, normalized_difference
 
 __all__ = [
@@ -68,6 +71,8 @@ __all__ = [
     "write_judge_settings",
     "read_run",
     "write_run",
+    "name_path",
+    "check_run_names",
     "label_score",
     "extract_label",
     "answer_metadata",
@@ -123,27 +128,88 @@ def extract_label(text: str, patterns: Sequence[str] = DEFAULT_PATTERNS) -> str 
     return None
 
 
-# ---------------------------------------------------------------------------------- JSONL
-def _jsonl(path: Path, what: str) -> Iterator[tuple[str, dict[str, Any], str]]:
+# ---------------------------------------------------------------------------------- files
+#: Longest part of a file name (between two ``/``) most file systems allow, in bytes.
+_NAME_BYTES = 255
+
+
+def name_path(
+    directory: str | Path,
+    name: str,
+    *,
+    suffix: str = ".jsonl",
+    within: str | Path | None = None,
+) -> Path:
+    """The file of model or judge ``name`` inside ``directory``: ``directory/<name><suffix>``
+    (``suffix=""``: a judge's directory), named as Arena-Hard-Auto names it
+    (``model_answer/{model}.jsonl``, ``model_judgment/{judge}/{model}.jsonl``): a ``/`` in the
+    name is a subdirectory (``meta-llama/Llama-3-8B`` is ``meta-llama/Llama-3-8B.jsonl``), as
+    ``os.path.join`` makes it there. The readers (:func:`read_run`) walk the subdirectories and
+    take each record's name from the record, so the file is read back under its name.
+
+    Refused with an :class:`InputError` naming the name and what to do: a name that is not a
+    name (:func:`stablearena.names.name_problem`: control characters such as NUL, invisible
+    ones), an empty part (a leading ``/`` — an absolute name —, a trailing or doubled one), a
+    part ``.`` or ``..``, a backslash (a separator on Windows), a part longer than 255 bytes,
+    a directory part ending in ``suffix`` (``a.jsonl/b`` would make a directory where the file
+    of ``a`` goes); and a path that, with every symbolic link resolved, lies outside
+    ``within`` (default ``directory``) or is neither a regular file (a directory, with
+    ``suffix=""``) nor absent: a FIFO, a device, a link out of the run directory. Two distinct
+    names give two distinct paths, neither inside the other."""
+    from .names import name_problem
+
+    directory = Path(directory)
+    if not isinstance(name, str):
+        raise InputError(f"a model or judge name must be a string, not {name!r}.")
+    problem = name_problem(name)
+    if problem:
+        raise InputError(f"the model or judge name {name!r} {problem}; rename it.")
+    parts = name.split("/")
+    for k, part in enumerate(parts):
+        last = k == len(parts) - 1
+        why = None
+        if part == "":
+            why = "has an empty part (a leading /, an absolute name, or a doubled or trailing /)"
+        elif part in (".", ".."):
+            why = f"has a part {part!r}, which names a directory, not a file"
+        elif "\\" in part:
+            why = "holds a backslash (a path separator on Windows)"
+        elif len((part + (suffix if last else "")).encode("utf-8")) > _NAME_BYTES:
+            why = f"has a part longer than {_NAME_BYTES} bytes (the longest file name)"
+        elif not last and suffix and part.endswith(suffix):
+            why = f"has a directory part ending in {suffix} (where another name's file goes)"
+        if why:
+            raise InputError(
+                f"the model or judge name {name!r} {why}; it cannot name a file inside "
+                f"{directory}: rename it (a / stands for a subdirectory, as in "
+                "Arena-Hard-Auto's files)."
+            )
+    path = directory.joinpath(*parts[:-1], parts[-1] + suffix)
+    _check_inside(path, Path(within) if within is not None else directory, repr(name))
+    return path
+
+
+def _check_inside(path: Path, within: Path, what: str) -> None:
+    """Raise :class:`InputError` unless ``path``, every link resolved, lies inside ``within``
+    and is absent, a regular file or a directory (the kind its place needs is the caller's)."""
+    base = os.path.realpath(within)
+    real = os.path.realpath(path)
+    if os.path.commonpath([base, real]) != base:
+        raise InputError(
+            f"{path}: the file of {what} resolves to {real}, outside {within} (a symbolic link "
+            "out of the run directory); remove the link or write the run elsewhere."
+        )
     try:
-        raw = path.read_bytes()
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return
     except OSError as exc:
-        raise InputError(f"{path}: cannot read the {what} file ({exc.strerror or exc}).") from exc
-    for k, line in enumerate(raw.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {k}"
-        try:
-            rec = json.loads(line, parse_constant=_no_constant)
-        except ValueError as exc:
-            raise InputError(f"{where}: not a JSON {what} record ({exc}).") from None
-        if not isinstance(rec, dict):
-            raise InputError(f"{where}: a {what} record must be a JSON object.")
-        yield where, rec, line.decode("utf-8").rstrip("\r")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
+        raise InputError(f"{path}: cannot write the file of {what} ({exc.strerror}).") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise InputError(
+            f"{path}: the file of {what} exists and is not a regular file (a FIFO, a device or "
+            "a socket); remove it or write the run elsewhere."
+        )
 
 
 def _line(item: Any) -> str:
@@ -154,10 +220,11 @@ def _line(item: Any) -> str:
 
 
 def _write_jsonl(items: Iterable[Any], path: str | Path) -> None:
+    from .atomic import atomic_write
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = "".join(_line(item) + "\n" for item in items)
-    path.write_text(body, encoding="utf-8")
+    atomic_write(path, "".join(_line(item) + "\n" for item in items))
 
 
 def _field(rec: Mapping[str, Any], names: Sequence[str], where: str, what: str) -> Any:
@@ -165,6 +232,48 @@ def _field(rec: Mapping[str, Any], names: Sequence[str], where: str, what: str) 
         if n in rec and rec[n] is not None:
             return rec[n]
     raise InputError(f"{where}: the {what} has no {' or '.join(names)} field; add it.")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)[:60]
+
+
+def _field_name(rec: Mapping[str, Any], names: Sequence[str]) -> str:
+    return next(n for n in names if rec.get(n) is not None)
+
+
+def _id_field(rec: Mapping[str, Any], names: Sequence[str], where: str, what: str) -> str:
+    """A question id (``uid``, ``question_id``): a string, or a whole number read as one."""
+    value = _field(rec, names, where, what)
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    raise InputError(
+        f"{where}: the {what}'s field {_field_name(rec, names)!r} must be a string (the "
+        f"question's id), not {_shown(value)}."
+    )
+
+
+def _name_field(rec: Mapping[str, Any], names: Sequence[str], where: str, what: str) -> str:
+    """A model's, judge's or baseline's name: a non-empty string."""
+    value = _field(rec, names, where, what)
+    if not isinstance(value, str) or not value:
+        raise InputError(
+            f"{where}: the {what}'s field {_field_name(rec, names)!r} must be a model's name (a "
+            f"non-empty string), not {_shown(value)}."
+        )
+    return value
+
+
+def _optional_text(rec: Mapping[str, Any], key: str, where: str, what: str) -> str:
+    """An optional text field (``category``): a string, ``""`` when absent or null."""
+    value = rec.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(
+            f"{where}: the {what}'s field {key!r} must be a string or null, not {_shown(value)}."
+        )
+    return value
 
 
 def _text(value: Any) -> str:
@@ -199,15 +308,19 @@ def read_questions(path: str | Path) -> list[Question]:
     path = Path(path)
     out: list[Question] = []
     seen: dict[str, str] = {}
-    for where, rec, line in _jsonl(path, "question"):
-        uid = str(_field(rec, ("uid", "question_id"), where, "question"))
+    for where, rec, line in jsonl_records(path, "question"):
+        uid = _id_field(rec, ("uid", "question_id"), where, "question")
         prompt = _text(_field(rec, ("prompt", "turns"), where, "question"))
         if not prompt.strip():
-            raise InputError(f"{where}: question {uid!r} has an empty prompt.")
+            raise InputError(
+                f"{where}: question {uid!r} has an empty prompt (field 'prompt' or 'turns': a "
+                "text, or [{'content': TEXT}])."
+            )
         if uid in seen:
             raise InputError(f"{where}: question uid {uid!r} repeats {seen[uid]}.")
         seen[uid] = where
-        out.append(Question(uid, prompt, str(rec.get("category") or ""), rec, line))
+        category = _optional_text(rec, "category", where, "question")
+        out.append(Question(uid, prompt, category, rec, line))
     if not out:
         raise InputError(f"{path}: no questions.")
     return out
@@ -237,12 +350,23 @@ def read_answers(path: str | Path) -> list[AnswerRecord]:
     ``choices[].turns``); one answer per uid."""
     path = Path(path)
     out: list[AnswerRecord] = []
-    seen: set[str] = set()
-    for where, rec, line in _jsonl(path, "answer"):
-        uid = str(_field(rec, ("uid", "question_id"), where, "answer"))
-        model = str(_field(rec, ("model", "model_id"), where, "answer"))
+    seen: dict[str, str] = {}
+    for where, rec, line in jsonl_records(path, "answer"):
+        uid = _id_field(rec, ("uid", "question_id"), where, "answer")
+        model = _name_field(rec, ("model", "model_id"), where, "answer")
+        if out and model != out[0].model:
+            raise InputError(
+                f"{where}: an answer of model {model!r} in the file of {out[0].model!r} "
+                f"({out[0].uid!r} and the lines before it); one model a file: move it to its "
+                "own file."
+            )
         if "messages" in rec:
-            turns = [m for m in rec["messages"] or [] if isinstance(m, Mapping)]
+            if not isinstance(rec["messages"], list):
+                raise InputError(
+                    f"{where}: the answer's field 'messages' must be a list of "
+                    f"{{'role', 'content'}} messages, not {_shown(rec['messages'])}."
+                )
+            turns = [m for m in rec["messages"] if isinstance(m, Mapping)]
             said = [m for m in turns if m.get("role") == "assistant"]
             if not said:
                 raise InputError(f"{where}: the answer's messages have no assistant turn.")
@@ -257,10 +381,21 @@ def read_answers(path: str | Path) -> list[AnswerRecord]:
         else:
             raise InputError(f"{where}: the answer has neither messages (v2) nor choices (v0.1).")
         if uid in seen:
-            raise InputError(f"{where}: a second answer of {model!r} to question {uid!r}.")
-        seen.add(uid)
-        meta = rec.get("metadata", rec.get("conv_metadata"))
-        meta = meta if isinstance(meta, Mapping) else None
+            raise InputError(
+                f"{where}: a second answer of {model!r} to question {uid!r} (the first: "
+                f"{seen[uid]}); keep one."
+            )
+        seen[uid] = where
+        key = "metadata" if "metadata" in rec else "conv_metadata"
+        meta = rec.get(key)
+        if meta is not None and not isinstance(meta, Mapping):
+            raise InputError(
+                f"{where}: the answer's field {key!r} must be an object (token_len, "
+                f"header_count, …) or null, not {_shown(meta)}."
+            )
+        if meta is not None and "token_len" in meta:
+            for name in _STYLE_KEYS:
+                _count(meta.get(name, 0), f"{where}: the answer's field {key}.{name}")
         out.append(AnswerRecord(uid, model, text, meta, rec, line))
     return out
 
@@ -296,19 +431,30 @@ def answer_metadata(text: str) -> dict[str, Any]:
     }
 
 
+#: The style metadata an answer's style is read from: a count, or an object of counts.
+_STYLE_KEYS = ("token_len", "header_count", "list_count", "bold_count")
+
+
+def _count(value: Any, what: str) -> float:
+    """A style count (a finite number >= 0) or the sum of an object of them; anything else is
+    an :class:`InputError` starting with ``what`` (the file, line and field)."""
+    values = list(value.values()) if isinstance(value, Mapping) else [value]
+    for v in values:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not ok or not math.isfinite(v) or v < 0:
+            raise InputError(
+                f"{what} = {_shown(value)} is not a non-negative count (a number, or an "
+                "object of numbers); fix it or remove the metadata."
+            )
+    return float(sum(values))
+
+
 def _style_vector(meta: Mapping[str, Any] | None, text: str, where: str) -> np.ndarray:
     """(tokens, headers, list items, bold) of an answer: its metadata when present, else
     counted from its text."""
     if meta is None or "token_len" not in meta:
         meta = answer_metadata(text)
-    out = []
-    for key in ("token_len", "header_count", "list_count", "bold_count"):
-        v = meta.get(key, 0)
-        total = sum(v.values()) if isinstance(v, Mapping) else v
-        if not isinstance(total, (int, float)) or not math.isfinite(total) or total < 0:
-            raise InputError(f"{where}: metadata {key} = {v!r} is not a non-negative count.")
-        out.append(float(total))
-    return np.array(out)
+    return np.array([_count(meta.get(key, 0), f"{where}: metadata {key}") for key in _STYLE_KEYS])
 
 
 # ---------------------------------------------------------------------------------- judgments
@@ -330,44 +476,81 @@ class Judgment:
 
 
 def read_judgments(
-    path: str | Path, *, judge: str | None = None, baseline: str | None = None
+    path: str | Path,
+    *,
+    judge: str | None = None,
+    baseline: str | None = None,
+    root: str | Path | None = None,
 ) -> list[Judgment]:
     """The judgments of a ``model_judgment/<judge>/<model>.jsonl`` file. ``judge`` and
-    ``baseline`` fill records without those fields (v0.1 has no ``baseline``)."""
+    ``baseline`` fill records without those fields (v0.1 has no ``baseline``); without
+    ``judge``, a record without one is the judge's whose directory holds the file: the path
+    from ``root`` (the ``model_judgment`` directory; default the file's parent directory) to
+    the file, less the model's own part (:func:`name_path`). A judgment repeated (the same
+    judge, model, baseline and question) is an error naming both lines."""
     path = Path(path)
     out: list[Judgment] = []
-    for where, rec, line in _jsonl(path, "judgment"):
-        uid = str(_field(rec, ("uid", "question_id"), where, "judgment"))
-        model = str(_field(rec, ("model",), where, "judgment"))
+    for where, rec, line in jsonl_records(path, "judgment"):
+        uid = _id_field(rec, ("uid", "question_id"), where, "judgment")
+        model = _name_field(rec, ("model",), where, "judgment")
         games = rec.get("games")
         if not isinstance(games, list) or len(games) != 2:
-            raise InputError(f"{where}: games must be a list of the two games (both orders).")
+            raise InputError(
+                f"{where}: the judgment's field 'games' must be a list of the two games (both "
+                f"orders), not {_shown(games)}."
+            )
         labels: list[str | None] = []
-        for g in games:
-            lab = g.get("score") if isinstance(g, Mapping) else None
+        for k, g in enumerate(games):
+            if g is not None and not isinstance(g, Mapping):
+                raise InputError(
+                    f"{where}: the judgment's field games[{k}] must be an object with a score "
+                    f"or null, not {_shown(g)}."
+                )
+            lab = g.get("score") if g is not None else None
             if lab is not None:
-                label_score(lab, where)
+                label_score(lab, f"{where}, field games[{k}].score")
             labels.append(lab)
-        base = rec.get("baseline") or baseline
+        base = _name_field(rec, ("baseline",), where, "judgment") if rec.get("baseline") else None
+        base = base or baseline
         if base is None:
             raise InputError(
                 f"{where}: the judgment names no baseline (v0.1 files): give the baseline model."
             )
-        jname = rec.get("judge") or judge or path.parent.name
+        if rec.get("judge"):
+            jname = _name_field(rec, ("judge",), where, "judgment")
+        else:
+            jname = judge or _judge_of(path, Path(root) if root is not None else None, model)
+        category = _optional_text(rec, "category", where, "judgment")
         out.append(
-            Judgment(
-                uid,
-                model,
-                str(base),
-                str(jname),
-                str(rec.get("category") or ""),
-                (labels[0], labels[1]),
-                rec,
-                where,
-                line,
-            )
+            Judgment(uid, model, base, jname, category, (labels[0], labels[1]), rec, where, line)
         )
+    _no_repeats(out)
     return out
+
+
+def _judge_of(path: Path, root: Path | None, model: str) -> str:
+    """The judge whose directory under ``root`` holds ``path``, the file of ``model``."""
+    if root is None:
+        return path.parent.name
+    parts = path.relative_to(root).parts
+    mine = (*model.split("/")[:-1], model.split("/")[-1] + ".jsonl")
+    if len(parts) > len(mine) and parts[-len(mine) :] == mine:
+        return "/".join(parts[: -len(mine)])
+    return "/".join(parts[:-1])
+
+
+def _no_repeats(judgments: Iterable[Judgment]) -> None:
+    """Raise :class:`InputError` when two judgments are of the same judge, model, baseline and
+    question, naming both places."""
+    seen: dict[tuple[str, str, str, str], str] = {}
+    for j in judgments:
+        key = (j.judge, j.model, j.baseline, j.uid)
+        if key in seen:
+            raise InputError(
+                f"{j.where}: a second judgment by {j.judge!r} of {j.model!r} against "
+                f"{j.baseline!r} on question {j.uid!r} (the first: {seen[key]}); keep one."
+            )
+        seen[key] = j.where
 
 
 def write_judgments(judgments: Iterable[Judgment], path: str | Path) -> None:
@@ -466,15 +649,29 @@ _V01_FIELDS = (
 )
 
 
+def _setting_type(
+    path: Path, key: str, value: Any, kind: type, said: str, item: type | None = None
+) -> None:
+    ok = isinstance(value, kind) and not isinstance(value, bool)
+    if ok and item is not None:
+        ok = all(isinstance(v, item) and not isinstance(v, bool) for v in value)
+    if not ok:
+        raise InputError(f"{path}: {key} must be {said}, not {_shown(value)}.")
+
+
 def read_judge_settings(path: str | Path) -> JudgeSettings:
     """Arena-Hard-Auto judge settings from its YAML file."""
     import yaml
 
     path = Path(path)
+    text = read_input_text(path, "judge settings")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: cannot read the judge settings ({exc}).") from exc
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: cannot read the judge settings ({exc}).") from None
+    except RecursionError:
+        raise InputError(f"{path}: the judge settings nest too deeply to be settings.") from None
+    check_depth(data, str(path))
     if not isinstance(data, dict):
         raise InputError(f"{path}: judge settings must be a YAML mapping.")
     missing = [k for k in ("judge_model", "prompt_template") if not data.get(k)]
@@ -483,6 +680,23 @@ def read_judge_settings(path: str | Path) -> JudgeSettings:
     patterns = data.get("regex_patterns") or data.get("regex_pattern") or list(DEFAULT_PATTERNS)
     if isinstance(patterns, str):
         patterns = [patterns]
+    _setting_type(path, "regex_patterns", patterns, list, "a list of regexes", str)
+    _setting_type(path, "judge_model", data["judge_model"], str, "a model's name")
+    _setting_type(path, "model_list", data.get("model_list") or [], list, "a list of names", str)
+    for key in ("baseline_model", "system_prompt", "bench_name"):
+        if data.get(key) is not None:
+            _setting_type(path, key, data[key], str, "a string")
+    for key in ("temperature", "max_tokens"):
+        if isinstance(data.get(key), bool):
+            raise InputError(f"{path}: {key} must be a number, not {data[key]!r}.")
+    if not isinstance(data["prompt_template"], (str, list)) or (
+        isinstance(data["prompt_template"], list)
+        and not all(isinstance(t, str) for t in data["prompt_template"])
+    ):
+        raise InputError(
+            f"{path}: prompt_template must be a template (a string), not "
+            f"{_shown(data['prompt_template'])}."
+        )
     for p in patterns:
         try:
             if re.compile(p).groups < 1:
@@ -579,9 +793,27 @@ class ArenaHardRun:
         return judgment_battles(chosen, weight=weight, answers=answers)
 
 
+def _run_files(directory: Path, min_depth: int = 1) -> list[Path]:
+    """The ``*.jsonl`` files under ``directory`` and its subdirectories (``min_depth``: how
+    many levels down at least; links to directories are not followed), sorted."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for top, dirs, files in os.walk(directory):
+        dirs.sort()
+        depth = len(Path(top).relative_to(directory).parts) + 1
+        if depth >= min_depth:
+            found += [Path(top) / f for f in files if f.endswith(".jsonl")]
+    return sorted(found)
+
+
 def read_run(directory: str | Path, *, baseline: str | None = None) -> ArenaHardRun:
-    """Read ``question.jsonl``, ``model_answer/*.jsonl`` and ``model_judgment/*/*.jsonl`` of
-    a benchmark directory (``baseline`` fills v0.1 judgments, which name none)."""
+    """Read ``question.jsonl``, ``model_answer/**/*.jsonl`` and
+    ``model_judgment/<judge>/**/*.jsonl`` of a benchmark directory (``baseline`` fills v0.1
+    judgments, which name none). Subdirectories are read: a name with ``/`` is one
+    (:func:`name_path`). Each record's model and judge are the names in the record; the
+    answers of one model in two files, and a judgment repeated (in one file or two), are
+    errors naming both places."""
     d = Path(directory)
     qfile = d / "question.jsonl"
     if not qfile.exists():
@@ -589,30 +821,100 @@ def read_run(directory: str | Path, *, baseline: str | None = None) -> ArenaHard
             f"{d}: no question.jsonl; give Arena-Hard-Auto's data/<bench_name> directory."
         )
     questions = read_questions(qfile)
-    answers = {}
-    for f in sorted((d / "model_answer").glob("*.jsonl")):
+    answers: dict[str, list[AnswerRecord]] = {}
+    files: dict[str, Path] = {}
+    for f in _run_files(d / "model_answer"):
         got = read_answers(f)
-        if got:
-            answers[got[0].model] = got
+        if not got:
+            continue
+        model = got[0].model
+        if model in answers:
+            raise InputError(
+                f"{f}: answers of model {model!r}, whose answers are in {files[model]} too; "
+                "keep one file a model (merge them or remove one)."
+            )
+        answers[model], files[model] = got, f
+    root = d / "model_judgment"
     judgments: dict[str, list[Judgment]] = {}
-    for f in sorted((d / "model_judgment").glob("*/*.jsonl")):
-        for j in read_judgments(f, judge=f.parent.name, baseline=baseline):
-            judgments.setdefault(f.parent.name, []).append(j)
+    for f in _run_files(root, min_depth=2):
+        for j in read_judgments(f, baseline=baseline, root=root):
+            judgments.setdefault(j.judge, []).append(j)
+    _no_repeats(j for js in judgments.values() for j in js)
     return ArenaHardRun(questions, answers, judgments)
 
 
+def check_run_names(directory: str | Path, models: Iterable[str], judges: Iterable[str]) -> None:
+    """Raise the :class:`InputError` :func:`write_run` would for a run of ``models`` judged
+    by ``judges`` in ``directory`` (a name that cannot name a file there, two names that
+    would be one file), before any work is done (``auto --arena-hard-dir``)."""
+    models = list(models)
+    _plan(
+        Path(directory),
+        [(m, []) for m in models],
+        [(j, m, []) for j in judges for m in models],
+    )
+
+
+def _plan(
+    d: Path,
+    answers: Iterable[tuple[str, list[Any]]],
+    judgments: Iterable[tuple[str, str, list[Any]]],
+) -> list[tuple[Path, str, list[Any]]]:
+    """Each file of a run: (path by :func:`name_path`, what it holds, its items); two files
+    at one path, or one inside the other's place, are an :class:`InputError`."""
+    plan: list[tuple[Path, str, list[Any]]] = []
+    for model, items in answers:
+        path = name_path(d / "model_answer", model, within=d)
+        plan.append((path, f"the answers of {model!r}", items))
+    judge_dirs: dict[str, Path] = {}
+    for judge, model, items in judgments:
+        if judge not in judge_dirs:
+            judge_dirs[judge] = name_path(d / "model_judgment", judge, suffix="", within=d)
+        path = name_path(judge_dirs[judge], model, within=d)
+        plan.append((path, f"the judgments by {judge!r} of {model!r}", items))
+    taken: dict[str, str] = {}
+    for path, what, _ in plan:
+        key = os.path.normpath(path)
+        if key in taken:
+            raise InputError(f"{path}: {what} and {taken[key]} would be one file; rename one.")
+        taken[key] = what
+    for path, what, _ in plan:  # a file where another one's directory goes
+        for parent in path.parents:
+            if os.path.normpath(parent) in taken:
+                raise InputError(
+                    f"{path}: {what} would be inside the file of "
+                    f"{taken[os.path.normpath(parent)]}; rename one."
+                )
+    return plan
+
+
 def write_run(run: ArenaHardRun, directory: str | Path) -> None:
-    """Write a run in Arena-Hard-Auto's layout (the inverse of :func:`read_run`)."""
+    """Write a run in Arena-Hard-Auto's layout (the inverse of :func:`read_run`): each model's
+    and judge's file named by :func:`name_path`, inside ``directory``. Two names that would be
+    one file (a judge ``a`` with a model ``b/m`` and a judge ``a/b`` with a model ``m``, or
+    names differing only in case on a file system that ignores case) are an error naming
+    both, as is a file of the run that is a link out of ``directory``."""
     d = Path(directory)
-    write_questions(run.questions, d / "question.jsonl")
-    for model, answers in run.answers.items():
-        write_answers(answers, d / "model_answer" / f"{model}.jsonl")
+    by_judge: list[tuple[str, str, list[Any]]] = []
     for judge, judgments in run.judgments.items():
         by_model: dict[str, list[Judgment]] = {}
         for j in judgments:
             by_model.setdefault(j.model, []).append(j)
-        for model, js in by_model.items():
-            write_judgments(js, d / "model_judgment" / judge / f"{model}.jsonl")
+        by_judge += [(judge, model, js) for model, js in by_model.items()]
+    plan = [(name_path(d, "question", within=d), "the questions", list(run.questions))]
+    plan += _plan(d, run.answers.items(), by_judge)
+    written: dict[tuple[int, int], str] = {}
+    for path, what, items in plan:
+        if path.exists():  # a file written a moment ago under another spelling: one file
+            st = path.stat()
+            if (st.st_dev, st.st_ino) in written:
+                raise InputError(
+                    f"{path}: {what} and {written[st.st_dev, st.st_ino]} would be one file on "
+                    "this file system (it ignores case or normalises names); rename one."
+                )
+        _write_jsonl(items, path)
+        st = path.stat()
+        written[st.st_dev, st.st_ino] = what
 
 
 # ---------------------------------------------------------------------------------- battles
@@ -996,9 +1298,10 @@ def read_board(path: str | Path) -> dict[str, tuple[float, float, float]]:
     import csv
 
     path = Path(path)
+    text = read_input_text(path, "reference board")
     try:
-        rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        rows = list(csv.DictReader(text.splitlines()))
+    except csv.Error as exc:
         raise InputError(f"{path}: cannot read the reference board ({exc}).") from exc
     cols = set(rows[0]) if rows else set()
     lo_col = "lower" if "lower" in cols else "rating_q025"
@@ -1010,6 +1313,7 @@ def read_board(path: str | Path) -> dict[str, tuple[float, float, float]]:
             f"rating_q025, rating_q975); missing {need}."
         )
     out: dict[str, tuple[float, float, float]] = {}
+    lines: dict[str, int] = {}
     for k, row in enumerate(rows, 2):
         try:
             vals = tuple(float(row[c]) for c in ("score", lo_col, hi_col))
@@ -1018,8 +1322,12 @@ def read_board(path: str | Path) -> dict[str, tuple[float, float, float]]:
         if not all(math.isfinite(v) for v in vals) or not vals[1] <= vals[2]:
             raise InputError(f"{path}, line {k}: the interval must be finite with lower <= upper.")
         if row["model"] in out:
-            raise InputError(f"{path}, line {k}: model {row['model']!r} appears twice.")
+            raise InputError(
+                f"{path}, line {k}: model {row['model']!r} appears twice (first on line "
+                f"{lines[row['model']]}); keep one row a model."
+            )
         out[row["model"]] = vals  # type: ignore[assignment]
+        lines[row["model"]] = k
     return out
 
 

@@ -23,7 +23,7 @@ def arena_hard(
         typer.Option(
             "--judge",
             "-j",
-            help="Judges to use (model_judgment/JUDGE); default all.",
+            help="Judges to use (the judge named in the judgments, model_judgment/JUDGE/); default all.",
             metavar="JUDGE",
         ),
     ] = None,

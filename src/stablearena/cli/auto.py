@@ -222,6 +222,11 @@ def auto(
             assert models is not None and judges is not None
             model_cfg, judge_cfg = read_models(models), read_judges(judges)
             policy, guard = injection_from_toml(judges)
+        if arena_hard_dir is not None:  # before the work: each name must name a file there
+            from ..arena_hard import check_run_names
+
+            names = [m.name for m in model_cfg]
+            check_run_names(arena_hard_dir, names, [j.name for j in judge_cfg])
         if injection is not None:
             policy = check_policy(injection, "--injection")
         classifier = None
