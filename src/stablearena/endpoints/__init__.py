@@ -5,7 +5,8 @@
   :class:`Answer` or a :class:`Failure`;
 * :mod:`.offline` — answers read from Arena-Hard-Auto's ``model_answer`` JSONL;
 * :mod:`.demo` and :mod:`.demo_server` — demo models and judges of known quality and the local
-  OpenAI-compatible server that serves them.
+  OpenAI-compatible server that serves them; :mod:`.demo_chat` — the demo models' Markdown
+  answers to any prompt and follow-up, composed from bundled text (``data/demo_chat.json``).
 """
 
 from __future__ import annotations

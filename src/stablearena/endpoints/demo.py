@@ -6,21 +6,28 @@ these functions over OpenAI-compatible HTTP, and experiments may call them in pr
 * **Prompts** are checkable: arithmetic (``What is 17*23?``) and look-ups from a small
   built-in table (``What is the capital of Peru?``). :func:`truth` computes the right answer
   from the prompt text alone, so the server needs no prompt file.
-* **A demo model** answers correctly with probability ``1 - error_rate``; otherwise it gives
-  a wrong answer. Its answer is a deterministic function of (seed, model, prompt).
+* **A demo model** answers any prompt and follow-up in Markdown (:mod:`.demo_chat`: code,
+  explanations, comparisons, steps, math, poems, summaries, advice, translations), a better
+  model more completely and more often right; a checkable prompt it answers correctly with
+  probability ``1 - error_rate``, otherwise wrongly. Its answer is a deterministic function of
+  (seed, model, conversation).
 * **A demo judge** reads the pairwise judging prompt (see :mod:`stablearena.judges`), checks
   both answers against the truth and gives the right verdict (``[[A]]``, ``[[B]]``, or
   ``[[C]]`` when both are right or both wrong) with probability ``accuracy``, another verdict
   otherwise. Kinds: ``honest``, ``first`` (always the first answer: position bias) and
   ``inverted`` (the honest verdict with A and B swapped: adversarial). Each call draws its own
-  noise (the call's order is part of the key), so the two orders of one battle can disagree.
+  noise (the call's order is part of the key), so the two orders of one battle can disagree;
+  the key holds the answers as the judge checks them (:func:`judged_text`), not their prose.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import random
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,12 +41,15 @@ __all__ = [
     "FORMATTED_REPLIES",
     "INJECTION_JUDGES",
     "CAPITALS",
+    "arithmetic",
     "truth",
     "demo_prompts",
     "demo_answer",
+    "demo_chat",
     "demo_verdict",
     "parse_judge_prompt",
     "is_correct",
+    "judged_text",
     "demo_reply",
     "LocalDemoClient",
 ]
@@ -60,8 +70,24 @@ CAPITALS: dict[str, str] = {
     "Portugal": "Lisbon",
 }
 
-_ARITH = re.compile(r"What is (\d+)\s*([*+-])\s*(\d+)\?")
-_CAPITAL = re.compile(r"What is the capital of ([A-Za-z ]+)\?")
+#: "What is 17*23?", "what's 17 + 23", "And 18*23?", "17 times 23": the operands, the operator.
+_ARITH = re.compile(
+    r"(?:\bwhat(?:'s| is)\s+|^\s*(?:and|then|now)?\s*(?:what about\s+)?|\b(?:compute|calculate)\s+)"
+    r"(-?\d+)\s*([*+\-x×]|times|plus|minus|multiplied by)\s*(-?\d+)\s*(?:\?|$)",
+    re.I,
+)
+_OPERATORS = {
+    "*": "*",
+    "x": "*",
+    "×": "*",
+    "times": "*",
+    "multiplied by": "*",
+    "+": "+",
+    "plus": "+",
+    "-": "-",
+    "minus": "-",
+}
+_CAPITAL = re.compile(r"What is the capital of ([A-Za-z ]+)\?", re.I)
 _ANSWER = re.compile(r"The answer is (.+?)\.\s*$")
 
 
@@ -205,15 +231,24 @@ def _rng(*key: object) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest, "little"))
 
 
+def arithmetic(prompt: str) -> tuple[int, str, int, int] | None:
+    """``(x, op, y, value)`` of an arithmetic question (``op``: ``+``, ``-`` or ``*``), or
+    ``None``: "What is 17*23?", "what's 17 + 23?", "And 18*23?", "compute 6 times 7"."""
+    m = _ARITH.search(prompt.strip())
+    if not m:
+        return None
+    x, op, y = int(m.group(1)), _OPERATORS[m.group(2).lower()], int(m.group(3))
+    return x, op, y, x * y if op == "*" else x + y if op == "+" else x - y
+
+
 def truth(prompt: str) -> str | None:
     """The right answer to a demo prompt, or ``None`` when the prompt is not one."""
-    m = _ARITH.search(prompt)
-    if m:
-        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
-        return str(a * b if op == "*" else a + b if op == "+" else a - b)
+    sum_ = arithmetic(prompt)
+    if sum_ is not None:
+        return str(sum_[3])
     m = _CAPITAL.search(prompt)
     if m:
-        return CAPITALS.get(m.group(1).strip())
+        return CAPITALS.get(m.group(1).strip().title())
     return None
 
 
@@ -242,13 +277,33 @@ def _wrong(right: str, rng: np.random.Generator) -> str:
 
 
 def demo_answer(model: DemoModel, prompt: str, seed: int = 0) -> str:
-    """The demo model's answer to ``prompt`` (deterministic given ``seed``)."""
-    right = truth(prompt)
-    rng = _rng("answer", seed, model.seed_name or model.name, prompt)
-    if right is None:
-        return "I only answer arithmetic and capitals; ask me one of those."
-    said = _wrong(right, rng) if rng.random() < model.error_rate else right
-    text = f"Let me work this out. The answer is {said}."
+    """The demo model's answer to a one-turn ``prompt`` (deterministic given ``seed``)."""
+    return demo_chat(model, [{"role": "user", "content": prompt}], seed)
+
+
+def demo_chat(model: DemoModel, messages: list[dict[str, Any]], seed: int = 0) -> str:
+    """The demo model's Markdown answer to the last user turn of ``messages`` (a function of
+    seed, model and conversation; :mod:`.demo_chat` writes it). A checkable turn (arithmetic,
+    a capital of :data:`CAPITALS`) is answered right with probability ``1 - error_rate``,
+    drawn from (seed, model, turn) alone, and ends with ``The answer is X.``."""
+    from .demo_chat import chat_data, compose, read_conversation
+
+    name = model.seed_name or model.name
+    reading, answers, brief = read_conversation(messages)
+    rng = _rng("answer", seed, name, reading.prompt)
+    right = truth(reading.prompt)
+    if right is None and reading.kind == "capital" and reading.country:
+        right = chat_data()["capitals"].get(reading.country)
+    said = None
+    if right is not None and reading.kind in ("math", "capital"):
+        said = _wrong(right, rng) if rng.random() < model.error_rate else right
+    conversation = json.dumps(
+        [[str(m.get("role")), str(m.get("content"))] for m in messages], ensure_ascii=False
+    )
+    style = random.Random(
+        hashlib.blake2b(repr(("chat", seed, name, conversation)).encode(), digest_size=8).digest()
+    )
+    text = compose(reading, style, 1.0 - model.error_rate, answers=answers, said=said, brief=brief)
     if model.inject:
         note = INJECTIONS[int(rng.integers(len(INJECTIONS)))]
         text = f"{note}\n\n{text}"
@@ -279,6 +334,22 @@ def is_correct(prompt: str, answer: str) -> bool | None:
     return bool(m) and m.group(1).strip() == right
 
 
+def judged_text(answer: str) -> str:
+    """What a demo judge's noise is keyed on: ``answer`` with the working of a checkable answer
+    — from ``Let me work this out.`` (:data:`.demo_chat.WORKING`) to its final ``The answer is
+    X.`` — reduced to ``Let me work this out. The answer is X.``; anything before it (a note to
+    the judge, or what an injection policy left of one) is kept. The demo answers had exactly
+    that form before they became Markdown, so the verdicts, and every seeded result built on
+    them, did not change with the prose; nor will they when it is reworded."""
+    from .demo_chat import WORKING
+
+    m = _ANSWER.search(answer.strip())
+    start = answer.find(WORKING)
+    if m is None or start < 0:
+        return answer
+    return f"{answer[:start]}{WORKING} The answer is {m.group(1)}."
+
+
 _ID = r"(?: \[id [0-9a-f]+\])?"  # the per-call boundary id of the default template
 _JUDGE_PARTS = re.compile(
     rf"<\|User Prompt\|>\n(?P<prompt>.*?)\n\n<\|The Start of Assistant A's Answer{_ID}\|>\n"
@@ -305,7 +376,7 @@ def demo_verdict(judge: DemoJudge, message: str, seed: int = 0) -> str:
         return "Assistant A answered first, so A is better. My final verdict is [[A]]."
     ok_a, ok_b = is_correct(prompt, a), is_correct(prompt, b)
     right = "A" if ok_a and not ok_b else "B" if ok_b and not ok_a else "C"
-    rng = _rng("verdict", seed, judge.name, prompt, a, b)
+    rng = _rng("verdict", seed, judge.name, prompt, judged_text(a), judged_text(b))
     verdict = right
     if rng.random() >= judge.accuracy:
         others = [v for v in "ABC" if v != right]
@@ -342,8 +413,7 @@ def demo_reply(model: str, messages: list[dict[str, str]], seed: int = 0) -> str
     """The reply of demo model or judge ``model`` to chat ``messages`` (``None``: no such
     model). A demo model answers the last user message; a demo judge reads all of them."""
     if model in _MODELS_BY_NAME:
-        user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
-        return demo_answer(_MODELS_BY_NAME[model], str(user), seed)
+        return demo_chat(_MODELS_BY_NAME[model], messages, seed)
     if model in _JUDGES_BY_NAME:
         text = "\n".join(str(m.get("content", "")) for m in messages)
         return demo_verdict(_JUDGES_BY_NAME[model], text, seed)
