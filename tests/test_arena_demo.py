@@ -14,7 +14,8 @@ from procs import HAVE_PROC, alive, children
 
 def test_serve_demo_holds_a_battle(tmp_path):
     t0 = time.perf_counter()
-    server = ServerProcess(f"sqlite:///{tmp_path / 'demo.db'}", "--demo", cwd=tmp_path).start()
+    db = f"sqlite:///{tmp_path / 'demo.db'}"
+    server = ServerProcess(db, "--demo", "--set", "demo_pace=0.01", cwd=tmp_path).start()
     try:
         kids = children(server.proc.pid) if HAVE_PROC else []
         with httpx.Client(base_url=server.url, timeout=60) as c:
@@ -48,6 +49,19 @@ def test_serve_demo_holds_a_battle(tmp_path):
             assert got["asked"] == 1 and got["malformed"] == got["failed"] == 0
             names = {m["name"] for m in c.get("/v1/models").json()["models"]}
             assert len(names) == 8 and all(n.startswith("demo-") for n in names)
+            # the demo models stream at serve's demo_pace: n words take at least n × 0.01 s
+            said = next(x for x in server.lines if x.startswith("demo models served by"))
+            assert "(0.01 s a word)" in said
+            base_url = re.search(r"(http://\S+/v1)", said).group(1)
+            body = {
+                "model": "demo-ace",
+                "stream": True,
+                "messages": [{"role": "user", "content": "Compare TCP and UDP"}],
+            }
+            t0 = time.perf_counter()
+            r = httpx.post(base_url + "/chat/completions", json=body, timeout=60)
+            words = r.text.count('"content": "') - 1  # the first chunk carries the role only
+            assert words > 30 and time.perf_counter() - t0 >= 0.01 * words
         print(f"serve --demo: first possible vote after {first_vote:.2f} s")
     finally:
         server.stop()

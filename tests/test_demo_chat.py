@@ -6,6 +6,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 from statistics import mean
 
@@ -258,6 +261,32 @@ def test_any_arithmetic_turn_is_checkable(x, op, y, follow):
     answer = chat(DEMO_MODELS[0], [{"role": "user", "content": prompt}])
     said = re.search(r"The answer is (-?\d+)\.\s*$", answer)
     assert said and "$" in answer  # right or (2% of the time) wrong, always stated
+
+
+def test_the_paced_server_waits_between_words():
+    """``--pace S``: S seconds before each streamed word (3 S after a paragraph), so an answer
+    of n words takes at least n·S; ``slow=0`` in the model name turns it off."""
+    pace = 0.02
+    with DemoServer(seed=0, pace=pace) as s:
+        msgs = [{"role": "user", "content": "Compare TCP and UDP"}]
+        t0 = time.perf_counter()
+        text, chunks = stream(s, "demo-ace", msgs)
+        took = time.perf_counter() - t0
+        assert took >= pace * chunks * 0.95 and chunks > 30
+        paragraphs = sum(t.endswith("\n\n") for t in tokens(text)[:-1])
+        assert took >= pace * (chunks + 2 * paragraphs) * 0.95
+        t0 = time.perf_counter()
+        stream(s, "demo-ace+slow=0", msgs)
+        print(
+            f"{chunks} words paced at {pace} s: {took:.2f} s; unpaced "
+            f"{time.perf_counter() - t0:.3f} s"
+        )
+
+
+def test_a_pace_out_of_range_is_refused_with_the_value():
+    cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--pace", "-1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--pace -1.0" in r.stderr and "between 0 and 5" in r.stderr
 
 
 def test_the_demo_text_is_package_data():

@@ -89,8 +89,9 @@ def serve(
         typer.Option(
             "--demo",
             help="Start the built-in demo models (a local OpenAI-compatible server, a child "
-            "process) with a prompt pool, so /arena can be tried at once (database "
-            "arena-demo.db unless --db is given).",
+            "process; they answer any prompt in Markdown, streamed at a reading pace: --set "
+            "demo_pace=SECONDS a word) with a prompt pool, so /arena can be tried at once "
+            "(database arena-demo.db unless --db is given).",
         ),
     ] = False,
 ) -> None:
@@ -180,7 +181,7 @@ def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, P
     that exits with this one, started first so that it loads while ``serve`` does; its eight
     models as the arena's endpoints, the demo prompts as the pool, its ``demo-classifier`` as
     the category classifier, and every vote in the fit at once (δ = 0) unless the settings say
-    otherwise."""
+    otherwise. The models stream at ``demo_pace`` seconds a word (a reading pace)."""
     import subprocess
 
     from ..endpoints.demo import DEMO_MODELS
@@ -190,7 +191,8 @@ def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, P
     port = probe.getsockname()[1]
     probe.close()
     cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--port", str(port)]
-    cmd += ["--seed", str(settings.seed or 0), "--exit-with-parent"]
+    cmd += ["--seed", str(settings.seed or 0), "--pace", repr(settings.demo_pace)]
+    cmd += ["--exit-with-parent"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}/v1"
     if not db_given and "db" not in settings.model_fields_set:
@@ -209,7 +211,8 @@ def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, P
     for key, value in (("min_records", 0), ("refit_seconds", 1.0), ("refit_votes", 1)):
         if key not in arena.model_fields_set:
             setattr(arena, key, value)
-    print(f"demo models served by {base_url}; vote at /arena", flush=True)
+    pace = f"{settings.demo_pace:g} s a word" if settings.demo_pace else "no pause"
+    print(f"demo models served by {base_url} ({pace}); vote at /arena", flush=True)
     return proc
 
 

@@ -4,6 +4,10 @@ Run it with ``python -m stablearena.endpoints.demo_server --port 8001`` (``--por
 port; the first line printed is ``demo server listening on http://HOST:PORT/v1``). It serves
 ``POST /v1/chat/completions`` (streaming as server-sent events, one word per chunk, and not
 streaming) and ``GET /v1/models``; the answers come from :mod:`stablearena.endpoints.demo`.
+``--pace S`` streams at a reading pace: ``S`` seconds before each word, ``3 S`` before the word
+after a paragraph break (default 0, as fast as it can; ``serve --demo`` passes its
+``demo_pace``); a ``slow`` mode overrides it, and an answer that is not streamed never waits for
+it.
 
 Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g.
 ``demo-ace+slow=0.2``):
@@ -193,8 +197,9 @@ def _error(status: int, message: str, code: str, headers: dict[str, str] | None 
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Starlette app
-    """The demo server's Starlette application (``api_key``: required bearer key, if any)."""
+def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  # noqa: ANN201
+    """The demo server's Starlette application (``api_key``: required bearer key, if any;
+    ``pace``: seconds before each streamed word of a request without a ``slow`` mode)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
@@ -290,6 +295,7 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
             "total_tokens": len(tokens(text_in)) + len(toks),
         }
         delay = float(modes.get("slow") or 0)
+        step = delay if "slow" in modes else pace  # the streamed pace
         cid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
         if not body.get("stream"):
             st["in_flight"] += 1
@@ -331,8 +337,9 @@ def create_app(seed: int = 0, api_key: str | None = None):  # noqa: ANN201 - Sta
                 for k, tok in enumerate(toks):
                     if "drop" in modes and k == 2:
                         raise ConnectionAbortedError("demo drop mode: connection dropped")
-                    if delay:
-                        await asyncio.sleep(delay)
+                    if step:
+                        paragraph = k > 0 and toks[k - 1].endswith("\n\n")
+                        await asyncio.sleep(step * (3 if paragraph else 1))
                     yield chunk({"content": tok}, None)
                 yield chunk({}, finish)
                 if include_usage:
@@ -400,9 +407,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8001, help="0 = any free port")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--pace", type=float, default=0.0, help="seconds before each streamed word (0: none)"
+    )
     p.add_argument("--api-key-env", default=None, help="environment variable with the key")
     p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent dies")
     args = p.parse_args(argv)
+    if not 0.0 <= args.pace <= 5.0:
+        p.error(f"--pace {args.pace}: give seconds a word between 0 and 5 (e.g. 0.06)")
     if args.exit_with_parent:
         _watch_parent()
     key = None
@@ -417,7 +429,10 @@ def main(argv: list[str] | None = None) -> None:
     host, port = sock.getsockname()[:2]
     print(f"demo server listening on http://{host}:{port}/v1", flush=True)
     config = uvicorn.Config(
-        create_app(args.seed, key), log_level="critical", access_log=False, lifespan="off"
+        create_app(args.seed, key, args.pace),
+        log_level="critical",
+        access_log=False,
+        lifespan="off",
     )
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -439,16 +454,23 @@ def _watch_parent() -> None:
 
 class DemoServer:
     """The demo server as a subprocess on a free loopback port, for tests, ``auto --demo`` and
-    benchmarks: ``with DemoServer(seed=0) as server: server.base_url``."""
+    benchmarks: ``with DemoServer(seed=0) as server: server.base_url`` (``pace``: seconds
+    before each streamed word, as ``--pace``; 0 by default, so tests run at full speed)."""
 
-    def __init__(self, seed: int = 0, api_key_env: str | None = None, timeout: float = 30.0):
-        self.seed, self.api_key_env, self.timeout = seed, api_key_env, timeout
+    def __init__(
+        self,
+        seed: int = 0,
+        api_key_env: str | None = None,
+        timeout: float = 30.0,
+        pace: float = 0.0,
+    ):
+        self.seed, self.api_key_env, self.timeout, self.pace = seed, api_key_env, timeout, pace
         self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
     def __enter__(self) -> DemoServer:
         cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--port", "0"]
-        cmd += ["--seed", str(self.seed), "--exit-with-parent"]
+        cmd += ["--seed", str(self.seed), "--pace", repr(self.pace), "--exit-with-parent"]
         if self.api_key_env:
             cmd += ["--api-key-env", self.api_key_env]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

@@ -405,6 +405,13 @@ class Settings(BaseModel):
         "database call.",
     )
     seed: int | None = Field(None, description="Seed of the serving rule's random draws.")
+    demo_pace: float = Field(
+        0.06,
+        ge=0.0,
+        le=5.0,
+        description="serve --demo: seconds the demo models wait before each streamed word "
+        "(three times that after a paragraph), a reading pace; 0: as fast as they can.",
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
     arena: ArenaConfig = Field(default_factory=ArenaConfig)
     # ---- battles held by the arena (models as endpoints, the /arena page): arena_settings.py
