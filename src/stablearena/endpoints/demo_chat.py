@@ -155,7 +155,10 @@ def _topic(prompt: str) -> str:
     punctuation (at most eight words), as the user wrote it."""
     first = prompt.strip().split("\n", 1)[0]
     first = re.split(r"(?<=[.?!])\s", first, maxsplit=1)[0]
-    rest = _CUES.sub("", first.strip())
+    first = re.sub(
+        r"^(?:and|but|so|also|then|now|ok(?:ay)?)\b[,\s]*", "", first.strip(), flags=re.I
+    )
+    rest = _CUES.sub("", first)
     rest = re.sub(r"^(?:me |us )", "", rest, flags=re.I)
     words = rest.split()
     while words and words[-1].lower().strip("?.!,") in _STOP:
@@ -616,15 +619,16 @@ def _compose_math(a: _Answer, r: Reading, said: str | None) -> None:
     a.core(WORKING + " " + a.hedge(f"We need ${x} {sym} {y}$."))
     if op == "*" and y >= 10 and a.extra():
         tens, ones = y - y % 10, y % 10
-        a.core(
-            f"$$\n{x} \\times {y} = {x} \\times {tens} + {x} \\times {ones} = "
-            f"{x * tens} + {x * ones} = {value}\n$$"
+        a.core(  # two lines, so that it fits a phone's width
+            f"$$\n\\begin{{aligned}}\n{x} \\times {y} &= {x} \\times {tens} + {x} \\times {ones}"
+            f" \\\\\n&= {x * tens} + {x * ones} = {value}\n\\end{{aligned}}\n$$"
         )
     elif op in "+-" and a.extra():
         a.core(f"$$\n{x} {sym} {y} = {value}\n$$")
     else:
         a.core(f"So ${x} {sym} {y} = {value}$.")
-    a.extra(f"A quick check: {_check(x, op, y)}.")
+    if value == str(parsed[3]):  # a model that got it wrong did not check it
+        a.extra(f"A quick check: {_check(x, op, y)}.")
     a.core(f"The answer is {value}.")
 
 
