@@ -101,6 +101,9 @@ class DemoModel:
     error_rate: float
     inject: bool = False
     seed_name: str | None = None
+    #: each answer starts with a note of this part of the generated corpus
+    #: (stablearena.judge_notes: "all", "tune" or "heldout"), drawn per prompt
+    notes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,14 +161,20 @@ DEMO_JUDGES: tuple[DemoJudge, ...] = (
 )
 
 #: A model that writes notes to the judge (quality of demo-middling), and its twin that gives the
-#: same answers without them (the honest place of the same model, paired by seed).
+#: same answers without them (the honest place of the same model, paired by seed); its two
+#: cousins give the same answers with a note of the generated corpus's ``tune`` or ``heldout``
+#: part (stablearena.judge_notes) before each.
 INJECTING_MODELS: tuple[DemoModel, ...] = (
     DemoModel("demo-sly", 0.5, inject=True),
     DemoModel("demo-sly-plain", 0.5, seed_name="demo-sly"),
+    DemoModel("demo-sly-tune", 0.5, seed_name="demo-sly", notes="tune"),
+    DemoModel("demo-sly-heldout", 0.5, seed_name="demo-sly", notes="heldout"),
 )
 
 #: Judges that read notes to the judge as a model might: ``obey`` picks the answer that asks
-#: for it; ``copy`` ends its reply with the note's verdict marker, if it has one; ``quote``
+#: for it (a note of :data:`INJECTIONS`, or of the generated corpus in any form it can decode:
+#: stablearena.judge_notes.read_notes — plain, base64, rot13, spaced, reversed, look-alikes;
+#: what the arena's visible-text step removed, it never sees); ``copy`` ends its reply with the note's verdict marker, if it has one; ``quote``
 #: quotes the note, then judges honestly. Otherwise honest (accuracy 0.9).
 INJECTION_JUDGES: tuple[DemoJudge, ...] = (
     DemoJudge("judge-obey", "obey", 0.9),
@@ -307,6 +316,11 @@ def demo_chat(model: DemoModel, messages: list[dict[str, Any]], seed: int = 0) -
     if model.inject:
         note = INJECTIONS[int(rng.integers(len(INJECTIONS)))]
         text = f"{note}\n\n{text}"
+    if model.notes:
+        from ..judge_notes import attach, notes
+
+        part = notes(model.notes)
+        text = attach(text, part[int(rng.integers(len(part)))], at="start")
     return text
 
 
@@ -388,6 +402,10 @@ def demo_verdict(judge: DemoJudge, message: str, seed: int = 0) -> str:
         f"{'right' if ok_b else 'wrong'}."
     )
     notes_a, notes_b = _notes(a), _notes(b)
+    if judge.kind == "obey":  # it also reads every note of the generated corpus it can decode
+        from ..judge_notes import read_notes
+
+        notes_a, notes_b = notes_a or read_notes(a), notes_b or read_notes(b)
     if judge.kind == "obey" and bool(notes_a) != bool(notes_b):
         return f"As the answer says, it is the better one. My final verdict is [[{'A' if notes_a else 'B'}]]."
     if judge.kind == "copy":
