@@ -31,6 +31,7 @@ from stablearena.endpoints.demo_server import DemoServer
 from stablearena.errors import InputError
 from stablearena.judges import Judge, JudgeClient, demo_judges
 from stablearena.metrics import kendall_tau
+from stablearena.probes import ProbeConfig
 from stablearena.raters.base import get_rater
 
 PROMPTS = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(60, seed=3)]
@@ -51,16 +52,20 @@ def keys(result) -> list[tuple]:
 
 def test_budget_stop_and_no_battle_twice():
     r = local_arena(AutoConfig(budget=101, seed=1)).run()
-    assert r.stop_reason == "budget" and r.calls == 100 and len(r.judgements) == 50
-    assert len(set(keys(r))) == 50
-    assert r.completion_tokens > 0 and len(r.battles()) == 50
+    # battles and probes (a tenth of the calls by default) share the budget, two calls each
+    assert r.stop_reason == "budget" and r.calls == 100 and r.probes
+    assert 2 * len(r.judgements) + sum(p["calls"] for p in r.probes) == 100
+    assert len(set(keys(r))) == len(r.judgements)
+    assert r.completion_tokens > 0 and len(r.battles()) == len(r.judgements)
     assert set(r.battles().annotators) <= {j.name for j in demo_judges("http://x")}
 
 
 def test_designs():
     base = local_arena(AutoConfig(budget=80, design="baseline", baseline="demo-fair")).run()
     assert all("demo-fair" in (r["x"], r["y"]) for r in base.judgements)
-    rr = local_arena(AutoConfig(budget=2 * 10 * 3, design="round-robin", parallel=3)).run()
+    # probes off: the budget is exactly the round robin's battles
+    off = ProbeConfig(share=0)
+    rr = local_arena(AutoConfig(2 * 10 * 3, "round-robin", parallel=3, probes=off)).run()
     per_prompt = Counter(r["prompt_id"] for r in rr.judgements)
     assert sorted(per_prompt.values()) == [10, 10, 10]  # all 10 pairs of 5 models per prompt
     with pytest.raises(InputError, match="baseline"):
@@ -289,7 +294,9 @@ def test_resume_after_kill_9(server, tmp_path):
     assert after[: len(before)] == before  # nothing lost or rewritten
     battle_keys = [(*sorted((r["x"], r["y"])), r["prompt_id"]) for r in after]
     assert len(set(battle_keys)) == len(battle_keys)  # nothing judged twice
-    assert sum(r["calls"] for r in after) == budget
+    probes = [json.loads(line) for line in journal.read_text().splitlines()]
+    probe_calls = sum(r["calls"] for r in probes if r.get("type") == "probe")
+    assert probe_calls > 0 and sum(r["calls"] for r in after) + probe_calls == budget
     answers = [json.loads(line) for line in journal.read_text().splitlines()]
     ok = [(a["model"], a["prompt_id"]) for a in answers if a.get("type") == "answer" and a["ok"]]
     assert len(set(ok)) == len(ok)  # every answer generated once, across both runs
@@ -305,7 +312,9 @@ def test_cli_demo(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     board = json.loads(out.read_text())
-    assert board["judge_calls"] == 60 and board["judgements"] == 30
+    assert board["judge_calls"] == 60
+    assert 2 * board["judgements"] + board["probes"]["probe_calls"] == 60
+    assert [r["status"] for r in board["probes"]["judges"]].count("flagged") == 0
     assert board["method"] == "m-elo" and len(board["models"]) >= 2
     assert "demo server at http://127.0.0.1:" in done.stderr
     assert len(board["endpoints"]) == 8  # the demo models' configuration is exported

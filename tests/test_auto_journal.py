@@ -41,14 +41,20 @@ def _replay(path):
 
 
 def _counts(result) -> tuple:
-    return (result.calls, len(result.judgements), result.answers, result.answer_failures)
+    return (
+        result.calls,
+        len(result.judgements),
+        result.answers,
+        result.answer_failures,
+        len(result.probes),
+    )
 
 
 def test_duplicated_journal_lines_are_counted_once(tmp_path, journal_lines):
     path = tmp_path / "run.jsonl"
     path.write_text("\n".join(journal_lines) + "\n")
     expected = _counts(_replay(path))
-    assert expected[0] == 8 and expected[1] == 4
+    assert expected[0] == 8 and expected[1] + expected[4] == 4  # battles and probes: 2 calls
     path.write_text("\n".join(journal_lines + journal_lines[1:]) + "\n")  # every record twice
     with pytest.warns(StableArenaWarning, match=f"skipped {len(journal_lines) - 1} duplicated"):
         assert _counts(_replay(path)) == expected
@@ -57,7 +63,7 @@ def test_duplicated_journal_lines_are_counted_once(tmp_path, journal_lines):
     with pytest.warns(StableArenaWarning, match="duplicated"):
         r = local_arena(CONFIG, journal=j).run()
     j.close()
-    assert r.calls == 8 and len(r.judgements) == 4 and r.stop_reason == "budget"
+    assert r.calls == 8 and len(r.judgements) + len(r.probes) == 4 and r.stop_reason == "budget"
 
 
 @pytest.mark.parametrize(
@@ -104,10 +110,16 @@ _EDIT = st.one_of(
     st.tuples(
         st.just("retype"),
         st.integers(0, 10**6),
-        st.sampled_from(["calls", "prompt_tokens", "x", "y", "prompt_id", "ok", "model", "judge"]),
+        st.sampled_from(
+            ["calls", "prompt_tokens", "x", "y", "prompt_id", "ok", "model", "judge", "n", "picked"]
+        ),
         _BAD_VALUES,
     ),
-    st.tuples(st.just("drop-field"), st.integers(0, 10**6), st.sampled_from(["calls", "x", "ok"])),
+    st.tuples(
+        st.just("drop-field"),
+        st.integers(0, 10**6),
+        st.sampled_from(["calls", "x", "ok", "picked"]),
+    ),
     st.tuples(
         st.just("junk"),
         st.integers(0, 10**6),
@@ -146,13 +158,17 @@ def test_fuzz_journals_give_the_right_counts_or_a_clear_error(tmp_path, journal_
             needs = {
                 "answer": ("prompt_tokens", "prompt_id", "ok", "model"),
                 "judgement": ("calls", "prompt_tokens", "x", "y", "prompt_id", "judge"),
+                "probe": ("calls", "prompt_tokens", "n", "picked", "prompt_id", "judge"),
             }.get(rec.get("type"), ())
             if field not in needs:
                 continue
             if kind == "retype":
                 value = edit[3]
-                if field in ("calls", "prompt_tokens") and type(value) is int and value >= 0:
+                if field in ("calls", "prompt_tokens", "n") and type(value) is int and value >= 0:
                     continue
+                if field == "picked" and isinstance(value, list):
+                    if all(isinstance(v, str) for v in value):
+                        continue
                 if field in ("x", "y", "prompt_id", "model", "judge") and isinstance(value, str):
                     continue
                 if field == "ok" and isinstance(value, bool):
@@ -173,12 +189,9 @@ def test_fuzz_journals_give_the_right_counts_or_a_clear_error(tmp_path, journal_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StableArenaWarning)
         if bad_line is None:
-            assert _counts(_replay(path)) == (
-                8,
-                4,
-                _counts(_replay_clean(tmp_path, journal_lines))[2],
-                0,
-            )
+            clean = _counts(_replay_clean(tmp_path, journal_lines))
+            assert clean[0] == 8 and clean[1] + clean[4] == 4 and clean[3] == 0
+            assert _counts(_replay(path)) == clean
         else:
             with pytest.raises(InputError, match=rf"{path}, line \d+: "):
                 _replay(path)

@@ -23,6 +23,7 @@ from stablearena.endpoints.demo import (
 from stablearena.errors import InputError
 from stablearena.injection import REMOVED, InjectionClassifier, cut, detect, summarise
 from stablearena.judges import JudgeClient, demo_judges
+from stablearena.probes import ProbeConfig
 
 #: Forms written after the rules, as held-out notes: missed by the rules today (the demo
 #: classifier catches them). A detector that learns them should move them out of here.
@@ -189,9 +190,10 @@ def _place(seed, policy, plain, judges=("judge-obey",)):
     models = [LocalDemoClient(n) for n in names]
     jcs = [_client(j, injection=policy) for j in judges]
     prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(200, seed=seed)]
-    result = local_arena(
-        AutoConfig(budget=300, seed=seed), models=models, judges=jcs, prompts=prompts
-    ).run()
+    # the detector's policies alone: probes off (with them the obeying judge is flagged and
+    # there is no board at all: tests/test_probes.py)
+    cfg = AutoConfig(budget=300, seed=seed, probes=ProbeConfig(share=0))
+    result = local_arena(cfg, models=models, judges=jcs, prompts=prompts).run()
     fitted, _ = fit_leaderboard(result)
     order = list(np.array(fitted.models)[np.argsort(-np.asarray(fitted.scores), kind="stable")])
     me = names[4]

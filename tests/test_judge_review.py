@@ -16,6 +16,7 @@ from stablearena.cli import app
 from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient
 from stablearena.endpoints.demo_server import DemoServer
 from stablearena.judges import JudgeClient, demo_judges
+from stablearena.probes import ProbeConfig
 
 
 def _judges(*names):
@@ -27,7 +28,10 @@ def _judges(*names):
 
 def _review(names, seed, budget=400, n_models=5):
     models = [LocalDemoClient(m.name) for m in DEMO_MODELS[:n_models]]
-    r = local_arena(AutoConfig(budget=budget, seed=seed), models=models, judges=_judges(*names))
+    # the review of abilities alone: probes off (tests/test_probes.py tests them; probes take a
+    # share of the budget, so these seeds' runs would be other runs)
+    cfg = AutoConfig(budget=budget, seed=seed, probes=ProbeConfig(share=0))
+    r = local_arena(cfg, models=models, judges=_judges(*names))
     result = r.run()
     fitted, _ = fit_leaderboard(result)
     return review_judges(fitted, result.judges)
@@ -98,6 +102,8 @@ def test_cli_warns_in_output_and_json(tmp_path):
                 str(tmp_path / "judges.toml"),
                 "--budget",
                 "240",
+                "--probe-share",  # the warnings of the abilities alone (probes: test_probes.py)
+                "0",
                 "-o",
                 str(out),
             ],

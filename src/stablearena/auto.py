@@ -44,6 +44,7 @@ from .endpoints.config import Price
 from .errors import InputError, StableArenaWarning
 from .inputs import load_json_line, read_input_bytes
 from .judges import JudgeClient, Judgement
+from .probes import ProbeConfig
 
 __all__ = [
     "Prompt",
@@ -259,6 +260,15 @@ _FIELDS: dict[str, dict[str, Any]] = {
         "prompt_tokens": int,
         "completion_tokens": int,
     },
+    "probe": {
+        "judge": str,
+        "prompt_id": str,
+        "n": int,
+        "picked": list,
+        "calls": int,
+        "prompt_tokens": int,
+        "completion_tokens": int,
+    },
 }
 _TYPE_NAMES = {list: "a list", str: "a string", bool: "true or false", int: "a whole number ≥ 0"}
 
@@ -284,6 +294,11 @@ def _check_record(rec: Any, where: str) -> None:
             )
     if rec.get("type") == "answer" and rec["ok"] and not isinstance(rec.get("text"), str):
         raise InputError(f"{where}: an answer record with ok=true has no text; {hint}")
+    if rec.get("type") == "probe" and not set(rec["picked"]) <= {"worse", "better", "tie"}:
+        raise InputError(
+            f"{where}: a probe's 'picked' must hold worse, better or tie, not "
+            f"{json.dumps(rec['picked'])[:60]}; {hint}"
+        )
     if rec.get("type") == "judgement" and rec.get("outcome") not in (None, "x", "y", "tie"):
         raise InputError(
             f"{where}: a judgement's 'outcome' must be x, y, tie or null, not "
@@ -345,6 +360,9 @@ class AutoConfig:
     of every judge) or ``"spread"`` (a judge drawn per battle by a hash, every judge alike);
     by default ``"information"`` for the information design and ``"spread"`` for the fixed
     designs.
+    ``probes``: the probe battles mixed in (:class:`~stablearena.probes.ProbeConfig`: by default
+    a tenth of the judge calls; ``ProbeConfig(share=0)`` turns them off). A judge the probes flag
+    is left out of the fit and sent no more battles.
     """
 
     budget: int | None = None
@@ -358,6 +376,7 @@ class AutoConfig:
     judge_choice: str | None = None
     judge_warmup: int = 10
     rater: str = "am-elo"
+    probes: ProbeConfig = field(default_factory=ProbeConfig)
 
     def __post_init__(self) -> None:
         if self.rater not in ("am-elo", "m-elo"):
@@ -401,6 +420,10 @@ class AutoResult:
     cost: float = 0.0
     stop_reason: str = ""
     resumed: int = 0
+    #: the probe battles' records (stablearena.probes): never votes
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    #: judges flagged by their probes → the reason; their judgements weigh nothing
+    excluded: dict[str, str] = field(default_factory=dict)
 
     def battles(self) -> Battles:
         """The successful judgements as battles: model_a = x (shown first in the first order),
@@ -408,8 +431,13 @@ class AutoResult:
         talks to the judge counts as its judge's vote: an annotator of its own for the rule
         would be a second voice whose sign am-ELO cannot fix against a single judge (measured:
         with one obeying judge, the fit took the rule for the adversary and put the injecting
-        model first)."""
-        ok = [r for r in self.judgements if r.get("outcome") is not None]
+        model first). The judgements of a judge flagged by its probes (:attr:`excluded`) are left
+        out, and probes are never battles."""
+        ok = [
+            r
+            for r in self.judgements
+            if r.get("outcome") is not None and r["judge"] not in self.excluded
+        ]
         index = {m: k for k, m in enumerate(self.models)}
         code = {"x": Outcome.A, "y": Outcome.B, "tie": Outcome.TIE}
         return Battles.from_arrays(
@@ -600,22 +628,28 @@ class JudgeSteering:
         battles: Sequence[tuple[int, int, str]],
         rng: np.random.Generator,
         spread: Callable[[int, int, str], int],
+        excluded: Sequence[str] = (),
     ) -> list[int]:
         """A judge (index into :attr:`judges`) for each battle (i, j, prompt id; model indices
-        of the arena); ``spread`` gives the judge while am-ELO has no fit."""
+        of the arena); ``spread`` gives the judge while am-ELO has no fit. A judge of
+        ``excluded`` (flagged by its probes) is never chosen, whatever its ability: ``spread``
+        must not return one either."""
         n = self.attempts.copy()
         mean, se = self.abilities, self.ability_se
-        screened = mean + SCREEN_Z * se <= 0  # ability reliably <= 0: never chosen
+        out_of_play = np.array([name in excluded for name in self.judges], dtype=bool)
+        # ability reliably <= 0, or flagged by the probes: never chosen
+        screened = (mean + SCREEN_Z * se <= 0) | out_of_play
         x = None if self.fitted is None else self.scores
         out = []
         for i, j, pid in battles:
-            cold = np.flatnonzero(n < self.warmup)
+            cold = np.flatnonzero((n < self.warmup) & ~out_of_play)
             if len(cold):
                 k = int(cold[np.argmin(n[cold])])
             elif x is None:
                 k = spread(i, j, pid)
             else:
-                info = judge_information(np.where(screened, 0.0, rng.normal(mean, se)), x[i] - x[j])
+                draw = rng.normal(mean, se)
+                info = judge_information(np.where(screened, 0.0, draw), x[i] - x[j])
                 k = int(np.argmax(info)) if info.max() > 0 else spread(i, j, pid)
             n[k] += 1
             out.append(k)
@@ -734,7 +768,12 @@ class AutoArena:
                 if rec.get("stage") != "answer":
                     self._done.add(self._key(rec["x"], rec["y"], rec["prompt_id"]))
                 self.result.judgements.append(rec)
+            elif rec.get("type") == "probe":
+                self.result.calls += rec["calls"]
+                self._count(rec["judge"], rec["prompt_tokens"], rec["completion_tokens"])
+                self.result.probes.append(rec)
         self.result.resumed = len(self.result.judgements)
+        self._flag()
 
     # ---------------------------------------------------------------- answers and judgements
     async def _answer(self, model: Any, prompt: Prompt) -> str | Failure:
@@ -834,7 +873,86 @@ class AutoArena:
 
     # ---------------------------------------------------------------- designs
     def _spread(self, i: int, j: int, pid: str) -> int:
-        return _hash(self.config.seed, "judge", i, j, pid) % len(self.judges)
+        """A judge by a hash of the battle, among the judges the probes have not flagged."""
+        ok = [k for k, jc in enumerate(self.judges) if jc.name not in self.result.excluded]
+        return ok[_hash(self.config.seed, "judge", i, j, pid) % len(ok)]
+
+    # ---------------------------------------------------------------- probes
+    def _flag(self) -> list[str]:
+        """Flag the judges whose probes show they follow notes (stablearena.probes): their
+        judgements leave the fit and they get no more battles. Returns the newly flagged."""
+        from .probes import susceptibility
+
+        pc = self.config.probes
+        new = []
+        for judge, row in susceptibility(self.result.probes, pc.threshold, pc.z).items():
+            if row["flagged"] and judge not in self.result.excluded:
+                self.result.excluded[judge] = f"follows notes to the judge: {row['reason']}"
+                new.append(judge)
+        return new
+
+    def _probes_wanted(self, battles: int) -> int:
+        """How many probes go with a batch of ``battles`` so that probe calls stay at the
+        configured share of all judge calls (each probe and each battle is two calls)."""
+        share = self.config.probes.share
+        if share <= 0:
+            return 0
+        done = sum(int(p["calls"]) for p in self.result.probes)
+        after = self.result.calls + 2 * battles
+        # probes p so that (done + 2p) / (after + 2p) reaches the share
+        need = (share * after - done) / (2 * (1 - share))
+        return max(0, int(np.ceil(need)))
+
+    async def _probe(self, battle: tuple[int, int, str], judge: JudgeClient) -> None:
+        """One probe of ``judge``: the answer of one of ``battle``'s models to its prompt
+        against a worse copy, with a corpus note (or none, for a control) after the copy."""
+        from .judge_notes import notes
+        from .probes import probe
+
+        i, j, pid = battle
+        prompt = self._prompt_by_id[pid]
+        model = self.models[i if self._rng.random() < 0.5 else j]
+        answer = await self._answer(model, prompt)
+        if isinstance(answer, Failure):
+            return
+        pc = self.config.probes
+        note = None
+        if self._rng.random() >= pc.control:
+            part = notes(pc.notes)
+            note = part[int(self._rng.integers(len(part)))]
+        rec = await probe(judge, prompt.text, pid, answer, note, self._rng)
+        if rec is None:
+            return
+        rec["n"] = len(self.result.probes)
+        rec["model"] = model.name
+        self.journal.append(rec)
+        self.result.calls += rec["calls"]
+        self._count(judge.name, rec["prompt_tokens"], rec["completion_tokens"])
+        self.result.probes.append(rec)
+
+    def _probe_judges(self, n: int) -> list[JudgeClient]:
+        """``n`` judges for probes, among those the probes have not flagged: half of the probes
+        spread alike, half in proportion to the battles each judge has judged — the judge the
+        design trusts most (JudgeSteering sends battles to the judge of highest ability, which
+        an obeying judge may seem to be) is tested most."""
+        ok = [jc for jc in self.judges if jc.name not in self.result.excluded]
+        if not ok:
+            return []
+        probes = Counter(p["judge"] for p in self.result.probes)
+        battles = Counter(r["judge"] for r in self.result.judgements if r.get("stage") != "answer")
+        total = sum(battles[jc.name] for jc in ok)
+        out = []
+        for _ in range(n):
+            done = sum(probes[jc.name] for jc in ok) + 1
+
+            def deficit(jc: JudgeClient, done: int = done) -> tuple[float, float]:
+                share = 0.5 / len(ok) + (0.5 * battles[jc.name] / total if total else 0.5 / len(ok))
+                return (share * done - probes[jc.name], self._rng.random())
+
+            jc = max(ok, key=deficit)
+            probes[jc.name] += 1
+            out.append(jc)
+        return out
 
     def _refresh(self, tracker: Any, steering: JudgeSteering | None) -> None:
         """Refit after a batch: am-ELO steers the pairs and judges when it has a fit
@@ -960,12 +1078,19 @@ class AutoArena:
         idle = 0
         try:
             while True:
+                if len(r.excluded) == len(self.judges):
+                    r.stop_reason = "judges-flagged"
+                    break
                 if cfg.budget is not None and r.calls + 2 > cfg.budget:
                     r.stop_reason = "budget"
                     break
                 k = cfg.parallel
                 if cfg.budget is not None:
                     k = min(k, (cfg.budget - r.calls) // 2)
+                # probes go beside the batch's battles; near the budget, at least one battle
+                room = 2 * k if cfg.budget is None else (cfg.budget - r.calls) // 2
+                n_probes = min(self._probes_wanted(k), room - 1, k)
+                k = min(k, room - n_probes)
                 if fixed is not None:
                     batch: list[tuple[int, int, str]] = []
                     down = set(self._unavailable())
@@ -983,17 +1108,21 @@ class AutoArena:
                 before = self._n_ok
                 calls_before = r.calls
                 if steering is not None:
-                    judges = steering.choose(batch, self._rng, self._spread)
+                    judges = steering.choose(batch, self._rng, self._spread, r.excluded)
                 else:
                     judges = [self._spread(i, j, pid) for i, j, pid in batch]
+                probed = self._probe_judges(n_probes)
                 await asyncio.gather(
                     *(
                         self._battle(
                             *self._oriented(i, j, pid), self._prompt_by_id[pid], self.judges[k]
                         )
                         for (i, j, pid), k in zip(batch, judges, strict=True)
-                    )
+                    ),
+                    *(self._probe(batch[int(self._rng.integers(len(batch)))], jc) for jc in probed),
                 )
+                if self._flag():
+                    self._refresh(tracker, steering)
                 n_ok = self._n_ok
                 idle = idle + 1 if n_ok == before and r.calls == calls_before else 0
                 if idle >= 3:
@@ -1191,6 +1320,19 @@ def fit_leaderboard(result: AutoResult, rater: str = "am-elo") -> tuple[Any, lis
     """The fitted leaderboard of an automatic arena's judgements (models without a
     successful judgement left out), and notes (:func:`fit_judgements`)."""
     battles = result.battles().compact()
+    if (
+        len(battles) == 0
+        and result.excluded
+        and all(
+            r["judge"] in result.excluded for r in result.judgements if r.get("outcome") is not None
+        )
+    ):
+        raise InputError(
+            f"every judge that voted was flagged by its probes ({', '.join(result.excluded)}: "
+            "it follows notes to the judge), so its verdicts weigh nothing and there is no "
+            "leaderboard; add a judge that passes the probes, or run with probes off "
+            "(--probe-share 0) to see that judge's board at your own risk"
+        )
     if len(battles) == 0:
         raise InputError("no judgement succeeded, so there is no leaderboard (see the failures)")
     notes: list[str] = []

@@ -156,6 +156,17 @@ def auto(
             "benchmark_metrics then add agreement with CI, pair-rank Brier, Spearman, Kendall.",
         ),
     ] = None,
+    probe_share: Annotated[
+        float,
+        typer.Option(
+            "--probe-share",
+            help="Share of the judge calls spent on probe battles of known verdict (a real "
+            "answer against a cut copy of it carrying a note to the judge, or none): a judge "
+            "that follows the notes is flagged and its verdicts weigh nothing. 0: no probes.",
+            min=0.0,
+            max=0.9,
+        ),
+    ] = 0.1,
     rater: Annotated[
         str,
         typer.Option(
@@ -187,6 +198,7 @@ def auto(
     from ..errors import InputError
     from ..injection import check_policy
     from ..judges import JudgeClient, injection_from_toml, read_judges
+    from ..probes import ProbeConfig
 
     if rater not in ("am-elo", "m-elo"):
         raise InputError(f"--rater must be am-elo or m-elo, not {rater!r}")
@@ -246,6 +258,7 @@ def auto(
             judge_choice=judge_choice,
             judge_warmup=judge_warmup,
             rater=rater,
+            probes=ProbeConfig(share=probe_share),
         )
         if journal is not None and db is not None:
             raise InputError("give --journal FILE or --db URL, not both")
@@ -395,9 +408,25 @@ def _payload(
 ) -> dict[str, Any]:
     from ..auto import review_judges, self_preference
     from ..injection import judge_disagreement, summarise
+    from ..probes import probe_report
 
     d = fitted.to_dict()
-    judges, warnings = review_judges(fitted, result.judges)
+    judges, warnings = review_judges(fitted, [j for j in result.judges if j not in result.excluded])
+    probes = probe_report(result.probes, result.judges, result.calls)
+    for name, reason in result.excluded.items():
+        n = sum(r["judge"] == name and r.get("outcome") is not None for r in result.judgements)
+        judges.append(
+            {
+                "annotator": name,
+                "records": n,
+                "ability": None,
+                "ability_se": None,
+                "status": "flagged",
+                "flagged": True,
+                "reason": f"{reason}; its {n} verdict(s) left out of the fit",
+            }
+        )
+        warnings.append(f"judge {name} {reason}: its verdicts weigh nothing")
     warnings += self_preference(result.judgements, families or {})
     injections = summarise(result.judgements)
     for model, row in injections.items():
@@ -433,6 +462,7 @@ def _payload(
         "warnings": warnings,
         "injections": injections,
         "judge_disagreement": disagreement,
+        "probes": probes,
         "models": d["models"],
         "annotators": judges,
         "endpoints": endpoints,
@@ -459,6 +489,20 @@ def _print(p: dict[str, Any]) -> None:
     if p["annotators"]:
         shown = [{k: v for k, v in r.items() if k != "flagged"} for r in p["annotators"]]
         console.print(records_table(shown, title="judges (annotators; se: standard error)"))
+    probed = [r for r in p["probes"]["judges"] if r["status"] != "untested"]
+    if probed:
+        cols = ("judge", "status", "noted_calls", "picked_noted", "control_calls")
+        shown = [
+            {**{k: r[k] for k in cols}, "susceptibility": r["susceptibility"], "se": r["se"]}
+            for r in probed
+        ]
+        share = p["probes"]["probe_share"]
+        console.print(
+            records_table(
+                shown,
+                title=f"probes ({p['probes']['probe_calls']:,} judge calls, {share:.1%} of all)",
+            )
+        )
     if p["failed_judgements"]:
         failed = ", ".join(f"{k}: {v}" for k, v in sorted(p["failed_judgements"].items()))
         err_console.print(f"failed judgements (never votes): {failed}")
