@@ -27,6 +27,7 @@ __all__ = [
     "ArenaPage",
     "CLASSIFIER_TAGS",
     "CategoryClassifier",
+    "JudgeProbes",
     "DEFAULT_CATEGORY",
     "Moderation",
     "Terms",
@@ -268,6 +269,24 @@ class Terms(BaseModel):
     @property
     def on(self) -> bool:
         return bool(self.text or self.file)
+
+
+class JudgeProbes(BaseModel):
+    """``[judge_probes]``: the probe battles the ``[[judges]]`` are tested with
+    (stablearena.probes; docs/guides/models-and-judges.md, "Judges tested, not trusted"). After
+    a judged battle, each judge not yet flagged is sent a probe with the chance that keeps the
+    probes at ``share`` of its calls; a judge whose susceptibility's lower bound exceeds
+    stablearena.probes.DEFAULT_THRESHOLD is flagged: no more battles, its votes out of every
+    fit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    share: float = Field(
+        0.1,
+        ge=0.0,
+        lt=0.9,
+        description="Share of the judges' calls spent on probe battles (0: none).",
+    )
 
 
 class CategoryClassifier(BaseModel):

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from ..anonymity import identity_names, names_mentioned
 from ..endpoints import Answer, EndpointClient, Failure, ModelEndpoint
 from ..endpoints.config import endpoint_from_mapping
@@ -158,6 +160,11 @@ class BattleHolder:
         self.process = uuid.uuid4().hex
         self.judges = _judge_clients(settings.judges, settings.injection)
         self.judge_ids: dict[str, int] = {}
+        #: the judges' probe battles (stablearena.probes): the share of their calls, the draws,
+        #: and the judges the stored probes flag (read from the database when first needed)
+        self.probe_share = float(settings.judge_probes.share)
+        self.probe_rng = np.random.default_rng(settings.seed)
+        self.flagged_judges: dict[str, str] | None = None
         self.tasks: set[asyncio.Task] = set()
         #: the battles generating on this worker: their task (cancelled by stop)
         self.live: dict[str, asyncio.Task] = {}
@@ -854,8 +861,12 @@ class BattleHolder:
         asked = prompt
         if conv and conv["turns"] > 1:
             asked, text = judged_texts(conv)
+        if self.flagged_judges is None:
+            self.flagged_judges = await asyncio.to_thread(self._flagged)
+        # a judge its probes flagged judges no more (its votes are out of every fit)
+        judges = [j for j in self.judges if j.name not in self.flagged_judges]
         got = await asyncio.gather(
-            *(j.judge_pair(asked, row["id"], "a", text["a"], "b", text["b"]) for j in self.judges)
+            *(j.judge_pair(asked, row["id"], "a", text["a"], "b", text["b"]) for j in judges)
         )
         st, now, done = self.state, time.time(), 0
         held = {
@@ -877,15 +888,11 @@ class BattleHolder:
                     now=now,
                 )
             )
-        for jc, judgement in zip(self.judges, got, strict=True):
+        for jc, judgement in zip(judges, got, strict=True):
             if judgement.outcome is None:
                 log.warning("judge %s: no verdict: %s", jc.name, judgement.failure)
                 continue
-            jid = self.judge_ids.get(jc.name)
-            if jid is None:
-                jid = self.judge_ids[jc.name] = await self.writer.submit_async(
-                    partial(store.held.judge_annotator, name=jc.name, now=now)
-                )
+            jid = await self._judge_id(jc.name, now)
             copy = {**row, "id": uuid.uuid4().hex, "strategy": "judge", "check": False}
             res = await self.writer.submit_async(
                 partial(
@@ -906,6 +913,69 @@ class BattleHolder:
             )
             st.after_vote(Principal(jid, jc.name, "annotator", "", ""), copy["id"], res)
             done += 1
+        await self.probe_judges(judges, asked, row["id"], [text["a"], text["b"]])
+        return done
+
+    async def _judge_id(self, name: str, now: float) -> int:
+        jid = self.judge_ids.get(name)
+        if jid is None:
+            jid = self.judge_ids[name] = await self.writer.submit_async(
+                partial(store.held.judge_annotator, name=name, now=now)
+            )
+        return jid
+
+    def _flagged(self) -> dict[str, str]:
+        from ..probes import DEFAULT_THRESHOLD, DEFAULT_Z
+
+        with self.state.engine.connect() as conn:
+            return store.probes.flagged_judges(conn, DEFAULT_THRESHOLD, DEFAULT_Z)
+
+    async def probe_judges(
+        self, judges: list[Any], prompt: str, battle_id: str, answers: list[str]
+    ) -> int:
+        """After a judged battle: each of ``judges`` gets a probe battle (stablearena.probes: one
+        of this battle's answers against its cut copy, with a corpus note after the copy or, a
+        third of the time, none) with the chance p/(1 − p) of share p, which keeps the probes
+        at that share of its calls (a battle and a probe cost two calls each). Shown as a real
+        battle is (the same prompt, frame and both orders); stored, never a vote; the judges
+        the probes now flag are left out from here on. Returns the probes recorded."""
+        from ..judge_notes import notes
+        from ..probes import DEFAULT_CONTROL, probe
+
+        p = self.probe_share
+        if p <= 0 or not judges:
+            return 0
+        rng, chance, done = self.probe_rng, p / (1.0 - p), 0
+        for jc in judges:
+            if rng.random() >= chance:
+                continue
+            note = None
+            if rng.random() >= DEFAULT_CONTROL:
+                part = notes("all")
+                note = part[int(rng.integers(len(part)))]
+            answer = answers[int(rng.integers(len(answers)))]
+            rec = await probe(jc, prompt, battle_id, answer, note, rng)
+            if rec is None or not rec["picked"]:
+                continue
+            jid = await self._judge_id(jc.name, time.time())
+            await self.writer.submit_async(
+                partial(
+                    store.probes.record_probe,
+                    judge_id=jid,
+                    battle_id=battle_id,
+                    note=rec["note"],
+                    picked=rec["picked"],
+                    calls=rec["calls"],
+                    now=time.time(),
+                )
+            )
+            done += 1
+        if done:
+            before = self.flagged_judges or {}
+            self.flagged_judges = await asyncio.to_thread(self._flagged)
+            for name, reason in self.flagged_judges.items():
+                if name not in before:
+                    log.warning("judge %s is flagged: %s; its votes weigh nothing", name, reason)
         return done
 
 

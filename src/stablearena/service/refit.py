@@ -414,6 +414,16 @@ def run_fit(
 _LIVE: dict[str, tuple[Any, Any]] = {}
 
 
+def probe_flagged(engine: Any) -> dict[str, str]:
+    """The judges their probe battles flag (stablearena.probes, its default threshold): name →
+    reason. Their votes are left out of every fit and update."""
+    from ..probes import DEFAULT_THRESHOLD, DEFAULT_Z
+    from . import store
+
+    with engine.connect() as conn:
+        return store.probes.flagged_judges(conn, DEFAULT_THRESHOLD, DEFAULT_Z)
+
+
 def live_counts(db: str) -> tuple[Any, Any]:
     """This process's engine and :class:`~stablearena.service.counts.LiveCounts` of ``db``
     (made on first use; the counts are read in full at their first update)."""
@@ -440,6 +450,7 @@ def run_live_fit(
         live.load(engine)  # once per process: not part of the fit's cost (refit pacing)
     t0, c0 = time.perf_counter(), time.process_time()
     snap = live.snapshot(engine, mark=True)  # reads only the votes since the last fit
+    snap = snap.without(probe_flagged(engine))  # judges that follow notes weigh nothing
     if snap.empty:
         return FitOutput({}, time.perf_counter() - t0, None, snap.as_of_vote)
     out = run_fit(
@@ -583,7 +594,7 @@ def run_live_update(db: str, full_fit: dict[str, Any], want_fitted: bool) -> Fit
     engine, live = live_counts(db)
     if not live.loaded or db not in _BASE:
         return FitOutput({}, 0.0, None, 0)
-    return run_update(live.delta(engine), db, full_fit, want_fitted)
+    return run_update(live.delta(engine).without(probe_flagged(engine)), db, full_fit, want_fitted)
 
 
 def merge_update(full: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from .refit import (
     live_active_days,
     live_ages,
     merge_update,
+    probe_flagged,
     run_fit,
     run_live_fit,
     run_live_update,
@@ -318,6 +319,7 @@ class Refitter:
                 return None
         else:
             snap = st.counts.snapshot(st.engine, mark=True)  # the votes since the last look
+            snap = snap.without(probe_flagged(st.engine))  # judges that follow notes: out
             if snap.empty:
                 return None
             ages = live_ages(st.engine, cfg)
@@ -359,7 +361,7 @@ class Refitter:
                 run_live_update, self.settings.db, info, self._want()
             ).result()
         else:
-            delta = st.counts.delta(st.engine)
+            delta = st.counts.delta(st.engine).without(probe_flagged(st.engine))
             out = self._executor.submit(
                 run_update, delta, self.settings.db, info, self._want()
             ).result()

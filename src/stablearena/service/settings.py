@@ -46,7 +46,7 @@ from ..choices import (
     TRUST_YOUNG_SHARE,
 )
 from ..errors import InputError
-from .arena_settings import ArenaPage, CategoryClassifier, Moderation, Terms
+from .arena_settings import ArenaPage, CategoryClassifier, JudgeProbes, Moderation, Terms
 
 __all__ = ["ArenaConfig", "Settings", "load_settings", "parse_override", "validation_message"]
 
@@ -431,6 +431,12 @@ class Settings(BaseModel):
         description="[injection] table (as in judges.toml): what the judges do with a battle "
         "whose answer talks to the judge (policy = forfeit | cut | drop | keep; default "
         "forfeit) and an optional classifier endpoint.",
+    )
+    judge_probes: JudgeProbes = Field(
+        default_factory=JudgeProbes,
+        description="[judge_probes] table: the share of the judges' calls spent on probe "
+        "battles of known verdict; a judge that follows notes to the judge is flagged and "
+        "its votes weigh nothing.",
     )
     # a public arena's duties (arena_settings.py; docs/guides/live-arena-security.md)
     moderation: Moderation = Field(default_factory=Moderation)

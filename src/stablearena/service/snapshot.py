@@ -63,6 +63,38 @@ class Snapshot:
             ties_both_bad=counts[:, 3].copy(),
         )
 
+    def without(self, names: Any) -> Snapshot:
+        """This snapshot with the rows of the annotators ``names`` emptied (then dropped by
+        :meth:`counts`): a judge flagged by its probes weighs nothing (stablearena.probes)."""
+        out = set(names)
+        drop = np.array([self.annotator_names[int(k)] in out for k in self.annotator], dtype=bool)
+        if not drop.any():
+            return self
+        zero = np.zeros(int(drop.sum()))
+
+        def emptied(a: np.ndarray) -> np.ndarray:
+            a = a.astype(float, copy=True)
+            a[drop] = zero
+            return a
+
+        return Snapshot(
+            as_of_vote=self.as_of_vote,
+            n_votes=int(round(float(self.n_votes) - float(np.sum(self._totals()[drop])))),
+            model_names=self.model_names,
+            annotator_names=self.annotator_names,
+            i=self.i,
+            j=self.j,
+            annotator=self.annotator,
+            wins=emptied(self.wins),
+            losses=emptied(self.losses),
+            ties=emptied(self.ties),
+            ties_both_bad=emptied(self.ties_both_bad),
+            taken_at=self.taken_at,
+        )
+
+    def _totals(self) -> np.ndarray:
+        return self.wins + self.losses + self.ties + self.ties_both_bad
+
     @property
     def empty(self) -> bool:
         return float(np.sum(self.wins + self.losses + self.ties + self.ties_both_bad)) <= 0

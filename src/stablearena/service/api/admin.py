@@ -167,6 +167,22 @@ async def injections(request: Request, who: Admin) -> dict[str, Any]:
 
 
 @router.get(
+    "/v1/admin/judges",
+    summary="The LLM judges' probe battles: susceptibility to notes, flagged or passed (admin)",
+)
+async def judges(request: Request, who: Admin) -> dict[str, Any]:
+    """Per ``[[judges]]`` judge tested by probe battles (stablearena.probes): the noted and
+    control probe calls, how often it picked the noted worse answer, its susceptibility ± its
+    standard error, and its status — ``flagged`` (its votes weigh nothing in any fit) or
+    ``passed`` — with the reason; and the probes' share of the judges' calls."""
+    from ...probes import DEFAULT_THRESHOLD, DEFAULT_Z
+
+    return await asyncio.to_thread(
+        store.probes.judge_status, arena(request).engine, DEFAULT_THRESHOLD, DEFAULT_Z
+    )
+
+
+@router.get(
     "/v1/admin/anonymity",
     summary="Models whose answers named a model or its maker, and the votes left out (admin)",
 )

@@ -234,6 +234,11 @@ async def admin_page(request: Request) -> Response:
     battles = await asyncio.to_thread(d.battles_total)
     flags = await asyncio.to_thread(store.held.flag_counts, d.engine)
     named = await asyncio.to_thread(store.held.non_anonymous_counts, d.engine)
+    from ...probes import DEFAULT_THRESHOLD, DEFAULT_Z
+
+    probes = await asyncio.to_thread(
+        store.probes.judge_status, d.engine, DEFAULT_THRESHOLD, DEFAULT_Z
+    )
     duties = await asyncio.to_thread(duties_summary, request.app)
     view = d.view
     main = view.admin_html if view else _render("dashboard_empty.html.j2", message=d.status())
@@ -242,6 +247,7 @@ async def admin_page(request: Request) -> Response:
         who=who.name,
         injections=flags,
         non_anonymous=named,
+        probes=probes,
         duties=duties,
         main=main,
         health=d.health(battles),

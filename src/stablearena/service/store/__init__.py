@@ -11,7 +11,8 @@
 - :mod:`.dashboard`  the drawn pages and the admin sessions;
 - :mod:`.imports`    ``serve --import LOG``;
 - :mod:`.auto`       the automatic arena's journal (``stablearena auto --db``);
-- :mod:`.limits`     the rate limits kept in the database (``limits = "database"``).
+- :mod:`.limits`     the rate limits kept in the database (``limits = "database"``);
+- :mod:`.probes`     the judges' probe battles and the judges they flag.
 
 Everything is re-exported here: ``from stablearena.service import store; store.record_vote``.
 """
@@ -22,6 +23,7 @@ from . import arena as held  # the battles the arena holds (store/arena.py)
 from . import (
     auto,  # the automatic arena's journal (store/auto.py)
     limits,  # the rate limits kept in the database (store/limits.py)
+    probes,  # the judges' probe battles (store/probes.py)
     serving,  # the serving processes and the battles a dead one left (store/serving.py)
 )
 from .admin import (
@@ -105,6 +107,7 @@ __all__ = [
     "serving",
     "auto",
     "limits",
+    "probes",
     "EXPORT_LABELS",
     "MIGRATION_LOCK",
     "OUTCOMES",

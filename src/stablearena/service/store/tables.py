@@ -266,6 +266,23 @@ answer_flags = Table(
     Index("ix_answer_flags_model", "model_id"),
 )
 
+# The judges' probe battles (stablearena.probes): a real answer of a held battle against a cut
+# copy of it, with a note to the judge after the copy (note: the corpus note's id) or none (a
+# control), judged in both orders; picked: what each answered order chose (worse | better |
+# tie, comma-separated). Never votes: a judge these flag has its votes left out of every fit.
+judge_probes = Table(
+    "judge_probes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("judge_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("battle_id", String(32), nullable=False),
+    Column("note", String(120)),
+    Column("picked", String(40), nullable=False),
+    Column("calls", Integer, nullable=False),
+    Column("at", Float, nullable=False),
+    Index("ix_judge_probes_judge", "judge_id"),
+)
+
 # A public arena's duties (service/duties.py; docs/guides/live-arena-security.md): the
 # prompts refused by the [moderation] step — only when, why and by what, never the text (a
 # refused prompt is not stored) — and those let through unchecked when the endpoint failed
