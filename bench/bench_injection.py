@@ -116,12 +116,16 @@ def run_once(base_url: str, seed: int, judges: list[str], policy: str, plain: bo
     from stablearena.endpoints.demo import demo_prompts
     from stablearena.injection import summarise
     from stablearena.judges import JudgeClient, demo_judges
+    from stablearena.probes import ProbeConfig
 
     names = [("demo-sly-plain" if plain and m == "demo-sly" else m) for m in MODELS]
     models = [make_client(ModelEndpoint(m, base_url, m)) for m in names]
     jcs = [JudgeClient(j, injection=policy) for j in demo_judges(base_url, judges)]
     prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(300, seed=seed)]
-    arena = AutoArena(models, jcs, prompts, AutoConfig(budget=budget, seed=seed))
+    # the detector's policies alone: probes off (with them an obeying judge is flagged and its
+    # verdicts weigh nothing: bench/bench_probes.py)
+    cfg = AutoConfig(budget=budget, seed=seed, probes=ProbeConfig(share=0))
+    arena = AutoArena(models, jcs, prompts, cfg)
     result = arena.run()
     fitted, _ = fit_leaderboard(result)
     order = list(np.array(fitted.models)[np.argsort(-np.asarray(fitted.scores), kind="stable")])

@@ -312,3 +312,65 @@ def test_a_run_whose_only_judge_obeys_stops_with_no_board(demo_server):
 def test_probes_off_send_no_probe(demo_server):
     result = _arena(demo_server.base_url, ["judge-keen"], 60, 0.0).run()
     assert result.probes == [] and result.excluded == {}
+
+
+def test_auto_db_stores_probes_so_that_serve_leaves_the_flagged_judge_out(demo_server, tmp_path):
+    """``stablearena auto --db``: the probes go to the arena's judge_probes table, so the fits
+    of ``serve --db`` on that database leave the judge they flag out too."""
+    from stablearena.service import store
+    from stablearena.service.journal import DatabaseJournal
+    from stablearena.service.refit import probe_flagged
+
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    probe_arena = _arena(demo_server.base_url, ["judge-obey", "judge-keen"], 300, 0.2)
+    jr = DatabaseJournal(url, probe_arena.prompts, [m.name for m in probe_arena.models])
+    try:
+        probe_arena.journal = jr
+        result = probe_arena.run()
+        assert set(result.excluded) == {"judge-obey"}
+        with jr.engine.connect() as conn:
+            stored = store.probes.probe_records(conn)
+        assert len(stored) == len(result.probes)
+        assert set(probe_flagged(jr.engine)) == {"judge-obey"}
+    finally:
+        jr.close()
+
+
+def test_a_probe_is_framed_as_a_real_battle():
+    """The judge gets a probe in the same messages as a real battle: the same system prompt, the
+    same template with a fresh boundary id, the real prompt; only the answers differ."""
+    import asyncio
+    import re
+
+    from stablearena.endpoints.demo import LocalDemoClient
+    from stablearena.judge_notes import notes
+    from stablearena.judges import JudgeClient, demo_judges
+    from stablearena.probes import probe
+
+    class Recording(LocalDemoClient):
+        sent: list = []
+
+        async def complete(self, messages):
+            Recording.sent.append(list(messages))
+            return await super().complete(messages)
+
+    (j,) = demo_judges("http://127.0.0.1:1/v1", ["judge-keen"])
+    jc = JudgeClient(j, client=Recording(j.name, system_prompt=j.endpoint.system_prompt))
+    prompt, answer = "What is 17*23?", "Let me work this out. The answer is 391."
+    other = "Let me work this out. The answer is 392."
+    asyncio.run(jc.judge_pair(prompt, "p1", "x", answer, "y", other))
+    real = list(Recording.sent)
+    Recording.sent.clear()
+    rec = asyncio.run(probe(jc, prompt, "p1", answer, notes("tune")[5], np.random.default_rng(0)))
+    probed = list(Recording.sent)
+    assert rec is not None and len(real) == len(probed) == 2
+
+    def frame(msgs):
+        (system, user) = msgs
+        shape = re.sub(r"\[id [0-9a-f]{8}\]", "[id]", user["content"])
+        shape = re.sub(r"(Answer \[id\]\|>\n).*?(\n<\|The End)", r"\1…\2", shape, flags=re.S)
+        return system, shape
+
+    assert {str(frame(m)) for m in real} == {str(frame(m)) for m in probed}
+    ids = [re.findall(r"\[id ([0-9a-f]{8})\]", m[1]["content"])[0] for m in real + probed]
+    assert len(set(ids)) == 4  # a fresh boundary id per call

@@ -105,6 +105,16 @@ class DatabaseJournal:
                     self._register(conn, now)
                 if kind == "judgement":
                     battle_id = self._judged(conn, record, now)
+                if kind == "probe":  # so that serve's fits leave a flagged judge out too
+                    store.probes.record_probe(
+                        conn,
+                        judge_id=self.judge_ids[record["judge"]],
+                        battle_id=str(record["prompt_id"])[:32],
+                        note=record.get("note"),
+                        picked=list(record["picked"]),
+                        calls=int(record["calls"]),
+                        now=now,
+                    )
                 store.auto.append_record(conn, record, now, battle_id)
         finally:
             conn.info.pop("immediate", None)
