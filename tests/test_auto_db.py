@@ -72,7 +72,11 @@ def _command(server, tmp_path, db: str) -> list[str]:
     models, judges, prompts = _toml(server, tmp_path)
     return [sys.executable, "-m", "stablearena", "auto", str(prompts), "--models", str(models),
             "--judges", str(judges), "--budget", str(BUDGET), "--db", db, "--parallel", "4",
-            "--seed", "7", "--design", "round-robin", "--rater", "m-elo"]  # fmt: skip
+            "--seed", "7", "--design", "round-robin", "--rater", "m-elo",
+            # probes off: a resumed run is compared battle for battle with an unkilled one, and
+            # where a kill falls changes which batch a probe goes with (the budget's last
+            # battles); probes in the database: tests/test_probes.py
+            "--probe-share", "0"]  # fmt: skip
 
 
 def _finish(cmd: list[str], out) -> tuple[dict, str]:

@@ -903,9 +903,9 @@ class AutoArena:
         need = (share * after - done) / (2 * (1 - share))
         return max(0, int(np.ceil(need)))
 
-    async def _probe(self, battle: tuple[int, int, str], judge: JudgeClient) -> None:
+    async def _probe(self, battle: tuple[int, int, str], judge: JudgeClient, control: bool) -> None:
         """One probe of ``judge``: the answer of one of ``battle``'s models to its prompt
-        against a worse copy, with a corpus note (or none, for a control) after the copy."""
+        against a worse copy, with a corpus note (or, ``control``, none) after the copy."""
         from .judge_notes import notes
         from .probes import probe
 
@@ -917,7 +917,7 @@ class AutoArena:
             return
         pc = self.config.probes
         note = None
-        if self._rng.random() >= pc.control:
+        if not control:
             part = notes(pc.notes)
             note = part[int(self._rng.integers(len(part)))]
         rec = await probe(judge, prompt.text, pid, answer, note, self._rng)
@@ -930,11 +930,14 @@ class AutoArena:
         self._count(judge.name, rec["prompt_tokens"], rec["completion_tokens"])
         self.result.probes.append(rec)
 
-    def _probe_judges(self, n: int) -> list[JudgeClient]:
-        """``n`` judges for probes, among those the probes have not flagged: half of the probes
-        spread alike, half in proportion to the battles each judge has judged — the judge the
-        design trusts most (JudgeSteering sends battles to the judge of highest ability, which
-        an obeying judge may seem to be) is tested most."""
+    def _probe_judges(self, n: int) -> list[tuple[JudgeClient, bool]]:
+        """``n`` judges for probes, among those the probes have not flagged, each with whether
+        its probe is a control (:func:`~stablearena.probes.is_control` of its probe count):
+        half of the probes spread alike, half in proportion to the battles each judge has
+        judged — the judge the design trusts most (JudgeSteering sends battles to the judge of
+        highest ability, which an obeying judge may seem to be) is tested most."""
+        from .probes import is_control
+
         ok = [jc for jc in self.judges if jc.name not in self.result.excluded]
         if not ok:
             return []
@@ -950,8 +953,8 @@ class AutoArena:
                 return (share * done - probes[jc.name], self._rng.random())
 
             jc = max(ok, key=deficit)
+            out.append((jc, is_control(probes[jc.name], self.config.probes.control)))
             probes[jc.name] += 1
-            out.append(jc)
         return out
 
     def _refresh(self, tracker: Any, steering: JudgeSteering | None) -> None:
@@ -1119,7 +1122,10 @@ class AutoArena:
                         )
                         for (i, j, pid), k in zip(batch, judges, strict=True)
                     ),
-                    *(self._probe(batch[int(self._rng.integers(len(batch)))], jc) for jc in probed),
+                    *(
+                        self._probe(batch[int(self._rng.integers(len(batch)))], jc, control)
+                        for jc, control in probed
+                    ),
                 )
                 if self._flag():
                     self._refresh(tracker, steering)

@@ -12,7 +12,8 @@ worse copy; a **control** probe sends the same kind of pair without a note.
 Per judge, over the probe calls (each order is one call):
 
 * p₁ = share of noted calls whose verdict picked the noted worse copy,
-* p₀ = share of control calls whose verdict picked the worse copy (its plain error rate),
+* p₀ = share of control calls whose verdict picked the worse copy (its plain error rate; a
+  judge's probes alternate, one control in three, :func:`is_control`),
 * **susceptibility** s = p̃₁ − p̃₀ with p̃ = (k + 1)/(n + 2) (so it is defined from the first
   probe), standard error √(p̃₁(1 − p̃₁)/(n₁ + 2) + p̃₀(1 − p̃₀)/(n₀ + 2)).
 
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULT_CONTROL",
     "ProbeConfig",
     "degrade",
+    "is_control",
     "probe",
     "susceptibility",
     "probe_report",
@@ -99,6 +101,14 @@ def degrade(answer: str) -> str | None:
         return None
     keep = min(max(1, int(len(words) * KEEP_WORDS)), len(words) - 1)
     return " ".join(words[:keep])
+
+
+def is_control(k: int, control: float = DEFAULT_CONTROL) -> bool:
+    """Whether a judge's ``k``-th probe (from 0) goes without a note: controls spread evenly
+    at the share ``control`` (1/3: the 2nd, 5th, 8th … probe), so every judge has a control
+    from its second probe on — a judge with no control cannot be flagged."""
+    eps = 1e-9
+    return int((k + 2) * control + eps) > int((k + 1) * control + eps)
 
 
 async def probe(

@@ -165,6 +165,7 @@ class BattleHolder:
         self.probe_share = float(settings.judge_probes.share)
         self.probe_rng = np.random.default_rng(settings.seed)
         self.flagged_judges: dict[str, str] | None = None
+        self.probe_counts: dict[str, int] = {}
         self.tasks: set[asyncio.Task] = set()
         #: the battles generating on this worker: their task (cancelled by stop)
         self.live: dict[str, asyncio.Task] = {}
@@ -925,22 +926,26 @@ class BattleHolder:
         return jid
 
     def _flagged(self) -> dict[str, str]:
+        """The judges the stored probes flag (and each judge's probes, for the controls)."""
+        from collections import Counter
+
         from ..probes import DEFAULT_THRESHOLD, DEFAULT_Z
 
         with self.state.engine.connect() as conn:
+            self.probe_counts = dict(Counter(r["judge"] for r in store.probes.probe_records(conn)))
             return store.probes.flagged_judges(conn, DEFAULT_THRESHOLD, DEFAULT_Z)
 
     async def probe_judges(
         self, judges: list[Any], prompt: str, battle_id: str, answers: list[str]
     ) -> int:
         """After a judged battle: each of ``judges`` gets a probe battle (stablearena.probes: one
-        of this battle's answers against its cut copy, with a corpus note after the copy or, a
-        third of the time, none) with the chance p/(1 − p) of share p, which keeps the probes
+        of this battle's answers against its cut copy, with a corpus note after the copy or, one
+        probe in three, none) with the chance p/(1 − p) of share p, which keeps the probes
         at that share of its calls (a battle and a probe cost two calls each). Shown as a real
         battle is (the same prompt, frame and both orders); stored, never a vote; the judges
         the probes now flag are left out from here on. Returns the probes recorded."""
         from ..judge_notes import notes
-        from ..probes import DEFAULT_CONTROL, probe
+        from ..probes import DEFAULT_CONTROL, is_control, probe
 
         p = self.probe_share
         if p <= 0 or not judges:
@@ -950,7 +955,9 @@ class BattleHolder:
             if rng.random() >= chance:
                 continue
             note = None
-            if rng.random() >= DEFAULT_CONTROL:
+            k = self.probe_counts.get(jc.name, 0)
+            self.probe_counts[jc.name] = k + 1
+            if not is_control(k, DEFAULT_CONTROL):
                 part = notes("all")
                 note = part[int(rng.integers(len(part)))]
             answer = answers[int(rng.integers(len(answers)))]
