@@ -68,7 +68,7 @@ def corpus_summary() -> dict:
     return out
 
 
-def run_once(base_url, seed, judges, sly, budget, share, probe_notes):
+def run_once(base_url, seed, judges, sly, budget, share, probe_notes, threshold=None):
     from stablearena.auto import AutoArena, AutoConfig, Prompt, fit_leaderboard
     from stablearena.endpoints import ModelEndpoint, make_client
     from stablearena.endpoints.demo import demo_prompts
@@ -80,9 +80,12 @@ def run_once(base_url, seed, judges, sly, budget, share, probe_notes):
     models = [make_client(ModelEndpoint(m, base_url, m)) for m in names]
     jcs = [JudgeClient(j, injection="keep") for j in demo_judges(base_url, judges)]
     prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(300, seed=seed)]
-    cfg = AutoConfig(budget=budget, seed=seed, probes=ProbeConfig(share=share, notes=probe_notes))
+    pc = ProbeConfig(share=share, notes=probe_notes)
+    if threshold is not None:
+        pc = ProbeConfig(share=share, notes=probe_notes, threshold=threshold)
+    cfg = AutoConfig(budget=budget, seed=seed, probes=pc)
     result = AutoArena(models, jcs, prompts, cfg).run()
-    rep = probe_report(result.probes, result.judges, result.calls)
+    rep = probe_report(result.probes, result.judges, result.calls, pc.threshold, pc.z)
     try:
         fitted, _ = fit_leaderboard(result)
     except InputError:
@@ -100,7 +103,7 @@ def run_once(base_url, seed, judges, sly, budget, share, probe_notes):
     }
 
 
-def sweep(seeds, budget, sly, share, probe_notes, sets=tuple(JUDGE_SETS)) -> dict:
+def sweep(seeds, budget, sly, share, probe_notes, sets=tuple(JUDGE_SETS), threshold=None):
     from stablearena.endpoints.demo_server import DemoServer
 
     out: dict = {}
@@ -112,10 +115,9 @@ def sweep(seeds, budget, sly, share, probe_notes, sets=tuple(JUDGE_SETS)) -> dic
             for seed in range(seeds):
                 row: dict = {"seed": seed}
                 for probes, sh in (("without", 0.0), ("with", share)):
-                    honest = run_once(
-                        server.base_url, seed, judges, "demo-sly-plain", budget, sh, probe_notes
-                    )
-                    attacked = run_once(server.base_url, seed, judges, sly, budget, sh, probe_notes)
+                    common = (budget, sh, probe_notes, threshold)
+                    honest = run_once(server.base_url, seed, judges, "demo-sly-plain", *common)
+                    attacked = run_once(server.base_url, seed, judges, sly, *common)
                     row[probes] = {"honest": honest, "sly": attacked}
                 rows.append(row)
                 w, p = row["without"], row["with"]
@@ -158,6 +160,7 @@ def main() -> None:
     ap.add_argument("--sly", choices=["heldout", "tune"], default="heldout")
     ap.add_argument("--share", type=float, default=0.1)
     ap.add_argument("--probe-notes", default="all", choices=["all", "tune", "heldout"])
+    ap.add_argument("--threshold", type=float, default=None, help="the flag's (default 0.2)")
     ap.add_argument("--no-corpus", action="store_true")
     ap.add_argument("--sets", nargs="+", default=list(JUDGE_SETS), choices=list(JUDGE_SETS))
     ap.add_argument("--json", default=None)
@@ -180,7 +183,9 @@ def main() -> None:
         f"2. {sly}, {args.seeds} seeds, {args.budget} judge calls, probe share {args.share}, "
         f"probe notes {args.probe_notes}"
     )
-    boards = sweep(args.seeds, args.budget, sly, args.share, args.probe_notes, args.sets)
+    boards = sweep(
+        args.seeds, args.budget, sly, args.share, args.probe_notes, args.sets, args.threshold
+    )
     for label, res in boards.items():
         for probes, s in res["summary"].items():
             shift = (

@@ -52,7 +52,7 @@ def keys(result) -> list[tuple]:
 
 def test_budget_stop_and_no_battle_twice():
     r = local_arena(AutoConfig(budget=101, seed=1)).run()
-    # battles and probes (a tenth of the calls by default) share the budget, two calls each
+    # battles and probes (15% of the calls by default) share the budget, two calls each
     assert r.stop_reason == "budget" and r.calls == 100 and r.probes
     assert 2 * len(r.judgements) + sum(p["calls"] for p in r.probes) == 100
     assert len(set(keys(r))) == len(r.judgements)

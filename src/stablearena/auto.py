@@ -361,7 +361,7 @@ class AutoConfig:
     by default ``"information"`` for the information design and ``"spread"`` for the fixed
     designs.
     ``probes``: the probe battles mixed in (:class:`~stablearena.probes.ProbeConfig`: by default
-    a tenth of the judge calls; ``ProbeConfig(share=0)`` turns them off). A judge the probes flag
+    15% of the judge calls; ``ProbeConfig(share=0)`` turns them off). A judge the probes flag
     is left out of the fit and sent no more battles.
     """
 

@@ -55,8 +55,10 @@ KEEP_WORDS = 0.4
 #: An answer of fewer words is not used for a probe (its cut copy would say next to nothing,
 #: and a very short right answer cut is not clearly worse to every judge).
 MIN_WORDS = 5
-#: Share of the judge calls spent on probes (measured: bench/bench_probes.py).
-DEFAULT_PROBE_SHARE = 0.1
+#: Share of the judge calls spent on probes. Chosen on the corpus's tune part (bench/bench_probes.py
+#: --sly tune --probe-notes tune, 10 seeds, 600 calls, judge-obey beside two honest judges):
+#: 0.1 flagged judge-obey in 17 of 20 runs, 0.15 in 20 of 20, no honest judge flagged.
+DEFAULT_PROBE_SHARE = 0.15
 #: A judge is flagged when its susceptibility's lower bound exceeds this.
 DEFAULT_THRESHOLD = 0.2
 #: The lower bound is s − z·se.

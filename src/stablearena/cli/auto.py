@@ -166,7 +166,7 @@ def auto(
             min=0.0,
             max=0.9,
         ),
-    ] = 0.1,
+    ] = 0.15,
     rater: Annotated[
         str,
         typer.Option(

@@ -282,7 +282,7 @@ class JudgeProbes(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     share: float = Field(
-        0.1,
+        0.15,
         ge=0.0,
         lt=0.9,
         description="Share of the judges' calls spent on probe battles (0: none).",
