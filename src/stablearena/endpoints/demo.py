@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from .demo_chat import arithmetic  # noqa: E402,F401  (the checkable questions' parser)
+
 __all__ = [
     "DemoModel",
     "DemoJudge",
@@ -71,22 +73,6 @@ CAPITALS: dict[str, str] = {
 }
 
 #: "What is 17*23?", "what's 17 + 23", "And 18*23?", "17 times 23": the operands, the operator.
-_ARITH = re.compile(
-    r"(?:\bwhat(?:'s| is)\s+|^\s*(?:and|then|now)?\s*(?:what about\s+)?|\b(?:compute|calculate)\s+)"
-    r"(-?\d+)\s*([*+\-x×]|times|plus|minus|multiplied by)\s*(-?\d+)\s*(?:\?|$)",
-    re.I,
-)
-_OPERATORS = {
-    "*": "*",
-    "x": "*",
-    "×": "*",
-    "times": "*",
-    "multiplied by": "*",
-    "+": "+",
-    "plus": "+",
-    "-": "-",
-    "minus": "-",
-}
 _CAPITAL = re.compile(r"What is the capital of ([A-Za-z ]+)\?", re.I)
 _ANSWER = re.compile(r"The answer is (.+?)\.\s*$")
 
@@ -238,16 +224,6 @@ def _rng(*key: object) -> np.random.Generator:
     """A generator seeded by a stable hash of ``key`` (the same on every run and process)."""
     digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
     return np.random.default_rng(int.from_bytes(digest, "little"))
-
-
-def arithmetic(prompt: str) -> tuple[int, str, int, int] | None:
-    """``(x, op, y, value)`` of an arithmetic question (``op``: ``+``, ``-`` or ``*``), or
-    ``None``: "What is 17*23?", "what's 17 + 23?", "And 18*23?", "compute 6 times 7"."""
-    m = _ARITH.search(prompt.strip())
-    if not m:
-        return None
-    x, op, y = int(m.group(1)), _OPERATORS[m.group(2).lower()], int(m.group(3))
-    return x, op, y, x * y if op == "*" else x + y if op == "+" else x - y
 
 
 def truth(prompt: str) -> str | None:

@@ -35,6 +35,34 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+_ARITH = re.compile(
+    r"(?:\bwhat(?:'s| is)\s+|^\s*(?:and|then|now)?\s*(?:what about\s+)?|\b(?:compute|calculate)\s+)"
+    r"(-?\d+)\s*([*+\-x×]|times|plus|minus|multiplied by)\s*(-?\d+)\s*(?:\?|$)",
+    re.I,
+)
+_OPERATORS = {
+    "*": "*",
+    "x": "*",
+    "×": "*",
+    "times": "*",
+    "multiplied by": "*",
+    "+": "+",
+    "plus": "+",
+    "-": "-",
+    "minus": "-",
+}
+
+
+def arithmetic(prompt: str) -> tuple[int, str, int, int] | None:
+    """``(x, op, y, value)`` of an arithmetic question (``op``: ``+``, ``-`` or ``*``), or
+    ``None``: "What is 17*23?", "what's 17 + 23?", "And 18*23?", "compute 6 times 7"."""
+    m = _ARITH.search(prompt.strip())
+    if not m:
+        return None
+    x, op, y = int(m.group(1)), _OPERATORS[m.group(2).lower()], int(m.group(3))
+    return x, op, y, x * y if op == "*" else x + y if op == "+" else x - y
+
+
 __all__ = [
     "KINDS",
     "WORKING",
@@ -278,7 +306,6 @@ def _follow_mode(prompt: str) -> str:
 
 def read_prompt(prompt: str, previous: Reading | None = None) -> Reading:
     """Classify one user turn (``previous``: the conversation's last reading, for follow-ups)."""
-    from .demo import arithmetic
 
     text = prompt.strip()
     topic = _topic(text)
@@ -607,7 +634,6 @@ def _compose_explain(a: _Answer, r: Reading, *, math: bool = False) -> None:
 
 
 def _compose_math(a: _Answer, r: Reading, said: str | None) -> None:
-    from .demo import arithmetic
 
     parsed = arithmetic(r.prompt)
     if parsed is None:
