@@ -484,9 +484,29 @@ def test_cli_auto_arena_hard_dir_and_reference(tmp_path):
     out = tmp_path / "board.json"
     settings = tmp_path / "arena-hard-v2.0.yaml"
     settings.write_text(SETTINGS_V2)  # the judges use its template and labels
-    cmd = [sys.executable, "-m", "stablearena", "auto", "--demo", "--budget", "100", "--design", "baseline",
-           "--baseline", "demo-fair", "--arena-hard-dir", str(tmp_path / "ah"), "--reference", str(ref),
-           "-o", str(out), "--arena-hard-config", str(settings)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "stablearena",
+        "auto",
+        "--demo",
+        "--budget",
+        "100",
+        "--design",
+        "baseline",
+        "--baseline",
+        "demo-fair",
+        "--arena-hard-dir",
+        str(tmp_path / "ah"),
+        "--reference",
+        str(ref),
+        "-o",
+        str(out),
+        "--arena-hard-config",
+        str(settings),
+        "--probe-share",
+        "0",
+    ]  # fmt: skip  (the files' counts, without probe calls)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     p = json.loads(out.read_text())

@@ -24,6 +24,7 @@ from stablearena.cli import app
 from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
 from stablearena.errors import InputError
 from stablearena.power import information_model, power_estimate
+from stablearena.probes import ProbeConfig  # the power tests count judge calls: no probes
 from stablearena.uncertainty import covariance
 from tests.test_auto import local_arena
 
@@ -90,7 +91,9 @@ def test_auto_power_cli(tmp_path):
     path = tmp_path / "run.jsonl"
     jr = JsonlJournal(path)
     models = [LocalDemoClient(m.name) for m in DEMO_MODELS[:3]]
-    local_arena(AutoConfig(budget=40, seed=2), models, journal=jr).run()
+    local_arena(
+        AutoConfig(budget=40, seed=2, probes=ProbeConfig(share=0)), models, journal=jr
+    ).run()
     jr.close()
     size = path.stat().st_size
     cmd = ["auto-power", "--journal", str(path), "--top", "1", "--prompts", "60"]
@@ -122,14 +125,20 @@ def test_power_estimate_against_simulation():
         journal = MemoryJournal()
         kw = dict(seed=seed, precision_top=1, check_every=2, parallel=4)
         first = local_arena(
-            AutoConfig(budget=60, **kw), models, prompts=prompts, journal=journal
+            AutoConfig(budget=60, probes=ProbeConfig(share=0), **kw),
+            models,
+            prompts=prompts,
+            journal=journal,
         ).run()
         if first.stop_reason != "budget":
             continue
         est = power_estimate(first, prompts=60, top=1, seed=seed)
         models = [LocalDemoClient(m.name) for m in DEMO_MODELS[:3]]
         again = local_arena(
-            AutoConfig(budget=4000, **kw), models, prompts=prompts, journal=journal
+            AutoConfig(budget=4000, probes=ProbeConfig(share=0), **kw),
+            models,
+            prompts=prompts,
+            journal=journal,
         ).run()
         if est.calls is None or again.stop_reason != "precision":
             continue
