@@ -30,6 +30,8 @@ def test_live_probes_flag_the_obeying_judge_and_its_votes_weigh_nothing(tmp_path
         {"name": n, "base_url": demo.base_url, "model": n} for n in ("judge-obey", "judge-keen")
     ]
     s.judge_probes.share = 0.8  # a probe for each judge after every battle (chance 0.8/0.2)
+    s.arena_page.visitor_open = 100  # up to 41 page battles from one visitor in this test
+    s.arena_page.visitor_battles_per_hour = 1e6
     with TestClient(create_app(s)) as tc:
         csrf = open_page(tc)
         status: dict = {}
