@@ -204,6 +204,7 @@ def test_kill_mid_follow_up_then_restart_votes_and_follows_up(db_url, tmp_path):
             server.stop()
 
 
+@pytest.mark.slow_on("sqlite")  # 22–95 s each: the PostgreSQL run stays in the default suite
 def test_kill_mid_follow_up_then_the_visitor_abandons_what_it_cannot_reach(db_url, tmp_path):
     """The visitor's page is gone with the killed host: after the restart its two battles
     without a vote (one left complete, one recovered at turn 1) fill its cap of 2 and a new
@@ -250,6 +251,7 @@ def test_kill_mid_follow_up_then_the_visitor_abandons_what_it_cannot_reach(db_ur
             server.stop()
 
 
+@pytest.mark.slow_on("sqlite")  # 22–95 s each: the PostgreSQL run stays in the default suite
 def test_a_host_starting_leaves_a_live_hosts_follow_up_alone(db_url, tmp_path):
     """A second host starts on the database while the first streams a follow-up (its start
     closes the battles of dead processes): the battle is left ``served`` under the live host,
@@ -290,6 +292,7 @@ def test_a_host_starting_leaves_a_live_hosts_follow_up_alone(db_url, tmp_path):
                 second.stop()
 
 
+@pytest.mark.slow_on("sqlite")  # 22–95 s each: the PostgreSQL run stays in the default suite
 def test_a_clean_stop_closes_the_turns_it_cuts_at_their_last_complete_turn(db_url, tmp_path):
     """SIGTERM while a follow-up streams longer than ``graceful_timeout``: before the process
     exits, the battle is closed at turn 1 (complete, votable) by the stopping process itself,
