@@ -49,7 +49,8 @@ def test_serve_demo_holds_a_battle(tmp_path):
             assert got["asked"] == 1 and got["malformed"] == got["failed"] == 0
             names = {m["name"] for m in c.get("/v1/models").json()["models"]}
             assert len(names) == 8 and all(n.startswith("demo-") for n in names)
-            # the demo models stream at serve's demo_pace: n words take at least n × 0.01 s
+            # the demo models stream at serve's demo_pace: the demo server paused 0.01 s before
+            # each word (3× after a paragraph), by its own count (the time: bench_arena_start)
             said = next(x for x in server.lines if x.startswith("demo models served by"))
             assert "(0.01 s a word)" in said
             base_url = re.search(r"(http://\S+/v1)", said).group(1)
@@ -58,10 +59,12 @@ def test_serve_demo_holds_a_battle(tmp_path):
                 "stream": True,
                 "messages": [{"role": "user", "content": "Compare TCP and UDP"}],
             }
-            t0 = time.perf_counter()
+            before = httpx.get(base_url.removesuffix("/v1") + "/demo/stats").json()
+            paused0 = before.get("demo-ace", {}).get("paused", 0.0)
             r = httpx.post(base_url + "/chat/completions", json=body, timeout=60)
             words = r.text.count('"content": "') - 1  # the first chunk carries the role only
-            assert words > 30 and time.perf_counter() - t0 >= 0.01 * words
+            after = httpx.get(base_url.removesuffix("/v1") + "/demo/stats").json()
+            assert words > 30 and after["demo-ace"]["paused"] - paused0 >= 0.01 * words - 1e-9
         print(f"serve --demo: first possible vote after {first_vote:.2f} s")
     finally:
         server.stop()

@@ -214,6 +214,7 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
             "peers": set(),
             "messages": [],
             "last_messages": [],
+            "paused": 0.0,  # seconds of reading-pace pauses taken (--pace, slow=)
         }
     )
 
@@ -339,6 +340,7 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
                         raise ConnectionAbortedError("demo drop mode: connection dropped")
                     if step:
                         paragraph = k > 0 and toks[k - 1].endswith("\n\n")
+                        st["paused"] += step * (3 if paragraph else 1)
                         await asyncio.sleep(step * (3 if paragraph else 1))
                     yield chunk({"content": tok}, None)
                 yield chunk({}, finish)
@@ -486,7 +488,7 @@ class DemoServer:
 
     def stats(self) -> dict[str, Any]:
         """``GET /demo/stats``: per requested model name, the requests, the most in flight at
-        once and the arrival times."""
+        once, the arrival times and the seconds of reading-pace pauses taken (``paused``)."""
         import httpx
 
         return httpx.get(self.base_url.removesuffix("/v1") + "/demo/stats").json()
