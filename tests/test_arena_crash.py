@@ -23,6 +23,16 @@ def page(client: httpx.Client) -> str:
     return re.search(r'name="csrf-token" content="([0-9a-f]+)"', r.text).group(1)
 
 
+def _two_battles(c: httpx.Client, url: str, h: dict) -> list[str]:
+    """Two page battles held to their end (turn 1 complete): their ids."""
+    ids = []
+    for q in ("What is 2+2?", "Name a colour."):
+        got = _lines(c.post(url + "/arena/battles", json={"prompt": q}, headers=h))
+        assert got[-1]["status"] == "complete", got[-1]
+        ids.append(got[0]["battle_id"])
+    return ids
+
+
 def test_kill_during_streaming(tmp_path):
     with DemoServer(seed=0) as demo:
         config = tmp_path / "arena.toml"
@@ -158,11 +168,7 @@ def test_kill_mid_follow_up_then_restart_votes_and_follows_up(db_url, tmp_path):
         server = ServerProcess(db_url, "--config", str(config), cwd=tmp_path, port=port).start()
         url, admin = server.url, {"Authorization": f"Bearer {server.admin_key}"}
         h = _headers(c, url)
-        ids = []
-        for q in ("What is 2+2?", "Name a colour."):
-            got = _lines(c.post(url + "/arena/battles", json={"prompt": q}, headers=h))
-            assert got[-1]["status"] == "complete", got[-1]
-            ids.append(got[0]["battle_id"])
+        ids = _two_battles(c, url, h)
         server.stop()
         _config(config, demo.base_url, 0.5, visitor_open=3)  # killed while the answers stream
         server = ServerProcess(db_url, "--config", str(config), cwd=tmp_path, port=port).start()
@@ -218,11 +224,7 @@ def test_kill_mid_follow_up_then_the_visitor_abandons_what_it_cannot_reach(db_ur
         server = ServerProcess(db_url, "--config", str(config), cwd=tmp_path, port=port).start()
         url, admin = server.url, {"Authorization": f"Bearer {server.admin_key}"}
         h = _headers(c, url)
-        ids = []
-        for q in ("What is 2+2?", "Name a colour."):
-            got = _lines(c.post(url + "/arena/battles", json={"prompt": q}, headers=h))
-            assert got[-1]["status"] == "complete", got[-1]
-            ids.append(got[0]["battle_id"])
+        ids = _two_battles(c, url, h)
         s, _, _ = _stream_until_a_piece(
             c, url, f"/arena/battles/{ids[1]}/turns", {"prompt": "Why?"}, h
         )

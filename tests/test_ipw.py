@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from stablearena import Battles
 from stablearena.battles import Outcome, ipw_weights
-from stablearena.cli import main
 from stablearena.errors import InputError
 from stablearena.raters import get_rater
 from stablearena.selection import get_selector
@@ -224,14 +223,16 @@ def test_a_log_with_weights_is_not_reweighted_silently():
 
 
 # ----------------------------------------------------------------------------- the CLI
-def _run(capsys, *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, " ".join(out.err.split())
+@pytest.fixture
+def run(cli):
+    """The in-process CLI (conftest's ``cli``) with the error's white space folded (Rich wraps
+    long messages)."""
+
+    def call(*args: str) -> tuple[int, str, str]:
+        code, out, err = cli(*args)
+        return code, out, " ".join(err.split())
+
+    return call
 
 
 def _export(tmp_path, prop, name="propensity"):
@@ -243,10 +244,10 @@ def _export(tmp_path, prop, name="propensity"):
     return path, battles
 
 
-def test_rank_ipw_gives_sandwich_intervals_from_the_propensity_column(tmp_path, capsys):
+def test_rank_ipw_gives_sandwich_intervals_from_the_propensity_column(tmp_path, run):
     prop = np.random.default_rng(3).uniform(0.05, 1, 400)
     path, battles = _export(tmp_path, prop)
-    code, out, err = _run(capsys, "rank", str(path), "--ipw", "--ci", "sandwich", "-f", "json")
+    code, out, err = run("rank", str(path), "--ipw", "--ci", "sandwich", "-f", "json")
     assert code == 0, err
     payload = json.loads(out)
     fitted = get_rater("m-elo").fit(battles.with_ipw(prop))
@@ -256,12 +257,10 @@ def test_rank_ipw_gives_sandwich_intervals_from_the_propensity_column(tmp_path, 
     assert any("sampling weights" in n for n in payload["ci"]["notes"])
 
 
-def test_rank_ipw_reads_a_column_named_with_col(tmp_path, capsys):
+def test_rank_ipw_reads_a_column_named_with_col(tmp_path, run):
     prop = np.random.default_rng(4).uniform(0.05, 1, 200)
     path, battles = _export(tmp_path, prop, name="pi")
-    code, out, err = _run(
-        capsys, "rank", str(path), "--ipw", "--col", "propensity=pi", "-f", "json"
-    )
+    code, out, err = run("rank", str(path), "--ipw", "--col", "propensity=pi", "-f", "json")
     assert code == 0, err
     fitted = get_rater("m-elo").fit(battles.with_ipw(prop))
     rating = dict(zip(fitted.models, fitted.ratings, strict=True))
@@ -279,24 +278,24 @@ def test_rank_ipw_reads_a_column_named_with_col(tmp_path, capsys):
     ],
     ids=["fisher", "bootstrap", "col-without-ipw", "arena"],
 )
-def test_rank_ipw_refusals(tmp_path, capsys, args, said):
+def test_rank_ipw_refusals(tmp_path, run, args, said):
     path, _ = _export(tmp_path, np.full(50, 0.5))
-    code, _, err = _run(capsys, "rank", str(path), *args)
+    code, _, err = run("rank", str(path), *args)
     assert code == 2 and said in err
 
 
-def test_rank_ipw_names_the_file_row_and_value_of_a_bad_propensity(tmp_path, capsys):
+def test_rank_ipw_names_the_file_row_and_value_of_a_bad_propensity(tmp_path, run):
     prop = np.full(50, 0.5)
     prop[9] = 0.0
     path, _ = _export(tmp_path, prop)
-    code, _, err = _run(capsys, "rank", str(path), "--ipw")
+    code, _, err = run("rank", str(path), "--ipw")
     assert code == 2
     assert str(path) in err and "data row 10" in err and "propensity 0.0" in err
 
 
-def test_rank_ipw_without_the_column_says_so(tmp_path, capsys):
+def test_rank_ipw_without_the_column_says_so(tmp_path, run):
     path, _ = _export(tmp_path, np.full(50, 0.5), name="other")
-    code, _, err = _run(capsys, "rank", str(path), "--ipw")
+    code, _, err = run("rank", str(path), "--ipw")
     assert code == 2 and "no column 'propensity'" in err and "--col propensity=NAME" in err
 
 

@@ -73,6 +73,7 @@ from .raters.bradley_terry import (
     bradley_terry_loglik,
     solve_bradley_terry,
 )
+from .trust import record_days_of
 
 __all__ = [
     "CrowdRule",
@@ -81,6 +82,7 @@ __all__ = [
     "crowd_fit",
     "ability_spread",
     "model_votes_limit",
+    "account_model_volume",
 ]
 
 #: The largest weighted votes one account may give any one model (``model_votes``), chosen by
@@ -355,17 +357,26 @@ def _posterior_abilities(
     return a, 1.0 / np.sqrt(info + lam)
 
 
+def account_model_volume(
+    k: np.ndarray, i: np.ndarray, j: np.ndarray, vol: np.ndarray, m: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each (account, model) cell's volume from rows of account ``k`` on models ``i``, ``j``
+    with volume ``vol`` (a row counts for both its models): (cell keys k·m + model, each row's
+    cell index for its i side then its j side — 2 × rows —, each cell's total). The per-model
+    limit of step 4, its quantile and the live update's limit all read this one sum."""
+    k = np.asarray(k, dtype=np.int64)
+    key = np.concatenate([k * m + i, k * m + j])
+    uk, inv = np.unique(key, return_inverse=True)
+    return uk, inv, np.bincount(inv, np.concatenate([vol, vol]), len(uk))
+
+
 def _model_caps(
     c: PairCounts, w_rows: np.ndarray, limit: float
 ) -> tuple[np.ndarray, dict[int, int]]:
     """Row factors of the per-model contribution cap: min(1, limit / C_km) for both models of
     each row (the smaller), and per account the number of models on which it was capped."""
     m = c.n_models
-    k = c.annotator.astype(np.int64)
-    vol = w_rows * c.totals
-    key = np.concatenate([k * m + c.i, k * m + c.j])
-    uk, inv = np.unique(key, return_inverse=True)
-    tot = np.bincount(inv, np.concatenate([vol, vol]), len(uk))
+    uk, inv, tot = account_model_volume(c.annotator, c.i, c.j, w_rows * c.totals, m)
     f = np.minimum(1.0, limit / np.maximum(tot, 1e-300))
     n_rows = len(c)
     fr = np.minimum(f[inv[:n_rows]], f[inv[n_rows:]])
@@ -450,16 +461,6 @@ def _flood_test(
     )
 
 
-def _days_of(
-    names: tuple[str, ...],
-    ages: Mapping[str, float] | None,
-    active_days: Mapping[str, float] | None,
-) -> np.ndarray | None:
-    from .trust import record_days_of
-
-    return record_days_of(names, ages, active_days)
-
-
 @dataclass(frozen=True)
 class _Rounds:
     """What :func:`_weight_rounds` leaves: scores, row coefficients, per-account abilities,
@@ -541,12 +542,7 @@ def model_votes_limit(c: PairCounts, rule: CrowdRule, established: np.ndarray) -
     keep = np.asarray(established, bool)[k] & (c.totals > 0)
     if not keep.any():
         return floor
-    m = c.n_models
-    kk = k[keep]
-    key = np.concatenate([kk * m + c.i[keep], kk * m + c.j[keep]])
-    vol = np.concatenate([c.totals[keep], c.totals[keep]])
-    _, inv = np.unique(key, return_inverse=True)
-    cells = np.bincount(inv, vol)
+    _, _, cells = account_model_volume(k[keep], c.i[keep], c.j[keep], c.totals[keep], c.n_models)
     q = float(np.quantile(cells, rule.model_votes_quantile))
     return float(np.clip(q, floor, max(floor, rule.model_votes_max)))
 
@@ -575,7 +571,11 @@ def crowd_fit(
     na, m = len(names), c.n_models
     k = c.annotator.astype(np.int64)
     ones = np.ones(len(c))
-    t = None if not rule.flood_days or rule.flood_days <= 0 else _days_of(names, ages, active_days)
+    t = (
+        None
+        if not rule.flood_days or rule.flood_days <= 0
+        else record_days_of(names, ages, active_days)
+    )
     new = np.zeros(na, dtype=bool) if t is None else t < float(rule.flood_days)
     mv = model_votes_limit(c, rule, ~new)
     rule = replace(rule, model_votes=mv)

@@ -116,14 +116,14 @@ def _crowd_update_base(got: Any, fitted: Any, snap: Snapshot) -> UpdateBase:
     limit = fitted.params.get("model_votes")
     volume: dict[str, dict[int, float]] | None = None
     if limit:
+        from ..crowd import account_model_volume
+
         c = fitted.counts
         w = np.array([crowd.weights[n] for n in c.annotators])
-        k = c.annotator.astype(np.int64)
         m = len(fitted.models)
-        vol = w[k] * c.totals
-        key = np.concatenate([k * m + c.i, k * m + c.j])
-        uk, inv = np.unique(key, return_inverse=True)
-        tot = np.bincount(inv, np.concatenate([vol, vol]), len(uk))
+        uk, _, tot = account_model_volume(
+            c.annotator, c.i, c.j, w[c.annotator.astype(np.int64)] * c.totals, m
+        )
         volume = {}
         for kk, t in zip(uk.tolist(), tot.tolist(), strict=True):
             volume.setdefault(c.annotators[kk // m], {})[kk % m] = t
@@ -155,10 +155,10 @@ def _crowd_update_factors(
     limit, old = base.model_votes, base.model_volume or {}
     if not limit:
         return np.ones(len(i))
+    from ..crowd import account_model_volume
+
     m = len(base.fitted.models)
-    key = np.concatenate([ann * m + i, ann * m + j])
-    uk, inv = np.unique(key, return_inverse=True)
-    tot = np.bincount(inv, np.concatenate([vol, vol]), len(uk))
+    uk, inv, tot = account_model_volume(ann, i, j, vol, m)
     prior = np.array(
         [old.get(names[kk // m], {}).get(kk % m, 0.0) for kk in uk.tolist()], dtype=float
     )
