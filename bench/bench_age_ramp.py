@@ -3,9 +3,9 @@
 No attacker. On each arena and seed, the new default defence
 (``am-elo+screen+influence+bounded``, cap 2, ramp 100 votes) is fitted once and its bounded
 weights multiplied by min(1, age / ramp_days) for each ``--ramp-days``; honest accounts' ages
-are uniform on [0, 365] days (:data:`stablearena.attacks.HONEST_MAX_AGE_DAYS`, drawn per seed).
+are uniform on [0, 365] days (:data:`stablearena.simulation.attacks.HONEST_MAX_AGE_DAYS`, drawn per seed).
 Prints Kendall τ to the reference per ramp, and the change against no age ramp paired by seed
-(mean ± SE, :func:`stablearena.metrics.paired_difference`). Arenas as in the guide's honest-cost
+(mean ± SE, :func:`stablearena.analysis.metrics.paired_difference`). Arenas as in the guide's honest-cost
 table: simulated (20 models, 90 honest + 10 flippers, 20,000 battles; τ to the truth), LLMFAO
 with 10 % of the annotators with ≥ 50 records flipped (τ to today's screened fit of the clean
 log), and the Chatbot Arena 2024 counts at 2 % (the rigging experiment's honest arenas; τ to
@@ -24,10 +24,10 @@ import numpy as np
 
 def arenas(which: str, seed: int):
     """(counts by annotator, reference scores) of arena ``which`` on ``seed``."""
-    from stablearena import attacks as A
-    from stablearena import datasets
-    from stablearena.perturbation import perturb_annotators, simulate_arena
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
+    from stablearena.data import datasets
+    from stablearena.simulation import attacks as A
+    from stablearena.simulation.perturbation import perturb_annotators, simulate_arena
 
     if which == "sim":
         sim = simulate_arena(profiles={"honest": 90, "flipper": 10}, seed=seed)
@@ -46,8 +46,8 @@ def arenas(which: str, seed: int):
 
 
 def main() -> None:
-    from stablearena import attacks as A
-    from stablearena.metrics import kendall_tau, paired_difference
+    from stablearena.analysis.metrics import kendall_tau, paired_difference
+    from stablearena.simulation import attacks as A
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)

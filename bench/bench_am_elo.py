@@ -42,9 +42,9 @@ import numpy as np
 import pandas as pd
 
 from stablearena import Battles, MElo
-from stablearena.metrics import kendall_tau, prediction_auc
-from stablearena.perturbation import simulate_arena
+from stablearena.analysis.metrics import kendall_tau, prediction_auc
 from stablearena.raters.annotator import AmElo
+from stablearena.simulation.perturbation import simulate_arena
 
 try:
     from crowdkit.aggregation import NoisyBradleyTerry

@@ -57,7 +57,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 MODELS = ("demo-ace", "demo-wild")
 

@@ -1,6 +1,6 @@
 """Arena-Hard-Auto's boards: ours against its own ``show_result.py`` on the same files.
 
-A simulated benchmark of known truth (``stablearena.arena_hard.simulate_run``: a judge that
+A simulated benchmark of known truth (``stablearena.judging.arena_hard.simulate_run``: a judge that
 likes long answers) is written in Arena-Hard-Auto's layout; our plain and style-controlled
 boards are computed, and, when a checkout of Arena-Hard-Auto and a Python that can run it
 (torch, pandas, tqdm) are given, its ``show_result.py`` is run on the same files (plain, and
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stablearena.arena_hard import (
+from stablearena.judging.arena_hard import (
     BaselineBoard,
     baseline_board,
     board_metrics,

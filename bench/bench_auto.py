@@ -7,10 +7,10 @@ judge's verdict inverted), on ``--prompts`` demo prompts. Each battle is judged 
 in both orders. Designs, each run per seed to ``--cap`` judge calls (or until its battles run
 out):
 
-(a) the information design, as shipped (``stablearena.auto``): the pair from
-    ``stablearena.selection.DEFAULT_STRATEGY`` (or ``--info-design``) at the am-ELO fit
+(a) the information design, as shipped (``stablearena.judging.auto_arena``): the pair from
+    ``stablearena.design.selection.DEFAULT_STRATEGY`` (or ``--info-design``) at the am-ELO fit
     refitted every batch, and the judge chosen by its estimated ability
-    (``stablearena.auto.JudgeSteering``);
+    (``stablearena.judging.auto_arena.JudgeSteering``);
 (b) round-robin: every pair on every prompt, the judge drawn per battle (a hash: every judge
     alike);
 (c) Arena-Hard-Auto's design: every model against one baseline model (``--baseline``) on
@@ -25,13 +25,13 @@ Paired by seed: the differences (b) − (a) and (c) − (a) under each rater, me
 won. The **truth-known bound**: the fewest judge calls whose best allocation over the pairs,
 with the true outcome probabilities known, reaches an expected pairwise agreement of 0.95
 (τ = 0.9 for a ranking without ties) in the normal approximation of the Bradley–Terry errors
-(:class:`stablearena.experiments.selection.RankingAsymptotics`), and the same for battles
+(:class:`stablearena.simulation.experiments.selection.RankingAsymptotics`), and the same for battles
 spread evenly over all pairs — once with every battle's judge drawn uniformly from the five
 (the judges of (b) and (c)), once with every battle sent to the best judge (judge-keen, the
 best that a design choosing judges can do). **Judge weighting**: per design, the calls saved by am-ELO against
 m-ELO on the same judgements, and τ of both every ``--am-step`` calls, paired by seed.
 
-The bulk runs in process (:class:`stablearena.endpoints.demo.LocalDemoClient`: the demo
+The bulk runs in process (:class:`stablearena.judging.endpoints.demo.LocalDemoClient`: the demo
 server's own reply function, no HTTP); ``--http-seeds K`` runs the first K seeds' design (a)
 again through the real demo server over loopback HTTP and checks that the judgements are the
 same.
@@ -52,7 +52,7 @@ import numpy as np
 
 
 def truth_scores():
-    from stablearena.endpoints.demo import DEMO_MODELS
+    from stablearena.judging.endpoints.demo import DEMO_MODELS
 
     return -np.array([m.error_rate for m in DEMO_MODELS])
 
@@ -61,7 +61,7 @@ def outcome_moments(judges: tuple | None = None) -> tuple[np.ndarray, np.ndarray
     """Expected score e_ij of model i against j in one battle (judge drawn uniformly from
     ``judges``, default the five demo judges; both orders, disagreeing orders a tie) and its
     variance v_ij."""
-    from stablearena.endpoints.demo import DEMO_JUDGES, DEMO_MODELS
+    from stablearena.judging.endpoints.demo import DEMO_JUDGES, DEMO_MODELS
 
     judges = DEMO_JUDGES if judges is None else judges
 
@@ -94,8 +94,8 @@ def outcome_moments(judges: tuple | None = None) -> tuple[np.ndarray, np.ndarray
 
 
 def asymptotics(judges: tuple | None = None):
-    from stablearena.experiments.selection import RankingAsymptotics
     from stablearena.raters.bradley_terry import solve_bradley_terry
+    from stablearena.simulation.experiments.selection import RankingAsymptotics
 
     e, v = outcome_moments(judges)
     m = e.shape[0]
@@ -114,11 +114,11 @@ def arena(
     baseline: str,
     base_url: str | None = None,
 ):
-    from stablearena.auto import AutoArena, AutoConfig, Prompt
-    from stablearena.endpoints import EndpointClient
-    from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
-    from stablearena.endpoints.demo_server import demo_endpoints
-    from stablearena.judges import JudgeClient, demo_judges
+    from stablearena.judging.auto_arena import AutoArena, AutoConfig, Prompt
+    from stablearena.judging.endpoints import EndpointClient
+    from stablearena.judging.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
+    from stablearena.judging.endpoints.demo_server import demo_endpoints
+    from stablearena.judging.judges import JudgeClient, demo_judges
 
     prompts = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(n_prompts, seed)]
     if base_url is None:
@@ -152,8 +152,8 @@ def bounds(asym, upper: int) -> tuple[float | None, float | None]:
 
 def tau_curve(result, steps: list[int], rater: str) -> tuple[list[float], int]:
     """τ at each step (judge calls) of the judgements so far; failed fits give NaN."""
+    from stablearena.analysis.metrics import kendall_tau
     from stablearena.errors import StableArenaError
-    from stablearena.metrics import kendall_tau
     from stablearena.raters.base import get_rater
 
     battles = result.battles()
@@ -189,7 +189,7 @@ def calls_to(steps: list[int], curve: list[float], target: float = 0.9) -> tuple
 
 
 def summary(label: str, diffs: list[float], digits: int = 0) -> str:
-    from stablearena.metrics import paired_difference
+    from stablearena.analysis.metrics import paired_difference
 
     p = paired_difference(diffs)
     z = f", z {p['mean_diff'] / p['se']:+.1f}" if p["se"] > 0 else ""
@@ -223,8 +223,8 @@ def main() -> None:
         help="run nothing: summarise the seeds of these --json files (runs split over processes)",
     )
     args = ap.parse_args()
-    from stablearena.endpoints.demo_server import DemoServer
-    from stablearena.metrics import paired_difference
+    from stablearena.analysis.metrics import paired_difference
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     designs = {
         "information": args.info_design,
@@ -337,7 +337,7 @@ def main() -> None:
         d = [r[name]["m-elo"]["calls_to_0.9"] - r[name]["am-elo"]["calls_to_0.9"] for r in per_seed]
         print("  " + summary(f"{name}: calls saved by am-ELO", d))
         out[f"am_elo_saving_{name}"] = paired_difference(d)
-    from stablearena.endpoints.demo import DEMO_JUDGES
+    from stablearena.judging.endpoints.demo import DEMO_JUDGES
 
     keen = max(DEMO_JUDGES, key=lambda j: (j.kind == "honest", j.accuracy))
     out["bound"] = {}

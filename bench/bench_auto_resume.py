@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from stablearena.endpoints.demo import DEMO_MODELS, demo_prompts  # noqa: E402
-from stablearena.endpoints.demo_server import DemoServer  # noqa: E402
-from stablearena.judges import demo_judges  # noqa: E402
+from stablearena.judging.endpoints.demo import DEMO_MODELS, demo_prompts  # noqa: E402
+from stablearena.judging.endpoints.demo_server import DemoServer  # noqa: E402
+from stablearena.judging.judges import demo_judges  # noqa: E402
 from stablearena.service import store  # noqa: E402
 
 

@@ -57,7 +57,7 @@ def _load(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...
 
 def child_ours(path: str, rounds: int, seed: int) -> dict[str, Any]:
     from stablearena import Battles, MElo
-    from stablearena.uncertainty import bootstrap
+    from stablearena.raters.uncertainty import bootstrap
 
     a, b, o, models = _load(path)
     battles = Battles.from_arrays(a, b, o, models=models)
@@ -262,7 +262,7 @@ def main() -> None:
         sys.stdout.write(json.dumps(res) + "\n")
         return
 
-    from stablearena.simulate import random_ratings, simulate_battles
+    from stablearena.data.simulate import random_ratings, simulate_battles
 
     b = simulate_battles(random_ratings(args.models, seed=1), args.battles, seed=2)
     print(

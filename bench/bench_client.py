@@ -1,4 +1,4 @@
-"""CPU per streamed model call: the arena's client (:class:`stablearena.endpoints.EndpointClient`,
+"""CPU per streamed model call: the arena's client (:class:`stablearena.judging.endpoints.EndpointClient`,
 aiohttp) against httpx reading the same stream the same way, and against aiohttp's own session
 with nothing around it (the floor), on the local demo server.
 
@@ -22,9 +22,9 @@ import time
 import aiohttp
 import httpx
 
-from stablearena.endpoints import EndpointClient, ModelEndpoint
-from stablearena.endpoints.client import SSEDecoder
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints import EndpointClient, ModelEndpoint
+from stablearena.judging.endpoints.client import SSEDecoder
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 PROMPT = "What is 17*23?"
 

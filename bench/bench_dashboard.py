@@ -206,7 +206,7 @@ def request_costs(url: str, admin_key: str, pid: int, n: int) -> dict[str, dict[
 
 
 def seed_log(path: Path, models: list[str], args) -> dict[str, float]:
-    from stablearena.simulate import simulate_battles
+    from stablearena.data.simulate import simulate_battles
 
     rng = np.random.default_rng(1)
     ratings = rng.normal(1000, 120, len(models))
@@ -248,7 +248,7 @@ def main() -> None:
     import _suite  # noqa: F401 - tests/ on sys.path
     from arena_process import ServerProcess
 
-    from stablearena.client import ArenaClient
+    from stablearena.service.client import ArenaClient
 
     print(
         f"# {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; load "

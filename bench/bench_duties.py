@@ -126,7 +126,7 @@ def main() -> None:
     args = p.parse_args()
     import tempfile
 
-    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]

@@ -8,7 +8,7 @@ m-ELO on all votes. It prints each seed, then the paired difference (mean ± sta
 seeds, seeds won / tied / lost) and the flippers flagged.
 
 ``--offline`` adds the same arenas with uniformly random pairs fitted in process (no service):
-:func:`stablearena.screening.screen_log` (the same screening) against m-ELO on all votes, to
+:func:`stablearena.crowd.screening.screen_log` (the same screening) against m-ELO on all votes, to
 separate the raters from the pair choice.
 
     python bench/bench_flippers.py [--seeds 11] [--first 0] [--votes 20000] [--offline 20]
@@ -25,7 +25,7 @@ import numpy as np
 
 
 def summary(label: str, diffs: list[float]) -> None:
-    from stablearena.metrics import paired_difference
+    from stablearena.analysis.metrics import paired_difference
 
     p = paired_difference(diffs)
     print(
@@ -37,9 +37,9 @@ def summary(label: str, diffs: list[float]) -> None:
 
 def offline(seeds: int, votes: int) -> list[float]:
     from stablearena import MElo
-    from stablearena.metrics import kendall_tau
-    from stablearena.screening import screen_log
-    from stablearena.simulate import random_ratings, simulate_battles
+    from stablearena.analysis.metrics import kendall_tau
+    from stablearena.crowd.screening import screen_log
+    from stablearena.data.simulate import random_ratings, simulate_battles
 
     diffs = []
     for seed in range(seeds):

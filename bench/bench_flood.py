@@ -1,6 +1,6 @@
 """The weight-0 flood (issue 34): does the published board keep its scale and order?
 
-An honest arena at the rigging guide's scale (:func:`stablearena.attacks.honest_arena` on the
+An honest arena at the rigging guide's scale (:func:`stablearena.simulation.attacks.honest_arena` on the
 Chatbot Arena 2024 counts, ``--fraction 0.016``: about 27,000 honest votes; honest accounts'
 ages uniform on [0, 365] days) plus brand-new accounts — age 0, so weight 0 under the age ramp
 — casting ``--share`` (25 %) of the honest volume in battles served at the arena's pair
@@ -14,11 +14,11 @@ Stable Arena policy of both rules (``warn``, the live default before issue 34, o
 For each seed and rule the board is fitted with and without the flood, with the live arena's
 defaults (δ 50, ε 0, warn; cap 2, ramp 100 votes, 7 days): ``before`` is the rule the live
 arena ran before issue 34 (the Stable Arena step with every account in the ability fit, then
-bounded influence); ``after`` is :func:`stablearena.arena_rule.arena_fit` (accounts of weight 0
+bounded influence); ``after`` is :func:`stablearena.crowd.board_rule.arena_fit` (accounts of weight 0
 left out of the ability fit; influence screening acts). Printed per seed: the flood board's
 spread over the board's without it (scale ratio), whether the order of all models is the same,
 the largest rating change (Elo), whether both fits converged, and what
-:func:`stablearena.fitcheck.board_problems` says of the flood board against the one without.
+:func:`stablearena.analysis.fitcheck.board_problems` says of the flood board against the one without.
 
     nice -n 10 python bench/bench_flood.py [--seeds 10] [--fraction 0.016] [--share 0.25]
         [--kind reverse] [--rules before,after]
@@ -37,8 +37,8 @@ ELO = 400 / np.log(10)
 
 def flood_counts(arena, share: float, kind: str, seed: int):
     """The flood's votes as pair × account counts (accounts ``z00000``…)."""
-    from stablearena import attacks as A
-    from stablearena.battles import PairCounts
+    from stablearena.data.battles import PairCounts
+    from stablearena.simulation import attacks as A
 
     rng = np.random.default_rng((seed, 34))
     n = int(round(share * arena.n_votes))
@@ -70,9 +70,9 @@ def flood_counts(arena, share: float, kind: str, seed: int):
 
 def board(rule_name: str, counts, ages, policy: str):
     """(scores, converged) of the published board under ``rule_name``."""
-    from stablearena.arena_rule import ArenaRule, arena_fit
-    from stablearena.screening import StableArena
-    from stablearena.trust import bounded_fit
+    from stablearena.crowd.board_rule import ArenaRule, arena_fit
+    from stablearena.crowd.screening import StableArena
+    from stablearena.crowd.trust import bounded_fit
 
     rule = ArenaRule(policy=policy)
     with warnings.catch_warnings():
@@ -104,13 +104,13 @@ def main() -> None:
     ap.add_argument("--policy", choices=("warn", "exclude"), default=None)
     args = ap.parse_args()
 
-    from stablearena import attacks as A
-    from stablearena import datasets
-    from stablearena.fitcheck import board_problems
+    from stablearena.analysis.fitcheck import board_problems
+    from stablearena.data import datasets
+    from stablearena.simulation import attacks as A
 
     source = datasets.load("chatbot-arena-2024")
     rules = args.rules.split(",")
-    from stablearena.arena_rule import ArenaRule
+    from stablearena.crowd.board_rule import ArenaRule
 
     policy = args.policy or ArenaRule().policy
     print(

@@ -12,7 +12,7 @@ compiles or loads its cache there; pyarrow and the OS warm their caches).
     list conversion and the Rust solve). It is given ``index=pd.Index(range(200))`` so that it
     does not build an index of its own.
 (b) The same battles from a CSV file with model names as strings:
-    ``stablearena.io.read_battles(path)`` + ``MElo().fit`` vs a plain ``pyarrow.csv.read_csv``
+    ``stablearena.data.io.read_battles(path)`` + ``MElo().fit`` vs a plain ``pyarrow.csv.read_csv``
     of the file (target: at most 2× the read alone); evalica's end to end from the same file
     (``pandas.read_csv(engine="pyarrow")``, label → ``Winner`` map, ``evalica.bradley_terry``
     on the name columns) is printed beside it.
@@ -79,10 +79,10 @@ import pyarrow.csv as pacsv
 
 from stablearena import Battles, MElo
 from stablearena._threads import single_threaded_blas
-from stablearena.io import read_battles
+from stablearena.data.io import read_battles
+from stablearena.data.simulate import random_ratings, simulate_battles
 from stablearena.raters.base import ELO_SCALE
 from stablearena.raters.elo import Elo, shuffle_order
-from stablearena.simulate import random_ratings, simulate_battles
 
 evalica: Any = None
 EVALICA_WINNER: np.ndarray = np.zeros(0)

@@ -7,7 +7,7 @@ its scores to m-ELO fitted on B (``[heldout]``; on the simulated arena also to t
 m-ELO on the full real counts: ``[truth]``) (am-ELO's scores live on a scale set by its abilities, so a
 log-loss of B under them would compare scales, not orders). Printed per rule: τ (mean ± SE over
 seeds) and the difference to m-ELO paired by seed
-(:func:`stablearena.metrics.paired_difference`).
+(:func:`stablearena.analysis.metrics.paired_difference`).
 
 Rules: ``m-elo``; ``old`` — the default before sleepers (``am-elo+screen+influence+bounded``, cap
 2, ramp 100 votes, age ramp 7 days on days since creation, no record rule, δ = 50); ``new δ=D`` —
@@ -15,11 +15,11 @@ the new default (day ramp 7 on *active* days, weight ≤ 1 before 30 active days
 min_records δ = D (below δ votes an account is left out of the fit; from δ on, the vote ramp
 weighs it n/100).
 
-``crowd (default)``: the default rule since the crowd rule (:mod:`stablearena.crowd`), as
+``crowd (default)``: the default rule since the crowd rule (:mod:`stablearena.crowd.rule`), as
 ``stablearena serve`` publishes it (``--model-votes``: also other per-model limits).
 
 Arenas: ``llmfao`` — the bundled LLMFAO log (no timestamps: ages uniform on [0, 365] days and
-active days drawn as in the simulator, :func:`stablearena.attacks.honest_active_days`, from the
+active days drawn as in the simulator, :func:`stablearena.simulation.attacks.honest_active_days`, from the
 annotators' real volumes); ``cba`` — the rigging experiment's honest arenas (Chatbot Arena 2024
 counts at ``--fraction``, annotators of 20–200 votes, with their simulated ages and active days).
 
@@ -76,8 +76,8 @@ def split_counts(counts, rng):
 
 def arena(which: str, seed: int, fraction: float):
     """(counts by annotator, ages, active days, true scores or None) of arena ``which``."""
-    from stablearena import attacks as A
-    from stablearena import datasets
+    from stablearena.data import datasets
+    from stablearena.simulation import attacks as A
 
     if which == "llmfao":
         counts = datasets.load("llmfao").counts(by_annotator=True)
@@ -87,7 +87,9 @@ def arena(which: str, seed: int, fraction: float):
         active = A.honest_active_days(vols, ages, np.random.default_rng((seed, 2)))
         truth = None
     else:
-        crowd = None if which == "cba" else which  # a crowd model of stablearena.attacks.CROWDS
+        crowd = (
+            None if which == "cba" else which
+        )  # a crowd model of stablearena.simulation.attacks.CROWDS
         ar = A.honest_arena(
             datasets.load("chatbot-arena-2024"), fraction=fraction, seed=seed, crowd=crowd
         )
@@ -102,8 +104,8 @@ def arena(which: str, seed: int, fraction: float):
 
 
 def main() -> None:
-    from stablearena import attacks as A
-    from stablearena.metrics import kendall_tau, paired_difference
+    from stablearena.analysis.metrics import kendall_tau, paired_difference
+    from stablearena.simulation import attacks as A
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
@@ -155,7 +157,7 @@ def main() -> None:
             scores = {"m-elo": A.m_elo_scores(half_a)}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                # the default rule (the crowd rule, stablearena.crowd) as serve publishes it
+                # the default rule (the crowd rule, stablearena.crowd.rule) as serve publishes it
                 fits = A._Fits()
                 fits.active_days = active
                 scores["crowd (default)"] = A.defence_scores("crowd", half_a, fits)[0]

@@ -1,8 +1,8 @@
 """Answers that talk to the judge: what the detector catches and misses, what it flags wrongly
 on ordinary text, and where an injecting model ends on the board, paired by seed.
 
-1. **The attack set** (``stablearena.endpoints.demo.INJECTIONS``, 14 notes in several forms and
-   a few languages): each note detected or not by the rules (``stablearena.injection``).
+1. **The attack set** (``stablearena.judging.endpoints.demo.INJECTIONS``, 14 notes in several forms and
+   a few languages): each note detected or not by the rules (``stablearena.judging.injection``).
 2. **False flags on ordinary text**: the paragraphs (>= 80 characters) of the descriptions of
    every Python package installed on this machine (README-like Markdown: prose, lists, code,
    instructions to the reader), and the demo models' answers. Flagged paragraphs are counted by
@@ -48,8 +48,8 @@ POLICIES = ["keep", "cut", "forfeit"]
 
 
 def attack_set() -> list[dict]:
-    from stablearena.endpoints.demo import INJECTIONS
-    from stablearena.injection import detect
+    from stablearena.judging.endpoints.demo import INJECTIONS
+    from stablearena.judging.injection import detect
 
     rows = []
     for note in INJECTIONS:
@@ -76,8 +76,8 @@ def ordinary_paragraphs() -> list[str]:
 
 
 def false_flags(paragraphs: list[str]) -> dict:
-    from stablearena.endpoints.demo import DEMO_MODELS, demo_answer, demo_prompts
-    from stablearena.injection import detect
+    from stablearena.judging.endpoints.demo import DEMO_MODELS, demo_answer, demo_prompts
+    from stablearena.judging.injection import detect
 
     by_rule: dict[str, int] = {}
     examples: list[dict] = []
@@ -111,12 +111,12 @@ def false_flags(paragraphs: list[str]) -> dict:
 
 
 def run_once(base_url: str, seed: int, judges: list[str], policy: str, plain: bool, budget: int):
-    from stablearena.auto import AutoArena, AutoConfig, Prompt, fit_leaderboard
-    from stablearena.endpoints import ModelEndpoint, make_client
-    from stablearena.endpoints.demo import demo_prompts
-    from stablearena.injection import summarise
-    from stablearena.judges import JudgeClient, demo_judges
-    from stablearena.probes import ProbeConfig
+    from stablearena.judging.auto_arena import AutoArena, AutoConfig, Prompt, fit_leaderboard
+    from stablearena.judging.endpoints import ModelEndpoint, make_client
+    from stablearena.judging.endpoints.demo import demo_prompts
+    from stablearena.judging.injection import summarise
+    from stablearena.judging.judges import JudgeClient, demo_judges
+    from stablearena.judging.probes import ProbeConfig
 
     names = [("demo-sly-plain" if plain and m == "demo-sly" else m) for m in MODELS]
     models = [make_client(ModelEndpoint(m, base_url, m)) for m in names]
@@ -136,7 +136,7 @@ def run_once(base_url: str, seed: int, judges: list[str], policy: str, plain: bo
 
 
 def sweep(seeds: int, budget: int) -> dict:
-    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     out: dict = {}
     with DemoServer(seed=0) as server:

@@ -2,10 +2,10 @@
 weights read as frequencies, and the sampling-weight sandwich (docs/guides/intervals.md).
 
 Each arena: ``--models`` true ratings (normal, sd ``--spread`` Elo), ``--battles`` battles served
-by the live arena's rule (stablearena.serving.simulate_served: the ``--strategy`` pick with
+by the live arena's rule (stablearena.design.serving_draw.simulate_served: the ``--strategy`` pick with
 probability 1 − ``--exploration``, else a uniform pair; m-ELO refitted every ``--refit-every``
 battles and the tracker refreshed), each vote from the Bradley–Terry truth. Prints, for every
-analysis of stablearena.experiments.ipw.IPW_VARIANTS, the coverage of the nominal 95%
+analysis of stablearena.simulation.experiments.ipw.IPW_VARIANTS, the coverage of the nominal 95%
 intervals of the differences R_i − R_j and of the ratings (mean-1000 normalisation) ± its
 standard error over arenas, the mean interval widths, their ratio to the sampling sandwich's,
 and the RMSE of the differences — with the machine's load average before and after.
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     args = parser.parse_args(argv)
 
-    from stablearena.experiments.ipw import IpwCoverageConfig, run_ipw_coverage
+    from stablearena.simulation.experiments.ipw import IpwCoverageConfig, run_ipw_coverage
 
     config = IpwCoverageConfig(
         arenas=args.arenas,

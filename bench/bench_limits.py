@@ -72,7 +72,7 @@ async def with_db_cpu(coro, pg_pid: int, warmup: float, duration: float) -> tupl
 def one_run(pg, mode: str, args, workdir: Path) -> dict:  # noqa: ANN001
     from arena_process import ServerProcess
 
-    from stablearena.client import ArenaClient
+    from stablearena.service.client import ArenaClient
 
     name = "lim" + uuid.uuid4().hex[:10]
     url = pg.create_database(name)

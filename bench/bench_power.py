@@ -1,7 +1,7 @@
-"""The power estimate (``stablearena.power``) against simulation: predicted vs needed calls.
+"""The power estimate (``stablearena.judging.power``) against simulation: predicted vs needed calls.
 
 Per seed: a local arena of ``--models`` demo models and the 5 demo judges on ``--prompts`` demo
-prompts (in process, :class:`stablearena.endpoints.demo.LocalDemoClient`), the information
+prompts (in process, :class:`stablearena.judging.endpoints.demo.LocalDemoClient`), the information
 design, run to ``--budget`` judge calls with the ``--precision-top K`` stop on (a seed that
 separates before the budget is counted apart). At the budget, :func:`power_estimate` predicts
 the further calls to separate the top K; the same run is then continued from its journal (same
@@ -24,11 +24,17 @@ import time
 
 import numpy as np
 
-from stablearena.auto import AutoArena, AutoConfig, MemoryJournal, Prompt, fit_judgements
-from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
-from stablearena.judges import JudgeClient, demo_judges
-from stablearena.power import information_model, power_estimate
-from stablearena.uncertainty import covariance
+from stablearena.judging.auto_arena import (
+    AutoArena,
+    AutoConfig,
+    MemoryJournal,
+    Prompt,
+    fit_judgements,
+)
+from stablearena.judging.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
+from stablearena.judging.judges import JudgeClient, demo_judges
+from stablearena.judging.power import information_model, power_estimate
+from stablearena.raters.uncertainty import covariance
 
 
 def arena(config: AutoConfig, journal, n_models: int, prompts) -> AutoArena:

@@ -1,8 +1,8 @@
 """Probe battles against a judge that obeys notes: the generated corpus's split, and where a
 model that writes notes ends on the board with and without probes, paired by seed.
 
-1. **The corpus** (``stablearena.judge_notes``): its size and split, the share of its notes the
-   rule-based detector (``stablearena.injection``) catches on each part, and the share an
+1. **The corpus** (``stablearena.judging.judge_notes``): its size and split, the share of its notes the
+   rule-based detector (``stablearena.judging.injection``) catches on each part, and the share an
    obeying reader (``read_notes``) still reads after the arena's visible-text step.
 2. **The board over HTTP, paired by seed**: the demo server (a process on loopback) serves 7
    demo models of known quality and a sly model (as good as demo-middling) whose every answer
@@ -47,9 +47,9 @@ JUDGE_SETS = {
 
 
 def corpus_summary() -> dict:
-    from stablearena.injection import detect
-    from stablearena.judge_notes import notes, read_notes
-    from stablearena.visible import visible_text
+    from stablearena.judging.injection import detect
+    from stablearena.judging.judge_notes import notes, read_notes
+    from stablearena.judging.visible import visible_text
 
     out: dict = {}
     for part in ("tune", "heldout"):
@@ -69,12 +69,12 @@ def corpus_summary() -> dict:
 
 
 def run_once(base_url, seed, judges, sly, budget, share, probe_notes, threshold=None):
-    from stablearena.auto import AutoArena, AutoConfig, Prompt, fit_leaderboard
-    from stablearena.endpoints import ModelEndpoint, make_client
-    from stablearena.endpoints.demo import demo_prompts
     from stablearena.errors import InputError
-    from stablearena.judges import JudgeClient, demo_judges
-    from stablearena.probes import ProbeConfig, probe_report
+    from stablearena.judging.auto_arena import AutoArena, AutoConfig, Prompt, fit_leaderboard
+    from stablearena.judging.endpoints import ModelEndpoint, make_client
+    from stablearena.judging.endpoints.demo import demo_prompts
+    from stablearena.judging.judges import JudgeClient, demo_judges
+    from stablearena.judging.probes import ProbeConfig, probe_report
 
     names = [sly if m == "SLY" else m for m in MODELS]
     models = [make_client(ModelEndpoint(m, base_url, m)) for m in names]
@@ -104,7 +104,7 @@ def run_once(base_url, seed, judges, sly, budget, share, probe_notes, threshold=
 
 
 def sweep(seeds, budget, sly, share, probe_notes, sets=tuple(JUDGE_SETS), threshold=None):
-    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     out: dict = {}
     with DemoServer(seed=0) as server:

@@ -38,14 +38,14 @@ import numpy as np
 
 from stablearena import MElo, StableArenaWarning
 from stablearena._threads import single_threaded_blas
-from stablearena.selection import (
+from stablearena.data.simulate import random_ratings, simulate_battles
+from stablearena.design.selection import (
     AOptimal,
     DOptimal,
     InformationTracker,
     RankOptimal,
     grounded_criteria,
 )
-from stablearena.simulate import random_ratings, simulate_battles
 
 
 def median_time(fn, repeats: int) -> float:

@@ -613,7 +613,7 @@ def run_backend(
     import _suite  # noqa: F401 - tests/ on sys.path
     from arena_process import ServerProcess
 
-    from stablearena.client import ArenaClient, ArenaError
+    from stablearena.service.client import ArenaClient, ArenaError
 
     pg = None
     tag = f"bench{n_prefill}_{time.monotonic_ns()}"

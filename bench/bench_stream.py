@@ -67,7 +67,7 @@ print(rows)
 def compare_sample(sample: Path, command: list[str]) -> dict[str, Any]:
     """Streamed command vs in-memory library path on a sample directory."""
     from stablearena import MElo
-    from stablearena.io import read_battles
+    from stablearena.data.io import read_battles
 
     _, _, out = run_measured([*command, "rank", str(sample), "-f", "json"])
     streamed = json.loads(out)

@@ -50,15 +50,15 @@ from typing import Any
 
 import numpy as np
 
-from stablearena.metrics import kendall_tau, prediction_auc
-from stablearena.raters import AmElo
-from stablearena.raters.style import StyleAmElo, StyleMElo
-from stablearena.simulate import random_ratings
-from stablearena.style_features import (
+from stablearena.analysis.metrics import kendall_tau, prediction_auc
+from stablearena.data.simulate import random_ratings
+from stablearena.data.style_features import (
     normalized_difference,
     simulate_style_battles,
     with_covariates,
 )
+from stablearena.raters import AmElo
+from stablearena.raters.style import StyleAmElo, StyleMElo
 
 GAMMA4 = (0.25, 0.024, 0.031, 0.019)
 
@@ -322,7 +322,7 @@ def part_tokens(limit: int, bpe_path: str | None) -> dict[str, Any]:
         return {
             "skipped": "bpe-openai is not installed (pip install bpe-openai, or --bpe-path DIR)"
         }
-    from stablearena.style_features import count_tokens
+    from stablearena.data.style_features import count_tokens
 
     enc = bpe_openai.get_encoding("o200k_base")
     texts = _markdown_corpus(limit)

@@ -9,7 +9,7 @@ stablearena) and both NLLs per comparison (leaderbot's is its own loss without i
 terms). Configurations leaderbot does not finish within the limit are reported as such.
 
 Data: the Chatbot Arena pair counts of 2024-08-14 shipped with leaderbot (both-bad ties dropped,
-1,374,996 comparisons): the copy bundled with stablearena (``stablearena.datasets.path(
+1,374,996 comparisons): the copy bundled with stablearena (``stablearena.data.datasets.path(
 "chatbot-arena-2024")``, byte-identical to leaderbot's ``leaderbot/data/chatbotarena_20240814.json``).
 
 Timing: stablearena is timed warm (after one untimed fit) as the median of ``--repeats`` fits
@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from stablearena import PairCounts
-from stablearena.comparison import ModelConfig, table_d1_configurations
-from stablearena.datasets import path as dataset_path
+from stablearena.analysis.comparison import ModelConfig, table_d1_configurations
+from stablearena.data.datasets import path as dataset_path
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,4 +1,4 @@
-"""False changes of ``stablearena.visible``: how often ordinary text, written by others and
+"""False changes of ``stablearena.judging.visible``: how often ordinary text, written by others and
 hiding nothing, comes out changed, and by which rule.
 
 Three corpora found on the machine (none written for this project):
@@ -116,7 +116,7 @@ def _stretch(a: str, b: str, width: int = 30) -> str:
 
 
 def measure(paragraphs: list[str], examples: int) -> dict:
-    from stablearena.visible import RULES, visible
+    from stablearena.judging.visible import RULES, visible
 
     per_rule: Counter[str] = Counter()
     shown: dict[str, list[str]] = {r: [] for r in RULES}

@@ -5,7 +5,7 @@ It answers the three routes ``bench_arena.py`` uses as the arena does (``GET /ar
 CSRF token, ``POST /arena/battles`` streaming both answers as NDJSON lines, ``POST
 /arena/battles/{id}/vote``) on a bare asyncio server (uvloop, no framework, hand-parsed
 HTTP/1.1 with keep-alive), calls the two models with the arena's own client
-(:class:`stablearena.endpoints.EndpointClient`), and relays each piece as it arrives. It
+(:class:`stablearena.judging.endpoints.EndpointClient`), and relays each piece as it arrives. It
 chooses no pair, stores nothing, checks no identity and counts no vote: whatever it adds is
 the price of the extra hop and the client alone.
 
@@ -19,7 +19,7 @@ import json
 import sys
 import uuid
 
-from stablearena.endpoints import EndpointClient, ModelEndpoint
+from stablearena.judging.endpoints import EndpointClient, ModelEndpoint
 
 MODELS = ("demo-ace", "demo-wild")
 PAGE = b'<html><head><meta name="csrf-token" content="floor"></head><body></body></html>'

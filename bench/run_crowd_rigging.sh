@@ -5,7 +5,7 @@
 # per-seed JSON under $OUT/<cell>/ (a stopped run resumes).
 #   bash bench/run_crowd_rigging.sh LANE [OUT] [SEEDS]
 #   LANE: bare | sleep50 | sleep100 | drip | all
-#     bare      every family of stablearena.attacks.FAMILIES, accounts made the day they attack
+#     bare      every family of stablearena.simulation.attacks.FAMILIES, accounts made the day they attack
 #     sleep50   sleepers: accounts 30 days old with 50 warm-up votes that agree with the board
 #     sleep100  the same with 100 warm-up votes
 #     drip      accounts that vote 4 honest-looking votes a day for 15 days, then their target

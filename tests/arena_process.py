@@ -173,10 +173,10 @@ def simulated_arena_run(
     repeats it over seeds)."""
     import numpy as np
 
-    from stablearena.client import ArenaClient
-    from stablearena.metrics import kendall_tau
+    from stablearena.analysis.metrics import kendall_tau
+    from stablearena.data.simulate import random_ratings
     from stablearena.raters.base import ELO_SCALE
-    from stablearena.simulate import random_ratings
+    from stablearena.service.client import ArenaClient
 
     rng = np.random.default_rng(seed)
     truth_r = random_ratings(n_models, spread=200.0, seed=seed)

@@ -109,13 +109,20 @@ def errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
+#: the browser's own pages (its first new-tab page asks chrome-untrusted://new-tab-page/… in
+#: Chromium 14x): requests that never leave it and are not the page's
+BROWSER_SCHEMES = ("chrome://", "chrome-untrusted://", "devtools://")
+
+
 def requested(driver) -> list[str]:
-    """Every URL the browser requested since the last call."""
+    """Every URL the page requested since the last call (the browser's own pages left out)."""
     urls = []
     for entry in driver.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
+            url = message["params"]["request"]["url"]
+            if not url.startswith(BROWSER_SCHEMES):
+                urls.append(url)
     return urls
 
 

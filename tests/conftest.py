@@ -1,5 +1,5 @@
 """Shared fixtures: paths to the real data sets bundled with the package
-(:mod:`stablearena.datasets`: LLMFAO and the Chatbot Arena 2024 pair counts), the in-process CLI,
+(:mod:`stablearena.data.datasets`: LLMFAO and the Chatbot Arena 2024 pair counts), the in-process CLI,
 and a throwaway PostgreSQL server for the live arena's tests."""
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def llmfao_path() -> Path:
-    """The bundled LLMFAO battle log (``stablearena.datasets.path("llmfao")``)."""
-    from stablearena.datasets import path
+    """The bundled LLMFAO battle log (``stablearena.data.datasets.path("llmfao")``)."""
+    from stablearena.data.datasets import path
 
     return path("llmfao")
 
@@ -63,7 +63,7 @@ def llmfao_path() -> Path:
 @pytest.fixture
 def chatbot_arena_path() -> Path:
     """The bundled Chatbot Arena 2024 pair counts (``path("chatbot-arena-2024")``)."""
-    from stablearena.datasets import path
+    from stablearena.data.datasets import path
 
     return path("chatbot-arena-2024")
 

@@ -214,7 +214,13 @@ class Cluster:
         self.db = f"postgresql+psycopg://{self.pg.user}@{gateway}:{self.pg.port}/arena"
         self.local_db = self.pg.url("arena")
         self.gateway = gateway
-        demo_cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--host", gateway]
+        demo_cmd = [
+            sys.executable,
+            "-m",
+            "stablearena.judging.endpoints.demo_server",
+            "--host",
+            gateway,
+        ]
         demo_cmd += ["--port", "0", "--seed", "0", "--exit-with-parent"]
         self.demo = subprocess.Popen(demo_cmd, stdout=subprocess.PIPE, text=True)
         line = self.demo.stdout.readline() if self.demo.stdout else ""

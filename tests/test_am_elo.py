@@ -19,9 +19,8 @@ from stablearena import (
     StableArenaWarning,
     get_rater,
 )
-from stablearena.datasets import path as dataset_path
-from stablearena.metrics import kendall_tau
-from stablearena.perturbation import simulate_arena
+from stablearena.analysis.metrics import kendall_tau
+from stablearena.data.datasets import path as dataset_path
 from stablearena.raters.annotator import (
     ELO_SCALE,
     UNKNOWN_ANNOTATOR,
@@ -36,6 +35,7 @@ from stablearena.raters.annotator import (
     am_elo_loglik,
 )
 from stablearena.raters.bradley_terry import MElo
+from stablearena.simulation.perturbation import simulate_arena
 
 LLMFAO = dataset_path("llmfao")
 
@@ -274,7 +274,7 @@ def test_structured_standard_errors_match_the_dense_bordered_inverse():
 def test_ability_standard_errors_are_calibrated():
     """Across replicated arenas with the same truth, the spread of each ability estimate
     matches its standard error, and 95% intervals cover the true ability."""
-    from stablearena.simulate import random_ratings, simulate_battles
+    from stablearena.data.simulate import random_ratings, simulate_battles
 
     ratings = random_ratings(10, seed=0)
     theta = np.linspace(0.4, 1.6, 12)  # mean 1: the truth satisfies the normalisation
@@ -565,7 +565,7 @@ def test_llmfao_converges_fast_and_identically():
 
 # ------------------------------------------------------------------------------ Table 2 and Figure 5
 def test_prediction_protocol_am_elo_fits_best_in_sample():
-    from stablearena.experiments.prediction import PredictionConfig, run_prediction
+    from stablearena.simulation.experiments.prediction import PredictionConfig, run_prediction
 
     arena = simulate_arena(10, 6_000, profiles={"honest": 16, "flipper": 4}, seed=30)
     res = run_prediction(arena.battles, PredictionConfig(folds=3, elo_shuffles=20, min_records=10))
@@ -580,7 +580,7 @@ def test_prediction_protocol_am_elo_fits_best_in_sample():
 
 
 def test_predict_battles_uses_annotator_abilities_and_the_average_for_strangers():
-    from stablearena.experiments.prediction import predict_battles
+    from stablearena.simulation.experiments.prediction import predict_battles
 
     arena = small_arena(31)
     f = AmElo().fit(arena.battles)
@@ -597,7 +597,11 @@ def test_predict_battles_uses_annotator_abilities_and_the_average_for_strangers(
 
 
 def test_restarts_protocol_records_curves():
-    from stablearena.experiments.restarts import ADAM_METHODS, RestartsConfig, run_restarts
+    from stablearena.simulation.experiments.restarts import (
+        ADAM_METHODS,
+        RestartsConfig,
+        run_restarts,
+    )
 
     arena = small_arena(32, n_battles=1500)
     res = run_restarts(
@@ -623,7 +627,7 @@ def test_restarts_protocol_records_curves():
     ],
 )
 def test_experiment_bad_config(module, cfg, match):
-    from stablearena.experiments import prediction, restarts
+    from stablearena.simulation.experiments import prediction, restarts
 
     mod = {"prediction": prediction, "restarts": restarts}[module]
     config = (mod.PredictionConfig if module == "prediction" else mod.RestartsConfig)(**cfg)
@@ -867,7 +871,7 @@ def test_an_inverted_judge_gets_a_negative_ability_and_the_ratings_stay_right(se
 
 
 def test_the_stable_arena_screens_out_the_inverted_judge():
-    from stablearena.screening import StableArena, screen_log
+    from stablearena.crowd.screening import StableArena, screen_log
 
     battles, truth = judge_panel(0)
     with warnings.catch_warnings():
@@ -935,8 +939,8 @@ def test_reversing_every_vote_mirrors_the_scores_and_keeps_the_abilities(seed, n
 
 
 def test_style_controlled_am_elo_identifies_the_inverted_judge_too():
+    from stablearena.data.style_features import with_covariates
     from stablearena.raters.style import StyleAmElo
-    from stablearena.style_features import with_covariates
 
     battles, truth = judge_panel(2)
     z = np.random.default_rng(2).normal(size=len(battles))  # a style feature with no effect

@@ -22,12 +22,12 @@ from arena_process import page_server
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.anonymity import WELL_KNOWN_NAMES, identity_names, names_mentioned
-from stablearena.endpoints.config import endpoint_from_mapping
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.data.io import read_battles, read_counts
+from stablearena.data.language import language_of
 from stablearena.errors import InputError, StableArenaWarning
-from stablearena.io import read_battles, read_counts
-from stablearena.language import language_of
+from stablearena.judging.anonymity import WELL_KNOWN_NAMES, identity_names, names_mentioned
+from stablearena.judging.endpoints.config import endpoint_from_mapping
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 NAMES = identity_names([("demo-solid", ["Solid One"], "Demo Labs")])
 _LETTERS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzé0123456789", min_size=1, max_size=6)

@@ -16,7 +16,7 @@ from arena_process import page_server
 from chromium import errors, wait_loaded
 from test_arena_browser import wait_for
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 # a serve process, the demo server and Chromium: out of the default run; run with
 # python -m pytest -m slow tests/test_anonymity_browser.py

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from stablearena import Battles, InputError, MElo, Outcome, PairCounts
-from stablearena.arena import Refitter, ReplayArena, SimulatedArena, run_arena
-from stablearena.experiments.selection import (
+from stablearena.data.simulate import random_ratings, simulate_battles
+from stablearena.raters.base import ELO_SCALE, get_rater, rater_names
+from stablearena.simulation.arena import Refitter, ReplayArena, SimulatedArena, run_arena
+from stablearena.simulation.experiments.selection import (
     RankingAsymptotics,
     battles_to_target,
     fitted_arena,
@@ -18,8 +20,6 @@ from stablearena.experiments.selection import (
     run_selection_experiment,
     selection_figure,
 )
-from stablearena.raters.base import ELO_SCALE, get_rater, rater_names
-from stablearena.simulate import random_ratings, simulate_battles
 
 
 def _log() -> Battles:
@@ -458,8 +458,8 @@ def test_expected_pairwise_predicts_the_realized_metric():
     a = np.repeat(iu, 40)
     b = np.repeat(ju, 40)
     rng = np.random.default_rng(0)
-    from stablearena.metrics import pairwise_agreement
-    from stablearena.simulate import sample_outcomes
+    from stablearena.analysis.metrics import pairwise_agreement
+    from stablearena.data.simulate import sample_outcomes
 
     z = ELO_SCALE * (ratings[a] - ratings[b])
     vals = []
@@ -615,7 +615,7 @@ def test_cli_next_pairs_design_estimate(llmfao_path, cli):
 
 
 def test_cli_next_pairs_rank_opt_and_default(llmfao_path, cli):
-    from stablearena.selection import DEFAULT_STRATEGY
+    from stablearena.design.selection import DEFAULT_STRATEGY
 
     base = ["next-pairs", str(llmfao_path), "-k", "3", "--distinct", "--format", "json"]
     rank = json.loads(cli(*base, "-s", "rank-opt")[1])
@@ -634,7 +634,7 @@ def test_cli_experiment_fitted_mode_needs_a_log(cli):
 
 
 def test_paired_difference_counts_seeds_and_refuses_empty_input():
-    from stablearena.metrics import paired_difference
+    from stablearena.analysis.metrics import paired_difference
 
     p = paired_difference([0.02, 0.0, -0.01, 0.03])
     assert p["won"] == 2 and p["tied"] == 1 and p["lost"] == 1

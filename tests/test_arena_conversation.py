@@ -22,13 +22,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints.demo import demo_reply
-from stablearena.endpoints.demo_server import DemoServer, tokens
+from stablearena.data.style_features import style_counts
+from stablearena.judging.endpoints.demo import demo_reply
+from stablearena.judging.endpoints.demo_server import DemoServer, tokens
 from stablearena.service import store
 from stablearena.service.app import create_app
 from stablearena.service.settings import Settings
 from stablearena.service.store.tables import battle_answers, battle_turns
-from stablearena.style_features import style_counts
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

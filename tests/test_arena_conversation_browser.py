@@ -16,7 +16,7 @@ from arena_process import ServerProcess
 from chromium import errors, wait_loaded
 from test_arena_browser import save_docs
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 from stablearena.service import store
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]

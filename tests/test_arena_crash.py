@@ -15,7 +15,7 @@ import pytest
 from arena_process import ServerProcess
 from pgserver import free_port
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 
 def page(client: httpx.Client) -> str:

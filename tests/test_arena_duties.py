@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints.demo_server import DemoServer
 from stablearena.errors import InputError
+from stablearena.judging.endpoints.demo_server import DemoServer
 from stablearena.service.app import create_app
 from stablearena.service.arena_settings import CLASSIFIER_TAGS
 from stablearena.service.duties import check_duties, parse_tags

@@ -14,7 +14,7 @@ from arena_process import page_server
 from chromium import errors, wait_loaded
 from test_arena_browser import state, wait_for
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 # a serve process, the demo server and Chromium: ~20 s on the shared test machine, so out of the
 # default run (the in-process tests of tests/test_arena_duties.py cover each case there); run

@@ -13,7 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.arena_hard import (
+from stablearena.analysis.metrics import (
+    agreement_with_ci,
+    pair_rank_brier,
+    separability,
+    spearman,
+)
+from stablearena.data.battles import Outcome
+from stablearena.errors import InputError
+from stablearena.judging.arena_hard import (
     AnswerRecord,
     ArenaHardRun,
     Judgment,
@@ -38,17 +46,9 @@ from stablearena.arena_hard import (
     write_questions,
     write_run,
 )
-from stablearena.auto import AutoArena, AutoConfig, Prompt, read_prompts
-from stablearena.battles import Outcome
-from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
-from stablearena.errors import InputError
-from stablearena.judges import JudgeClient, demo_judges
-from stablearena.metrics import (
-    agreement_with_ci,
-    pair_rank_brier,
-    separability,
-    spearman,
-)
+from stablearena.judging.auto_arena import AutoArena, AutoConfig, Prompt, read_prompts
+from stablearena.judging.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
+from stablearena.judging.judges import JudgeClient, demo_judges
 from stablearena.raters.base import ELO_SCALE
 
 # Lines in the shapes Arena-Hard-Auto's files have: v2 (pandas-written, compact, "\/"

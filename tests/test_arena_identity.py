@@ -2,7 +2,7 @@
 token, a revoked key refused on every worker, a visitor's row made on its first battle (not when
 the page is opened), the page's limits shared by the workers of ``serve --workers N``, and
 fuzzed cookies and headers (never a 500). The models are served by a real OpenAI-compatible
-server process on loopback (stablearena.endpoints.demo_server)."""
+server process on loopback (stablearena.judging.endpoints.demo_server)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 from stablearena.service import store
 from stablearena.service.app import create_app
 from stablearena.service.security import parse_cookie, parse_token, split_key

@@ -11,7 +11,7 @@ from arena_process import page_server
 from chromium import wait_loaded
 from test_arena_browser import wait_for
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -1,4 +1,4 @@
-"""The arena's rule (stablearena.arena_rule), live and offline: the board ``serve`` publishes
+"""The arena's rule (stablearena.crowd.board_rule), live and offline: the board ``serve`` publishes
 is the one ``stablearena rank --method arena`` computes from the same log; accounts of weight 0
 (age 0 under the age ramp) cannot move it; ``rank --method arena`` explains bad input."""
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.battles import Battles
 from stablearena.cli import main
+from stablearena.data.battles import Battles
 from stablearena.service.refit import run_fit
 from stablearena.service.settings import ArenaConfig
 from stablearena.service.snapshot import Snapshot
@@ -89,7 +89,7 @@ def test_rank_arena_is_the_board_serve_publishes_after_importing_llmfao(tmp_path
     """Acceptance (issue 34): ``stablearena serve --import llmfao`` then a refit publishes the
     board ``rank llmfao --method arena --ramp-days 0`` prints (an imported log's accounts count
     as old live; LLMFAO has no tstamp column, so offline every account counts as old too)."""
-    from stablearena import datasets
+    from stablearena.data import datasets
     from stablearena.service import store
     from stablearena.service.refit import live_ages
     from stablearena.service.seed import import_log
@@ -200,7 +200,7 @@ def test_rank_arena_options_belong_to_it(tmp_path, capsys):
 def test_log_accounts_ages_and_active_days(times, ramp):
     """Creation = first vote, now = last vote, founding accounts (first vote within the ramp of
     the log's first) old; active days = distinct UTC days with a vote."""
-    from stablearena.arena_rule import log_accounts
+    from stablearena.crowd.board_rule import log_accounts
 
     t0 = 1.7e9
     ann = np.array([f"u{k}" for k, _ in times], dtype=object)
@@ -225,7 +225,7 @@ def test_log_accounts_ages_and_active_days(times, ramp):
 
 
 def test_the_rule_defaults_are_the_live_arenas():
-    from stablearena.arena_rule import ArenaRule
+    from stablearena.crowd.board_rule import ArenaRule
 
     assert ArenaRule.from_config(ArenaConfig().model_dump()) == ArenaRule()
 
@@ -252,7 +252,7 @@ def test_the_live_arena_acts_on_influence_flags():
     assert list(hit["screening"]["influence_excluded"]) == ["zatt"]
     assert "zatt" not in hit["screening"]["excluded"]  # decided afresh at the next fit
     assert max(abs(clean["scores"][m] - hit["scores"][m]) for m in clean["scores"]) < 1e-6
-    from stablearena.arena_rule import ArenaRule
+    from stablearena.crowd.board_rule import ArenaRule
 
     warn = ArenaRule.from_config(ArenaConfig(influence_policy="warn").model_dump())
     assert warn.influence == "warn"

@@ -1,6 +1,6 @@
 """The battles the arena holds (docs/guides/arena-page.md): models as endpoints in ``serve``,
 everything about a battle stored, the /arena page's calls, limits. The models are served by a
-real OpenAI-compatible server process on loopback (stablearena.endpoints.demo_server)."""
+real OpenAI-compatible server process on loopback (stablearena.judging.endpoints.demo_server)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 from stablearena.service import store
 from stablearena.service.app import create_app
 from stablearena.service.settings import Settings
@@ -225,7 +225,7 @@ def test_admin_sets_endpoint_and_limits(tmp_path, demo):
         assert tc.post(
             f"/v1/battles/{b['battle_id']}/vote", json={"outcome": "tie"}, headers=auth
         ).is_success
-        from stablearena.io import read_battles
+        from stablearena.data.io import read_battles
 
         df = pd.read_json(io.StringIO(tc.get("/v1/export", headers=admin(tc)).text), lines=True)
         assert len(read_battles(df, extra="*")) == 2
@@ -239,7 +239,7 @@ def test_admin_sets_endpoint_and_limits(tmp_path, demo):
 
 
 def test_style_and_category_boards_of_the_live_arena(tmp_path, demo):
-    from stablearena.endpoints.demo import demo_prompts
+    from stablearena.judging.endpoints.demo import demo_prompts
 
     s = settings(tmp_path, demo.base_url, models=("demo-ace", "demo-solid", "demo-wild"))
     s.models[2]["params"] = {"max_tokens": 3}  # a short answerer: lengths differ by side
@@ -399,7 +399,7 @@ def test_the_open_battles_counted_for_the_caps(tmp_path, demo):
 def test_the_admin_sees_which_model_one_judge_favours(tmp_path, demo):
     """Issue 41 item 3: with nothing contained (policy keep), judge-obey follows demo-sly's notes
     and the honest judges do not; GET /v1/admin/injections's ``disagreement`` flags demo-sly,
-    favoured by judge-obey (stablearena.injection.judge_disagreement)."""
+    favoured by judge-obey (stablearena.judging.injection.judge_disagreement)."""
     s = settings(tmp_path, demo.base_url, models=("demo-ace", "demo-sly", "demo-solid"))
     s.judges = [
         {"name": j, "base_url": demo.base_url, "model": j}
@@ -410,7 +410,7 @@ def test_the_admin_sees_which_model_one_judge_favours(tmp_path, demo):
     s.arena_page.visitor_battles_per_hour = 1e6
     with TestClient(create_app(s)) as tc:
         csrf = open_page(tc)
-        from stablearena.endpoints.demo import demo_prompts
+        from stablearena.judging.endpoints.demo import demo_prompts
 
         for p in demo_prompts(40, seed=4):
             lines = battle(tc, csrf, p["prompt"])

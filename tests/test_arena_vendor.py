@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from test_service import settings_for
 
-from stablearena.endpoints.config import load_toml
+from stablearena.judging.endpoints.config import load_toml
 from stablearena.service.app import create_app
 
 ROOT = Path(__file__).resolve().parents[1]

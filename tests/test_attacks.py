@@ -1,13 +1,13 @@
-"""The attack simulator (stablearena.attacks): arena, attackers, influence, cost search."""
+"""The attack simulator (stablearena.simulation.attacks): arena, attackers, influence, cost search."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from stablearena import attacks as A
-from stablearena import datasets
+from stablearena.data import datasets
 from stablearena.errors import InputError
+from stablearena.simulation import attacks as A
 
 DATA = str(datasets.path("chatbot-arena-2024"))  # the bundled pair counts
 
@@ -117,7 +117,7 @@ def test_votes_needed_doubles_then_bisects():
 
 def test_e_values_are_e_values_under_the_model():
     """E[e] ≤ 1 for a vote drawn from the fitted model (the calibrator 1/(2√p))."""
-    from stablearena.battles import PairCounts
+    from stablearena.data.battles import PairCounts
 
     x = np.array([0.0, 1.0])
     pj = 1 / (1 + np.exp(-1.0))  # P(model 1 beats model 0)
@@ -262,7 +262,7 @@ def test_bounded_defences_are_am_elo_without_bounds_and_trust_bounded_scores_wit
     assert ex1 == ex2
     # with bounds: trust.bounded_scores of the screened fit (after the influence screening for
     # the +influence+bounded defence), on the arena with an attack in 5 accounts
-    from stablearena.trust import bounded_scores
+    from stablearena.crowd.trust import bounded_scores
 
     target = int(np.argsort(-fits.x_melo)[13])
     stream = A.attack_stream(arena, target, A.Family.parse("target/few"), 400, seed=4)

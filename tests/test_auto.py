@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stablearena.auto import (
+from stablearena.analysis.metrics import kendall_tau
+from stablearena.errors import InputError
+from stablearena.judging.auto_arena import (
     AutoArena,
     AutoConfig,
     JsonlJournal,
@@ -25,13 +27,11 @@ from stablearena.auto import (
     read_prompts,
     top_k_separated,
 )
-from stablearena.endpoints import EndpointClient, ModelEndpoint
-from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
-from stablearena.endpoints.demo_server import DemoServer
-from stablearena.errors import InputError
-from stablearena.judges import Judge, JudgeClient, demo_judges
-from stablearena.metrics import kendall_tau
-from stablearena.probes import ProbeConfig
+from stablearena.judging.endpoints import EndpointClient, ModelEndpoint
+from stablearena.judging.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
+from stablearena.judging.endpoints.demo_server import DemoServer
+from stablearena.judging.judges import Judge, JudgeClient, demo_judges
+from stablearena.judging.probes import ProbeConfig
 from stablearena.raters.base import get_rater
 
 PROMPTS = [Prompt(p["id"], p["prompt"]) for p in demo_prompts(60, seed=3)]
@@ -95,7 +95,7 @@ def _precision_run(judge_names, **config):
 def test_precision_stop():
     r = _precision_run(["judge-keen"])
     assert r.stop_reason == "precision" and len(r.judgements) < 400
-    from stablearena.uncertainty import intervals
+    from stablearena.raters.uncertainty import intervals
 
     fitted, _ = fit_leaderboard(r)
     iv = intervals(fitted, "fisher")
@@ -107,7 +107,7 @@ def test_precision_stop_reads_the_fit_the_leaderboard_reports():
     about even results and cannot separate the two models, am-ELO (the contrary judge's
     ability negative) can — so the default (am-ELO) run stops on am-ELO's intervals many
     judgements before an m-ELO run (10 against 200 when written)."""
-    from stablearena.uncertainty import intervals
+    from stablearena.raters.uncertainty import intervals
 
     judges = ["judge-keen", "judge-contrary"]
     r = _precision_run(judges, judge_choice="spread")

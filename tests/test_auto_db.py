@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from arena_process import ServerProcess
 from test_auto import PROMPTS, _toml, failing_arena
 
-from stablearena.auto import AutoArena, AutoConfig
-from stablearena.client import ArenaClient
-from stablearena.endpoints.demo import DEMO_MODELS
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.auto_arena import AutoArena, AutoConfig
+from stablearena.judging.endpoints.demo import DEMO_MODELS
+from stablearena.judging.endpoints.demo_server import DemoServer
 from stablearena.service import store
+from stablearena.service.client import ArenaClient
 from stablearena.service.journal import DatabaseJournal
 
 JUDGES = ("judge-keen", "judge-fair", "judge-contrary")  # the judges of test_auto._toml

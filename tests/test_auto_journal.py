@@ -1,4 +1,4 @@
-"""``auto`` journals read back (issue 32): one reader (:func:`stablearena.auto.replay_records`)
+"""``auto`` journals read back (issue 32): one reader (:func:`stablearena.judging.auto_arena.replay_records`)
 for every journal; duplicated lines counted once, a wrongly typed line a clear error naming the
 file and line, a torn last line dropped with a warning. Hypothesis fuzzes all of it at once."""
 
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_auto import local_arena
 
-from stablearena.auto import AutoConfig, JsonlJournal
 from stablearena.errors import InputError, StableArenaWarning
+from stablearena.judging.auto_arena import AutoConfig, JsonlJournal
 
 CONFIG = AutoConfig(budget=8, seed=3)
 

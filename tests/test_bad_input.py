@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stablearena.data.io import read_battles, read_counts, sniff
 from stablearena.errors import InputError
-from stablearena.io import read_battles, read_counts, sniff
 
 GOOD = "model_a,model_b,winner\n" + "a,b,model_a\nb,c,tie\nc,a,model_b\nb,a,model_a\nc,b,model_b\n"
 METHODS = ["m-elo", "bt", "elo", "am-elo", "rao-kupper", "davidson", "bt-cov"]

@@ -116,7 +116,7 @@ def test_count_rows_both_paths_match_reference(m, n, n_ann, by_annotator, weight
     """count_rows against a per-battle loop, rows in (i, j, annotator) order: m = 3 and 9 take
     the dense bincount table (every pair seen, or some pairs missing), m = 700 the sorted keys;
     zero-weight battles still make their row."""
-    from stablearena.battles import count_rows
+    from stablearena.data.battles import count_rows
 
     rng = np.random.default_rng(seed)
     a = rng.integers(0, m, n)
@@ -285,7 +285,7 @@ def count_cases(draw: st.DrawFn) -> tuple:
 
 def numpy_counting() -> contextlib.AbstractContextManager:
     """Count as when SciPy's compiled scatter-add cannot be loaded: ``np.bincount`` only."""
-    from stablearena import battles as battles_module
+    from stablearena.data import battles as battles_module
 
     return patch.object(battles_module, "coo_todense", lambda: None)
 
@@ -330,7 +330,7 @@ def check_counts_against_loop(case: tuple) -> None:
 
 @pytest.mark.parametrize("m", [1, 2, 5, 724, 725])
 def test_fold_positions_are_the_upper_triangle(m):
-    from stablearena.battles import _fold_positions
+    from stablearena.data.battles import _fold_positions
 
     iu, ju = np.triu_indices(m, 1)
     i, j, up, low = _fold_positions(m)
@@ -394,9 +394,9 @@ def test_ordered_table_compiled_equals_bincount(m, n, n_ann, dtype, weighted, ch
     same model_a × outcome × model_b [× annotator] table as a plain ``np.bincount`` over each
     battle's cell (integer counts exactly; weighted sums in the same order, so equal too), for
     int32 and int64 codes."""
-    from stablearena import battles as battles_module
     from stablearena._scatter import coo_todense
-    from stablearena.battles import _ordered_table
+    from stablearena.data import battles as battles_module
+    from stablearena.data.battles import _ordered_table
 
     assert chunk <= battles_module._CHUNK
     _chunk = patch.object(battles_module, "_CHUNK", chunk)

@@ -22,9 +22,9 @@ from stablearena import (
     StableArenaWarning,
     get_rater,
 )
-from stablearena.metrics import kendall_tau
+from stablearena.analysis.metrics import kendall_tau
+from stablearena.data.simulate import random_ratings, simulate_battles
 from stablearena.raters.bradley_terry import bradley_terry_loglik, solve_bradley_terry
-from stablearena.simulate import random_ratings, simulate_battles
 
 
 def per_battle_loglik(b: Battles, ratings: np.ndarray) -> float:
@@ -325,7 +325,7 @@ def test_chatbot_arena_reference(chatbot_arena_path):
 
 
 def test_llmfao_fits(llmfao_path):
-    from stablearena.io import read_battles
+    from stablearena.data.io import read_battles
 
     b = read_battles(llmfao_path)
     f = MElo().fit(b)

@@ -20,7 +20,7 @@ def write_log(tmp_path, battles: Battles, name: str = "votes.csv"):
 
 @pytest.fixture
 def arena_csv(tmp_path):
-    from stablearena.datasets import example_arena
+    from stablearena.data.datasets import example_arena
 
     return write_log(tmp_path, example_arena(n_battles=4000, seed=3).battles)
 
@@ -71,7 +71,7 @@ def test_kendall_is_honoured_by_table_csv_and_json(arena_csv, cli):
 def test_table_d1_uses_leaderbots_tie_form_unless_told(monkeypatch, cli, tmp_path):
     """`compare --table-d1` as printed in the README reproduces leaderbot's Table D.1, whose
     factored ties use leaderbot's form; an explicit --tie-form still wins."""
-    import stablearena.comparison as comparison
+    import stablearena.analysis.comparison as comparison
 
     seen = []
     real = comparison.table_d1_configurations
@@ -88,7 +88,7 @@ def test_table_d1_uses_leaderbots_tie_form_unless_told(monkeypatch, cli, tmp_pat
 
 
 def test_annotators_flagged_first_then_fitted_then_waiting(tmp_path, cli):
-    from stablearena.simulate import simulate_battles
+    from stablearena.data.simulate import simulate_battles
 
     abilities = np.array([1.0] * 8 + [-1.0, -1.0] + [1.0])  # two flippers, one with few records
     b = simulate_battles(
@@ -120,7 +120,7 @@ def test_annotators_flagged_first_then_fitted_then_waiting(tmp_path, cli):
 
 def test_fit_progress_is_reported_by_the_tie_fitter():
     from stablearena._progress import reporting
-    from stablearena.datasets import example_arena
+    from stablearena.data.datasets import example_arena
     from stablearena.raters.ties import RaoKupper
 
     seen: list[str] = []

@@ -127,10 +127,10 @@ def test_rater_table_matches_the_registry():
 
 def test_choice_lists_are_the_librarys():
     from stablearena import choices
-    from stablearena.comparison import COMPARE_METHODS
-    from stablearena.io import FORMATS
-    from stablearena.perturbation import PERTURBATIONS
-    from stablearena.uncertainty import CI_METHODS
+    from stablearena.analysis.comparison import COMPARE_METHODS
+    from stablearena.data.io import FORMATS
+    from stablearena.raters.uncertainty import CI_METHODS
+    from stablearena.simulation.perturbation import PERTURBATIONS
 
     assert CI_METHODS == choices.CI_METHODS and COMPARE_METHODS == choices.COMPARE_METHODS
     assert FORMATS == choices.INPUT_FORMATS and PERTURBATIONS == choices.PERTURBATIONS

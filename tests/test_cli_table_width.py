@@ -46,7 +46,7 @@ class SteadyClock:
 @pytest.fixture
 def at_width(cli, monkeypatch):
     """Run a command with COLUMNS=width as a user's terminal would; its standard output."""
-    from stablearena import comparison
+    from stablearena.analysis import comparison
 
     monkeypatch.setattr(comparison, "time", SteadyClock())
 

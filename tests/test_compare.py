@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from stablearena import PairCounts
-from stablearena.cli import main
-from stablearena.comparison import (
+from stablearena.analysis.comparison import (
     ModelConfig,
     compare_models,
     configurations,
     table_d1_configurations,
 )
+from stablearena.cli import main
 from stablearena.errors import InputError, StableArenaWarning
 from stablearena.raters import MElo
 from stablearena.raters.ties import Davidson, RaoKupper, ThurstonianBT, TieFitted

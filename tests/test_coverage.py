@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from stablearena import InputError
 from stablearena.cli import app
-from stablearena.experiments.coverage import (
+from stablearena.simulation.experiments.coverage import (
     CoverageConfig,
     arena_coverage,
     run_coverage,

@@ -1,4 +1,4 @@
-"""The crowd rule (stablearena.crowd, docs/methods/crowd.md): every honest vote counts, from an
+"""The crowd rule (stablearena.crowd.rule, docs/methods/crowd.md): every honest vote counts, from an
 account's first; screening judges only who has δ votes; one account's say on a model is capped;
 a flood of new accounts is found by its disagreement with the established crowd."""
 
@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles, MElo
-from stablearena.attacks import crowd_accounts
-from stablearena.crowd import CrowdRule, ability_spread, crowd_fit, model_votes_limit
+from stablearena.crowd.rule import CrowdRule, ability_spread, crowd_fit, model_votes_limit
 from stablearena.errors import InputError
+from stablearena.simulation.attacks import crowd_accounts
 
 M = 10
 TRUTH = np.linspace(-1.5, 1.5, M)

@@ -1,4 +1,4 @@
-"""Every CSV the project emits goes through one writer (``stablearena.io.csv_text``, issue 44,
+"""Every CSV the project emits goes through one writer (``stablearena.data.io.csv_text``, issue 44,
 item 1): a field holding a CR, an LF, a comma or a quote is quoted, and a formula is neutralised
 at the start of a cell and after every line break inside it. Read back by Python's csv module
 and by a strict RFC 4180 reader that, as spreadsheets do, ends a row at a bare CR
@@ -18,8 +18,8 @@ from arena_process import ServerProcess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints.demo_server import DemoServer
-from stablearena.io import FORMULA_STARTS, csv_safe, csv_text
+from stablearena.data.io import FORMULA_STARTS, csv_safe, csv_text
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 #: The issue's prompt: a bare CR, then a formula that opens a command.
 ATTACK = "hello\r=cmd|' /C calc'!A0"

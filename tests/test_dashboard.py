@@ -20,10 +20,10 @@ from fastapi.testclient import TestClient
 from test_report import parse
 from test_service import settings_for as service_settings
 
-from stablearena.client import ArenaClient
 from stablearena.service import dashboard as dash_module
 from stablearena.service import store
 from stablearena.service.app import create_app
+from stablearena.service.client import ArenaClient
 from stablearena.service.render import (
     ADMIN_FIGURES,
     PUBLIC_FIGURES,

@@ -22,7 +22,7 @@ import pytest
 from arena_process import ServerProcess
 from chromium import WIDTH, errors, requested, screenshot, wait_loaded
 
-from stablearena.client import ArenaClient
+from stablearena.service.client import ArenaClient
 from stablearena.service.render import PUBLIC_FIGURES
 
 MODELS = (
@@ -138,8 +138,8 @@ def page_state(driver) -> dict:
 
 def only_local(driver, url: str) -> list[str]:
     """Every request made since the last call; all must go to the arena on 127.0.0.1 or be data:
-    URLs (the browser's own chrome:// pages, e.g. its first new-tab page, never leave it)."""
-    urls = [u for u in requested(driver) if not u.startswith("chrome://")]
+    URLs (the browser's own pages are not counted: chromium.requested)."""
+    urls = requested(driver)
     assert url.startswith("http://127.0.0.1:")
     assert urls and all(u.startswith((url + "/", "data:")) for u in urls), urls
     return urls

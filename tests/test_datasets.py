@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from stablearena import Battles, InputError, MElo, PairCounts
-from stablearena import datasets as ds
-from stablearena.datasets import chatbot_arena_2024, example_arena
-from stablearena.metrics import kendall_tau
+from stablearena.analysis.metrics import kendall_tau
+from stablearena.data import datasets as ds
+from stablearena.data.datasets import chatbot_arena_2024, example_arena
 
 try:
     import tomllib
@@ -115,7 +115,7 @@ def test_names_listing_and_licences():
 def test_the_package_data_patterns_cover_every_bundled_file():
     """A wheel holds what pyproject's package-data lists: every file under data/ must match."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    patterns = config["tool"]["setuptools"]["package-data"]["stablearena.datasets"]
+    patterns = config["tool"]["setuptools"]["package-data"]["stablearena.data.datasets"]
     package = ds.DATA_DIR.parent
     files = [
         p.relative_to(package).as_posix()

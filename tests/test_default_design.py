@@ -12,7 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import InputError
-from stablearena.experiments.selection import (
+from stablearena.analysis.metrics import (
+    paired_difference,
+    pooled_paired_difference,
+    random_effects_mean,
+)
+from stablearena.simulation.experiments.selection import (
     INCUMBENT,
     RULE_THRESHOLD,
     choose_default,
@@ -20,7 +25,6 @@ from stablearena.experiments.selection import (
     pooled_comparison,
     run_selection_experiment,
 )
-from stablearena.metrics import paired_difference, pooled_paired_difference, random_effects_mean
 
 means_st = st.floats(-1.0, 1.0, allow_nan=False)
 ses_st = st.floats(1e-3, 1.0, allow_nan=False)
@@ -180,7 +184,7 @@ EVIDENCE = {
 
 
 def test_the_default_is_what_the_rule_chose_on_the_recorded_evidence():
-    from stablearena.selection import DEFAULT_STRATEGY
+    from stablearena.design.selection import DEFAULT_STRATEGY
 
     rows = []
     for name, arenas in EVIDENCE.items():

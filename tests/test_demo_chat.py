@@ -1,5 +1,5 @@
 """The demo models hold a conversation: any prompt and follow-up answered in Markdown, of known
-quality, over HTTP from the real demo server process (stablearena.endpoints.demo_chat)."""
+quality, over HTTP from the real demo server process (stablearena.judging.endpoints.demo_chat)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stablearena.anonymity import WELL_KNOWN_NAMES, names_mentioned
-from stablearena.endpoints import demo_chat
-from stablearena.endpoints.demo import DEMO_MODELS, is_correct, truth
-from stablearena.endpoints.demo import demo_chat as chat
-from stablearena.endpoints.demo_server import DemoServer, tokens
-from stablearena.injection import detect
+from stablearena.judging.anonymity import WELL_KNOWN_NAMES, names_mentioned
+from stablearena.judging.endpoints import demo_chat
+from stablearena.judging.endpoints.demo import DEMO_MODELS, is_correct, truth
+from stablearena.judging.endpoints.demo import demo_chat as chat
+from stablearena.judging.endpoints.demo_server import DemoServer, tokens
+from stablearena.judging.injection import detect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -279,7 +279,7 @@ def test_the_paced_server_waits_between_words():
 
 
 def test_a_pace_out_of_range_is_refused_with_the_value():
-    cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--pace", "-1"]
+    cmd = [sys.executable, "-m", "stablearena.judging.endpoints.demo_server", "--pace", "-1"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--pace -1.0" in r.stderr and "between 0 and 5" in r.stderr
 
@@ -287,7 +287,7 @@ def test_a_pace_out_of_range_is_refused_with_the_value():
 def test_the_demo_text_is_package_data():
     """A wheel holds what pyproject's package-data lists: the bundled demo text must match."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    patterns = config["tool"]["setuptools"]["package-data"]["stablearena.endpoints"]
+    patterns = config["tool"]["setuptools"]["package-data"]["stablearena.judging.endpoints"]
     package = Path(demo_chat.__file__).parent
     files = [
         p.relative_to(package).as_posix() for p in (package / "data").rglob("*") if p.is_file()

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles, InputError, MElo, Outcome, get_rater
-from stablearena.io import read_battles
-from stablearena.metrics import consistency, kendall_tau
+from stablearena.analysis.metrics import consistency, kendall_tau
+from stablearena.data.io import read_battles
+from stablearena.data.simulate import random_ratings, simulate_battles
 from stablearena.raters.base import ELO_SCALE
 from stablearena.raters.elo import Elo, EloFitted, online_elo, online_elo_shuffled, shuffle_order
-from stablearena.simulate import random_ratings, simulate_battles
 
 A, B, TIE, BOTH_BAD = Outcome.A, Outcome.B, Outcome.TIE, Outcome.TIE_BOTH_BAD
 

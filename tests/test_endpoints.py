@@ -8,7 +8,8 @@ import logging
 
 import pytest
 
-from stablearena.endpoints import (
+from stablearena.errors import InputError
+from stablearena.judging.endpoints import (
     EndpointClient,
     Failure,
     ModelEndpoint,
@@ -17,10 +18,15 @@ from stablearena.endpoints import (
     make_client,
     read_models,
 )
-from stablearena.endpoints.client import CircuitBreaker, parse_retry_after
-from stablearena.endpoints.demo import DEMO_MODELS, demo_answer, demo_prompts, is_correct, truth
-from stablearena.endpoints.demo_server import DemoServer, tokens
-from stablearena.errors import InputError
+from stablearena.judging.endpoints.client import CircuitBreaker, parse_retry_after
+from stablearena.judging.endpoints.demo import (
+    DEMO_MODELS,
+    demo_answer,
+    demo_prompts,
+    is_correct,
+    truth,
+)
+from stablearena.judging.endpoints.demo_server import DemoServer, tokens
 
 PROMPT = "What is 17*23?"
 
@@ -203,7 +209,7 @@ def test_calls_one_after_another_reuse_one_connection(server, stream):
 
 def test_proxy_from_the_environment(monkeypatch):
     """HTTP(S)_PROXY is honoured for the endpoint's scheme, NO_PROXY exempts its host."""
-    from stablearena.endpoints.client import _env_proxy
+    from stablearena.judging.endpoints.client import _env_proxy
 
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(k, raising=False)

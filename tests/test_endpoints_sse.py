@@ -1,4 +1,4 @@
-"""The server-sent events decoder of the endpoint client (stablearena.endpoints.client), and a
+"""The server-sent events decoder of the endpoint client (stablearena.judging.endpoints.client), and a
 streamed answer read through it from a real loopback server that cuts the stream anywhere."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints import EndpointClient, ModelEndpoint
-from stablearena.endpoints.client import SSEDecoder
+from stablearena.judging.endpoints import EndpointClient, ModelEndpoint
+from stablearena.judging.endpoints.client import SSEDecoder
 
 
 def feed_all(pieces: list[bytes]) -> list[bytes]:

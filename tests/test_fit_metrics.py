@@ -12,14 +12,14 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from stablearena import Battles, PairCounts
-from stablearena.errors import InputError
-from stablearena.metrics import (
+from stablearena.analysis.metrics import (
     fit_metrics,
     kendall_tau_matrix,
     marginal_outcomes,
     outcome_table,
     split_counts,
 )
+from stablearena.errors import InputError
 from stablearena.raters import BradleyTerry, MElo
 from stablearena.raters.ties import Davidson, RaoKupper
 
@@ -201,7 +201,7 @@ def test_split_by_pair_keeps_training_connected_and_pairs_disjoint():
 
 def test_split_of_a_battle_log():
     ratings = np.linspace(900, 1100, 5)
-    from stablearena.simulate import simulate_battles
+    from stablearena.data.simulate import simulate_battles
 
     battles = simulate_battles(ratings, 2000, rule="davidson", eta=0.0, seed=1)
     assert isinstance(battles, Battles)

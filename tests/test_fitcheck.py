@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 from test_service import settings_for  # the service tests' arena: no refit of its own
 
-from stablearena.client import ArenaClient
-from stablearena.fitcheck import MAX_SCALE_CHANGE, board_problems, scale_ratio
+from stablearena.analysis.fitcheck import MAX_SCALE_CHANGE, board_problems, scale_ratio
 from stablearena.service import create_app
+from stablearena.service.client import ArenaClient
 from stablearena.service.refit import run_fit
 
 GOOD = {"a": 1.0, "b": 0.5, "c": 0.0, "d": -0.4, "e": -1.1}
@@ -138,8 +138,8 @@ def test_the_live_arena_keeps_the_last_good_board(tmp_path):
 
 def test_offline_a_fit_that_did_not_converge_says_it_is_no_board_to_publish():
     """The same rule offline: rank's JSON and table notes (leaderboard_payload) say so first."""
-    from stablearena import datasets
-    from stablearena.leaderboard import leaderboard_payload
+    from stablearena.analysis.leaderboard import leaderboard_payload
+    from stablearena.data import datasets
     from stablearena.raters import get_rater
 
     b = datasets.load("llmfao")

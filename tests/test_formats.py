@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from stablearena import MElo
-from stablearena.battles import Outcome
-from stablearena.io import read_battles, read_counts, should_stream, sniff
+from stablearena.data.battles import Outcome
+from stablearena.data.io import read_battles, read_counts, should_stream, sniff
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 LABELS = np.array(["model_a", "model_b", "tie", "tie (bothbad)"])
@@ -200,7 +200,7 @@ def test_cli_directory_every_method_agrees_with_the_single_file(log_dir, tmp_pat
 
 def test_streamed_counts_report_file_and_row(tmp_path, monkeypatch):
     """A bad row deep in a streamed file is named by file and row (batches are offset)."""
-    import stablearena.io as sio
+    import stablearena.data.io as sio
 
     monkeypatch.setattr(sio, "BATCH_ROWS", 1000)
     d = tmp_path / "log"
@@ -219,7 +219,7 @@ def test_streamed_counts_report_file_and_row(tmp_path, monkeypatch):
 def test_streaming_memory_does_not_hold_the_battles(tmp_path, monkeypatch):
     """The accumulator keeps (pair × annotator) cells, not battles: its rows stay bounded by the
     number of distinct cells while many batches stream through."""
-    import stablearena.io as sio
+    import stablearena.data.io as sio
 
     monkeypatch.setattr(sio, "BATCH_ROWS", 500)
     monkeypatch.setattr(sio._CountAccumulator, "MERGE_ROWS", 64)

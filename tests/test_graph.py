@@ -1,4 +1,4 @@
-"""stablearena.graph: the connectivity test behind every maximum-likelihood fit."""
+"""stablearena.data.graph: the connectivity test behind every maximum-likelihood fit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def test_mutually_connected_matches_scipy_components(m, n_rows, star, seed):
     """The hub shortcut (a model with an edge to every other) and the label propagation agree
     with SciPy's connected components, on random pair rows (repeats allowed) and on stars with
     one spoke sometimes missing or only repeated."""
-    from stablearena.graph import _mutually_connected, components
+    from stablearena.data.graph import _mutually_connected, components
 
     rng = np.random.default_rng(seed)
     if star and m > 1:

@@ -73,8 +73,8 @@ def test_an_older_host_reads_the_endpoints_a_newer_host_stores() -> None:
     left at its default is not stored, so a setting added by the new version (here the newest
     two, ``max_answer_chars`` and ``family``) is absent unless it is used. (Stored in full, the
     old hosts refused every endpoint and answered 503 "no_models" to every page battle.)"""
-    from stablearena.endpoints import config
-    from stablearena.endpoints.config import ModelEndpoint
+    from stablearena.judging.endpoints import config
+    from stablearena.judging.endpoints.config import ModelEndpoint
     from stablearena.service.holder import endpoint_from_json, endpoint_json
 
     ep = ModelEndpoint(name="m", base_url="http://x/v1", model="m1", max_concurrency=9)
@@ -276,7 +276,7 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
 
 @pytest.fixture(scope="module")
 def demo():
-    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     with DemoServer() as server:
         yield server

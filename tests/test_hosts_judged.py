@@ -8,8 +8,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from test_service import db_url, settings_for  # noqa: F401  (db_url: the fixture)
 
-from stablearena.client import ArenaClient
 from stablearena.service.app import create_app
+from stablearena.service.client import ArenaClient
 
 MODELS = tuple("abcdef")  # 15 pairs
 

@@ -11,7 +11,7 @@ import pytest
 from arena_process import page_server
 from test_arena_browser import state, wait_for
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

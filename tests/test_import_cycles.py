@@ -25,10 +25,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "stablearena"
 
 
-def _module_files() -> dict[str, Path]:
+def _module_files(src: Path = SRC) -> dict[str, Path]:
     out = {}
-    for path in sorted((SRC / ROOT).rglob("*.py")):
-        parts = path.relative_to(SRC).with_suffix("").parts
+    for path in sorted((src / ROOT).rglob("*.py")):
+        parts = path.relative_to(src).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
@@ -38,8 +38,8 @@ def _module_files() -> dict[str, Path]:
 MODULES = _module_files()
 
 
-def _is_package(name: str) -> bool:
-    return MODULES[name].name == "__init__.py"
+def _is_package(name: str, modules: dict[str, Path] = MODULES) -> bool:
+    return modules[name].name == "__init__.py"
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -63,15 +63,20 @@ def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
 
 
 @cache
-def _tree(name: str) -> ast.Module:
-    return ast.parse(MODULES[name].read_text(encoding="utf-8"), filename=str(MODULES[name]))
+def _parse(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
-@cache
-def _defined_in_init(package: str) -> frozenset[str]:
+def _tree(name: str, modules: dict[str, Path] = MODULES) -> ast.Module:
+    """The module's syntax tree (parsed once per version of the file)."""
+    st = modules[name].stat()
+    return _parse(modules[name], (st.st_mtime_ns, st.st_size))
+
+
+def _defined_in_init(package: str, modules: dict[str, Path] = MODULES) -> frozenset[str]:
     """Names bound at the top level of ``package/__init__.py`` (outside ``if TYPE_CHECKING``)."""
     names: set[str] = set()
-    stack: list[ast.AST] = list(_tree(package).body)
+    stack: list[ast.AST] = list(_tree(package, modules).body)
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -92,10 +97,9 @@ def _defined_in_init(package: str) -> frozenset[str]:
     return frozenset(names)
 
 
-@cache
-def _lazy_table(package: str) -> dict[str, str]:
+def _lazy_table(package: str, modules: dict[str, Path] = MODULES) -> dict[str, str]:
     """The package's ``_LAZY`` mapping (public name → module, resolved), if it has one."""
-    for node in _tree(package).body:
+    for node in _tree(package, modules).body:
         target = node.target if isinstance(node, ast.AnnAssign) else None
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
@@ -114,22 +118,26 @@ def _absolute(module: str | None, package: str, up: int) -> str:
     return ".".join([*base, module] if module else base)
 
 
-def _edge_to_package(importer: str, package: str, names: list[str]) -> bool:
+def _edge_to_package(
+    importer: str, package: str, names: list[str], modules: dict[str, Path] = MODULES
+) -> bool:
     """An edge ``importer`` → ``package/__init__``: only if ``importer`` lies outside the package
     or imports a name that ``__init__`` itself defines."""
     inside = importer.startswith(package + ".")
-    return not inside or bool(set(names) & _defined_in_init(package))
+    return not inside or bool(set(names) & _defined_in_init(package, modules))
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module → the project modules it imports (see the module docstring for the rules)."""
-    graph: dict[str, set[str]] = {name: set() for name in MODULES}
-    for name in MODULES:
-        package = name if _is_package(name) else name.rpartition(".")[0]
-        for node in _imports(_tree(name)):
+def import_graph(src: Path = SRC) -> dict[str, set[str]]:
+    """Module → the project modules it imports (see the module docstring for the rules), for
+    the tree under ``src`` (this checkout's by default)."""
+    modules = MODULES if src == SRC else _module_files(src)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name in modules:
+        package = name if _is_package(name, modules) else name.rpartition(".")[0]
+        for node in _imports(_tree(name, modules)):
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    if alias.name in MODULES:
+                    if alias.name in modules:
                         graph[name].add(alias.name)
                 continue
             base = _absolute(node.module, package, node.level - 1) if node.level else node.module
@@ -138,13 +146,13 @@ def import_graph() -> dict[str, set[str]]:
             rest: list[str] = []
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                if sub in MODULES:
+                if sub in modules:
                     graph[name].add(sub)
-                elif alias.name in _lazy_table(base) if base in MODULES else False:
-                    graph[name].add(_lazy_table(base)[alias.name])
+                elif alias.name in _lazy_table(base, modules) if base in modules else False:
+                    graph[name].add(_lazy_table(base, modules)[alias.name])
                 else:
                     rest.append(alias.name)
-            if rest and base in MODULES and _edge_to_package(name, base, rest):
+            if rest and base in modules and _edge_to_package(name, base, rest, modules):
                 graph[name].add(base)
         graph[name].discard(name)
     return graph
@@ -229,13 +237,13 @@ def test_the_graph_follows_the_rules():
     # imports inside functions count: boards.py imports the rater flags inside fit_board
     assert f"{ROOT}.cli.rater_flags" in graph[f"{ROOT}.cli.boards"]
     # relative imports resolve; `from .. import choices` is the module stablearena.choices
-    assert f"{ROOT}.battles" in graph[f"{ROOT}.raters.annotator"]
+    assert f"{ROOT}.data.battles" in graph[f"{ROOT}.raters.annotator"]
     assert f"{ROOT}.choices" in graph[f"{ROOT}.cli.rater_flags"]
     # `from .common import app` is an edge to the module cli.common, not to the package cli
     assert f"{ROOT}.cli.common" in graph[f"{ROOT}.cli.rank"]
     assert f"{ROOT}.cli" not in graph[f"{ROOT}.cli.rank"]
-    # a name defined in a package's __init__ (stablearena.datasets.listing) is an edge to it
-    assert f"{ROOT}.datasets" in graph[f"{ROOT}.cli.data_sets"]
+    # a name defined in a package's __init__ (stablearena.data.datasets.listing) is an edge to it
+    assert f"{ROOT}.data.datasets" in graph[f"{ROOT}.cli.data_sets"]
     # importing a submodule of one's own package is no edge to its __init__
     assert f"{ROOT}" not in graph[f"{ROOT}.raters.annotator"]
     assert f"{ROOT}.raters" not in graph[f"{ROOT}.raters.annotator"]

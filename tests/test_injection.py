@@ -12,18 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_auto import local_arena
 
-from stablearena.auto import AutoConfig, Prompt, fit_leaderboard
-from stablearena.endpoints.demo import (
+from stablearena.errors import InputError
+from stablearena.judging.auto_arena import AutoConfig, Prompt, fit_leaderboard
+from stablearena.judging.endpoints.demo import (
     DEMO_MODELS,
     INJECTIONS,
     LocalDemoClient,
     demo_answer,
     demo_prompts,
 )
-from stablearena.errors import InputError
-from stablearena.injection import REMOVED, InjectionClassifier, cut, detect, summarise
-from stablearena.judges import JudgeClient, demo_judges
-from stablearena.probes import ProbeConfig
+from stablearena.judging.injection import REMOVED, InjectionClassifier, cut, detect, summarise
+from stablearena.judging.judges import JudgeClient, demo_judges
+from stablearena.judging.probes import ProbeConfig
 
 #: Forms written after the rules, as held-out notes: missed by the rules today (the demo
 #: classifier catches them). A detector that learns them should move them out of here.
@@ -215,7 +215,7 @@ def test_auto_over_http_names_the_model_in_output_json_and_journal(tmp_path):
     from typer.testing import CliRunner
 
     from stablearena.cli import app
-    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     with DemoServer(seed=0) as server:
         names = ["demo-ace", "demo-sly", "demo-wild"]
@@ -262,7 +262,7 @@ def test_auto_over_http_names_the_model_in_output_json_and_journal(tmp_path):
 
 
 def test_injection_table_is_checked(tmp_path):
-    from stablearena.judges import injection_from_toml
+    from stablearena.judging.judges import injection_from_toml
 
     p = tmp_path / "j.toml"
     p.write_text(

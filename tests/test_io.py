@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from stablearena import Battles, InputError, MElo, PairCounts
-from stablearena.io import read_battles
+from stablearena.data.io import read_battles
 
 ROWS = pd.DataFrame(
     {

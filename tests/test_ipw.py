@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles
-from stablearena.battles import Outcome, ipw_weights
+from stablearena.data.battles import Outcome, ipw_weights
+from stablearena.design.selection import get_selector
+from stablearena.design.serving_draw import simulate_served
 from stablearena.errors import InputError
 from stablearena.raters import get_rater
-from stablearena.selection import get_selector
-from stablearena.serving import simulate_served
-from stablearena.uncertainty import bootstrap, covariance, intervals
+from stablearena.raters.uncertainty import bootstrap, covariance, intervals
 
 SCORE = np.array([1.0, 0.0, 0.5, 0.5])  # W of model_a per outcome code
 
@@ -339,7 +339,7 @@ def test_simulated_serving_stores_the_propensities_it_drew_with():
 def test_coverage_of_the_sampling_sandwich_on_an_adaptive_design():
     """30 arenas of the bench's design with ε = 0.3 (the bench runs 200: 0.947 ± 0.006 for the
     sampling sandwich, 0.735 ± 0.011 for the weights read as frequencies): loose bounds."""
-    from stablearena.experiments.ipw import IpwCoverageConfig, run_ipw_coverage
+    from stablearena.simulation.experiments.ipw import IpwCoverageConfig, run_ipw_coverage
 
     s = run_ipw_coverage(IpwCoverageConfig(arenas=30, exploration=0.3))["variants"]
     assert 0.90 <= s["ipw sampling sandwich"]["differences"] <= 0.99

@@ -1,12 +1,12 @@
 """Models that address the judge found by their effect (issue 41 item 3): one judge favours a
 model the other judges do not — whatever form its note takes — and Cochran's heterogeneity test
-of the judges' residuals on that model finds it (stablearena.injection.judge_disagreement)."""
+of the judges' residuals on that model finds it (stablearena.judging.injection.judge_disagreement)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from stablearena.injection import judge_disagreement
+from stablearena.judging.injection import judge_disagreement
 
 TRUTH = np.linspace(-1.5, 1.5, 8)
 MODELS = [f"m{k}" for k in range(8)]
@@ -62,8 +62,8 @@ def test_auto_over_http_reports_the_model_the_obeying_judge_favours(tmp_path):
     from typer.testing import CliRunner
 
     from stablearena.cli import app
-    from stablearena.endpoints.demo import demo_prompts
-    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.judging.endpoints.demo import demo_prompts
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     with DemoServer(seed=0) as server:
         names = ["demo-ace", "demo-solid", "demo-sly", "demo-fair", "demo-wild"]

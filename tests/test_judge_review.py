@@ -11,12 +11,12 @@ import pytest
 from test_auto import local_arena
 from typer.testing import CliRunner
 
-from stablearena.auto import AutoConfig, fit_leaderboard, review_judges
 from stablearena.cli import app
-from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient
-from stablearena.endpoints.demo_server import DemoServer
-from stablearena.judges import JudgeClient, demo_judges
-from stablearena.probes import ProbeConfig
+from stablearena.judging.auto_arena import AutoConfig, fit_leaderboard, review_judges
+from stablearena.judging.endpoints.demo import DEMO_MODELS, LocalDemoClient
+from stablearena.judging.endpoints.demo_server import DemoServer
+from stablearena.judging.judges import JudgeClient, demo_judges
+from stablearena.judging.probes import ProbeConfig
 
 
 def _judges(*names):
@@ -87,7 +87,7 @@ def test_cli_warns_in_output_and_json(tmp_path):
             )
         )
         prompts = tmp_path / "prompts.jsonl"
-        from stablearena.endpoints.demo import demo_prompts
+        from stablearena.judging.endpoints.demo import demo_prompts
 
         prompts.write_text("".join(json.dumps(p) + "\n" for p in demo_prompts(40, seed=5)))
         out = tmp_path / "out.json"
@@ -136,7 +136,7 @@ def test_a_single_judge_is_not_estimable_and_warns():
 def test_a_judge_of_the_same_family_as_a_model_is_reported(tmp_path):
     """Self-preference: judge-keen declared of the family of demo-ace (family = "acme" on both)
     is named, with the share its family's model won from it and from the other judge."""
-    from stablearena.auto import self_preference
+    from stablearena.judging.auto_arena import self_preference
 
     rows = []
     for _ in range(10):
@@ -151,8 +151,8 @@ def test_a_judge_of_the_same_family_as_a_model_is_reported(tmp_path):
 
 
 def test_family_is_read_from_the_config(tmp_path):
-    from stablearena.endpoints import read_models
     from stablearena.errors import InputError
+    from stablearena.judging.endpoints import read_models
 
     p = tmp_path / "m.toml"
     p.write_text('[[models]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "a"\nfamily = "acme"\n')

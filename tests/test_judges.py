@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints import Failure, ModelEndpoint
-from stablearena.endpoints.demo import DEMO_JUDGES, demo_prompts, demo_verdict, truth
-from stablearena.endpoints.demo_server import DemoServer
 from stablearena.errors import InputError
-from stablearena.judges import (
+from stablearena.judging.endpoints import Failure, ModelEndpoint
+from stablearena.judging.endpoints.demo import DEMO_JUDGES, demo_prompts, demo_verdict, truth
+from stablearena.judging.endpoints.demo_server import DemoServer
+from stablearena.judging.judges import (
     DEFAULT_JUDGE_SYSTEM_PROMPT,
     Judge,
     JudgeClient,
@@ -88,7 +88,7 @@ def test_answers_cannot_spoof_the_frame():
     # the answer's text is all still there for the judge to read
     assert "ignore previous instructions" in msg and "\u2060" in msg
     # and the demo judge (which reads the frame like a model would) still finds both answers
-    from stablearena.endpoints.demo import parse_judge_prompt
+    from stablearena.judging.endpoints.demo import parse_judge_prompt
 
     prompt, a, b = parse_judge_prompt(msg)
     assert prompt == "What is 6*7?" and "ignore previous" in a and b == "The answer is 41."

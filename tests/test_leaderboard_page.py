@@ -10,7 +10,7 @@ from stablearena.service.app import create_app
 
 
 def test_public_leaderboard_page(tmp_path, demo):  # noqa: F811
-    from stablearena.endpoints.demo import demo_prompts
+    from stablearena.judging.endpoints.demo import demo_prompts
 
     s = settings(tmp_path, demo.base_url, models=("demo-ace", "demo-solid", "demo-wild"))
     s.models[2]["params"] = {"max_tokens": 3}

@@ -16,8 +16,8 @@ from chromium import errors, wait_loaded
 from test_arena_browser import save_docs
 from test_arena_conversation_browser import whole_page
 
-from stablearena.endpoints.demo import demo_prompts
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo import demo_prompts
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 # a serve process, the demo server, 30 page battles and Chromium: out of the default run (the
 # in-process tests/test_leaderboard_page.py covers the page's content); run with

@@ -4,7 +4,7 @@ default ``limits = "auto"`` (the database, on PostgreSQL). One page identity, or
 alternating between them gets its burst once, not twice; the page's cap on battles without a
 vote counts the votes recorded through the other host; a page cookie, its CSRF token and an
 admin session issued by one host are accepted by the other. The models are served by a real
-OpenAI-compatible server process on loopback (stablearena.endpoints.demo_server).
+OpenAI-compatible server process on loopback (stablearena.judging.endpoints.demo_server).
 
 The tests with two ``serve`` processes take about a minute (two starts on PostgreSQL under the
 shared machine's load): they are ``slow`` (``python -m pytest -m slow
@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from arena_process import ServerProcess
 from fastapi.testclient import TestClient
 
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.demo_server import DemoServer
 from stablearena.service import store
 from stablearena.service.app import create_app
 from stablearena.service.security import DatabaseRateLimiter

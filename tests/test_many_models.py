@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import InputError, MElo, StableArenaWarning
-from stablearena import information as info_mod
-from stablearena import uncertainty as unc
-from stablearena.information import laplacian, laplacian_pinv
+from stablearena.data.simulate import random_ratings, simulate_battles
+from stablearena.design.selection import InformationTracker, get_selector
 from stablearena.raters import get_rater
-from stablearena.selection import InformationTracker, get_selector
-from stablearena.simulate import random_ratings, simulate_battles
+from stablearena.raters import information as info_mod
+from stablearena.raters import uncertainty as unc
+from stablearena.raters.information import laplacian, laplacian_pinv
 
 
 def _graph(m: int, edges: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -48,7 +48,7 @@ def _fitted(m: int, per_model: int = 8, seed: int = 0, method: str = "m-elo"):
 )
 def test_laplacian_pinv_is_the_pseudo_inverse(m, extra, seed, scale):
     """The Cholesky route (copy and in place) and the trace equal numpy's SVD pseudo-inverse."""
-    from stablearena.information import laplacian_pinv_trace
+    from stablearena.raters.information import laplacian_pinv_trace
 
     i, j, w = _graph(m, extra, seed)
     lap = laplacian(m, i, j, w * scale)

@@ -21,8 +21,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints import EndpointClient, ModelEndpoint
-from stablearena.endpoints.demo_server import BAD_KINDS, DemoServer
+from stablearena.judging.endpoints import EndpointClient, ModelEndpoint
+from stablearena.judging.endpoints.demo_server import BAD_KINDS, DemoServer
 from stablearena.service import store
 from stablearena.service.app import create_app
 from stablearena.service.settings import Settings
@@ -199,8 +199,8 @@ def test_prompts_with_a_nul_or_only_white_space_are_refused(demo, db, tmp_path):
         with tc.app.state.engine.connect() as conn:
             n = conn.execute(sa.select(sa.func.count()).select_from(store.tables.battles))
             assert n.scalar() == 0
-    from stablearena.auto import read_prompts
     from stablearena.errors import InputError
+    from stablearena.judging.auto_arena import read_prompts
 
     for text in (" \t", "a\x00b"):
         (tmp_path / "p.jsonl").write_text(json.dumps({"id": "q1", "prompt": text}))

@@ -24,7 +24,7 @@ REFERENCE = Path(__file__).resolve().parent / "data" / "newton_reference.json"
 
 # ------------------------------------------------------------------------------ the fixtures
 def _simulated(m: int, n: int, seed: int, **kw: Any):
-    from stablearena.simulate import random_ratings, simulate_battles
+    from stablearena.data.simulate import random_ratings, simulate_battles
 
     return simulate_battles(random_ratings(m, seed=seed), n, seed=seed, **kw)
 
@@ -38,7 +38,7 @@ def _undefeated():
 
 def _without_some_ties():
     """Pair counts where six pairs have no ties: their Rao–Kupper thresholds sit on the kink 0."""
-    from stablearena.battles import as_counts
+    from stablearena.data.battles import as_counts
 
     counts = as_counts(_simulated(8, 2500, 13, rule="rao-kupper", eta=0.4))
     ties = counts.ties.copy()
@@ -48,13 +48,13 @@ def _without_some_ties():
 
 def fixtures() -> dict[str, Any]:
     """name → a function returning the fitted result (deterministic)."""
-    from stablearena.perturbation import simulate_arena
+    from stablearena.data.simulate import random_ratings
+    from stablearena.data.style_features import simulate_style_battles
     from stablearena.raters.annotator import AmElo
     from stablearena.raters.bradley_terry import BradleyTerry, MElo
     from stablearena.raters.style import StyleAmElo, StyleBradleyTerry, StyleMElo
     from stablearena.raters.ties import Davidson, RaoKupper, ThurstonianBT
-    from stablearena.simulate import random_ratings
-    from stablearena.style_features import simulate_style_battles
+    from stablearena.simulation.perturbation import simulate_arena
 
     def style(seed: int, abilities=None):
         return simulate_style_battles(

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles, InputError, Outcome, StableArenaWarning
-from stablearena.perturbation import (
+from stablearena.simulation.perturbation import (
     PERTURBATIONS,
     perturb_annotators,
     perturb_outcomes,
@@ -183,7 +183,7 @@ def test_bad_profile_arguments(kwargs, match):
 def test_perturbation_experiment_on_a_small_simulated_arena():
     import json
 
-    from stablearena.experiments.perturbation import (
+    from stablearena.simulation.experiments.perturbation import (
         PerturbationConfig,
         run_perturbation,
         simulated_perturbation_arena,
@@ -204,7 +204,7 @@ def test_perturbation_experiment_on_a_small_simulated_arena():
 
 
 def test_perturbation_experiment_is_reproducible():
-    from stablearena.experiments.perturbation import PerturbationConfig, run_perturbation
+    from stablearena.simulation.experiments.perturbation import PerturbationConfig, run_perturbation
 
     b = simulate_arena(6, 3_000, profiles={"honest": 12}, seed=5).battles
     cfg = PerturbationConfig(
@@ -225,7 +225,7 @@ def test_perturbation_experiment_is_reproducible():
     ],
 )
 def test_perturbation_experiment_bad_config(cfg, match):
-    from stablearena.experiments.perturbation import PerturbationConfig, run_perturbation
+    from stablearena.simulation.experiments.perturbation import PerturbationConfig, run_perturbation
 
     with pytest.raises(InputError, match=match):
         run_perturbation(arena(), PerturbationConfig(**cfg))
@@ -234,7 +234,7 @@ def test_perturbation_experiment_bad_config(cfg, match):
 def test_screened_protocol_counts_only_the_perturbed_as_anomalous():
     """Annotators anomalous before any perturbation are screened out first (the Stable Arena
     keeps them out); unscreened, the paper's F1 counts finding them as false alarms."""
-    from stablearena.experiments.perturbation import PerturbationConfig, run_perturbation
+    from stablearena.simulation.experiments.perturbation import PerturbationConfig, run_perturbation
 
     sim = simulate_arena(10, 16_000, profiles={"honest": 27, "flipper": 3}, seed=6)
     b = sim.battles
@@ -252,7 +252,7 @@ def test_screened_protocol_counts_only_the_perturbed_as_anomalous():
 
 
 def test_a_perturbed_log_without_an_mle_is_reported_not_averaged(monkeypatch):
-    import stablearena.experiments.perturbation as pert
+    import stablearena.simulation.experiments.perturbation as pert
     from stablearena.errors import ConvergenceError
 
     real, calls = pert._fit, {"am-elo": 0}

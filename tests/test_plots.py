@@ -1,4 +1,4 @@
-"""The figures of stablearena.plots: drawn from small fitted arenas, rendered, and checked for what
+"""The figures of stablearena.figures.plots: drawn from small fitted arenas, rendered, and checked for what
 a reader sees — not blank, one bar per model, the names, the labels, nothing overlapping at 129
 models — plus ``stablearena plot`` end to end."""
 
@@ -17,12 +17,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 
-from stablearena import plots  # noqa: E402
-from stablearena.datasets import EXAMPLE_SOURCE, example_arena  # noqa: E402
+from stablearena.data.datasets import EXAMPLE_SOURCE, example_arena  # noqa: E402
+from stablearena.data.simulate import simulate_battles  # noqa: E402
 from stablearena.errors import InputError  # noqa: E402
+from stablearena.figures import plots  # noqa: E402
 from stablearena.raters import get_rater  # noqa: E402
-from stablearena.simulate import simulate_battles  # noqa: E402
-from stablearena.uncertainty import intervals, win_probability  # noqa: E402
+from stablearena.raters.uncertainty import intervals, win_probability  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- fixtures

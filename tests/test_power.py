@@ -1,4 +1,4 @@
-"""The power estimate (stablearena.power): the formula, its inputs, the CLI, and simulation."""
+"""The power estimate (stablearena.judging.power): the formula, its inputs, the CLI, and simulation."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from stablearena.auto import (
+from stablearena.cli import app
+from stablearena.errors import InputError
+from stablearena.judging.auto_arena import (
     AutoConfig,
     AutoResult,
     JsonlJournal,
@@ -20,12 +22,10 @@ from stablearena.auto import (
     Prompt,
     fit_judgements,
 )
-from stablearena.cli import app
-from stablearena.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
-from stablearena.errors import InputError
-from stablearena.power import information_model, power_estimate
-from stablearena.probes import ProbeConfig  # the power tests count judge calls: no probes
-from stablearena.uncertainty import covariance
+from stablearena.judging.endpoints.demo import DEMO_MODELS, LocalDemoClient, demo_prompts
+from stablearena.judging.power import information_model, power_estimate
+from stablearena.judging.probes import ProbeConfig  # the power tests count judge calls: no probes
+from stablearena.raters.uncertainty import covariance
 from tests.test_auto import local_arena
 
 Z95 = 1.959963984540054

@@ -1,5 +1,5 @@
-"""The generated corpus of notes to the judge (stablearena.judge_notes) and probe battles
-(stablearena.probes, AutoArena): the split by form, what an obeying reader reads, the flag, and
+"""The generated corpus of notes to the judge (stablearena.judging.judge_notes) and probe battles
+(stablearena.judging.probes, AutoArena): the split by form, what an obeying reader reads, the flag, and
 that agreeing with a note can never raise a judge's ability."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena.errors import InputError
-from stablearena.judge_notes import (
+from stablearena.judging.judge_notes import (
     ENCODINGS,
     HELDOUT_FORMS,
     INTENTS,
@@ -24,7 +24,7 @@ from stablearena.judge_notes import (
     notes,
     read_notes,
 )
-from stablearena.probes import ProbeConfig, degrade, probe_report, susceptibility
+from stablearena.judging.probes import ProbeConfig, degrade, probe_report, susceptibility
 
 # ------------------------------------------------------------------------------------ corpus
 
@@ -76,7 +76,7 @@ def test_an_obeying_reader_reads_every_note_as_sent(k):
 
 
 def test_the_reader_finds_no_note_in_plain_answers():
-    from stablearena.endpoints.demo import DEMO_MODELS, demo_answer, demo_prompts
+    from stablearena.judging.endpoints.demo import DEMO_MODELS, demo_answer, demo_prompts
 
     answers = [demo_answer(m, p["prompt"]) for m in DEMO_MODELS for p in demo_prompts(40, 1)]
     assert not any(read_notes(a) for a in answers)
@@ -84,8 +84,8 @@ def test_the_reader_finds_no_note_in_plain_answers():
 
 
 def test_the_obeying_demo_judge_follows_corpus_notes_it_can_see():
-    from stablearena.endpoints.demo import DEMO_JUDGES, INJECTION_JUDGES, demo_verdict
-    from stablearena.judges import demo_judges
+    from stablearena.judging.endpoints.demo import DEMO_JUDGES, INJECTION_JUDGES, demo_verdict
+    from stablearena.judging.judges import demo_judges
 
     judge = demo_judges("http://127.0.0.1:1/v1", ["judge-obey"])[0]
     obey, keen = INJECTION_JUDGES[0], DEMO_JUDGES[0]
@@ -146,7 +146,7 @@ def test_a_judge_that_errs_as_much_with_and_without_notes_is_not_flagged():
 
 
 def _run_with(judgements, probes, excluded=()):
-    from stablearena.auto import AutoResult
+    from stablearena.judging.auto_arena import AutoResult
 
     r = AutoResult(("m0", "m1", "m2"), ("good", "obey"))
     r.judgements = list(judgements)
@@ -214,7 +214,7 @@ def test_a_flagged_judge_weighs_nothing(judgements):
     st.integers(0, 2**31),
 )
 def test_steering_never_sends_a_battle_to_a_flagged_judge(abilities, ses, flagged, seed):
-    from stablearena.auto import JudgeSteering
+    from stablearena.judging.auto_arena import JudgeSteering
 
     s = JudgeSteering(["a", "b", "c"], warmup=0)
     s.abilities, s.ability_se = np.array(abilities), np.array(ses)
@@ -236,10 +236,10 @@ def test_steering_never_sends_a_battle_to_a_flagged_judge(abilities, ses, flagge
 
 
 def _arena(base_url, judges, budget, share, journal=None, seed=0):
-    from stablearena.auto import AutoArena, AutoConfig, Prompt
-    from stablearena.endpoints import ModelEndpoint, make_client
-    from stablearena.endpoints.demo import demo_prompts
-    from stablearena.judges import JudgeClient, demo_judges
+    from stablearena.judging.auto_arena import AutoArena, AutoConfig, Prompt
+    from stablearena.judging.endpoints import ModelEndpoint, make_client
+    from stablearena.judging.endpoints.demo import demo_prompts
+    from stablearena.judging.judges import JudgeClient, demo_judges
 
     names = ["demo-ace", "demo-solid", "demo-sly-tune", "demo-shaky", "demo-wild"]
     models = [make_client(ModelEndpoint(m, base_url, m)) for m in names]
@@ -251,14 +251,14 @@ def _arena(base_url, judges, budget, share, journal=None, seed=0):
 
 @pytest.fixture(scope="module")
 def demo_server():
-    from stablearena.endpoints.demo_server import DemoServer
+    from stablearena.judging.endpoints.demo_server import DemoServer
 
     with DemoServer(seed=0) as server:
         yield server
 
 
 def test_probes_over_http_flag_the_obeying_judge_and_not_the_honest_ones(demo_server, tmp_path):
-    from stablearena.auto import JsonlJournal, fit_leaderboard
+    from stablearena.judging.auto_arena import JsonlJournal, fit_leaderboard
 
     path = tmp_path / "run.jsonl"
     arena = _arena(
@@ -301,7 +301,7 @@ def test_probes_over_http_flag_the_obeying_judge_and_not_the_honest_ones(demo_se
 
 
 def test_a_run_whose_only_judge_obeys_stops_with_no_board(demo_server):
-    from stablearena.auto import fit_leaderboard
+    from stablearena.judging.auto_arena import fit_leaderboard
 
     result = _arena(demo_server.base_url, ["judge-obey"], 400, 0.1).run()
     assert result.stop_reason == "judges-flagged" and result.calls < 400
@@ -342,10 +342,10 @@ def test_a_probe_is_framed_as_a_real_battle():
     import asyncio
     import re
 
-    from stablearena.endpoints.demo import LocalDemoClient
-    from stablearena.judge_notes import notes
-    from stablearena.judges import JudgeClient, demo_judges
-    from stablearena.probes import probe
+    from stablearena.judging.endpoints.demo import LocalDemoClient
+    from stablearena.judging.judge_notes import notes
+    from stablearena.judging.judges import JudgeClient, demo_judges
+    from stablearena.judging.probes import probe
 
     class Recording(LocalDemoClient):
         sent: list = []

@@ -3,7 +3,7 @@ upper-bound rank, labelled "rank (UB)"; the position by rating 1..N is labelled 
 
 from __future__ import annotations
 
-from stablearena.leaderboard import interval_records
+from stablearena.analysis.leaderboard import interval_records
 
 
 def test_interval_records_label_the_upper_bound_rank_and_the_position():

@@ -15,7 +15,7 @@ from arena_process import ServerProcess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.client import ArenaClient
+from stablearena.service.client import ArenaClient
 from stablearena.service.security import RateLimiter, SharedRateLimiter, shared_buckets_fd
 
 posix = pytest.mark.skipif(sys.platform == "win32", reason="record locks and fd passing: POSIX")

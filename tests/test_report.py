@@ -10,9 +10,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from stablearena.datasets import EXAMPLE_SOURCE, example_arena
+from stablearena.data.datasets import EXAMPLE_SOURCE, example_arena
+from stablearena.figures.report import build_report, method_text, template_environment
 from stablearena.raters import get_rater
-from stablearena.report import build_report, method_text, template_environment
 
 
 class Page(HTMLParser):
@@ -245,7 +245,9 @@ def test_report_command_llmfao_am_elo_annotators(cli, tmp_path, llmfao_path):
     code, _, err = cli("report", llmfao_path, "--method", "am-elo", "-o", out)
     assert code == 0, err
     html = out.read_text()
-    fitted = get_rater("am-elo").fit(__import__("stablearena.io").io.read_battles(llmfao_path))
+    fitted = get_rater("am-elo").fit(
+        __import__("stablearena.data.io").data.io.read_battles(llmfao_path)
+    )
     flagged = fitted.annotator_table().query("flagged")
     assert len(flagged) >= 4
     assert 'id="annotators"' in html

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from chromium import HEIGHT, WIDTH, errors, requested, screenshot, wait_loaded
 
-from stablearena.report import REPORT_FIGURES
+from stablearena.figures.report import REPORT_FIGURES
 
 
 def load(driver, path: Path) -> None:
@@ -72,7 +72,7 @@ def test_example_report_renders_offline_without_errors(browser, example_report, 
 
 def test_full_size_toggle_needs_no_script(browser, tmp_path):
     from stablearena.cli import main
-    from stablearena.simulate import simulate_battles
+    from stablearena.data.simulate import simulate_battles
 
     out = tmp_path / "big.html"
     # 59 models: the win-rate matrix is wider than the page and is fitted to it

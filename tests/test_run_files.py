@@ -17,7 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stablearena.arena_hard import (
+from stablearena.errors import InputError
+from stablearena.inputs import FILE_LIMIT_ENV, LINE_LIMIT_ENV, MAX_DEPTH
+from stablearena.judging.arena_hard import (
     ArenaHardRun,
     name_path,
     read_answers,
@@ -29,13 +31,11 @@ from stablearena.arena_hard import (
     simulate_run,
     write_run,
 )
-from stablearena.auto import JsonlJournal, read_prompts, replay_records
-from stablearena.endpoints.config import load_toml
-from stablearena.endpoints.demo import DEMO_MODELS, demo_prompts
-from stablearena.endpoints.demo_server import DemoServer
-from stablearena.endpoints.offline import read_model_answers
-from stablearena.errors import InputError
-from stablearena.inputs import FILE_LIMIT_ENV, LINE_LIMIT_ENV, MAX_DEPTH
+from stablearena.judging.auto_arena import JsonlJournal, read_prompts, replay_records
+from stablearena.judging.endpoints.config import load_toml
+from stablearena.judging.endpoints.demo import DEMO_MODELS, demo_prompts
+from stablearena.judging.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.offline import read_model_answers
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from stablearena import Battles, InputError
-from stablearena.perturbation import simulate_arena
+from stablearena.crowd.screening import StableArena
 from stablearena.raters.annotator import UNKNOWN_ANNOTATOR, AmElo
-from stablearena.screening import StableArena
+from stablearena.simulation.perturbation import simulate_arena
 
 
 def split(battles: Battles, parts: int) -> list[Battles]:
@@ -135,7 +135,7 @@ def test_bad_batches():
 
 # ------------------------------------------------------------------ screening a fixed log
 def test_screen_log_removes_the_planted_flippers_and_refits_without_them():
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
 
     sim = simulate_arena(10, 12_000, profiles={"honest": 12, "flipper": 3}, seed=1)
     b = sim.battles
@@ -151,7 +151,7 @@ def test_screen_log_removes_the_planted_flippers_and_refits_without_them():
 
 
 def test_screen_log_repeats_until_nobody_is_flagged():
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
 
     # a high threshold: excluding the lowest annotators moves the mean-1 scale, so that others
     # fall below it in the next round; the loop runs until a fit flags nobody
@@ -165,7 +165,7 @@ def test_screen_log_repeats_until_nobody_is_flagged():
 
 
 def test_screen_log_lists_annotators_with_too_few_records():
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
 
     sim = simulate_arena(8, 6_000, profiles={"honest": 6}, seed=0, shuffle_annotators=False)
     b = sim.battles
@@ -178,7 +178,7 @@ def test_screen_log_lists_annotators_with_too_few_records():
 
 def test_screen_log_warns_when_max_rounds_stops_it():
     from stablearena import StableArenaWarning
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
 
     sim = simulate_arena(10, 12_000, profiles={"honest": 12, "flipper": 3}, seed=1)
     with pytest.warns(StableArenaWarning, match="after 1 rounds"):
@@ -190,7 +190,7 @@ def test_screen_log_warns_when_max_rounds_stops_it():
     "kwargs, match", [({"max_rounds": 0}, "max_rounds"), ({"min_records": -1}, "min_records")]
 )
 def test_screen_log_bad_options(kwargs, match):
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
 
     sim = simulate_arena(6, 2_000, profiles={"honest": 4}, seed=0)
     with pytest.raises(InputError, match=match):
@@ -198,7 +198,7 @@ def test_screen_log_bad_options(kwargs, match):
 
 
 def test_screen_log_needs_annotators():
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
 
     b = Battles.from_arrays([0, 1], [1, 2], [0, 1])
     with pytest.raises(InputError, match="annotator column"):
@@ -256,7 +256,7 @@ def test_screening_never_excludes_on_an_unconverged_fit():
     import warnings
 
     from stablearena import StableArenaWarning
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
 
     battles, _ = _flipper_log()
     # one Newton iteration, also when continued warm: never converges, so nobody is excluded
@@ -278,7 +278,7 @@ def test_converged_fit_continues_an_unconverged_fit_warm():
     import warnings
 
     from stablearena import StableArenaWarning
-    from stablearena.screening import converged_fit, screen_log
+    from stablearena.crowd.screening import converged_fit, screen_log
 
     battles, flippers = _flipper_log()
     rater = AmElo(min_records=50, max_iter=3)
@@ -298,8 +298,8 @@ def test_influence_screening_excludes_an_account_that_only_votes_for_one_model()
     import warnings
 
     from stablearena import StableArenaWarning
-    from stablearena.battles import Outcome
-    from stablearena.screening import screen_log
+    from stablearena.crowd.screening import screen_log
+    from stablearena.data.battles import Outcome
 
     sim = simulate_arena(10, 8000, profiles={"honest": 20}, seed=5)
     b = sim.battles

@@ -9,15 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles, InputError, MElo
-from stablearena.arena import SimulatedArena, run_arena
-from stablearena.information import (
-    MIN_PRIOR_VARIANCE,
-    bt_information,
-    empirical_bayes_scores,
-    laplacian_pinv,
-)
-from stablearena.raters.base import ELO_SCALE
-from stablearena.selection import (
+from stablearena.data.simulate import random_ratings, simulate_battles
+from stablearena.design.selection import (
     DEFAULT_STRATEGY,
     AdaPairSelector,
     AOptimal,
@@ -37,7 +30,14 @@ from stablearena.selection import (
     select_pairs,
     selector_names,
 )
-from stablearena.simulate import random_ratings, simulate_battles
+from stablearena.raters.base import ELO_SCALE
+from stablearena.raters.information import (
+    MIN_PRIOR_VARIANCE,
+    bt_information,
+    empirical_bayes_scores,
+    laplacian_pinv,
+)
+from stablearena.simulation.arena import SimulatedArena, run_arena
 
 
 def _tracker(
@@ -685,7 +685,7 @@ def _support_reference(mode, sigma, tmat, w, blocked):
 @pytest.mark.parametrize("mode", [0, 1])
 @pytest.mark.parametrize("seed", range(6))
 def test_the_one_pass_argmax_support_is_the_set_of_near_best_pairs(mode, seed):
-    from stablearena.selection import _best_pairs
+    from stablearena.design.selection import _best_pairs
 
     rng = np.random.default_rng(seed)
     m = 12

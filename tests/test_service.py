@@ -24,9 +24,9 @@ from arena_process import ServerProcess
 from fastapi.testclient import TestClient
 from procs import HAVE_PROC, alive, children
 
-from stablearena.client import ArenaClient, ArenaError
 from stablearena.service import store
 from stablearena.service.app import create_app
+from stablearena.service.client import ArenaClient, ArenaError
 from stablearena.service.settings import Settings
 
 
@@ -285,7 +285,7 @@ def test_propensity_is_the_mixture_of_the_strategy_and_the_exploration_floor(mak
 
 
 def test_the_default_strategy_is_read_at_run_time(make_arena, monkeypatch):
-    import stablearena.selection as selection
+    import stablearena.design.selection as selection
 
     arena = make_arena()
     assert arena.admin.config()["strategy_in_use"] == selection.DEFAULT_STRATEGY
@@ -852,8 +852,8 @@ def test_restart_rebuilds_every_cache_from_the_database(db_url):
 
 
 def test_import_seeds_the_arena_once(db_url, tmp_path, cli):
-    from stablearena.perturbation import simulate_arena
     from stablearena.service.seed import import_log
+    from stablearena.simulation.perturbation import simulate_arena
 
     log = simulate_arena(6, 600, profiles={"honest": 5}, seed=2).battles.to_frame()
     path = tmp_path / "log.csv"
@@ -888,8 +888,8 @@ def test_import_seeds_the_arena_once(db_url, tmp_path, cli):
 def test_the_store_counts_each_accounts_distinct_utc_days(db_url):
     """store.account_active_days (the live input of the activity credit): distinct UTC days
     with a vote per account, as log_accounts counts them offline."""
-    from stablearena.arena_rule import log_accounts
-    from stablearena.battles import Battles
+    from stablearena.crowd.board_rule import log_accounts
+    from stablearena.data.battles import Battles
 
     day = 86400.0
     t0 = 1_700_000_000 // 86400 * 86400.0  # a UTC midnight
@@ -1273,8 +1273,8 @@ def test_library_messages_name_the_services_setting_not_the_cli_flag():
     change it here), not the command line's ``--min-records``."""
     from stablearena import AmElo
     from stablearena.errors import StableArenaError
-    from stablearena.perturbation import simulate_arena
     from stablearena.service.state import for_the_service
+    from stablearena.simulation.perturbation import simulate_arena
 
     # a fit that cannot run: no annotator has min_records votes (before am-ELO's identification
     # fix, this arena's am-ELO fit failed to converge, with the same advice)

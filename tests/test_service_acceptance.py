@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from arena_process import FAST, ServerProcess, simulated_arena_run
 
-from stablearena.client import ArenaClient
+from stablearena.service.client import ArenaClient
 
 
 def _cli_json(*args: str) -> dict:
@@ -39,7 +39,7 @@ def _cli_json(*args: str) -> dict:
 
 @pytest.mark.slow
 def test_llmfao_replayed_through_the_api_matches_rank_and_annotators(llmfao_path, tmp_path):
-    from stablearena.io import read_battles
+    from stablearena.data.io import read_battles
 
     battles = read_battles(llmfao_path)
     frame = battles.to_frame()

@@ -16,10 +16,10 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stablearena.client import ArenaClient
-from stablearena.endpoints.config import NUMERIC_BOUNDS
-from stablearena.names import clean_name
+from stablearena.data.names import clean_name
+from stablearena.judging.endpoints.config import NUMERIC_BOUNDS
 from stablearena.service.app import create_app
+from stablearena.service.client import ArenaClient
 from stablearena.service.settings import ArenaConfig, Settings
 
 #: Routes left out of the OpenAPI table that take a body (forms).

@@ -22,9 +22,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stablearena.client import ArenaClient
 from stablearena.errors import InputError
 from stablearena.service.app import create_app
+from stablearena.service.client import ArenaClient
 from stablearena.service.settings import Settings
 
 ODD_NAMES = [
@@ -683,8 +683,8 @@ def test_a_stored_name_from_before_validation_stays_addressable(arena):
 def test_config_files_refuse_the_names_routes_refuse(name, code):
     """``[[models]]`` and ``[[judges]]`` tables and ``[arena_page] categories`` name models,
     annotators and categories: the same validator, an error naming the table and character."""
-    from stablearena.endpoints.config import models_from_toml
-    from stablearena.judges import judges_from_toml
+    from stablearena.judging.endpoints.config import models_from_toml
+    from stablearena.judging.judges import judges_from_toml
     from stablearena.service.arena_settings import ArenaPage
 
     table = {"name": name, **_ENDPOINT}
@@ -718,7 +718,7 @@ def test_endpoint_values_are_bounded_with_the_field_value_and_range(arena, field
     """``timeout`` 1e308 and ``max_concurrency`` 1e12 were accepted: every numeric endpoint
     setting has a range; out of it, PUT answers 422 and the TOML readers raise, naming the
     field, the value and the range."""
-    from stablearena.endpoints.config import models_from_toml
+    from stablearena.judging.endpoints.config import models_from_toml
 
     tc, admin = arena()
     key = _auth(tc.app.state.admin_key)

@@ -1,4 +1,4 @@
-"""The live arena's serving rule as a library function (stablearena.serving): the propensity it
+"""The live arena's serving rule as a library function (stablearena.design.serving_draw): the propensity it
 stores with each battle is the probability the pair was drawn with."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stablearena.battles import PairCounts
-from stablearena.selection import InformationTracker, get_selector
-from stablearena.serving import boost_weights, serving_draw
+from stablearena.data.battles import PairCounts
+from stablearena.design.selection import InformationTracker, get_selector
+from stablearena.design.serving_draw import boost_weights, serving_draw
 
 NAMES = ("a", "b", "c", "d", "e")
 

@@ -1,6 +1,6 @@
 """Bounded influence in the live arena (docs/guides/annotators.md): the published am-ELO
 leaderboard weighs each account by min(max(a_k, 0), ability_cap) · min(1, n_k /
-trust_ramp_votes) — it equals :func:`stablearena.trust.bounded_fit` of the exported votes — and
+trust_ramp_votes) — it equals :func:`stablearena.crowd.trust.bounded_fit` of the exported votes — and
 the admin API and view show each account's weight, influence and the reason."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from test_dashboard import MODELS, TRUTH, open_arena, wait_for_view
 
-from stablearena.client import ArenaClient
-from stablearena.io import read_battles
+from stablearena.crowd.trust import DEFAULT_CAP, DEFAULT_RAMP_VOTES, bounded_fit
+from stablearena.data.io import read_battles
 from stablearena.raters.annotator import AmElo
-from stablearena.trust import DEFAULT_CAP, DEFAULT_RAMP_VOTES, bounded_fit
+from stablearena.service.client import ArenaClient
 
 #: δ = 20 votes: ``newbie`` (30 votes) is in the fit but still ramping to DEFAULT_RAMP_VOTES;
 #: the honest accounts have voted past the ramp (they weigh their ability).
@@ -58,8 +58,8 @@ def vote_as(
 
 def exported_am_elo(admin: ArenaClient, tmp_path: Any, young: Any = None) -> Any:
     """am-ELO (δ = 20, ε = 0, no bounds) on the arena's exported votes; ``young`` (name →
-    reason) left out of it and admitted afterwards (:func:`stablearena.trust.admit_young`)."""
-    from stablearena.trust import admit_young
+    reason) left out of it and admitted afterwards (:func:`stablearena.crowd.trust.admit_young`)."""
+    from stablearena.crowd.trust import admit_young
 
     path = tmp_path / "votes.jsonl"
     path.write_bytes(admin.export("jsonl"))
@@ -140,8 +140,8 @@ def test_a_young_account_weighs_its_active_days_over_the_age_ramp(tmp_path):
     1/DEFAULT_RAMP_DAYS; the leaderboard is bounded_fit of the exported votes with those ages and active days."""
     import sqlalchemy as sa
 
+    from stablearena.crowd.trust import DEFAULT_RAMP_DAYS, DEFAULT_RECORD_DAYS, DEFAULT_YOUNG_SHARE
     from stablearena.service.store.tables import annotators, meta, votes
-    from stablearena.trust import DEFAULT_RAMP_DAYS, DEFAULT_RECORD_DAYS, DEFAULT_YOUNG_SHARE
 
     url = f"sqlite:///{tmp_path / 'arena.db'}"
     tc, admin = open_arena(url, policy="warn", ability_threshold=0.0, board_rule="am-elo")

@@ -16,8 +16,10 @@ from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
 from stablearena import Battles
+from stablearena.analysis.metrics import kendall_tau
+from stablearena.data.simulate import random_ratings
+from stablearena.data.style_features import simulate_style_battles, with_covariates
 from stablearena.errors import InputError
-from stablearena.metrics import kendall_tau
 from stablearena.raters import MElo, get_rater
 from stablearena.raters.style import (
     StyleAmElo,
@@ -29,9 +31,7 @@ from stablearena.raters.style import (
     style_loglik,
     style_rows,
 )
-from stablearena.simulate import random_ratings
-from stablearena.style_features import simulate_style_battles, with_covariates
-from stablearena.uncertainty import covariance, intervals
+from stablearena.raters.uncertainty import covariance, intervals
 
 
 def _rows(seed=0, n=400, m=6, d=3, annotators=1, ties=True):
@@ -298,7 +298,7 @@ def test_the_battle_bootstrap_of_a_style_fit_agrees_with_the_sandwich():
     errors match the sandwich's (200 rounds: the SD of an SD estimate is about 5%), the
     replicates do not depend on the number of workers, and the unchanged table refits to the
     same optimum."""
-    from stablearena.uncertainty import bootstrap
+    from stablearena.raters.uncertainty import bootstrap
 
     b = simulate_style_battles(
         random_ratings(12, seed=0), 6000, gamma=(0.4, -0.2), ties=True, seed=1
@@ -355,7 +355,7 @@ def test_to_dict_keeps_the_contract_and_adds_keys():
 
 
 def test_am_elo_style_recovers_flippers_like_am_elo():
-    from stablearena.metrics import prediction_auc
+    from stablearena.analysis.metrics import prediction_auc
     from stablearena.raters.annotator import AmElo
 
     rng = np.random.default_rng(11)

@@ -1,5 +1,5 @@
-"""Style features (stablearena.style_features), extra columns in the reader, category boards
-(stablearena.categories) and the ``rank --style/--covariate/--where/--by`` command line."""
+"""Style features (stablearena.data.style_features), extra columns in the reader, category boards
+(stablearena.data.categories) and the ``rank --style/--covariate/--where/--by`` command line."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stablearena.categories import parse_where, split_by, value_labels, where
-from stablearena.errors import InputError
-from stablearena.io import read_battles
-from stablearena.simulate import random_ratings
-from stablearena.style_features import (
+from stablearena.data.categories import parse_where, split_by, value_labels, where
+from stablearena.data.io import read_battles
+from stablearena.data.simulate import random_ratings
+from stablearena.data.style_features import (
     add_covariates,
     answer_text,
     count_tokens,
@@ -23,6 +22,7 @@ from stablearena.style_features import (
     style_counts,
     style_differences,
 )
+from stablearena.errors import InputError
 
 ANSWER = """# Title
 Some **bold** words and __more bold__.

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stablearena import Battles, PairCounts
-from stablearena.datasets import path as dataset_path
+from stablearena.data.datasets import path as dataset_path
+from stablearena.data.simulate import random_ratings, simulate_battles
 from stablearena.errors import DisconnectedGraphError, InputError, StableArenaWarning
 from stablearena.raters import BradleyTerry, MElo, get_rater
 from stablearena.raters.ties import (
@@ -24,7 +25,6 @@ from stablearena.raters.ties import (
     _TieEngine,
     dct_basis,
 )
-from stablearena.simulate import random_ratings, simulate_battles
 
 DATA = dataset_path("chatbot-arena-2024")
 

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.trust import account_weights
+from stablearena.crowd.trust import account_weights
 
 
 def test_weights_are_capped_clipped_at_zero_and_ramped_by_votes():
@@ -31,7 +31,7 @@ def test_no_account_weighs_more_than_the_cap(abilities, cap, ramp):
 def small_arena(seed: int = 0):
     """Six models; ten honest accounts of 200 votes, ``heavy`` (400 votes, always the stronger
     model: an ability far above the others') and ``newbie`` (10 honest votes)."""
-    from stablearena.battles import Battles
+    from stablearena.data.battles import Battles
 
     rng = np.random.default_rng(seed)
     truth = np.linspace(-1.5, 1.5, 6)
@@ -63,7 +63,7 @@ def am_elo_fit(battles, **options):
 
 
 def test_a_heavy_agreeing_account_is_capped_and_a_new_one_ramped():
-    from stablearena.trust import DEFAULT_CAP, DEFAULT_RAMP_VOTES, account_trust
+    from stablearena.crowd.trust import DEFAULT_CAP, DEFAULT_RAMP_VOTES, account_trust
 
     fit = am_elo_fit(small_arena())
     trust = {t.annotator: t for t in account_trust(fit)}
@@ -85,7 +85,7 @@ def test_a_heavy_agreeing_account_is_capped_and_a_new_one_ramped():
 
 
 def test_bounded_scores_are_the_am_elo_scores_when_nothing_is_bounded():
-    from stablearena.trust import bounded_fit, bounded_scores
+    from stablearena.crowd.trust import bounded_fit, bounded_scores
 
     battles = small_arena()
     honest = battles.take(
@@ -106,7 +106,7 @@ def test_bounded_scores_are_the_am_elo_scores_when_nothing_is_bounded():
 
 
 def test_with_cap_and_ramp_off_the_rule_is_off_negative_abilities_included():
-    from stablearena.trust import account_trust, bounded_fit
+    from stablearena.crowd.trust import account_trust, bounded_fit
 
     battles = small_arena()
     flip = np.array(battles.annotators)[battles.annotator] == "h0"
@@ -136,8 +136,8 @@ def test_a_model_judged_only_by_accounts_of_weight_zero_keeps_the_fit():
     judged it weighs 0): the bounded fit is then not applied (a note says why) — as the live
     arena publishes it and as the rigging simulator's bounded defences now read it (a run of
     `experiment rigging` stopped on this at seed 4 of the omnipresent families)."""
-    from stablearena.battles import Battles
-    from stablearena.trust import bounded_fit
+    from stablearena.crowd.trust import bounded_fit
+    from stablearena.data.battles import Battles
 
     battles = small_arena()
     rng = np.random.default_rng(1)
@@ -171,14 +171,14 @@ def test_a_model_judged_only_by_accounts_of_weight_zero_keeps_the_fit():
 def _frozen_refit_and_update(fit, new, cap=2.0, ramp=100.0):
     """The bounded fit of ``fit``, then ``new`` battles (the same models) added two ways: one
     Newton step (:func:`one_step_update`) and the full refit with every weight frozen."""
-    from stablearena.raters.bradley_terry import solve_bradley_terry
-    from stablearena.trust import (
+    from stablearena.crowd.trust import (
         _weighted_rows,
         bounded_fit,
         bounded_information,
         bounded_weights,
         one_step_update,
     )
+    from stablearena.raters.bradley_terry import solve_bradley_terry
 
     x0 = bounded_fit(fit, cap=cap, ramp_votes=ramp).scores
     w = bounded_weights(fit, cap, ramp)
@@ -221,7 +221,7 @@ def test_one_step_update_is_close_to_the_full_refit_with_frozen_weights(share, t
 
 
 def test_one_step_update_without_new_votes_is_the_full_fit():
-    from stablearena.trust import bounded_fit, bounded_information, one_step_update
+    from stablearena.crowd.trust import bounded_fit, bounded_information, one_step_update
 
     fit = am_elo_fit(small_arena(0))
     x0 = bounded_fit(fit, cap=2.0, ramp_votes=100.0).scores
@@ -231,7 +231,7 @@ def test_one_step_update_without_new_votes_is_the_full_fit():
     np.testing.assert_array_equal(one.scores, x0)
     assert one.loglik_change == 0.0
     # its covariance is the bounded fit's (no prior here: the same information)
-    from stablearena.trust import _bounded_covariance, bounded_weights
+    from stablearena.crowd.trust import _bounded_covariance, bounded_weights
 
     cov = _bounded_covariance(x0, fit, bounded_weights(fit, 2.0, 100.0)[fit.counts.annotator])
     np.testing.assert_allclose(one.covariance, cov, atol=1e-10)
@@ -246,8 +246,8 @@ def test_one_step_update_properties(m, seed, c):
     """Any old fit (θ*, H*) and new rows: the step keeps the mean at zero and solves
     (H* + H_new) δ = g_new; votes exactly as θ* predicts (s = n p) move nothing; and the
     batches of new votes add up (two halves = the whole, everything taken at θ*)."""
-    from stablearena.information import bt_information
-    from stablearena.trust import one_step_update
+    from stablearena.crowd.trust import one_step_update
+    from stablearena.raters.information import bt_information
 
     rng = np.random.default_rng(seed)
     x0 = rng.normal(size=m)
@@ -284,7 +284,7 @@ def test_weights_ramp_with_age_in_days_and_ignore_age_when_off():
 
 
 def test_an_account_of_age_zero_moves_nothing_and_old_accounts_change_nothing():
-    from stablearena.trust import account_trust, bounded_fit
+    from stablearena.crowd.trust import account_trust, bounded_fit
 
     fit = am_elo_fit(small_arena())
     old = {n: 400.0 for n in fit.annotators}
@@ -314,7 +314,7 @@ def test_an_account_of_age_zero_moves_nothing_and_old_accounts_change_nothing():
 
 
 def test_an_age_ramp_that_lowers_nobody_leaves_the_rule_off():
-    from stablearena.trust import bounded_fit
+    from stablearena.crowd.trust import bounded_fit
 
     fit = am_elo_fit(small_arena())
     old = {n: np.inf for n in fit.annotators}
@@ -367,7 +367,7 @@ def test_weight_grows_with_active_days(ability, d1, d2, votes, ramp_days, record
 
 
 def test_active_days_replace_ages_and_an_idle_sleeper_earns_nothing_by_waiting():
-    from stablearena.trust import account_trust, bounded_fit
+    from stablearena.crowd.trust import account_trust, bounded_fit
 
     fit = am_elo_fit(small_arena())
     old = {n: 400.0 for n in fit.annotators}
@@ -396,9 +396,9 @@ def test_weightless_accounts_do_not_move_the_ability_fit(seed, n_bad):
     fit, their votes — however many, whatever they say — change no ability and no score."""
     import warnings
 
-    from stablearena.battles import Battles
+    from stablearena.crowd.trust import weightless
+    from stablearena.data.battles import Battles
     from stablearena.raters.annotator import AmElo
-    from stablearena.trust import weightless
 
     base = small_arena(seed % 3)
     rng = np.random.default_rng(seed)
@@ -413,7 +413,7 @@ def test_weightless_accounts_do_not_move_the_ability_fit(seed, n_bad):
         annotator=[bad_names[k % n_bad] for k in range(300)],
     )
     both = base.counts(by_annotator=True)
-    from stablearena.attacks import merge_counts
+    from stablearena.simulation.attacks import merge_counts
 
     both = merge_counts(both, flood.counts(by_annotator=True))
     active = {n: 10.0 for n in base.annotators}
@@ -440,7 +440,7 @@ def test_weightless_accounts_do_not_move_the_ability_fit(seed, n_bad):
 def test_young_accounts_together_supply_at_most_their_share_of_every_model(m, seed, share):
     """After :func:`young_share_factors`, the young rows' weighted votes are at most ``share`` of
     every model's that other accounts judged too; no factor is above 1 or below 0."""
-    from stablearena.trust import young_share_factors
+    from stablearena.crowd.trust import young_share_factors
 
     rng = np.random.default_rng(seed)
     r = int(rng.integers(1, 40))
@@ -460,8 +460,8 @@ def test_young_accounts_together_supply_at_most_their_share_of_every_model(m, se
 
 
 def test_the_young_share_must_be_a_share():
+    from stablearena.crowd.trust import young_share_factors
     from stablearena.errors import InputError
-    from stablearena.trust import young_share_factors
 
     one = np.zeros(1, dtype=np.int64)
     for bad in (0.0, 1.0, -0.1, 2.0):
@@ -472,8 +472,8 @@ def test_the_young_share_must_be_a_share():
 def _young_flood(n_flood: int, seed: int = 0):
     """The small arena (every account 30 active days) plus ``n_flood`` camouflaged votes from 20
     accounts of 2 active days: m2 wins whenever it is in the battle, the others are honest."""
-    from stablearena.attacks import merge_counts
-    from stablearena.battles import Battles
+    from stablearena.data.battles import Battles
+    from stablearena.simulation.attacks import merge_counts
 
     base = small_arena(seed)
     honest = base.counts(by_annotator=True)
@@ -505,8 +505,8 @@ def test_many_young_accounts_cannot_buy_by_number_what_each_one_lacks():
     so."""
     import warnings
 
+    from stablearena.crowd.trust import account_trust, bounded_fit, bounded_rows
     from stablearena.raters.annotator import AmElo
-    from stablearena.trust import account_trust, bounded_fit, bounded_rows
 
     rule = {"cap": 2.0, "ramp_votes": 100.0, "ramp_days": 7.0, "record_days": 365.0}
     lifted = {}
@@ -545,7 +545,7 @@ def test_many_young_accounts_cannot_buy_by_number_what_each_one_lacks():
 
 def test_the_young_share_cap_changes_nothing_where_young_accounts_stay_under_it():
     """Honest young accounts under the share: the board is the one without the cap."""
-    from stablearena.trust import bounded_fit
+    from stablearena.crowd.trust import bounded_fit
 
     fit = am_elo_fit(small_arena())
     days = {n: 30.0 for n in fit.annotators} | {"newbie": 1.0}
@@ -563,8 +563,8 @@ def test_young_accounts_move_no_ability_and_weigh_by_their_own():
     account that votes against the board alone gets a negative ability, so weight 0."""
     import warnings
 
+    from stablearena.crowd.trust import admit_young, bounded_fit, bounded_rows, young_names
     from stablearena.raters.annotator import AmElo
-    from stablearena.trust import admit_young, bounded_fit, bounded_rows, young_names
 
     counts, days = _young_flood(3000)
     names = counts.annotators
@@ -602,10 +602,10 @@ def test_admitting_young_accounts_keeps_every_vote_and_a_finite_board(seed, n_yo
     the fit's without them, and the bounded board is finite with the young-share cap on."""
     import warnings
 
-    from stablearena.attacks import _rated_models
-    from stablearena.battles import Battles
+    from stablearena.crowd.trust import admit_young, bounded_fit, young_names
+    from stablearena.data.battles import Battles
     from stablearena.raters.annotator import AmElo
-    from stablearena.trust import admit_young, bounded_fit, young_names
+    from stablearena.simulation.attacks import _rated_models
 
     rng = np.random.default_rng(seed)
     m = int(rng.integers(5, 9))

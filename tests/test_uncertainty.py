@@ -14,11 +14,11 @@ from scipy.special import expit, log_expit
 from scipy.stats import rankdata
 
 from stablearena import Battles, InputError, PairCounts
-from stablearena.information import bt_information, laplacian_pinv
+from stablearena.data.simulate import random_ratings, simulate_battles
 from stablearena.raters import BradleyTerry, MElo, get_rater
 from stablearena.raters.base import ELO_SCALE
-from stablearena.simulate import random_ratings, simulate_battles
-from stablearena.uncertainty import (
+from stablearena.raters.information import bt_information, laplacian_pinv
+from stablearena.raters.uncertainty import (
     _multinomial_cells,
     _ranks,
     bootstrap,
@@ -120,7 +120,7 @@ def test_fisher_covariance_is_the_laplacian_pseudo_inverse_without_ties() -> Non
 
 
 def test_sandwich_meat_fast_path_equals_the_outer_product_of_score_contributions(fitted) -> None:
-    from stablearena.uncertainty import _meat
+    from stablearena.raters.uncertainty import _meat
 
     g, n = fitted.score_contributions()
     gw = (g * np.sqrt(n)[:, :, None]).reshape(-1, g.shape[2])
@@ -165,7 +165,7 @@ def test_anchored_normalisation_gives_the_anchor_zero_variance(arena: Battles) -
 
 
 def test_bordered_system_falls_back_to_the_pseudo_inverse_for_unfixed_symmetries(fitted) -> None:
-    from stablearena.uncertainty import _bread_inverse
+    from stablearena.raters.uncertainty import _bread_inverse
 
     h = fitted.hessian()
     m = fitted.n_models
@@ -304,7 +304,7 @@ def test_am_elo_bootstrap_uses_its_refit() -> None:
 
 
 def test_am_elo_information_intervals_use_its_gauge_and_dispersion() -> None:
-    from stablearena.uncertainty import _meat
+    from stablearena.raters.uncertainty import _meat
 
     b = simulate_battles(
         random_ratings(6, seed=1), 3000, abilities=[0.6, 1.0, 1.4], rule="paper", seed=2

@@ -11,11 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stablearena.endpoints import ModelEndpoint
-from stablearena.endpoints.demo_server import HIDDEN_NOTES, DemoServer
-from stablearena.injection import detect_visible
-from stablearena.judges import Judge, JudgeClient
-from stablearena.visible import IGNORABLE, VisibleStream, confusable_table, visible, visible_text
+from stablearena.judging.endpoints import ModelEndpoint
+from stablearena.judging.endpoints.demo_server import HIDDEN_NOTES, DemoServer
+from stablearena.judging.injection import detect_visible
+from stablearena.judging.judges import Judge, JudgeClient
+from stablearena.judging.visible import (
+    IGNORABLE,
+    VisibleStream,
+    confusable_table,
+    visible,
+    visible_text,
+)
 
 
 def tags(text: str) -> str:

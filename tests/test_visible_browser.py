@@ -10,8 +10,8 @@ import pytest
 from arena_process import page_server
 from chromium import wait_loaded
 
-from stablearena.endpoints.demo_server import HIDDEN_NOTES, DemoServer
-from stablearena.visible import visible_text
+from stablearena.judging.endpoints.demo_server import HIDDEN_NOTES, DemoServer
+from stablearena.judging.visible import visible_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import _moved
 from ._lazy import lazy_names
 
 __version__ = "0.1.0"
 
 #: public name → module (relative to this package) that defines it
 _LAZY: dict[str, str] = {
-    "Battles": ".battles",
-    "Outcome": ".battles",
-    "PairCounts": ".battles",
-    "as_counts": ".battles",
-    "parse_outcomes": ".battles",
+    "Battles": ".data.battles",
+    "Outcome": ".data.battles",
+    "PairCounts": ".data.battles",
+    "as_counts": ".data.battles",
+    "parse_outcomes": ".data.battles",
     "StableArenaError": ".errors",
     "InputError": ".errors",
     "DisconnectedGraphError": ".errors",
@@ -37,12 +38,12 @@ _LAZY: dict[str, str] = {
     "AmElo": ".raters.annotator",
     "RaoKupper": ".raters.ties",
     "Davidson": ".raters.ties",
-    "read_battles": ".io",
-    "read_counts": ".io",
-    "intervals": ".uncertainty",
-    "covariance": ".uncertainty",
-    "select_pairs": ".selection",
-    "get_selector": ".selection",
+    "read_battles": ".data.io",
+    "read_counts": ".data.io",
+    "intervals": ".raters.uncertainty",
+    "covariance": ".raters.uncertainty",
+    "select_pairs": ".design.selection",
+    "get_selector": ".design.selection",
     "StyleMElo": ".raters.style",
     "StyleBradleyTerry": ".raters.style",
     "StyleAmElo": ".raters.style",
@@ -84,9 +85,14 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
+# the old module paths of the flat layout answer for one release (stablearena._moved)
+_moved.install()
+
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .battles import Battles, Outcome, PairCounts, as_counts, parse_outcomes
+    from .data.battles import Battles, Outcome, PairCounts, as_counts, parse_outcomes
+    from .data.io import read_battles, read_counts
+    from .design.selection import get_selector, select_pairs
     from .errors import (
         ConvergenceError,
         DisconnectedGraphError,
@@ -94,12 +100,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StableArenaError,
         StableArenaWarning,
     )
-    from .io import read_battles, read_counts
     from .raters.annotator import AmElo
     from .raters.base import ELO_SCALE, Fitted, Rater, get_rater, rater_names
     from .raters.bradley_terry import BradleyTerry, MElo
     from .raters.elo import Elo
     from .raters.style import StyleAmElo, StyleBradleyTerry, StyleMElo
     from .raters.ties import Davidson, RaoKupper
-    from .selection import get_selector, select_pairs
-    from .uncertainty import covariance, intervals
+    from .raters.uncertainty import covariance, intervals

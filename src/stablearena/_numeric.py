@@ -9,11 +9,27 @@ results are exact to rounding for every finite z (and the limits for ±inf). The
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["expit", "log_expit", "softplus", "normal_ppf", "normal_sf"]
+__all__ = [
+    "ELO_SCALE",
+    "DEFAULT_OFFSET",
+    "expit",
+    "log_expit",
+    "softplus",
+    "normal_ppf",
+    "normal_sf",
+]
+
+#: C = ln(10)/400: natural log-odds per Elo point (400 points = 10:1 odds), docs/methods/ratings.md.
+#: Defined here, below every layer, so that the data layer's simulators use the raters' scale;
+#: :mod:`stablearena.raters.base` re-exports it.
+ELO_SCALE: float = math.log(10.0) / 400.0
+#: Elo-scale ratings are mean-zero scores / C plus this offset unless a model is anchored.
+DEFAULT_OFFSET: float = 1000.0
 
 
 def expit(z: Any) -> Any:

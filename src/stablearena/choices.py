@@ -8,6 +8,8 @@ two cannot drift apart.
 from __future__ import annotations
 
 __all__ = [
+    "STYLE_METHODS",
+    "style_method",
     "RATER_MODULES",
     "CI_METHODS",
     "COMPARE_METHODS",
@@ -47,11 +49,11 @@ RATER_MODULES: dict[str, str] = {
     "style-am-elo": "stablearena.raters.style",
 }
 
-#: Interval methods of :func:`stablearena.uncertainty.intervals` (``--ci``).
+#: Interval methods of :func:`stablearena.raters.uncertainty.intervals` (``--ci``).
 CI_METHODS: tuple[str, ...] = ("fisher", "sandwich", "bootstrap")
 #: Methods ``stablearena compare`` fits.
 COMPARE_METHODS: tuple[str, ...] = ("m-elo", "bt", "rao-kupper", "davidson")
-#: Battle-log formats :func:`stablearena.io.read_battles` reads (``--input-format``).
+#: Battle-log formats :func:`stablearena.data.io.read_battles` reads (``--input-format``).
 INPUT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet", "json")
 #: Output formats of every command (``--format``).
 OUTPUT_FORMATS: tuple[str, ...] = ("table", "json", "csv")
@@ -69,10 +71,10 @@ CLUSTERS: tuple[str, ...] = ("annotator", "prompt")
 PERTURBATIONS: tuple[str, ...] = ("random", "equal", "flip", "mixed")
 #: Held-out splits of ``stablearena compare --test-ratio`` (``--split``).
 SPLITS: tuple[str, ...] = ("battle", "pair")
-#: Bounded influence's defaults (:data:`stablearena.trust.DEFAULT_CAP`,
-#: :data:`stablearena.trust.DEFAULT_RAMP_VOTES`; ``annotators --cap/--ramp-votes`` and the live
+#: Bounded influence's defaults (:data:`stablearena.crowd.trust.DEFAULT_CAP`,
+#: :data:`stablearena.crowd.trust.DEFAULT_RAMP_VOTES`; ``annotators --cap/--ramp-votes`` and the live
 #: arena's ``ability_cap``/``trust_ramp_votes``): the largest weight of one account (average
-#: annotator = 1; the value of ``stablearena.influence.INFLUENCE_ABILITY_CAP``), and the votes
+#: annotator = 1; the value of ``stablearena.crowd.influence.INFLUENCE_ABILITY_CAP``), and the votes
 #: after which a new account weighs fully. Chosen in docs/guides/rigging.md (cap 2, ramp 100:
 #: honest Kendall τ unchanged within two standard errors on simulated arenas, LLMFAO and the
 #: 2024 Chatbot Arena counts).
@@ -80,14 +82,14 @@ TRUST_CAP: float = 2.0
 TRUST_RAMP_VOTES: float = 100.0
 #: Days of record (active days where known) after which a new account weighs fully under
 #: bounded influence (its weight grows linearly with them until then, and until then it is
-#: young: out of the ability fit; :data:`stablearena.trust.DEFAULT_RAMP_DAYS`, the live
+#: young: out of the ability fit; :data:`stablearena.crowd.trust.DEFAULT_RAMP_DAYS`, the live
 #: arena's ``trust_ramp_days``, ``experiment rigging --ramp-days``). Chosen in
 #: docs/guides/rigging.md ("Young accounts"): 10 rather than 7 makes the last camouflaged
 #: family cost 3× m-ELO's votes at +3, at 0.0027 ± 0.0016 held-out τ on simulated arenas.
 TRUST_RAMP_DAYS: float = 10.0
 #: Active days (distinct UTC days with a vote) an account needs before its weight may exceed an
 #: honest annotator's (1): until then its weight is capped at min(cap, 1), however well it
-#: agrees with the board (:data:`stablearena.trust.DEFAULT_RECORD_DAYS`, the live arena's
+#: agrees with the board (:data:`stablearena.crowd.trust.DEFAULT_RECORD_DAYS`, the live arena's
 #: ``trust_record_days``, ``experiment rigging --record-days``). Chosen in
 #: docs/guides/rigging.md ("Sleepers"): at 30 days a sleeper 30 days old that warms up on
 #: every day reaches the record and weighs 2 (cheaper than on m-ELO); a year costs no honest
@@ -95,11 +97,11 @@ TRUST_RAMP_DAYS: float = 10.0
 TRUST_RECORD_DAYS: float = 365.0
 #: Largest share of any model's weighted votes that young accounts (fewer than
 #: :data:`TRUST_RAMP_DAYS` days of record) may supply together
-#: (:func:`stablearena.trust.young_share_factors`, the live arena's ``trust_young_share``,
+#: (:func:`stablearena.crowd.trust.young_share_factors`, the live arena's ``trust_young_share``,
 #: ``experiment rigging --young-share``). Chosen in docs/guides/rigging.md ("Young accounts
 #: together").
 TRUST_YOUNG_SHARE: float = 0.2
-#: The crowd rule (stablearena.crowd, docs/methods/crowd.md): the least and the most weighted
+#: The crowd rule (stablearena.crowd.rule, docs/methods/crowd.md): the least and the most weighted
 #: votes one account may give any one model — between them, the 99.9th percentile of the
 #: established accounts' votes per (account, model): what an honest voter typically gives a
 #: model — and the days of record below which an account is new for the flood test.
@@ -111,3 +113,25 @@ CROWD_FLOOD_DAYS: float = 10.0
 #: agreement with the board buys it no more than an honest visitor's weight (sleepers with 100
 #: agreeing warm-up votes otherwise weighed up to 2; docs/methods/crowd.md).
 CROWD_CAP: float = 1.0
+
+
+#: ``--method`` → its style-controlled rater under ``--style``/``--covariate``.
+STYLE_METHODS: dict[str, str] = {
+    "m-elo": "style-m-elo",
+    "bt": "style-bt",
+    "am-elo": "style-am-elo",
+    "style-m-elo": "style-m-elo",
+    "style-bt": "style-bt",
+    "style-am-elo": "style-am-elo",
+}
+
+
+def style_method(method: str) -> str:
+    """The style-controlled rater for ``method`` (an error for methods without one)."""
+    if method not in STYLE_METHODS:
+        from .errors import InputError
+
+        raise InputError(
+            f"--style/--covariate work with --method m-elo, bt or am-elo, not {method!r}."
+        )
+    return STYLE_METHODS[method]

@@ -29,6 +29,8 @@ Rules for every module under ``stablearena/cli/`` (they keep ``stablearena --hel
   line. Exit codes: 0 success; 2 bad input, bad option or usage error; 1 an internal error (a
   bug), an interruption or an unwritable standard output. ``--debug`` (or ``STABLEARENA_DEBUG=1``)
   shows tracebacks and Python warnings instead.
+
+Layer 10, the top. May import: every layer, the service included (``stablearena serve``).
 """
 
 from . import common as _common

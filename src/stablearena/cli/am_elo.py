@@ -38,7 +38,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..battles import Battles
+    from ..data.battles import Battles
 
 MinRecordsOpt = Annotated[
     int,
@@ -121,10 +121,10 @@ def _experiment_data(
     input_format: str | None,
     both_bad: str,
 ) -> "tuple[Battles, str, bool]":
-    from ..battles import Battles
+    from ..data.battles import Battles
 
     if simulate:
-        from ..experiments.perturbation import simulated_perturbation_arena
+        from ..simulation.experiments.perturbation import simulated_perturbation_arena
 
         if path is not None:
             raise InputError("give either a PATH or --simulate, not both.")
@@ -232,8 +232,8 @@ def annotators(
         counts_only=True,
         by_annotator=True,
     )
-    from ..leaderboard import ANNOTATOR_GROUPS as group
-    from ..leaderboard import annotators_payload
+    from ..analysis.leaderboard import ANNOTATOR_GROUPS as group
+    from ..analysis.leaderboard import annotators_payload
 
     with fit_progress(f"fitting am-elo on {loaded.label}"):
         fitted = rater.fit(loaded.data)
@@ -366,7 +366,7 @@ def experiment_perturbation(
     By default the protocol starts from the log the Stable Arena screening keeps (annotators
     already anomalous before any perturbation are screened out and listed), so that "perturbed"
     is the true set of anomalous annotators; --no-screen runs it on the unscreened log."""
-    from ..experiments.perturbation import PerturbationConfig, run_perturbation
+    from ..simulation.experiments.perturbation import PerturbationConfig, run_perturbation
 
     data, label, simulated = _experiment_data(path, **options)
     config = PerturbationConfig(
@@ -440,7 +440,7 @@ def experiment_prediction(
     **options: Any,
 ) -> None:
     """am-ELO Table 2: MSE and AUC of predicted outcomes, in-sample and held-out."""
-    from ..experiments.prediction import PredictionConfig, run_prediction
+    from ..simulation.experiments.prediction import PredictionConfig, run_prediction
 
     data, label, simulated = _experiment_data(path, **options)
     config = PredictionConfig(
@@ -514,7 +514,7 @@ def experiment_restarts(
 
     JSON adds "epochs" and "curves" {method: {"loss": [...], "consistency": [...]}}.
     """
-    from ..experiments.restarts import RestartsConfig, run_restarts
+    from ..simulation.experiments.restarts import RestartsConfig, run_restarts
 
     data, label, simulated = _experiment_data(path, **options)
     config = RestartsConfig(

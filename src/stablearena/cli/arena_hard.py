@@ -79,8 +79,8 @@ def arena_hard(
     bootstrap interval; plain and style-controlled) beside our am-ELO board of the same
     judgments, with the benchmark metrics (separability; with --reference, agreement with
     CI, pair-rank Brier, Spearman, Kendall)."""
-    from ..arena_hard import read_board, read_run
     from ..errors import InputError
+    from ..judging.arena_hard import read_board, read_run
 
     if convention not in ("ours", "arena-hard"):
         raise InputError(f"--convention must be ours or arena-hard, not {convention!r}")
@@ -110,8 +110,8 @@ def arena_hard_payload(
     --arena-hard-dir``)."""
     import numpy as np
 
-    from ..arena_hard import baseline_board, board_metrics
     from ..errors import InputError
+    from ..judging.arena_hard import baseline_board, board_metrics
 
     if baseline is None:
         bases = {
@@ -155,7 +155,7 @@ def arena_hard_payload(
     out["boards"] = boards
     out["notes"] = notes
     if ours:
-        from ..auto import fit_judgements
+        from ..judging.auto_arena import fit_judgements
 
         fitted, notes = fit_judgements(battles.compact(), "am-elo")
         d = fitted.to_dict()
@@ -168,7 +168,7 @@ def export_arena_hard(
 ) -> dict[str, Any]:
     """``auto --arena-hard-dir``: write the run in Arena-Hard-Auto's layout, read it back, and
     its boards and metrics (our own board is ``auto``'s)."""
-    from ..arena_hard import export_journal, read_run
+    from ..judging.arena_hard import export_journal, read_run
 
     counts = export_journal(arena.journal.records(), prompts, directory, baseline=baseline)
     battles, skipped = read_run(directory).battles()

@@ -54,7 +54,7 @@ def auto(
         typer.Option(
             "--design",
             help="How battles are chosen: a pair-selection strategy (default: the information "
-            "design, stablearena.selection.DEFAULT_STRATEGY), round-robin, or baseline.",
+            "design, stablearena.design.selection.DEFAULT_STRATEGY), round-robin, or baseline.",
             metavar="STRATEGY",
         ),
     ] = None,
@@ -183,7 +183,8 @@ def auto(
     orientation resting on one judge, judges that disagree systematically."""
     import contextlib
 
-    from ..auto import (
+    from ..errors import InputError
+    from ..judging.auto_arena import (
         JUDGE_CHOICES,
         AutoArena,
         AutoConfig,
@@ -192,13 +193,12 @@ def auto(
         fit_leaderboard,
         read_prompts,
     )
-    from ..endpoints import make_client, read_models
-    from ..endpoints.config import ModelEndpoint
-    from ..endpoints.demo import demo_prompts
-    from ..errors import InputError
-    from ..injection import check_policy
-    from ..judges import JudgeClient, injection_from_toml, read_judges
-    from ..probes import ProbeConfig
+    from ..judging.endpoints import make_client, read_models
+    from ..judging.endpoints.config import ModelEndpoint
+    from ..judging.endpoints.demo import demo_prompts
+    from ..judging.injection import check_policy
+    from ..judging.judges import JudgeClient, injection_from_toml, read_judges
+    from ..judging.probes import ProbeConfig
 
     if rater not in ("am-elo", "m-elo"):
         raise InputError(f"--rater must be am-elo or m-elo, not {rater!r}")
@@ -206,7 +206,7 @@ def auto(
         raise InputError(
             f"--judge-choice must be one of {', '.join(JUDGE_CHOICES)}, not {judge_choice!r}"
         )
-    from ..arena_hard import read_board
+    from ..judging.arena_hard import read_board
 
     ref_board = read_board(reference) if reference is not None else None
     if arena_hard_dir is not None and baseline is None:
@@ -224,7 +224,7 @@ def auto(
     )
     with contextlib.ExitStack() as stack:
         if demo:
-            from ..endpoints.demo_server import DemoServer, demo_endpoints
+            from ..judging.endpoints.demo_server import DemoServer, demo_endpoints
 
             server = stack.enter_context(DemoServer(seed=seed))
             model_cfg, judge_cfg = demo_endpoints(server.base_url)
@@ -235,7 +235,7 @@ def auto(
             model_cfg, judge_cfg = read_models(models), read_judges(judges)
             policy, guard = injection_from_toml(judges)
         if arena_hard_dir is not None:  # before the work: each name must name a file there
-            from ..arena_hard import check_run_names
+            from ..judging.arena_hard import check_run_names
 
             names = [m.name for m in model_cfg]
             check_run_names(arena_hard_dir, names, [j.name for j in judge_cfg])
@@ -243,7 +243,7 @@ def auto(
             policy = check_policy(injection, "--injection")
         classifier = None
         if guard is not None:
-            from ..injection import InjectionClassifier
+            from ..judging.injection import InjectionClassifier
 
             classifier = InjectionClassifier(make_client(guard))
         prices = {m.name: m.price for m in model_cfg if getattr(m, "price", None)}
@@ -292,7 +292,7 @@ def auto(
             plain.update(r.calls, tokens, r.cost)
 
         if arena_hard_config is not None:
-            from ..arena_hard import apply_judge_settings, read_judge_settings
+            from ..judging.arena_hard import apply_judge_settings, read_judge_settings
 
             ah = read_judge_settings(arena_hard_config)
             judge_cfg = [apply_judge_settings(j, ah) for j in judge_cfg]
@@ -320,8 +320,8 @@ def auto(
         [m.to_record() for m in model_cfg if isinstance(m, ModelEndpoint)],
         families,
     )
-    from ..arena_hard import fitted_metrics
     from ..errors import StableArenaError
+    from ..judging.arena_hard import fitted_metrics
 
     try:
         payload["benchmark_metrics"] = fitted_metrics(fitted, ref_board)
@@ -341,7 +341,7 @@ def auto(
 
         print_arena_hard(payload["arena_hard"])
     if report is not None:
-        from ..report import build_report
+        from ..figures.report import build_report
 
         rep = build_report(
             fitted,
@@ -406,9 +406,9 @@ def _payload(
     endpoints: list[dict],
     families: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    from ..auto import review_judges, self_preference
-    from ..injection import judge_disagreement, summarise
-    from ..probes import probe_report
+    from ..judging.auto_arena import review_judges, self_preference
+    from ..judging.injection import judge_disagreement, summarise
+    from ..judging.probes import probe_report
 
     d = fitted.to_dict()
     judges, warnings = review_judges(fitted, [j for j in result.judges if j not in result.excluded])
@@ -565,13 +565,13 @@ def auto_power(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Predict the further judge calls (and prompts) a `stablearena auto` run needs to separate
-    its top K models or a pair, from its current fit (stablearena.power)."""
+    its top K models or a pair, from its current fit (stablearena.judging.power)."""
     import shutil
     import tempfile
 
-    from ..auto import AutoResult, JsonlJournal, replay_records
     from ..errors import InputError
-    from ..power import power_estimate
+    from ..judging.auto_arena import AutoResult, JsonlJournal, replay_records
+    from ..judging.power import power_estimate
 
     if fmt not in ("table", "json"):
         raise InputError(f"--format must be table or json, not {fmt!r}")

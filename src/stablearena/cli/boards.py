@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..choices import STYLE_METHODS, style_method
 from ..errors import InputError, StableArenaError
 
 __all__ = [
@@ -22,25 +23,6 @@ __all__ = [
     "rank_boards",
     "uses_style",
 ]
-
-#: ``--method`` → its style-controlled rater under ``--style``/``--covariate``.
-STYLE_METHODS: dict[str, str] = {
-    "m-elo": "style-m-elo",
-    "bt": "style-bt",
-    "am-elo": "style-am-elo",
-    "style-m-elo": "style-m-elo",
-    "style-bt": "style-bt",
-    "style-am-elo": "style-am-elo",
-}
-
-
-def style_method(method: str) -> str:
-    """The style-controlled rater for ``method`` (an error for methods without one)."""
-    if method not in STYLE_METHODS:
-        raise InputError(
-            f"--style/--covariate work with --method m-elo, bt or am-elo, not {method!r}."
-        )
-    return STYLE_METHODS[method]
 
 
 def extra_columns_needed(
@@ -102,7 +84,7 @@ def _board_renderable(p: dict[str, Any]) -> Any:
     from rich.console import Group
     from rich.text import Text
 
-    from ..leaderboard import convergence_text, interval_caption, interval_records
+    from ..analysis.leaderboard import convergence_text, interval_caption, interval_records
     from .common import records_table
 
     if "error" in p:
@@ -151,9 +133,9 @@ def load_board(options: dict[str, Any]) -> tuple[Any, Any, dict[str, list[str]]]
     columns the other options need, keep the battles of ``--where`` and attach the style
     covariates (``--style``/``--covariate``/``--text-columns``): returns what was read
     (:class:`~stablearena.cli.Loaded`), the battles and the parsed conditions."""
-    from ..battles import PairCounts
-    from ..categories import parse_where, where
-    from ..style_features import add_covariates
+    from ..data.battles import PairCounts
+    from ..data.categories import parse_where, where
+    from ..data.style_features import add_covariates
     from .common import load_data
 
     covariates = options.get("covariate") or []
@@ -214,8 +196,8 @@ def rank_boards(rater: Any, options: dict[str, Any]) -> None:
     """``rank`` with --style, --covariate, --text-columns, --where or --by (in the command's
     ``options``): read the log keeping the needed columns, filter (``--where``), attach
     covariates, split (``--by``), fit ``rater`` on each board and emit."""
-    from ..categories import split_by
-    from ..leaderboard import leaderboard_payload
+    from ..analysis.leaderboard import leaderboard_payload
+    from ..data.categories import split_by
     from .common import emit, payload_options, split_list
 
     by, fmt, output = options["by"], options["fmt"], options["output"]

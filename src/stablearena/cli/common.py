@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
     from rich.table import Table
 
-    from ..battles import Battles, PairCounts
+    from ..data.battles import Battles, PairCounts
 
 __all__ = [
     "app",
@@ -489,14 +489,14 @@ def data_options(options: dict[str, Any]) -> dict[str, Any]:
 
 def interval_options(options: dict[str, Any]) -> dict[str, Any]:
     """The interval options (``--ci``, ``--level``, ``--rounds``, ``--cluster``, ``--seed``)
-    among a command's parameters, as :func:`stablearena.leaderboard.intervals_for` and the
+    among a command's parameters, as :func:`stablearena.analysis.leaderboard.intervals_for` and the
     payload builders take them."""
     return {name: options[name] for name in ("ci", "level", "rounds", "cluster", "seed")}
 
 
 def payload_options(loaded: "Loaded", options: dict[str, Any]) -> dict[str, Any]:
     """The keywords that ``rank``, ``plot`` and ``report`` give the payload builders
-    (:func:`stablearena.leaderboard.leaderboard_payload`, :func:`stablearena.report.build_report`)
+    (:func:`stablearena.analysis.leaderboard.leaderboard_payload`, :func:`stablearena.figures.report.build_report`)
     alike: where the data came from, the interval options, and a progress bar on a terminal."""
     return {
         "source": loaded.label,
@@ -578,7 +578,7 @@ def builtin_name(path: Path | None) -> str | None:
     an existing file or directory of the same name wins (``stablearena datasets`` lists them)."""
     if path is None:
         return "example"
-    from ..datasets import DATASETS
+    from ..data.datasets import DATASETS
 
     text = str(path)
     return text if text in DATASETS and not path.exists() else None
@@ -608,7 +608,7 @@ def load_data(
 
     ``counts_only``: the caller needs only pair counts (per annotator when ``by_annotator``), so
     a directory, a glob or a large file is streamed batch by batch
-    (:func:`stablearena.io.read_counts`: memory does not grow with the number of battles)."""
+    (:func:`stablearena.data.io.read_counts`: memory does not grow with the number of battles)."""
     if both_bad not in choices.BOTH_BAD:
         raise InputError(f"--both-bad must be 'tie' or 'drop', not {both_bad!r}.")
     if min_battles < 0:
@@ -626,7 +626,7 @@ def load_data(
         if extra != "*":
             extra = list(dict.fromkeys([*(extra or []), propensity]))
     if columns:
-        from ..io import COLUMN_ALIASES
+        from ..data.io import COLUMN_ALIASES
 
         unknown = sorted(set(columns) - set(COLUMN_ALIASES))
         if unknown:
@@ -639,15 +639,15 @@ def load_data(
             "--col and --input-format describe a battle-log file; the built-in data need neither."
         )
     if name == "example":
-        from ..datasets import EXAMPLE_SOURCE, example_arena
+        from ..data.datasets import EXAMPLE_SOURCE, example_arena
 
         data: Battles | PairCounts = example_arena().battles  # noqa: F821
         label, simulated = EXAMPLE_SOURCE, True
     else:
-        from ..io import read_battles, read_counts, should_stream
+        from ..data.io import read_battles, read_counts, should_stream
 
         if name is not None:  # a bundled real data set: its file, under the data set's label
-            from .. import datasets
+            from ..data import datasets
 
             path, label = datasets.path(name), datasets.info(name).label
         else:
@@ -679,7 +679,7 @@ def load_data(
                 ) from None
         simulated = False
     if ipw:
-        from .. import battles as _battles  # (the names are the annotations' here)
+        from ..data import battles as _battles  # (the names are the annotations' here)
 
         if isinstance(data, _battles.PairCounts):
             raise InputError(
@@ -1041,8 +1041,8 @@ def records_table(
 
 def _csv_text(records: list[dict[str, Any]]) -> str:
     """CSV of homogeneous records (columns in first-seen order; nested values as JSON), written
-    by :func:`~stablearena.io.csv_text` (formulas neutralised, line breaks quoted)."""
-    from ..io import csv_text
+    by :func:`~stablearena.data.io.csv_text` (formulas neutralised, line breaks quoted)."""
+    from ..data.io import csv_text
 
     keys = list(dict.fromkeys(k for r in records for k in r))
     return csv_text(

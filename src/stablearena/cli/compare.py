@@ -211,8 +211,8 @@ def compare(
     """Fit every configuration (methods × k_tie × k_cov) and print one comparison table:
     parameters, NLL, cross-entropy per outcome, RMSE, KL/JS divergence, AIC, BIC and fit time
     (plus test-set metrics with --test-ratio)."""
-    from ..battles import as_counts
-    from ..comparison import compare_models, configurations, table_d1_configurations
+    from ..analysis.comparison import compare_models, configurations, table_d1_configurations
+    from ..data.battles import as_counts
 
     if tie_form is None:
         tie_form = "leaderbot" if table_d1 else "nested"

@@ -103,7 +103,7 @@ def experiment_coverage(
     fraction of nominal intervals that cover the true rating (mean-zero normalisation) and the
     true difference R_i − R_j, with a standard error over arenas.
     """
-    from ..experiments.coverage import CoverageConfig, run_coverage
+    from ..simulation.experiments.coverage import CoverageConfig, run_coverage
 
     config = CoverageConfig(
         arenas=arenas,

@@ -46,9 +46,9 @@ def datasets_command(
     """List the built-in data sets: name, size, licence, description and source.
 
     Every command that reads a battle log takes a name in place of a PATH
-    (`stablearena rank llmfao`); in Python, stablearena.datasets.load(NAME) and
-    stablearena.datasets.path(NAME). An existing file of the same name wins."""
-    from .. import datasets
+    (`stablearena rank llmfao`); in Python, stablearena.data.datasets.load(NAME) and
+    stablearena.data.datasets.path(NAME). An existing file of the same name wins."""
+    from ..data import datasets
 
     if path_of is not None:
         typer.echo(str(datasets.path(path_of)))

@@ -2,7 +2,7 @@
 
 Both take the data, method and interval options of ``rank`` (the same definitions and the same
 fitting code, :func:`stablearena.cli.rank.fit_from_options`); the figures are
-:mod:`stablearena.plots`' and the report :mod:`stablearena.report`'s. Heavy libraries
+:mod:`stablearena.figures.plots`' and the report :mod:`stablearena.figures.report`'s. Heavy libraries
 (matplotlib, NumPy, the raters) are imported inside the commands so that ``stablearena --help``
 stays fast.
 """
@@ -31,7 +31,7 @@ from .rank import (
     fit_from_options,
 )
 
-#: The figure kinds of ``plot --kind`` (stablearena.plots.KINDS, listed here without importing
+#: The figure kinds of ``plot --kind`` (stablearena.figures.plots.KINDS, listed here without importing
 #: matplotlib).
 PLOT_KINDS = ("leaderboard", "winrate", "battles", "annotators", "ties", "map")
 
@@ -104,7 +104,7 @@ def plot(
     covariance model's dissimilarity, or a cluster tree). --style / --covariate draw the
     style-controlled board (predicted win rates at equal style); --where a subset.
     """
-    from .. import plots
+    from ..figures import plots
 
     if kind not in PLOT_KINDS:
         raise InputError(f"--kind must be one of {', '.join(PLOT_KINDS)}, not {kind!r}.")
@@ -112,8 +112,8 @@ def plot(
     options = {"path": path, "method": method, **options}
     loaded, fitted, _ = _fit(options)
 
-    from ..leaderboard import intervals_for
-    from ..report import screen_annotators, win_probability_for
+    from ..analysis.leaderboard import intervals_for
+    from ..figures.report import screen_annotators, win_probability_for
 
     iv = wp = annotators = None
     # intervals feed the leaderboard's bars, the win-rate dots and the cluster tree (the map of
@@ -179,7 +179,7 @@ def report(
     options = {"path": path, "method": method, **options}
     loaded, fitted, notes = _fit(options)
 
-    from ..report import build_report
+    from ..figures.report import build_report
 
     result = build_report(
         fitted,

@@ -439,8 +439,8 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
     if method == "elo":
         # every method refuses a log whose ratings cannot be compared; online Elo itself would
         # rate it (with a warning), so the command checks first
-        from ..battles import as_counts
-        from ..graph import check_comparison_graph
+        from ..data.battles import as_counts
+        from ..data.graph import check_comparison_graph
 
         check_comparison_graph(as_counts(loaded.data))
     with fit_progress(f"fitting {method} on {loaded.label}"):
@@ -448,9 +448,9 @@ def fit_from_options(options: dict[str, Any]) -> "tuple[Loaded, Any]":
 
 
 def _arena_rule(options: dict[str, Any]) -> Any:
-    """The :class:`~stablearena.arena_rule.ArenaRule` of ``rank --method arena``'s options (the
+    """The :class:`~stablearena.crowd.board_rule.ArenaRule` of ``rank --method arena``'s options (the
     live arena's defaults for those not given); an error for a rater option it does not take."""
-    from ..arena_rule import ArenaRule
+    from ..crowd.board_rule import ArenaRule
 
     for name in ("anchor", "solver", "elo_k", "shuffles", "k_tie", "k_cov", "tie_form"):
         if options.get(name) is not None:
@@ -486,12 +486,12 @@ def _arena_rule(options: dict[str, Any]) -> Any:
 
 
 def rank_arena(options: dict[str, Any]) -> None:
-    """``rank --method arena``: :func:`stablearena.arena_rule.arena_fit` on a log — the board
+    """``rank --method arena``: :func:`stablearena.crowd.board_rule.arena_fit` on a log — the board
     the live arena publishes from the same votes."""
     from dataclasses import asdict
 
-    from ..arena_rule import arena_fit, log_accounts
-    from ..leaderboard import convergence_text, leaderboard_payload
+    from ..analysis.leaderboard import convergence_text, leaderboard_payload
+    from ..crowd.board_rule import arena_fit, log_accounts
 
     rule = _arena_rule(options)
     loaded = load_data(options["path"], **data_options(options))
@@ -653,7 +653,7 @@ def rank(
         rater_method = style_method(method) if uses_style(options) else method
         rank_boards(build_rater(rater_method, rater_options(options)), options)
         return
-    from ..leaderboard import (
+    from ..analysis.leaderboard import (
         convergence_text,
         interval_caption,
         interval_records,

@@ -20,7 +20,7 @@ from .common import (
     split_list,
 )
 
-#: every family of :data:`stablearena.attacks.FAMILIES` (spelled out: the CLI starts without
+#: every family of :data:`stablearena.simulation.attacks.FAMILIES` (spelled out: the CLI starts without
 #: importing the simulator)
 _ALL_FAMILIES = (
     "target/few,target/many,target+camo/few,target+camo/many,"
@@ -32,7 +32,7 @@ def _source(path: Path | None) -> Any:
     """The honest arena's source: a pair-count file, or the bundled Chatbot Arena 2024 counts."""
     if path is not None and str(path) != "chatbot-arena-2024":
         return path
-    from .. import datasets
+    from ..data import datasets
 
     load = getattr(datasets, "load", None)
     if load is not None:
@@ -109,7 +109,7 @@ def experiment_rigging(
         typer.Option(
             "--cap",
             help="Bounded influence of the +bounded defences: the largest weight of an account "
-            "(default stablearena.attacks.BOUNDED_CAP).",
+            "(default stablearena.simulation.attacks.BOUNDED_CAP).",
             metavar="W",
         ),
     ] = None,
@@ -118,7 +118,7 @@ def experiment_rigging(
         typer.Option(
             "--ramp-votes",
             help="Bounded influence: an account's weight grows linearly until it has voted this "
-            "often (default stablearena.attacks.BOUNDED_RAMP_VOTES; 0: no ramp).",
+            "often (default stablearena.simulation.attacks.BOUNDED_RAMP_VOTES; 0: no ramp).",
             metavar="N",
         ),
     ] = None,
@@ -127,7 +127,7 @@ def experiment_rigging(
         typer.Option(
             "--ramp-days",
             help="Bounded influence: an account's weight grows linearly with its age until this "
-            "many days (default stablearena.attacks.BOUNDED_RAMP_DAYS; 0: no age ramp). Honest "
+            "many days (default stablearena.simulation.attacks.BOUNDED_RAMP_DAYS; 0: no age ramp). Honest "
             "accounts' ages are uniform on [0, 365] days.",
             metavar="D",
         ),
@@ -173,7 +173,7 @@ def experiment_rigging(
         typer.Option(
             "--record-days",
             help="Bounded influence: no account weighs more than 1 before this many days of "
-            "record (default stablearena.attacks.BOUNDED_RECORD_DAYS; 0: off).",
+            "record (default stablearena.simulation.attacks.BOUNDED_RECORD_DAYS; 0: off).",
             metavar="D",
         ),
     ] = None,
@@ -183,7 +183,7 @@ def experiment_rigging(
             "--young-share",
             help="Bounded influence: accounts under --ramp-days days of record together supply "
             "at most this share of any model's weighted votes (default "
-            "stablearena.attacks.BOUNDED_YOUNG_SHARE; 0: off).",
+            "stablearena.simulation.attacks.BOUNDED_YOUNG_SHARE; 0: off).",
             metavar="S",
         ),
     ] = None,
@@ -208,7 +208,7 @@ def experiment_rigging(
         typer.Option(
             "--crowd",
             help="The honest accounts' volumes and active days from a crowd model of "
-            "stablearena.attacks.CROWDS (casual, public, regulars, legacy; docs/guides/"
+            "stablearena.simulation.attacks.CROWDS (casual, public, regulars, legacy; docs/guides/"
             "rigging.md, 'Crowds'); default: the older 20–200 votes per account.",
             metavar="NAME",
         ),
@@ -246,7 +246,7 @@ def experiment_rigging(
     the arena's frequencies. Each figure is the mean over seeds (± SE); ratio_L is the mean over
     seeds of the cost divided by the baseline's on the same seed. '≥' marks a mean in which some
     seeds did not reach the level within the budget (counted at the budget)."""
-    from .. import attacks as A
+    from ..simulation import attacks as A
 
     if not 0 < fraction <= 1:
         raise InputError(f"--fraction must lie in (0, 1], not {fraction}.")
@@ -405,7 +405,7 @@ def _emit_roc(
 ) -> None:
     """The ``--roc`` summary: per family × target, the m-ELO +10 volume and each detector's AUC
     (mean ± SE over seeds)."""
-    from .. import attacks as A
+    from ..simulation import attacks as A
 
     keep = {(f.name, t) for f in fams for t in tgts}
     records = [r for r in records if (r["family"], r["target"]) in keep]

@@ -57,7 +57,7 @@ def next_pairs(
             "--strategy",
             "-s",
             help="random, nearest, ada-pair, arena-weights, a-opt, d-opt, rank-opt, "
-            "a-opt-grounded, d-opt-grounded (default: stablearena.selection.DEFAULT_STRATEGY, "
+            "a-opt-grounded, d-opt-grounded (default: stablearena.design.selection.DEFAULT_STRATEGY, "
             "d-opt, chosen on pooled evidence: docs/methods/default-design.md).",
         ),
     ] = None,
@@ -116,9 +116,9 @@ def next_pairs(
     """
     import numpy as np
 
-    from ..battles import Battles, as_counts
+    from ..data.battles import Battles, as_counts
+    from ..design.selection import DEFAULT_STRATEGY, InformationTracker, get_selector
     from ..raters.base import get_rater
-    from ..selection import DEFAULT_STRATEGY, InformationTracker, get_selector
 
     strategy = strategy or DEFAULT_STRATEGY
 
@@ -318,7 +318,10 @@ def experiment_selection(
     import numpy as np
 
     from .._threads import single_threaded_blas
-    from ..experiments.selection import plot_selection_experiment, run_selection_experiment
+    from ..simulation.experiments.selection import (
+        plot_selection_experiment,
+        run_selection_experiment,
+    )
 
     if (path is None) == (simulate is None):
         raise InputError("give either a battle log PATH (replay mode) or --simulate N_MODELS.")
@@ -497,7 +500,7 @@ def experiment_selection_pooled(
     """
     import json
 
-    from ..experiments.selection import pooled_comparison
+    from ..simulation.experiments.selection import pooled_comparison
 
     payloads = []
     for path in results:

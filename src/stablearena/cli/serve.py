@@ -177,20 +177,20 @@ def _stopped() -> None:
 
 
 def _start_demo(settings, db_given: bool):  # noqa: ANN001, ANN202 - Settings, Popen
-    """``serve --demo``: the demo server (stablearena.endpoints.demo_server) as a child process
+    """``serve --demo``: the demo server (stablearena.judging.endpoints.demo_server) as a child process
     that exits with this one, started first so that it loads while ``serve`` does; its eight
     models as the arena's endpoints, the demo prompts as the pool, its ``demo-classifier`` as
     the category classifier, and every vote in the fit at once (δ = 0) unless the settings say
     otherwise. The models stream at ``demo_pace`` seconds a word (a reading pace)."""
     import subprocess
 
-    from ..endpoints.demo import DEMO_MODELS
+    from ..judging.endpoints.demo import DEMO_MODELS
 
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    cmd = [sys.executable, "-m", "stablearena.endpoints.demo_server", "--port", str(port)]
+    cmd = [sys.executable, "-m", "stablearena.judging.endpoints.demo_server", "--port", str(port)]
     cmd += ["--seed", str(settings.seed or 0), "--pace", repr(settings.demo_pace)]
     cmd += ["--exit-with-parent"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)

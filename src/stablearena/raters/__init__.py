@@ -3,6 +3,11 @@
 The names below are imported lazily (PEP 562): each rater module, and the NumPy/SciPy code it
 needs, loads on first use (``stablearena.raters.base.RATER_MODULES`` says which module registers
 which rater name).
+
+Layer 2 — the rating models, their Fisher information (:mod:`.information`), the uncertainty of
+their fits (:mod:`.uncertainty`: covariances, intervals, bootstrap, rank intervals) and the
+refitting of a growing arena (:mod:`.refit`). May import: the foundation and
+:mod:`stablearena.data`.
 """
 
 from __future__ import annotations

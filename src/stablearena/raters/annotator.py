@@ -55,13 +55,13 @@ from scipy.special import expit, log_expit
 
 from .._numeric import normal_ppf
 from .._threads import single_threaded_blas
-from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
+from ..data.battles import UNKNOWN_ANNOTATOR, Battles, PairCounts, as_counts
+from ..data.graph import check_comparison_graph
 from ..errors import ConvergenceError, InputError, StableArenaWarning, TooFewRecords
-from ..graph import check_comparison_graph
-from ..information import laplacian
 from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms, solve_bradley_terry
+from .information import laplacian
 
 __all__ = [
     "UNKNOWN_ANNOTATOR",
@@ -1072,7 +1072,7 @@ class AmElo(Rater):
         annotators excluded in earlier rounds; a mapping: name → the reason shown, status
         ``excluded``); ``leave_out``: name → reason of annotators left out of this fit without
         being screened (status ``left_out``, like those below ``min_records``: e.g. accounts
-        whose bounded-influence weight is 0 whatever their ability, :mod:`stablearena.arena_rule`). ``start``: an earlier am-ELO result on data that
+        whose bounded-influence weight is 0 whatever their ability, :mod:`stablearena.crowd.board_rule`). ``start``: an earlier am-ELO result on data that
         overlap these (e.g. the log before its latest votes); the Newton solver starts from its
         scores and abilities, matched by model and annotator name (a new model starts at the
         average score, a new annotator at ability 1). The optimum is the same as from the

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .._numeric import DEFAULT_OFFSET as _DEFAULT_OFFSET
+from .._numeric import ELO_SCALE as _ELO_SCALE
 from .._numeric import expit
 from ..choices import RATER_MODULES
 from ..errors import InputError
@@ -24,7 +26,7 @@ from ..errors import InputError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..battles import Battles, PairCounts
+    from ..data.battles import Battles, PairCounts
 
 __all__ = [
     "ELO_SCALE",
@@ -38,10 +40,12 @@ __all__ = [
     "parse_anchor",
 ]
 
-#: C = ln(10)/400: natural log-odds per Elo point (400 points = 10:1 odds), docs/methods/ratings.md.
-ELO_SCALE: float = math.log(10.0) / 400.0
+#: C = ln(10)/400: natural log-odds per Elo point (400 points = 10:1 odds), docs/methods/ratings.md
+#: (the foundation's value, :data:`stablearena._numeric.ELO_SCALE`, which the data layer's
+#: simulators share).
+ELO_SCALE: float = _ELO_SCALE
 #: Elo-scale ratings are mean-zero scores / C plus this offset unless a model is anchored.
-DEFAULT_OFFSET: float = 1000.0
+DEFAULT_OFFSET: float = _DEFAULT_OFFSET
 
 
 @dataclass(frozen=True)
@@ -235,7 +239,7 @@ class Fitted:
         }
 
     # ------------------------------------------------------------------ information contract (docs/methods/uncertainty.md)
-    # Consumed by :mod:`stablearena.uncertainty`. The base class implements it for
+    # Consumed by :mod:`stablearena.raters.uncertainty`. The base class implements it for
     # Bradley–Terry-type results (m-elo, bt, and online elo read as BT with ties as half);
     # subclasses with other parameters (am-ELO, tie models) override these methods.
     def _bt_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -288,7 +292,7 @@ class Fitted:
 
         Bradley–Terry (docs/methods/ratings.md, docs/methods/uncertainty.md): −Σ_rows n_r p_r (1 − p_r)(e_i − e_j)(e_i − e_j)ᵀ, a
         weighted graph Laplacian, singular along 1 (the shift of the scores)."""
-        from ..information import laplacian
+        from .information import laplacian
 
         i, j, counts, _ = self._bt_rows()
         p = expit(self.scores[i] - self.scores[j])
@@ -412,7 +416,7 @@ def _load_rater_modules(name: str | None = None) -> None:
 def registering(registry: dict[str, Any], name: str) -> Callable[[type], type]:
     """A class decorator giving the class the ``name`` attribute ``name`` and adding it to
     ``registry`` under that name (the raters' here, the pair selectors' in
-    :mod:`stablearena.selection`)."""
+    :mod:`stablearena.design.selection`)."""
 
     def deco(cls: type) -> type:
         cls.name = name  # type: ignore[attr-defined]

@@ -21,9 +21,9 @@ import numpy as np
 
 from .._numeric import expit, log_expit
 from .._threads import single_threaded_blas
-from ..battles import Battles, PairCounts, as_counts
+from ..data.battles import Battles, PairCounts, as_counts
+from ..data.graph import check_comparison_graph
 from ..errors import ConvergenceError, InputError, StableArenaWarning
-from ..graph import check_comparison_graph
 from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 
@@ -315,7 +315,7 @@ def solve_bradley_terry(
     Works on aggregated rows (pairs, or pair × annotator); ``n`` comparisons and score ``s`` of
     ``i`` per row. Converged when ‖∇ lnL‖₂ / Σn ≤ ``tol``. The returned x has mean zero.
     The caller must have checked that the comparison graph is connected
-    (:func:`stablearena.graph.check_comparison_graph`) and pass ``prior_mask`` where the MLE is
+    (:func:`stablearena.data.graph.check_comparison_graph`) and pass ``prior_mask`` where the MLE is
     infinite. Each iteration is one vectorised pass over the rows (gradient and Hessian
     weights; lnL only when the line search needs it) and one LU solve of an m×m system, on one
     BLAS thread.

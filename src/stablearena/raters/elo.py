@@ -31,9 +31,9 @@ import numpy as np
 from numba import njit
 
 from .._numeric import expit
-from ..battles import Battles, PairCounts
+from ..data.battles import Battles, PairCounts
+from ..data.graph import check_comparison_graph
 from ..errors import DisconnectedGraphError, InputError, StableArenaWarning
-from ..graph import check_comparison_graph
 from .base import (
     ELO_SCALE,
     MAX_RATING,

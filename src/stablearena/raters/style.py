@@ -50,9 +50,9 @@ from scipy.special import expit, log_expit
 
 from .._numeric import normal_ppf
 from .._threads import single_threaded_blas
-from ..battles import Battles, Outcome, PairCounts
+from ..data.battles import Battles, Outcome, PairCounts
+from ..data.graph import check_comparison_graph
 from ..errors import ConvergenceError, InputError, StableArenaWarning
-from ..graph import check_comparison_graph
 from ._newton import NO_PROGRESS, NewtonProblem, newton
 from .annotator import ANNOTATOR_PRIOR_STRENGTH, _gauge_signs, _orient, separable_by_logit
 from .base import Convergence, Fitted, Rater, _freeze, parse_anchor, register_rater
@@ -890,7 +890,7 @@ def _outer(
     """Σ_r v_r g_r g_rᵀ with g_r = (e_a − e_b, z_r), bordered (when ``v_cross`` is given) by the
     annotator blocks Σ v_cross g_r e_kᵀ and diag Σ v_ann — vectorised, no rows × parameters
     matrix (the shape of −H and of the sandwich's meat)."""
-    from ..information import laplacian
+    from .information import laplacian
 
     m, d = rows.n_models, rows.n_features
     z = rows.z
@@ -1114,7 +1114,7 @@ class StyleFitted(Fitted):
     def style_table(self, level: float = 0.95) -> pd.DataFrame:
         """One row per covariate: ``feature, coef`` (γ), Fisher and sandwich standard errors and
         intervals at ``level``, and the standardisation ``mean, std``."""
-        from ..uncertainty import covariance
+        from .uncertainty import covariance
 
         m, d = self.n_models, self.n_features
         z = normal_ppf(0.5 + level / 2)
@@ -1278,7 +1278,7 @@ class StyleAmEloFitted(StyleFitted):
 
     def annotator_table(self) -> pd.DataFrame:
         """``annotator, records, ability`` and its Fisher standard error, lowest ability first."""
-        from ..uncertainty import covariance
+        from .uncertainty import covariance
 
         cov = covariance(self, "fisher").params
         k0 = self.n_models + self.n_features
@@ -1387,12 +1387,12 @@ class _StyleRater(Rater):
         if not isinstance(data, Battles):
             raise InputError(
                 "style control needs a battle log with per-battle covariates; pair counts have none "
-                "(read the log with its style columns, see stablearena.style_features)."
+                "(read the log with its style columns, see stablearena.data.style_features)."
             )
         if data.covariates is None or data.covariate_names is None:
             raise InputError(
                 f"{data.source}: the battles have no covariates; add them with "
-                "stablearena.style_features.add_covariates (CLI: --style or --covariate)."
+                "stablearena.data.style_features.add_covariates (CLI: --style or --covariate)."
             )
         if len(data) == 0:
             raise InputError(f"{data.source}: the battle log is empty.")

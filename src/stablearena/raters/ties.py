@@ -65,13 +65,13 @@ from scipy.special import expit, log_expit
 
 from .._progress import report
 from .._threads import single_threaded_blas
-from ..battles import Battles, PairCounts, as_counts
+from ..data.battles import Battles, PairCounts, as_counts
+from ..data.graph import check_comparison_graph
 from ..errors import InputError, StableArenaWarning
-from ..graph import check_comparison_graph
-from ..information import laplacian
 from ._newton import NewtonProblem, newton
 from .base import ELO_SCALE, Convergence, Fitted, Rater, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, BradleyTerry, MElo, _prior_terms
+from .information import laplacian
 
 __all__ = [
     "dct_basis",

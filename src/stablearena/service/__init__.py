@@ -16,7 +16,7 @@ service, laid out like the FastAPI project template (docs/architecture.md):
   migrations and the group-committing writer;
 - :mod:`.state`      what a worker keeps in memory — models, keys, the information tracker, the
   latest fit — all caches rebuilt from the database; it serves battles by the library's
-  serving rule (:mod:`stablearena.serving`);
+  serving rule (:mod:`stablearena.design.serving_draw`);
 - :mod:`.refitter`   the background refitter (a thread) and :mod:`.refit` the fit it runs in a
   separate process; :mod:`.dashboard` the dashboard's watcher and :mod:`.render` the render
   process; :mod:`.worker` the ``--workers N`` supervisor;
@@ -24,6 +24,10 @@ service, laid out like the FastAPI project template (docs/architecture.md):
 
 The durable state is the vote log plus the pair counts per (pair, annotator, outcome), updated
 in the same transaction as each vote; everything else can be rebuilt from them.
+
+Layer 9. May import: every library layer (the foundation up to :mod:`stablearena.figures`);
+not :mod:`stablearena.cli`. Its stack (FastAPI, SQLAlchemy, Alembic, uvicorn) is the
+``stablearena[serve]`` extra. :mod:`.client` is the Python client of a running arena (httpx only).
 """
 
 from __future__ import annotations

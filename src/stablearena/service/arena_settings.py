@@ -81,7 +81,7 @@ class ArenaPage(BaseModel):
         description="A battle whose answer names a model or its maker (any model's name, "
         "aliases or organisation, identity_names, or a well-known model or vendor name) is "
         "non-anonymous: its vote is stored and exported with anony = false and left out of "
-        "the default leaderboard (stablearena.anonymity). false: every battle is anonymous.",
+        "the default leaderboard (stablearena.judging.anonymity). false: every battle is anonymous.",
     )
     identity_names: list[str] = Field(
         default_factory=list,
@@ -128,11 +128,11 @@ class ArenaPage(BaseModel):
     @field_validator("categories")
     @classmethod
     def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
-        from ..names import clean_name
+        from ..data.names import clean_name
 
         out = {}
         for raw, rx in v.items():
-            try:  # a category is named like a model (stablearena.names)
+            try:  # a category is named like a model (stablearena.data.names)
                 name = clean_name(raw)
             except ValueError as exc:
                 raise ValueError(f"category {raw!r}: {exc}; rename it") from None
@@ -153,9 +153,9 @@ class ArenaPage(BaseModel):
 
 def model_tables(entries: list[dict[str, Any]]) -> list[Any]:
     """The ``[[models]]`` tables of the serve TOML as endpoints
-    (:func:`stablearena.endpoints.config.models_from_toml`; offline models are refused)."""
-    from ..endpoints.config import ModelEndpoint, models_from_toml
+    (:func:`stablearena.judging.endpoints.config.models_from_toml`; offline models are refused)."""
     from ..errors import InputError
+    from ..judging.endpoints.config import ModelEndpoint, models_from_toml
 
     if not entries:
         return []
@@ -187,8 +187,8 @@ def _endpoint_table(v: dict[str, Any] | None, what: str, model: str) -> dict[str
     checked now, so a bad one stops ``serve`` at start with the key named."""
     if v is None:
         return None
-    from ..endpoints.config import endpoint_from_mapping
     from ..errors import InputError
+    from ..judging.endpoints.config import endpoint_from_mapping
 
     table = {"name": what, "model": model, **v}
     try:
@@ -273,10 +273,10 @@ class Terms(BaseModel):
 
 class JudgeProbes(BaseModel):
     """``[judge_probes]``: the probe battles the ``[[judges]]`` are tested with
-    (stablearena.probes; docs/guides/models-and-judges.md, "Judges tested, not trusted"). After
+    (stablearena.judging.probes; docs/guides/models-and-judges.md, "Judges tested, not trusted"). After
     a judged battle, each judge not yet flagged is sent a probe with the chance that keeps the
     probes at ``share`` of its calls; a judge whose susceptibility's lower bound exceeds
-    stablearena.probes.DEFAULT_THRESHOLD is flagged: no more battles, its votes out of every
+    stablearena.judging.probes.DEFAULT_THRESHOLD is flagged: no more battles, its votes out of every
     fit."""
 
     model_config = ConfigDict(extra="forbid")

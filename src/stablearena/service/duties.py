@@ -4,7 +4,7 @@ categories of held battles from a classifier endpoint.
 
 - :class:`Moderator` — ``[moderation]``: a local rule list (words, regular expressions, a rules
   file) and an optional OpenAI-compatible ``/v1/moderations`` endpoint, reached with the
-  project's one HTTP client (:meth:`stablearena.endpoints.EndpointClient.post_json`). When the
+  project's one HTTP client (:meth:`stablearena.judging.endpoints.EndpointClient.post_json`). When the
   endpoint cannot answer, ``fail = "closed"`` (default) refuses the prompt, ``"open"`` lets it
   through unchecked; both are counted.
 - :func:`terms_text` / :func:`terms_version` — ``[terms]``.
@@ -102,8 +102,8 @@ class Moderator:
         ]
         self.client: Any = None
         if settings.endpoint is not None:
-            from ..endpoints import EndpointClient
-            from ..endpoints.config import endpoint_from_mapping
+            from ..judging.endpoints import EndpointClient
+            from ..judging.endpoints.config import endpoint_from_mapping
 
             self.client = EndpointClient(endpoint_from_mapping(settings.endpoint, "[moderation]"))
 
@@ -140,7 +140,7 @@ class Moderator:
 def _moderation_reply(got: Any) -> tuple[bool | None, Any]:
     """(flagged, categories) of an OpenAI moderation reply ``{"results": [{"flagged",
     "categories"}]}``; (None, why) for a failed call or another reply."""
-    from ..endpoints import Failure
+    from ..judging.endpoints import Failure
 
     if isinstance(got, Failure):
         return None, f"{got.reason}: {got.detail}"[:300]
@@ -220,8 +220,8 @@ class Categoriser:
     category kept), ``malformed`` and ``failed`` (the rules' category kept)."""
 
     def __init__(self, settings: CategoryClassifier) -> None:
-        from ..endpoints import EndpointClient
-        from ..endpoints.config import endpoint_from_mapping
+        from ..judging.endpoints import EndpointClient
+        from ..judging.endpoints.config import endpoint_from_mapping
 
         assert settings.endpoint is not None
         self.client = EndpointClient(

@@ -3,7 +3,7 @@ answers, stores everything about the battle, and keeps the models' outage state 
 their endpoints' circuit breakers (docs/guides/arena-page.md).
 
 One :class:`BattleHolder` per worker process, on the worker's event loop. It keeps one
-:class:`stablearena.endpoints.EndpointClient` per model with an endpoint (rebuilt when the
+:class:`stablearena.judging.endpoints.EndpointClient` per model with an endpoint (rebuilt when the
 registry's revision shows a change). When a client's breaker opens (``outage_after``
 consecutive failed calls), the model is put under outage in the database (``auto_outage``) so
 that no worker serves it; every ``probe_seconds`` the holder calls each such model once, and
@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from ..anonymity import identity_names, names_mentioned
-from ..endpoints import Answer, EndpointClient, Failure, ModelEndpoint
-from ..endpoints.config import endpoint_from_mapping
-from ..style_features import style_counts
-from ..visible import VisibleStream
+from ..data.style_features import style_counts
+from ..judging.anonymity import identity_names, names_mentioned
+from ..judging.endpoints import Answer, EndpointClient, Failure, ModelEndpoint
+from ..judging.endpoints.config import endpoint_from_mapping
+from ..judging.visible import VisibleStream
 from . import store
 from .errors import ApiError
 from .security import Principal
@@ -93,19 +93,19 @@ def write_model_tables(engine: Any, endpoints: list[ModelEndpoint]) -> None:
 
 def load_pool(spec: str | None) -> list[dict[str, str]]:
     """The prompt pool: ``None`` → none, ``"demo"`` → the demo models' 200 prompts, else a
-    file read by :func:`stablearena.auto.read_prompts`."""
+    file read by :func:`stablearena.judging.auto_arena.read_prompts`."""
     if not spec:
         return []
     if spec == "demo":
-        from ..endpoints.demo import demo_prompts
+        from ..judging.endpoints.demo import demo_prompts
 
         return demo_prompts(200)
-    from ..auto import read_prompts
+    from ..judging.auto_arena import read_prompts
 
     return [{"id": p.id, "prompt": p.text} for p in read_prompts(spec)]
 
 
-#: The fields of an :class:`~stablearena.endpoints.Answer` stored as they are.
+#: The fields of an :class:`~stablearena.judging.endpoints.Answer` stored as they are.
 _ANSWER_FIELDS = (
     "text",
     "ttft",
@@ -160,7 +160,7 @@ class BattleHolder:
         self.process = uuid.uuid4().hex
         self.judges = _judge_clients(settings.judges, settings.injection)
         self.judge_ids: dict[str, int] = {}
-        #: the judges' probe battles (stablearena.probes): the share of their calls, the draws,
+        #: the judges' probe battles (stablearena.judging.probes): the share of their calls, the draws,
         #: and the judges the stored probes flag (read from the database when first needed)
         self.probe_share = float(settings.judge_probes.share)
         self.probe_rng = np.random.default_rng(settings.seed)
@@ -213,7 +213,7 @@ class BattleHolder:
 
     def identity_names(self) -> tuple[str, ...]:
         """The names an answer may not mention for its battle to stay anonymous
-        (stablearena.anonymity): every model's name, aliases and organisation, the page's
+        (stablearena.judging.anonymity): every model's name, aliases and organisation, the page's
         ``identity_names`` and the well-known names; none with ``anonymity = false``."""
         if not self.page.anonymity:
             return ()
@@ -718,7 +718,7 @@ class BattleHolder:
         with the failure ``stopped``, and is cancelled."""
         sides = (("a", row["model_a"]), ("b", row["model_b"]))
         came: dict[str, list[str]] = {"a": [], "b": []}
-        # the page is sent each answer as a person sees it (stablearena.visible), as the judges
+        # the page is sent each answer as a person sees it (stablearena.judging.visible), as the judges
         # are given it; what the model sent is stored
         shown = {"a": VisibleStream(), "b": VisibleStream()}
         t0 = time.monotonic()
@@ -853,7 +853,7 @@ class BattleHolder:
         answers: list[dict[str, Any]],
         material: dict[str, Any] | None = None,
     ) -> int:
-        """Every judge judges a completed battle in both orders (stablearena.judges; orders
+        """Every judge judges a completed battle in both orders (stablearena.judging.judges; orders
         that disagree are a tie) and votes on its own copy of it as an annotator of the arena;
         a failed or unparseable judgement is no vote. A conversation of several turns is judged
         whole (:func:`judged_texts`). Returns the votes recorded."""
@@ -929,7 +929,7 @@ class BattleHolder:
         """The judges the stored probes flag (and each judge's probes, for the controls)."""
         from collections import Counter
 
-        from ..probes import DEFAULT_THRESHOLD, DEFAULT_Z
+        from ..judging.probes import DEFAULT_THRESHOLD, DEFAULT_Z
 
         with self.state.engine.connect() as conn:
             self.probe_counts = dict(Counter(r["judge"] for r in store.probes.probe_records(conn)))
@@ -938,14 +938,14 @@ class BattleHolder:
     async def probe_judges(
         self, judges: list[Any], prompt: str, battle_id: str, answers: list[str]
     ) -> int:
-        """After a judged battle: each of ``judges`` gets a probe battle (stablearena.probes: one
+        """After a judged battle: each of ``judges`` gets a probe battle (stablearena.judging.probes: one
         of this battle's answers against its cut copy, with a corpus note after the copy or, one
         probe in three, none) with the chance p/(1 − p) of share p, which keeps the probes
         at that share of its calls (a battle and a probe cost two calls each). Shown as a real
         battle is (the same prompt, frame and both orders); stored, never a vote; the judges
         the probes now flag are left out from here on. Returns the probes recorded."""
-        from ..judge_notes import notes
-        from ..probes import DEFAULT_CONTROL, is_control, probe
+        from ..judging.judge_notes import notes
+        from ..judging.probes import DEFAULT_CONTROL, is_control, probe
 
         p = self.probe_share
         if p <= 0 or not judges:
@@ -1006,17 +1006,17 @@ def judged_texts(conv: dict[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 def _judge_clients(entries: list[dict[str, Any]], injection: dict[str, Any]) -> list[Any]:
-    """Clients of the serve config's ``[[judges]]`` (stablearena.judges), with its
+    """Clients of the serve config's ``[[judges]]`` (stablearena.judging.judges), with its
     ``[injection]`` policy and classifier (one classifier shared by the judges)."""
-    from ..judges import JudgeClient, injection_from_mapping, judges_from_toml
+    from ..judging.judges import JudgeClient, injection_from_mapping, judges_from_toml
 
     policy, guard = injection_from_mapping(injection, "serve config: [injection]")
     if not entries:
         return []
     classifier = None
     if guard is not None:
-        from ..endpoints import make_client
-        from ..injection import InjectionClassifier
+        from ..judging.endpoints import make_client
+        from ..judging.injection import InjectionClassifier
 
         classifier = InjectionClassifier(make_client(guard))
     return [

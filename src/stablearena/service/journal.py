@@ -1,7 +1,7 @@
 """The automatic arena's journal in the live arena's database (``stablearena auto --db``;
 docs/guides/models-and-judges.md).
 
-:class:`DatabaseJournal` is a :class:`stablearena.auto.Journal`: the records of a run are kept
+:class:`DatabaseJournal` is a :class:`stablearena.judging.auto_arena.Journal`: the records of a run are kept
 in the table ``auto_journal``, so a killed run given the same database resumes (answers reused,
 judgements never repeated), and each judgement is stored in the same transaction as the live
 arena stores battles and votes (:mod:`.store.auto`): ``stablearena serve --db`` on that
@@ -21,10 +21,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..auto import Prompt
-from ..endpoints.config import ModelEndpoint
+from ..data.style_features import style_counts
 from ..errors import InputError
-from ..style_features import style_counts
+from ..judging.auto_arena import Prompt
+from ..judging.endpoints.config import ModelEndpoint
 from . import store
 from .holder import _ANSWER_FIELDS, endpoint_json
 
@@ -38,7 +38,7 @@ def _redacted(url: str) -> str:
 class DatabaseJournal:
     """A journal in the database at ``url`` (created and migrated when needed), for an
     automatic arena over ``prompts`` with the configured ``models`` (:class:`ModelEndpoint`,
-    :class:`~stablearena.endpoints.OfflineModel`, or plain names). With ``endpoints``, a model
+    :class:`~stablearena.judging.endpoints.OfflineModel`, or plain names). With ``endpoints``, a model
     with an endpoint is stored with it, as ``serve``'s ``[[models]]`` (so ``/arena`` can call
     it); otherwise models are stored as names. ``admin_key``: the new database's admin key
     (``None`` when the database existed)."""

@@ -3,7 +3,7 @@
 --covariate … --where … --by …`` fits the exported file (docs/guides/arena-page.md).
 
 Style control reads the per-side style counts stored with each held battle's answers
-(``style_tokens_a:style_tokens_b``, headers, lists, bold; stablearena.style_features), so it
+(``style_tokens_a:style_tokens_b``, headers, lists, bold; stablearena.data.style_features), so it
 uses the battles the arena held (votes of API clients carry no answers); a feature that is the
 same in every battle cannot be estimated and is left out (the answer's ``style_left_out``).
 """
@@ -44,18 +44,18 @@ def live_boards(
 
     ``method`` "am-elo" is the published board's: under the crowd rule (``config``, the
     arena's :class:`~stablearena.service.settings.ArenaConfig`, ``board_rule = "crowd"``) each
-    board is :func:`stablearena.crowd.crowd_fit` with the arena's options (no flood test: a
+    board is :func:`stablearena.crowd.rule.crowd_fit` with the arena's options (no flood test: a
     board of the export has no days of record), and a style-controlled one is m-ELO's with
     style covariates (every vote counts, as under the crowd rule; am-ELO's style fit needs
     accounts with many votes)."""
     import pandas as pd
 
-    from ..categories import parse_where, split_by, where
-    from ..cli.boards import style_method
-    from ..io import read_battles
-    from ..leaderboard import leaderboard_payload
+    from ..analysis.leaderboard import leaderboard_payload
+    from ..choices import style_method
+    from ..data.categories import parse_where, split_by, where
+    from ..data.io import read_battles
+    from ..data.style_features import add_covariates
     from ..raters import get_rater
-    from ..style_features import add_covariates
     from .api.admin import export
 
     raw, _ = export(engine, "jsonl", False)
@@ -92,7 +92,7 @@ def live_boards(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if crowd is not None and not style:
-                from ..crowd import crowd_fit
+                from ..crowd.rule import crowd_fit
 
                 fitted = crowd_fit(board.counts(by_annotator=True), crowd).fitted
             else:
@@ -112,7 +112,7 @@ def _crowd_rule(config: Any) -> Any:
     """The crowd rule of an arena's config (None: the am-ELO rule, or no config)."""
     if config is None:
         return None
-    from ..arena_rule import ArenaRule
+    from ..crowd.board_rule import ArenaRule
 
     cfg = config.model_dump() if hasattr(config, "model_dump") else dict(config)
     if cfg.get("board_rule", "crowd") != "crowd":

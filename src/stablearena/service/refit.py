@@ -4,10 +4,10 @@ pair counts.
 Kept free of the web stack so that it runs cheaply in a separate process (the default: a fit
 then never competes with requests for Python's interpreter lock). A :class:`Snapshot` is the
 counts table read in one transaction together with the newest vote id it includes; it turns
-into the same :class:`~stablearena.battles.PairCounts` that ``stablearena rank`` builds from
+into the same :class:`~stablearena.data.battles.PairCounts` that ``stablearena rank`` builds from
 the exported vote log (models and annotators in sorted name order, rows in key order), so the
 published leaderboard is the one ``rank`` computes from the export — with the arena's bounded
-influence applied on top (:func:`stablearena.trust.bounded_fit`; off with ``ability_cap``,
+influence applied on top (:func:`stablearena.crowd.trust.bounded_fit`; off with ``ability_cap``,
 ``trust_ramp_votes`` and ``trust_ramp_days`` 0; the age ramp reads each account's age from the
 store, :func:`stablearena.service.store.account_ages`).
 """
@@ -21,11 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..battles import PairCounts
-from ..leaderboard import annotators_payload, leaderboard_payload
-from ..raters.base import Fitted
-from ..screening import StableArena
-from ..trust import (
+from ..analysis.leaderboard import annotators_payload, leaderboard_payload
+from ..crowd.screening import StableArena
+from ..crowd.trust import (
     account_weights,
     admit_young,
     bounded_fit,
@@ -34,6 +32,8 @@ from ..trust import (
     one_step_update,
     record_days_of,
 )
+from ..data.battles import PairCounts
+from ..raters.base import Fitted
 from .snapshot import SOURCE, Snapshot
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
 #: The ``method`` of a published one-step update (:func:`run_update`) in the ``fits`` table.
 UPDATE_METHOD = "am-elo one-step"
 #: The ability a new account (not in the full fit) is weighed with in a one-step update, by
-#: :func:`stablearena.trust.account_weights` (am-ELO's abilities have mean 1).
+#: :func:`stablearena.crowd.trust.account_weights` (am-ELO's abilities have mean 1).
 NEW_ACCOUNT_ABILITY = 1.0
 
 
@@ -82,7 +82,7 @@ _LAST: dict[str, Any] = {}
 class UpdateBase:
     """What a one-step update of the last full fit needs (kept by the process that fitted):
     the bounded fit (``fitted``: scores θ*, models, battles), its information H* at θ*
-    (:func:`stablearena.trust.bounded_information`), each account's weight, and the rule for
+    (:func:`stablearena.crowd.trust.bounded_information`), each account's weight, and the rule for
     an account the fit did not weigh."""
 
     fitted: Any
@@ -109,14 +109,14 @@ class UpdateBase:
 
 def _crowd_update_base(got: Any, fitted: Any, snap: Snapshot) -> UpdateBase:
     """The :class:`UpdateBase` of a crowd-rule fit: its information at the row weights
-    (−H of :class:`stablearena.crowd.CrowdFitted`), each account's weight, a new account at the
+    (−H of :class:`stablearena.crowd.rule.CrowdFitted`), each account's weight, a new account at the
     crowd's weight 1. Between full fits an update applies neither the per-model limit nor the
     flood test; the next full fit does."""
     crowd = got.step.crowd
     limit = fitted.params.get("model_votes")
     volume: dict[str, dict[int, float]] | None = None
     if limit:
-        from ..crowd import account_model_volume
+        from ..crowd.rule import account_model_volume
 
         c = fitted.counts
         w = np.array([crowd.weights[n] for n in c.annotators])
@@ -155,7 +155,7 @@ def _crowd_update_factors(
     limit, old = base.model_votes, base.model_volume or {}
     if not limit:
         return np.ones(len(i))
-    from ..crowd import account_model_volume
+    from ..crowd.rule import account_model_volume
 
     m = len(base.fitted.models)
     uk, inv, tot = account_model_volume(ann, i, j, vol, m)
@@ -243,8 +243,8 @@ def refit_published(
     cfg = payload.get("config") or config or {}
     screening = payload.get("screening") or {}
     if screening.get("rule") == "crowd":
-        from ..arena_rule import ArenaRule
-        from ..crowd import crowd_fit
+        from ..crowd.board_rule import ArenaRule
+        from ..crowd.rule import crowd_fit
 
         # the accounts the fit found new are new again (days 0), the others established
         new = set(screening.get("new", ()))
@@ -302,8 +302,8 @@ def trust_options(config: dict[str, Any], ages: dict[str, float] | None = None) 
     """The bounded-influence rule of an arena configuration (``ability_cap``,
     ``trust_ramp_votes``, ``trust_ramp_days``, ``trust_record_days``; absent — a fit published before they existed —
     or 0: off) with the accounts' ``ages`` in days (None: no age ramp):
-    :meth:`stablearena.arena_rule.ArenaRule.trust`."""
-    from ..arena_rule import ArenaRule
+    :meth:`stablearena.crowd.board_rule.ArenaRule.trust`."""
+    from ..crowd.board_rule import ArenaRule
 
     return ArenaRule.from_config(config).trust(ages)
 
@@ -338,8 +338,8 @@ def run_fit(
     ages: dict[str, float] | None = None,
     active_days: dict[str, float] | None = None,
 ) -> FitOutput:
-    """The arena's rule (:func:`stablearena.arena_rule.arena_fit` with
-    :meth:`~stablearena.arena_rule.ArenaRule.from_config`: weight-0 accounts left out, Stable
+    """The arena's rule (:func:`stablearena.crowd.board_rule.arena_fit` with
+    :meth:`~stablearena.crowd.board_rule.ArenaRule.from_config`: weight-0 accounts left out, Stable
     Arena screening, influence screening, bounded influence — the rule ``stablearena rank
     --method arena`` applies to a log) on ``snapshot``, and the payload: ``leaderboard`` (the
     ``rank --format json`` contract, of the bounded fit), ``annotators`` (the ``annotators
@@ -348,7 +348,7 @@ def run_fit(
     ``scores`` (natural units, by model name, for the information tracker). ``ages``: the
     accounts' ages in days for the age ramp (:func:`live_ages`; None: no age ramp);
     ``active_days``: their distinct days with a vote (:func:`live_active_days`)."""
-    from ..arena_rule import ArenaRule, arena_fit
+    from ..crowd.board_rule import ArenaRule, arena_fit
 
     t0, c0 = time.perf_counter(), time.process_time()
     arena = arena_for(config, screening)
@@ -398,7 +398,7 @@ def run_fit(
         "scores": {name: float(x) for name, x in zip(fitted.models, fitted.scores, strict=True)},
         "n_votes": snapshot.n_votes,
         "config": dict(config),
-        # whether both the am-ELO step and the bounded fit converged (stablearena.fitcheck)
+        # whether both the am-ELO step and the bounded fit converged (stablearena.analysis.fitcheck)
         "converged": got.converged,
     }
     return FitOutput(
@@ -415,9 +415,9 @@ _LIVE: dict[str, tuple[Any, Any]] = {}
 
 
 def probe_flagged(engine: Any) -> dict[str, str]:
-    """The judges their probe battles flag (stablearena.probes, its default threshold): name →
+    """The judges their probe battles flag (stablearena.judging.probes, its default threshold): name →
     reason. Their votes are left out of every fit and update."""
-    from ..probes import DEFAULT_THRESHOLD, DEFAULT_Z
+    from ..judging.probes import DEFAULT_THRESHOLD, DEFAULT_Z
     from . import store
 
     with engine.connect() as conn:
@@ -469,7 +469,7 @@ def run_live_fit(
 
 def _new_account_weight(name: str, votes: float, trust: dict[str, Any]) -> float:
     """The weight of an account the full fit did not weigh: the rule
-    (:func:`stablearena.trust.account_weights`) with ability :data:`NEW_ACCOUNT_ABILITY`, its
+    (:func:`stablearena.crowd.trust.account_weights`) with ability :data:`NEW_ACCOUNT_ABILITY`, its
     ``votes`` and — under an age ramp — its age at the full fit (an account created since:
     age 0)."""
     ages = trust.get("ages")
@@ -507,7 +507,7 @@ def run_update(
 ) -> FitOutput:
     """The last full fit of this process (:func:`run_fit` on ``arena_id``) updated by the votes
     since (``delta``: the change of each cell, :meth:`~stablearena.service.counts.LiveCounts.
-    delta`) with one Newton step (:func:`stablearena.trust.one_step_update`): the accounts'
+    delta`) with one Newton step (:func:`stablearena.crowd.trust.one_step_update`): the accounts'
     weights frozen at the full fit's, an account the fit did not weigh weighed by the rule
     with ability :data:`NEW_ACCOUNT_ABILITY` and its votes (0 below ``min_records`` or when
     screened out), models the fit does not know left out. Costs the cells changed and M³, not
@@ -616,7 +616,7 @@ def warm_up_worker() -> bool:
     import scipy.stats  # noqa: F401  (the influence test's binomial tails: ~1 s on first use)
     from threadpoolctl import threadpool_limits
 
-    from .. import influence  # noqa: F401
+    from ..crowd import influence  # noqa: F401
     from ..raters import annotator  # noqa: F401
 
     threadpool_limits(1)

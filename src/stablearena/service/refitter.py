@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from .._threads import name_this_thread
+from ..analysis.fitcheck import board_problems
 from ..errors import TooFewRecords
-from ..fitcheck import board_problems
 from . import store
 from .errors import ApiError, for_the_service, waiting_message
 from .refit import (
@@ -100,7 +100,7 @@ class Refitter:
         self.on_fit = on_fit
         self.last_error: str | None = None
         self.fits_done = 0
-        self.fits_held = 0  # full fits held back by the checks (stablearena.fitcheck)
+        self.fits_held = 0  # full fits held back by the checks (stablearena.analysis.fitcheck)
         self.updates_done = 0
         #: the id of the published full fit this worker's fit process made (its one-step
         #: updates start from it), or None
@@ -372,7 +372,7 @@ class Refitter:
         return upd
 
     def _held_back(self, out: FitOutput) -> bool:
-        """Check a full fit before it is published (stablearena.fitcheck): a fit that did not
+        """Check a full fit before it is published (stablearena.analysis.fitcheck): a fit that did not
         converge, has a score that is not finite, or whose scores' spread jumped against the
         last good board is not published — the last good board stays, marked stale, and the
         alert is stored (meta ``fit_alert``) for every worker's ``/healthz``, board and admin

@@ -4,8 +4,8 @@ Figures cost seconds of CPU at Chatbot Arena's size (129 models: about 0.6 s for
 intervals and 2–3 s for the figures) and matplotlib's style is process-global, so the server
 never draws: :class:`stablearena.service.dashboard.Dashboard` hands the published fit — the
 fitted object the refit made — to a low-priority worker process that runs :func:`render_view`.
-It builds the page from the HTML report's pieces (:func:`stablearena.report.build_report` with
-Fisher intervals, the ``components.html.j2`` macros, the figures of :mod:`stablearena.plots`),
+It builds the page from the HTML report's pieces (:func:`stablearena.figures.report.build_report` with
+Fisher intervals, the ``components.html.j2`` macros, the figures of :mod:`stablearena.figures.plots`),
 compresses it (gzip, as served) and stores it in the ``dashboard_views`` table keyed by the fit,
 from where every worker of the arena serves it. Each fit is drawn at most once.
 
@@ -125,7 +125,7 @@ def time_text(t: float) -> str:
 @lru_cache(maxsize=1)
 def environment() -> Any:
     """The report's Jinja2 environment with the dashboard's templates in front."""
-    from ..report import template_environment
+    from ..figures.report import template_environment
 
     return template_environment("stablearena.service")
 
@@ -140,11 +140,11 @@ def version_text() -> str:
 def build_view(fitted: Any, job: RenderJob) -> RenderedView:
     """The pages of one published fit: the leaderboard payload with Fisher intervals, rank
     intervals and tiers, the summary cards, the figures and the notes exactly as the HTML
-    report builds them (:func:`stablearena.report.build_report` on the fit's own counts), and
+    report builds them (:func:`stablearena.figures.report.build_report` on the fit's own counts), and
     the annotator screening — every annotator with its decision and reason — for the admin."""
+    from ..analysis.leaderboard import interval_caption
     from ..errors import InputError
-    from ..leaderboard import interval_caption
-    from ..report import annotator_section, build_report, method_text
+    from ..figures.report import annotator_section, build_report, method_text
 
     if fitted.counts is None:
         raise InputError("the published fit keeps no pair counts; the dashboard cannot draw it.")
@@ -331,7 +331,7 @@ def start_worker(parent: int | None = None) -> None:
 
         exit_with_parent(parent)
     _lower_priority(0)
-    from .. import plots, report  # noqa: F401
+    from ..figures import plots, report  # noqa: F401
     from ..raters import annotator  # noqa: F401
 
     environment()

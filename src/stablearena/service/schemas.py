@@ -1,6 +1,6 @@
 """The live arena's request bodies (pydantic models): what ``/docs`` shows and what a body is
 validated against. Answers are built by the routes (``/v1/leaderboard`` is the ``stablearena
-rank --format json`` contract, :func:`stablearena.leaderboard.leaderboard_payload`).
+rank --format json`` contract, :func:`stablearena.analysis.leaderboard.leaderboard_payload`).
 
 Every body is validated in strict mode: ``"3"``, ``3.0`` or ``true`` is not an integer, ``1``
 is not a boolean (a 422 naming the field, never a silent conversion). Names (of models and
@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..names import MAX_NAME, clean_name, name_problem
+from ..data.names import MAX_NAME, clean_name, name_problem
 
 __all__ = [
     "BattleRequest",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..battles import UNKNOWN_ANNOTATOR, Battles, PairCounts
+from ..data.battles import UNKNOWN_ANNOTATOR, Battles, PairCounts
 from ..errors import InputError
 from . import store
 
@@ -72,7 +72,7 @@ def _checked_names(path: Path, what: str, names: Any) -> list[str]:
 
 def import_log(engine: Engine, path: Path, progress: Any = None) -> dict[str, Any]:
     """Import the battle log at ``path`` in one transaction; returns what was added."""
-    from ..io import read_battles
+    from ..data.io import read_battles
 
     path = Path(path)
     try:

@@ -66,7 +66,7 @@ class ArenaConfig(BaseModel):
 
     strategy: str | None = Field(
         None,
-        description="Pair-selection strategy (stablearena.selection); null = the project's "
+        description="Pair-selection strategy (stablearena.design.selection); null = the project's "
         "default, selection.DEFAULT_STRATEGY, read at run time.",
     )
     exploration: float = Field(
@@ -168,7 +168,7 @@ class ArenaConfig(BaseModel):
         description="Influence screening of the published board: exclude (leave accounts whose "
         "push on a model or concentration on one model is beyond its Bonferroni bound out of "
         "that fit, decided afresh at every fit, as docs/guides/rigging.md measured) or warn "
-        "(only show the flags); stablearena.arena_rule.",
+        "(only show the flags); stablearena.crowd.board_rule.",
     )
     trust_record_days: float | None = Field(
         TRUST_RECORD_DAYS,
@@ -251,7 +251,7 @@ class ArenaConfig(BaseModel):
     def _known_strategy(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from ..selection import selector_names
+        from ..design.selection import selector_names
 
         if v not in selector_names():
             raise ValueError(f"unknown strategy; choose one of {', '.join(selector_names())}")

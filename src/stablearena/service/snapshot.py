@@ -1,6 +1,6 @@
 """A snapshot of the live arena's pair counts: the rows at one moment and the newest vote they
 include, shipped to the fit process and turned there into the
-:class:`~stablearena.battles.PairCounts` that ``stablearena rank`` builds from the exported
+:class:`~stablearena.data.battles.PairCounts` that ``stablearena rank`` builds from the exported
 vote log (docs/architecture.md). Shared by the counts kept in memory (:mod:`.counts`), the
 store's reads (:mod:`.store.queries`) and the refit (:mod:`.refit`)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..battles import PairCounts
+from ..data.battles import PairCounts
 
 __all__ = ["SOURCE", "Snapshot"]
 
@@ -65,7 +65,7 @@ class Snapshot:
 
     def without(self, names: Any) -> Snapshot:
         """This snapshot with the rows of the annotators ``names`` emptied (then dropped by
-        :meth:`counts`): a judge flagged by its probes weighs nothing (stablearena.probes)."""
+        :meth:`counts`): a judge flagged by its probes weighs nothing (stablearena.judging.probes)."""
         out = set(names)
         drop = np.array([self.annotator_names[int(k)] in out for k in self.annotator], dtype=bool)
         if not drop.any():

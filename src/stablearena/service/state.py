@@ -2,10 +2,10 @@
 
 Everything here is a cache of the database: the models and keys, the arena's configuration,
 the latest published fit, the information tracker of pair selection
-(:class:`stablearena.selection.InformationTracker`) and the pairs each annotator has judged.
+(:class:`stablearena.design.selection.InformationTracker`) and the pairs each annotator has judged.
 :meth:`ArenaState.load` rebuilds all of it, so a restart or a second worker loses nothing.
 
-Serving: :func:`stablearena.serving.serving_draw` (the ε-mixture of the strategy's pick and the
+Serving: :func:`stablearena.design.serving_draw.serving_draw` (the ε-mixture of the strategy's pick and the
 exploration distribution, with each pair's propensity), over the allowed pairs: both models
 active (not retired, no outage), among the requested ``models`` if given, and not judged by this
 annotator before unless every such pair has been. A served battle counts in the tracker at
@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Connection, Engine
 
-from .. import selection
-from ..battles import PairCounts
+from ..analysis.leaderboard import leaderboard_payload
+from ..data.battles import PairCounts
+from ..design import selection
+from ..design.selection import InformationTracker, Selector, get_selector
+from ..design.serving_draw import boost_weights, serving_draw
 from ..errors import StableArenaError
-from ..leaderboard import leaderboard_payload
-from ..selection import InformationTracker, Selector, get_selector
-from ..serving import boost_weights, serving_draw
 from . import store
 from .counts import LiveCounts
 from .errors import ApiError, for_the_service, waiting_message
@@ -162,7 +162,7 @@ class ArenaState:
         self.counts = LiveCounts(journal=not settings.fit_in_process)
         self.battles_served = 0
         self.refit_error: str | None = None
-        #: the last fit held back by the checks (stablearena.fitcheck), as stored in the
+        #: the last fit held back by the checks (stablearena.analysis.fitcheck), as stored in the
         #: database (meta ``fit_alert``) and read at each poll: ``{"problems", "as_of_vote",
         #: "n_votes", "held_at", "held_at_text"}``, or ``None`` while the board is good
         self.fit_alert: dict[str, Any] | None = None

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from ...names import name_forms
+from ...data.names import name_forms
 from .. import store
 from ..deps import Admin, arena, reload, write
 from ..errors import ApiError
@@ -63,7 +63,7 @@ def _loc(exc: ValidationError) -> str | None:
 def path_model(st: ArenaState, name: str) -> str:
     """The stored model a name from a path (percent-decoded by the server; ``{name:path}``
     also takes ``/``) addresses: the name exactly as sent, else its clean form as a body's
-    name is cleaned (:func:`stablearena.names.name_forms`); 404 when there is none."""
+    name is cleaned (:func:`stablearena.data.names.name_forms`); 404 when there is none."""
     for form in name_forms(name):
         if form in st.model_ids:
             return form
@@ -100,7 +100,7 @@ def export(
             if col in df.columns:
                 df[col] = [v if isinstance(v, float) else json.dumps(v) for v in df[col]]
     if fmt == "csv":  # the project's one CSV writer: formulas neutralised, line breaks quoted
-        from ...io import csv_text
+        from ...data.io import csv_text
 
         cells = df.astype(object).where(df.notna(), None)
         return csv_text(list(df.columns), cells.itertuples(index=False)).encode(), "text/csv"
@@ -153,12 +153,12 @@ async def export_votes(
     summary="Models whose answers talked to the judge, with what was done (admin)",
 )
 async def injections(request: Request, who: Admin) -> dict[str, Any]:
-    """Per model, the held battles in which its answer talked to the judge (stablearena.injection:
+    """Per model, the held battles in which its answer talked to the judge (stablearena.judging.injection:
     the serve config's ``[injection]`` policy), by action, most flagged first; and
     ``disagreement``: per model, whether the ``[[judges]]`` disagree about it beyond chance —
     one judge favouring a model the others do not
-    (:func:`stablearena.injection.judge_disagreement`)."""
-    from ...injection import judge_disagreement
+    (:func:`stablearena.judging.injection.judge_disagreement`)."""
+    from ...judging.injection import judge_disagreement
 
     engine = arena(request).engine
     rows = await asyncio.to_thread(store.held.flag_counts, engine)
@@ -171,11 +171,11 @@ async def injections(request: Request, who: Admin) -> dict[str, Any]:
     summary="The LLM judges' probe battles: susceptibility to notes, flagged or passed (admin)",
 )
 async def judges(request: Request, who: Admin) -> dict[str, Any]:
-    """Per ``[[judges]]`` judge tested by probe battles (stablearena.probes): the noted and
+    """Per ``[[judges]]`` judge tested by probe battles (stablearena.judging.probes): the noted and
     control probe calls, how often it picked the noted worse answer, its susceptibility ± its
     standard error, and its status — ``flagged`` (its votes weigh nothing in any fit) or
     ``passed`` — with the reason; and the probes' share of the judges' calls."""
-    from ...probes import DEFAULT_THRESHOLD, DEFAULT_Z
+    from ...judging.probes import DEFAULT_THRESHOLD, DEFAULT_Z
 
     return await asyncio.to_thread(
         store.probes.judge_status, arena(request).engine, DEFAULT_THRESHOLD, DEFAULT_Z
@@ -188,7 +188,7 @@ async def judges(request: Request, who: Admin) -> dict[str, Any]:
 )
 async def anonymity(request: Request, who: Admin) -> dict[str, Any]:
     """Per model, the held battles in which its answer named a model or its maker
-    (stablearena.anonymity) and the votes of non-anonymous battles it took part in, which the
+    (stablearena.judging.anonymity) and the votes of non-anonymous battles it took part in, which the
     default leaderboard leaves out (``GET /v1/leaderboard?anony=all`` keeps them)."""
     rows = await asyncio.to_thread(store.held.non_anonymous_counts, arena(request).engine)
     return {"models": rows}

@@ -37,10 +37,10 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.exc import IntegrityError
 
-from ...endpoints.client import prompt_problem
-from ...endpoints.config import endpoint_from_mapping
+from ...data.names import clean_name, name_forms
 from ...errors import InputError
-from ...names import clean_name, name_forms
+from ...judging.endpoints.client import prompt_problem
+from ...judging.endpoints.config import endpoint_from_mapping
 from .. import store
 from ..deps import Admin, arena, reload, write
 from ..duties import Duties, duties_summary
@@ -582,7 +582,7 @@ async def put_endpoint(
     request: Request, name: str, who: Admin, body: dict[str, Any]
 ) -> dict[str, Any]:
     # the name as POST /v1/admin/models takes it: a stored model by any spelling of its
-    # name, a new one only by a valid name (NFC, printable: stablearena.names)
+    # name, a new one only by a valid name (NFC, printable: stablearena.data.names)
     try:
         name = path_model(arena(request), name)
     except ApiError:

@@ -234,7 +234,7 @@ async def admin_page(request: Request) -> Response:
     battles = await asyncio.to_thread(d.battles_total)
     flags = await asyncio.to_thread(store.held.flag_counts, d.engine)
     named = await asyncio.to_thread(store.held.non_anonymous_counts, d.engine)
-    from ...probes import DEFAULT_THRESHOLD, DEFAULT_Z
+    from ...judging.probes import DEFAULT_THRESHOLD, DEFAULT_Z
 
     probes = await asyncio.to_thread(
         store.probes.judge_status, d.engine, DEFAULT_THRESHOLD, DEFAULT_Z

@@ -48,7 +48,7 @@ async def healthz(request: Request) -> JSONResponse:
         "fitted_at": fit.fitted_at if fit else None,
         "strategy": st.strategy_name,
         "refit_error": request.app.state.refitter.last_error,
-        # a fit that failed the checks (stablearena.fitcheck) was held back: the board is stale
+        # a fit that failed the checks (stablearena.analysis.fitcheck) was held back: the board is stale
         "board": "stale" if st.fit_alert else ("ok" if fit else "none"),
         "fit_alert": st.fit_alert,
         "refit_waiting": st.refit_waiting,

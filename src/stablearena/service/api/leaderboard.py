@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from ...uncertainty import CI_METHODS
+from ...raters.uncertainty import CI_METHODS
 from ..deps import arena
 from ..errors import ApiError
 from ..live_boards import live_boards

@@ -204,7 +204,7 @@ def annotator_by_id(conn: Connection, annotator_id: int) -> Any:
 # ---------------------------------------------------------------------------------- battles
 def anonymous(answers: list[dict[str, Any]]) -> bool:
     """Whether a battle with these ``battle_answers`` rows stays anonymous: no answer
-    ``named`` a model or its maker (the names found by stablearena.anonymity)."""
+    ``named`` a model or its maker (the names found by stablearena.judging.anonymity)."""
     return not any(a.get("named") for a in answers)
 
 
@@ -284,7 +284,7 @@ def finish_held(
     ``stopped``: its answers are kept, it never becomes votable. The one place where a turn's
     answers are finished (an answer check hooks in here or in its caller,
     ``BattleHolder.generate``). A turn with an answer that ``named`` a model
-    (stablearena.anonymity) makes the battle non-anonymous (``battles.anony`` false, never
+    (stablearena.judging.anonymity) makes the battle non-anonymous (``battles.anony`` false, never
     back): its vote will not be counted on the default board.
 
     With ``owner`` (the serving process that generated the turn: :mod:`.serving`), the turn is
@@ -389,7 +389,7 @@ def _current(rows: list[Any]) -> dict[tuple[int, str], Any]:
 
 def _style_sums(conn: Connection, battle_id: str, side: str) -> dict[str, int]:
     """The style counts of one side's whole conversation: summed over each turn's current
-    answer (stablearena.style_features counts each answer; a conversation's are their sum)."""
+    answer (stablearena.data.style_features counts each answer; a conversation's are their sum)."""
     rows = conn.execute(
         sa.select(
             battle_turns.c.turn, battle_turns.c.attempt, battle_turns.c.side, *_style_cols()
@@ -850,7 +850,7 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
     and, per side s in a/b, ``{column}_{s}`` for :data:`ANSWER_COLUMNS` (and, with ``texts``,
     ``prompt_text``, ``answer_a``/``answer_b`` and, for a judge's battle, ``judge_reasoning``:
     its replies to both orders as JSON text, ``[{"order", "winner", "reasoning"}, …]``)."""
-    from ...language import language_of
+    from ...data.language import language_of
 
     with engine.connect() as conn:
         held = conn.execute(sa.select(held_battles)).all()
@@ -1064,7 +1064,7 @@ def flag_counts(engine: Engine) -> list[dict[str, Any]]:
 def judge_votes(engine: Engine) -> list[dict[str, Any]]:
     """The LLM judges' current votes on held battles (battles of strategy ``judge``) as
     judgement records — ``judge``, ``x`` (model A), ``y`` (model B), ``outcome`` x/y/tie
-    (both-bad counts as a tie) — for :func:`stablearena.injection.judge_disagreement`."""
+    (both-bad counts as a tie) — for :func:`stablearena.judging.injection.judge_disagreement`."""
     a = models.alias("ma")
     b = models.alias("mb")
     q = (
@@ -1086,7 +1086,7 @@ def judge_votes(engine: Engine) -> list[dict[str, Any]]:
 
 def non_anonymous_counts(engine: Engine) -> list[dict[str, Any]]:
     """Per model, the held battles in which its own answer named a model or its maker
-    (``battle_answers.named``; stablearena.anonymity) — ``battles``, the names said most
+    (``battle_answers.named``; stablearena.judging.anonymity) — ``battles``, the names said most
     often (``names``: {name: n}) — and the current votes on non-anonymous battles it took
     part in (``votes_left_out``: in the log and the export with ``anony`` false, not on the
     default board); most first. People's battles only (a judge's copy is not counted twice)."""

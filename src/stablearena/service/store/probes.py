@@ -1,4 +1,4 @@
-"""The judges' probe battles (stablearena.probes; docs/guides/models-and-judges.md, "Judges
+"""The judges' probe battles (stablearena.judging.probes; docs/guides/models-and-judges.md, "Judges
 tested, not trusted"): recorded, read back as records, and the judges they flag."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def record_probe(
 
 
 def probe_records(conn: Connection) -> list[dict[str, Any]]:
-    """Every probe as a record of :func:`stablearena.probes.susceptibility` (``judge``: the
+    """Every probe as a record of :func:`stablearena.judging.probes.susceptibility` (``judge``: the
     judge's annotator name), oldest first."""
     rows = conn.execute(
         select(
@@ -62,10 +62,10 @@ def probe_records(conn: Connection) -> list[dict[str, Any]]:
 
 def judge_status(engine: Engine, threshold: float, z: float) -> dict[str, Any]:
     """What ``GET /v1/admin/judges`` answers: per judge with a probe its probe row
-    (:func:`stablearena.probes.probe_report`: susceptibility ± se, status ``flagged`` or
+    (:func:`stablearena.judging.probes.probe_report`: susceptibility ± se, status ``flagged`` or
     ``passed`` and why) and its votes, and the probes' share of the judges' calls (a vote of a
     judge is one battle judged in both orders: two calls; a probe two calls)."""
-    from ...probes import probe_report
+    from ...judging.probes import probe_report
 
     with engine.connect() as conn:
         recs = probe_records(conn)
@@ -88,7 +88,7 @@ def judge_status(engine: Engine, threshold: float, z: float) -> dict[str, Any]:
 
 def flagged_judges(conn: Connection, threshold: float, z: float) -> dict[str, str]:
     """The judges the probes flag (name → reason): their votes weigh nothing in any fit."""
-    from ...probes import susceptibility
+    from ...judging.probes import susceptibility
 
     rows = susceptibility(probe_records(conn), threshold, z)
     return {

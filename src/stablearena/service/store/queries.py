@@ -44,7 +44,7 @@ def load_config(conn: Connection) -> dict[str, Any]:
 
 def account_ages(conn: Connection, ramp_days: float, now: float) -> dict[str, float]:
     """Each annotator's age in days for bounded influence's age ramp
-    (:func:`stablearena.trust.account_weights`): days since its ``created_at``, and +∞ — an old
+    (:func:`stablearena.crowd.trust.account_weights`): days since its ``created_at``, and +∞ — an old
     account — for one imported with a log (the operator vouches for it) and for one created in
     the arena's first ``ramp_days`` days (its founding accounts: at launch nobody is older)."""
     start = get_meta(conn, "created_at")

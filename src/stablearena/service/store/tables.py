@@ -70,7 +70,7 @@ battles = Table(
     Column("propensity", Float),
     Column("served_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
-    # false: an answer of the battle named a model or its maker (stablearena.anonymity); its
+    # false: an answer of the battle named a model or its maker (stablearena.judging.anonymity); its
     # votes are kept in the log but not in pair_counts (the default board leaves them out)
     Column("anony", Boolean, nullable=False, server_default=true()),
 )
@@ -142,7 +142,7 @@ dashboard_sessions = Table(
 )
 
 # Battles the arena holds itself (docs/guides/arena-page.md): a model's endpoint (the
-# configuration of stablearena.endpoints.ModelEndpoint as JSON — never a key, only the name of
+# configuration of stablearena.judging.endpoints.ModelEndpoint as JSON — never a key, only the name of
 # the environment variable holding it; ``auto_outage``: the outage was set by the circuit
 # breaker, and is lifted when the model answers again), the prompt and state of each battle
 # held (``served`` until both answers are in, then ``complete`` or ``failed``; only a complete
@@ -216,7 +216,7 @@ battle_answers = Table(
     Column("style_headers", Integer),
     Column("style_lists", Integer),
     Column("style_bold", Integer),
-    # the model or maker names the answer mentions, comma-separated (stablearena.anonymity)
+    # the model or maker names the answer mentions, comma-separated (stablearena.judging.anonymity)
     Column("named", Text),
 )
 
@@ -252,7 +252,7 @@ battle_turns = Table(
     Column("asked_at", Float),
 )
 
-# Answers of held battles that talked to the judge (stablearena.injection; the [injection]
+# Answers of held battles that talked to the judge (stablearena.judging.injection; the [injection]
 # policy of the serve config): one row per flagged answer, counted per model in the admin view
 answer_flags = Table(
     "answer_flags",
@@ -266,7 +266,7 @@ answer_flags = Table(
     Index("ix_answer_flags_model", "model_id"),
 )
 
-# The judges' probe battles (stablearena.probes): a real answer of a held battle against a cut
+# The judges' probe battles (stablearena.judging.probes): a real answer of a held battle against a cut
 # copy of it, with a note to the judge after the copy (note: the corpus note's id) or none (a
 # control), judged in both orders; picked: what each answered order chose (worse | better |
 # tie, comma-separated). Never votes: a judge these flag has its votes left out of every fit.

@@ -168,7 +168,7 @@ class VoteResult:
     stored_outcome: int = -1
     message: str = ""
     # a page vote's battle: whether it counts on the default board (False: an answer named a
-    # model or its maker — stablearena.anonymity); None where not read
+    # model or its maker — stablearena.judging.anonymity); None where not read
     anony: bool | None = None
 
 
@@ -192,7 +192,7 @@ def record_vote(
     if row is None:
         return VoteResult("missing", message=f"no battle {battle_id!r}")
     owner, a, b, expires, vid, rev, old, created, first, anony = row
-    # a battle whose answers named a model (stablearena.anonymity): its vote is in the log,
+    # a battle whose answers named a model (stablearena.judging.anonymity): its vote is in the log,
     # not in pair_counts, so the default board (and every fit of the counts) leaves it out
     counted = bool(anony)
     if owner != annotator_id:

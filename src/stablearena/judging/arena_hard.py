@@ -1,0 +1,1494 @@
+"""Arena-Hard-Auto compatibility: its files read and written, its run as our battles, its
+baseline-anchored score table (docs/guides/models-and-judges.md, "Arena-Hard-Auto").
+
+Arena-Hard-Auto (github.com/lmarena/arena-hard-auto) keeps a benchmark run under
+``data/<bench_name>/``:
+
+* ``question.jsonl``: one question a line, ``{"uid", "category", "prompt", …}`` (v2) or
+  ``{"question_id", "category", "turns": [{"content"}], …}`` (v0.1);
+* ``model_answer/<model>.jsonl``: one answer a line, ``{"uid", "ans_id", "model", "messages":
+  [{"role": "user", …}, {"role": "assistant", "content": {"answer": TEXT}}], "tstamp",
+  "metadata": {"token_len", "header_count": {h1…h6}, "list_count": {ordered, unordered},
+  "bold_count": {"**", "__"}}}`` (v2) or ``{"question_id", "answer_id", "model_id",
+  "choices": [{"index", "turns": [{"content", "token_len"}]}], "conv_metadata"}`` (v0.1);
+* ``model_judgment/<judge>/<model>.jsonl``: one judgment a line, ``{"uid", "category",
+  "judge", "model", "baseline", "games": [G1, G2]}`` where game 1 shows the baseline as
+  assistant A and the model as B, game 2 the other way round, each ``{"score": LABEL,
+  "judgment": …}`` with LABEL one of ``A>>B A>B A=B B>A B>>A`` (or the mirrored ``A<<B``…),
+  ``None`` when the judge's reply had none (v0.1: ``question_id`` instead of ``uid``);
+* ``config/*.yaml``: the judge settings (``judge_model``, ``temperature``, ``max_tokens``,
+  ``regex_patterns``, ``prompt_template`` with ``{QUESTION}``, ``{ANSWER_A}``, ``{ANSWER_B}``,
+  ``model_list``, ``reference``, ``bench_name``; v0.1 also ``baseline_model``,
+  ``system_prompt``, ``regex_pattern`` and a one-element list as ``prompt_template``).
+
+Its scores: each judgment is two games; a game's label gives the model 1, ½ or 0 and a
+strong verdict (``>>``) counts ``weight`` = 3 times. The plain table is each model's mean
+score against the baseline with a bootstrap of the games; the style-controlled table is a
+Bradley–Terry fit with the answers' length and markdown differences as covariates, the score
+the model's win probability against the baseline. Intervals are the bootstrap's 5 % and 95 %
+quantiles (a 90 % interval), 100 rounds.
+
+Every reader keeps each line's whole record and its text, so that read → write gives the
+file's lines back byte for byte (blank lines aside) and read → write → read equal data; new
+records are written as ``json.dumps(record, ensure_ascii=False)``, as Arena-Hard-Auto's
+scripts write its answer and judgment files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.battles import Battles, Outcome
+from ..data.style_features import STYLE_FEATURES, count_tokens, normalized_difference
+from ..errors import InputError
+from ..inputs import check_depth, jsonl_records, read_input_text
+
+__all__ = [
+    "LABELS",
+    "Question",
+    "AnswerRecord",
+    "Judgment",
+    "JudgeSettings",
+    "ArenaHardRun",
+    "read_questions",
+    "write_questions",
+    "read_answers",
+    "write_answers",
+    "read_judgments",
+    "write_judgments",
+    "read_judge_settings",
+    "write_judge_settings",
+    "read_run",
+    "write_run",
+    "name_path",
+    "check_run_names",
+    "label_score",
+    "extract_label",
+    "answer_metadata",
+    "judgment_battles",
+    "BaselineBoard",
+    "baseline_board",
+    "export_journal",
+    "simulate_run",
+    "apply_judge_settings",
+    "read_board",
+    "board_metrics",
+    "fitted_metrics",
+]
+
+#: Arena-Hard-Auto's verdict labels and the score each gives assistant A, and whether strong.
+LABELS: dict[str, tuple[float, bool]] = {
+    "A>>B": (1.0, True),
+    "A>B": (1.0, False),
+    "A=B": (0.5, False),
+    "B>A": (0.0, False),
+    "B>>A": (0.0, True),
+    "A<<B": (0.0, True),
+    "A<B": (0.0, False),
+    "B=A": (0.5, False),
+    "B<A": (1.0, False),
+    "B<<A": (1.0, True),
+}
+
+#: Arena-Hard-Auto's default verdict patterns (tried in order on the upper-cased reply; the
+#: last match of the first pattern that matches is the verdict).
+DEFAULT_PATTERNS: tuple[str, ...] = (r"\[\[([AB<>=]+)\]\]", r"\[([AB<>=]+)\]")
+
+
+def label_score(label: str, where: str) -> tuple[float, bool]:
+    """(score of assistant A, strong) of a verdict label; an unknown label is an error naming
+    ``where`` (file and line)."""
+    try:
+        return LABELS[label]
+    except (KeyError, TypeError):
+        raise InputError(
+            f"{where}: verdict label {label!r} is not one of {', '.join(LABELS)}; fix the "
+            "label or set it to null (a reply without a verdict)."
+        ) from None
+
+
+def extract_label(text: str, patterns: Sequence[str] = DEFAULT_PATTERNS) -> str | None:
+    """The verdict label of a judge's reply as Arena-Hard-Auto reads it: for each pattern in
+    turn, the last non-empty match on the upper-cased text; ``None`` if no pattern matches."""
+    for pattern in patterns:
+        found = [m for m in re.findall(pattern, text.upper()) if m != ""]
+        if found:
+            return found[-1].strip("\n")
+    return None
+
+
+# ---------------------------------------------------------------------------------- files
+#: Longest part of a file name (between two ``/``) most file systems allow, in bytes.
+_NAME_BYTES = 255
+
+
+def name_path(
+    directory: str | Path,
+    name: str,
+    *,
+    suffix: str = ".jsonl",
+    within: str | Path | None = None,
+) -> Path:
+    """The file of model or judge ``name`` inside ``directory``: ``directory/<name><suffix>``
+    (``suffix=""``: a judge's directory), named as Arena-Hard-Auto names it
+    (``model_answer/{model}.jsonl``, ``model_judgment/{judge}/{model}.jsonl``): a ``/`` in the
+    name is a subdirectory (``meta-llama/Llama-3-8B`` is ``meta-llama/Llama-3-8B.jsonl``), as
+    ``os.path.join`` makes it there. The readers (:func:`read_run`) walk the subdirectories and
+    take each record's name from the record, so the file is read back under its name.
+
+    Refused with an :class:`InputError` naming the name and what to do: a name that is not a
+    name (:func:`stablearena.data.names.name_problem`: control characters such as NUL, invisible
+    ones), an empty part (a leading ``/`` — an absolute name —, a trailing or doubled one), a
+    part ``.`` or ``..``, a backslash (a separator on Windows), a part longer than 255 bytes,
+    a directory part ending in ``suffix`` (``a.jsonl/b`` would make a directory where the file
+    of ``a`` goes); and a path that, with every symbolic link resolved, lies outside
+    ``within`` (default ``directory``) or is neither a regular file (a directory, with
+    ``suffix=""``) nor absent: a FIFO, a device, a link out of the run directory. Two distinct
+    names give two distinct paths, neither inside the other."""
+    from ..data.names import name_problem
+
+    directory = Path(directory)
+    if not isinstance(name, str):
+        raise InputError(f"a model or judge name must be a string, not {name!r}.")
+    problem = name_problem(name)
+    if problem:
+        raise InputError(f"the model or judge name {name!r} {problem}; rename it.")
+    parts = name.split("/")
+    for k, part in enumerate(parts):
+        last = k == len(parts) - 1
+        why = None
+        if part == "":
+            why = "has an empty part (a leading /, an absolute name, or a doubled or trailing /)"
+        elif part in (".", ".."):
+            why = f"has a part {part!r}, which names a directory, not a file"
+        elif "\\" in part:
+            why = "holds a backslash (a path separator on Windows)"
+        elif len((part + (suffix if last else "")).encode("utf-8")) > _NAME_BYTES:
+            why = f"has a part longer than {_NAME_BYTES} bytes (the longest file name)"
+        elif not last and suffix and part.endswith(suffix):
+            why = f"has a directory part ending in {suffix} (where another name's file goes)"
+        if why:
+            raise InputError(
+                f"the model or judge name {name!r} {why}; it cannot name a file inside "
+                f"{directory}: rename it (a / stands for a subdirectory, as in "
+                "Arena-Hard-Auto's files)."
+            )
+    path = directory.joinpath(*parts[:-1], parts[-1] + suffix)
+    _check_inside(path, Path(within) if within is not None else directory, repr(name))
+    return path
+
+
+def _check_inside(path: Path, within: Path, what: str) -> None:
+    """Raise :class:`InputError` unless ``path``, every link resolved, lies inside ``within``
+    and is absent, a regular file or a directory (the kind its place needs is the caller's)."""
+    base = os.path.realpath(within)
+    real = os.path.realpath(path)
+    if os.path.commonpath([base, real]) != base:
+        raise InputError(
+            f"{path}: the file of {what} resolves to {real}, outside {within} (a symbolic link "
+            "out of the run directory); remove the link or write the run elsewhere."
+        )
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the file of {what} ({exc.strerror}).") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise InputError(
+            f"{path}: the file of {what} exists and is not a regular file (a FIFO, a device or "
+            "a socket); remove it or write the run elsewhere."
+        )
+
+
+def _line(item: Any) -> str:
+    """The JSON line of a read item: its line as read, or its record dumped when new."""
+    if item.line is not None:
+        return item.line
+    return json.dumps(item.record, ensure_ascii=False, allow_nan=False)
+
+
+def _write_jsonl(items: Iterable[Any], path: str | Path) -> None:
+    from ..atomic import atomic_write
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, "".join(_line(item) + "\n" for item in items))
+
+
+def _field(rec: Mapping[str, Any], names: Sequence[str], where: str, what: str) -> Any:
+    for n in names:
+        if n in rec and rec[n] is not None:
+            return rec[n]
+    raise InputError(f"{where}: the {what} has no {' or '.join(names)} field; add it.")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)[:60]
+
+
+def _field_name(rec: Mapping[str, Any], names: Sequence[str]) -> str:
+    return next(n for n in names if rec.get(n) is not None)
+
+
+def _id_field(rec: Mapping[str, Any], names: Sequence[str], where: str, what: str) -> str:
+    """A question id (``uid``, ``question_id``): a string, or a whole number read as one."""
+    value = _field(rec, names, where, what)
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    raise InputError(
+        f"{where}: the {what}'s field {_field_name(rec, names)!r} must be a string (the "
+        f"question's id), not {_shown(value)}."
+    )
+
+
+def _name_field(rec: Mapping[str, Any], names: Sequence[str], where: str, what: str) -> str:
+    """A model's, judge's or baseline's name: a non-empty string."""
+    value = _field(rec, names, where, what)
+    if not isinstance(value, str) or not value:
+        raise InputError(
+            f"{where}: the {what}'s field {_field_name(rec, names)!r} must be a model's name (a "
+            f"non-empty string), not {_shown(value)}."
+        )
+    return value
+
+
+def _optional_text(rec: Mapping[str, Any], key: str, where: str, what: str) -> str:
+    """An optional text field (``category``): a string, ``""`` when absent or null."""
+    value = rec.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(
+            f"{where}: the {what}'s field {key!r} must be a string or null, not {_shown(value)}."
+        )
+    return value
+
+
+def _text(value: Any) -> str:
+    """An answer's or prompt's text: a string, ``{"answer": …}`` or a list of
+    ``{"content": …}`` turns (the first)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in ("answer", "content", "text"):
+            if key in value:
+                return _text(value[key])
+    if isinstance(value, list) and value:
+        return _text(value[0])
+    return ""
+
+
+# ---------------------------------------------------------------------------------- questions
+@dataclass(frozen=True)
+class Question:
+    """One question: ``uid``, ``prompt`` text, ``category`` (``""`` if none) and the record."""
+
+    uid: str
+    prompt: str
+    category: str
+    record: Mapping[str, Any] = field(compare=False, repr=False)
+    line: str | None = field(default=None, compare=False, repr=False)
+
+
+def read_questions(path: str | Path) -> list[Question]:
+    """The questions of a ``question.jsonl`` (v2 ``uid``/``prompt`` or v0.1
+    ``question_id``/``turns``); uids must be unique and prompts non-empty."""
+    path = Path(path)
+    out: list[Question] = []
+    seen: dict[str, str] = {}
+    for where, rec, line in jsonl_records(path, "question"):
+        uid = _id_field(rec, ("uid", "question_id"), where, "question")
+        prompt = _text(_field(rec, ("prompt", "turns"), where, "question"))
+        if not prompt.strip():
+            raise InputError(
+                f"{where}: question {uid!r} has an empty prompt (field 'prompt' or 'turns': a "
+                "text, or [{'content': TEXT}])."
+            )
+        if uid in seen:
+            raise InputError(f"{where}: question uid {uid!r} repeats {seen[uid]}.")
+        seen[uid] = where
+        category = _optional_text(rec, "category", where, "question")
+        out.append(Question(uid, prompt, category, rec, line))
+    if not out:
+        raise InputError(f"{path}: no questions.")
+    return out
+
+
+def write_questions(questions: Iterable[Question], path: str | Path) -> None:
+    """Write questions as ``question.jsonl`` (each question's record as it was read)."""
+    _write_jsonl(questions, path)
+
+
+# ---------------------------------------------------------------------------------- answers
+@dataclass(frozen=True)
+class AnswerRecord:
+    """One model's answer to one question: the text and the style metadata (``None`` if the
+    file has none), and the record."""
+
+    uid: str
+    model: str
+    text: str
+    metadata: Mapping[str, Any] | None
+    record: Mapping[str, Any] = field(compare=False, repr=False)
+    line: str | None = field(default=None, compare=False, repr=False)
+
+
+def read_answers(path: str | Path) -> list[AnswerRecord]:
+    """The answers of a ``model_answer/<model>.jsonl`` file (v2 ``messages`` or v0.1
+    ``choices[].turns``); one answer per uid."""
+    path = Path(path)
+    out: list[AnswerRecord] = []
+    seen: dict[str, str] = {}
+    for where, rec, line in jsonl_records(path, "answer"):
+        uid = _id_field(rec, ("uid", "question_id"), where, "answer")
+        model = _name_field(rec, ("model", "model_id"), where, "answer")
+        if out and model != out[0].model:
+            raise InputError(
+                f"{where}: an answer of model {model!r} in the file of {out[0].model!r} "
+                f"({out[0].uid!r} and the lines before it); one model a file: move it to its "
+                "own file."
+            )
+        if "messages" in rec:
+            if not isinstance(rec["messages"], list):
+                raise InputError(
+                    f"{where}: the answer's field 'messages' must be a list of "
+                    f"{{'role', 'content'}} messages, not {_shown(rec['messages'])}."
+                )
+            turns = [m for m in rec["messages"] if isinstance(m, Mapping)]
+            said = [m for m in turns if m.get("role") == "assistant"]
+            if not said:
+                raise InputError(f"{where}: the answer's messages have no assistant turn.")
+            text = _text(said[-1].get("content"))
+        elif "choices" in rec:
+            try:
+                text = _text(rec["choices"][0]["turns"][0].get("content"))
+            except (IndexError, KeyError, TypeError, AttributeError):
+                raise InputError(
+                    f"{where}: choices must be [{{'turns': [{{'content': TEXT}}]}}]."
+                ) from None
+        else:
+            raise InputError(f"{where}: the answer has neither messages (v2) nor choices (v0.1).")
+        if uid in seen:
+            raise InputError(
+                f"{where}: a second answer of {model!r} to question {uid!r} (the first: "
+                f"{seen[uid]}); keep one."
+            )
+        seen[uid] = where
+        key = "metadata" if "metadata" in rec else "conv_metadata"
+        meta = rec.get(key)
+        if meta is not None and not isinstance(meta, Mapping):
+            raise InputError(
+                f"{where}: the answer's field {key!r} must be an object (token_len, "
+                f"header_count, …) or null, not {_shown(meta)}."
+            )
+        if meta is not None and "token_len" in meta:
+            for name in _STYLE_KEYS:
+                _count(meta.get(name, 0), f"{where}: the answer's field {key}.{name}")
+        out.append(AnswerRecord(uid, model, text, meta, rec, line))
+    return out
+
+
+def write_answers(answers: Iterable[AnswerRecord], path: str | Path) -> None:
+    """Write answers as a ``model_answer/<model>.jsonl`` file."""
+    _write_jsonl(answers, path)
+
+
+_HEADER_LEVEL = re.compile(r"^(#{1,6})\s", re.MULTILINE)
+_CODE_BLOCK = re.compile(r"```[^`]*```")
+_ORDERED = re.compile(r"^\s*\d+\.\s", re.MULTILINE)
+_UNORDERED = re.compile(r"^\s*[-*+]\s", re.MULTILINE)
+
+
+def answer_metadata(text: str) -> dict[str, Any]:
+    """Arena-Hard-Auto's style metadata of an answer (``token_len`` by our offline count of
+    words and punctuation, :func:`~stablearena.data.style_features.count_tokens`; the markdown
+    counts with fenced code removed, as :func:`~stablearena.data.style_features.style_counts`)."""
+    plain = _CODE_BLOCK.sub("", text)
+    levels = [len(m) for m in _HEADER_LEVEL.findall(plain)]
+    return {
+        "token_len": count_tokens(text),
+        "header_count": {f"h{k}": levels.count(k) for k in range(1, 7)},
+        "list_count": {
+            "ordered": len(_ORDERED.findall(plain)),
+            "unordered": len(_UNORDERED.findall(plain)),
+        },
+        "bold_count": {
+            "**": len(re.findall(r"\*\*[^*\n]+\*\*", plain)),
+            "__": len(re.findall(r"__[^_\n]+__", plain)),
+        },
+    }
+
+
+#: The style metadata an answer's style is read from: a count, or an object of counts.
+_STYLE_KEYS = ("token_len", "header_count", "list_count", "bold_count")
+
+
+def _count(value: Any, what: str) -> float:
+    """A style count (a finite number >= 0) or the sum of an object of them; anything else is
+    an :class:`InputError` starting with ``what`` (the file, line and field)."""
+    values = list(value.values()) if isinstance(value, Mapping) else [value]
+    for v in values:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not ok or not math.isfinite(v) or v < 0:
+            raise InputError(
+                f"{what} = {_shown(value)} is not a non-negative count (a number, or an "
+                "object of numbers); fix it or remove the metadata."
+            )
+    return float(sum(values))
+
+
+def _style_vector(meta: Mapping[str, Any] | None, text: str, where: str) -> np.ndarray:
+    """(tokens, headers, list items, bold) of an answer: its metadata when present, else
+    counted from its text."""
+    if meta is None or "token_len" not in meta:
+        meta = answer_metadata(text)
+    return np.array([_count(meta.get(key, 0), f"{where}: metadata {key}") for key in _STYLE_KEYS])
+
+
+# ---------------------------------------------------------------------------------- judgments
+@dataclass(frozen=True)
+class Judgment:
+    """One judgment of ``model`` against ``baseline`` on question ``uid`` by ``judge``: the two
+    games' labels (game 1: baseline shown as A; game 2: model shown as A), ``None`` for a
+    game without a verdict; and the record."""
+
+    uid: str
+    model: str
+    baseline: str
+    judge: str
+    category: str
+    labels: tuple[str | None, str | None]
+    record: Mapping[str, Any] = field(compare=False, repr=False)
+    where: str = field(default="", compare=False, repr=False)
+    line: str | None = field(default=None, compare=False, repr=False)
+
+
+def read_judgments(
+    path: str | Path,
+    *,
+    judge: str | None = None,
+    baseline: str | None = None,
+    root: str | Path | None = None,
+) -> list[Judgment]:
+    """The judgments of a ``model_judgment/<judge>/<model>.jsonl`` file. ``judge`` and
+    ``baseline`` fill records without those fields (v0.1 has no ``baseline``); without
+    ``judge``, a record without one is the judge's whose directory holds the file: the path
+    from ``root`` (the ``model_judgment`` directory; default the file's parent directory) to
+    the file, less the model's own part (:func:`name_path`). A judgment repeated (the same
+    judge, model, baseline and question) is an error naming both lines."""
+    path = Path(path)
+    out: list[Judgment] = []
+    for where, rec, line in jsonl_records(path, "judgment"):
+        uid = _id_field(rec, ("uid", "question_id"), where, "judgment")
+        model = _name_field(rec, ("model",), where, "judgment")
+        games = rec.get("games")
+        if not isinstance(games, list) or len(games) != 2:
+            raise InputError(
+                f"{where}: the judgment's field 'games' must be a list of the two games (both "
+                f"orders), not {_shown(games)}."
+            )
+        labels: list[str | None] = []
+        for k, g in enumerate(games):
+            if g is not None and not isinstance(g, Mapping):
+                raise InputError(
+                    f"{where}: the judgment's field games[{k}] must be an object with a score "
+                    f"or null, not {_shown(g)}."
+                )
+            lab = g.get("score") if g is not None else None
+            if lab is not None:
+                label_score(lab, f"{where}, field games[{k}].score")
+            labels.append(lab)
+        base = _name_field(rec, ("baseline",), where, "judgment") if rec.get("baseline") else None
+        base = base or baseline
+        if base is None:
+            raise InputError(
+                f"{where}: the judgment names no baseline (v0.1 files): give the baseline model."
+            )
+        if rec.get("judge"):
+            jname = _name_field(rec, ("judge",), where, "judgment")
+        else:
+            jname = judge or _judge_of(path, Path(root) if root is not None else None, model)
+        category = _optional_text(rec, "category", where, "judgment")
+        out.append(
+            Judgment(uid, model, base, jname, category, (labels[0], labels[1]), rec, where, line)
+        )
+    _no_repeats(out)
+    return out
+
+
+def _judge_of(path: Path, root: Path | None, model: str) -> str:
+    """The judge whose directory under ``root`` holds ``path``, the file of ``model``."""
+    if root is None:
+        return path.parent.name
+    parts = path.relative_to(root).parts
+    mine = (*model.split("/")[:-1], model.split("/")[-1] + ".jsonl")
+    if len(parts) > len(mine) and parts[-len(mine) :] == mine:
+        return "/".join(parts[: -len(mine)])
+    return "/".join(parts[:-1])
+
+
+def _no_repeats(judgments: Iterable[Judgment]) -> None:
+    """Raise :class:`InputError` when two judgments are of the same judge, model, baseline and
+    question, naming both places."""
+    seen: dict[tuple[str, str, str, str], str] = {}
+    for j in judgments:
+        key = (j.judge, j.model, j.baseline, j.uid)
+        if key in seen:
+            raise InputError(
+                f"{j.where}: a second judgment by {j.judge!r} of {j.model!r} against "
+                f"{j.baseline!r} on question {j.uid!r} (the first: {seen[key]}); keep one."
+            )
+        seen[key] = j.where
+
+
+def write_judgments(judgments: Iterable[Judgment], path: str | Path) -> None:
+    """Write judgments as a ``model_judgment/<judge>/<model>.jsonl`` file."""
+    _write_jsonl(judgments, path)
+
+
+# ---------------------------------------------------------------------------------- settings
+_SETTING_KEYS = (
+    "judge_model",
+    "bench_name",
+    "temperature",
+    "max_tokens",
+    "reference",
+    "regex_patterns",
+    "prompt_template",
+    "model_list",
+    "baseline_model",
+    "system_prompt",
+)
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Arena-Hard-Auto's judge settings (``config/arena-hard-*.yaml``). ``patterns``: the
+    verdict regexes in order (v0.1's single ``regex_pattern`` becomes one); ``template``:
+    the user message with ``{QUESTION}``, ``{ANSWER_A}``, ``{ANSWER_B}`` (v0.1's
+    ``{question_1}``, ``{answer_1}``, ``{answer_2}`` are read as those). ``record``: the
+    whole YAML mapping, written back as it was."""
+
+    judge_model: str
+    bench_name: str
+    temperature: float
+    max_tokens: int
+    patterns: tuple[str, ...]
+    template: str
+    model_list: tuple[str, ...]
+    baseline: str | None = None
+    system_prompt: str | None = None
+    record: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def ours(self) -> dict[str, Any]:
+        """The judge keys of our judges.toml that reproduce these settings: ``template``,
+        ``verdict_pattern``, ``verdict_labels`` (every Arena-Hard label to A/B/tie, and our
+        ``A``/``B``/``C``), ``params`` (temperature, max_tokens) and ``system_prompt`` when the
+        file has one. Its default pattern ``\\[\\[([AB<>=]+)\\]\\]`` becomes
+        ``\\[\\[([AB<>=]+|C)\\]\\]`` so that a judge answering in our labels (``[[C]]``: a tie) is
+        read too; another pattern is kept as it is."""
+        tpl = self.template
+        for theirs, mine in (
+            ("{QUESTION}", "{prompt}"),
+            ("{ANSWER_A}", "{answer_a}"),
+            ("{ANSWER_B}", "{answer_b}"),
+        ):
+            tpl = tpl.replace(theirs, mine)
+        labels = {
+            k: ("A" if s == 1.0 else "B" if s == 0.0 else "tie") for k, (s, _) in LABELS.items()
+        }
+        labels.update({"A": "A", "B": "B", "C": "tie"})
+        pattern = self.patterns[0]
+        if pattern == DEFAULT_PATTERNS[0]:
+            pattern = r"\[\[([AB<>=]+|C)\]\]"
+        out: dict[str, Any] = {
+            "template": tpl,
+            "verdict_pattern": pattern,
+            "verdict_labels": labels,
+            "params": {"temperature": self.temperature, "max_tokens": self.max_tokens},
+        }
+        if self.system_prompt:
+            out["system_prompt"] = self.system_prompt
+        return out
+
+
+def apply_judge_settings(judge: Any, settings: JudgeSettings) -> Any:
+    """Our :class:`~stablearena.judging.judges.Judge` judging as Arena-Hard-Auto's settings say: its
+    template, first verdict pattern and labels, temperature and max_tokens, and its system
+    prompt when the settings carry one (v0.1; v2 keeps it in code, so the judge's own stays)."""
+
+    from .judges import VerdictParser
+
+    ours = settings.ours()
+    params = {**dict(judge.endpoint.params), **ours["params"]}
+    endpoint = replace(
+        judge.endpoint,
+        params=params,
+        system_prompt=ours.get("system_prompt", judge.endpoint.system_prompt),
+    )
+    parser = VerdictParser(ours["verdict_pattern"], ours["verdict_labels"])
+    return replace(judge, endpoint=endpoint, template=ours["template"], parser=parser)
+
+
+_V01_FIELDS = (
+    ("{question_1}", "{QUESTION}"),
+    ("{answer_1}", "{ANSWER_A}"),
+    ("{answer_2}", "{ANSWER_B}"),
+)
+
+
+def _setting_type(
+    path: Path, key: str, value: Any, kind: type, said: str, item: type | None = None
+) -> None:
+    ok = isinstance(value, kind) and not isinstance(value, bool)
+    if ok and item is not None:
+        ok = all(isinstance(v, item) and not isinstance(v, bool) for v in value)
+    if not ok:
+        raise InputError(f"{path}: {key} must be {said}, not {_shown(value)}.")
+
+
+def read_judge_settings(path: str | Path) -> JudgeSettings:
+    """Arena-Hard-Auto judge settings from its YAML file."""
+    import yaml
+
+    path = Path(path)
+    text = read_input_text(path, "judge settings")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: cannot read the judge settings ({exc}).") from None
+    except RecursionError:
+        raise InputError(f"{path}: the judge settings nest too deeply to be settings.") from None
+    check_depth(data, str(path))
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: judge settings must be a YAML mapping.")
+    missing = [k for k in ("judge_model", "prompt_template") if not data.get(k)]
+    if missing:
+        raise InputError(f"{path}: judge settings need {', '.join(missing)}.")
+    patterns = data.get("regex_patterns") or data.get("regex_pattern") or list(DEFAULT_PATTERNS)
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    _setting_type(path, "regex_patterns", patterns, list, "a list of regexes", str)
+    _setting_type(path, "judge_model", data["judge_model"], str, "a model's name")
+    _setting_type(path, "model_list", data.get("model_list") or [], list, "a list of names", str)
+    for key in ("baseline_model", "system_prompt", "bench_name"):
+        if data.get(key) is not None:
+            _setting_type(path, key, data[key], str, "a string")
+    for key in ("temperature", "max_tokens"):
+        if isinstance(data.get(key), bool):
+            raise InputError(f"{path}: {key} must be a number, not {data[key]!r}.")
+    if not isinstance(data["prompt_template"], (str, list)) or (
+        isinstance(data["prompt_template"], list)
+        and not all(isinstance(t, str) for t in data["prompt_template"])
+    ):
+        raise InputError(
+            f"{path}: prompt_template must be a template (a string), not "
+            f"{_shown(data['prompt_template'])}."
+        )
+    for p in patterns:
+        try:
+            if re.compile(p).groups < 1:
+                raise InputError(f"{path}: regex pattern {p!r} needs a (group) for the label.")
+        except re.error as exc:
+            raise InputError(f"{path}: regex pattern {p!r} is not a regex ({exc}).") from None
+    template = data["prompt_template"]
+    if isinstance(template, list):
+        if len(template) != 1:
+            raise InputError(
+                f"{path}: prompt_template must be one template (multi-turn is not read)."
+            )
+        template = template[0]
+    for old, new in _V01_FIELDS:
+        template = str(template).replace(old, new)
+    if "{ANSWER_A}" not in template or "{ANSWER_B}" not in template:
+        raise InputError(f"{path}: prompt_template needs {{ANSWER_A}} and {{ANSWER_B}}.")
+    try:
+        temperature = float(data.get("temperature", 0.0))
+        max_tokens = int(data.get("max_tokens", 4096))
+    except (TypeError, ValueError):
+        raise InputError(f"{path}: temperature and max_tokens must be numbers.") from None
+    if not math.isfinite(temperature) or temperature < 0 or max_tokens < 1:
+        raise InputError(f"{path}: temperature must be >= 0 and max_tokens >= 1.")
+    return JudgeSettings(
+        judge_model=str(data["judge_model"]),
+        bench_name=str(data.get("bench_name") or ""),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        patterns=tuple(str(p) for p in patterns),
+        template=template,
+        model_list=tuple(str(m) for m in data.get("model_list") or ()),
+        baseline=data.get("baseline_model"),
+        system_prompt=data.get("system_prompt"),
+        record=data,
+    )
+
+
+def write_judge_settings(settings: JudgeSettings, path: str | Path) -> None:
+    """Write judge settings as YAML (the record read, or the v2 keys of new settings)."""
+    import yaml
+
+    data = dict(settings.record) or {
+        "judge_model": settings.judge_model,
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        "bench_name": settings.bench_name,
+        "reference": None,
+        "regex_patterns": list(settings.patterns),
+        "prompt_template": settings.template,
+        "model_list": list(settings.model_list),
+    }
+    Path(path).write_text(
+        yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10**9), encoding="utf-8"
+    )
+
+
+# ---------------------------------------------------------------------------------- a run
+@dataclass
+class ArenaHardRun:
+    """A benchmark directory (``data/<bench_name>``): questions, answers by model, judgments
+    by judge."""
+
+    questions: list[Question]
+    answers: dict[str, list[AnswerRecord]]
+    judgments: dict[str, list[Judgment]]
+
+    def battles(
+        self,
+        *,
+        weight: int = 3,
+        judges: Sequence[str] | None = None,
+        style: bool = True,
+        category: str | None = None,
+    ) -> tuple[Battles, int]:
+        """(the judgments as battles, judgments left out because a game has no verdict);
+        :func:`judgment_battles`, with the answers' style when the run has answers and
+        ``style``; only ``category``'s judgments when given (v2 runs have a baseline per
+        category). An unknown judge name or category is an error."""
+        unknown = sorted(set(judges or ()) - set(self.judgments))
+        if unknown:
+            raise InputError(
+                f"no judgments of {unknown}; the run has judges {sorted(self.judgments)}."
+            )
+        chosen = [
+            j for name, js in self.judgments.items() if judges is None or name in judges for j in js
+        ]
+        if category is not None:
+            cats = sorted({j.category for j in chosen})
+            chosen = [j for j in chosen if j.category == category]
+            if not chosen:
+                raise InputError(f"no judgments of category {category!r}; the run has {cats}.")
+        answers = self.answers if style and self.answers else None
+        return judgment_battles(chosen, weight=weight, answers=answers)
+
+
+def _run_files(directory: Path, min_depth: int = 1) -> list[Path]:
+    """The ``*.jsonl`` files under ``directory`` and its subdirectories (``min_depth``: how
+    many levels down at least; links to directories are not followed), sorted."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for top, dirs, files in os.walk(directory):
+        dirs.sort()
+        depth = len(Path(top).relative_to(directory).parts) + 1
+        if depth >= min_depth:
+            found += [Path(top) / f for f in files if f.endswith(".jsonl")]
+    return sorted(found)
+
+
+def read_run(directory: str | Path, *, baseline: str | None = None) -> ArenaHardRun:
+    """Read ``question.jsonl``, ``model_answer/**/*.jsonl`` and
+    ``model_judgment/<judge>/**/*.jsonl`` of a benchmark directory (``baseline`` fills v0.1
+    judgments, which name none). Subdirectories are read: a name with ``/`` is one
+    (:func:`name_path`). Each record's model and judge are the names in the record; the
+    answers of one model in two files, and a judgment repeated (in one file or two), are
+    errors naming both places."""
+    d = Path(directory)
+    qfile = d / "question.jsonl"
+    if not qfile.exists():
+        raise InputError(
+            f"{d}: no question.jsonl; give Arena-Hard-Auto's data/<bench_name> directory."
+        )
+    questions = read_questions(qfile)
+    answers: dict[str, list[AnswerRecord]] = {}
+    files: dict[str, Path] = {}
+    for f in _run_files(d / "model_answer"):
+        got = read_answers(f)
+        if not got:
+            continue
+        model = got[0].model
+        if model in answers:
+            raise InputError(
+                f"{f}: answers of model {model!r}, whose answers are in {files[model]} too; "
+                "keep one file a model (merge them or remove one)."
+            )
+        answers[model], files[model] = got, f
+    root = d / "model_judgment"
+    judgments: dict[str, list[Judgment]] = {}
+    for f in _run_files(root, min_depth=2):
+        for j in read_judgments(f, baseline=baseline, root=root):
+            judgments.setdefault(j.judge, []).append(j)
+    _no_repeats(j for js in judgments.values() for j in js)
+    return ArenaHardRun(questions, answers, judgments)
+
+
+def check_run_names(directory: str | Path, models: Iterable[str], judges: Iterable[str]) -> None:
+    """Raise the :class:`InputError` :func:`write_run` would for a run of ``models`` judged
+    by ``judges`` in ``directory`` (a name that cannot name a file there, two names that
+    would be one file), before any work is done (``auto --arena-hard-dir``)."""
+    models = list(models)
+    _plan(
+        Path(directory),
+        [(m, []) for m in models],
+        [(j, m, []) for j in judges for m in models],
+    )
+
+
+def _plan(
+    d: Path,
+    answers: Iterable[tuple[str, list[Any]]],
+    judgments: Iterable[tuple[str, str, list[Any]]],
+) -> list[tuple[Path, str, list[Any]]]:
+    """Each file of a run: (path by :func:`name_path`, what it holds, its items); two files
+    at one path, or one inside the other's place, are an :class:`InputError`."""
+    plan: list[tuple[Path, str, list[Any]]] = []
+    for model, items in answers:
+        path = name_path(d / "model_answer", model, within=d)
+        plan.append((path, f"the answers of {model!r}", items))
+    judge_dirs: dict[str, Path] = {}
+    for judge, model, items in judgments:
+        if judge not in judge_dirs:
+            judge_dirs[judge] = name_path(d / "model_judgment", judge, suffix="", within=d)
+        path = name_path(judge_dirs[judge], model, within=d)
+        plan.append((path, f"the judgments by {judge!r} of {model!r}", items))
+    taken: dict[str, str] = {}
+    for path, what, _ in plan:
+        key = os.path.normpath(path)
+        if key in taken:
+            raise InputError(f"{path}: {what} and {taken[key]} would be one file; rename one.")
+        taken[key] = what
+    for path, what, _ in plan:  # a file where another one's directory goes
+        for parent in path.parents:
+            if os.path.normpath(parent) in taken:
+                raise InputError(
+                    f"{path}: {what} would be inside the file of "
+                    f"{taken[os.path.normpath(parent)]}; rename one."
+                )
+    return plan
+
+
+def write_run(run: ArenaHardRun, directory: str | Path) -> None:
+    """Write a run in Arena-Hard-Auto's layout (the inverse of :func:`read_run`): each model's
+    and judge's file named by :func:`name_path`, inside ``directory``. Two names that would be
+    one file (a judge ``a`` with a model ``b/m`` and a judge ``a/b`` with a model ``m``, or
+    names differing only in case on a file system that ignores case) are an error naming
+    both, as is a file of the run that is a link out of ``directory``."""
+    d = Path(directory)
+    by_judge: list[tuple[str, str, list[Any]]] = []
+    for judge, judgments in run.judgments.items():
+        by_model: dict[str, list[Judgment]] = {}
+        for j in judgments:
+            by_model.setdefault(j.model, []).append(j)
+        by_judge += [(judge, model, js) for model, js in by_model.items()]
+    plan = [(name_path(d, "question", within=d), "the questions", list(run.questions))]
+    plan += _plan(d, run.answers.items(), by_judge)
+    written: dict[tuple[int, int], str] = {}
+    for path, what, items in plan:
+        if path.exists():  # a file written a moment ago under another spelling: one file
+            st = path.stat()
+            if (st.st_dev, st.st_ino) in written:
+                raise InputError(
+                    f"{path}: {what} and {written[st.st_dev, st.st_ino]} would be one file on "
+                    "this file system (it ignores case or normalises names); rename one."
+                )
+        _write_jsonl(items, path)
+        st = path.stat()
+        written[st.st_dev, st.st_ino] = what
+
+
+# ---------------------------------------------------------------------------------- battles
+def judgment_battles(
+    judgments: Sequence[Judgment],
+    *,
+    weight: int = 3,
+    answers: Mapping[str, Sequence[AnswerRecord]] | None = None,
+) -> tuple[Battles, int]:
+    """Judgments as battles, two per judgment (one per game, ``model_a`` the answer shown as
+    A), the judge as annotator and the question uid as prompt; a strong verdict (``>>``)
+    weighs ``weight``. With ``answers``, the battles carry the four style covariates
+    (length, headers, lists, bold: (a − b)/(a + b + 1) of the answers' metadata, or of counts
+    of their text when they have none) for the style-controlled raters.
+
+    Returns the battles and how many judgments were left out because a game had no verdict
+    (Arena-Hard-Auto leaves them out too, and says how many)."""
+    if weight < 1:
+        raise InputError("the weight of a strong verdict must be >= 1.")
+    a_names: list[str] = []
+    b_names: list[str] = []
+    outcome: list[int] = []
+    w: list[float] = []
+    judge: list[str] = []
+    prompt: list[str] = []
+    wheres: list[str] = []
+    skipped = 0
+    for j in judgments:
+        if j.labels[0] is None or j.labels[1] is None:
+            skipped += 1
+            continue
+        if j.model == j.baseline:
+            raise InputError(f"{j.where}: model {j.model!r} is judged against itself.")
+        for (first, second), lab in zip(
+            ((j.baseline, j.model), (j.model, j.baseline)), j.labels, strict=True
+        ):
+            s, strong = label_score(lab, j.where)
+            a_names.append(first)
+            b_names.append(second)
+            outcome.append(int(Outcome.A if s == 1.0 else Outcome.B if s == 0.0 else Outcome.TIE))
+            w.append(float(weight) if strong else 1.0)
+            judge.append(j.judge)
+            prompt.append(j.uid)
+            wheres.append(j.where)
+    if not outcome:
+        raise InputError("no judgment with both games' verdicts to rate.")
+    battles = Battles.from_arrays(
+        np.array(a_names, dtype=object),
+        np.array(b_names, dtype=object),
+        np.array(outcome, dtype=np.int8),
+        annotator=judge,
+        prompt=prompt,
+        weight=w,
+        source="arena-hard judgments",
+    )
+    if answers is not None:
+        table = {(a.model, a.uid): a for rows in answers.values() for a in rows}
+        sides = np.zeros((2, len(outcome), 4))
+        for k, (names, where) in enumerate(
+            zip(zip(a_names, b_names, strict=True), wheres, strict=True)
+        ):
+            for s, model in enumerate(names):
+                ans = table.get((model, prompt[k]))
+                if ans is None:
+                    raise InputError(
+                        f"{where}: no answer of {model!r} to question {prompt[k]!r} for its style; "
+                        f"add model_answer/{model}.jsonl or rate without style control."
+                    )
+                sides[s, k] = _style_vector(
+                    ans.metadata, ans.text, f"the answer of {model!r} to {prompt[k]!r}"
+                )
+
+        battles = replace(
+            battles,
+            covariates=normalized_difference(sides[0], sides[1]),
+            covariate_names=STYLE_FEATURES,
+            extra={"style_a": sides[0], "style_b": sides[1]},
+        )
+    return battles, skipped
+
+
+# ---------------------------------------------------------------------------------- scores
+@dataclass(frozen=True)
+class BaselineBoard:
+    """Arena-Hard-Auto's score table: each model's score against the baseline (a fraction in
+    [0, 1]; the baseline itself 0.5), its bootstrap interval and the bootstrap replicates
+    (rounds × models) the benchmark metrics need."""
+
+    models: tuple[str, ...]
+    score: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    samples: np.ndarray
+    baseline: str
+    style: bool
+    level: float
+    features: tuple[str, ...] = ()
+
+    def records(self) -> list[dict[str, Any]]:
+        """One row a model, best first, in percent (one decimal, as Arena-Hard-Auto prints)."""
+        order = np.argsort(-self.score, kind="stable")
+        return [
+            {
+                "model": self.models[k],
+                "score": round(float(self.score[k]) * 100, 1),
+                "lower": round(float(self.lower[k]) * 100, 1),
+                "upper": round(float(self.upper[k]) * 100, 1),
+            }
+            for k in order
+        ]
+
+
+def _model_side(battles: Battles, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per battle: the non-baseline model's code and its score (1, ½, 0)."""
+    a_is_base = battles.model_a == base
+    if not np.all(a_is_base | (battles.model_b == base)):
+        row = int(np.flatnonzero(~(a_is_base | (battles.model_b == base)))[0])
+        raise InputError(
+            f"{battles.source}: battle {row + 1} does not involve the baseline "
+            f"{battles.models[base]!r}; the baseline table needs every battle against it."
+        )
+    model = np.where(a_is_base, battles.model_b, battles.model_a)
+    s_a = np.select(
+        [battles.outcome == Outcome.A, battles.outcome == Outcome.B], [1.0, 0.0], default=0.5
+    )
+    return model, np.where(a_is_base, 1.0 - s_a, s_a)
+
+
+def _expand(battles: Battles) -> Battles:
+    """Integer weights as repeated rows (a strong verdict is ``weight`` games, as
+    Arena-Hard-Auto's bootstrap draws them)."""
+    w = battles.weights()
+    reps = np.rint(w).astype(np.int64)
+    if not np.allclose(reps, w):
+        raise InputError(f"{battles.source}: the baseline table needs whole-number weights.")
+
+    return replace(battles.take(np.repeat(np.arange(len(battles)), reps)), weight=None)
+
+
+def _arena_hard_style(games: Battles, base: int) -> tuple[Battles, np.ndarray]:
+    """The games oriented model-first and Arena-Hard-Auto v2's style covariates of them
+    (:func:`baseline_board`, ``convention="arena-hard"``)."""
+    extra = games.extra or {}
+    if "style_a" not in extra or "style_b" not in extra:
+        raise InputError(
+            f"{games.source}: the Arena-Hard convention needs each side's style counts "
+            "(battles from judgment_battles with answers)."
+        )
+    flip = games.model_a == base
+    sa = np.where(flip[:, None], extra["style_b"], extra["style_a"])
+    sb = np.where(flip[:, None], extra["style_a"], extra["style_b"])
+    outcome = games.outcome.copy()
+    outcome[flip & (games.outcome == Outcome.A)] = Outcome.B
+    outcome[flip & (games.outcome == Outcome.B)] = Outcome.A
+    oriented = replace(
+        games,
+        model_a=np.where(flip, games.model_b, games.model_a).astype(np.int32),
+        model_b=np.where(flip, games.model_a, games.model_b).astype(np.int32),
+        outcome=outcome,
+    )
+    length = (sa[:, 0] - sb[:, 0]) / np.maximum(sa[:, 0] + sb[:, 0], 1e-300)
+    da = sa[:, 1:] / (sa[:, :1] + 1)
+    db = sb[:, 1:] / (sb[:, :1] + 1)
+    z = np.column_stack([length, (da - db) / (da + db + 1)])
+    sd = z.std(axis=0, ddof=1) if len(z) > 1 else np.zeros(z.shape[1])
+    z = np.where(sd > 0, (z - z.mean(axis=0)) / np.where(sd > 0, sd, 1.0), 0.0)
+    return oriented, z
+
+
+def baseline_board(
+    battles: Battles,
+    baseline: str,
+    *,
+    style: bool = False,
+    convention: str = "ours",
+    rounds: int = 100,
+    level: float = 0.90,
+    seed: int = 0,
+) -> BaselineBoard:
+    """Arena-Hard-Auto's baseline-anchored table of ``battles`` (every battle against
+    ``baseline``; :func:`judgment_battles`).
+
+    Plain (``style=False``): a model's score is its mean score over its games, each
+    bootstrap round resampling every model's games with replacement; the reported score is
+    the mean of the rounds. Style-controlled: each round resamples all games and fits
+    Bradley–Terry with the battles' style covariates (our ``style-m-elo`` rater: ties as half a win, as Arena-Hard-Auto counts them), the score
+    being the model's win probability against the baseline, σ(θ_model − θ_baseline); the
+    reported score is the median of the rounds; covariates constant over all battles (an
+    answer set without any bold text) are left out and ``features`` names those used. The
+    interval: the rounds' quantiles (1 − level)/2 and (1 + level)/2 (Arena-Hard-Auto: 5 % and
+    95 %).
+
+    ``convention`` (style-controlled only): ``"ours"`` — the four covariates
+    (a − b)/(a + b + 1) of the games as shown, standardised without centring (the games are
+    shown both ways round, so a covariate's mean is near 0), and the score is the win
+    probability at equal style; ``"arena-hard"`` — Arena-Hard-Auto v2's ``show_result.py``:
+    every game oriented model-first, length as (a − b)/(a + b), markdown as densities
+    (count / (tokens + 1)) with (a − b)/(a + b + 1), each covariate centred and scaled over
+    the games, no penalty; its score is the win probability at the games' mean style
+    difference, so a set of models that write longer than the baseline all read higher."""
+    if baseline not in battles.models:
+        raise InputError(f"{battles.source}: the baseline {baseline!r} is not among the models.")
+    if rounds < 2 or not 0 < level < 1:
+        raise InputError("rounds must be >= 2 and level in (0, 1).")
+    games = _expand(battles)
+    base = games.models.index(baseline)
+    model, s = _model_side(games, base)
+    m = len(games.models)
+    rng = np.random.default_rng(seed)
+    samples = np.full((rounds, m), 0.5)
+    features: tuple[str, ...] = ()
+    if not style:
+        groups = [np.flatnonzero(model == k) for k in range(m)]
+        for r in range(rounds):
+            for k, rows in enumerate(groups):
+                if k != base and len(rows):
+                    samples[r, k] = s[rng.choice(rows, size=len(rows))].mean()
+        score = samples.mean(axis=0)
+    else:
+        if games.covariates is None:
+            raise InputError(
+                f"{battles.source}: style control needs the answers' style (read the run with "
+                "its model_answer files)."
+            )
+        from ..raters import get_rater
+
+        if convention not in ("ours", "arena-hard"):
+            raise InputError(f"convention must be ours or arena-hard, not {convention!r}.")
+        penalty: dict[str, Any] = {}
+        if convention == "arena-hard":
+            games, z_ah = _arena_hard_style(games, base)
+            games = replace(games, covariates=z_ah)
+            penalty = {"penalty": "none", "standardize": False}
+        z = np.asarray(games.covariates)
+        varying = [n for c, n in enumerate(games.covariate_names or ()) if np.ptp(z[:, c]) > 0]
+        if not varying:
+            raise InputError(
+                f"{battles.source}: every style covariate is the same in every battle; there is "
+                "no style to control."
+            )
+        features = tuple(varying)
+        raters: dict[tuple[str, ...], Any] = {}
+        cols = [list(games.covariate_names or ()).index(f) for f in features]
+        n = len(games)
+        for r in range(rounds):
+            sub = games.take(rng.integers(0, n, size=n))
+            # a covariate that varies over the games may not in one resample: left out there
+            zs = np.asarray(sub.covariates)
+            used = tuple(f for f, c in zip(features, cols, strict=True) if np.ptp(zs[:, c]) > 0)
+            if used not in raters:
+                raters[used] = (
+                    get_rater("style-m-elo", raw=False, features=used, **penalty)
+                    if used
+                    else get_rater("m-elo")
+                )
+            fit = raters[used].fit(sub)
+            idx = [fit.models.index(x) for x in games.models]
+            th = np.asarray(fit.scores)[idx]
+            samples[r] = 1.0 / (1.0 + np.exp(-(th - th[base])))
+        score = np.median(samples, axis=0)
+    lo, hi = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    keep = np.array([k == base or np.any(model == k) for k in range(m)])
+    pick = np.flatnonzero(keep)
+    return BaselineBoard(
+        tuple(games.models[k] for k in pick),
+        score[pick],
+        lo[pick],
+        hi[pick],
+        samples[:, pick],
+        baseline,
+        style,
+        level,
+        features,
+    )
+
+
+# ---------------------------------------------------------------------------------- export
+_AH_WINNER = {"A": "A>B", "B": "B>A", "tie": "A=B"}
+
+
+def _ans_id(*key: str) -> str:
+    return hashlib.blake2b("\x1f".join(key).encode(), digest_size=11).hexdigest()
+
+
+def export_journal(
+    records: Sequence[Mapping[str, Any]],
+    prompts: Sequence[Any],
+    directory: str | Path,
+    *,
+    baseline: str,
+    patterns: Sequence[str] = DEFAULT_PATTERNS,
+    category: str = "",
+) -> dict[str, int]:
+    """Write an automatic run (its journal's records, :class:`~stablearena.judging.auto_arena.AutoArena`)
+    in Arena-Hard-Auto's layout under ``directory``: ``question.jsonl`` (v2), one answer file
+    per model, one judgment file per judge and model against ``baseline``.
+
+    A game's label is the one Arena-Hard-Auto's patterns read in the judge's reply, or, when
+    the judge answered in our labels (``[[A]]``, ``[[B]]``, ``[[C]]``), ``A>B``/``B>A``/
+    ``A=B``. Returns the counts written and ``not_baseline``: judgements of two models
+    neither of which is the baseline (they have no place in these files)."""
+    d = Path(directory)
+    texts = {p.id: p.text for p in prompts}
+    questions = [
+        Question(p.id, p.text, category, {"uid": p.id, "category": category, "prompt": p.text})
+        for p in prompts
+    ]
+    answers: dict[str, list[AnswerRecord]] = {}
+    for rec in records:
+        if rec.get("type") != "answer" or not rec.get("ok"):
+            continue
+        pid, model, text = str(rec["prompt_id"]), str(rec["model"]), str(rec.get("text", ""))
+        out = {
+            "uid": pid,
+            "ans_id": _ans_id(model, pid),
+            "model": model,
+            "messages": [
+                {"role": "user", "content": texts.get(pid, "")},
+                {"role": "assistant", "content": {"answer": text}},
+            ],
+            "tstamp": None,
+            "metadata": answer_metadata(text),
+        }
+        answers.setdefault(model, []).append(AnswerRecord(pid, model, text, out["metadata"], out))
+    judgments: dict[str, list[Judgment]] = {}
+    not_baseline = unparsed = 0
+    for rec in records:
+        if rec.get("type") != "judgement" or rec.get("stage") == "answer":
+            continue
+        x, y = str(rec["x"]), str(rec["y"])
+        if baseline not in (x, y):
+            not_baseline += 1
+            continue
+        model = y if x == baseline else x
+        by_order = {v.get("order"): v for v in rec.get("verdicts") or []}
+        # game 1 shows the baseline as A: order "xy" when x is the baseline
+        orders = ("xy", "yx") if x == baseline else ("yx", "xy")
+        games: list[dict[str, Any] | None] = []
+        labels: list[str | None] = []
+        for o in orders:
+            v = by_order.get(o)
+            if v is None:
+                games.append(None)
+                labels.append(None)
+                unparsed += 1
+                continue
+            label = extract_label(str(v.get("reasoning", "")), patterns)
+            if label not in LABELS:
+                label = _AH_WINNER.get(str(v.get("winner")))
+            unparsed += label is None
+            games.append({"score": label, "judgment": {"answer": v.get("reasoning", "")}})
+            labels.append(label)
+        out = {
+            "uid": str(rec["prompt_id"]),
+            "category": category,
+            "judge": str(rec["judge"]),
+            "model": model,
+            "baseline": baseline,
+            "games": games,
+        }
+        judgments.setdefault(out["judge"], []).append(
+            Judgment(
+                out["uid"], model, baseline, out["judge"], category, (labels[0], labels[1]), out
+            )
+        )
+    write_run(ArenaHardRun(questions, answers, judgments), d)
+    return {
+        "questions": len(questions),
+        "answers": sum(len(v) for v in answers.values()),
+        "judgments": sum(len(v) for v in judgments.values()),
+        "not_baseline": not_baseline,
+        "games_without_verdict": unparsed,
+    }
+
+
+# ---------------------------------------------------------------------------------- metrics
+def read_board(path: str | Path) -> dict[str, tuple[float, float, float]]:
+    """A reference board (e.g. a human arena's): CSV with ``model``, ``score`` and the interval
+    as ``lower``/``upper`` or Arena-Hard-Auto's ``rating_q025``/``rating_q975``. Returns
+    model → (score, lower, upper)."""
+    import csv
+
+    path = Path(path)
+    text = read_input_text(path, "reference board")
+    try:
+        rows = list(csv.DictReader(text.splitlines()))
+    except csv.Error as exc:
+        raise InputError(f"{path}: cannot read the reference board ({exc}).") from exc
+    cols = set(rows[0]) if rows else set()
+    lo_col = "lower" if "lower" in cols else "rating_q025"
+    hi_col = "upper" if "upper" in cols else "rating_q975"
+    need = [c for c in ("model", "score", lo_col, hi_col) if c not in cols]
+    if need:
+        raise InputError(
+            f"{path}: a reference board needs columns model, score, lower, upper (or "
+            f"rating_q025, rating_q975); missing {need}."
+        )
+    out: dict[str, tuple[float, float, float]] = {}
+    lines: dict[str, int] = {}
+    for k, row in enumerate(rows, 2):
+        try:
+            vals = tuple(float(row[c]) for c in ("score", lo_col, hi_col))
+        except (TypeError, ValueError):
+            raise InputError(f"{path}, line {k}: score and interval must be numbers.") from None
+        if not all(math.isfinite(v) for v in vals) or not vals[1] <= vals[2]:
+            raise InputError(f"{path}, line {k}: the interval must be finite with lower <= upper.")
+        if row["model"] in out:
+            raise InputError(
+                f"{path}, line {k}: model {row['model']!r} appears twice (first on line "
+                f"{lines[row['model']]}); keep one row a model."
+            )
+        out[row["model"]] = vals  # type: ignore[assignment]
+        lines[row["model"]] = k
+    return out
+
+
+def board_metrics(
+    board: BaselineBoard, reference: Mapping[str, tuple[float, float, float]] | None = None
+) -> dict[str, Any]:
+    """Arena-Hard-Auto's benchmark metrics of a board (:func:`stablearena.analysis.metrics.benchmark_metrics`)
+    on the models it shares with ``reference``; ``models_compared`` and ``not_in_reference``
+    say which."""
+    from ..analysis.metrics import benchmark_metrics
+
+    if reference is None:
+        return {
+            "models_compared": len(board.models),
+            **benchmark_metrics(board.score, board.lower, board.upper),
+        }
+    keep = [k for k, m in enumerate(board.models) if m in reference]
+    missing = [m for m in board.models if m not in reference]
+    if len(keep) < 2:
+        raise InputError(
+            f"the board and the reference share {len(keep)} model(s); they need two or more "
+            f"(board: {list(board.models)})."
+        )
+    ref = np.array([reference[board.models[k]] for k in keep])
+    got = benchmark_metrics(
+        board.score[keep],
+        board.lower[keep],
+        board.upper[keep],
+        board.samples[:, keep],
+        (ref[:, 0], ref[:, 1], ref[:, 2]),
+    )
+    got = {k: round(v, 4) for k, v in got.items()}
+    return {"models_compared": len(keep), "not_in_reference": missing, **got}
+
+
+# ---------------------------------------------------------------------------------- simulation
+def simulate_run(
+    true_ratings: Sequence[float],
+    n_questions: int,
+    *,
+    lengths: Sequence[float] | None = None,
+    length_bias: float = 0.0,
+    tie_prob: float = 0.1,
+    strong_prob: float = 0.3,
+    judge: str = "sim-judge",
+    names: Sequence[str] | None = None,
+    category: str = "sim",
+    seed: int = 0,
+) -> ArenaHardRun:
+    """An Arena-Hard-Auto run of known truth: model ``k`` (named ``model_k``; ``model_0`` the
+    baseline) has Elo-scale rating ``true_ratings[k]``; on each question each model is judged
+    against the baseline in both orders. A game is a tie with ``tie_prob``, else the model
+    wins with probability σ(C·(r_k − r_0) + ``length_bias``·d), d = (L_k − L_0)/(L_k + L_0)
+    the answers' normalised length difference (a judge that likes long answers), and a
+    verdict is strong with ``strong_prob``. Answer lengths: log-normal around ``lengths[k]``
+    tokens (default 500 for all) and markdown counts (headers, list items, bold) Poisson of
+    mean 1 each, unrelated to quality, written as answer metadata. ``names``: the models'
+    names (default ``model_0``…); ``category``: the questions'."""
+    from ..raters.base import ELO_SCALE
+
+    r = np.asarray(true_ratings, dtype=float)
+    m = len(r)
+    if m < 2 or n_questions < 1:
+        raise InputError("a simulated run needs two models or more and one question or more.")
+    mean_len = np.full(m, 500.0) if lengths is None else np.asarray(lengths, dtype=float)
+    rng = np.random.default_rng(seed)
+    names = [f"model_{k}" for k in range(m)] if names is None else [str(n) for n in names]
+    if len(names) != m or len(set(names)) != m:
+        raise InputError("names must be distinct, one per rating.")
+    uids = [f"q{q:04d}" for q in range(n_questions)]
+    questions = [
+        Question(
+            u,
+            f"question {u}",
+            category,
+            {"uid": u, "category": category, "prompt": f"question {u}"},
+        )
+        for u in uids
+    ]
+    length = np.maximum(1, np.rint(mean_len[:, None] * rng.lognormal(0, 0.3, (m, n_questions))))
+    marks = rng.poisson(1.0, (m, n_questions, 3))
+    answers: dict[str, list[AnswerRecord]] = {}
+    for k, name in enumerate(names):
+        rows = []
+        for q, u in enumerate(uids):
+            meta = {
+                "token_len": int(length[k, q]),
+                "header_count": {f"h{i}": int(marks[k, q, 0]) * (i == 2) for i in range(1, 7)},
+                "list_count": {"ordered": 0, "unordered": int(marks[k, q, 1])},
+                "bold_count": {"**": int(marks[k, q, 2]), "__": 0},
+            }
+            rec = {
+                "uid": u,
+                "ans_id": _ans_id(name, u),
+                "model": name,
+                "messages": [
+                    {"role": "user", "content": f"question {u}"},
+                    {"role": "assistant", "content": {"answer": f"answer of {name} to {u}"}},
+                ],
+                "tstamp": None,
+                "metadata": meta,
+            }
+            rows.append(AnswerRecord(u, name, rec["messages"][1]["content"]["answer"], meta, rec))
+        answers[name] = rows
+    judgments = []
+    for k in range(1, m):
+        for q, u in enumerate(uids):
+            d = (length[k, q] - length[0, q]) / (length[k, q] + length[0, q])
+            p = 1.0 / (1.0 + math.exp(-(ELO_SCALE * (r[k] - r[0]) + length_bias * d)))
+            labels = []
+            for game in (0, 1):  # game 0: baseline shown as A
+                u1, u2 = rng.random(), rng.random()
+                if u1 < tie_prob:
+                    labels.append("A=B")
+                    continue
+                model_wins = rng.random() < p
+                a_wins = model_wins if game == 1 else not model_wins
+                strong = u2 < strong_prob
+                labels.append(
+                    ("A>>B" if strong else "A>B") if a_wins else ("B>>A" if strong else "B>A")
+                )
+            rec = {
+                "uid": u,
+                "category": category,
+                "judge": judge,
+                "model": names[k],
+                "baseline": names[0],
+                "games": [{"score": lab, "judgment": {"answer": f"[[{lab}]]"}} for lab in labels],
+            }
+            judgments.append(
+                Judgment(u, names[k], names[0], judge, category, (labels[0], labels[1]), rec)
+            )
+    return ArenaHardRun(questions, answers, {judge: judgments})
+
+
+def fitted_metrics(
+    fitted: Any,
+    reference: Mapping[str, tuple[float, float, float]] | None = None,
+    *,
+    level: float = 0.90,
+    draws: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The benchmark metrics of any fitted board (an automatic run's am-ELO, whatever its
+    design): its ``level`` Fisher intervals (R ± z·se, Elo points) for separability and
+    agreement, and ``draws`` draws of the ratings from their normal approximation for the
+    pair-rank Brier score. A reference board may be on any scale: only its intervals' order
+    counts (and Spearman's ranks)."""
+    from scipy.stats import norm
+
+    from ..raters.uncertainty import covariance
+
+    cov = covariance(fitted)
+    r = np.asarray(fitted.ratings, dtype=float)
+    z = float(norm.ppf((1 + level) / 2))
+    se = cov.se
+    rng = np.random.default_rng(seed)
+    c = cov.ratings
+    w, v = np.linalg.eigh((c + c.T) / 2)
+    samples = r + rng.standard_normal((draws, len(r))) @ (v * np.sqrt(np.clip(w, 0, None))).T
+    board = BaselineBoard(
+        tuple(fitted.models), r, r - z * se, r + z * se, samples, "", False, level
+    )
+    return board_metrics(board, reference)
