@@ -69,14 +69,14 @@ def _side_events(events: list, side: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def burst(tmp_path_factory):
-    """40 page battles at once: two models of 2 call slots each, 4 s answers, a 20 s timeout
-    (the estimate until a call has ended) and max_queue_wait = 20 s."""
+    """40 page battles at once: two models of 2 call slots each, 4 s answers and
+    max_queue_wait = 20 s (a cold worker: one round of slots may wait, the rest is refused)."""
     tmp = tmp_path_factory.mktemp("burst")
     config = BURST_LIMITS + "max_queue_wait = 20\n\n"
     with (
         DemoServer(seed=0) as demo,
         page_server(
-            tmp, demo.base_url, MODELS, 0.1, config, "max_concurrency = 2\ntimeout = 20\n"
+            tmp, demo.base_url, MODELS, 0.1, config, "max_concurrency = 2\n"
         ) as server,
     ):
         got = asyncio.run(page_burst(server.url, 40))

@@ -469,7 +469,10 @@ class BattleHolder:
         counted against the caps on battles without a vote in the same transaction,
         :func:`~.store.arena.insert_held`). Returns the battle's row and the queue of its
         answers' pieces — ``{"side", "delta"}`` (``{"side", "restart": True}`` when a call
-        starts over), then ``{"done": True, "status", "failure"}``, then None.
+        starts over; ``{"side", "state", …}`` while a side waits for its model's free call
+        slot: :class:`_Line`), then ``{"done": True, "status", "failure"}``, then None. The
+        pair is drawn among the models whose line is within ``max_queue_wait``
+        (:meth:`_names`: else 503 ``busy``).
 
         The calls start before the battle is stored so that storing it adds nothing to the
         time to the first token; the answers are stored only once the battle is. When the
