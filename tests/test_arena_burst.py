@@ -75,9 +75,7 @@ def burst(tmp_path_factory):
     config = BURST_LIMITS + "max_queue_wait = 20\n\n"
     with (
         DemoServer(seed=0) as demo,
-        page_server(
-            tmp, demo.base_url, MODELS, 0.1, config, "max_concurrency = 2\n"
-        ) as server,
+        page_server(tmp, demo.base_url, MODELS, 0.1, config, "max_concurrency = 2\n") as server,
     ):
         got = asyncio.run(page_burst(server.url, 40))
         after = asyncio.run(page_burst(server.url, 1))  # once the burst has drained
@@ -138,3 +136,46 @@ def test_nothing_acknowledged_is_lost(burst):
     ids = set(export[[c for c in export.columns if c in ("battle_id", "question_id")][0]])
     assert acked <= ids
     assert len(export) == len(acked)  # and a refused battle left no vote
+
+
+# ---------------------------------------------------------------------------------- the page
+def test_the_page_shows_a_queued_side_its_place_until_its_answer_starts(tmp_path, browser):
+    """One slot per model, held by a battle started first: the page's battle shows "Queued: 1st
+    in line …" in both answer panes (and nothing else there), then the answers replace it."""
+    import threading
+    import time
+
+    from chromium import errors, wait_loaded
+    from test_arena_browser import wait_for
+
+    with (
+        DemoServer(seed=0) as demo,
+        page_server(
+            tmp_path, demo.base_url, MODELS, 0.3, BURST_LIMITS, "max_concurrency = 1\n"
+        ) as server,
+    ):
+        first: list = []
+        holder = threading.Thread(
+            target=lambda: first.extend(asyncio.run(page_burst(server.url, 1)))
+        )
+        holder.start()
+
+        def in_flight() -> int:
+            return sum(v["in_flight"] for k, v in demo.stats().items() if k.startswith(MODELS))
+
+        while in_flight() < 2:  # until the first battle holds both models' slots
+            time.sleep(0.02)
+        browser.set_window_size(1280, 900)
+        browser.get(server.url + "/arena")
+        wait_loaded(browser)
+        browser.find_element("id", "prompt").send_keys("What is 17*23?")
+        browser.find_element("id", "send").click()
+        queued = wait_for(browser, lambda s: "Queued:" in s["a"] and "Queued:" in s["b"])
+        for side in "ab":
+            assert queued[side].startswith("Queued: 1st in line for model " + side.upper())
+            assert "demo-" not in queued[side]
+        done = wait_for(browser, lambda s: s["state"] == "complete")
+        assert "Queued:" not in done["a"] + done["b"] and done["a"] and done["b"]
+        holder.join()
+        assert first[0]["vote"] == 200
+        assert not errors(browser)
