@@ -9,6 +9,7 @@ with flipping annotators through one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -22,7 +23,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess", "page_server", "simulated_arena_run"]
+__all__ = ["BURST_LIMITS", "ServerProcess", "page_burst", "page_server", "simulated_arena_run"]
 
 #: Rate limits out of the way of a test or benchmark driving the arena at full speed.
 FAST = ["--set", "rate_limit=1000000", "--set", "rate_burst=1000000"]
@@ -141,15 +142,23 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def page_server(tmp: Path, base_url: str, models: tuple[str, ...], slow: float, config: str = ""):
+def page_server(
+    tmp: Path,
+    base_url: str,
+    models: tuple[str, ...],
+    slow: float,
+    config: str = "",
+    model_config: str = "",
+):
     """A ``serve`` process in ``tmp`` whose ``models`` are the demo server's at ``base_url``
-    (each word streamed ``slow`` seconds apart), with the extra TOML ``config`` before them."""
+    (each word streamed ``slow`` seconds apart), with the extra TOML ``config`` before them
+    and ``model_config`` (lines such as ``max_concurrency = 2``) in each model's table."""
     toml = tmp / "arena.toml"
     toml.write_text(
         config
         + "".join(
             f'[[models]]\nname = "{name}"\nbase_url = "{base_url}"\n'
-            f'model = "{name}+slow={slow:g}"\n\n'
+            f'model = "{name}+slow={slow:g}"\n{model_config}\n'
             for name in models
         )
     )
@@ -245,3 +254,67 @@ def simulated_arena_run(
         "tau_m_elo_all_votes": tau(m_all),
         "am_elo_battles_in_fit": am["n_battles"],
     }
+
+
+#: The page's limits out of the way of a burst of visitors from one address (bench_burst, the
+#: burst test): each visitor is a new identity from 127.0.0.1.
+BURST_LIMITS = (
+    "[arena_page]\nvisitor_open = 1000\naddress_open = 100000\nvisitors_per_hour = 1e9\n"
+    "visitor_battles_per_hour = 1e9\naddress_battles_per_hour = 1e9\n"
+)
+
+
+async def page_burst(url: str, n: int, prompt: str = "What is 17*23?") -> list[dict[str, Any]]:
+    """``n`` visitors of the page at ``url`` (each a new identity: its own cookie and CSRF
+    token, got first) start a battle in the same instant; each reads its stream to the end and
+    votes on a complete battle. One record per visitor: ``status`` and ``headers`` of the
+    battle's response; ``error`` (a refusal's JSON error); ``events`` — every NDJSON line
+    with the seconds since the burst started; ``battle_id``; ``vote`` (the vote's status,
+    None without one). The times are for bench/bench_burst.py; tests read the order."""
+    import json
+    import re
+
+    import aiohttp
+
+    sessions = []
+    try:
+        for _ in range(n):
+            c = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+            sessions.append(c)
+            async with c.get(url + "/arena") as r:
+                page = await r.text()
+            csrf = re.search(r'csrf-token" content="(\w+)"', page).group(1)
+            c.headers.update({"X-CSRF-Token": csrf, "Origin": url})  # type: ignore[attr-defined]
+        go = asyncio.Event()
+        t0 = [0.0]
+
+        async def one(c: aiohttp.ClientSession) -> dict[str, Any]:
+            await go.wait()
+            rec: dict[str, Any] = {"events": [], "battle_id": None, "vote": None, "error": None}
+            async with c.post(url + "/arena/battles", json={"prompt": prompt}) as r:
+                rec["status"], rec["headers"] = r.status, dict(r.headers)
+                if r.status != 200:
+                    rec["error"] = (await r.json())["error"]
+                    rec["events"].append((time.perf_counter() - t0[0], {"refused": r.status}))
+                    return rec
+                async for line in r.content:
+                    if line.strip():
+                        item = json.loads(line)
+                        rec["events"].append((time.perf_counter() - t0[0], item))
+                        rec["battle_id"] = rec["battle_id"] or item.get("battle_id")
+            done = rec["events"][-1][1] if rec["events"] else {}
+            if done.get("status") == "complete":
+                vote = f"{url}/arena/battles/{rec['battle_id']}/vote"
+                async with c.post(vote, json={"outcome": "tie"}) as r:
+                    await r.read()
+                    rec["vote"] = r.status
+            return rec
+
+        tasks = [asyncio.ensure_future(one(c)) for c in sessions]
+        await asyncio.sleep(0.1)
+        t0[0] = time.perf_counter()
+        go.set()
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for c in sessions:
+            await c.close()

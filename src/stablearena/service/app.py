@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import signal
 import sys
 import threading
@@ -142,7 +143,10 @@ def _error(
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
-        return _error(exc.status, exc.code, exc.message, exc.field)
+        headers = None
+        if exc.retry_after is not None:
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+        return _error(exc.status, exc.code, exc.message, exc.field, headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:

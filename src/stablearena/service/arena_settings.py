@@ -118,6 +118,17 @@ class ArenaPage(BaseModel):
         le=_MAX_RATE,
         description="New anonymous identities one address may get per hour.",
     )
+    max_queue_wait: float = Field(
+        30.0,
+        ge=0.0,
+        le=86_400.0,
+        description="The longest wait for a model's free call slot a battle is queued for "
+        "(seconds, estimated from how long the model's last calls held their slot; until one "
+        "has ended, one round of its slots may wait): a model whose line is longer is not "
+        "drawn, and when "
+        "fewer than two models remain the battle is refused (503 busy, with Retry-After). "
+        "0: never queue.",
+    )
     probe_seconds: float = Field(
         10.0,
         gt=0.0,

@@ -5,6 +5,7 @@ that tell an admin what to do."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,14 +39,23 @@ def error_body(status: int, code: str, message: str, field: str | None = None) -
 
 
 class ApiError(Exception):
-    """An expected refusal: HTTP ``status``, a short ``code``, a message and the field at fault."""
+    """An expected refusal: HTTP ``status``, a short ``code``, a message and the field at fault
+    (``retry_after``: seconds, sent as the ``Retry-After`` header)."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        self.retry_after = retry_after
 
 
 class RateLimited(Exception):
@@ -155,7 +165,10 @@ async def answer(route: Callable[..., Awaitable[Reply]], *args: Any) -> Reply:
     try:
         return await route(*args)
     except ApiError as exc:
-        return Reply(exc.status, error_body(exc.status, exc.code, exc.message, exc.field))
+        headers = ()
+        if exc.retry_after is not None:
+            headers = ((b"retry-after", str(max(1, math.ceil(exc.retry_after))).encode()),)
+        return Reply(exc.status, error_body(exc.status, exc.code, exc.message, exc.field), headers)
     except Invalid as exc:
         message, fld = invalid_message(exc.errors)
         return Reply(422, error_body(422, "invalid_input", message, fld))

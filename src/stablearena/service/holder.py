@@ -17,10 +17,11 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import random
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -50,6 +51,9 @@ NOT_KEPT = "this turn was not kept: the arena closed the battle at its last comp
 
 #: The probe's prompt (a model under outage is back when it answers anything).
 PROBE = "Reply with the word ok."
+
+#: How often a battle waiting for a model's free call slot is told its new place (seconds).
+QUEUE_EVERY = 1.0
 
 Emit = Callable[[str, str | None], None]
 
@@ -152,6 +156,9 @@ class BattleHolder:
         self.endpoints: dict[int, ModelEndpoint] = {}
         self.auto_outage: set[int] = set()
         self.clients: dict[int, tuple[str, EndpointClient]] = {}
+        #: per model, the calls of battles let in that are not yet in its client's line (a
+        #: burst's battles are let in before their calls start: :meth:`queue_wait` counts them)
+        self.starting: Counter[int] = Counter()
         self._revision = -2
         self._probe: asyncio.Task | None = None
         self._recovery: asyncio.Task | None = None
@@ -245,6 +252,50 @@ class BattleHolder:
             for m in self.endpoints
             if m in models and not models[m].retired and not models[m].outage
         ]
+
+    # ------------------------------------------------------------------ the models' lines
+    def queue_wait(self, model_id: int) -> float:
+        """The estimated seconds a new call of the model would wait for one of its
+        ``max_concurrency`` call slots on this worker (0: one is free): the calls in its line
+        and those of battles let in but not yet started, at the mean time its last calls held
+        a slot (:meth:`~stablearena.endpoints.client.Slots.wait_estimate`; until one has
+        ended, a call is taken to hold its slot for ``max_queue_wait``: one round of slots may
+        wait)."""
+        slots = self.client(model_id).slots
+        ahead = slots.active + slots.waiting + self.starting[model_id] - slots.limit
+        return slots.wait_estimate(ahead, self.page.max_queue_wait)
+
+    def _busy(self, waits: list[float]) -> ApiError:
+        """The refusal of a battle when the models' lines are longer than the page queues."""
+        limit = self.page.max_queue_wait
+        shortest = sorted(waits)[1]  # a battle needs two models
+        again = max(5.0, shortest - limit)
+        return ApiError(
+            503,
+            "busy",
+            f"the models are busy: the wait for a free answer slot is about {shortest:.0f} s, "
+            f"longer than this arena queues a battle ({limit:g} s); try again in about "
+            f"{again:.0f} s",
+            retry_after=again,
+        )
+
+    def _expect(self, row: dict[str, Any]) -> Callable[[int | None], None]:
+        """Count the calls of a battle let in as starting (:attr:`starting`); the callback
+        returned uncounts the call of one model once it is in its client's line (None: all
+        that are left — the battle's task ended, or was cancelled before it started)."""
+        left = [row["model_a"], row["model_b"]]
+        for m in left:
+            self.starting[m] += 1
+
+        def entered(mid: int | None) -> None:
+            for m in list(left) if mid is None else [mid]:
+                if m in left:
+                    left.remove(m)
+                    self.starting[m] -= 1
+                    if self.starting[m] <= 0:
+                        del self.starting[m]
+
+        return entered
 
     # ------------------------------------------------------------------ outage
     async def _set_outage(self, model_id: int, on: bool) -> None:
@@ -388,6 +439,9 @@ class BattleHolder:
         return row, held
 
     def _names(self) -> list[str]:
+        """The models a new battle may be drawn among: those that can answer now, less those
+        whose line is longer than ``max_queue_wait`` (503 ``busy`` when fewer than two are
+        left, 503 ``no_models`` when fewer than two can answer at all)."""
         names = self.servable()
         if len(names) < 2:
             raise ApiError(
@@ -395,7 +449,12 @@ class BattleHolder:
                 "no_models",
                 "fewer than two models with an endpoint can answer now; try again later",
             )
-        return names
+        ids, limit = self.state.model_ids, self.page.max_queue_wait
+        waits = {n: self.queue_wait(ids[n]) for n in names}
+        free = [n for n in names if waits[n] <= limit]
+        if len(free) < 2:
+            raise self._busy(sorted(waits.values()))
+        return free
 
     async def hold(
         self,
@@ -410,7 +469,10 @@ class BattleHolder:
         counted against the caps on battles without a vote in the same transaction,
         :func:`~.store.arena.insert_held`). Returns the battle's row and the queue of its
         answers' pieces — ``{"side", "delta"}`` (``{"side", "restart": True}`` when a call
-        starts over), then ``{"done": True, "status", "failure"}``, then None.
+        starts over; ``{"side", "state", …}`` while a side waits for its model's free call
+        slot: :class:`_Line`), then ``{"done": True, "status", "failure"}``, then None. The
+        pair is drawn among the models whose line is within ``max_queue_wait``
+        (:meth:`_names`: else 503 ``busy``).
 
         The calls start before the battle is stored so that storing it adds nothing to the
         time to the first token; the answers are stored only once the battle is. When the
@@ -430,7 +492,11 @@ class BattleHolder:
             # the classifier is asked once the first answer piece is out: nothing waits for it,
             # and its call does not compete with the models' first tokens
             streaming = asyncio.Event() if self.categoriser is not None else None
-            task = self._spawn(self._run(row, prompt, queue, stored, streaming=streaming))
+            entered = self._expect(row)  # no await since _names(): counted before the next
+            task = self._spawn(
+                self._run(row, prompt, queue, stored, streaming=streaming, entered=entered)
+            )
+            task.add_done_callback(lambda _, e=entered: e(None))
             self._live(row["id"], task)
             tasks = [task]
             if streaming is not None:
@@ -570,11 +636,25 @@ class BattleHolder:
             "regens": plan.regenerated + (plan.attempt > 1),  # after this turn
             "attempt": plan.attempt,
         }
+        waits = [self.queue_wait(m) for m in (plan.model_a, plan.model_b) if m in self.endpoints]
+        if waits and max(waits) > page.max_queue_wait:
+            raise self._busy([max(waits)] * 2)
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entered = self._expect(row)
         task = self._spawn(
-            self._run(row, plan.prompt, queue, stored, plan.history, plan.turn, plan.attempt)
+            self._run(
+                row,
+                plan.prompt,
+                queue,
+                stored,
+                plan.history,
+                plan.turn,
+                plan.attempt,
+                entered=entered,
+            )
         )
+        task.add_done_callback(lambda _: entered(None))
         try:
             got = await self.writer.submit_async(
                 partial(
@@ -672,10 +752,11 @@ class BattleHolder:
         turn: int = 1,
         attempt: int = 1,
         streaming: asyncio.Event | None = None,
+        entered: Callable[[int | None], None] | None = None,
     ) -> None:
         """Generate the battle's answers into ``queue`` (the generation goes on, and is stored,
         even when the page goes away; only a stop cancels it); ``streaming`` is set at the first
-        piece (or the end)."""
+        piece (or the end); ``entered``: :meth:`_expect`'s callback."""
 
         def emit(side: str, delta: str | None) -> None:
             if streaming is not None and not streaming.is_set():
@@ -688,7 +769,17 @@ class BattleHolder:
 
         try:
             try:
-                end = await self.generate(row, prompt, emit, stored, history, turn, attempt)
+                end = await self.generate(
+                    row,
+                    prompt,
+                    emit,
+                    stored,
+                    history,
+                    turn,
+                    attempt,
+                    state=queue.put_nowait,
+                    entered=entered,
+                )
             except asyncio.CancelledError:  # stopped: its answers were stored as they came
                 end = {"status": "stopped", "failure": "stopped by the person"}
             except Exception as exc:  # noqa: BLE001 - the page's stream must get its last line
@@ -709,13 +800,17 @@ class BattleHolder:
         history: dict[str, list[dict[str, str]]] | None = None,
         turn: int = 1,
         attempt: int = 1,
+        state: Callable[[dict[str, Any]], None] | None = None,
+        entered: Callable[[int | None], None] | None = None,
     ) -> dict[str, Any]:
         """Call both models at once — each with the conversation so far (``history[side]``:
         the user's messages and its own answers) and ``prompt`` — ``emit(side, delta)`` as
         their answers stream in, then (once ``stored`` says the battle is) store both answers
         as turn ``turn`` (attempt ``attempt``) and the battle's new status; returns
         ``{"status", "failure"}``. Cancelled (a stop), it stores what came of both answers,
-        with the failure ``stopped``, and is cancelled."""
+        with the failure ``stopped``, and is cancelled. A side whose model has no free call
+        slot is ``state``-d its place in the line (:class:`_Line`) until it gets one;
+        ``entered(model_id)`` is called as each call joins its model's line."""
         sides = (("a", row["model_a"]), ("b", row["model_b"]))
         came: dict[str, list[str]] = {"a": [], "b": []}
         # the page is sent each answer as a person sees it (stablearena.judging.visible), as the judges
@@ -740,10 +835,15 @@ class BattleHolder:
         async def one(side: str, mid: int) -> Any:
             if mid not in self.endpoints:
                 return Failure(str(mid), "no_endpoint", "the model lost its endpoint")
+            line = None
             try:
                 client = self.client(mid)
                 messages = client.messages(prompt, (history or {}).get(side, ()))
-                res = await client.complete(messages, partial(heard, side))
+                if state is not None:
+                    line = _Line(side, client.slots, self.page.max_queue_wait, state)
+                if entered is not None:
+                    entered(mid)
+                res = await client.complete(messages, partial(heard, side), line)
                 heard_all(side)
             except asyncio.CancelledError:  # stopped: the page gets all that came, as stored
                 heard_all(side)
@@ -751,6 +851,9 @@ class BattleHolder:
             except Exception as exc:  # noqa: BLE001 - a failed call, never a wedged battle
                 log.exception("model %s: the call failed unexpectedly", mid)
                 res = Failure(str(mid), "bad_response", f"{type(exc).__name__}: {exc}")
+            finally:
+                if line is not None:
+                    line.close()
             try:
                 await self.after_call(mid, res)
             except Exception:  # noqa: BLE001 - the outage flag is set again by the next call
@@ -984,6 +1087,66 @@ class BattleHolder:
                 if name not in before:
                     log.warning("judge %s is flagged: %s; its votes weigh nothing", name, reason)
         return done
+
+
+class _Line:
+    """A side's place in its model's line for a call slot (the ``on_queue`` of
+    :meth:`~stablearena.endpoints.EndpointClient.complete`), told to the page: ``{"side",
+    "state": "queued", "position", "wait", "text"}`` at once and then at most every
+    :data:`QUEUE_EVERY` seconds as it moves up (the newest place), ``{"side", "state":
+    "answering"}`` when it gets its slot. The model is named by its side only (the battle is
+    anonymous)."""
+
+    def __init__(
+        self, side: str, slots: Any, prior: float, state: Callable[[dict[str, Any]], None]
+    ) -> None:
+        self.side, self.slots, self.prior, self.state = side, slots, prior, state
+        self.place = 0
+        self.last = -math.inf
+        self.timer: asyncio.TimerHandle | None = None
+
+    def __call__(self, place: int) -> None:
+        self.place = place
+        if place == 0:
+            self.close()
+            self.state({"side": self.side, "state": "answering"})
+            return
+        if self.timer is not None:  # a send is due: it takes the newest place
+            return
+        due = self.last + QUEUE_EVERY - time.monotonic()
+        if due <= 0:
+            self.send()
+        else:
+            self.timer = asyncio.get_running_loop().call_later(due, self.send)
+
+    def send(self) -> None:
+        """Tell the page the side's place now."""
+        self.timer = None
+        if self.place == 0:
+            return
+        self.last = time.monotonic()
+        wait = self.slots.wait_estimate(self.place - 1, self.prior)
+        self.state(
+            {
+                "side": self.side,
+                "state": "queued",
+                "position": self.place,
+                "wait": round(wait),
+                "text": f"Queued: {_ordinal(self.place)} in line for model "
+                f"{self.side.upper()}'s free answer slot (about {wait:.0f} s)",
+            }
+        )
+
+    def close(self) -> None:
+        """No more sends (the call got its slot, or ended)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def _ordinal(n: int) -> str:
+    tail = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{tail}"
 
 
 def judged_texts(conv: dict[str, Any]) -> tuple[str, dict[str, str]]:

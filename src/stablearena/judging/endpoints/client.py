@@ -27,6 +27,7 @@ import os
 import random
 import re
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "CircuitBreaker",
     "EndpointClient",
     "SSEDecoder",
+    "Slots",
     "clean_text",
     "estimate_tokens",
     "parse_retry_after",
@@ -104,6 +106,9 @@ class Failure:
 Result = Answer | Failure
 #: A callback receiving each piece of an answer as it streams in (``None``: start over).
 OnDelta = Callable[[str | None], None]
+#: Told a waiting call's place in its model's line: 1, 2, … while it waits (again each time it
+#: moves up), then 0 when it gets its slot (never called for a call that got one at once).
+OnQueue = Callable[[int], None]
 
 
 def estimate_tokens(text: str) -> int:
@@ -280,6 +285,83 @@ class _Attempt:
     retry_after: float | None = None
 
 
+class Slots:
+    """At most ``limit`` calls of one model at once; the others wait in a line, first come
+    first served, each told its place as it moves up (``on_queue``). Keeps how long the last
+    calls held their slot, for :meth:`wait_estimate`. Use inside one event loop."""
+
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.active = 0
+        self.clock = clock
+        #: seconds each of the last calls held its slot (newest last)
+        self.held: deque[float] = deque(maxlen=32)
+        self._line: OrderedDict[int, tuple[asyncio.Future[None], OnQueue | None]] = OrderedDict()
+        self._tickets = 0
+
+    @property
+    def waiting(self) -> int:
+        """The calls waiting for a slot."""
+        return len(self._line)
+
+    def wait_estimate(self, ahead: int, prior: float) -> float:
+        """Seconds until a call with ``ahead`` calls before it in the line gets a slot (a
+        negative ``ahead``: a slot is free for it, 0 s): ``(ahead + 1) × d / limit``, ``d`` the
+        mean time the last calls held their slot — ``prior`` until one has ended."""
+        if ahead < 0:
+            return 0.0
+        d = sum(self.held) / len(self.held) if self.held else prior
+        return (ahead + 1) * d / self.limit
+
+    async def acquire(self, on_queue: OnQueue | None = None) -> float:
+        """Wait for a slot (at once when one is free and nobody waits); returns the time it was
+        got (``clock``), to pass to :meth:`release`."""
+        if self.active < self.limit and not self._line:
+            self.active += 1
+            return self.clock()
+        self._tickets += 1
+        ticket = self._tickets
+        got: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._line[ticket] = (got, on_queue)
+        if on_queue is not None:
+            on_queue(len(self._line))
+        try:
+            await got
+        except asyncio.CancelledError:
+            if ticket in self._line:  # left the line: the ones behind it move up
+                behind = list(self._line).index(ticket)
+                del self._line[ticket]
+                self._moved(behind)
+            elif got.done() and not got.cancelled():
+                self.release(None)  # granted as it was cancelled: the slot goes on
+            raise
+        if on_queue is not None:
+            on_queue(0)
+        return self.clock()
+
+    def release(self, since: float | None) -> None:
+        """Give the slot back (``since``: the time :meth:`acquire` returned, None: not timed)."""
+        if since is not None:
+            self.held.append(self.clock() - since)
+        self.active -= 1
+        granted = False
+        while self.active < self.limit and self._line:
+            _, (got, _cb) = self._line.popitem(last=False)
+            if got.cancelled():
+                continue
+            got.set_result(None)
+            self.active += 1
+            granted = True
+        if granted:
+            self._moved(0)
+
+    def _moved(self, start: int) -> None:
+        """Tell the waiters from place ``start + 1`` on their new place."""
+        for place, (_, cb) in enumerate(self._line.values(), 1):
+            if place > start and cb is not None:
+                cb(place)
+
+
 class EndpointClient:
     """Calls one :class:`ModelEndpoint` (at most ``max_concurrency`` calls at once).
 
@@ -302,7 +384,8 @@ class EndpointClient:
         self.breaker = CircuitBreaker(endpoint.outage_after, endpoint.outage_cooldown, clock)
         self._session: Any = None  # aiohttp.ClientSession, made on the first call
         self._proxy: str | None = None  # from the environment, read once (_env_proxy)
-        self._sem: asyncio.Semaphore | None = None
+        #: the model's call slots (``max_concurrency``) and the line of calls waiting for one
+        self.slots = Slots(endpoint.max_concurrency, clock)
         self.waits: list[float] = []  # back-off waits taken, in seconds
 
     def __repr__(self) -> str:
@@ -369,11 +452,16 @@ class EndpointClient:
         return await self.complete(self.messages(prompt))
 
     async def complete(
-        self, messages: Sequence[dict[str, str]], on_delta: OnDelta | None = None
+        self,
+        messages: Sequence[dict[str, str]],
+        on_delta: OnDelta | None = None,
+        on_queue: OnQueue | None = None,
     ) -> Result:
         """One chat completion, with retries, back-off and the outage breaker. ``on_delta`` is
         called with each piece of content as it arrives (a non-streamed answer: once, whole),
-        and with ``None`` when an attempt failed and the answer starts over."""
+        and with ``None`` when an attempt failed and the answer starts over; ``on_queue`` with
+        the call's place in line while it waits for one of the model's ``max_concurrency``
+        slots, then 0 (:class:`Slots`)."""
         ep = self.endpoint
         if not self.breaker.allow():
             return Failure(
@@ -382,8 +470,6 @@ class EndpointClient:
                 f"the model is under outage after {self.breaker.failures} consecutive failures",
                 attempts=0,
             )
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(ep.max_concurrency)
         body: dict[str, Any] = {**ep.params, "model": ep.model, "messages": list(messages)}
         if ep.stream:
             body["stream"] = True
@@ -391,7 +477,9 @@ class EndpointClient:
                 body["stream_options"] = {"include_usage": True}
         t0 = time.perf_counter()
         attempt = 0
-        async with self._sem:
+        since = await self.slots.acquire(on_queue)
+        ended = False
+        try:
             while True:
                 attempt += 1
                 try:
@@ -420,6 +508,9 @@ class EndpointClient:
                 if on_delta is not None:
                     on_delta(None)
                 await self.sleep(wait)
+            ended = True
+        finally:  # a cancelled call's time is not a call's length
+            self.slots.release(since if ended else None)
         result = got.result
         if isinstance(result, Answer):
             result = replace(result, attempts=attempt)

@@ -7,7 +7,10 @@ is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``GET /a
 ``GET /arena/vendor/…`` (the vendored Markdown, sanitiser, highlighting and math libraries),
 ``GET /arena/prompt`` (one from the pool), ``POST /arena/battles`` (a pair by the serving rule;
 both answers stream back as NDJSON lines ``{"side": "a"|"b", "delta": …}`` between a first line
-``{"battle_id": …}`` and a last ``{"done": true, "status": …}``), ``POST
+``{"battle_id": …}`` and a last ``{"done": true, "status": …}``; a side waiting for its model's
+free call slot gets ``{"side", "state": "queued", "position", "wait", "text"}`` lines, then
+``{"side", "state": "answering"}``; 503 ``busy`` with ``Retry-After`` when the models' lines are
+longer than ``arena_page.max_queue_wait``), ``POST
 /arena/battles/{id}/turns`` (a follow-up prompt: streamed alike, each model given the whole
 conversation with its own answers), ``POST /arena/battles/{id}/regenerate`` (both answers of
 the last turn sampled again; the old ones kept), ``POST /arena/battles/{id}/stop`` (cancels
@@ -394,8 +397,9 @@ def _stream(
     first: dict[str, Any],
     queue: asyncio.Queue[dict[str, Any] | None],
 ) -> Response:
-    """A turn's answers as NDJSON: ``first`` (the battle id, turn and attempt), the pieces,
-    then ``{"done": true, "status", "failure"}``."""
+    """A turn's answers as NDJSON: ``first`` (the battle id, turn and attempt), the pieces
+    (and the sides' queued states: :class:`~..holder.BattleHolder`), then ``{"done": true,
+    "status", "failure"}``."""
     visitors, battle_id = _visitors(request), first["battle_id"]
 
     async def lines():  # noqa: ANN202

@@ -214,13 +214,17 @@ function Side(s) {
   var el = $("answer-" + s);
   this.s = s; this.el = el; this.text = ""; this.cut = 0; this.frame = 0;
   this.done = document.createElement("div"); this.tail = document.createElement("div");
-  el.replaceChildren(this.done, this.tail);
+  // where the side stands before its answer starts (queued for the model's free slot)
+  this.note = document.createElement("p"); this.note.className = "line-state"; this.note.hidden = true;
+  el.replaceChildren(this.note, this.done, this.tail);
 }
+Side.prototype.tell = function (text) { this.note.textContent = text; this.note.hidden = !text; };
 Side.prototype.clear = function () {
   if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
-  this.text = ""; this.cut = 0; this.done.replaceChildren(); this.tail.replaceChildren();
+  this.text = ""; this.cut = 0; this.done.replaceChildren(); this.tail.replaceChildren(); this.tell("");
 };
 Side.prototype.add = function (delta) {
+  if (!this.note.hidden) { this.tell(""); }
   this.text += delta;
   var self = this;
   if (!this.frame) { this.frame = requestAnimationFrame(function () { self.frame = 0; self.paint(); }); }
@@ -243,6 +247,7 @@ Side.prototype.repaint = function () {  // after a library loaded: everything ag
 };
 Side.prototype.finish = function () {  // the whole answer once, as one document
   if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
+  this.tell("");
   var t0 = performance.now();
   this.done.innerHTML = render(this.text); this.tail.replaceChildren(); this.cut = this.text.length;
   cost[this.s].ms += performance.now() - t0; cost[this.s].calls += 1;
@@ -317,7 +322,8 @@ function reset() {
 }
 
 // One turn's stream (a first prompt, a follow-up or a regeneration): NDJSON lines
-// {"battle_id", "turn", "attempt"}, {"side", "delta"} / {"side", "restart"}, {"done", "status"}.
+// {"battle_id", "turn", "attempt"}, {"side", "delta"} / {"side", "restart"} / {"side", "state"}
+// (queued for the model's free slot: shown in its pane until its answer starts), {"done", "status"}.
 async function run(url, body, text) {
   controls("streaming"); send.disabled = true; prompt.disabled = true; abandon.hidden = true;
   say("Both models are answering…");
@@ -359,6 +365,7 @@ async function run(url, body, text) {
         sides.a.clear(); sides.b.clear();
         asked.textContent = text; asked.hidden = false;
       }
+      else if (m.state) { sides[m.side].tell(m.state === "queued" ? m.text : ""); }
       else if (m.restart) { sides[m.side].clear(); }
       else if (m.side) { sides[m.side].add(m.delta); }
       else if (m.done) { done = m; }
