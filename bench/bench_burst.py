@@ -40,7 +40,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from arena_process import BURST_LIMITS, page_burst, page_server  # noqa: E402
 
-from stablearena.endpoints.demo_server import DemoServer  # noqa: E402
+from stablearena.judging.endpoints.demo_server import DemoServer  # noqa: E402
 
 MODELS = ("demo-ace", "demo-wild")
 

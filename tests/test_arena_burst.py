@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from arena_process import BURST_LIMITS, page_burst, page_server
 
-from stablearena.endpoints.client import Slots
-from stablearena.endpoints.demo_server import DemoServer
+from stablearena.judging.endpoints.client import Slots
+from stablearena.judging.endpoints.demo_server import DemoServer
 
 MODELS = ("demo-ace", "demo-wild")
 

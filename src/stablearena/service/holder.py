@@ -258,7 +258,7 @@ class BattleHolder:
         """The estimated seconds a new call of the model would wait for one of its
         ``max_concurrency`` call slots on this worker (0: one is free): the calls in its line
         and those of battles let in but not yet started, at the mean time its last calls held
-        a slot (:meth:`~stablearena.endpoints.client.Slots.wait_estimate`; until one has
+        a slot (:meth:`~stablearena.judging.endpoints.client.Slots.wait_estimate`; until one has
         ended, a call is taken to hold its slot for ``max_queue_wait``: one round of slots may
         wait)."""
         slots = self.client(model_id).slots
@@ -1091,7 +1091,7 @@ class BattleHolder:
 
 class _Line:
     """A side's place in its model's line for a call slot (the ``on_queue`` of
-    :meth:`~stablearena.endpoints.EndpointClient.complete`), told to the page: ``{"side",
+    :meth:`~stablearena.judging.endpoints.EndpointClient.complete`), told to the page: ``{"side",
     "state": "queued", "position", "wait", "text"}`` at once and then at most every
     :data:`QUEUE_EVERY` seconds as it moves up (the newest place), ``{"side", "state":
     "answering"}`` when it gets its slot. The model is named by its side only (the battle is
