@@ -299,7 +299,7 @@ function controls(state) {
   if (suggest) { suggest.disabled = state !== "new"; }
   send.textContent = battle && open ? "Send follow-up" : "Send";
   again.textContent = mode === "chat" ? "New chat" : "New battle";
-  prompt.placeholder = battle && open ? "Ask a follow-up… (or vote)" : "Type a prompt…";
+  prompt.placeholder = battle && open ? (mode === "chat" ? "Ask a follow-up…" : "Ask a follow-up… (or vote)") : "Type a prompt…";
   again.hidden = !(state === "complete" || state === "voted" || state === "failed" || state === "stopped");
   setVotes(open && !voted);
 }
