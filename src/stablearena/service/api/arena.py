@@ -15,7 +15,12 @@ both calls; a stopped battle is never votable), ``POST /arena/battles/abandon`` 
 of the identity without a vote that its cap counts: abandoned, never votable) and ``POST
 /arena/battles/{id}/vote`` (refused
 until both answers are complete; closes the battle; answers with the names); ``POST
-/arena/terms`` (accept the terms of use). Every prompt — the first of a battle and every
+/arena/terms`` (accept the terms of use). The page's other modes (docs/guides/arena-page.md,
+"Modes"): ``POST /arena/battles`` with ``models`` (a side-by-side battle of two models picked by
+name: never on the default board), ``POST /arena/chats`` and ``POST /arena/chats/{id}/turns``
+(a direct chat with one model: never a battle), ``POST /arena/battles/{id}/share`` (a voted
+battle's share link) and ``GET /share/{token}`` / ``GET /share/{token}.json`` (its read-only
+view, public, nothing of the voter). Every prompt — the first of a battle and every
 follow-up — passes :func:`admit_prompt` (terms accepted, length,
 moderation: service/duties.py) before any model sees it.
 Posts need the identity's CSRF token in ``X-CSRF-Token`` and must come from this site.
@@ -603,12 +608,13 @@ async def arena_share(request: Request, battle_id: str) -> dict[str, str]:
     """The link (``/share/{token}``) to a read-only view of a battle the caller voted on: made
     on the first ask, the same after; 409 ``not_voted`` before the vote."""
     who = await _poster(request)
-    got = await write(
-        request,
-        partial(
-            store.modes.share_battle, battle_id=battle_id, annotator_id=who.id, now=time.time()
-        ),
+    share = partial(
+        store.modes.share_battle, battle_id=battle_id, annotator_id=who.id, now=time.time()
     )
+    try:
+        got = await write(request, share)
+    except IntegrityError:  # the same battle shared through another worker at the same time
+        got = await write(request, share)  # reads the token that worker stored
     if isinstance(got, store.held.TurnRefused):
         raise ApiError(got.status, got.code, got.message, "battle_id")
     return {"url": f"/share/{got}"}
