@@ -16,11 +16,13 @@ from stablearena.judging.endpoints.demo_server import DemoServer
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 GEOMETRY = """
-const ids = ['prompt', 'send'];
+const ids = ['prompt', 'send', ...(arguments[0] || [])];
+// the elements shown (a mode hides some: direct chat has no votes); `checked` names them
 const els = [...ids.map(i => document.getElementById(i)),
-             ...document.querySelectorAll('button.vote')];
+             ...document.querySelectorAll('button.vote')].filter(e => e.getClientRects().length);
 const out = {covered: [], overlaps: [], value: document.getElementById('prompt').value,
-             scroll: [document.documentElement.scrollWidth, window.innerWidth]};
+             scroll: [document.documentElement.scrollWidth, window.innerWidth],
+             checked: els.map(e => e.id || e.dataset.outcome)};
 for (const e of els) {
   e.scrollIntoView({block: 'center'});
   const r = e.getBoundingClientRect();
@@ -62,6 +64,7 @@ def test_nothing_covers_the_composer_or_the_votes(served, browser, width):
         browser.find_element("id", "send").click()
         wait_for(browser, lambda s: s["state"] == "complete")
         got = browser.execute_script(GEOMETRY)
+        assert len(got["checked"]) == 6, got  # the box, Send and the four votes
         assert got["value"] == "", got  # the box is cleared after the first send
         assert got["covered"] == [], got
         assert got["overlaps"] == [], got

@@ -422,10 +422,17 @@ class BattleHolder:
         address: str | None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """A pair among ``names`` by the serving rule: the battle's row and its prompt's."""
+        held = self._held(prompt, prompt_id, address)
+        (row,) = self.state.serve(who, 1, names)
+        row["prompt_id"] = held["prompt_id"]  # for the judges' copies (not a battles column)
+        return row, held
+
+    def _held(self, prompt: str, prompt_id: str | None, address: str | None) -> dict[str, Any]:
+        """A held battle's ``held_battles`` row (without its status)."""
         if not prompt_id:  # a typed prompt: an id from its text (the same text, the same id)
             prompt_id = "typed-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
         now = time.time()
-        held = {
+        return {
             "prompt_id": prompt_id,
             "prompt": prompt,
             "category": self.page.category(prompt),
@@ -434,9 +441,48 @@ class BattleHolder:
             "open_until": now + self.state.config.battle_ttl,
             "owner": self.process,
         }
-        (row,) = self.state.serve(who, 1, names)
-        row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)
+
+    def _picked(
+        self,
+        who: Principal,
+        picked: tuple[str, str],
+        prompt: str,
+        prompt_id: str | None,
+        address: str | None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A side-by-side battle of the two models the visitor picked by name, in that order
+        (model A, model B): not drawn by the serving rule (strategy ``named``, no propensity),
+        stored with mode ``named`` — never anonymous, never on the default board."""
+        a, b = (self.model_id(n) for n in picked)
+        if a == b:
+            raise ApiError(422, "invalid_input", "pick two different models", "models")
+        held = {**self._held(prompt, prompt_id, address), "mode": "named"}
+        row = {
+            "id": uuid.uuid4().hex,
+            "annotator_id": who.id,
+            "model_a": a,
+            "model_b": b,
+            "strategy": "named",
+            "propensity": None,
+            "served_at": held["served_at"],
+            "expires_at": held["open_until"],
+            "check": False,
+            "prompt_id": held["prompt_id"],
+        }
         return row, held
+
+    def model_id(self, name: str) -> int:
+        """The id of a model the page may call now, by its name (422 naming the ones it may)."""
+        mid = self.state.model_ids.get(name)
+        servable = self.servable()
+        if mid is None or name not in servable:
+            raise ApiError(
+                422,
+                "invalid_input",
+                f"model {name!r} cannot answer now; pick one of: {', '.join(sorted(servable))}",
+                "models",
+            )
+        return int(mid)
 
     def _names(self) -> list[str]:
         """The models a new battle may be drawn among: those that can answer now, less those
@@ -463,8 +509,10 @@ class BattleHolder:
         prompt_id: str | None,
         address: str | None,
         open_caps: tuple[int, int, float] | None = None,
+        picked: tuple[str, str] | None = None,
     ) -> tuple[dict[str, Any], asyncio.Queue[dict[str, Any] | None]]:
-        """Draw a pair by the arena's serving rule, call both models at once and, while their
+        """Draw a pair by the arena's serving rule (or, with ``picked``, take the two models the
+        visitor picked by name: a side-by-side battle, :meth:`_picked`), call both models at once and, while their
         answers start, store the battle (status ``served``, not votable; with ``open_caps``,
         counted against the caps on battles without a vote in the same transaction,
         :func:`~.store.arena.insert_held`). Returns the battle's row and the queue of its
@@ -486,7 +534,10 @@ class BattleHolder:
             revision = st.revision  # stored only if the registry is still this one
             if not allowed(st, who):  # its key revoked since the request was authenticated
                 raise ApiError(403, "forbidden", "this annotator's key was revoked", "cookie")
-            row, held = self._draw(who, names, prompt, prompt_id, address)
+            if picked is None:
+                row, held = self._draw(who, names, prompt, prompt_id, address)
+            else:
+                row, held = self._picked(who, picked, prompt, prompt_id, address)
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             # the classifier is asked once the first answer piece is out: nothing waits for it,
@@ -524,9 +575,11 @@ class BattleHolder:
             for t in tasks:
                 t.cancel()
             if isinstance(refused, store.held.OpenHeld):
-                st.refused(who, [row], [])
+                if picked is None:
+                    st.refused(who, [row], [])
                 refuse_open(self.page, refused.mine, refused.there)
-            st.refused(who, [row], refused or [])
+            if picked is None:  # a picked pair was not drawn: nothing to take back
+                st.refused(who, [row], refused or [])
             if refused and not learned:
                 # judged through another host: learn every pair the database holds a vote of
                 # this visitor on, once, instead of one refused draw at a time
@@ -930,10 +983,139 @@ class BattleHolder:
             self.remember(row, prompt, history, {r["side"]: r.get("text") for r in rows})
         return {"status": "failed" if failure else "complete", "failure": failure}
 
-    def after_vote(self, battle_id: str) -> None:
-        """A person's vote closed the battle: the judges (if any) judge its whole conversation."""
+    # ------------------------------------------------------------------ direct chats
+    async def chat(
+        self, who: Principal, chat_id: str | None, model: str | None, prompt: str
+    ) -> tuple[str, int, asyncio.Queue[dict[str, Any] | None]]:
+        """A turn of a direct chat of ``who``: a new chat with ``model`` (picked by name), or
+        the next turn of chat ``chat_id`` (the model given the whole conversation). The turn is
+        accepted (stored ``served``: :mod:`.store.modes`) before the call starts; the answer
+        streams into the queue as a battle's side ``a`` does (``{"side": "a", "delta"}``, then
+        ``{"done": True, "status", "failure"}``, then None) and is stored when it ends, even if
+        the page went away. Never a battle, never a vote. Returns (chat id, turn, queue)."""
+        await self.refresh()
+        if chat_id is None:
+            if not model:
+                raise ApiError(422, "invalid_input", "pick the model to chat with", "model")
+            mid, turn, history = self.model_id(model), 1, []
+            chat_id = uuid.uuid4().hex
+            await self.writer.submit_async(
+                partial(
+                    store.modes.new_chat,
+                    chat_id=chat_id,
+                    annotator_id=who.id,
+                    model_id=mid,
+                    now=time.time(),
+                )
+            )
+        else:
+            plan = await asyncio.to_thread(self._plan_chat, chat_id, who.id, prompt)
+            if isinstance(plan, store.held.TurnRefused):
+                raise ApiError(plan.status, plan.code, plan.message, "chat_id")
+            mid, turn, history = plan
+            if mid not in self.endpoints or self.state.models[mid].retired:
+                raise ApiError(
+                    409, "no_models", "this chat's model cannot answer any more; start a new chat"
+                )
+            got = await self.writer.submit_async(
+                partial(
+                    store.modes.accept_chat_turn, chat_id=chat_id, annotator_id=who.id, turn=turn
+                )
+            )
+            if got is not None:
+                raise ApiError(got.status, got.code, got.message, "chat_id")
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._spawn(self._chat_turn(chat_id, mid, turn, prompt, history, queue))
+        return chat_id, turn, queue
+
+    def _plan_chat(self, chat_id: str, annotator_id: int, prompt: str) -> Any:
+        with self.state.engine.connect() as conn:
+            return store.modes.plan_chat(
+                conn,
+                chat_id,
+                annotator_id,
+                prompt,
+                self.page.max_turns,
+                self.page.max_conversation_chars,
+            )
+
+    async def _chat_turn(
+        self,
+        chat_id: str,
+        mid: int,
+        turn: int,
+        prompt: str,
+        history: list[dict[str, str]],
+        queue: asyncio.Queue[dict[str, Any] | None],
+    ) -> None:
+        """Call the chat's model, stream its answer (as a person sees it: stablearena.judging.visible)
+        into ``queue``, store the turn."""
+        came: list[str] = []
+        shown = [VisibleStream()]
+        t0 = time.monotonic()
+
+        def put(piece: str | None) -> None:
+            queue.put_nowait(
+                {"side": "a", "delta": piece}
+                if piece is not None
+                else {"side": "a", "restart": True}
+            )
+
+        def heard(delta: str | None) -> None:
+            if delta is None:  # the call starts over
+                came.clear()
+                shown[0] = VisibleStream()
+                put(None)
+                return
+            came.append(delta)
+            for piece in shown[0].feed(delta):
+                put(piece)
+
+        # what the page is told if the turn is cut (the process stopping)
+        end: dict[str, Any] = {"status": "failed", "failure": "the arena stopped"}
+        try:
+            try:
+                client = self.client(mid)
+                res = await client.complete(client.messages(prompt, history), heard)
+                for piece in shown[0].finish():
+                    put(piece)
+            except Exception as exc:  # noqa: BLE001 - a failed call, never a wedged chat
+                log.exception("model %s: the chat call failed unexpectedly", mid)
+                res = Failure(str(mid), "bad_response", f"{type(exc).__name__}: {exc}")
+            try:
+                await self.after_call(mid, res)
+            except Exception:  # noqa: BLE001 - the outage flag is set again by the next call
+                log.exception("model %s: its outage state could not be stored", mid)
+            if isinstance(res, Answer):
+                answer = {k: getattr(res, k) for k in store.modes.CHAT_ANSWER}
+                failure = None
+            else:
+                answer = {"text": "".join(came), "total_time": time.monotonic() - t0}
+                failure = f"{res.reason} ({res.detail})"
+            await self.writer.submit_async(
+                partial(
+                    store.modes.finish_chat_turn,
+                    chat_id=chat_id,
+                    turn=turn,
+                    prompt=prompt,
+                    answer=answer,
+                    failure=failure,
+                    now=time.time(),
+                )
+            )
+            end = {"status": "failed" if failure else "complete", "failure": failure}
+        except Exception as exc:  # noqa: BLE001 - the page's stream must get its last line
+            log.exception("chat %s: turn %d could not be stored", chat_id, turn)
+            end = {"status": "failed", "failure": f"{type(exc).__name__}: {exc}"}
+        finally:
+            queue.put_nowait({"done": True, **end})
+            queue.put_nowait(None)
+
+    def after_vote(self, battle_id: str, judge: bool = True) -> None:
+        """A person's vote closed the battle: the judges (if any, and with ``judge``: not for a
+        side-by-side battle of models the visitor picked) judge its whole conversation."""
         self.convs.pop(battle_id, None)
-        if self.judges:
+        if self.judges and judge:
             self._spawn(self.judge_battle(battle_id))
 
     async def judge_battle(self, battle_id: str) -> int:

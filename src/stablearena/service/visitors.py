@@ -216,8 +216,7 @@ class Visitors:
         nothing. Returns the caps
         (identity's, address's) and the time now, that :func:`~.store.arena.insert_held` counts exactly,
         in the database, in the transaction that stores the battle."""
-        self._limited(self.battles.take(f"id:{who.id}", slot=who.id), "battles")
-        self._limited(self.addresses.take(f"ip:{address}"), "battles from your address")
+        self.check_rates(who, address)
         now = time.time()
         ob, cap = self.open, self.page.visitor_open
         if ob.over(who.id, 1, cap, now):
@@ -228,6 +227,12 @@ class Visitors:
         if ob.over(who.id, 1, cap, now):
             refuse_open(self.page, ob.count(who.id, now), 0)
         return self.page.visitor_open, self.page.address_open, now
+
+    def check_rates(self, who: Principal, address: str) -> None:
+        """Refuse (429) over the identity's or the address's rate of battles per hour — the
+        rates a new battle and a new direct chat take from alike."""
+        self._limited(self.battles.take(f"id:{who.id}", slot=who.id), "battles")
+        self._limited(self.addresses.take(f"ip:{address}"), "battles from your address")
 
 
 def allowed(state: Any, who: Principal) -> bool:

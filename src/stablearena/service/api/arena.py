@@ -18,7 +18,12 @@ both calls; a stopped battle is never votable), ``POST /arena/battles/abandon`` 
 of the identity without a vote that its cap counts: abandoned, never votable) and ``POST
 /arena/battles/{id}/vote`` (refused
 until both answers are complete; closes the battle; answers with the names); ``POST
-/arena/terms`` (accept the terms of use). Every prompt — the first of a battle and every
+/arena/terms`` (accept the terms of use). The page's other modes (docs/guides/arena-page.md,
+"Modes"): ``POST /arena/battles`` with ``models`` (a side-by-side battle of two models picked by
+name: never on the default board), ``POST /arena/chats`` and ``POST /arena/chats/{id}/turns``
+(a direct chat with one model: never a battle), ``POST /arena/battles/{id}/share`` (a voted
+battle's share link) and ``GET /share/{token}`` / ``GET /share/{token}.json`` (its read-only
+view, public, nothing of the voter). Every prompt — the first of a battle and every
 follow-up — passes :func:`admit_prompt` (terms accepted, length,
 moderation: service/duties.py) before any model sees it.
 Posts need the identity's CSRF token in ``X-CSRF-Token`` and must come from this site.
@@ -29,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import time
 from functools import lru_cache, partial
 from importlib import resources
@@ -77,6 +83,11 @@ class ArenaBattle(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(min_length=1)
     prompt_id: str | None = Field(None, max_length=200)
+    #: a side-by-side battle: the two models the visitor picked by name (model A, model B);
+    #: absent, an anonymous battle drawn by the serving rule
+    models: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None, min_length=2, max_length=2
+    )
 
     @field_validator("prompt", "prompt_id")
     @classmethod
@@ -92,6 +103,22 @@ class ArenaTurn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(min_length=1)
+
+    @field_validator("prompt")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        problem = prompt_problem(v)
+        if problem:
+            raise ValueError(f"the text {problem}")
+        return v
+
+
+class ArenaChat(BaseModel):
+    """The first prompt of a direct chat with one model picked by name."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt: str = Field(min_length=1)
+    model: str = Field(min_length=1, max_length=200)
 
     @field_validator("prompt")
     @classmethod
@@ -259,6 +286,7 @@ def _page(
             csrf=_visitors(request).csrf(visit.ident) if visit else "",
             invite_only=page.invite_only,
             pool=bool(_holder(request).pool),
+            models=sorted(_holder(request).servable()),
             max_chars=page.max_prompt_chars,
             error=error,
             terms=d.terms if visit else None,
@@ -278,6 +306,7 @@ async def arena_page(request: Request) -> Response:
     """The voting page."""
     visit = await _who(request)
     page = request.app.state.settings.arena_page
+    await _holder(request).refresh()  # the models the visitor may pick by name
     new = None
     if visit is None and not page.invite_only:  # a cookie, no row: made on the first battle
         new = await asyncio.to_thread(_visitors(request).new_visitor, _address(request))
@@ -400,7 +429,7 @@ def _stream(
     """A turn's answers as NDJSON: ``first`` (the battle id, turn and attempt), the pieces
     (and the sides' queued states: :class:`~..holder.BattleHolder`), then ``{"done": true,
     "status", "failure"}``."""
-    visitors, battle_id = _visitors(request), first["battle_id"]
+    visitors, battle_id = _visitors(request), first.get("battle_id")  # None: a direct chat
 
     async def lines():  # noqa: ANN202
         yield json.dumps(first) + "\n"
@@ -415,7 +444,7 @@ def _stream(
                 items.pop()
                 end = True
             for item in items:
-                if item.get("done") and item.get("status") == "failed":
+                if item.get("done") and item.get("status") == "failed" and battle_id:
                     visitors.open.close(who.id, [battle_id])  # a failed battle holds none open
             if items:
                 yield "".join(json.dumps(item) + "\n" for item in items)
@@ -433,9 +462,13 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     # off the event loop: the limits may be rows of the database (settings ``limits``)
     caps = await asyncio.to_thread(visitors.check_battle, who, address)
     await admit_prompt(request, who, body.prompt)
-    row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps)
+    picked = (body.models[0], body.models[1]) if body.models else None
+    row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps, picked)
     visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])
-    return _stream(request, who, {"battle_id": row["id"], "turn": 1, "attempt": 1}, queue)
+    first = {"battle_id": row["id"], "turn": 1, "attempt": 1}
+    if picked:
+        first["mode"] = "named"
+    return _stream(request, who, first, queue)
 
 
 @router.post(
@@ -543,10 +576,11 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
     }.get(res.kind)
     if refused is not None:
         raise ApiError(refused[0], refused[1], res.message, "battle_id")
-    st.after_vote(who, battle_id, res)
+    if not res.picked:  # a pair the visitor picked was not drawn: the serving rule learns nothing
+        st.after_vote(who, battle_id, res)
     _visitors(request).open.close(who.id, [battle_id])
     if res.kind == "new":  # the vote closes the battle: the judges judge its conversation
-        _holder(request).after_vote(battle_id)
+        _holder(request).after_vote(battle_id, judge=not res.picked)
     out = {
         "battle_id": battle_id,
         "outcome": store.OUTCOMES[res.outcome],
@@ -555,12 +589,98 @@ async def arena_vote(request: Request, battle_id: str, body: ArenaVote) -> dict[
         "model_b": st.names.get(res.model_b),
         "counts": res.anony is not False,
     }
-    if res.anony is False:  # the voter is told (issue 42): kept, but not on the default board
+    # the voter is told (issue 42): kept, but not on the default board
+    if res.picked:
+        out["why"] = (
+            "not on the board: you picked the models, so the battle was not anonymous (a "
+            "side-by-side vote is kept and exported with anony false, as FastChat does)"
+        )
+    elif res.anony is False:
         out["why"] = (
             "an answer named a model or its maker, so the battle was not anonymous: the vote is "
             "kept but does not count on the leaderboard (as on LMArena)"
         )
     return out
+
+
+# ---------------------------------------------------------------------------------- shares
+@router.post(
+    "/arena/battles/{battle_id}/share",
+    summary="A share link to a voted battle's read-only view (its voter only)",
+)
+async def arena_share(request: Request, battle_id: str) -> dict[str, str]:
+    """The link (``/share/{token}``) to a read-only view of a battle the caller voted on: made
+    on the first ask, the same after; 409 ``not_voted`` before the vote."""
+    who = await _poster(request)
+    share = partial(
+        store.modes.share_battle, battle_id=battle_id, annotator_id=who.id, now=time.time()
+    )
+    try:
+        got = await write(request, share)
+    except IntegrityError:  # the same battle shared through another worker at the same time
+        got = await write(request, share)  # reads the token that worker stored
+    if isinstance(got, store.held.TurnRefused):
+        raise ApiError(got.status, got.code, got.message, "battle_id")
+    return {"url": f"/share/{got}"}
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")
+#: the shared view's headers: the page's, and no referrer (the token is the link's secret)
+_SHARED = {**_HEADERS, "Referrer-Policy": "no-referrer", "X-Robots-Tag": "noindex"}
+
+
+async def _shared(request: Request, token: str) -> dict[str, Any]:
+    got = None
+    if _TOKEN.fullmatch(token):
+        got = await asyncio.to_thread(store.modes.shared_battle, arena(request).engine, token)
+    if got is None:
+        raise ApiError(404, "not_found", "no shared battle at this link", "token")
+    return got
+
+
+@router.get("/share/{token}.json", summary="A shared battle's read-only view (JSON)")
+async def shared_json(request: Request, token: str) -> Response:
+    """The shared battle (:func:`~.store.modes.shared_battle`): mode, model names, verdict and
+    conversation — nothing of the voter. Public: anyone with the link."""
+    got = await _shared(request, token)
+    return Response(json.dumps(got), media_type="application/json", headers=_SHARED)
+
+
+@router.get("/share/{token}", include_in_schema=False)
+async def shared_page(request: Request, token: str) -> Response:
+    """The shared battle as a page (no script; the answers as their Markdown source)."""
+    got = await _shared(request, token)
+    text = environment().get_template("shared.html.j2").render(battle=got, labels=_VERDICTS)
+    return Response(text, headers=_SHARED, media_type="text/html; charset=utf-8")
+
+
+_VERDICTS = {
+    "model_a": "Model A was better",
+    "model_b": "Model B was better",
+    "tie": "A tie",
+    "both_bad": "Both were bad",
+}
+
+
+# ---------------------------------------------------------------------------------- chats
+@router.post("/arena/chats", summary="A direct chat with one model picked by name (NDJSON)")
+async def arena_chat(request: Request, body: ArenaChat) -> Response:
+    """The first turn of a direct chat: the answer streams back as a battle's side ``a`` does,
+    after a first line ``{"chat_id", "turn", "model"}``. Never a battle, never a vote."""
+    who = await _poster(request, create=True)
+    await asyncio.to_thread(_visitors(request).check_rates, who, _address(request))
+    await admit_prompt(request, who, body.prompt)
+    chat_id, turn, queue = await _holder(request).chat(who, None, body.model, body.prompt)
+    return _stream(request, who, {"chat_id": chat_id, "turn": turn, "model": body.model}, queue)
+
+
+@router.post("/arena/chats/{chat_id}/turns", summary="A follow-up in a direct chat (NDJSON)")
+async def arena_chat_turn(request: Request, chat_id: str, body: ArenaTurn) -> Response:
+    """A follow-up prompt of a direct chat: the model is given the whole conversation."""
+    who = await _poster(request)
+    await admit_prompt(request, who, body.prompt)
+    chat_id, turn, queue = await _holder(request).chat(who, chat_id, None, body.prompt)
+    return _stream(request, who, {"chat_id": chat_id, "turn": turn}, queue)
 
 
 # ---------------------------------------------------------------------------------- admin

@@ -23,6 +23,7 @@ from . import arena as held  # the battles the arena holds (store/arena.py)
 from . import (
     auto,  # the automatic arena's journal (store/auto.py)
     limits,  # the rate limits kept in the database (store/limits.py)
+    modes,  # the page's other modes: share links, direct chats (store/modes.py)
     probes,  # the judges' probe battles (store/probes.py)
     serving,  # the serving processes and the battles a dead one left (store/serving.py)
 )
@@ -104,6 +105,7 @@ _write_conn = write_conn  # the name the tests know
 
 __all__ = [
     "held",
+    "modes",
     "serving",
     "auto",
     "limits",

@@ -225,8 +225,9 @@ def insert_held(
 ) -> list[str] | None | OpenHeld:
     """Store a served battle (``row``, as for :func:`~.votes.insert_battles`, stored with
     ``expires_at = 0``) and its prompt (``held``: prompt_id, prompt, category, address,
-    served_at, open_until and owner, the serving process generating it: :mod:`.serving`) with
-    status ``served``; the result of ``insert_battles``. With ``open_caps`` = (annotator's cap,
+    served_at, open_until and owner, the serving process generating it: :mod:`.serving`; and
+    ``mode`` "named" for a side-by-side battle of models the visitor picked, stored with
+    ``battles.anony`` false) with status ``served``; the result of ``insert_battles``. With ``open_caps`` = (annotator's cap,
     address's cap, now), the battle is first counted against the caps on battles without a
     vote (:func:`open_held`) in the same transaction — exact across workers — and refused with
     :class:`OpenHeld` when either is reached."""
@@ -245,6 +246,8 @@ def insert_held(
             battle_id=row["id"], status="served", annotator_id=row["annotator_id"], **held
         )
     )
+    if held.get("mode") == "named":  # models the visitor picked: never on the default board
+        conn.execute(battles.update().where(battles.c.id == row["id"]).values(anony=False))
     return []
 
 
@@ -840,8 +843,17 @@ def record_page_vote(
             .where(held_battles.c.battle_id == battle_id, held_battles.c.open_until.is_not(None))
             .values(open_until=None)
         )
-        anony = conn.execute(sa.select(battles.c.anony).where(battles.c.id == battle_id)).scalar()
-        res = replace(res, anony=None if anony is None else bool(anony))
+        got = conn.execute(
+            sa.select(battles.c.anony, held_battles.c.mode)
+            .outerjoin(held_battles, held_battles.c.battle_id == battles.c.id)
+            .where(battles.c.id == battle_id)
+        ).first()
+        anony = None if got is None else got.anony
+        res = replace(
+            res,
+            anony=None if anony is None else bool(anony),
+            picked=got is not None and got.mode == "named",
+        )
     return res
 
 

@@ -178,6 +178,10 @@ held_battles = Table(
     # for a battle served before migration 0012): a battle left ``served`` by a process that
     # died is closed by a live one (store.serving.close_orphans); NULL again once the turn ends
     Column("owner", String(32)),
+    # how the page served it (migration 0014; docs/guides/arena-page.md, "Modes"): NULL, an
+    # anonymous battle drawn by the serving rule; "named", a side-by-side battle of two models
+    # the visitor picked by name (battles.anony false from the start: never on the default board)
+    Column("mode", String(16)),
     Index("ix_held_battles_served_at", "served_at"),
     Index("ix_held_battles_open_annotator", "annotator_id", "open_until"),
     Index("ix_held_battles_open_address", "address", "open_until"),
@@ -250,6 +254,48 @@ battle_turns = Table(
     Column("style_lists", Integer),
     Column("style_bold", Integer),
     Column("asked_at", Float),
+)
+
+# A finished battle's share link (migration 0014; docs/guides/arena-page.md, "Share a battle"):
+# made by its voter after the vote, an unguessable token that opens a read-only view of the
+# conversation and the verdict at /share/{token} — with nothing of the voter in it.
+battle_shares = Table(
+    "battle_shares",
+    metadata,
+    Column("token", String(32), primary_key=True),
+    Column("battle_id", String(32), ForeignKey("battles.id"), nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+)
+
+# Direct chats (migration 0014; docs/guides/arena-page.md, "Direct chat"): a conversation of a
+# page identity with one model it picked by name — never a battle, never a vote, on no board
+# and not in the battle export. ``status``: served while a turn generates, then complete or
+# failed (a failed chat takes no more turns); one row of ``chat_turns`` per turn.
+chats = Table(
+    "chats",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("annotator_id", Integer, ForeignKey("annotators.id"), nullable=False),
+    Column("model_id", Integer, ForeignKey("models.id"), nullable=False),
+    Column("status", String(16), nullable=False),  # served | complete | failed
+    Column("turns", Integer, nullable=False),  # the turns stored
+    Column("started_at", Float, nullable=False),
+    Index("ix_chats_annotator", "annotator_id"),
+)
+chat_turns = Table(
+    "chat_turns",
+    metadata,
+    Column("chat_id", String(32), ForeignKey("chats.id"), primary_key=True),
+    Column("turn", Integer, primary_key=True),
+    Column("prompt", Text, nullable=False),
+    Column("text", Text),
+    Column("ttft", Float),
+    Column("total_time", Float),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("finish_reason", String(40)),
+    Column("failure", Text),
+    Column("asked_at", Float, nullable=False),
 )
 
 # Answers of held battles that talked to the judge (stablearena.judging.injection; the [injection]

@@ -170,6 +170,9 @@ class VoteResult:
     # a page vote's battle: whether it counts on the default board (False: an answer named a
     # model or its maker — stablearena.judging.anonymity); None where not read
     anony: bool | None = None
+    # a page vote's battle: its models were picked by the visitor (a side-by-side battle,
+    # held_battles.mode "named": never on the default board)
+    picked: bool = False
 
 
 def record_vote(

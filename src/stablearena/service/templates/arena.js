@@ -198,12 +198,19 @@ function settled(text, from) {
 }
 
 // ------------------------------------------------------------------------------- the page
+// Modes (tabs): "battle" — two anonymous models drawn by the arena, the names revealed after the
+// vote; "named" — side by side, the two models the visitor picked (named from the start; the vote
+// is kept but not on the board, and the answer says so); "chat" — one model picked by name, no
+// vote. body[data-mode] says which; switching ends the conversation on the screen as New does.
 var csrf = document.querySelector('meta[name="csrf-token"]').content;
 var $ = function (id) { return document.getElementById(id); };
 var prompt = $("prompt"), send = $("send"), again = $("again"), status = $("status");
 var suggest = $("suggest");
 var votes = Array.prototype.slice.call(document.querySelectorAll("button.vote"));
 var battle = null, promptId = null, voted = false;
+var mode = "battle", pickA = $("pick-a"), pickB = $("pick-b"), tabs = Array.prototype.slice.call(document.querySelectorAll(".modes button"));
+var share = $("share"), shared = $("shared"), shareLink = $("share-link");
+var copies = Array.prototype.slice.call(document.querySelectorAll("#turn-current button.copy"));
 // a touch screen (the page hides its keyboard hints there; a headless or keyboard-only browser,
 // with no pointer at all, keeps them)
 var touch = window.matchMedia("(pointer: coarse)").matches;
@@ -287,12 +294,17 @@ function controls(state) {
   if (state === "new" || state === "streaming") { delete document.body.dataset.state; }
   else { document.body.dataset.state = state; }
   var streaming = state === "streaming", open = state === "complete";
-  stop.hidden = !streaming; stop.disabled = !streaming;
-  regen.hidden = !open; regen.disabled = !open;
+  stop.hidden = !streaming || mode === "chat"; stop.disabled = !streaming;
+  regen.hidden = !open || mode === "chat"; regen.disabled = !open;
+  share.hidden = state !== "voted"; share.disabled = false;
+  tabs.forEach(function (t) { t.disabled = streaming; });
+  pickA.disabled = pickB.disabled = !!battle || streaming;
+  copies.forEach(function (b) { b.disabled = streaming || !sides[b.dataset.side].text; });
   send.disabled = !(open || state === "new") || termsPending(); prompt.disabled = !(open || state === "new");
   if (suggest) { suggest.disabled = state !== "new"; }
   send.textContent = battle && open ? "Send follow-up" : "Send";
-  prompt.placeholder = battle && open ? "Ask a follow-up… (or vote)" : "Type a prompt…";
+  again.textContent = mode === "chat" ? "New chat" : "New battle";
+  prompt.placeholder = battle && open ? (mode === "chat" ? "Ask a follow-up…" : "Ask a follow-up… (or vote)") : "Type a prompt…";
   again.hidden = !(state === "complete" || state === "voted" || state === "failed" || state === "stopped");
   setVotes(open && !voted);
 }
@@ -303,7 +315,12 @@ function keepTurn() {  // the finished current turn moves up into #turns
   var pair = document.createElement("div"); pair.className = "pair";
   ["a", "b"].forEach(function (s) {
     var side = document.createElement("div"); side.className = "side";
-    var h = document.createElement("h2"); h.textContent = "Model " + s.toUpperCase();
+    var h = document.createElement("h2"), label = document.createElement("span");
+    label.className = "label"; label.textContent = $("side-" + s).querySelector(".label").textContent;
+    var name = document.createElement("span"); name.className = "name"; name.textContent = $("name-" + s).textContent;
+    var copy = document.createElement("button"); copy.className = "copy"; copy.textContent = "Copy";
+    copy.dataset.source = sides[s].text;
+    h.append(label, " ", name, copy);
     var ans = document.createElement("div"); ans.className = "answer";
     ans.append.apply(ans, Array.prototype.map.call(sides[s].el.childNodes, function (n) { return n.cloneNode(true); }));
     side.append(h, ans); pair.append(side);
@@ -316,9 +333,22 @@ function termsPending() { return document.body.dataset.terms === "pending"; }
 function reset() {
   battle = null; voted = false; turn = 0; lastPrompt = "";
   turns.replaceChildren(); asked.textContent = ""; asked.hidden = true;
-  delete document.body.dataset.battle; document.body.dataset.turn = "0";
+  delete document.body.dataset.battle; delete document.body.dataset.chat; document.body.dataset.turn = "0";
   ["a", "b"].forEach(function (s) { sides[s].clear(); $("name-" + s).textContent = ""; });
+  shared.hidden = true; shareLink.textContent = ""; shareLink.href = "#";
   controls("new");
+}
+// the names on the screen before any vote: the picked ones (side by side, chat), none in a battle
+function showPicked() {
+  $("name-a").textContent = mode === "battle" ? "" : "· " + pickA.value;
+  $("name-b").textContent = mode === "named" ? "· " + pickB.value : "";
+}
+function setMode(m) {
+  mode = m; document.body.dataset.mode = m;
+  tabs.forEach(function (t) { t.setAttribute("aria-selected", String(t.dataset.mode === m)); });
+  Array.prototype.forEach.call(document.querySelectorAll(".intro"), function (p) { p.hidden = p.dataset.for !== m; });
+  $("pick-a-label").textContent = m === "chat" ? "Model" : "Model A";
+  $("side-a").querySelector(".label").textContent = m === "chat" ? "Answer" : "Model A";
 }
 
 // One turn's stream (a first prompt, a follow-up or a regeneration): NDJSON lines
@@ -326,7 +356,7 @@ function reset() {
 // (queued for the model's free slot: shown in its pane until its answer starts), {"done", "status"}.
 async function run(url, body, text) {
   controls("streaming"); send.disabled = true; prompt.disabled = true; abandon.hidden = true;
-  say("Both models are answering…");
+  say(mode === "chat" ? "The model is answering…" : "Both models are answering…");
   var r, broke = false;
   try { r = await post(url, body); }
   catch (e) { r = null; }
@@ -357,11 +387,12 @@ async function run(url, body, text) {
     lines.forEach(function (line) {
       if (!line) { return; }
       var m = JSON.parse(line);
-      if (m.battle_id) {
+      if (m.battle_id || m.chat_id) {
         if (m.turn > turn && turn > 0) { keepTurn(); }
-        battle = m.battle_id; turn = m.turn; lastPrompt = text;
-        document.body.dataset.battle = battle; document.body.dataset.turn = String(turn);
-        document.body.dataset.attempt = String(m.attempt);
+        battle = m.battle_id || m.chat_id; turn = m.turn; lastPrompt = text;
+        document.body.dataset[m.chat_id ? "chat" : "battle"] = battle; document.body.dataset.turn = String(turn);
+        document.body.dataset.attempt = String(m.attempt || 1);
+        if (turn === 1) { showPicked(); }
         sides.a.clear(); sides.b.clear();
         asked.textContent = text; asked.hidden = false;
       }
@@ -374,9 +405,13 @@ async function run(url, body, text) {
   reading = null;
   sides.a.finish(); sides.b.finish();
   if (phase === "stopped") { return; }
-  if (done && done.status === "complete") {
+  if (done && done.status === "complete" && mode === "chat") {
     controls("complete");
-    say("Turn " + turn + " is complete: vote for the better conversation, or ask a follow-up." + (touch ? "" : " (keys 1–4)"));
+    say("The answer is complete: ask a follow-up, or start a new chat.");
+  } else if (done && done.status === "complete") {
+    controls("complete");
+    say("Turn " + turn + " is complete: vote for the better conversation, or ask a follow-up." + (touch ? "" : " (keys 1–4)") +
+        (mode === "named" ? " You picked the models: the vote will not count on the leaderboard." : ""));
   } else if (done && done.status === "stopped") {
     controls("stopped"); say("Stopped. This battle is not counted.", true);
   } else if (!done) {  // the host serving it stopped: New battle stops it (never counted)
@@ -392,14 +427,18 @@ async function run(url, body, text) {
 async function start() {
   var text = prompt.value.trim();
   if (!text) { say("Type a prompt first.", true); return; }
+  var base = mode === "chat" ? "/arena/chats" : "/arena/battles";
   if (battle && phase === "complete") {
     prompt.value = "";
-    await run("/arena/battles/" + battle + "/turns", { prompt: text }, text);
+    await run(base + "/" + battle + "/turns", { prompt: text }, text);
     return;
   }
   if (battle) { reset(); }
   prompt.value = "";  // shown above the answers as asked; restored if the send is refused
-  await run("/arena/battles", { prompt: text, prompt_id: promptId }, text);
+  if (mode === "chat") { await run(base, { prompt: text, model: pickA.value }, text); return; }
+  var body = { prompt: text, prompt_id: promptId };
+  if (mode === "named") { body.models = [pickA.value, pickB.value]; }
+  await run(base, body, text);
 }
 
 async function regenerate() {
@@ -431,7 +470,7 @@ async function abandonOpen() {
 }
 
 async function vote(outcome) {
-  if (!battle || voted || votes[0].disabled) { return; }
+  if (!battle || voted || votes[0].disabled || mode === "chat") { return; }
   setVotes(false);
   var r = await post("/arena/battles/" + battle + "/vote", { outcome: outcome });
   if (!r.ok) { say(await failed(r), true); setVotes(true); return; }
@@ -447,6 +486,40 @@ async function vote(outcome) {
   again.focus();
 }
 
+// Copy: the answer's Markdown source (as the model sent it, shown as a person sees it) to the
+// clipboard; body[data-copied] keeps the last copied text's length (for the tests' check)
+async function copyAnswer(button) {
+  var text = button.dataset.source !== undefined ? button.dataset.source : sides[button.dataset.side].text;
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = "Copied"; document.body.dataset.copied = String(text.length);
+  } catch (e) {
+    button.textContent = "Copy failed"; say("The browser refused the clipboard: select the text to copy it.", true);
+  }
+  setTimeout(function () { button.textContent = "Copy"; }, 1500);
+}
+document.addEventListener("click", function (e) {
+  var b = e.target.closest ? e.target.closest("button.copy") : null;
+  if (b && !b.disabled) { copyAnswer(b); }
+});
+// Share: a link to the battle's read-only view (made by the arena on the first press)
+share.addEventListener("click", async function () {
+  if (!battle || !voted) { return; }
+  share.disabled = true;
+  var r = null;
+  try { r = await post("/arena/battles/" + battle + "/share", {}); } catch (e) { r = null; }
+  if (!r || !r.ok) { say(r ? await failed(r) : "The arena could not be reached; try again.", true); share.disabled = false; return; }
+  var url = new URL((await r.json()).url, location.href).href;
+  shareLink.href = url; shareLink.textContent = url; shared.hidden = false; share.hidden = true;
+});
+tabs.forEach(function (t) {
+  t.addEventListener("click", async function () {
+    if (t.dataset.mode === mode || phase === "streaming") { return; }
+    await leave();
+    setMode(t.dataset.mode); reset(); promptId = null; say("");
+  });
+});
+[pickA, pickB].forEach(function (p) { p.addEventListener("change", function () { if (!battle) { showPicked(); } }); });
 stop.addEventListener("click", halt);
 abandon.addEventListener("click", abandonOpen);
 regen.addEventListener("click", regenerate);
@@ -459,12 +532,16 @@ if (terms) {
   });
 }
 send.addEventListener("click", start);
-again.addEventListener("click", async function () {
-  // a battle left without a vote is stopped: not counted, and it holds no open slot — a
-  // complete one, and one whose stream broke (its host died: the arena may still hold it open)
-  if (battle && !voted && (phase === "complete" || phase === "failed")) {
+// a battle left without a vote is stopped: not counted, and it holds no open slot — a complete
+// one, and one whose stream broke (its host died: the arena may still hold it open); a chat
+// holds nothing open
+async function leave() {
+  if (battle && mode !== "chat" && !voted && (phase === "complete" || phase === "failed")) {
     try { await post("/arena/battles/" + battle + "/stop", {}); } catch (e) { /* unreachable: Abandon them frees its slot later */ }
   }
+}
+again.addEventListener("click", async function () {
+  await leave();
   reset(); promptId = null; prompt.value = ""; prompt.focus(); say("");
 });
 controls("new");
