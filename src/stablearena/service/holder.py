@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..anonymity import identity_names, names_mentioned
-from ..endpoints import Answer, EndpointClient, Failure, ModelEndpoint
+from ..endpoints import Answer, EndpointClient, Failure, ModelEndpoint, with_image
 from ..endpoints.config import endpoint_from_mapping
 from ..style_features import style_counts
 from ..visible import VisibleStream
@@ -50,6 +50,13 @@ NOT_KEPT = "this turn was not kept: the arena closed the battle at its last comp
 
 #: The probe's prompt (a model under outage is back when it answers anything).
 PROBE = "Reply with the word ok."
+
+#: The category of every battle with an image (its board tab: vision battles, as LMArena's
+#: Vision Arena); neither the rules nor the classifier change it.
+VISION_CATEGORY = "vision"
+
+#: Images of vision battles a worker keeps in memory for their follow-ups (by hash).
+IMAGES_KEPT = 16
 
 Emit = Callable[[str, str | None], None]
 
@@ -179,6 +186,8 @@ class BattleHolder:
         #: judges' copies of a battle take its category: judge())
         self.categorising: dict[str, asyncio.Task] = {}
         self.categories: dict[str, str] = {}
+        #: the data: URLs of the images of the vision battles generated last, by hash
+        self.images: OrderedDict[str, str] = OrderedDict()
         if settings.category_classifier.on:
             from .duties import Categoriser
 
@@ -237,13 +246,17 @@ class BattleHolder:
             got = self.clients[model_id] = (endpoint_json(ep), EndpointClient(ep))
         return got[1]
 
-    def servable(self) -> list[str]:
-        """The names of the models with an endpoint that may be served now."""
+    def servable(self, vision: bool = False) -> list[str]:
+        """The names of the models with an endpoint that may be served now (``vision``: only
+        those that take images, ``vision = true``)."""
         models = self.state.models
         return [
             models[m].name
-            for m in self.endpoints
-            if m in models and not models[m].retired and not models[m].outage
+            for m, ep in self.endpoints.items()
+            if m in models
+            and not models[m].retired
+            and not models[m].outage
+            and (ep.vision or not vision)
         ]
 
     # ------------------------------------------------------------------ outage
@@ -369,15 +382,17 @@ class BattleHolder:
         prompt: str,
         prompt_id: str | None,
         address: str | None,
+        image: bool = False,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A pair among ``names`` by the serving rule: the battle's row and its prompt's."""
+        """A pair among ``names`` by the serving rule: the battle's row and its prompt's (with
+        ``image``, of the category :data:`VISION_CATEGORY`)."""
         if not prompt_id:  # a typed prompt: an id from its text (the same text, the same id)
             prompt_id = "typed-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
         now = time.time()
         held = {
             "prompt_id": prompt_id,
             "prompt": prompt,
-            "category": self.page.category(prompt),
+            "category": VISION_CATEGORY if image else self.page.category(prompt),
             "address": address,
             "served_at": now,
             "open_until": now + self.state.config.battle_ttl,
@@ -387,8 +402,17 @@ class BattleHolder:
         row["prompt_id"] = prompt_id  # for the judges' copies (not a battles column)
         return row, held
 
-    def _names(self) -> list[str]:
-        names = self.servable()
+    def drawable(self, vision: bool = False) -> list[str]:
+        """The models a battle may be drawn among (:meth:`servable`); 503 when fewer than two."""
+        names = self.servable(vision)
+        if vision and len(names) < 2:
+            raise ApiError(
+                503,
+                "no_vision_models",
+                f"{len(names)} model(s) that take images (vision = true) can answer now, and "
+                "a battle with an image needs two; send the prompt without the image",
+                "image",
+            )
         if len(names) < 2:
             raise ApiError(
                 503,
@@ -404,6 +428,7 @@ class BattleHolder:
         prompt_id: str | None,
         address: str | None,
         open_caps: tuple[int, int, float] | None = None,
+        image: Any = None,
     ) -> tuple[dict[str, Any], asyncio.Queue[dict[str, Any] | None]]:
         """Draw a pair by the arena's serving rule, call both models at once and, while their
         answers start, store the battle (status ``served``, not votable; with ``open_caps``,
@@ -415,22 +440,35 @@ class BattleHolder:
         The calls start before the battle is stored so that storing it adds nothing to the
         time to the first token; the answers are stored only once the battle is. When the
         battle is refused (a cap, or the registry changed under the draw: then a new pair is
-        drawn), its calls are cancelled and nothing of it is kept."""
+        drawn), its calls are cancelled and nothing of it is kept.
+
+        ``image`` (a :class:`~.images.CleanImage`): a vision battle — drawn among the models
+        that take images only, each given the image with the prompt, stored with the battle,
+        its category :data:`VISION_CATEGORY` (the classifier is not asked)."""
         await self.refresh()
         st = self.state
-        names = self._names()
+        vision = image is not None
+        names = self.drawable(vision)
+        url = image.url if vision else None
+        stored_image = dataclasses.asdict(image) if vision else None
+        if vision:
+            self._keep_image(image.hash, url)
         learned = False
         for _ in range(8):
             revision = st.revision  # stored only if the registry is still this one
             if not allowed(st, who):  # its key revoked since the request was authenticated
                 raise ApiError(403, "forbidden", "this annotator's key was revoked", "cookie")
-            row, held = self._draw(who, names, prompt, prompt_id, address)
+            row, held = self._draw(who, names, prompt, prompt_id, address, vision)
+            if vision:
+                row["image_hash"] = image.hash  # for the conversation kept in memory
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             # the classifier is asked once the first answer piece is out: nothing waits for it,
             # and its call does not compete with the models' first tokens
-            streaming = asyncio.Event() if self.categoriser is not None else None
-            task = self._spawn(self._run(row, prompt, queue, stored, streaming=streaming))
+            streaming = asyncio.Event() if self.categoriser is not None and not vision else None
+            task = self._spawn(
+                self._run(row, prompt, queue, stored, streaming=streaming, image=url)
+            )
             self._live(row["id"], task)
             tasks = [task]
             if streaming is not None:
@@ -446,6 +484,7 @@ class BattleHolder:
                         held=held,
                         revision=revision,
                         open_caps=open_caps,
+                        image=stored_image,
                     )
                 )
             except BaseException:
@@ -469,8 +508,38 @@ class BattleHolder:
             if refused is None:
                 await asyncio.to_thread(st.reload_registry)
                 await self.refresh()
-                names = self._names()
+                names = self.drawable(vision)
         raise ApiError(503, "busy", "the arena is changing fast; try again")
+
+    def _keep_image(self, image_hash: str, url: str) -> None:
+        self.images.pop(image_hash, None)
+        self.images[image_hash] = url
+        while len(self.images) > IMAGES_KEPT:
+            self.images.popitem(last=False)
+
+    async def _image_of(
+        self, battle_id: str, conv: dict[str, Any] | None
+    ) -> tuple[str | None, str | None]:
+        """(hash, data: URL) of a battle's image for a follow-up ((None, None): a battle without
+        one): from memory when this worker generated it lately, else read."""
+        if conv is not None:
+            image_hash = conv.get("image")
+            if image_hash is None:
+                return None, None
+            if image_hash in self.images:
+                return image_hash, self.images[image_hash]
+        got = await asyncio.to_thread(self._read_image, battle_id)
+        if got is None:
+            return None, None
+        from .images import data_url
+
+        url = data_url(got["media_type"], got["data"])
+        self._keep_image(got["hash"], url)
+        return got["hash"], url
+
+    def _read_image(self, battle_id: str) -> dict[str, Any] | None:
+        with self.state.engine.connect() as conn:
+            return store.held.battle_image(conn, battle_id)
 
     async def _categorise(
         self,
@@ -509,6 +578,13 @@ class BattleHolder:
             except Exception:  # noqa: BLE001 - the rules' category
                 pass
         return self.categories.get(battle_id) or self.page.category(prompt)
+
+    async def _category_for_judges(
+        self, battle_id: str, prompt: str, material: dict[str, Any] | None
+    ) -> str:
+        if (material or {}).get("image") is not None:
+            return VISION_CATEGORY
+        return await self.category_of(battle_id, prompt)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -562,6 +638,7 @@ class BattleHolder:
             plan = await asyncio.to_thread(self._plan, limits)
         if isinstance(plan, store.held.TurnRefused):
             raise ApiError(plan.status, plan.code, plan.message, "battle_id")
+        image_hash, image = await self._image_of(battle_id, conv)
         row = {
             "id": battle_id,
             "model_a": plan.model_a,
@@ -569,11 +646,14 @@ class BattleHolder:
             "annotator_id": who.id,
             "regens": plan.regenerated + (plan.attempt > 1),  # after this turn
             "attempt": plan.attempt,
+            "image_hash": image_hash,
         }
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = self._spawn(
-            self._run(row, plan.prompt, queue, stored, plan.history, plan.turn, plan.attempt)
+            self._run(
+                row, plan.prompt, queue, stored, plan.history, plan.turn, plan.attempt, image=image
+            )
         )
         try:
             got = await self.writer.submit_async(
@@ -621,6 +701,7 @@ class BattleHolder:
             "attempt": row.get("attempt", 1),
             "annotator": row["annotator_id"],
             "models": (row["model_a"], row["model_b"]),
+            "image": row.get("image_hash"),
         }
         while len(self.convs) > CONVERSATIONS:
             self.convs.popitem(last=False)
@@ -672,6 +753,7 @@ class BattleHolder:
         turn: int = 1,
         attempt: int = 1,
         streaming: asyncio.Event | None = None,
+        image: str | None = None,
     ) -> None:
         """Generate the battle's answers into ``queue`` (the generation goes on, and is stored,
         even when the page goes away; only a stop cancels it); ``streaming`` is set at the first
@@ -688,7 +770,9 @@ class BattleHolder:
 
         try:
             try:
-                end = await self.generate(row, prompt, emit, stored, history, turn, attempt)
+                end = await self.generate(
+                    row, prompt, emit, stored, history, turn, attempt, image=image
+                )
             except asyncio.CancelledError:  # stopped: its answers were stored as they came
                 end = {"status": "stopped", "failure": "stopped by the person"}
             except Exception as exc:  # noqa: BLE001 - the page's stream must get its last line
@@ -709,13 +793,16 @@ class BattleHolder:
         history: dict[str, list[dict[str, str]]] | None = None,
         turn: int = 1,
         attempt: int = 1,
+        image: str | None = None,
     ) -> dict[str, Any]:
         """Call both models at once — each with the conversation so far (``history[side]``:
         the user's messages and its own answers) and ``prompt`` — ``emit(side, delta)`` as
         their answers stream in, then (once ``stored`` says the battle is) store both answers
         as turn ``turn`` (attempt ``attempt``) and the battle's new status; returns
         ``{"status", "failure"}``. Cancelled (a stop), it stores what came of both answers,
-        with the failure ``stopped``, and is cancelled."""
+        with the failure ``stopped``, and is cancelled. ``image``: a vision battle's image (a
+        data: URL), on the conversation's first user message at every turn
+        (:func:`~stablearena.endpoints.client.with_image`)."""
         sides = (("a", row["model_a"]), ("b", row["model_b"]))
         came: dict[str, list[str]] = {"a": [], "b": []}
         # the page is sent each answer as a person sees it (stablearena.visible), as the judges
@@ -743,6 +830,8 @@ class BattleHolder:
             try:
                 client = self.client(mid)
                 messages = client.messages(prompt, (history or {}).get(side, ()))
+                if image is not None:
+                    messages = with_image(messages, image)
                 res = await client.complete(messages, partial(heard, side))
                 heard_all(side)
             except asyncio.CancelledError:  # stopped: the page gets all that came, as stored
@@ -856,9 +945,13 @@ class BattleHolder:
         """Every judge judges a completed battle in both orders (stablearena.judges; orders
         that disagree are a tie) and votes on its own copy of it as an annotator of the arena;
         a failed or unparseable judgement is no vote. A conversation of several turns is judged
-        whole (:func:`judged_texts`). Returns the votes recorded."""
+        whole (:func:`judged_texts`). A vision battle (its image in ``material``) is judged only
+        by the judges that take images (``vision = true``), each given the image with the
+        prompt; the others do not vote on it, and it gets no probe battles. Returns the votes
+        recorded."""
         text = {a["side"]: a["text"] for a in answers}
         conv = (material or {}).get("conversation")
+        image = (material or {}).get("image")
         asked = prompt
         if conv and conv["turns"] > 1:
             asked, text = judged_texts(conv)
@@ -866,13 +959,23 @@ class BattleHolder:
             self.flagged_judges = await asyncio.to_thread(self._flagged)
         # a judge its probes flagged judges no more (its votes are out of every fit)
         judges = [j for j in self.judges if j.name not in self.flagged_judges]
+        urls: tuple[str, ...] = ()
+        if image is not None:
+            from .images import data_url
+
+            judges = [j for j in judges if j.judge.endpoint.vision]
+            urls = (data_url(image["media_type"], image["data"]),)
         got = await asyncio.gather(
-            *(j.judge_pair(asked, row["id"], "a", text["a"], "b", text["b"]) for j in judges)
+            *(
+                j.judge_pair(asked, row["id"], "a", text["a"], "b", text["b"], images=urls)
+                for j in judges
+            )
         )
         st, now, done = self.state, time.time(), 0
         held = {
             "prompt": prompt,
-            "category": await self.category_of(row["id"], prompt),
+            "category": await self._category_for_judges(row["id"], prompt, material),
+            "image_hash": image["hash"] if image is not None else None,
             "status": "complete",
             "served_at": now,
             "completed_at": now,
@@ -914,7 +1017,8 @@ class BattleHolder:
             )
             st.after_vote(Principal(jid, jc.name, "annotator", "", ""), copy["id"], res)
             done += 1
-        await self.probe_judges(judges, asked, row["id"], [text["a"], text["b"]])
+        if image is None:  # a probe shows no image: a vision battle's judges are not probed
+            await self.probe_judges(judges, asked, row["id"], [text["a"], text["b"]])
         return done
 
     async def _judge_id(self, name: str, now: float) -> int:

@@ -309,7 +309,7 @@ function keepTurn() {  // the finished current turn moves up into #turns
 var terms = $("terms");
 function termsPending() { return document.body.dataset.terms === "pending"; }
 function reset() {
-  battle = null; voted = false; turn = 0; lastPrompt = "";
+  battle = null; voted = false; turn = 0; lastPrompt = ""; showImage(null);
   turns.replaceChildren(); asked.textContent = ""; asked.hidden = true;
   delete document.body.dataset.battle; document.body.dataset.turn = "0";
   ["a", "b"].forEach(function (s) { sides[s].clear(); $("name-" + s).textContent = ""; });
@@ -358,6 +358,7 @@ async function run(url, body, text) {
         document.body.dataset.attempt = String(m.attempt);
         sides.a.clear(); sides.b.clear();
         asked.textContent = text; asked.hidden = false;
+        if (body.image) { showImage(body.image); attachImage(null); }
       }
       else if (m.restart) { sides[m.side].clear(); }
       else if (m.side) { sides[m.side].add(m.delta); }
@@ -392,7 +393,9 @@ async function start() {
   }
   if (battle) { reset(); }
   prompt.value = "";  // shown above the answers as asked; restored if the send is refused
-  await run("/arena/battles", { prompt: text, prompt_id: promptId }, text);
+  var first = { prompt: text, prompt_id: promptId };
+  if (image) { first.image = image; }
+  await run("/arena/battles", first, text);
 }
 
 async function regenerate() {
@@ -478,4 +481,37 @@ document.addEventListener("keydown", function (e) {
   var k = { "1": "model_a", "2": "model_b", "3": "tie", "4": "both_bad" }[e.key];
   if (k) { vote(k); }
 });
+
+// ------------------------------------------------------------------ images (vision battles)
+// An image attached to a battle's first prompt (offered only when two models that take images
+// can answer): read as a data: URL and sent in the battle's body; the server checks its type by
+// its first bytes, its size and pixels, and re-encodes it without metadata. Once the battle
+// starts it is shown above the conversation (the page's CSP lets data: images only).
+var image = null, imageInput = $("image");
+function attachImage(url) {
+  image = url;
+  if (!imageInput) { return; }
+  $("image-preview").hidden = !url;
+  if (url) { $("image-thumb").src = url; } else { $("image-thumb").removeAttribute("src"); imageInput.value = ""; }
+}
+function showImage(url) {
+  $("battle-image").hidden = !url;
+  if (url) { $("battle-image-img").src = url; } else { $("battle-image-img").removeAttribute("src"); }
+}
+if (imageInput) {
+  imageInput.addEventListener("change", function () {
+    var file = imageInput.files[0], max = Number(imageInput.dataset.maxBytes);
+    if (!file) { attachImage(null); return; }
+    if (file.size > max) {
+      attachImage(null);
+      say("The image is " + file.size + " bytes; the arena takes at most " + max + ".", true);
+      return;
+    }
+    var reader = new FileReader();
+    reader.onload = function () { attachImage(reader.result); say(""); };
+    reader.onerror = function () { attachImage(null); say("The image could not be read.", true); };
+    reader.readAsDataURL(file);
+  });
+  $("image-clear").addEventListener("click", function () { attachImage(null); });
+}
 document.body.dataset.ready = "1";
