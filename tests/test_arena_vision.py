@@ -16,6 +16,7 @@ import json
 import os
 import re
 import time
+import uuid
 import zipfile
 
 import pytest
@@ -199,19 +200,20 @@ def test_an_image_battle_end_to_end(db_url, demo, tmp_path):  # noqa: F811
     """Both models get the cleaned image at every turn; a vision judge sees it and a text-only
     judge sits the battle out; it is stored once, exported in FastChat's vision schema and has
     its own board tab."""
+    tag = "e2e" + uuid.uuid4().hex[:8]  # own counters: both backends share the demo server
     cfg = settings(
         db_url,
         demo.base_url,
-        "e2e",
+        tag,
         {"demo-ace": True, "demo-wild": True, "demo-solid": False},
         judges=[
             {
                 "name": "judge-keen",
                 "base_url": demo.base_url,
-                "model": "judge-keen+vision+id=e2e",
+                "model": f"judge-keen+vision+id={tag}",
                 "vision": True,
             },
-            {"name": "judge-fair", "base_url": demo.base_url, "model": "judge-fair+id=e2e"},
+            {"name": "judge-fair", "base_url": demo.base_url, "model": f"judge-fair+id={tag}"},
         ],
     )
     raw = png(text={"Comment": "at home, 52.5N 13.4E"})
@@ -229,7 +231,7 @@ def test_an_image_battle_end_to_end(db_url, demo, tmp_path):  # noqa: F811
         assert got[-1]["status"] == "complete", got[-1]
         for side, text in answers(got).items():
             assert text.startswith("I see a 64×48 PNG image."), (side, text)
-        seen = received(demo, "e2e")
+        seen = received(demo, tag)
         assert "demo-solid" not in seen  # the text-only model was never drawn
         with tc.app.state.engine.connect() as conn:
             stored = conn.execute(sa.select(store.tables.images)).all()
@@ -255,7 +257,7 @@ def test_an_image_battle_end_to_end(db_url, demo, tmp_path):  # noqa: F811
             )
         )
         assert got[-1]["status"] == "complete"
-        seen = received(demo, "e2e")
+        seen = received(demo, tag)
         for name in ("demo-ace", "demo-wild"):
             (img,) = seen[name]["last_images"]
             assert img["message"] == 0 and img["sha256"] == stored[0].hash
@@ -265,11 +267,11 @@ def test_an_image_battle_end_to_end(db_url, demo, tmp_path):  # noqa: F811
         tc.app.state.holder.images.clear()
         got = lines(tc.post(f"/arena/battles/{bid}/regenerate", headers=csrf))
         assert got[-1]["status"] == "complete"
-        assert received(demo, "e2e")["demo-ace"]["last_images"][0]["sha256"] == stored[0].hash
+        assert received(demo, tag)["demo-ace"]["last_images"][0]["sha256"] == stored[0].hash
         r = tc.post(f"/arena/battles/{bid}/vote", json={"outcome": "model_a"}, headers=csrf)
         assert r.status_code == 200, r.text
         settle(tc)
-        seen = received(demo, "e2e")
+        seen = received(demo, tag)
         assert seen["judge-keen"]["image_requests"] == 2  # both orders, with the image
         assert seen["judge-keen"]["last_images"][0]["sha256"] == stored[0].hash
         assert "judge-fair" not in seen  # it cannot see the image: it does not judge
