@@ -33,7 +33,7 @@ from typing import Any
 
 from ..data.names import checked_name
 from ..errors import InputError
-from .endpoints.client import Answer, EndpointClient, Failure
+from .endpoints.client import Answer, EndpointClient, Failure, with_image
 from .endpoints.config import ModelEndpoint, endpoint_from_mapping, load_toml
 from .injection import (
     DEFAULT_POLICY,
@@ -321,10 +321,14 @@ class JudgeClient:
             await self.classifier.aclose()
 
     async def verdict(
-        self, prompt: str, answer_a: str, answer_b: str, order: str
+        self, prompt: str, answer_a: str, answer_b: str, order: str, images: Sequence[str] = ()
     ) -> Verdict | Failure:
-        """One judge call for one order."""
+        """One judge call for one order (``images``: the battle's images as URLs, given to a
+        judge whose endpoint takes them, ``vision = true``, as content parts of its message)."""
         msg = self.client.messages(self.judge.message(prompt, answer_a, answer_b))
+        if self.judge.endpoint.vision:
+            for url in images:
+                msg = with_image(msg, url)
         got = await self.client.complete(msg)
         if isinstance(got, Failure):
             return got
@@ -348,14 +352,23 @@ class JudgeClient:
         return found
 
     async def judge_pair(
-        self, prompt: str, prompt_id: str, x: str, answer_x: str, y: str, answer_y: str
+        self,
+        prompt: str,
+        prompt_id: str,
+        x: str,
+        answer_x: str,
+        y: str,
+        answer_y: str,
+        images: Sequence[str] = (),
     ) -> Judgement:
         """Judge x against y on ``prompt`` in both orders, after the injection check
         (stablearena.judging.injection) of the answers as a person sees them (stablearena.judging.visible; a
         hidden note counts as a note: rule ``hidden-text``): an answer that talks to the judge is handled by the policy
         ``injection`` — ``forfeit`` (it loses, no judge call; both: ``cut``), ``cut`` (the
         sentences are cut before judging), ``drop`` (no vote) or ``keep`` (judged as is). A
-        prompt that matches the rules itself (a question about injections) is judged as is."""
+        prompt that matches the rules itself (a question about injections) is judged as is.
+        ``images``: the battle's images (URLs), shown to a judge that takes them
+        (:meth:`verdict`)."""
         seen_x, seen_y = visible(answer_x), visible(answer_y)
         prompt, answer_x, answer_y = visible_text(prompt), seen_x.text, seen_y.text
         dx, dy = await asyncio.gather(self._detect(seen_x), self._detect(seen_y))
@@ -377,8 +390,8 @@ class JudgeClient:
             if action == "cut":
                 answer_x, answer_y = cut(answer_x, dx), cut(answer_y, dy)
         v1, v2 = await asyncio.gather(
-            self.verdict(prompt, answer_x, answer_y, "xy"),
-            self.verdict(prompt, answer_y, answer_x, "yx"),
+            self.verdict(prompt, answer_x, answer_y, "xy", images),
+            self.verdict(prompt, answer_y, answer_x, "yx", images),
         )
         for v in (v1, v2):
             if isinstance(v, Failure):

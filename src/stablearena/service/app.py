@@ -301,7 +301,14 @@ def create_app(
         docs_url=None,  # /docs and /redoc: stablearena.service.api.docs (no CDN)
         redoc_url=None,
     )
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    # a battle's body may carry an attached image, base64 in a data: URL (4 characters per 3
+    # bytes): larger by that much (service/images.py refuses an image over max_image_bytes)
+    image_body = (settings.arena_page.max_image_bytes + 2) // 3 * 4 + 256
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.max_body_bytes,
+        paths={"/arena/battles": settings.max_body_bytes + image_body},
+    )
     front = HotRoutes(app, settings.max_body_bytes)
     _install_error_handlers(app)
     for router in ROUTERS:

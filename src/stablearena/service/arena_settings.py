@@ -129,6 +129,19 @@ class ArenaPage(BaseModel):
         "fewer than two models remain the battle is refused (503 busy, with Retry-After). "
         "0: never queue.",
     )
+    max_image_bytes: int = Field(
+        5 * 1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest image a visitor may attach to a battle, in bytes (vision battles: "
+        "only models with vision = true are drawn for them; docs/guides/arena-page.md).",
+    )
+    max_image_side: int = Field(
+        4096,
+        ge=16,
+        le=16384,
+        description="Most pixels of an attached image's width and of its height.",
+    )
     probe_seconds: float = Field(
         10.0,
         gt=0.0,

@@ -111,18 +111,29 @@ class Moderator:
     def on(self) -> bool:
         return bool(self.words or self.rules or self.client)
 
-    async def check(self, text: str) -> Verdict:
+    async def check(self, text: str, image: str | None = None) -> Verdict:
         """The prompt's verdict: the rules first (no call when one matches), then the
-        endpoint."""
+        endpoint. ``image`` (a vision battle's image, a data: URL) goes to the endpoint with the
+        text as OpenAI's multimodal moderation input (``[{"type": "text", …}, {"type":
+        "image_url", …}]``, which ``omni-moderation-latest`` reads); the rules read text only,
+        so without an endpoint an image passes ``unchecked`` (let through, counted)."""
         word = self.words.search(text) if self.words is not None else None
         hits = (f"word:{word.group(0).lower()}",) if word else ()
         hits += tuple(name for name, rx in self.rules if rx.search(text))
         if hits:
             return Verdict(True, "rules", hits)
         if self.client is None:
+            if image is not None:
+                return Verdict(False, "unchecked", ("image: no moderation endpoint",))
             return Verdict(False, "clean")
+        given: Any = text
+        if image is not None:
+            given = [
+                {"type": "text", "text": text},
+                {"type": "image_url", "image_url": {"url": image}},
+            ]
         got = await self.client.post_json(
-            "moderations", {"model": self.client.endpoint.model, "input": text}
+            "moderations", {"model": self.client.endpoint.model, "input": given}
         )
         flagged, why = _moderation_reply(got)
         if flagged is None:

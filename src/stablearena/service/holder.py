@@ -30,7 +30,7 @@ import numpy as np
 
 from ..data.style_features import style_counts
 from ..judging.anonymity import identity_names, names_mentioned
-from ..judging.endpoints import Answer, EndpointClient, Failure, ModelEndpoint
+from ..judging.endpoints import Answer, EndpointClient, Failure, ModelEndpoint, with_image
 from ..judging.endpoints.config import endpoint_from_mapping
 from ..judging.visible import VisibleStream
 from . import store
@@ -54,6 +54,13 @@ PROBE = "Reply with the word ok."
 
 #: How often a battle waiting for a model's free call slot is told its new place (seconds).
 QUEUE_EVERY = 1.0
+
+#: The category of every battle with an image (its board tab: vision battles, as LMArena's
+#: Vision Arena); neither the rules nor the classifier change it.
+VISION_CATEGORY = "vision"
+
+#: Images of vision battles a worker keeps in memory for their follow-ups (by hash).
+IMAGES_KEPT = 16
 
 Emit = Callable[[str, str | None], None]
 
@@ -186,6 +193,8 @@ class BattleHolder:
         #: judges' copies of a battle take its category: judge())
         self.categorising: dict[str, asyncio.Task] = {}
         self.categories: dict[str, str] = {}
+        #: the data: URLs of the images of the vision battles generated last, by hash
+        self.images: OrderedDict[str, str] = OrderedDict()
         if settings.category_classifier.on:
             from .duties import Categoriser
 
@@ -244,13 +253,17 @@ class BattleHolder:
             got = self.clients[model_id] = (endpoint_json(ep), EndpointClient(ep))
         return got[1]
 
-    def servable(self) -> list[str]:
-        """The names of the models with an endpoint that may be served now."""
+    def servable(self, vision: bool = False) -> list[str]:
+        """The names of the models with an endpoint that may be served now (``vision``: only
+        those that take images, ``vision = true``)."""
         models = self.state.models
         return [
             models[m].name
-            for m in self.endpoints
-            if m in models and not models[m].retired and not models[m].outage
+            for m, ep in self.endpoints.items()
+            if m in models
+            and not models[m].retired
+            and not models[m].outage
+            and (ep.vision or not vision)
         ]
 
     # ------------------------------------------------------------------ the models' lines
@@ -420,14 +433,18 @@ class BattleHolder:
         prompt: str,
         prompt_id: str | None,
         address: str | None,
+        image: bool = False,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A pair among ``names`` by the serving rule: the battle's row and its prompt's."""
-        held = self._held(prompt, prompt_id, address)
+        """A pair among ``names`` by the serving rule: the battle's row and its prompt's (with
+        ``image``, of the category :data:`VISION_CATEGORY`)."""
+        held = self._held(prompt, prompt_id, address, image)
         (row,) = self.state.serve(who, 1, names)
         row["prompt_id"] = held["prompt_id"]  # for the judges' copies (not a battles column)
         return row, held
 
-    def _held(self, prompt: str, prompt_id: str | None, address: str | None) -> dict[str, Any]:
+    def _held(
+        self, prompt: str, prompt_id: str | None, address: str | None, image: bool = False
+    ) -> dict[str, Any]:
         """A held battle's ``held_battles`` row (without its status)."""
         if not prompt_id:  # a typed prompt: an id from its text (the same text, the same id)
             prompt_id = "typed-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
@@ -435,7 +452,7 @@ class BattleHolder:
         return {
             "prompt_id": prompt_id,
             "prompt": prompt,
-            "category": self.page.category(prompt),
+            "category": VISION_CATEGORY if image else self.page.category(prompt),
             "address": address,
             "served_at": now,
             "open_until": now + self.state.config.battle_ttl,
@@ -449,14 +466,16 @@ class BattleHolder:
         prompt: str,
         prompt_id: str | None,
         address: str | None,
+        image: bool = False,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """A side-by-side battle of the two models the visitor picked by name, in that order
         (model A, model B): not drawn by the serving rule (strategy ``named``, no propensity),
-        stored with mode ``named`` — never anonymous, never on the default board."""
-        a, b = (self.model_id(n) for n in picked)
+        stored with mode ``named`` — never anonymous, never on the default board. With an
+        ``image``, both must take images."""
+        a, b = (self.model_id(n, image) for n in picked)
         if a == b:
             raise ApiError(422, "invalid_input", "pick two different models", "models")
-        held = {**self._held(prompt, prompt_id, address), "mode": "named"}
+        held = {**self._held(prompt, prompt_id, address, image), "mode": "named"}
         row = {
             "id": uuid.uuid4().hex,
             "annotator_id": who.id,
@@ -471,24 +490,36 @@ class BattleHolder:
         }
         return row, held
 
-    def model_id(self, name: str) -> int:
-        """The id of a model the page may call now, by its name (422 naming the ones it may)."""
+    def model_id(self, name: str, vision: bool = False) -> int:
+        """The id of a model the page may call now, by its name (422 naming the ones it may;
+        ``vision``: among the models that take images)."""
         mid = self.state.model_ids.get(name)
-        servable = self.servable()
+        servable = self.servable(vision)
         if mid is None or name not in servable:
             raise ApiError(
                 422,
                 "invalid_input",
-                f"model {name!r} cannot answer now; pick one of: {', '.join(sorted(servable))}",
+                f"model {name!r} cannot answer now{' an image' if vision else ''}; pick one "
+                f"of: {', '.join(sorted(servable))}",
                 "models",
             )
         return int(mid)
 
-    def _names(self) -> list[str]:
-        """The models a new battle may be drawn among: those that can answer now, less those
-        whose line is longer than ``max_queue_wait`` (503 ``busy`` when fewer than two are
-        left, 503 ``no_models`` when fewer than two can answer at all)."""
-        names = self.servable()
+    def drawable(self, vision: bool = False) -> list[str]:
+        """The models a new battle may be drawn among: those that can answer now
+        (:meth:`servable`; with ``vision``, those that take images: 503 ``no_vision_models``
+        when fewer than two), less those whose line is longer than ``max_queue_wait`` (503
+        ``busy`` when fewer than two are left, 503 ``no_models`` when fewer than two can answer
+        at all)."""
+        names = self.servable(vision)
+        if vision and len(names) < 2:
+            raise ApiError(
+                503,
+                "no_vision_models",
+                f"{len(names)} model(s) that take images (vision = true) can answer now, and "
+                "a battle with an image needs two; send the prompt without the image",
+                "image",
+            )
         if len(names) < 2:
             raise ApiError(
                 503,
@@ -510,6 +541,7 @@ class BattleHolder:
         address: str | None,
         open_caps: tuple[int, int, float] | None = None,
         picked: tuple[str, str] | None = None,
+        image: Any = None,
     ) -> tuple[dict[str, Any], asyncio.Queue[dict[str, Any] | None]]:
         """Draw a pair by the arena's serving rule (or, with ``picked``, take the two models the
         visitor picked by name: a side-by-side battle, :meth:`_picked`), call both models at once and, while their
@@ -520,32 +552,45 @@ class BattleHolder:
         starts over; ``{"side", "state", …}`` while a side waits for its model's free call
         slot: :class:`_Line`), then ``{"done": True, "status", "failure"}``, then None. The
         pair is drawn among the models whose line is within ``max_queue_wait``
-        (:meth:`_names`: else 503 ``busy``).
+        (:meth:`drawable`: else 503 ``busy``).
 
         The calls start before the battle is stored so that storing it adds nothing to the
         time to the first token; the answers are stored only once the battle is. When the
         battle is refused (a cap, or the registry changed under the draw: then a new pair is
-        drawn), its calls are cancelled and nothing of it is kept."""
+        drawn), its calls are cancelled and nothing of it is kept.
+
+        ``image`` (a :class:`~.images.CleanImage`): a vision battle — drawn among the models
+        that take images only, each given the image with the prompt, stored with the battle,
+        its category :data:`VISION_CATEGORY` (the classifier is not asked)."""
         await self.refresh()
         st = self.state
-        names = self._names()
+        vision = image is not None
+        names = self.drawable(vision)
+        url = image.url if vision else None
+        stored_image = dataclasses.asdict(image) if vision else None
+        if vision:
+            self._keep_image(image.hash, url)
         learned = False
         for _ in range(8):
             revision = st.revision  # stored only if the registry is still this one
             if not allowed(st, who):  # its key revoked since the request was authenticated
                 raise ApiError(403, "forbidden", "this annotator's key was revoked", "cookie")
             if picked is None:
-                row, held = self._draw(who, names, prompt, prompt_id, address)
+                row, held = self._draw(who, names, prompt, prompt_id, address, vision)
             else:
-                row, held = self._picked(who, picked, prompt, prompt_id, address)
+                row, held = self._picked(who, picked, prompt, prompt_id, address, vision)
+            if vision:
+                row["image_hash"] = image.hash  # for the conversation kept in memory
             queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             # the classifier is asked once the first answer piece is out: nothing waits for it,
             # and its call does not compete with the models' first tokens
-            streaming = asyncio.Event() if self.categoriser is not None else None
-            entered = self._expect(row)  # no await since _names(): counted before the next
+            streaming = asyncio.Event() if self.categoriser is not None and not vision else None
+            entered = self._expect(row)  # no await since drawable(): counted before the next
             task = self._spawn(
-                self._run(row, prompt, queue, stored, streaming=streaming, entered=entered)
+                self._run(
+                    row, prompt, queue, stored, streaming=streaming, entered=entered, image=url
+                )
             )
             task.add_done_callback(lambda _, e=entered: e(None))
             self._live(row["id"], task)
@@ -563,6 +608,7 @@ class BattleHolder:
                         held=held,
                         revision=revision,
                         open_caps=open_caps,
+                        image=stored_image,
                     )
                 )
             except BaseException:
@@ -588,8 +634,38 @@ class BattleHolder:
             if refused is None:
                 await asyncio.to_thread(st.reload_registry)
                 await self.refresh()
-                names = self._names()
+                names = self.drawable(vision)
         raise ApiError(503, "busy", "the arena is changing fast; try again")
+
+    def _keep_image(self, image_hash: str, url: str) -> None:
+        self.images.pop(image_hash, None)
+        self.images[image_hash] = url
+        while len(self.images) > IMAGES_KEPT:
+            self.images.popitem(last=False)
+
+    async def _image_of(
+        self, battle_id: str, conv: dict[str, Any] | None
+    ) -> tuple[str | None, str | None]:
+        """(hash, data: URL) of a battle's image for a follow-up ((None, None): a battle without
+        one): from memory when this worker generated it lately, else read."""
+        if conv is not None:
+            image_hash = conv.get("image")
+            if image_hash is None:
+                return None, None
+            if image_hash in self.images:
+                return image_hash, self.images[image_hash]
+        got = await asyncio.to_thread(self._read_image, battle_id)
+        if got is None:
+            return None, None
+        from .images import data_url
+
+        url = data_url(got["media_type"], got["data"])
+        self._keep_image(got["hash"], url)
+        return got["hash"], url
+
+    def _read_image(self, battle_id: str) -> dict[str, Any] | None:
+        with self.state.engine.connect() as conn:
+            return store.held.battle_image(conn, battle_id)
 
     async def _categorise(
         self,
@@ -628,6 +704,13 @@ class BattleHolder:
             except Exception:  # noqa: BLE001 - the rules' category
                 pass
         return self.categories.get(battle_id) or self.page.category(prompt)
+
+    async def _category_for_judges(
+        self, battle_id: str, prompt: str, material: dict[str, Any] | None
+    ) -> str:
+        if (material or {}).get("image") is not None:
+            return VISION_CATEGORY
+        return await self.category_of(battle_id, prompt)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -681,6 +764,7 @@ class BattleHolder:
             plan = await asyncio.to_thread(self._plan, limits)
         if isinstance(plan, store.held.TurnRefused):
             raise ApiError(plan.status, plan.code, plan.message, "battle_id")
+        image_hash, image = await self._image_of(battle_id, conv)
         row = {
             "id": battle_id,
             "model_a": plan.model_a,
@@ -688,6 +772,7 @@ class BattleHolder:
             "annotator_id": who.id,
             "regens": plan.regenerated + (plan.attempt > 1),  # after this turn
             "attempt": plan.attempt,
+            "image_hash": image_hash,
         }
         waits = [self.queue_wait(m) for m in (plan.model_a, plan.model_b) if m in self.endpoints]
         if waits and max(waits) > page.max_queue_wait:
@@ -705,6 +790,7 @@ class BattleHolder:
                 plan.turn,
                 plan.attempt,
                 entered=entered,
+                image=image,
             )
         )
         task.add_done_callback(lambda _: entered(None))
@@ -754,6 +840,7 @@ class BattleHolder:
             "attempt": row.get("attempt", 1),
             "annotator": row["annotator_id"],
             "models": (row["model_a"], row["model_b"]),
+            "image": row.get("image_hash"),
         }
         while len(self.convs) > CONVERSATIONS:
             self.convs.popitem(last=False)
@@ -806,6 +893,7 @@ class BattleHolder:
         attempt: int = 1,
         streaming: asyncio.Event | None = None,
         entered: Callable[[int | None], None] | None = None,
+        image: str | None = None,
     ) -> None:
         """Generate the battle's answers into ``queue`` (the generation goes on, and is stored,
         even when the page goes away; only a stop cancels it); ``streaming`` is set at the first
@@ -832,6 +920,7 @@ class BattleHolder:
                     attempt,
                     state=queue.put_nowait,
                     entered=entered,
+                    image=image,
                 )
             except asyncio.CancelledError:  # stopped: its answers were stored as they came
                 end = {"status": "stopped", "failure": "stopped by the person"}
@@ -855,6 +944,7 @@ class BattleHolder:
         attempt: int = 1,
         state: Callable[[dict[str, Any]], None] | None = None,
         entered: Callable[[int | None], None] | None = None,
+        image: str | None = None,
     ) -> dict[str, Any]:
         """Call both models at once — each with the conversation so far (``history[side]``:
         the user's messages and its own answers) and ``prompt`` — ``emit(side, delta)`` as
@@ -863,7 +953,9 @@ class BattleHolder:
         ``{"status", "failure"}``. Cancelled (a stop), it stores what came of both answers,
         with the failure ``stopped``, and is cancelled. A side whose model has no free call
         slot is ``state``-d its place in the line (:class:`_Line`) until it gets one;
-        ``entered(model_id)`` is called as each call joins its model's line."""
+        ``entered(model_id)`` is called as each call joins its model's line. ``image``: a vision
+        battle's image (a data: URL), on the conversation's first user message at every turn
+        (:func:`~stablearena.judging.endpoints.client.with_image`)."""
         sides = (("a", row["model_a"]), ("b", row["model_b"]))
         came: dict[str, list[str]] = {"a": [], "b": []}
         # the page is sent each answer as a person sees it (stablearena.judging.visible), as the judges
@@ -896,6 +988,8 @@ class BattleHolder:
                     line = _Line(side, client.slots, self.page.max_queue_wait, state)
                 if entered is not None:
                     entered(mid)
+                if image is not None:
+                    messages = with_image(messages, image)
                 res = await client.complete(messages, partial(heard, side), line)
                 heard_all(side)
             except asyncio.CancelledError:  # stopped: the page gets all that came, as stored
@@ -1141,9 +1235,13 @@ class BattleHolder:
         """Every judge judges a completed battle in both orders (stablearena.judging.judges; orders
         that disagree are a tie) and votes on its own copy of it as an annotator of the arena;
         a failed or unparseable judgement is no vote. A conversation of several turns is judged
-        whole (:func:`judged_texts`). Returns the votes recorded."""
+        whole (:func:`judged_texts`). A vision battle (its image in ``material``) is judged only
+        by the judges that take images (``vision = true``), each given the image with the
+        prompt; the others do not vote on it, and it gets no probe battles. Returns the votes
+        recorded."""
         text = {a["side"]: a["text"] for a in answers}
         conv = (material or {}).get("conversation")
+        image = (material or {}).get("image")
         asked = prompt
         if conv and conv["turns"] > 1:
             asked, text = judged_texts(conv)
@@ -1151,13 +1249,23 @@ class BattleHolder:
             self.flagged_judges = await asyncio.to_thread(self._flagged)
         # a judge its probes flagged judges no more (its votes are out of every fit)
         judges = [j for j in self.judges if j.name not in self.flagged_judges]
+        urls: tuple[str, ...] = ()
+        if image is not None:
+            from .images import data_url
+
+            judges = [j for j in judges if j.judge.endpoint.vision]
+            urls = (data_url(image["media_type"], image["data"]),)
         got = await asyncio.gather(
-            *(j.judge_pair(asked, row["id"], "a", text["a"], "b", text["b"]) for j in judges)
+            *(
+                j.judge_pair(asked, row["id"], "a", text["a"], "b", text["b"], images=urls)
+                for j in judges
+            )
         )
         st, now, done = self.state, time.time(), 0
         held = {
             "prompt": prompt,
-            "category": await self.category_of(row["id"], prompt),
+            "category": await self._category_for_judges(row["id"], prompt, material),
+            "image_hash": image["hash"] if image is not None else None,
             "status": "complete",
             "served_at": now,
             "completed_at": now,
@@ -1199,7 +1307,8 @@ class BattleHolder:
             )
             st.after_vote(Principal(jid, jc.name, "annotator", "", ""), copy["id"], res)
             done += 1
-        await self.probe_judges(judges, asked, row["id"], [text["a"], text["b"]])
+        if image is None:  # a probe shows no image: a vision battle's judges are not probed
+            await self.probe_judges(judges, asked, row["id"], [text["a"], text["b"]])
         return done
 
     async def _judge_id(self, name: str, now: float) -> int:

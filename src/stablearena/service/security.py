@@ -436,16 +436,19 @@ def limiter(
 
 
 class BodyLimit:
-    """ASGI middleware: a request body larger than ``limit`` bytes gets 413 (JSON)."""
+    """ASGI middleware: a request body larger than ``limit`` bytes gets 413 (JSON); ``paths``:
+    a larger limit for the paths named (a battle with an attached image)."""
 
-    def __init__(self, app, limit: int) -> None:  # noqa: ANN001
+    def __init__(self, app, limit: int, paths: dict[str, int] | None = None) -> None:  # noqa: ANN001
         self.app = app
-        self.limit = limit
+        self.default = limit
+        self.paths = dict(paths or {})
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.paths.get(scope.get("path", ""), self.default)
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -453,11 +456,10 @@ class BodyLimit:
                 except ValueError:
                     await self._refuse(send, 400, "bad_request", "Content-Length is not a number")
                     return
-                if size > self.limit:
-                    await self._refuse(send, 413, "too_large", self._message(size))
+                if size > limit:
+                    await self._refuse(send, 413, "too_large", self._message(size, limit))
                     return
         seen = 0
-        limit = self.limit
         refused = False
 
         async def counted_receive():  # noqa: ANN202
@@ -477,7 +479,7 @@ class BodyLimit:
             if refused:  # the app answered the cut-off body (e.g. 400): answer 413 instead
                 if msg["type"] == "http.response.start" and not started:
                     started = True
-                    await self._refuse(send, 413, "too_large", self._message(seen))
+                    await self._refuse(send, 413, "too_large", self._message(seen, limit))
                 return
             if msg["type"] == "http.response.start":
                 started = True
@@ -487,15 +489,16 @@ class BodyLimit:
             await self.app(scope, counted_receive, tracked_send)
         except _TooLarge:
             if not started:
-                await self._refuse(send, 413, "too_large", self._message(seen))
+                await self._refuse(send, 413, "too_large", self._message(seen, limit))
         except Exception:
             if not refused:
                 raise
             if not started:
-                await self._refuse(send, 413, "too_large", self._message(seen))
+                await self._refuse(send, 413, "too_large", self._message(seen, limit))
 
-    def _message(self, size: int) -> str:
-        return f"the request body ({size} bytes or more) exceeds the limit of {self.limit} bytes"
+    @staticmethod
+    def _message(size: int, limit: int) -> str:
+        return f"the request body ({size} bytes or more) exceeds the limit of {limit} bytes"
 
     async def _refuse(self, send, status: int, code: str, message: str) -> None:  # noqa: ANN001
         body = error_body(status, code, message, "body")

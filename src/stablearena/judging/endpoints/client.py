@@ -46,6 +46,7 @@ __all__ = [
     "estimate_tokens",
     "parse_retry_after",
     "prompt_problem",
+    "with_image",
 ]
 
 log = logging.getLogger("stablearena.judging.endpoints")
@@ -436,7 +437,7 @@ class EndpointClient:
                 headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def messages(self, prompt: str, history: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
+    def messages(self, prompt: str, history: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
         """The chat messages for ``prompt``: the system prompt first (if any), then the
         conversation so far (``history``: user and this model's own assistant messages, in
         order), then the prompt as the last user message."""
@@ -453,7 +454,7 @@ class EndpointClient:
 
     async def complete(
         self,
-        messages: Sequence[dict[str, str]],
+        messages: Sequence[dict[str, Any]],
         on_delta: OnDelta | None = None,
         on_queue: OnQueue | None = None,
     ) -> Result:
@@ -768,6 +769,21 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 MAX_FINISH = 40
 #: The largest token count accepted from a server's ``usage`` (a 32-bit column).
 MAX_TOKENS = 2**31 - 1
+
+
+def with_image(messages: Sequence[dict[str, Any]], url: str) -> list[dict[str, Any]]:
+    """``messages`` with an image on the first user message, as OpenAI-compatible content
+    parts: ``[{"type": "text", "text": …}, {"type": "image_url", "image_url": {"url": url}}]``
+    (``url``: a ``data:image/…;base64,…`` URL or an https address). A conversation's image
+    belongs to its first prompt, so every later turn sends it again there."""
+    out = [dict(m) for m in messages]
+    for m in out:
+        if m.get("role") == "user":
+            text = m.get("content")
+            parts = list(text) if isinstance(text, list) else [{"type": "text", "text": text}]
+            m["content"] = [*parts, {"type": "image_url", "image_url": {"url": url}}]
+            break
+    return out
 
 
 def clean_text(text: str) -> str:

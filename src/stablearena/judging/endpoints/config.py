@@ -155,6 +155,9 @@ class ModelEndpoint:
     #: battle non-anonymous (stablearena.judging.anonymity, docs/guides/arena-page.md)
     aliases: tuple[str, ...] = ()
     organisation: str | None = None
+    #: the model takes images (OpenAI-compatible ``image_url`` content parts): only such
+    #: models are drawn for a battle with an attached image, and only such judges judge one
+    vision: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
@@ -179,6 +182,8 @@ class ModelEndpoint:
         for key in ("messages", "model", "stream"):
             if key in self.params:
                 raise InputError(f"{where}: params.{key} is set by stablearena; remove it")
+        if not isinstance(self.vision, bool):
+            raise InputError(f"{where}: vision must be true or false, not {self.vision!r}")
         if self.family is not None and not (isinstance(self.family, str) and self.family.strip()):
             raise InputError(f'{where}: family must be a non-empty name (e.g. "openai")')
 

@@ -20,6 +20,11 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``id=X`` — no effect but a separate request counter (tests keep their counters apart);
 * ``count`` — the answer starts by saying how many messages the request carried and their
   roles (``I received 3 messages (user, assistant, user).``): a conversation's turns;
+* ``vision`` — the model takes images: OpenAI-compatible ``image_url`` content parts
+  (``data:`` URLs) are decoded, recorded (``GET /demo/stats``: ``image_requests`` and the last
+  request's ``last_images`` — message index, role, media type, bytes, SHA-256, pixels, and
+  whether the file holds metadata) and the answer starts ``I see a W×H TYPE image.``; a model
+  without this mode answers a request with an image part HTTP 400, as text-only APIs do;
 * ``hidden`` — the answer ends with notes to the judge that a person does not see
   (:data:`HIDDEN_NOTES`: an HTML comment, tag characters, a word split by zero-width spaces,
   a right-to-left override), streamed word by word like the rest;
@@ -75,6 +80,7 @@ __all__ = [
 ]
 
 _TOKEN = re.compile(r"\S+\s*")
+_JUDGE_NAMES = frozenset(j.name for j in DEMO_JUDGES)
 #: The word the demo moderation endpoint flags.
 MODERATION_MARKER = "forbidden"
 #: The demo classifier's marker words (in a prompt, any case) and the tag each gives.
@@ -98,6 +104,62 @@ def _classify(text: str) -> str:
     if _ARITHMETIC.search(prompt) and "math" not in tags:
         tags.append("math")
     return json.dumps({"tags": tags})
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: its content, or the text parts of a content list."""
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return str(content if content is not None else "")
+
+
+def _image_parts(messages: list[Any]) -> list[dict[str, Any]]:
+    """The ``image_url`` content parts of ``messages``, decoded: per part its message index,
+    role, media type, size in bytes, SHA-256, pixels and whether the file carries metadata
+    (EXIF, XMP, text chunks, comments); ``error`` for a part that is not a readable image."""
+    import base64
+    import hashlib
+    import io
+
+    found = []
+    for k, m in enumerate(messages):
+        content = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "image_url":
+                continue
+            url = str((part.get("image_url") or {}).get("url", ""))
+            rec: dict[str, Any] = {"message": k, "role": m.get("role")}
+            head, _, body = url.partition(";base64,")
+            try:
+                from PIL import Image
+
+                raw = base64.b64decode(body, validate=True)
+                with Image.open(io.BytesIO(raw)) as im:
+                    rec.update(
+                        media_type=head.removeprefix("data:"),
+                        format=im.format,
+                        bytes=len(raw),
+                        sha256=hashlib.sha256(raw).hexdigest(),
+                        width=im.width,
+                        height=im.height,
+                        metadata=sorted(
+                            key
+                            for key in im.info
+                            if key in ("exif", "xmp", "comment", "icc_profile")
+                            or isinstance(im.info[key], str)
+                        )
+                        + (["exif"] if im.getexif() and "exif" not in im.info else []),
+                    )
+            except Exception as exc:  # noqa: BLE001 - recorded: the test says what was wrong
+                rec["error"] = f"{type(exc).__name__}: {exc}"[:200]
+            found.append(rec)
+    return found
 
 
 def _data(obj: Any) -> bytes:
@@ -214,6 +276,8 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
             "peers": set(),
             "messages": [],
             "last_messages": [],
+            "image_requests": 0,
+            "last_images": [],
             "paused": 0.0,  # seconds of reading-pace pauses taken (--pace, slow=)
         }
     )
@@ -245,7 +309,8 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
             body = await request.json()
             name = str(body["model"])
             messages = body["messages"]
-            text_in = "\n".join(str(m.get("content", "")) for m in messages)
+            text_in = "\n".join(_text_of(m.get("content", "")) for m in messages)
+            images = _image_parts(messages)
         except (ValueError, KeyError, TypeError, AttributeError):
             return _error(400, "the body must be JSON with 'model' and 'messages'", "bad_request")
         base, modes = _modes(name)
@@ -253,7 +318,19 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
         st["requests"] += 1
         st["arrivals"].append(time.monotonic())
         st["messages"].append(len(messages))
-        st["last_messages"] = messages
+        st["last_messages"] = [  # an image part as its size, not its megabytes of base64
+            {**m, "content": _text_of(m.get("content"))}
+            if isinstance(m.get("content"), list)
+            else m
+            for m in messages
+        ]
+        if images:
+            st["image_requests"] += 1
+            st["last_images"] = images
+            if "vision" not in modes:
+                return _error(
+                    400, f"the model {name!r} does not take images", "image_input_unsupported"
+                )
         if request.client is not None:
             st["peers"].add((request.client.host, request.client.port))
         n = st["requests"]
@@ -277,11 +354,18 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
                 else (_classify(text_in))
             )
         else:
-            text = demo_reply(base, messages, int(body.get("seed", seed) or 0))
+            said = [{**m, "content": _text_of(m.get("content"))} for m in messages]
+            text = demo_reply(base, said, int(body.get("seed", seed) or 0))
         if text is None:
             return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
         if "hidden" in modes:
             text += HIDDEN_NOTES
+        if images and base not in _JUDGE_NAMES:
+            seen = images[-1]
+            text = (
+                f"I see a {seen.get('width')}×{seen.get('height')} "
+                f"{seen.get('format') or 'unreadable'} image. {text}"
+            )
         if "count" in modes:
             roles = ", ".join(str(m.get("role")) for m in messages)
             text = f"I received {len(messages)} messages ({roles}). {text}"
@@ -367,12 +451,18 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
             body = await request.json()
             name = str(body.get("model") or "omni-moderation-latest")
             given = body["input"]
-            inputs = [given] if isinstance(given, str) else [str(x) for x in given]
+            parts = isinstance(given, list) and all(isinstance(x, dict) for x in given)
+            if parts:  # one multimodal input (text and image parts), one result
+                inputs = [_text_of(given)]
+            else:
+                inputs = [given] if isinstance(given, str) else [str(x) for x in given]
         except (ValueError, KeyError, TypeError, AttributeError):
             return _error(400, "the body must be JSON with 'input'", "bad_request")
         _, modes = _modes(name)
         st = stats["moderations:" + name]
         st["requests"] += 1
+        if parts:
+            st["image_requests"] += bool(_image_parts([{"content": given}]))
         st["arrivals"].append(time.monotonic())
         if "fail500" in modes:
             return _error(500, "the demo moderation failed (fail mode)", "server_error")

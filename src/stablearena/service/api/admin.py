@@ -148,6 +148,31 @@ async def export_votes(
     )
 
 
+def image_archive(engine: sa.engine.Engine) -> bytes:
+    """The images of the vision battles as a zip archive of one folder, ``serve_images/``, one
+    file ``{image_hash}.{png|jpeg|webp}`` per image — as FastChat keeps a vision arena's images
+    beside its logs (``serve_images/{hash}.{filetype}``); the export's ``image_hash`` and
+    conversations name them."""
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:  # images are compressed already
+        for img in store.held.image_files(engine):
+            name = f"serve_images/{img['hash']}.{img['media_type'].split('/')[1]}"
+            zf.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), img["data"])
+    return buf.getvalue()
+
+
+@router.get("/v1/export/images", summary="The vision battles' images, a zip archive (admin)")
+async def export_images(request: Request, who: Admin) -> Response:
+    data = await asyncio.to_thread(image_archive, arena(request).engine)
+    return Response(
+        data,
+        media_type="application/zip",
+        headers={"Content-Disposition": 'attachment; filename="serve_images.zip"'},
+    )
+
+
 @router.get(
     "/v1/admin/injections",
     summary="Models whose answers talked to the judge, with what was done (admin)",

@@ -88,6 +88,9 @@ class ArenaBattle(BaseModel):
     models: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         None, min_length=2, max_length=2
     )
+    #: an attached image, as a data: URL (checked by service/images.py: type by its bytes,
+    #: size, pixels; re-encoded without metadata); the request body may be larger by it
+    image: str | None = None
 
     @field_validator("prompt", "prompt_id")
     @classmethod
@@ -221,12 +224,15 @@ async def _accepted(request: Request, who: Principal | None) -> bool:
     return at is not None
 
 
-async def admit_prompt(request: Request, who: Principal, prompt: str) -> None:
+async def admit_prompt(
+    request: Request, who: Principal, prompt: str, image: str | None = None
+) -> None:
     """The one gate of every prompt a page identity sends to the models (a battle's first
     prompt, and any later one): the terms of use accepted (403 ``terms_not_accepted``), the
     length, then the [moderation] step (422 ``moderated``; 503 ``moderation_unavailable`` when
     its endpoint fails closed) — before any model sees the prompt and before it is stored; a
-    refusal is counted (without the text)."""
+    refusal is counted (without the text). ``image``: a vision battle's cleaned image (a data:
+    URL), moderated with the prompt (:meth:`~..duties.Moderator.check`)."""
     if not await _accepted(request, who):
         raise ApiError(
             403,
@@ -247,7 +253,7 @@ async def admit_prompt(request: Request, who: Principal, prompt: str) -> None:
     d = _duties(request)
     if not d.moderator.on:
         return
-    verdict = await d.moderator.check(prompt)
+    verdict = await d.moderator.check(prompt, image)
     if verdict.source == "clean":
         return
     await write(
@@ -273,7 +279,11 @@ async def admit_prompt(request: Request, who: Principal, prompt: str) -> None:
 
 
 def _page(
-    request: Request, visit: Visit | None, error: str | None = None, accepted: bool = True
+    request: Request,
+    visit: Visit | None,
+    error: str | None = None,
+    accepted: bool = True,
+    vision: bool = False,
 ) -> str:
     page = request.app.state.settings.arena_page
     d = _duties(request)
@@ -292,6 +302,8 @@ def _page(
             terms=d.terms if visit else None,
             terms_version=d.version,
             accepted=accepted,
+            vision=vision,
+            max_image_bytes=page.max_image_bytes,
         )
     )
 
@@ -316,7 +328,10 @@ async def arena_page(request: Request) -> Response:
         # a visitor stored by another worker (this one does not know its number yet)
         who = await asyncio.to_thread(_visitors(request).stored, visit, False)
     accepted = await _accepted(request, who)
-    resp = _html(_page(request, visit, accepted=accepted))
+    holder = _holder(request)
+    await holder.refresh()
+    vision = len(holder.servable(vision=True)) >= 2  # the attach control: images can be served
+    resp = _html(_page(request, visit, accepted=accepted, vision=vision))
     if new is not None:
         _set_cookie(request, resp, new)
     return resp
@@ -454,6 +469,23 @@ def _stream(
     )
 
 
+async def _image(request: Request, url: str) -> Any:
+    """The attached image cleaned (:func:`~..images.clean_image`, off the event loop), or the
+    refusal: 413 ``image_too_large``, 415 ``unsupported_image``, 422 ``invalid_image`` /
+    ``image_too_big``; 503 ``no_vision_models`` before any work when fewer than two models
+    that take images can answer."""
+    from ..images import ImageRefused, clean_image
+
+    holder = _holder(request)
+    await holder.refresh()
+    holder.drawable(vision=True)  # refused early: no decoding for a battle that cannot be held
+    page = request.app.state.settings.arena_page
+    try:
+        return await asyncio.to_thread(clean_image, url, page.max_image_bytes, page.max_image_side)
+    except ImageRefused as exc:
+        raise ApiError(exc.status, exc.code, exc.message, "image") from None
+
+
 @router.post("/arena/battles", summary="A held battle: both answers stream back (NDJSON)")
 async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     who = await _poster(request, create=True)
@@ -461,9 +493,10 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     address, visitors = _address(request), _visitors(request)
     # off the event loop: the limits may be rows of the database (settings ``limits``)
     caps = await asyncio.to_thread(visitors.check_battle, who, address)
-    await admit_prompt(request, who, body.prompt)
+    image = await _image(request, body.image) if body.image else None
+    await admit_prompt(request, who, body.prompt, image.url if image else None)
     picked = (body.models[0], body.models[1]) if body.models else None
-    row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps, picked)
+    row, queue = await holder.hold(who, body.prompt, body.prompt_id, address, caps, picked, image)
     visitors.open.add(who.id, [(row["id"], time.time() + st.config.battle_ttl)])
     first = {"battle_id": row["id"], "turn": 1, "attempt": 1}
     if picked:

@@ -24,6 +24,7 @@ from .tables import (
     battle_turns,
     battles,
     held_battles,
+    images,
     model_endpoints,
     models,
     moderation_events,
@@ -222,6 +223,7 @@ def insert_held(
     held: dict[str, Any],
     revision: int | None,
     open_caps: tuple[int, int, float] | None = None,
+    image: dict[str, Any] | None = None,
 ) -> list[str] | None | OpenHeld:
     """Store a served battle (``row``, as for :func:`~.votes.insert_battles`, stored with
     ``expires_at = 0``) and its prompt (``held``: prompt_id, prompt, category, address,
@@ -230,7 +232,8 @@ def insert_held(
     ``battles.anony`` false) with status ``served``; the result of ``insert_battles``. With ``open_caps`` = (annotator's cap,
     address's cap, now), the battle is first counted against the caps on battles without a
     vote (:func:`open_held`) in the same transaction — exact across workers — and refused with
-    :class:`OpenHeld` when either is reached."""
+    :class:`OpenHeld` when either is reached. ``image``: a vision battle's image (hash,
+    media_type, width, height, data: :func:`store_image`), stored with it."""
     if open_caps is not None:
         cap_mine, cap_there, now = open_caps
         mine, there = open_held(conn, row["annotator_id"], held.get("address"), now)
@@ -241,6 +244,9 @@ def insert_held(
         return refused
     if refused is None:
         return None
+    if image is not None:
+        store_image(conn, image, held["served_at"])
+        held = {**held, "image_hash": image["hash"]}
     conn.execute(
         held_battles.insert().values(
             battle_id=row["id"], status="served", annotator_id=row["annotator_id"], **held
@@ -249,6 +255,50 @@ def insert_held(
     if held.get("mode") == "named":  # models the visitor picked: never on the default board
         conn.execute(battles.update().where(battles.c.id == row["id"]).values(anony=False))
     return []
+
+
+def store_image(conn: Connection, image: dict[str, Any], now: float) -> None:
+    """Store a cleaned image (``hash``, ``media_type``, ``width``, ``height``, ``data``:
+    service/images.py) unless a row of its hash exists: one row per content, whatever number of
+    battles refer to it (a race with another worker storing the same image is the writer's
+    unique-key retry: this then sees that row)."""
+    there = conn.execute(sa.select(images.c.hash).where(images.c.hash == image["hash"])).first()
+    if there is None:
+        conn.execute(
+            images.insert().values(
+                hash=image["hash"],
+                media_type=image["media_type"],
+                width=image["width"],
+                height=image["height"],
+                data=image["data"],
+                stored_at=now,
+            )
+        )
+
+
+def battle_image(conn: Connection, battle_id: str) -> dict[str, Any] | None:
+    """A held battle's image (``hash``, ``media_type``, ``width``, ``height``, ``data``), or
+    None for a battle without one."""
+    r = conn.execute(
+        sa.select(images)
+        .join(held_battles, held_battles.c.image_hash == images.c.hash)
+        .where(held_battles.c.battle_id == battle_id)
+    ).first()
+    return None if r is None else {k: v for k, v in r._mapping.items() if k != "stored_at"}
+
+
+def image_files(engine: Engine) -> list[dict[str, Any]]:
+    """Every stored image (``hash``, ``media_type``, ``data``), oldest first: the export's
+    images folder."""
+    with engine.connect() as conn:
+        return [
+            dict(r._mapping)
+            for r in conn.execute(
+                sa.select(images.c.hash, images.c.media_type, images.c.data).order_by(
+                    images.c.stored_at, images.c.hash
+                )
+            )
+        ]
 
 
 #: The columns of a turn's answer (``battle_turns``) copied into the side's summary
@@ -729,12 +779,16 @@ def _conversation_of(rows: list[Any], history: bool = False) -> dict[str, Any]:
 def judge_material(conn: Connection, battle_id: str) -> dict[str, Any] | None:
     """What the judges need of a complete held battle, read when its vote closes it: the
     battle's row (``battles`` columns and ``prompt_id``), its prompt and category, the sides'
-    ``battle_answers`` rows, its ``battle_turns`` rows and its conversation
-    (:func:`conversation`). None: not a complete held battle."""
+    ``battle_answers`` rows, its ``battle_turns`` rows, its conversation
+    (:func:`conversation`) and its image (:func:`battle_image`, None without one). None: not a
+    complete held battle."""
     h = conn.execute(
-        sa.select(held_battles.c.prompt, held_battles.c.prompt_id, held_battles.c.status).where(
-            held_battles.c.battle_id == battle_id
-        )
+        sa.select(
+            held_battles.c.prompt,
+            held_battles.c.prompt_id,
+            held_battles.c.status,
+            held_battles.c.image_hash,
+        ).where(held_battles.c.battle_id == battle_id)
     ).first()
     if h is None or h.status != "complete":
         return None
@@ -756,6 +810,7 @@ def judge_material(conn: Connection, battle_id: str) -> dict[str, Any] | None:
         "answers": answers,
         "turns": turns,
         "conversation": conversation(conn, battle_id),
+        "image": battle_image(conn, battle_id) if h.image_hash else None,
     }
 
 
@@ -861,7 +916,10 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
     """Per held battle id, the columns the export adds: prompt_id, category, status, failure
     and, per side s in a/b, ``{column}_{s}`` for :data:`ANSWER_COLUMNS` (and, with ``texts``,
     ``prompt_text``, ``answer_a``/``answer_b`` and, for a judge's battle, ``judge_reasoning``:
-    its replies to both orders as JSON text, ``[{"order", "winner", "reasoning"}, …]``)."""
+    its replies to both orders as JSON text, ``[{"order", "winner", "reasoning"}, …]``). A
+    vision battle adds ``image_hash``, and its conversations' first user message is FastChat's
+    vision form ``{"role": "user", "content": [text, [image_hash]]}`` (the files:
+    :func:`image_files`)."""
     from ...data.language import language_of
 
     with engine.connect() as conn:
@@ -888,13 +946,17 @@ def held_columns(engine: Engine, texts: bool) -> dict[str, dict[str, Any]]:
             "turn": max(1, talks.get(h.battle_id, {}).get("turns", 1)),
             "language": language_of(h.prompt),
         }
+        if h.image_hash is not None:
+            rec["image_hash"] = h.image_hash
         if texts:
             rec["prompt_text"] = h.prompt
             talk = talks.get(h.battle_id, {})
             for side in ("a", "b"):  # no answer stored: the prompt alone
-                rec[f"conversation_{side}"] = talk.get(side) or [
-                    {"role": "user", "content": h.prompt}
-                ]
+                conv = talk.get(side) or [{"role": "user", "content": h.prompt}]
+                if h.image_hash is not None:  # FastChat's vision schema: [text, [image hashes]]
+                    first, *rest = conv
+                    conv = [{**first, "content": [first["content"], [h.image_hash]]}, *rest]
+                rec[f"conversation_{side}"] = conv
             if h.judge_reasoning is not None:  # a judge's battle: its replies to both orders
                 rec["judge_reasoning"] = h.judge_reasoning  # JSON text (every format holds it)
         out[h.battle_id] = rec

@@ -182,10 +182,26 @@ held_battles = Table(
     # anonymous battle drawn by the serving rule; "named", a side-by-side battle of two models
     # the visitor picked by name (battles.anony false from the start: never on the default board)
     Column("mode", String(16)),
+    # a vision battle's image (images.hash, migration 0015), attached to its first prompt;
+    # NULL for a battle without one
+    Column("image_hash", String(64)),
     Index("ix_held_battles_served_at", "served_at"),
     Index("ix_held_battles_open_annotator", "annotator_id", "open_until"),
     Index("ix_held_battles_open_address", "address", "open_until"),
     Index("ix_held_battles_owner", "owner"),  # the battles in flight (cleared when a turn ends)
+)
+# The images of vision battles (migration 0015; service/images.py): each cleaned file once
+# (re-encoded, without its metadata), named by the SHA-256 of its bytes, whichever battles and
+# judges' copies refer to it (held_battles.image_hash)
+images = Table(
+    "images",
+    metadata,
+    Column("hash", String(64), primary_key=True),
+    Column("media_type", String(32), nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("height", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("stored_at", Float, nullable=False),
 )
 # The processes serving held battles (migration 0012; docs/guides/live-arena.md, "A crash
 # mid-battle"): one row per `serve` worker, its heartbeat renewed every BEAT_SECONDS. A process

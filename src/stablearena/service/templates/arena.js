@@ -331,7 +331,7 @@ function keepTurn() {  // the finished current turn moves up into #turns
 var terms = $("terms");
 function termsPending() { return document.body.dataset.terms === "pending"; }
 function reset() {
-  battle = null; voted = false; turn = 0; lastPrompt = "";
+  battle = null; voted = false; turn = 0; lastPrompt = ""; showImage(null);
   turns.replaceChildren(); asked.textContent = ""; asked.hidden = true;
   delete document.body.dataset.battle; delete document.body.dataset.chat; document.body.dataset.turn = "0";
   ["a", "b"].forEach(function (s) { sides[s].clear(); $("name-" + s).textContent = ""; });
@@ -395,6 +395,7 @@ async function run(url, body, text) {
         if (turn === 1) { showPicked(); }
         sides.a.clear(); sides.b.clear();
         asked.textContent = text; asked.hidden = false;
+        if (body.image) { showImage(body.image); attachImage(null); }
       }
       else if (m.state) { sides[m.side].tell(m.state === "queued" ? m.text : ""); }
       else if (m.restart) { sides[m.side].clear(); }
@@ -438,6 +439,7 @@ async function start() {
   if (mode === "chat") { await run(base, { prompt: text, model: pickA.value }, text); return; }
   var body = { prompt: text, prompt_id: promptId };
   if (mode === "named") { body.models = [pickA.value, pickB.value]; }
+  if (image) { body.image = image; }
   await run(base, body, text);
 }
 
@@ -562,4 +564,37 @@ document.addEventListener("keydown", function (e) {
   var k = { "1": "model_a", "2": "model_b", "3": "tie", "4": "both_bad" }[e.key];
   if (k) { vote(k); }
 });
+
+// ------------------------------------------------------------------ images (vision battles)
+// An image attached to a battle's first prompt (offered only when two models that take images
+// can answer): read as a data: URL and sent in the battle's body; the server checks its type by
+// its first bytes, its size and pixels, and re-encodes it without metadata. Once the battle
+// starts it is shown above the conversation (the page's CSP lets data: images only).
+var image = null, imageInput = $("image");
+function attachImage(url) {
+  image = url;
+  if (!imageInput) { return; }
+  $("image-preview").hidden = !url;
+  if (url) { $("image-thumb").src = url; } else { $("image-thumb").removeAttribute("src"); imageInput.value = ""; }
+}
+function showImage(url) {
+  $("battle-image").hidden = !url;
+  if (url) { $("battle-image-img").src = url; } else { $("battle-image-img").removeAttribute("src"); }
+}
+if (imageInput) {
+  imageInput.addEventListener("change", function () {
+    var file = imageInput.files[0], max = Number(imageInput.dataset.maxBytes);
+    if (!file) { attachImage(null); return; }
+    if (file.size > max) {
+      attachImage(null);
+      say("The image is " + file.size + " bytes; the arena takes at most " + max + ".", true);
+      return;
+    }
+    var reader = new FileReader();
+    reader.onload = function () { attachImage(reader.result); say(""); };
+    reader.onerror = function () { attachImage(null); say("The image could not be read.", true); };
+    reader.readAsDataURL(file);
+  });
+  $("image-clear").addEventListener("click", function () { attachImage(null); });
+}
 document.body.dataset.ready = "1";
