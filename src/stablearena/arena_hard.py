@@ -62,6 +62,7 @@ __all__ = [
     "JudgeSettings",
     "ArenaHardRun",
     "read_questions",
+    "prompt_categories",
     "write_questions",
     "read_answers",
     "write_answers",
@@ -356,6 +357,23 @@ def read_questions(path: str | Path) -> list[Question]:
         out.append(Question(uid, prompt, category, rec, line))
     if not out:
         raise InputError(f"{path}: no questions.")
+    return out
+
+
+def prompt_categories(path: str | Path) -> dict[str, str]:
+    """Each prompt's ``category`` in a JSON Lines prompt file (an Arena-Hard-Auto
+    ``question.jsonl``: ``uid`` or ``question_id``; or ours: ``id``, ``prompt_id``), by prompt
+    id; ``{}`` for another format or a file without categories. A category that is not a
+    string is an :class:`InputError` naming the line."""
+    path = Path(path)
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+        return {}
+    out = {}
+    for where, rec, _ in jsonl_records(path, "prompt"):
+        pid = next((rec[k] for k in ("id", "prompt_id", "question_id", "uid") if k in rec), None)
+        cat = _optional_text(rec, "category", where, "prompt")
+        if pid is not None and cat:
+            out[str(pid)] = cat
     return out
 
 
