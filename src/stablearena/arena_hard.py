@@ -217,10 +217,13 @@ def model_file_name(name: str) -> str:
     problem = name_problem(name)
     if problem:
         raise InputError(f"the model name {name!r} {problem}; rename it.")
-    short = name.rsplit("/", 1)[-1]
-    if not short:
-        raise InputError(f"the model name {name!r} ends with /; rename it.")
-    return short
+    for part in name.split("/"):
+        if part in ("", ".", "..") or "\\" in part:
+            raise InputError(
+                f"the model name {name!r} has a part {part!r} (an empty part, . or .., or a "
+                "backslash): it would not name a file the same way on every system; rename it."
+            )
+    return name.rsplit("/", 1)[-1]
 
 
 def _check_inside(path: Path, within: Path, what: str) -> None:
@@ -599,12 +602,10 @@ def _judge_of(path: Path, root: Path | None, model: str) -> str:
     if root is None:
         return path.parent.name
     parts = path.relative_to(root).parts
-    if len(parts) > 1 and parts[-1] == model.rsplit("/", 1)[-1] + ".jsonl":
-        return "/".join(parts[:-1])  # the file of the model's short name (model_file_name)
     mine = (*model.split("/")[:-1], model.split("/")[-1] + ".jsonl")
-    if len(parts) > len(mine) and parts[-len(mine) :] == mine:
-        return "/".join(parts[: -len(mine)])
-    return "/".join(parts[:-1])
+    if len(mine) > 1 and len(parts) > len(mine) and parts[-len(mine) :] == mine:
+        return "/".join(parts[: -len(mine)])  # nested by the model's full name
+    return "/".join(parts[:-1])  # named by its short name (model_file_name)
 
 
 def _no_repeats(judgments: Iterable[Judgment]) -> None:
