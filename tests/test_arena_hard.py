@@ -22,6 +22,7 @@ from stablearena.analysis.metrics import (
 from stablearena.data.battles import Outcome
 from stablearena.errors import InputError
 from stablearena.judging.arena_hard import (
+    ARENA_HARD_PROMPT,
     AnswerRecord,
     ArenaHardRun,
     Judgment,
@@ -196,10 +197,21 @@ def test_judge_settings_round_trip(tmp_path, text):
     assert msg.startswith("<|User Prompt|>\nQ?\n") and "A's Answer|>\nfirst answer" in msg
     assert judge.parser.parse("reasoning … My final verdict: [[B>>A]]") == "B"
     assert judge.parser.parse("[[A<B]]") == "B" and judge.parser.parse("[[A=B]]") == "tie"
-    assert judge.parser.parse("[[C]]") == "tie" and judge.parser.parse("[[A]]") == "A"  # ours
+    # a label show_result.py does not score is a failed judgement (ours included)
+    assert judge.parser.parse("[[C]]") is None and judge.parser.parse("[[A]]") is None
     assert judge.endpoint.params["max_tokens"] == s.max_tokens
     if s.system_prompt:
         assert judge.endpoint.system_prompt == s.system_prompt
+    else:  # v2 keeps it in its code: its hard_prompt instruction, asking for the five labels
+        assert judge.endpoint.system_prompt == ARENA_HARD_PROMPT
+    if s.rule == "v2":  # every pattern, in order, on the reply upper-cased
+        assert judge.parser.parse("so [[a>b]]") == "A" and judge.parser.parse("[B>A]") == "B"
+        assert judge.parser.parse("[[A>B]] then [B>A]") == "A"  # the first pattern decides
+        assert judge.parser.parse("[[b>>a]] no, [[A>B]]") == "A"  # its last match
+    else:  # v0.1: its one pattern, case as written, one label
+        assert judge.parser.parse("so [[a>b]]") is None and judge.parser.parse("[B>A]") is None
+        assert judge.parser.parse("[[A>B]] then [[B>A]]") is None
+        assert judge.parser.parse("[[A>B]] so [[A>B]]") == "A"
 
 
 def test_errors_name_file_and_line(tmp_path):
@@ -321,7 +333,11 @@ def test_answer_metadata_matches_arena_hard_counts():
     m = answer_metadata(text)
     assert m["header_count"]["h1"] == 1 and m["header_count"]["h2"] == 1
     assert m["list_count"] == {"ordered": 2, "unordered": 1}
-    assert m["bold_count"] == {"**": 1, "__": 1} and m["token_len"] > 0
+    assert m["bold_count"] == {"**": 1, "__": 1}
+    # the length first (show_result.py reads it by place), named for what it counts: not
+    # tiktoken's tokens (no package here ships its gpt-4o encoding) but words and marks
+    assert list(m)[0] == "word_and_mark_count" and "token_len" not in m
+    assert answer_metadata("Hello, world! **x**")["word_and_mark_count"] == 9
     assert extract_label("I think [[a>b]]. On reflection: [[B>>A]]") == "B>>A"
     assert extract_label("maybe [B>A]") == "B>A" and extract_label("no verdict") is None
 

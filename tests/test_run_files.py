@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from stablearena.errors import InputError
 from stablearena.inputs import FILE_LIMIT_ENV, LINE_LIMIT_ENV, MAX_DEPTH
 from stablearena.judging.arena_hard import (
-    ArenaHardRun,
     name_path,
     read_answers,
     read_board,
@@ -133,16 +132,18 @@ def test_a_symbolic_link_out_of_the_run_directory_is_refused(tmp_path):
 
 
 def test_a_name_with_a_slash_round_trips_into_the_board(cli, server, tmp_path):
-    """Hugging Face names and a judge ``openai/gpt-4o``: nested files as Arena-Hard-Auto
-    writes them, read back, every model on the board."""
+    """Hugging Face names and a judge ``openai/gpt-4o``: each model's file by its short name
+    (Arena-Hard-Auto reads ``model_answer/*.jsonl`` only; its show_result.py shows
+    ``split('/')[-1]``), the judge's directory nested (its ``-j openai/gpt-4o``), the full
+    names in the records, read back, every model on the board."""
     ah = tmp_path / "ah"
     models = ["meta-llama/Llama-3-8B", "demo-sharp", "mistralai/Mistral-7B/v0.3"]
     code, _, err, out = _auto(cli, server, tmp_path, models, ["openai/gpt-4o"], ah)
     assert code == 0, err
-    assert (ah / "model_answer" / "meta-llama" / "Llama-3-8B.jsonl").is_file()
-    assert (ah / "model_answer" / "mistralai" / "Mistral-7B" / "v0.3.jsonl").is_file()
-    jfile = ah / "model_judgment" / "openai" / "gpt-4o" / "mistralai" / "Mistral-7B" / "v0.3.jsonl"
-    assert jfile.is_file()
+    assert (ah / "model_answer" / "Llama-3-8B.jsonl").is_file()
+    assert (ah / "model_answer" / "v0.3.jsonl").is_file()
+    jfile = ah / "model_judgment" / "openai" / "gpt-4o" / "v0.3.jsonl"
+    assert json.loads(jfile.read_text().splitlines()[0])["model"] == "mistralai/Mistral-7B/v0.3"
     board = json.loads(out.read_text())["arena_hard"]["boards"][0]
     assert {m["model"] for m in board["models"]} == set(models)
     run = read_run(ah)
@@ -152,24 +153,27 @@ def test_a_name_with_a_slash_round_trips_into_the_board(cli, server, tmp_path):
 
 
 def test_a_v01_judgment_without_judge_is_its_directory_s(tmp_path):
-    """A record without ``judge``: the judge is the directory path less the model's part."""
+    """A record without ``judge``: the judge is the directory path less the model's part
+    (a file nested by the model's full name, or named by its short name)."""
     d = tmp_path / "model_judgment" / "openai" / "gpt-4o" / "meta-llama"
     d.mkdir(parents=True)
     rec = {"question_id": "q", "model": "meta-llama/L3", "games": [{"score": "A>B"}, None]}
     (d / "L3.jsonl").write_text(json.dumps(rec) + "\n")
     got = read_judgments(d / "L3.jsonl", baseline="b", root=tmp_path / "model_judgment")
     assert got[0].judge == "openai/gpt-4o"
+    (d.parent / "L3.jsonl").write_text(json.dumps(rec) + "\n")
+    got = read_judgments(d.parent / "L3.jsonl", baseline="b", root=tmp_path / "model_judgment")
+    assert got[0].judge == "openai/gpt-4o"
 
 
 def test_names_that_would_be_one_file_are_an_error(tmp_path):
-    run = simulate_run([1000, 1100], 3, names=["b", "x/m"], judge="a", seed=1)
-    other = simulate_run([1000, 1100], 3, names=["b", "m"], judge="a/x", seed=2)
-    both = ArenaHardRun(run.questions, {}, {**run.judgments, **other.judgments})
-    with pytest.raises(InputError, match=r"by 'a/x' of 'm' and the judgments by 'a' of 'x/m'"):
-        write_run(both, tmp_path)
-    nested = simulate_run([1000, 1100], 3, names=["b", "m.jsonl/n"], seed=1)
-    with pytest.raises(InputError, match=r"directory part ending in \.jsonl"):
-        write_run(nested, tmp_path)
+    run = simulate_run([1000, 1100, 900], 3, names=["b", "x/m", "y/m"], judge="a", seed=1)
+    with pytest.raises(InputError, match=r"the answers of 'y/m' and the answers of 'x/m' would"):
+        write_run(run, tmp_path)
+    nested = simulate_run([1000, 1100], 3, names=["b", "m"], judge="a.jsonl/n", seed=1)
+    write_run(nested, tmp_path / "ok")  # a judge's directory may end in .jsonl
+    assert (tmp_path / "ok" / "model_judgment" / "a.jsonl" / "n" / "m.jsonl").is_file()
+    assert read_run(tmp_path / "ok").judgments.keys() == {"a.jsonl/n"}
 
 
 _NAME_CHARS = st.one_of(

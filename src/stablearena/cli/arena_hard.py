@@ -84,12 +84,28 @@ def arena_hard(
 
     if convention not in ("ours", "arena-hard"):
         raise InputError(f"--convention must be ours or arena-hard, not {convention!r}")
+    from ..judging.arena_hard import self_judged_row
+
     run = read_run(directory, baseline=baseline)
     ref = read_board(reference) if reference is not None else None
     battles, skipped = run.battles(weight=weight, judges=judge, style=style, category=category)
     payload = arena_hard_payload(
-        battles, skipped, baseline, rounds=rounds, seed=seed, reference=ref
+        battles,
+        skipped,
+        baseline,
+        rounds=rounds,
+        seed=seed,
+        reference=ref,
+        convention=convention,
     )
+    own = self_judged_row(
+        [j for j in run.chosen(judge, category) if j.baseline == payload["baseline"]],
+        weight=weight,
+        rounds=rounds,
+        seed=seed,
+    )
+    if own is not None:
+        payload["baseline_judged_against_itself"] = own
     if output is not None:
         emit(payload, "json", output)
     print_arena_hard(payload)
@@ -164,13 +180,31 @@ def arena_hard_payload(
 
 
 def export_arena_hard(
-    arena: Any, prompts: Any, directory: Path, baseline: Any, reference: Any = None
+    arena: Any,
+    prompts: Any,
+    directory: Path,
+    baseline: Any,
+    reference: Any = None,
+    *,
+    categories: Any = None,
+    category: str = "hard_prompt",
+    parser: Any = None,
 ) -> dict[str, Any]:
-    """``auto --arena-hard-dir``: write the run in Arena-Hard-Auto's layout, read it back, and
-    its boards and metrics (our own board is ``auto``'s)."""
+    """``auto --arena-hard-dir``: write the run in Arena-Hard-Auto's layout (each prompt's
+    category, ``category`` for those without; labels read by ``parser``), read it back, and
+    its boards and metrics (our own board is ``auto``'s); with several categories, the board
+    is of all the judgments against ``baseline``."""
     from ..judging.arena_hard import export_journal, read_run
 
-    counts = export_journal(arena.journal.records(), prompts, directory, baseline=baseline)
+    counts = export_journal(
+        arena.journal.records(),
+        prompts,
+        directory,
+        baseline=baseline,
+        category=category,
+        categories=categories,
+        parser=parser,
+    )
     battles, skipped = read_run(directory).battles()
     out = arena_hard_payload(battles, skipped, baseline, ours=False, reference=reference)
     out["written"] = {"directory": str(directory), **counts}
@@ -204,6 +238,13 @@ def print_arena_hard(p: dict[str, Any]) -> None:
         o = p["ours"]
         console.print(
             records_table(o["models"], title=f"{o['method']} board of the same judgments")
+        )
+    own = p.get("baseline_judged_against_itself")
+    if own:
+        console.print(
+            f"  {own['model']} judged against itself ({own['judgments']} judgments, as "
+            f"show_result.py's second row of it): {own['score']} ({own['lower']}, "
+            f"{own['upper']}); on its board it stands at 50 by definition"
         )
     for note in p.get("notes", []):
         err_console.print(f"note: {note}")

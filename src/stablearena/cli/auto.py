@@ -145,7 +145,25 @@ def auto(
         typer.Option(
             "--arena-hard-config",
             help="Judge as Arena-Hard-Auto's judge settings say (its config/*.yaml: "
-            "prompt_template, regex_patterns, temperature, max_tokens) with every judge.",
+            "prompt_template, every regex_patterns entry as it reads them, temperature, "
+            "max_tokens; each prompt's category's system prompt and baseline) with every judge.",
+        ),
+    ] = None,
+    arena_hard_endpoints: Annotated[
+        Path | None,
+        typer.Option(
+            "--arena-hard-endpoints",
+            help="Arena-Hard-Auto's endpoint file (config/api_config.yaml): with "
+            "--arena-hard-gen-config its model_list are the models, and the judge is "
+            "--arena-hard-config's judge_model (instead of --models/--judges).",
+        ),
+    ] = None,
+    arena_hard_gen_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--arena-hard-gen-config",
+            help="Arena-Hard-Auto's generation settings (config/gen_answer_config.yaml): its "
+            "model_list, each looked up in --arena-hard-endpoints.",
         ),
     ] = None,
     reference: Annotated[
@@ -213,7 +231,17 @@ def auto(
         raise InputError(
             "--arena-hard-dir needs --baseline MODEL (its games are against one model)"
         )
-    if not demo and (models is None or judges is None):
+    from_ah = arena_hard_endpoints is not None or arena_hard_gen_config is not None
+    if from_ah and (
+        arena_hard_endpoints is None or arena_hard_gen_config is None or arena_hard_config is None
+    ):
+        raise InputError(
+            "--arena-hard-endpoints needs --arena-hard-gen-config (the models) and "
+            "--arena-hard-config (the judge), all three"
+        )
+    if from_ah and (demo or models is not None or judges is not None):
+        raise InputError("give the models by --arena-hard-endpoints or by --models/--judges/--demo")
+    if not demo and not from_ah and (models is None or judges is None):
         raise InputError("give --models FILE and --judges FILE (or --demo for the demo arena)")
     if prompts is None and not demo:
         raise InputError("give a PROMPTS file (JSONL, CSV or Parquet with id and prompt)")
@@ -229,6 +257,11 @@ def auto(
             server = stack.enter_context(DemoServer(seed=seed))
             model_cfg, judge_cfg = demo_endpoints(server.base_url)
             err_console.print(f"demo server at {server.base_url}")
+            policy, guard = "forfeit", None
+        elif from_ah:
+            model_cfg, judge_cfg = _arena_hard_endpoints(
+                arena_hard_endpoints, arena_hard_gen_config, arena_hard_config
+            )
             policy, guard = "forfeit", None
         else:
             assert models is not None and judges is not None
@@ -291,11 +324,20 @@ def auto(
             progress.update(task, completed=r.calls, calls=r.calls, tokens=tokens, cost=r.cost)
             plain.update(r.calls, tokens, r.cost)
 
+        ah, ah_category, ah_categories = None, "hard_prompt", {}
+        if prompts is not None:
+            from ..judging.arena_hard import prompt_categories
+
+            ah_categories = prompt_categories(prompts)
         if arena_hard_config is not None:
             from ..judging.arena_hard import apply_judge_settings, read_judge_settings
 
             ah = read_judge_settings(arena_hard_config)
-            judge_cfg = [apply_judge_settings(j, ah) for j in judge_cfg]
+            cats = ah.categories
+            ah_category = next(
+                (c for c, v in cats.items() if v.baseline == baseline), next(iter(cats))
+            )
+            judge_cfg = [apply_judge_settings(j, ah, ah_categories, ah_category) for j in judge_cfg]
         arena = AutoArena(
             [make_client(m) for m in model_cfg],
             [JudgeClient(j, injection=policy, classifier=classifier) for j in judge_cfg],
@@ -331,7 +373,14 @@ def auto(
         from .arena_hard import export_arena_hard
 
         payload["arena_hard"] = export_arena_hard(
-            arena, prompt_list, arena_hard_dir, baseline, ref_board
+            arena,
+            prompt_list,
+            arena_hard_dir,
+            baseline,
+            ref_board,
+            categories=ah_categories,
+            category=ah_category,
+            parser=ah.parser() if ah is not None else None,
         )
     if output is not None:
         emit(payload, "json", output)
@@ -352,6 +401,45 @@ def auto(
         )
         rep.write(report)
         err_console.print(f"report written to {report}")
+
+
+def _arena_hard_endpoints(endpoints: Any, gen_config: Any, settings: Any) -> tuple[list, list]:
+    """The models (the generation settings' model_list) and the judge (the judge settings'
+    judge_model, at its temperature and max_tokens) of Arena-Hard-Auto's files."""
+    from ..judging.arena_hard import (
+        endpoint_from_settings,
+        read_endpoints,
+        read_generation_settings,
+        read_judge_settings,
+    )
+    from ..judging.judges import DEFAULT_JUDGE_SYSTEM_PROMPT, Judge
+
+    entries = read_endpoints(endpoints)
+    _, names, defaults = read_generation_settings(gen_config)
+    models = [
+        endpoint_from_settings(
+            entries,
+            n,
+            str(endpoints),
+            temperature=None
+            if "temperature" in entries.get(n, {})
+            else defaults.get("temperature"),
+            max_tokens=None if "max_tokens" in entries.get(n, {}) else defaults.get("max_tokens"),
+        )
+        for n in names
+    ]
+    ah = read_judge_settings(settings)
+    judge = endpoint_from_settings(
+        entries,
+        ah.judge_model,
+        str(endpoints),
+        temperature=ah.temperature,
+        max_tokens=ah.max_tokens,
+    )
+    from dataclasses import replace
+
+    judge = replace(judge, system_prompt=judge.system_prompt or DEFAULT_JUDGE_SYSTEM_PROMPT)
+    return models, [Judge(judge.name, judge)]
 
 
 class _PlainProgress:

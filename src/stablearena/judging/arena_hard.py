@@ -62,6 +62,7 @@ __all__ = [
     "JudgeSettings",
     "ArenaHardRun",
     "read_questions",
+    "prompt_categories",
     "write_questions",
     "read_answers",
     "write_answers",
@@ -72,16 +73,26 @@ __all__ = [
     "read_run",
     "write_run",
     "name_path",
+    "model_file_name",
     "check_run_names",
     "label_score",
     "extract_label",
     "answer_metadata",
+    "LENGTH_FIELD",
     "judgment_battles",
+    "self_judged_row",
     "BaselineBoard",
     "baseline_board",
     "export_journal",
     "simulate_run",
     "apply_judge_settings",
+    "CategorySettings",
+    "CATEGORIES",
+    "ARENA_HARD_PROMPT",
+    "CREATIVE_WRITING_PROMPT",
+    "read_endpoints",
+    "endpoint_from_settings",
+    "read_generation_settings",
     "read_board",
     "board_metrics",
     "fitted_metrics",
@@ -140,12 +151,13 @@ def name_path(
     suffix: str = ".jsonl",
     within: str | Path | None = None,
 ) -> Path:
-    """The file of model or judge ``name`` inside ``directory``: ``directory/<name><suffix>``
-    (``suffix=""``: a judge's directory), named as Arena-Hard-Auto names it
-    (``model_answer/{model}.jsonl``, ``model_judgment/{judge}/{model}.jsonl``): a ``/`` in the
-    name is a subdirectory (``meta-llama/Llama-3-8B`` is ``meta-llama/Llama-3-8B.jsonl``), as
-    ``os.path.join`` makes it there. The readers (:func:`read_run`) walk the subdirectories and
-    take each record's name from the record, so the file is read back under its name.
+    """The file or directory of ``name`` inside ``directory``: ``directory/<name><suffix>``
+    (``suffix=""``: a judge's directory, ``model_judgment/{judge}``, as Arena-Hard-Auto's
+    ``gen_judgment.py`` makes it and its ``show_result.py -j JUDGE`` reads it: a ``/`` in the
+    name is a subdirectory, ``openai/gpt-4o`` is ``model_judgment/openai/gpt-4o/``). A model's
+    file is named by :func:`model_file_name` first (its readers do not walk subdirectories).
+    The readers (:func:`read_run`) walk the subdirectories and take each record's name from
+    the record, so a file is read back under its name.
 
     Refused with an :class:`InputError` naming the name and what to do: a name that is not a
     name (:func:`stablearena.data.names.name_problem`: control characters such as NUL, invisible
@@ -187,6 +199,31 @@ def name_path(
     path = directory.joinpath(*parts[:-1], parts[-1] + suffix)
     _check_inside(path, Path(within) if within is not None else directory, repr(name))
     return path
+
+
+def model_file_name(name: str) -> str:
+    """The file name (less ``.jsonl``) of a model's answers and judgments: its name after the
+    last ``/`` (``google/gemma-3-27b-it`` → ``gemma-3-27b-it``), as Arena-Hard-Auto's users
+    name them (the file by the short name of its settings, the record's ``model`` the full
+    one) and as its ``show_result.py`` shows them (``x.split('/')[-1]``); its readers take
+    ``*.jsonl`` of the directory only, so a nested file would never be read. The record keeps
+    the full name, and :func:`read_run` reads it from there. Two models with the same short
+    name would be one file (and one row of ``show_result.py``): :func:`write_run` refuses
+    them, naming both."""
+    from ..data.names import name_problem
+
+    if not isinstance(name, str):
+        raise InputError(f"a model name must be a string, not {name!r}.")
+    problem = name_problem(name)
+    if problem:
+        raise InputError(f"the model name {name!r} {problem}; rename it.")
+    for part in name.split("/"):
+        if part in ("", ".", "..") or "\\" in part:
+            raise InputError(
+                f"the model name {name!r} has a part {part!r} (an empty part, . or .., or a "
+                "backslash): it would not name a file the same way on every system; rename it."
+            )
+    return name.rsplit("/", 1)[-1]
 
 
 def _check_inside(path: Path, within: Path, what: str) -> None:
@@ -326,6 +363,23 @@ def read_questions(path: str | Path) -> list[Question]:
     return out
 
 
+def prompt_categories(path: str | Path) -> dict[str, str]:
+    """Each prompt's ``category`` in a JSON Lines prompt file (an Arena-Hard-Auto
+    ``question.jsonl``: ``uid`` or ``question_id``; or ours: ``id``, ``prompt_id``), by prompt
+    id; ``{}`` for another format or a file without categories. A category that is not a
+    string is an :class:`InputError` naming the line."""
+    path = Path(path)
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+        return {}
+    out = {}
+    for where, rec, _ in jsonl_records(path, "prompt"):
+        pid = next((rec[k] for k in ("id", "prompt_id", "question_id", "uid") if k in rec), None)
+        cat = _optional_text(rec, "category", where, "prompt")
+        if pid is not None and cat:
+            out[str(pid)] = cat
+    return out
+
+
 def write_questions(questions: Iterable[Question], path: str | Path) -> None:
     """Write questions as ``question.jsonl`` (each question's record as it was read)."""
     _write_jsonl(questions, path)
@@ -393,8 +447,8 @@ def read_answers(path: str | Path) -> list[AnswerRecord]:
                 f"{where}: the answer's field {key!r} must be an object (token_len, "
                 f"header_count, …) or null, not {_shown(meta)}."
             )
-        if meta is not None and "token_len" in meta:
-            for name in _STYLE_KEYS:
+        if meta is not None and _length_key(meta) is not None:
+            for name in (_length_key(meta), *_STYLE_KEYS[1:]):
                 _count(meta.get(name, 0), f"{where}: the answer's field {key}.{name}")
         out.append(AnswerRecord(uid, model, text, meta, rec, line))
     return out
@@ -412,13 +466,19 @@ _UNORDERED = re.compile(r"^\s*[-*+]\s", re.MULTILINE)
 
 
 def answer_metadata(text: str) -> dict[str, Any]:
-    """Arena-Hard-Auto's style metadata of an answer (``token_len`` by our offline count of
-    words and punctuation, :func:`~stablearena.data.style_features.count_tokens`; the markdown
-    counts with fenced code removed, as :func:`~stablearena.data.style_features.style_counts`)."""
+    """Arena-Hard-Auto's style metadata of an answer: its length first, then the markdown
+    counts with fenced code removed (as its ``utils/add_markdown_info.py`` counts them).
+
+    Its length is ``token_len``, tiktoken's count in the ``gpt-4o`` encoding (o200k_base),
+    whose data tiktoken downloads at first use and no package here ships; ours is the offline
+    count of words and punctuation marks (:func:`~stablearena.data.style_features.count_tokens`),
+    named for what it is, ``word_and_mark_count``. Its ``show_result.py`` takes the first
+    field as the length whatever its name, so the style-controlled board reads it; a length
+    in other units changes its length coefficient, not which answers are longer."""
     plain = _CODE_BLOCK.sub("", text)
     levels = [len(m) for m in _HEADER_LEVEL.findall(plain)]
     return {
-        "token_len": count_tokens(text),
+        LENGTH_FIELD: count_tokens(text),
         "header_count": {f"h{k}": levels.count(k) for k in range(1, 7)},
         "list_count": {
             "ordered": len(_ORDERED.findall(plain)),
@@ -433,6 +493,14 @@ def answer_metadata(text: str) -> dict[str, Any]:
 
 #: The style metadata an answer's style is read from: a count, or an object of counts.
 _STYLE_KEYS = ("token_len", "header_count", "list_count", "bold_count")
+#: The name of the length our answer metadata carries (:func:`answer_metadata`).
+LENGTH_FIELD = "word_and_mark_count"
+
+
+def _length_key(meta: Mapping[str, Any]) -> str | None:
+    """The field of an answer's metadata that holds its length: Arena-Hard-Auto's
+    ``token_len``, or our ``word_and_mark_count``; ``None`` without either."""
+    return next((k for k in ("token_len", LENGTH_FIELD) if k in meta), None)
 
 
 def _count(value: Any, what: str) -> float:
@@ -452,9 +520,10 @@ def _count(value: Any, what: str) -> float:
 def _style_vector(meta: Mapping[str, Any] | None, text: str, where: str) -> np.ndarray:
     """(tokens, headers, list items, bold) of an answer: its metadata when present, else
     counted from its text."""
-    if meta is None or "token_len" not in meta:
+    if meta is None or _length_key(meta) is None:
         meta = answer_metadata(text)
-    return np.array([_count(meta.get(key, 0), f"{where}: metadata {key}") for key in _STYLE_KEYS])
+    keys = (_length_key(meta), *_STYLE_KEYS[1:])
+    return np.array([_count(meta.get(key, 0), f"{where}: metadata {key}") for key in keys])
 
 
 # ---------------------------------------------------------------------------------- judgments
@@ -534,9 +603,9 @@ def _judge_of(path: Path, root: Path | None, model: str) -> str:
         return path.parent.name
     parts = path.relative_to(root).parts
     mine = (*model.split("/")[:-1], model.split("/")[-1] + ".jsonl")
-    if len(parts) > len(mine) and parts[-len(mine) :] == mine:
-        return "/".join(parts[: -len(mine)])
-    return "/".join(parts[:-1])
+    if len(mine) > 1 and len(parts) > len(mine) and parts[-len(mine) :] == mine:
+        return "/".join(parts[: -len(mine)])  # nested by the model's full name
+    return "/".join(parts[:-1])  # named by its short name (model_file_name)
 
 
 def _no_repeats(judgments: Iterable[Judgment]) -> None:
@@ -559,27 +628,82 @@ def write_judgments(judgments: Iterable[Judgment], path: str | Path) -> None:
 
 
 # ---------------------------------------------------------------------------------- settings
-_SETTING_KEYS = (
-    "judge_model",
-    "bench_name",
-    "temperature",
-    "max_tokens",
-    "reference",
-    "regex_patterns",
-    "prompt_template",
-    "model_list",
-    "baseline_model",
-    "system_prompt",
+#: Arena-Hard-Auto's judging instruction (its ``utils/judge_utils.py``, ``OG_ARENA_HARD_PROMPT``;
+#: v0.1's ``config/judge_config.yaml`` ``system_prompt``), word for word: the judge is asked
+#: for one of the five labels. Arena-Hard-Auto is Apache-2.0 licensed.
+ARENA_HARD_PROMPT = (
+    "Please act as an impartial judge and evaluate the quality of the responses provided by "
+    "two AI assistants to the user prompt displayed below. You will be given assistant A's "
+    "answer and assistant B's answer. Your job is to evaluate which assistant's answer is "
+    "better.\n\nBegin your evaluation by generating your own answer to the prompt. You must "
+    "provide your answers before judging any answers.\n\nWhen evaluating the assistants' "
+    "answers, compare both assistants' answers with your answer. You must identify and "
+    "correct any mistakes or inaccurate information.\n\n"
+)
+_PROMPT_REST = (
+    "Then consider if the assistant's answers are helpful, relevant, and concise. Helpful "
+    "means the answer correctly responds to the prompt or follows the instructions. Note when "
+    "user prompt has any ambiguity or more than one interpretation, it is more helpful and "
+    "appropriate to ask for clarifications or more information from the user than providing "
+    "an answer based on assumptions. Relevant means all parts of the response closely connect "
+    "or are appropriate to what is being asked. Concise means the response is clear and not "
+    "verbose or excessive.\n\nThen consider the creativity and novelty of the assistant's "
+    "answers when needed. Finally, identify any missing important information in the "
+    "assistants' answers that would be beneficial to include when responding to the user "
+    "prompt.\n\nAfter providing your explanation, you must output only one of the following "
+    "choices as your final verdict with a label:\n\n1. Assistant A is significantly better: "
+    "[[A>>B]]\n2. Assistant A is slightly better: [[A>B]]\n3. Tie, relatively the same: "
+    "[[A=B]]\n4. Assistant B is slightly better: [[B>A]]\n5. Assistant B is significantly "
+    'better: [[B>>A]]\n\nExample output: "My final verdict is tie: [[A=B]]".'
+)
+ARENA_HARD_PROMPT += _PROMPT_REST
+#: Its creative-writing instruction: the same without the judge's own answer first.
+CREATIVE_WRITING_PROMPT = (
+    "Please act as an impartial judge and evaluate the quality of the responses provided by "
+    "two AI assistants to the user prompt displayed below. You will be given assistant A's "
+    "answer and assistant B's answer. Your job is to evaluate which assistant's answer is "
+    "better.\n\nWhen evaluating the assistants' answers, compare both assistants' answers. "
+    "You must identify and correct any mistakes or inaccurate information.\n\n" + _PROMPT_REST
 )
 
 
 @dataclass(frozen=True)
+class CategorySettings:
+    """How one category is judged: its baseline model and its judge's system prompt."""
+
+    baseline: str
+    system_prompt: str
+
+
+#: Arena-Hard-Auto's per-category settings (its ``utils/judge_utils.py``, ``JUDGE_SETTINGS``:
+#: v2.0's ``hard_prompt`` (with its sub-categories ``coding`` and ``math``) and
+#: ``creative_writing``, and v0.1's one category), used when a settings file gives none.
+CATEGORIES: Mapping[str, CategorySettings] = {
+    "hard_prompt": CategorySettings("o3-mini-2025-01-31", ARENA_HARD_PROMPT),
+    "coding": CategorySettings("o3-mini-2025-01-31", ARENA_HARD_PROMPT),
+    "math": CategorySettings("o3-mini-2025-01-31", ARENA_HARD_PROMPT),
+    "creative_writing": CategorySettings("gemini-2.0-flash-001", CREATIVE_WRITING_PROMPT),
+    "arena-hard-v0.1": CategorySettings("gpt-4-0314", ARENA_HARD_PROMPT),
+}
+
+#: Every label Arena-Hard-Auto's ``show_result.py`` scores, to A, B or a tie.
+_AH_LABELS = {k: ("A" if s == 1.0 else "B" if s == 0.0 else "tie") for k, (s, _) in LABELS.items()}
+
+
+@dataclass(frozen=True)
 class JudgeSettings:
-    """Arena-Hard-Auto's judge settings (``config/arena-hard-*.yaml``). ``patterns``: the
-    verdict regexes in order (v0.1's single ``regex_pattern`` becomes one); ``template``:
-    the user message with ``{QUESTION}``, ``{ANSWER_A}``, ``{ANSWER_B}`` (v0.1's
-    ``{question_1}``, ``{answer_1}``, ``{answer_2}`` are read as those). ``record``: the
-    whole YAML mapping, written back as it was."""
+    """Arena-Hard-Auto's judge settings (``config/arena-hard-*.yaml``; v0.1
+    ``config/judge_config.yaml``). ``patterns``: the verdict regexes in order (v0.1's single
+    ``regex_pattern`` becomes one); ``template``: the user message with ``{QUESTION}``,
+    ``{ANSWER_A}``, ``{ANSWER_B}`` (v0.1's ``{question_1}``, ``{answer_1}``, ``{answer_2}`` are
+    read as those). ``categories``: each category's baseline and system prompt — the file's
+    ``judge_settings`` mapping (our key, in the shape of its code's ``JUDGE_SETTINGS``), or
+    v0.1's ``baseline_model`` and ``system_prompt`` for every category, or else its code's
+    (:data:`CATEGORIES`). ``reference``: the models whose answers are the judge's reference
+    (v2 ``reference: [MODEL…]``; v0.1 ``reference: true`` with ``ref_model``). ``rule``:
+    how the verdict is read — ``"v2"`` (every pattern in turn on the upper-cased reply, the
+    last match of the first that matches) or ``"v0.1"`` (one pattern, case as written, its
+    matches all one label). ``record``: the whole YAML mapping, written back as it was."""
 
     judge_model: str
     bench_name: str
@@ -591,14 +715,42 @@ class JudgeSettings:
     baseline: str | None = None
     system_prompt: str | None = None
     record: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    categories: Mapping[str, CategorySettings] = field(default_factory=lambda: dict(CATEGORIES))
+    reference: tuple[str, ...] = ()
+    rule: str = "v2"
+    source: str = field(default="judge settings", compare=False)
+
+    def category(self, name: str) -> CategorySettings:
+        """The settings of category ``name``; an unknown one is an :class:`InputError` naming
+        the file and the categories it has."""
+        try:
+            return self.categories[name]
+        except KeyError:
+            raise InputError(
+                f"{self.source}: no judge settings for category {name!r} (its baseline and "
+                f"system prompt); the settings have {sorted(self.categories)}: add it under "
+                "judge_settings."
+            ) from None
+
+    def parser(self) -> Any:
+        """Our :class:`~stablearena.judging.judges.VerdictParser` reading a reply as Arena-Hard-Auto
+        does: every pattern, in order; v2 on the upper-cased reply, the last match of the
+        first pattern that matches; v0.1 case as written, one label required. A label that
+        its ``show_result.py`` does not score (``[A]``, ``[[A>B>A]]``) is a failed judgement,
+        as a reply without any (it would stop ``show_result.py``)."""
+        from .judges import VerdictParser
+
+        v2 = self.rule == "v2"
+        return VerdictParser(
+            self.patterns[0], _AH_LABELS, self.patterns[1:], upper=v2, unique=not v2
+        )
 
     def ours(self) -> dict[str, Any]:
         """The judge keys of our judges.toml that reproduce these settings: ``template``,
-        ``verdict_pattern``, ``verdict_labels`` (every Arena-Hard label to A/B/tie, and our
-        ``A``/``B``/``C``), ``params`` (temperature, max_tokens) and ``system_prompt`` when the
-        file has one. Its default pattern ``\\[\\[([AB<>=]+)\\]\\]`` becomes
-        ``\\[\\[([AB<>=]+|C)\\]\\]`` so that a judge answering in our labels (``[[C]]``: a tie) is
-        read too; another pattern is kept as it is."""
+        ``verdict_pattern`` and ``verdict_patterns`` (the rest, tried in order),
+        ``verdict_upper``, ``verdict_labels`` (every label ``show_result.py`` scores, to A/B/
+        tie), ``params`` (temperature, max_tokens) and ``system_prompt`` (the first
+        category's, or the file's)."""
         tpl = self.template
         for theirs, mine in (
             ("{QUESTION}", "{prompt}"),
@@ -606,46 +758,61 @@ class JudgeSettings:
             ("{ANSWER_B}", "{answer_b}"),
         ):
             tpl = tpl.replace(theirs, mine)
-        labels = {
-            k: ("A" if s == 1.0 else "B" if s == 0.0 else "tie") for k, (s, _) in LABELS.items()
-        }
-        labels.update({"A": "A", "B": "B", "C": "tie"})
-        pattern = self.patterns[0]
-        if pattern == DEFAULT_PATTERNS[0]:
-            pattern = r"\[\[([AB<>=]+|C)\]\]"
-        out: dict[str, Any] = {
+        first = next(iter(self.categories.values()), None)
+        return {
             "template": tpl,
-            "verdict_pattern": pattern,
-            "verdict_labels": labels,
+            "verdict_pattern": self.patterns[0],
+            "verdict_patterns": list(self.patterns[1:]),
+            "verdict_upper": self.rule == "v2",
+            "verdict_labels": dict(_AH_LABELS),
             "params": {"temperature": self.temperature, "max_tokens": self.max_tokens},
+            "system_prompt": self.system_prompt or (first.system_prompt if first else None),
         }
-        if self.system_prompt:
-            out["system_prompt"] = self.system_prompt
-        return out
 
 
-def apply_judge_settings(judge: Any, settings: JudgeSettings) -> Any:
+def apply_judge_settings(
+    judge: Any,
+    settings: JudgeSettings,
+    categories: Mapping[str, str] | None = None,
+    default_category: str | None = None,
+) -> Any:
     """Our :class:`~stablearena.judging.judges.Judge` judging as Arena-Hard-Auto's settings say: its
-    template, first verdict pattern and labels, temperature and max_tokens, and its system
-    prompt when the settings carry one (v0.1; v2 keeps it in code, so the judge's own stays)."""
+    template, every verdict pattern as it reads them (:meth:`JudgeSettings.parser`), its
+    temperature and max_tokens, and each prompt's category's system prompt
+    (``categories``: prompt id → category; ``default_category``: the category of prompts
+    without one, and of the judge's own calls outside the prompts, the probes).
 
-    from .judges import VerdictParser
-
+    A template that needs a reference answer (``{REFERENCE}``) or settings that name
+    reference models are refused: ``auto`` does not give its judges one."""
+    if settings.reference or "{REFERENCE}" in settings.template:
+        raise InputError(
+            f"{settings.source}: reference answers (reference: {list(settings.reference)}, "
+            "{REFERENCE} in the template) are not given to auto's judges; set reference: null "
+            "and take {REFERENCE} out of the template."
+        )
     ours = settings.ours()
+    prompts = {}
+    for pid, cat in (categories or {}).items():
+        prompts[pid] = settings.category(cat or default_category or "").system_prompt
+    system = ours["system_prompt"]
+    if default_category is not None:
+        system = settings.category(default_category).system_prompt
     params = {**dict(judge.endpoint.params), **ours["params"]}
-    endpoint = replace(
-        judge.endpoint,
-        params=params,
-        system_prompt=ours.get("system_prompt", judge.endpoint.system_prompt),
+    endpoint = replace(judge.endpoint, params=params, system_prompt=system)
+    return replace(
+        judge,
+        endpoint=endpoint,
+        template=ours["template"],
+        parser=settings.parser(),
+        system_prompts=prompts,
     )
-    parser = VerdictParser(ours["verdict_pattern"], ours["verdict_labels"])
-    return replace(judge, endpoint=endpoint, template=ours["template"], parser=parser)
 
 
 _V01_FIELDS = (
     ("{question_1}", "{QUESTION}"),
     ("{answer_1}", "{ANSWER_A}"),
     ("{answer_2}", "{ANSWER_B}"),
+    ("{ref_answer_1}", "{REFERENCE}"),
 )
 
 
@@ -659,24 +826,74 @@ def _setting_type(
         raise InputError(f"{path}: {key} must be {said}, not {_shown(value)}.")
 
 
-def read_judge_settings(path: str | Path) -> JudgeSettings:
-    """Arena-Hard-Auto judge settings from its YAML file."""
+def _yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    """A YAML file that must be a mapping, read safely; errors name the file."""
     import yaml
 
-    path = Path(path)
-    text = read_input_text(path, "judge settings")
+    text = read_input_text(path, what)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: cannot read the judge settings ({exc}).") from None
+        raise InputError(f"{path}: cannot read the {what} ({exc}).") from None
     except RecursionError:
-        raise InputError(f"{path}: the judge settings nest too deeply to be settings.") from None
+        raise InputError(f"{path}: the {what} nest too deeply to be read.") from None
     check_depth(data, str(path))
     if not isinstance(data, dict):
-        raise InputError(f"{path}: judge settings must be a YAML mapping.")
+        raise InputError(f"{path}: the {what} must be a YAML mapping.")
+    return data
+
+
+def _categories_of(path: Path, data: Mapping[str, Any]) -> dict[str, CategorySettings]:
+    table = data.get("judge_settings")
+    if table is None:
+        if data.get("baseline_model") or data.get("system_prompt"):  # v0.1: one for all
+            bench = str(data.get("bench_name") or "arena-hard-v0.1")
+            base = CATEGORIES.get(bench, CATEGORIES["arena-hard-v0.1"])
+            one = CategorySettings(
+                str(data.get("baseline_model") or base.baseline),
+                str(data.get("system_prompt") or base.system_prompt),
+            )
+            return {bench: one, **{k: one for k in CATEGORIES}}
+        return dict(CATEGORIES)
+    if not isinstance(table, dict) or not table:
+        raise InputError(
+            f"{path}: judge_settings must map each category to {{baseline, system_prompt}}, "
+            f"not {_shown(table)}."
+        )
+    out = {}
+    for cat, entry in table.items():
+        where = f"judge_settings.{cat}"
+        if not isinstance(entry, dict):
+            raise InputError(f"{path}: {where} must be {{baseline, system_prompt}}.")
+        for key in ("baseline", "system_prompt"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise InputError(f"{path}: {where}.{key} must be a non-empty string.")
+        out[str(cat)] = CategorySettings(entry["baseline"], entry["system_prompt"])
+    return out
+
+
+def _references(path: Path, data: Mapping[str, Any]) -> tuple[str, ...]:
+    ref = data.get("reference")
+    if ref in (None, False):
+        return ()
+    if ref is True:  # v0.1: the models are in ref_model
+        ref = data.get("ref_model")
+        if not ref:
+            raise InputError(f"{path}: reference: true needs ref_model: [MODEL…].")
+    if isinstance(ref, str):
+        ref = [ref]
+    _setting_type(path, "reference", ref, list, "a list of model names or null", str)
+    return tuple(ref)
+
+
+def read_judge_settings(path: str | Path) -> JudgeSettings:
+    """Arena-Hard-Auto judge settings from its YAML file (:class:`JudgeSettings`)."""
+    path = Path(path)
+    data = _yaml_mapping(path, "judge settings")
     missing = [k for k in ("judge_model", "prompt_template") if not data.get(k)]
     if missing:
         raise InputError(f"{path}: judge settings need {', '.join(missing)}.")
+    v01 = data.get("regex_patterns") is None and data.get("regex_pattern") is not None
     patterns = data.get("regex_patterns") or data.get("regex_pattern") or list(DEFAULT_PATTERNS)
     if isinstance(patterns, str):
         patterns = [patterns]
@@ -732,6 +949,10 @@ def read_judge_settings(path: str | Path) -> JudgeSettings:
         baseline=data.get("baseline_model"),
         system_prompt=data.get("system_prompt"),
         record=data,
+        categories=_categories_of(path, data),
+        reference=_references(path, data),
+        rule="v0.1" if v01 else "v2",
+        source=str(path),
     )
 
 
@@ -752,6 +973,140 @@ def write_judge_settings(settings: JudgeSettings, path: str | Path) -> None:
     Path(path).write_text(
         yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10**9), encoding="utf-8"
     )
+
+
+# ---------------------------------------------------------------------------------- endpoints
+#: The ``api_type`` values whose calls are OpenAI's chat completions (its ``utils/completion.py``).
+_OPENAI_TYPES = ("openai", "openai_thinking")
+
+
+def read_endpoints(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Arena-Hard-Auto's endpoint file (``config/api_config.yaml``): each model's entry by
+    its name (:func:`endpoint_from_settings` makes one an endpoint)."""
+    path = Path(path)
+    data = _yaml_mapping(path, "endpoint settings")
+    for name, entry in data.items():
+        if not isinstance(entry, dict):
+            raise InputError(f"{path}: {name} must be a mapping of settings (model, endpoints…).")
+    return {str(k): v for k, v in data.items()}
+
+
+def endpoint_from_settings(
+    entries: Mapping[str, Mapping[str, Any]],
+    name: str,
+    where: str,
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> Any:
+    """Model ``name``'s entry of an endpoint file as our
+    :class:`~stablearena.judging.endpoints.config.ModelEndpoint`, read as its ``utils/completion.py``
+    reads it: ``model`` (v0.1 ``model_name``; an endpoint's ``model_name`` overrides it);
+    ``endpoints``: ``null`` (OpenAI's API: ``OPENAI_BASE_URL`` or api.openai.com, the key in
+    ``OPENAI_API_KEY``) or a list whose first entry gives ``api_base`` and the key; ``parallel``
+    (calls at once), ``temperature``, ``max_tokens``, ``reasoning_effort``, and ``sys_prompt``
+    (v0.1 ``system_prompt``). ``temperature``/``max_tokens`` given here (a judge's settings)
+    override the entry's, as its ``gen_judgment.py`` does.
+
+    A key is never read from a file: an endpoint's ``api_key`` must be ``-`` (none) or name an
+    environment variable (``$NAME``), or the entry gives ``api_key_env: NAME``. Errors name
+    the file (``where``), the entry and the field."""
+    from .endpoints.config import ModelEndpoint
+
+    if name not in entries:
+        raise InputError(
+            f"{where}: no entry {name!r}; the file has {sorted(entries)[:20]}: add one "
+            "(model, endpoints, api_type)."
+        )
+    e = entries[name]
+    here = f"{where}: {name}"
+    api_type = e.get("api_type", "openai")
+    if api_type not in _OPENAI_TYPES:
+        raise InputError(
+            f"{here}.api_type is {api_type!r}: only OpenAI-compatible chat endpoints "
+            f"({', '.join(_OPENAI_TYPES)}) are called; serve the model behind one (vLLM, "
+            "SGLang, a gateway) and give its endpoints: [{api_base: …}]."
+        )
+    model = e.get("model", e.get("model_name", name))
+    eps = e.get("endpoints")
+    env = e.get("api_key_env")
+    if eps is None:
+        import os
+
+        base = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+        env = env or "OPENAI_API_KEY"
+    else:
+        if not isinstance(eps, list) or not eps or not isinstance(eps[0], dict):
+            raise InputError(f"{here}.endpoints must be null or a list of {{api_base, api_key}}.")
+        first = eps[0]
+        base = first.get("api_base")
+        if not isinstance(base, str) or not base.startswith(("http://", "https://")):
+            raise InputError(
+                f"{here}.endpoints[0].api_base must be the server's URL (http://…/v1), "
+                f"not {_shown(base)}."
+            )
+        model = first.get("model_name", model)
+        key = first.get("api_key")
+        if isinstance(key, str) and key.startswith("$"):
+            env = key.strip("${}")
+        elif key not in (None, "", "-") and env is None:
+            raise InputError(
+                f"{here}.endpoints[0].api_key: a key is never read from a file; put it in an "
+                "environment variable and write api_key: $NAME (or api_key_env: NAME)."
+            )
+    if not isinstance(model, str) or not model:
+        raise InputError(f"{here}.model must be the model's name on its server.")
+    params: dict[str, Any] = {}
+    for key, value in (("temperature", e.get("temperature")), ("max_tokens", e.get("max_tokens"))):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"{here}.{key} must be a number, not {_shown(value)}.")
+            params[key] = value
+    if temperature is not None:
+        params["temperature"] = temperature
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    if api_type == "openai_thinking":
+        params.pop("temperature", None)
+        params["reasoning_effort"] = e.get("reasoning_effort", "medium")
+    parallel = e.get("parallel", 4)
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise InputError(f"{here}.parallel must be a whole number >= 1, not {_shown(parallel)}.")
+    system = e.get("sys_prompt", e.get("system_prompt"))
+    if system is not None and not isinstance(system, str):
+        raise InputError(f"{here}.sys_prompt must be a string.")
+    try:
+        return ModelEndpoint(
+            name,
+            base,
+            model,
+            api_key_env=env,
+            params=params,
+            system_prompt=system,
+            max_concurrency=min(parallel, 1024),
+        )
+    except InputError as exc:
+        raise InputError(f"{here}: {exc}") from None
+
+
+def read_generation_settings(path: str | Path) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+    """Arena-Hard-Auto's generation settings (``config/gen_answer_config.yaml``):
+    (``bench_name``, ``model_list``, the defaults it gives every model: v0.1's
+    ``temperature`` and ``max_tokens``)."""
+    path = Path(path)
+    data = _yaml_mapping(path, "generation settings")
+    models = data.get("model_list")
+    if not models:
+        raise InputError(f"{path}: model_list must list the models to answer.")
+    _setting_type(path, "model_list", models, list, "a list of model names", str)
+    defaults = {}
+    for key in ("temperature", "max_tokens"):
+        value = data.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"{path}: {key} must be a number, not {_shown(value)}.")
+            defaults[key] = value
+    return str(data.get("bench_name") or ""), tuple(models), defaults
 
 
 # ---------------------------------------------------------------------------------- a run
@@ -791,6 +1146,18 @@ class ArenaHardRun:
                 raise InputError(f"no judgments of category {category!r}; the run has {cats}.")
         answers = self.answers if style and self.answers else None
         return judgment_battles(chosen, weight=weight, answers=answers)
+
+    def chosen(
+        self, judges: Sequence[str] | None = None, category: str | None = None
+    ) -> list[Judgment]:
+        """The judgments of ``judges`` (default all) in ``category`` (default all)."""
+        return [
+            j
+            for name, js in self.judgments.items()
+            if judges is None or name in judges
+            for j in js
+            if category is None or j.category == category
+        ]
 
 
 def _run_files(directory: Path, min_depth: int = 1) -> list[Path]:
@@ -864,13 +1231,13 @@ def _plan(
     at one path, or one inside the other's place, are an :class:`InputError`."""
     plan: list[tuple[Path, str, list[Any]]] = []
     for model, items in answers:
-        path = name_path(d / "model_answer", model, within=d)
+        path = name_path(d / "model_answer", model_file_name(model), within=d)
         plan.append((path, f"the answers of {model!r}", items))
     judge_dirs: dict[str, Path] = {}
     for judge, model, items in judgments:
         if judge not in judge_dirs:
             judge_dirs[judge] = name_path(d / "model_judgment", judge, suffix="", within=d)
-        path = name_path(judge_dirs[judge], model, within=d)
+        path = name_path(judge_dirs[judge], model_file_name(model), within=d)
         plan.append((path, f"the judgments by {judge!r} of {model!r}", items))
     taken: dict[str, str] = {}
     for path, what, _ in plan:
@@ -931,7 +1298,10 @@ def judgment_battles(
     of their text when they have none) for the style-controlled raters.
 
     Returns the battles and how many judgments were left out because a game had no verdict
-    (Arena-Hard-Auto leaves them out too, and says how many)."""
+    (Arena-Hard-Auto leaves them out too, and says how many). A baseline judged against
+    itself (v2's ``creative_writing`` baseline among the models judged) is no battle between
+    two models and is left out here; :func:`self_judged_row` gives the row
+    ``show_result.py`` prints for it."""
     if weight < 1:
         raise InputError("the weight of a strong verdict must be >= 1.")
     a_names: list[str] = []
@@ -947,7 +1317,7 @@ def judgment_battles(
             skipped += 1
             continue
         if j.model == j.baseline:
-            raise InputError(f"{j.where}: model {j.model!r} is judged against itself.")
+            continue  # self_judged_row
         for (first, second), lab in zip(
             ((j.baseline, j.model), (j.model, j.baseline)), j.labels, strict=True
         ):
@@ -994,6 +1364,41 @@ def judgment_battles(
             extra={"style_a": sides[0], "style_b": sides[1]},
         )
     return battles, skipped
+
+
+def self_judged_row(
+    judgments: Sequence[Judgment],
+    *,
+    weight: int = 3,
+    rounds: int = 100,
+    level: float = 0.90,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """The baseline judged against itself, as Arena-Hard-Auto's plain ``show_result.py``
+    prints it: its games are a model's like any other (game 2's label for A, 1 − game 1's,
+    a strong verdict ``weight`` times), so the baseline gets a measured row — the judge's
+    position bias on identical answers — besides its fixed 50 %. ``None`` when no judgment
+    is of a model against itself. Returns ``{"model", "judgments", "score", "lower",
+    "upper"}`` in percent (mean of the bootstrap rounds, their ``level`` quantiles)."""
+    own = [j for j in judgments if j.model == j.baseline and None not in j.labels]
+    if not own:
+        return None
+    scores: list[float] = []
+    for j in own:
+        s1, strong1 = label_score(j.labels[0], j.where)
+        s2, strong2 = label_score(j.labels[1], j.where)
+        scores += [s2] * (weight if strong2 else 1) + [1.0 - s1] * (weight if strong1 else 1)
+    x = np.array(scores)
+    rng = np.random.default_rng(seed)
+    boot = np.array([x[rng.integers(0, len(x), len(x))].mean() for _ in range(rounds)])
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return {
+        "model": own[0].model,
+        "judgments": len(own),
+        "score": round(float(boot.mean()) * 100, 1),
+        "lower": round(float(lo) * 100, 1),
+        "upper": round(float(hi) * 100, 1),
+    }
 
 
 # ---------------------------------------------------------------------------------- scores
@@ -1206,22 +1611,37 @@ def export_journal(
     *,
     baseline: str,
     patterns: Sequence[str] = DEFAULT_PATTERNS,
-    category: str = "",
+    category: str = "hard_prompt",
+    categories: Mapping[str, str] | None = None,
+    parser: Any = None,
 ) -> dict[str, int]:
     """Write an automatic run (its journal's records, :class:`~stablearena.judging.auto_arena.AutoArena`)
     in Arena-Hard-Auto's layout under ``directory``: ``question.jsonl`` (v2), one answer file
-    per model, one judgment file per judge and model against ``baseline``.
+    per model, one judgment file per judge and model against ``baseline`` (each model's file
+    named by :func:`model_file_name`).
 
-    A game's label is the one Arena-Hard-Auto's patterns read in the judge's reply, or, when
-    the judge answered in our labels (``[[A]]``, ``[[B]]``, ``[[C]]``), ``A>B``/``B>A``/
-    ``A=B``. Returns the counts written and ``not_baseline``: judgements of two models
-    neither of which is the baseline (they have no place in these files)."""
+    Each question and judgment carries its prompt's category (``categories``: prompt id →
+    category, e.g. read from an Arena-Hard-Auto ``question.jsonl``); a prompt without one is
+    of ``category`` (default v2's ``hard_prompt``; ``show_result.py -c CATEGORY`` reads the
+    judgments of one category, against the baseline its settings give that category).
+
+    A game's label is the one the judge's ``parser`` reads in its reply (a
+    :class:`~stablearena.judging.judges.VerdictParser` from :meth:`JudgeSettings.parser`; default
+    Arena-Hard-Auto v2's rule over ``patterns``), or, when the judge answered in our labels
+    (``[[A]]``, ``[[B]]``, ``[[C]]``), ``A>B``/``B>A``/``A=B``. Returns the counts written and
+    ``not_baseline``: judgements of two models neither of which is the baseline (they have no
+    place in these files)."""
     d = Path(directory)
     texts = {p.id: p.text for p in prompts}
+    cats = {p.id: (categories or {}).get(p.id) or category for p in prompts}
     questions = [
-        Question(p.id, p.text, category, {"uid": p.id, "category": category, "prompt": p.text})
+        Question(p.id, p.text, cats[p.id], {"uid": p.id, "category": cats[p.id], "prompt": p.text})
         for p in prompts
     ]
+
+    def label_of(text: str) -> str | None:
+        return parser.label(text) if parser is not None else extract_label(text, patterns)
+
     answers: dict[str, list[AnswerRecord]] = {}
     for rec in records:
         if rec.get("type") != "answer" or not rec.get("ok"):
@@ -1261,24 +1681,23 @@ def export_journal(
                 labels.append(None)
                 unparsed += 1
                 continue
-            label = extract_label(str(v.get("reasoning", "")), patterns)
+            label = label_of(str(v.get("reasoning", "")))
             if label not in LABELS:
                 label = _AH_WINNER.get(str(v.get("winner")))
             unparsed += label is None
             games.append({"score": label, "judgment": {"answer": v.get("reasoning", "")}})
             labels.append(label)
+        cat = cats.get(str(rec["prompt_id"]), category)
         out = {
             "uid": str(rec["prompt_id"]),
-            "category": category,
+            "category": cat,
             "judge": str(rec["judge"]),
             "model": model,
             "baseline": baseline,
             "games": games,
         }
         judgments.setdefault(out["judge"], []).append(
-            Judgment(
-                out["uid"], model, baseline, out["judge"], category, (labels[0], labels[1]), out
-            )
+            Judgment(out["uid"], model, baseline, out["judge"], cat, (labels[0], labels[1]), out)
         )
     write_run(ArenaHardRun(questions, answers, judgments), d)
     return {

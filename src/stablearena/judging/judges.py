@@ -105,30 +105,49 @@ def _break(text: str, literal: str) -> str:
     return text.replace(literal, literal[0] + _JOINER + literal[1:])
 
 
-def neutralise(text: str, pattern: str | re.Pattern[str], pieces: Sequence[str] = _ALWAYS) -> str:
-    """``text`` (a prompt or an answer) with every match of the verdict ``pattern`` and every
-    occurrence of a template ``piece`` broken by a word joiner (U+2060) after its first
-    character: the parser cannot read a verdict from it and the answer cannot close or open the
-    frame it is shown in. Text without such pieces is returned unchanged.
+def neutralise(
+    text: str,
+    pattern: str | re.Pattern[str] | Sequence[str | re.Pattern[str]],
+    pieces: Sequence[str] = _ALWAYS,
+    labels: Mapping[str, str] | None = None,
+) -> str:
+    """``text`` (a prompt or an answer) with every match of the verdict ``pattern`` (or of each
+    of several) and every occurrence of a template ``piece`` broken by a word joiner (U+2060)
+    after its first character: the parser cannot read a verdict from it and the answer cannot
+    close or open the frame it is shown in. Text without such pieces is returned unchanged.
+    ``labels``: only a match whose label (its first group, upper-cased for a case-blind
+    pattern) is one of these is broken, so that a broad pattern (Arena-Hard-Auto's
+    ``\\[([AB<>=]+)\\]``) leaves ``x[a]`` in code as it is.
 
     Matches are broken until none is left (a marker rebuilt by breaking another is broken too);
     a pattern that matches the word joiner itself is broken once per pass, at most 8 passes.
     """
-    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+    many = [pattern] if isinstance(pattern, (str, re.Pattern)) else list(pattern)
+    rxs = [re.compile(p) if isinstance(p, str) else p for p in many]
     for piece in pieces:
         if piece in text:
             # a piece that also matches in its broken form (e.g. "<|" inside "<|x|>") is broken
             # once: str.replace does not look at the text it put in
             text = _break(text, piece)
-    for _ in range(8):
-        spans = [m.span() for m in rx.finditer(text) if m.end() > m.start()]
-        if not spans:
-            break
-        out, last = [], 0
-        for a, b in spans:
-            out += [text[last : a + 1], _JOINER, text[a + 1 : b]]
-            last = b
-        text = "".join(out) + text[last:]
+
+    def counts(rx: re.Pattern[str], m: re.Match[str]) -> bool:
+        if m.end() <= m.start():
+            return False
+        if labels is None or rx.groups < 1 or m.group(1) is None:
+            return True
+        got = m.group(1).upper() if rx.flags & re.IGNORECASE else m.group(1)
+        return got in labels
+
+    for rx in rxs:
+        for _ in range(8):
+            spans = [m.span() for m in rx.finditer(text) if counts(rx, m)]
+            if not spans:
+                break
+            out, last = [], 0
+            for a, b in spans:
+                out += [text[last : a + 1], _JOINER, text[a + 1 : b]]
+                last = b
+            text = "".join(out) + text[last:]
     return text
 
 
@@ -154,31 +173,64 @@ class VerdictParser:
     one, or weighing "[[A]]" against "[[B]]" before deciding) does not override it. No match,
     or a last label that is not in ``labels``, is unparseable (``None``). A parser whose labels
     swap A and B makes an inverted judge.
+
+    Arena-Hard-Auto's rules (stablearena.judging.arena_hard): ``more`` patterns are tried after
+    ``pattern``, in order, and the first that matches at all decides (a later one is not
+    tried, even if the label it found is unknown); ``upper``: the patterns are matched on the
+    reply upper-cased (its v2 ``gen_judgment.py``: ``[[a>b]]`` reads as ``A>B``); ``unique``:
+    the matches of the deciding pattern must all be one label, else the reply is unparseable
+    (its v0.1 rule, where the first match then stands).
     """
 
     pattern: str = r"\[\[(A>>B|A>B|A=B|B>A|B>>A|A|B|C)\]\]"
     labels: Mapping[str, str] = field(default_factory=lambda: dict(_DEFAULT_LABELS))
+    more: tuple[str, ...] = ()
+    upper: bool = False
+    unique: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
-        try:
-            compiled = re.compile(self.pattern)
-        except re.error as exc:
-            raise InputError(f"verdict_pattern {self.pattern!r} is not a regex: {exc}") from exc
-        if compiled.groups < 1:
-            raise InputError(f"verdict_pattern {self.pattern!r} needs a (group) for the label")
+        object.__setattr__(self, "more", tuple(self.more))
+        for p in self.patterns:
+            try:
+                compiled = re.compile(p)
+            except (re.error, TypeError) as exc:
+                raise InputError(f"verdict_pattern {p!r} is not a regex: {exc}") from exc
+            if compiled.groups < 1:
+                raise InputError(f"verdict_pattern {p!r} needs a (group) for the label")
         bad = {v for v in self.labels.values()} - {"A", "B", "tie"}
         if bad:
             raise InputError(f"verdict labels must map to A, B or tie, not {sorted(bad)}")
 
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """Every pattern, in the order they are tried."""
+        return (self.pattern, *self.more)
+
+    def label(self, text: str) -> str | None:
+        """The label the reply's verdict is read from (before ``labels`` maps it), or ``None``
+        when no pattern matches (or, ``unique``, the deciding one matches two labels)."""
+        seen = text.upper() if self.upper else text
+        for p in self.patterns:
+            found = [m[0] if isinstance(m, tuple) else m for m in re.findall(p, seen)]
+            found = [m for m in found if m != ""]
+            if not found:
+                continue
+            if self.unique and len(set(found)) > 1:
+                return None
+            return (found[0] if self.unique else found[-1]).strip("\n")
+        return None
+
     def parse(self, text: str) -> str | None:
         """``"A"``, ``"B"``, ``"tie"``, or ``None`` when the reply has no (unambiguous)
         verdict."""
-        found = re.findall(self.pattern, text)
-        if not found:
-            return None
-        last = found[-1]
-        return self.labels.get(last[0] if isinstance(last, tuple) else last)
+        label = self.label(text)
+        return None if label is None else self.labels.get(label)
+
+    def markers(self) -> list[re.Pattern[str]]:
+        """The patterns as an answer must not carry them (:func:`neutralise`): case-blind
+        when the reply is read upper-cased."""
+        return [re.compile(p, re.IGNORECASE if self.upper else 0) for p in self.patterns]
 
 
 @dataclass(frozen=True)
@@ -186,12 +238,27 @@ class Judge:
     """A judge: its endpoint (whose ``system_prompt`` is the judging instruction), the user
     message template (``{prompt}``, ``{answer_a}``, ``{answer_b}``, and optionally
     ``{boundary}``, a random id drawn per call for the answers' boundaries) and the verdict
-    parser."""
+    parser. ``system_prompts``: a prompt's own judging instruction by prompt id, in place of
+    the endpoint's (Arena-Hard-Auto judges each category with its own)."""
 
     name: str
     endpoint: ModelEndpoint
     template: str = DEFAULT_JUDGE_TEMPLATE
     parser: VerdictParser = field(default_factory=VerdictParser)
+    system_prompts: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "system_prompts", MappingProxyType(dict(self.system_prompts)))
+
+    def messages(self, client: Any, text: str, prompt_id: str | None = None) -> list[dict]:
+        """The chat messages of one judge call by ``client`` (its ``messages``), the system
+        message being the prompt's own instruction when :attr:`system_prompts` has one."""
+        msg = list(client.messages(text))
+        own = self.system_prompts.get(prompt_id) if prompt_id is not None else None
+        if own is None:
+            return msg
+        rest = [m for m in msg if m.get("role") != "system"]
+        return [{"role": "system", "content": own}, *rest]
 
     def message(
         self, prompt: str, answer_a: str, answer_b: str, boundary: str | None = None
@@ -203,11 +270,11 @@ class Judge:
         text; ``boundary`` (by default 8 random hex digits, new for each call) fills
         ``{boundary}``."""
         pieces = _template_pieces(self.template)
-        pattern = self.parser.pattern
+        markers, labels = self.parser.markers(), self.parser.labels
         values = {
-            "prompt": neutralise(visible_text(prompt), pattern, pieces),
-            "answer_a": neutralise(visible_text(answer_a), pattern, pieces),
-            "answer_b": neutralise(visible_text(answer_b), pattern, pieces),
+            "prompt": neutralise(visible_text(prompt), markers, pieces, labels),
+            "answer_a": neutralise(visible_text(answer_a), markers, pieces, labels),
+            "answer_b": neutralise(visible_text(answer_b), markers, pieces, labels),
             "boundary": boundary if boundary is not None else secrets.token_hex(4),
         }
         return _FIELDS.sub(lambda m: values[m.group(1)], self.template)
@@ -219,6 +286,8 @@ class Judge:
             "endpoint": self.endpoint.to_record(),
             "template": self.template,
             "verdict_pattern": self.parser.pattern,
+            "verdict_patterns": list(self.parser.more),
+            "verdict_upper": self.parser.upper,
             "verdict_labels": dict(self.parser.labels),
         }
 
@@ -321,11 +390,19 @@ class JudgeClient:
             await self.classifier.aclose()
 
     async def verdict(
-        self, prompt: str, answer_a: str, answer_b: str, order: str, images: Sequence[str] = ()
+        self,
+        prompt: str,
+        answer_a: str,
+        answer_b: str,
+        order: str,
+        images: Sequence[str] = (),
+        prompt_id: str | None = None,
     ) -> Verdict | Failure:
         """One judge call for one order (``images``: the battle's images as URLs, given to a
-        judge whose endpoint takes them, ``vision = true``, as content parts of its message)."""
-        msg = self.client.messages(self.judge.message(prompt, answer_a, answer_b))
+        judge whose endpoint takes them, ``vision = true``, as content parts of its message;
+        ``prompt_id``: for the prompt's own instruction, :attr:`Judge.system_prompts`)."""
+        text = self.judge.message(prompt, answer_a, answer_b)
+        msg = self.judge.messages(self.client, text, prompt_id)
         if self.judge.endpoint.vision:
             for url in images:
                 msg = with_image(msg, url)
@@ -390,8 +467,8 @@ class JudgeClient:
             if action == "cut":
                 answer_x, answer_y = cut(answer_x, dx), cut(answer_y, dy)
         v1, v2 = await asyncio.gather(
-            self.verdict(prompt, answer_x, answer_y, "xy", images),
-            self.verdict(prompt, answer_y, answer_x, "yx", images),
+            self.verdict(prompt, answer_x, answer_y, "xy", images, prompt_id),
+            self.verdict(prompt, answer_y, answer_x, "yx", images, prompt_id),
         )
         for v in (v1, v2):
             if isinstance(v, Failure):
@@ -402,14 +479,22 @@ class JudgeClient:
         return Judgement(self.name, x, y, prompt_id, outcome, (v1, v2), None, report)
 
 
-_JUDGE_ONLY = {"template", "verdict_pattern", "verdict_labels"}
+_JUDGE_ONLY = {
+    "template",
+    "verdict_pattern",
+    "verdict_patterns",
+    "verdict_upper",
+    "verdict_labels",
+}
 
 
 def judges_from_toml(data: Mapping[str, Any], where: str = "judges") -> list[Judge]:
     """The ``[[judges]]`` tables of parsed TOML: endpoint keys as in ``[[models]]`` (the
     endpoint's ``system_prompt`` is the judging instruction, by default
     :data:`DEFAULT_JUDGE_SYSTEM_PROMPT`; ``params`` default to ``temperature = 0``), plus
-    optional ``template``, ``verdict_pattern`` and ``verdict_labels``."""
+    optional ``template``, ``verdict_pattern``, ``verdict_patterns`` (more patterns, tried in
+    order after it), ``verdict_upper`` (match on the reply upper-cased) and ``verdict_labels``
+    (:class:`VerdictParser`)."""
     entries = data.get("judges")
     if not isinstance(entries, list) or not entries:
         raise InputError(f"{where}: no [[judges]] tables; add one per judge")
@@ -423,9 +508,17 @@ def judges_from_toml(data: Mapping[str, Any], where: str = "judges") -> list[Jud
         ep_part.setdefault("system_prompt", DEFAULT_JUDGE_SYSTEM_PROMPT)
         ep_part.setdefault("params", {"temperature": 0})
         endpoint = endpoint_from_mapping(ep_part, here, defaults)
+        more = entry.get("verdict_patterns", [])
+        if not isinstance(more, list) or not all(isinstance(p, str) for p in more):
+            raise InputError(f"{here}: verdict_patterns must be a list of regexes")
+        upper = entry.get("verdict_upper", False)
+        if not isinstance(upper, bool):
+            raise InputError(f"{here}: verdict_upper must be true or false")
         parser = VerdictParser(
             entry.get("verdict_pattern", VerdictParser.pattern),
             entry.get("verdict_labels", _DEFAULT_LABELS),
+            tuple(more),
+            upper,
         )
         out.append(
             Judge(endpoint.name, endpoint, entry.get("template", DEFAULT_JUDGE_TEMPLATE), parser)

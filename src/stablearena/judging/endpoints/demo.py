@@ -49,6 +49,7 @@ __all__ = [
     "demo_answer",
     "demo_chat",
     "demo_verdict",
+    "VERDICT_FORMS",
     "parse_judge_prompt",
     "is_correct",
     "judged_text",
@@ -356,8 +357,58 @@ def parse_judge_prompt(text: str) -> tuple[str, str, str] | None:
     return (m.group("prompt"), m.group("a"), m.group("b")) if m else None
 
 
-def demo_verdict(judge: DemoJudge, message: str, seed: int = 0) -> str:
-    """The demo judge's reply to a pairwise judging message: reasoning, then a verdict marker."""
+#: The five labels of Arena-Hard-Auto's judging instruction; a demo judge asked for them (its
+#: system prompt lists ``[[A>>B]]`` … ``[[B>>A]]``) answers in them.
+_FIVE = ("[[A>>B]]", "[[A>B]]", "[[A=B]]", "[[B>A]]", "[[B>>A]]")
+#: How a demo judge writes an Arena-Hard-Auto label (the demo server's mode ``form=…``): as
+#: asked (``[[A>B]]``), in single brackets (``[A>B]``), lower-case (``[[a>b]]``), mirrored
+#: (``[[B<A]]``) or not at all (``none``: "A is better", no marker).
+VERDICT_FORMS = ("asked", "single", "lower", "mirror", "none")
+_MIRROR = {"A>>B": "B<<A", "A>B": "B<A", "A=B": "B=A", "B>A": "A<B", "B>>A": "A<<B"}
+
+
+def _five_label(verdict: str, right: str) -> str:
+    """Arena-Hard-Auto's label of a demo verdict (A, B or C): strong when it is the right
+    one (one answer right, the other wrong), slight when it is a mistake."""
+    if verdict == "C":
+        return "A=B"
+    strong = verdict == right
+    return {"A": ("A>>B", "A>B"), "B": ("B>>A", "B>A")}[verdict][0 if strong else 1]
+
+
+def _written(label: str, form: str) -> str:
+    if form == "single":
+        return f"[{label}]"
+    if form == "lower":
+        return f"[[{label.lower()}]]"
+    if form == "mirror":
+        return f"[[{_MIRROR[label]}]]"
+    if form == "none":
+        return f"{label[0]} is better" if label != "A=B" else "a tie"
+    return f"[[{label}]]"
+
+
+def demo_verdict(
+    judge: DemoJudge, message: str, seed: int = 0, *, five: bool = False, form: str = "asked"
+) -> str:
+    """The demo judge's reply to a pairwise judging message: reasoning, then a verdict marker
+    (``five``: one of Arena-Hard-Auto's five labels, written as ``form`` says,
+    :data:`VERDICT_FORMS`)."""
+    if five:
+        reply = demo_verdict(judge, message, seed)
+        m = re.search(r"\[\[([ABC])\]\]\.?$", reply)
+        if m is None or judge.kind in ("obey", "copy"):
+            return reply
+        if judge.kind == "first":
+            return f"{reply[: m.start()]}{_written('A>B', form)}."
+        parts = parse_judge_prompt(message)
+        assert parts is not None
+        ok_a, ok_b = is_correct(parts[0], parts[1]), is_correct(parts[0], parts[2])
+        right = "A" if ok_a and not ok_b else "B" if ok_b and not ok_a else "C"
+        if judge.kind == "inverted":
+            right = {"A": "B", "B": "A", "C": "C"}[right]
+        label = _five_label(m.group(1), right)
+        return f"{reply[: m.start()]}{_written(label, form)}."
     parts = parse_judge_prompt(message)
     if parts is None:
         return "I can only judge the pairwise judging prompt; no verdict."
@@ -403,14 +454,20 @@ _MODELS_BY_NAME = {m.name: m for m in (*DEMO_MODELS, *INJECTING_MODELS)}
 _JUDGES_BY_NAME = {j.name: j for j in (*DEMO_JUDGES, *INJECTION_JUDGES)}
 
 
-def demo_reply(model: str, messages: list[dict[str, str]], seed: int = 0) -> str | None:
+def demo_reply(
+    model: str, messages: list[dict[str, str]], seed: int = 0, form: str = "asked"
+) -> str | None:
     """The reply of demo model or judge ``model`` to chat ``messages`` (``None``: no such
-    model). A demo model answers the last user message; a demo judge reads all of them."""
+    model). A demo model answers the last user message; a demo judge reads all of them, and
+    answers in Arena-Hard-Auto's five labels when its system message asks for them (written
+    as ``form`` says, :data:`VERDICT_FORMS`)."""
     if model in _MODELS_BY_NAME:
         return demo_chat(_MODELS_BY_NAME[model], messages, seed)
     if model in _JUDGES_BY_NAME:
         text = "\n".join(str(m.get("content", "")) for m in messages)
-        return demo_verdict(_JUDGES_BY_NAME[model], text, seed)
+        system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+        five = all(label in system for label in _FIVE)
+        return demo_verdict(_JUDGES_BY_NAME[model], text, seed, five=five, form=form)
     if model in FORMATTED_REPLIES:
         return FORMATTED_REPLIES[model]
     if model == GUARD:

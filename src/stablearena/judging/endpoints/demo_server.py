@@ -28,6 +28,9 @@ Modes for tests are part of the requested model name, ``BASE+MODE+MODE…`` (e.g
 * ``hidden`` — the answer ends with notes to the judge that a person does not see
   (:data:`HIDDEN_NOTES`: an HTML comment, tag characters, a word split by zero-width spaces,
   a right-to-left override), streamed word by word like the rest;
+* ``form=FORM`` — a demo judge asked for Arena-Hard-Auto's five labels writes its label so
+  (:data:`~stablearena.judging.endpoints.demo.VERDICT_FORMS`: ``single`` ``[A>B]``, ``lower``
+  ``[[a>b]]``, ``mirror`` ``[[B<A]]``, ``none`` no marker);
 * ``bad=KIND`` — a streamed answer that goes wrong as real broken servers do, after a first
   good piece: one of :data:`BAD_KINDS` (``bad=cycle``: each kind in turn, one per request).
 
@@ -65,7 +68,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .demo import DEMO_JUDGES, DEMO_MODELS, demo_reply
+from .demo import DEMO_JUDGES, DEMO_MODELS, VERDICT_FORMS, demo_reply
 
 __all__ = [
     "BAD_KINDS",
@@ -354,8 +357,11 @@ def create_app(seed: int = 0, api_key: str | None = None, pace: float = 0.0):  #
                 else (_classify(text_in))
             )
         else:
+            form = modes.get("form", "asked")
+            if form not in VERDICT_FORMS:
+                return _error(400, f"no form {form!r}; one of {list(VERDICT_FORMS)}", "bad_mode")
             said = [{**m, "content": _text_of(m.get("content"))} for m in messages]
-            text = demo_reply(base, said, int(body.get("seed", seed) or 0))
+            text = demo_reply(base, said, int(body.get("seed", seed) or 0), form)
         if text is None:
             return _error(404, f"no model {base!r}; GET /v1/models lists them", "model_not_found")
         if "hidden" in modes:
