@@ -131,6 +131,20 @@ dashboard_views = Table(
     Column("main", LargeBinary, nullable=False),
     Column("admin", LargeBinary, nullable=False),
 )
+# The public leaderboard page's boards per published fit (migration 0014; docs/guides/
+# several-hosts.md): every tab of /leaderboard, raw and style-controlled, as gzip-compressed JSON
+# ({"plain": {tab: [payload or null, note]}, "style": {…}}), drawn once by one worker and read
+# by every worker of every host, which renders the page from it (service.public_boards).
+public_boards = Table(
+    "public_boards",
+    metadata,
+    Column("fit_id", Integer, primary_key=True, autoincrement=False),
+    Column("as_of_vote", Integer, nullable=False),
+    Column("fitted_at", Float, nullable=False),
+    Column("drawn_at", Float, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("boards", LargeBinary, nullable=False),
+)
 dashboard_sessions = Table(
     "dashboard_sessions",
     metadata,
