@@ -446,7 +446,7 @@ class Cluster:
         a page identity (its cookie and CSRF token) given by ``a`` starts a battle on ``b``, that
         battle is voted on through ``a``; an API key made through ``a`` serves a battle on
         ``b``, voted on through ``a``; a battle served by ``a`` takes its vote on ``b``. Each
-        request's status (200 expected)."""
+        request's status (200 expected; 201 for the key made)."""
         out: dict[str, int] = {}
         ca = httpx.Client(base_url=a.url, timeout=60)
         cb = httpx.Client(base_url=b.url, timeout=60)

@@ -234,7 +234,11 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
         print("\nroll:", figures["upgrade"], figures["roll"], flush=True)
         assert load.failed == []
         assert load.lost(c) == []
-        assert all(code == 200 for x in across.values() for code in x.values()), across
+        assert all(
+            code == (201 if k == "key made on a" else 200)
+            for x in across.values()
+            for k, code in x.items()
+        ), across
         assert all(h.starts == (4 if old is not None else 2) for h in c.hosts)
 
         # 2. a host killed -9 mid-stream (the one streaming a page battle)
@@ -356,3 +360,41 @@ def test_the_visitors_address_behind_a_trusted_load_balancer(tmp_path, demo):
                 assert other[:5] == [200] * 5, other
             else:  # the header ignored: the same address (loopback), still limited
                 assert other == [429] * 6, other
+
+
+@needs_stack
+def test_three_hosts_show_one_board() -> None:
+    """Issue 44: ``/leaderboard`` was drawn by each host at its first request after a fit, from
+    the votes it saw then, so hosts showing the same fit showed different boards. The boards are
+    now drawn once per fit by one worker and stored (service.public_boards): under votes that
+    keep coming, every page and every ``/v1/leaderboard`` body that names the same fit is the
+    same on the three hosts, byte for byte, and each host reaches the same fit."""
+    import re
+
+    with Cluster(tmpdir(), n=3, slow=0.02, settings=SETTINGS) as c:
+        load = Load(c.url, c.admin_key, page=2, api=2).start()
+        time.sleep(4)
+        pages: dict[str, dict[str, str]] = {}  # "fit N, vote V" → host → body
+        boards: dict[str, dict[str, str]] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for h in c.hosts:
+                for path, seen in (("/leaderboard", pages), ("/leaderboard?style=true", pages)):
+                    r = httpx.get(h.url + path, timeout=30)
+                    assert r.status_code == 200, r.text[:300]
+                    m = re.search(r"\(fit (\d+), vote (\d+)\)", r.text)
+                    if m:
+                        seen.setdefault(f"{path} {m.group(0)}", {})[h.name] = r.text
+                r = httpx.get(h.url + "/v1/leaderboard", timeout=30)
+                if r.status_code == 200:
+                    b = r.json()
+                    key = f"{b['as_of_vote']} {b['fitted_at']}"
+                    boards.setdefault(key, {})[h.name] = r.text
+            time.sleep(0.2)
+        load.stop()
+    differ = {k: sorted(v) for k, v in pages.items() if len(set(v.values())) > 1}
+    assert differ == {}, differ
+    assert [k for k, v in boards.items() if len(set(v.values())) > 1] == []
+    assert any(len(v) == 3 for v in pages.values()), {k: sorted(v) for k, v in pages.items()}
+    assert any(len(v) == 3 for v in boards.values())
+    print(f"\none board: {len(pages)} (page, fit) seen, {len(boards)} fits of /v1/leaderboard")

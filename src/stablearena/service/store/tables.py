@@ -355,3 +355,5 @@ rate_buckets = Table(
 #: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".
 MIGRATION_LOCK = 0x5AB1E_0001
 REFIT_LOCK = 0x5AB1E_0002
+#: one worker at a time draws the public leaderboard's boards (service.public_boards)
+BOARDS_LOCK = 0x5AB1E_0003

@@ -1,0 +1,230 @@
+"""The public leaderboard's boards, drawn once per published fit for every host
+(``GET /leaderboard``, :mod:`.api.public_board`; docs/guides/several-hosts.md).
+
+Every tab of the page — the published board with 95% intervals and one board per prompt
+category, raw and style-controlled — is fitted from the arena's votes, which on a large arena
+takes seconds (measured in docs/guides/several-hosts.md). So it is not drawn per host:
+
+- **Drawn once, by one worker.** A watcher thread on every worker notices a published fit newer
+  than the newest stored boards; the one worker that gets the boards lock (PostgreSQL: an
+  advisory lock, :data:`~.store.tables.BOARDS_LOCK`; SQLite: a lock file) fits every tab and
+  stores them, as compressed JSON, in ``public_boards`` keyed by the fit.
+- **Read by every host.** Each worker loads the newest stored boards within ``poll_seconds``
+  and renders the page from them (a template, milliseconds): every host shows the same boards,
+  field for field, and a request never fits. Before any boards are stored the first request
+  draws them (and stores them for the others).
+- **Paced.** After a drawing that took w seconds no worker draws again for
+  w·(1/``dashboard_share`` − 1) seconds (the time is in ``meta``, one pacing for all hosts);
+  fits published meanwhile are skipped, the newest is drawn next.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import threading
+import time
+from typing import Any, NamedTuple
+
+from .._threads import name_this_thread
+from ..errors import StableArenaError
+from . import store
+from .errors import ApiError
+from .live_boards import live_boards
+from .settings import Settings
+from .state import ArenaState
+
+__all__ = ["ALL", "Boards", "PublicBoards", "draw_boards"]
+
+log = logging.getLogger("stablearena.service")
+
+#: The tab of the whole arena's board.
+ALL = "all"
+
+
+class Boards(NamedTuple):
+    """The stored boards of one published fit: ``boards[style][tab] = (payload or None, note
+    when not fitted)``, ``style`` "plain" or "style"."""
+
+    id: int
+    as_of_vote: int
+    fitted_at: float
+    drawn_at: float
+    seconds: float
+    boards: dict[str, dict[str, tuple[dict[str, Any] | None, str]]]
+
+
+def draw_boards(st: ArenaState, style: bool) -> dict[str, tuple[dict[str, Any] | None, str]]:
+    """Every tab's board of the arena now: ``{"all" or category: (payload or None, note when
+    not fitted)}``, style-controlled with ``style``."""
+    out: dict[str, tuple[dict[str, Any] | None, str]] = {}
+    try:
+        if style:
+            out[ALL] = (
+                live_boards(
+                    st.engine,
+                    "am-elo",
+                    style=True,
+                    where_items=[],
+                    by=None,
+                    ci="fisher",
+                    config=st.config,
+                ),
+                "",
+            )
+        else:
+            out[ALL] = (st.leaderboard("am-elo", "fisher", 0.95), "")
+    except (StableArenaError, ApiError, ValueError) as e:
+        out[ALL] = (None, f"This board could not be fitted: {getattr(e, 'message', e)}")
+
+    def by_category(styled: bool) -> tuple[dict[Any, Any], str]:
+        try:
+            got = live_boards(
+                st.engine,
+                "am-elo",
+                style=styled,
+                where_items=[],
+                by="category",
+                ci="fisher",
+                config=st.config,
+            )["boards"]
+            return got, ""
+        except (StableArenaError, ApiError, KeyError, ValueError) as e:
+            return {}, f"This board could not be fitted: {getattr(e, 'message', e)}"
+
+    by_cat, why = by_category(style)
+    for value, payload in sorted(by_cat.items(), key=lambda kv: str(kv[0])):
+        out[str(value)] = (payload, "")
+    if style:  # every category tab of the raw board stays, fitted under style control or not
+        for value in by_category(False)[0]:
+            out.setdefault(
+                str(value),
+                (None, why or "Too few of this category's battles for a style-controlled board."),
+            )
+    return out
+
+
+def _decode(row: Any) -> Boards:
+    raw = json.loads(gzip.decompress(bytes(row.boards)))
+    boards = {k: {tab: (v[0], v[1]) for tab, v in tabs.items()} for k, tabs in raw.items()}
+    return Boards(
+        int(row.fit_id),
+        int(row.as_of_vote),
+        float(row.fitted_at),
+        float(row.drawn_at),
+        float(row.seconds),
+        boards,
+    )
+
+
+class PublicBoards:
+    """One worker's public boards: the newest stored, the watcher thread that loads them and
+    draws a newer fit's when it is this worker's turn (module docstring)."""
+
+    def __init__(self, state: ArenaState, settings: Settings) -> None:
+        self.state = state
+        self.settings = settings
+        self.engine = state.engine
+        self.current: Boards | None = None
+        self.drawings = 0
+        self.last_error: str | None = None
+        self._draw_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="arena-boards", daemon=True)
+        self._lock_conn: Any = None
+        self._file_lock: Any = None
+        if store.is_sqlite(self.engine):
+            from .refitter import _FileLock
+
+            self._file_lock = _FileLock(str(self.engine.url.database) + ".boards-lock")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        if self._lock_conn is not None:
+            self._lock_conn.close()
+
+    def _loop(self) -> None:
+        name_this_thread("arena-boards")
+        while not self._stop.is_set():
+            try:
+                self.tick()
+                self.last_error = None
+            except Exception as exc:  # the loop must survive a failed drawing or lost database
+                msg = f"{type(exc).__name__}: {exc}"
+                if msg != self.last_error:
+                    log.warning("public boards: %s", msg)
+                self.last_error = msg
+            self._stop.wait(self.settings.poll_seconds)
+
+    def load(self) -> float:
+        """Install newer stored boards; returns the time before which none is drawn."""
+        row, next_at = store.newest_boards(
+            self.engine, None if self.current is None else self.current.id
+        )
+        if row is not None:
+            self.current = _decode(row)
+        return next_at
+
+    def tick(self) -> None:
+        """Load newer stored boards; draw the published fit's when it is due and this worker
+        gets the lock."""
+        next_at = self.load()
+        fit = self.state.fit
+        if fit is None or (self.current is not None and self.current.id >= fit.id):
+            return
+        if time.time() < next_at or not self._acquire():
+            return
+        try:
+            next_at = self.load()  # another worker may have drawn it a moment ago
+            if time.time() < next_at or (self.current is not None and self.current.id >= fit.id):
+                return
+            self.draw()
+        finally:
+            self._release()
+
+    def first(self) -> Boards | None:
+        """The boards to show when none was stored yet: drawn now (one thread of this worker at
+        a time; stored for every worker); None before the first fit."""
+        with self._draw_lock:
+            if self.current is None:
+                self.load()
+            if self.current is None and self.state.fit is not None:
+                self.draw()
+        return self.current
+
+    def draw(self) -> Boards:
+        """Fit every tab for the published fit, store them and install them here."""
+        fit = self.state.published()
+        t0 = time.perf_counter()
+        boards = {"plain": draw_boards(self.state, False), "style": draw_boards(self.state, True)}
+        seconds = time.perf_counter() - t0
+        now = time.time()
+        share = self.settings.dashboard_share
+        blob = gzip.compress(json.dumps(boards, allow_nan=False).encode(), 6)
+        info = {"fit_id": fit.id, "as_of_vote": fit.as_of_vote, "fitted_at": fit.fitted_at}
+        if store.insert_boards(
+            self.engine, info, blob, now, seconds, now + seconds * (1 / share - 1)
+        ):
+            self.drawings += 1
+        self.load()
+        if self.current is None or self.current.id < fit.id:  # not stored (a race): shown here
+            self.current = Boards(fit.id, fit.as_of_vote, fit.fitted_at, now, seconds, boards)
+        return self.current
+
+    def _acquire(self) -> bool:
+        if self._file_lock is not None:
+            return bool(self._file_lock.acquire())
+        if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.invalidated:
+            self._lock_conn = self.engine.connect()
+        return store.try_refit_lock(self._lock_conn, store.BOARDS_LOCK)
+
+    def _release(self) -> None:
+        if self._file_lock is not None:
+            self._file_lock.release()
+        elif self._lock_conn is not None:
+            store.release_refit_lock(self._lock_conn, store.BOARDS_LOCK)
