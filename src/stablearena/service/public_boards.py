@@ -13,9 +13,12 @@ takes seconds (measured in docs/guides/several-hosts.md). So it is not drawn per
   and renders the page from them (a template, milliseconds): every host shows the same boards,
   field for field, and a request never fits. Before any boards are stored the first request
   draws them (and stores them for the others).
-- **Paced.** After a drawing that took w seconds no worker draws again for
-  w·(1/``dashboard_share`` − 1) seconds (the time is in ``meta``, one pacing for all hosts);
-  fits published meanwhile are skipped, the newest is drawn next.
+- **Paced, and only while watched.** After a drawing that took w seconds no worker draws again
+  for w·(1/``dashboard_share`` − 1) seconds (the time is in ``meta``, one pacing for all
+  hosts); fits published meanwhile are skipped, the newest is drawn next. Nothing is drawn
+  while nobody has opened the page, through any host, for ``dashboard_idle`` seconds (the
+  first request after that shows the last stored boards and wakes the drawing). A worker whose
+  newest fit has its boards asks the database nothing.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from typing import Any, NamedTuple
 from .._threads import name_this_thread
 from ..errors import StableArenaError
 from . import store
+from .dashboard import WATCH_WRITE_EVERY
 from .errors import ApiError
 from .live_boards import live_boards
 from .settings import Settings
 from .state import ArenaState
+from .store.dashboard import BOARDS_WATCHED_KEY
 
 __all__ = ["ALL", "Boards", "PublicBoards", "draw_boards"]
 
@@ -128,6 +133,8 @@ class PublicBoards:
         self.engine = state.engine
         self.current: Boards | None = None
         self.drawings = 0
+        self.watched_at = 0.0
+        self._watch_written = 0.0
         self.last_error: str | None = None
         self._draw_lock = threading.Lock()
         self._stop = threading.Event()
@@ -161,29 +168,43 @@ class PublicBoards:
                 self.last_error = msg
             self._stop.wait(self.settings.poll_seconds)
 
+    def touch(self) -> None:
+        """Someone opened the page (every ``/leaderboard`` request): keep drawing new fits, and
+        tell the other hosts now and then."""
+        now = time.time()
+        self.watched_at = now
+        if now - self._watch_written > WATCH_WRITE_EVERY:
+            self._watch_written = now
+            self.state.writer.submit(
+                lambda conn: store.set_meta(conn, BOARDS_WATCHED_KEY, repr(now))
+            )
+
     def load(self) -> float:
-        """Install newer stored boards; returns the time before which none is drawn."""
-        row, next_at = store.newest_boards(
+        """Install newer stored boards; returns the time before which none is drawn (0 while
+        nobody watches: then none is)."""
+        row, next_at, watched = store.newest_boards(
             self.engine, None if self.current is None else self.current.id
         )
         if row is not None:
             self.current = _decode(row)
+        if max(self.watched_at, watched) < time.time() - self.settings.dashboard_idle:
+            return float("inf")
         return next_at
 
+    def _behind(self, fit: Any) -> bool:
+        return fit is not None and (self.current is None or self.current.id < fit.id)
+
     def tick(self) -> None:
-        """Load newer stored boards; draw the published fit's when it is due and this worker
-        gets the lock."""
-        next_at = self.load()
+        """When the published fit is newer than the boards shown: load newer stored boards, and
+        draw the fit's when it is due, watched, and this worker gets the lock."""
         fit = self.state.fit
-        if fit is None or (self.current is not None and self.current.id >= fit.id):
+        if not self._behind(fit):
             return
-        if time.time() < next_at or not self._acquire():
+        if time.time() < self.load() or not self._behind(fit) or not self._acquire():
             return
-        try:
-            next_at = self.load()  # another worker may have drawn it a moment ago
-            if time.time() < next_at or (self.current is not None and self.current.id >= fit.id):
-                return
-            self.draw()
+        try:  # another worker may have drawn it a moment ago
+            if time.time() >= self.load() and self._behind(fit):
+                self.draw()
         finally:
             self._release()
 

@@ -100,6 +100,7 @@ async def leaderboard_page(
         return _html(request, text=_render(None, None, e.message, [], ALL, style))
     app = request.app
     boards: PublicBoards = app.state.public_boards
+    boards.touch()
     drawn = boards.current
     if drawn is None:  # none stored yet: the first request draws them (for every host)
         drawn = await asyncio.to_thread(boards.first)

@@ -22,6 +22,7 @@ __all__ = [
     "newest_boards",
     "insert_boards",
     "BOARDS_NEXT_KEY",
+    "BOARDS_WATCHED_KEY",
     "count_battles",
     "open_session",
     "close_session",
@@ -85,9 +86,14 @@ def insert_view(
 BOARDS_NEXT_KEY = "public_boards_next_at"
 
 
-def newest_boards(engine: Engine, after: int | None) -> tuple[Any, float]:
+#: ``meta`` key: when someone last opened the public leaderboard (through any worker).
+BOARDS_WATCHED_KEY = "public_boards_watched_at"
+
+
+def newest_boards(engine: Engine, after: int | None) -> tuple[Any, float, float]:
     """The newest stored public boards if newer than fit id ``after`` (``None``: any), else
-    ``None``; and the time before which none is drawn again (0: none set)."""
+    ``None``; the time before which none is drawn again and when someone last opened the
+    page (0: never)."""
     t = public_boards
     with engine.connect() as conn:
         newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
@@ -95,7 +101,8 @@ def newest_boards(engine: Engine, after: int | None) -> tuple[Any, float]:
         if newest is not None and (after is None or newest > after):
             row = conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
         nxt = get_meta(conn, BOARDS_NEXT_KEY)
-    return row, float(nxt) if nxt else 0.0
+        watched = get_meta(conn, BOARDS_WATCHED_KEY)
+    return row, float(nxt) if nxt else 0.0, float(watched) if watched else 0.0
 
 
 def insert_boards(
