@@ -136,6 +136,8 @@ class PublicBoards:
         self.watched_at = 0.0
         self._watch_written = 0.0
         self.last_error: str | None = None
+        #: one drawing at a time in this worker (the watcher's or a first request's); it also
+        #: guards the lock's connection
         self._draw_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="arena-boards", daemon=True)
@@ -200,22 +202,34 @@ class PublicBoards:
         fit = self.state.fit
         if not self._behind(fit):
             return
-        if time.time() < self.load() or not self._behind(fit) or not self._acquire():
+        if time.time() < self.load() or not self._behind(fit):
             return
-        try:  # another worker may have drawn it a moment ago
-            if time.time() >= self.load() and self._behind(fit):
-                self.draw()
+        if not self._draw_lock.acquire(blocking=False):  # a request is drawing the first
+            return
+        try:
+            if self._acquire():
+                try:  # another worker may have drawn it a moment ago
+                    if time.time() >= self.load() and self._behind(fit):
+                        self.draw()
+                finally:
+                    self._release()
         finally:
-            self._release()
+            self._draw_lock.release()
 
     def first(self) -> Boards | None:
-        """The boards to show when none was stored yet: drawn now (one thread of this worker at
-        a time; stored for every worker); None before the first fit."""
+        """The boards to show when none was stored yet: drawn now by this worker when it gets
+        the boards lock (one thread at a time; stored for every worker); None before the first
+        fit, or while another worker draws them."""
         with self._draw_lock:
             if self.current is None:
                 self.load()
-            if self.current is None and self.state.fit is not None:
-                self.draw()
+            if self.current is None and self.state.fit is not None and self._acquire():
+                try:
+                    self.load()
+                    if self.current is None:
+                        self.draw()
+                finally:
+                    self._release()
         return self.current
 
     def draw(self) -> Boards:

@@ -104,8 +104,9 @@ async def leaderboard_page(
     drawn = boards.current
     if drawn is None:  # none stored yet: the first request draws them (for every host)
         drawn = await asyncio.to_thread(boards.first)
-        if drawn is None:
-            return _html(request, text=_render(None, None, "No board yet.", [], ALL, style))
+        if drawn is None:  # another worker or host is drawing them
+            note = "The board is being drawn; this page reloads itself."
+            return _html(request, text=_render(None, None, note, [], ALL, style))
     key = (drawn.id, style)
     pages = getattr(app.state, "leaderboard_pages", {}).get(key)
     if pages is None:
