@@ -11,8 +11,8 @@ takes seconds (measured in docs/guides/several-hosts.md). So it is not drawn per
   stores them, as compressed JSON, in ``public_boards`` keyed by the fit.
 - **Read by every host.** Each worker loads the newest stored boards within ``poll_seconds``
   and renders the page from them (a template, milliseconds): every host shows the same boards,
-  field for field, and a request never fits. Before any boards are stored the first request
-  draws them (and stores them for the others).
+  field for field, and a request never fits. Before any boards are stored the page says they
+  are being drawn.
 - **Paced, and only while watched.** After a drawing that took w seconds no worker draws again
   for w·(1/``dashboard_share`` − 1) seconds (the time is in ``meta``, one pacing for all
   hosts); fits published meanwhile are skipped, the newest is drawn next. Nothing is drawn
@@ -35,7 +35,7 @@ from ..errors import StableArenaError
 from . import store
 from .dashboard import WATCH_WRITE_EVERY
 from .errors import ApiError
-from .live_boards import live_boards
+from .live_boards import export_frame, live_boards
 from .settings import Settings
 from .state import ArenaState
 from .store.dashboard import BOARDS_WATCHED_KEY
@@ -60,53 +60,48 @@ class Boards(NamedTuple):
     boards: dict[str, dict[str, tuple[dict[str, Any] | None, str]]]
 
 
-def draw_boards(st: ArenaState, style: bool) -> dict[str, tuple[dict[str, Any] | None, str]]:
-    """Every tab's board of the arena now: ``{"all" or category: (payload or None, note when
-    not fitted)}``, style-controlled with ``style``."""
-    out: dict[str, tuple[dict[str, Any] | None, str]] = {}
-    try:
-        if style:
-            out[ALL] = (
-                live_boards(
-                    st.engine,
-                    "am-elo",
-                    style=True,
-                    where_items=[],
-                    by=None,
-                    ci="fisher",
-                    config=st.config,
-                ),
-                "",
-            )
-        else:
-            out[ALL] = (st.leaderboard("am-elo", "fisher", 0.95), "")
-    except (StableArenaError, ApiError, ValueError) as e:
-        out[ALL] = (None, f"This board could not be fitted: {getattr(e, 'message', e)}")
+def draw_boards(st: ArenaState) -> dict[str, dict[str, tuple[dict[str, Any] | None, str]]]:
+    """Every tab's board of the arena now, raw (``"plain"``) and style-controlled
+    (``"style"``): ``{"all" or category: (payload or None, note when not fitted)}``. The
+    export is read once for all of them."""
+    frame = export_frame(st.engine)
 
-    def by_category(styled: bool) -> tuple[dict[Any, Any], str]:
+    def fit(style: bool, by: str | None) -> dict[str, Any]:
+        return live_boards(
+            st.engine,
+            "am-elo",
+            style=style,
+            where_items=[],
+            by=by,
+            ci="fisher",
+            config=st.config,
+            frame=frame,
+        )
+
+    def tab(make: Any) -> tuple[dict[str, Any] | None, str]:
         try:
-            got = live_boards(
-                st.engine,
-                "am-elo",
-                style=styled,
-                where_items=[],
-                by="category",
-                ci="fisher",
-                config=st.config,
-            )["boards"]
-            return got, ""
+            return make(), ""
         except (StableArenaError, ApiError, KeyError, ValueError) as e:
-            return {}, f"This board could not be fitted: {getattr(e, 'message', e)}"
+            return None, f"This board could not be fitted: {getattr(e, 'message', e)}"
 
-    by_cat, why = by_category(style)
-    for value, payload in sorted(by_cat.items(), key=lambda kv: str(kv[0])):
-        out[str(value)] = (payload, "")
-    if style:  # every category tab of the raw board stays, fitted under style control or not
-        for value in by_category(False)[0]:
-            out.setdefault(
-                str(value),
-                (None, why or "Too few of this category's battles for a style-controlled board."),
-            )
+    def by_category(style: bool) -> tuple[dict[Any, Any], str]:
+        got, why = tab(lambda: fit(style, "category")["boards"])
+        return got or {}, why
+
+    raw_cats, _ = by_category(False)
+    style_cats, why = by_category(True)
+    out: dict[str, dict[str, tuple[dict[str, Any] | None, str]]] = {
+        "plain": {ALL: tab(lambda: st.leaderboard("am-elo", "fisher", 0.95))},
+        "style": {ALL: tab(lambda: fit(True, None))},
+    }
+    for key, cats in (("plain", raw_cats), ("style", style_cats)):
+        for value, payload in sorted(cats.items(), key=lambda kv: str(kv[0])):
+            out[key][str(value)] = (payload, "")
+    for value in raw_cats:  # every category tab of the raw board stays under style control
+        out["style"].setdefault(
+            str(value),
+            (None, why or "Too few of this category's battles for a style-controlled board."),
+        )
     return out
 
 
@@ -136,10 +131,8 @@ class PublicBoards:
         self.watched_at = 0.0
         self._watch_written = 0.0
         self.last_error: str | None = None
-        #: one drawing at a time in this worker (the watcher's or a first request's); it also
-        #: guards the lock's connection
-        self._draw_lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="arena-boards", daemon=True)
         self._lock_conn: Any = None
         self._file_lock: Any = None
@@ -153,6 +146,7 @@ class PublicBoards:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=60)
         if self._lock_conn is not None:
             self._lock_conn.close()
@@ -168,7 +162,8 @@ class PublicBoards:
                 if msg != self.last_error:
                     log.warning("public boards: %s", msg)
                 self.last_error = msg
-            self._stop.wait(self.settings.poll_seconds)
+            self._wake.wait(self.settings.poll_seconds)
+            self._wake.clear()
 
     def touch(self) -> None:
         """Someone opened the page (every ``/leaderboard`` request): keep drawing new fits, and
@@ -204,39 +199,29 @@ class PublicBoards:
             return
         if time.time() < self.load() or not self._behind(fit):
             return
-        if not self._draw_lock.acquire(blocking=False):  # a request is drawing the first
+        if not self._acquire():
             return
-        try:
-            if self._acquire():
-                try:  # another worker may have drawn it a moment ago
-                    if time.time() >= self.load() and self._behind(fit):
-                        self.draw()
-                finally:
-                    self._release()
+        try:  # another worker may have drawn it a moment ago
+            if time.time() >= self.load() and self._behind(fit):
+                self.draw()
         finally:
-            self._draw_lock.release()
+            self._release()
 
     def first(self) -> Boards | None:
-        """The boards to show when none was stored yet: drawn now by this worker when it gets
-        the boards lock (one thread at a time; stored for every worker); None before the first
-        fit, or while another worker draws them."""
-        with self._draw_lock:
-            if self.current is None:
-                self.load()
-            if self.current is None and self.state.fit is not None and self._acquire():
-                try:
-                    self.load()
-                    if self.current is None:
-                        self.draw()
-                finally:
-                    self._release()
+        """The boards to show when this worker has none yet: the newest stored, else None (and
+        the watcher looks at once, so that the first boards are drawn without waiting for
+        its next poll; a request never draws)."""
+        if self.current is None:
+            self.load()
+        if self.current is None:
+            self._wake.set()
         return self.current
 
     def draw(self) -> Boards:
         """Fit every tab for the published fit, store them and install them here."""
         fit = self.state.published()
         t0 = time.perf_counter()
-        boards = {"plain": draw_boards(self.state, False), "style": draw_boards(self.state, True)}
+        boards = draw_boards(self.state)
         seconds = time.perf_counter() - t0
         now = time.time()
         share = self.settings.dashboard_share

@@ -102,9 +102,9 @@ async def leaderboard_page(
     boards: PublicBoards = app.state.public_boards
     boards.touch()
     drawn = boards.current
-    if drawn is None:  # none stored yet: the first request draws them (for every host)
+    if drawn is None:  # none loaded yet: the newest stored, else they are being drawn
         drawn = await asyncio.to_thread(boards.first)
-        if drawn is None:  # another worker or host is drawing them
+        if drawn is None:
             note = "The board is being drawn; this page reloads itself."
             return _html(request, text=_render(None, None, note, [], ALL, style))
     key = (drawn.id, style)
