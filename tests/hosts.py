@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 MODELS = ("demo-ace", "demo-sharp", "demo-solid")
 
-__all__ = ["Cluster", "Load", "have_haproxy", "netns_possible"]
+__all__ = ["Cluster", "Load", "have_haproxy", "head_of", "netns_possible", "old_version"]
 
 
 def have_haproxy() -> bool:
@@ -423,17 +423,89 @@ class Cluster:
     def ready(self, h: Host) -> None:
         self.runtime(f"set server arena/{h.name} state ready")
 
-    def roll(self, h: Host) -> dict[str, float]:
+    def roll(self, h: Host, src: Path | None = None) -> dict[str, float]:
         """The rolling-restart step of docs/guides/several-hosts.md for one host: drain in
-        HAProxy, SIGTERM and wait, start (it migrates), wait for HAProxy's check, enable."""
+        HAProxy, SIGTERM and wait, start (it migrates), wait for HAProxy's check, enable. The
+        host comes back on ``src`` (None: this checkout's version; an older source tree: a
+        roll back)."""
         t = {"drain": self.drain(h), "stop": self.stop_host(h)}
         t0 = time.monotonic()
-        h.src = None  # the new version: this checkout's
+        h.src = src
         self.start_host(h)
         t["start"] = time.monotonic() - t0
         self.ready(h)
         t["up"] = self.wait_state(h.name, "UP")
         return t
+
+    def migrate(self, revision: str) -> str:
+        """``stablearena migrate --db … --to REVISION`` with this checkout's version (the roll
+        back of the guide's "Upgrades both ways"); returns what it said."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        cmd = [sys.executable, "-m", "stablearena", "migrate", "--db", self.local_db]
+        out = subprocess.run(
+            [*cmd, "--to", revision], env=env, capture_output=True, text=True, check=True
+        )
+        return out.stderr.strip()
+
+    def across(self, a: Host, b: Host) -> dict[str, int]:
+        """What one host made, used on another (straight to the hosts, not through HAProxy):
+        a page identity (its cookie and CSRF token) given by ``a`` starts a battle on ``b``, that
+        battle is voted on through ``a``; an API key made through ``a`` serves a battle on
+        ``b``, voted on through ``a``; a battle served by ``a`` takes its vote on ``b``. Each
+        request's status (200 expected; 201 for the key made)."""
+        out: dict[str, int] = {}
+        ca = httpx.Client(base_url=a.url, timeout=60)
+        cb = httpx.Client(base_url=b.url, timeout=60)
+        try:
+            page = ca.get("/arena")
+            out["page on a"] = page.status_code
+            csrf = re.search(r'csrf-token" content="(\w+)"', page.text).group(1)
+            cookie = {"Cookie": f"sa_arena={page.cookies['sa_arena']}", "X-CSRF-Token": csrf}
+
+            def page_battle(c: httpx.Client, url: str) -> tuple[int, str]:
+                h = {**cookie, "Origin": url}
+                with c.stream("POST", "/arena/battles", json={"prompt": "2+2?"}, headers=h) as r:
+                    lines = [json.loads(x) for x in r.iter_lines() if x.strip()]
+                ok = r.status_code == 200 and lines and lines[-1].get("done")
+                return (r.status_code if ok else 599), lines[0].get(
+                    "battle_id", ""
+                ) if lines else ""
+
+            out["page battle on b"], bid = page_battle(cb, b.url)
+            out["page vote on a"] = ca.post(
+                f"/arena/battles/{bid}/vote",
+                json={"outcome": "tie"},
+                headers={**cookie, "Origin": a.url},
+            ).status_code
+            out["page battle on a"], bid = page_battle(ca, a.url)
+            out["page vote on b"] = cb.post(
+                f"/arena/battles/{bid}/vote",
+                json={"outcome": "model_a"},
+                headers={**cookie, "Origin": b.url},
+            ).status_code
+            admin = {"Authorization": f"Bearer {self.admin_key}"}
+            name = f"across-{random.getrandbits(40):010x}"
+            made = ca.post(
+                "/v1/admin/annotators", json={"name": name, "role": "annotator"}, headers=admin
+            )
+            out["key made on a"] = made.status_code
+            key = {"Authorization": f"Bearer {made.json()['key']}"}
+            r = cb.post("/v1/battles", json={}, headers=key)
+            out["api battle on b"] = r.status_code
+            bid = r.json()["battles"][0]["battle_id"]
+            out["api vote on a"] = ca.post(
+                f"/v1/battles/{bid}/vote", json={"outcome": "model_b"}, headers=key
+            ).status_code
+            r = ca.post("/v1/battles", json={}, headers=key)
+            out["api battle on a"] = r.status_code
+            bid = r.json()["battles"][0]["battle_id"]
+            out["api vote on b"] = cb.post(
+                f"/v1/battles/{bid}/vote", json={"outcome": "tie"}, headers=key
+            ).status_code
+        finally:
+            ca.close()
+            cb.close()
+        return out
 
     # ------------------------------------------------------------------------ the database
     def sql(self, query: str, *params: Any) -> list[tuple]:
@@ -707,11 +779,23 @@ class Load:
         return [(b, o) for b, o in self.acked if stored.get(b) != o]
 
 
-def old_version(tmp: Path) -> Path | None:
-    """The source tree of this checkout just before its newest migration was added
-    (``git archive`` of that commit's parent into ``tmp``), or ``None`` without git history:
-    hosts of that version run beside hosts that migrated past it during a rolling upgrade."""
+def old_version(tmp: Path, commit: str | None = None) -> Path | None:
+    """The source tree of ``commit`` or, by default, of this checkout just before its newest
+    migration was added (``git archive`` of that commit's parent into ``tmp``), or ``None``
+    without git history: hosts of that version run beside hosts that migrated past it during a
+    rolling upgrade."""
     versions = "src/stablearena/service/store/migrations/versions"
+    if commit is not None:
+        try:
+            out = tmp / f"old-{commit}"
+            out.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", commit, "src"], capture_output=True, check=True
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+            return out / "src"
+        except (subprocess.CalledProcessError, OSError):
+            return None
     try:
         newest = sorted(p.name for p in (ROOT / versions).glob("[0-9]*.py"))[-1]
         added = subprocess.run(
@@ -743,6 +827,12 @@ def old_version(tmp: Path) -> Path | None:
         return out / "src"
     except (subprocess.CalledProcessError, OSError, IndexError):
         return None
+
+
+def head_of(src: Path) -> str:
+    """The newest schema revision of the source tree ``src`` (its migrations' file names)."""
+    versions = src / "stablearena/service/store/migrations/versions"
+    return sorted(p.name for p in versions.glob("[0-9]*.py"))[-1].split("_", 1)[0]
 
 
 def tmpdir() -> Path:

@@ -17,7 +17,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hosts import DEPLOY, Cluster, Load, have_haproxy, old_version, tmpdir, unit_serve_args
+from hosts import (
+    DEPLOY,
+    Cluster,
+    Load,
+    have_haproxy,
+    head_of,
+    old_version,
+    tmpdir,
+    unit_serve_args,
+)
 from pgserver import find_bin_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +36,10 @@ needs_stack = pytest.mark.skipif(
     find_bin_dir() is None or not have_haproxy(),
     reason="needs PostgreSQL and HAProxy from Debian's packages (.ci/run installs both)",
 )
+
+#: the previous release (main when issue 44's upgrade was measured): the slow test rolls three
+#: hosts from it to this version, back, and forward again
+PREVIOUS_RELEASE = "f57ec67"
 
 #: the cluster's arena: fits every second or 50 votes (the leader's failover is timed by them)
 SETTINGS = "[arena]\nrefit_seconds = 1\nrefit_votes = 50\n"
@@ -168,30 +181,65 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
     restarted (hosts' /healthz 503 → HAProxy out → back; failed requests counted)."""
     figures: dict[str, object] = {}
     tmp = tmpdir()
-    old = old_version(tmp)  # the hosts start on the version before the newest migration
+    # the hosts start on the previous release (or, without it, the version before the newest
+    # migration)
+    old = old_version(tmp, PREVIOUS_RELEASE) or old_version(tmp)
     with Cluster(tmp, n=3, slow=0.1, settings=SETTINGS, old_src=old) as c:
-        # 1. rolling restart (an upgrade: the first new host migrates while old ones serve)
-        head = c.sql("SELECT version_num FROM alembic_version")[0][0]
+        # 1. a rolling upgrade (the first new host migrates while old ones serve), a roll back
+        # (the schema moved back with the new version, then each host restarted on the old
+        # one) and the upgrade again, under load; after the first host of each roll, what
+        # either version made is used on the other
+
+        def schema() -> str:
+            return c.sql("SELECT version_num FROM alembic_version")[0][0]
+
+        head = schema()
         load = Load(c.url, c.admin_key, page=4, api=4).start()
         time.sleep(2)
-        steps = [c.roll(h) for h in c.hosts]
+        h1, h2 = c.hosts[0], c.hosts[1]
+        up = [c.roll(h1)]
+        across = {"new on old": c.across(h1, h2), "old on new": c.across(h2, h1)}
+        up += [c.roll(h) for h in c.hosts[1:]]
+        migrated = schema()
+        back: list[dict[str, float]] = []
+        said = ""
+        if old is not None:
+            said = c.migrate(head_of(old))
+            back = [c.roll(h1, old)]
+            across["old on new, back"] = c.across(h1, h2)
+            across["new on old, back"] = c.across(h2, h1)
+            back += [c.roll(h, old) for h in c.hosts[1:]]
+        rolled_back = schema()
+        again = [c.roll(h) for h in c.hosts] if old is not None else []
+        time.sleep(2)
+        load.stop()
         figures["upgrade"] = {
             "old_version": str(old) if old else None,
             "schema_before": head,
-            "schema_after": c.sql("SELECT version_num FROM alembic_version")[0][0],
+            "schema_after": migrated,
+            "migrate_back": said,
+            "schema_rolled_back": rolled_back,
+            "schema_again": schema(),
+            "across": across,
         }
-        time.sleep(2)
-        load.stop()
         figures["roll"] = {
             "requests": load.requests,
             "acked": len(load.acked),
             "failed": len(load.failed),
+            "failures": load.failed[:20],
             "lost": len(load.lost(c)),
-            "steps": [{k: round(v, 2) for k, v in s.items()} for s in steps],
+            "cut": load.cut,
+            "steps": [{k: round(v, 2) for k, v in s.items()} for s in up + back + again],
         }
+        print("\nroll:", figures["upgrade"], figures["roll"], flush=True)
         assert load.failed == []
         assert load.lost(c) == []
-        assert all(h.starts == 2 for h in c.hosts)
+        assert all(
+            code == (201 if k == "key made on a" else 200)
+            for x in across.values()
+            for k, code in x.items()
+        ), across
+        assert all(h.starts == (4 if old is not None else 2) for h in c.hosts)
 
         # 2. a host killed -9 mid-stream (the one streaming a page battle)
         load = Load(c.url, c.admin_key, page=4, api=4).start()
@@ -312,3 +360,58 @@ def test_the_visitors_address_behind_a_trusted_load_balancer(tmp_path, demo):
                 assert other[:5] == [200] * 5, other
             else:  # the header ignored: the same address (loopback), still limited
                 assert other == [429] * 6, other
+
+
+@needs_stack
+def test_three_hosts_show_one_board() -> None:
+    """Issue 44: ``/leaderboard`` was drawn by each host at its first request after a fit, from
+    the votes it saw then, so hosts showing the same fit showed different boards. The boards are
+    now drawn once per fit by one worker and stored (service.public_boards): under votes that
+    keep coming, every page and every ``/v1/leaderboard`` body that names the same fit is the
+    same on the three hosts (``/v1/leaderboard`` but for the alert of a later fit held back,
+    which each host reads within poll_seconds), and once the votes stop every body is the same
+    byte for byte."""
+    import re
+
+    with Cluster(tmpdir(), n=3, slow=0.02, settings=SETTINGS) as c:
+        load = Load(c.url, c.admin_key, page=2, api=2).start()
+        time.sleep(4)
+        pages: dict[str, dict[str, str]] = {}  # "fit N, vote V" → host → body
+        boards: dict[str, dict[str, str]] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for h in c.hosts:
+                for path, seen in (("/leaderboard", pages), ("/leaderboard?style=true", pages)):
+                    r = httpx.get(h.url + path, timeout=30)
+                    assert r.status_code == 200, r.text[:300]
+                    m = re.search(r"\(fit (\d+), vote (\d+)\)", r.text)
+                    if m:
+                        seen.setdefault(f"{path} {m.group(0)}", {})[h.name] = r.text
+                r = httpx.get(h.url + "/v1/leaderboard", timeout=30)
+                if r.status_code == 200:
+                    b = r.json()
+                    key = f"{b['as_of_vote']} {b['fitted_at']}"
+                    boards.setdefault(key, {})[h.name] = r.text
+            time.sleep(0.2)
+        load.stop()
+        time.sleep(3)  # every host has polled the last fit and the alert state (poll_seconds)
+        settled = {
+            path: {h.name: httpx.get(h.url + path, timeout=30).text for h in c.hosts}
+            for path in ("/v1/leaderboard", "/leaderboard", "/leaderboard?style=true")
+        }
+    assert all(len(set(v.values())) == 1 for v in settled.values()), settled
+    differ = {k: sorted(v) for k, v in pages.items() if len(set(v.values())) > 1}
+    assert differ == {}, differ
+    # the same fit's body on every host, but for a later fit held back (fit_alert, stale):
+    # each host reads that within poll_seconds, so under votes two hosts may differ on it
+    apart = {}  # the fields that differ between hosts for the same fit
+    for k, v in boards.items():
+        bodies = [json.loads(x) for x in v.values()]
+        fields = {f for b in bodies for f in b if any(b.get(f) != o.get(f) for o in bodies)}
+        fields -= {"fit_alert", "stale"}
+        if fields:
+            apart[k] = {f: [b.get(f) for b in bodies] for f in sorted(fields) if f != "annotators"}
+    assert apart == {}, apart
+    assert any(len(v) == 3 for v in pages.values()), {k: sorted(v) for k, v in pages.items()}
+    assert any(len(v) == 3 for v in boards.values())
+    print(f"\none board: {len(pages)} (page, fit) seen, {len(boards)} fits of /v1/leaderboard")

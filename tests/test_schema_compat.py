@@ -96,3 +96,65 @@ def test_the_migrate_command_moves_the_schema(tmp_path, cli):
     assert code == 0 and f"schema at {head} (was {prev})" in err, err
     code, _, err = cli("migrate", "--db", url, "--to", "0099_nope")
     assert code == 2 and "no such schema revision" in err
+
+
+def _tables(engine) -> set[str]:
+    return set(sa.inspect(engine).get_table_names())
+
+
+def _at(engine) -> str:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def test_a_roll_back_past_additive_steps_keeps_their_tables(db_url):  # noqa: F811
+    """``migrate --to`` an older revision past migrations that only add marks the schema there
+    and keeps what they added: the newer hosts keep serving on it, an older version (even one
+    from before the floor, which knows only its own revisions) finds its own head and starts,
+    and the newer version starting again marks them without creating them. ``drop`` removes
+    them. (Before, the roll back dropped the tables the newer hosts still used.)"""
+    from stablearena.service.store.engine import kept_revision, schema_differences
+
+    engine = store.make_engine(db_url)
+    try:
+        store.migrate(engine)
+        head = _script().get_current_head()
+        assert migrate_to(engine, "0011") == (head, "0011")
+        assert _at(engine) == "0011" and kept_revision(engine) == head
+        assert {"public_boards", "judge_probes", "serving_processes"} <= _tables(engine)
+        assert schema_differences(engine) == []  # every table and column still there
+        # the newer version starting (a host of it restarted mid roll back) leaves it so
+        assert store.migrate(engine) is None
+        assert _at(engine) == "0011" and kept_revision(engine) == head
+        with TestClient(create_app(settings_for(db_url))) as tc:
+            assert tc.get("/healthz").status_code == 200
+        # forward again: marked, nothing created twice
+        assert migrate_to(engine, "head") == ("0011", head)
+        assert _at(engine) == head and kept_revision(engine) is None
+        assert schema_differences(engine) == []
+        # --drop: what 0012.. added is gone; then forward again creates it
+        migrate_to(engine, "0011", drop=True)
+        assert _at(engine) == "0011" and kept_revision(engine) is None
+        assert "public_boards" not in _tables(engine) and "judge_probes" not in _tables(engine)
+        migrate_to(engine, "head")
+        assert schema_differences(engine) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_newer_version_adds_its_steps_to_a_rolled_back_schema(db_url):  # noqa: F811
+    """A schema rolled back to 0011 that keeps the tables of 0013 (the version before this one
+    rolled it back): this version's start marks 0013 and runs only what comes after it."""
+    from stablearena.service.store.engine import kept_revision, schema_differences
+
+    engine = store.make_engine(db_url)
+    try:
+        store.migrate(engine)
+        migrate_to(engine, "0013", drop=True)  # as the version of 0013 left it …
+        migrate_to(engine, "0011")  # … rolled back by it, keeping 0012 and 0013's tables
+        assert kept_revision(engine) == "0013" and "public_boards" not in _tables(engine)
+        assert store.migrate(engine) is None
+        assert _at(engine) == _script().get_current_head() and kept_revision(engine) is None
+        assert schema_differences(engine) == []
+    finally:
+        engine.dispose()

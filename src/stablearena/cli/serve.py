@@ -243,20 +243,37 @@ def migrate(
             metavar="REV",
         ),
     ] = "head",
+    drop: Annotated[
+        bool,
+        typer.Option(
+            "--drop",
+            help="Down past migrations that only add, drop the tables and columns they added "
+            "(by default they stay, so hosts of the newer version keep serving while the older "
+            "one starts).",
+        ),
+    ] = False,
 ) -> None:
     """Move the live arena's database schema to a revision, up or down, and say what it did."""
     from ..extras import require
 
     require("serve", "stablearena migrate")
     from ..service.store import make_engine
-    from ..service.store.engine import migrate_to
+    from ..service.store.engine import kept_revision, migrate_to
 
     engine = make_engine(db)
     try:
-        before, after = migrate_to(engine, to)
+        before, after = migrate_to(engine, to, drop=drop)
+        kept = kept_revision(engine)
     finally:
         engine.dispose()
     err_console.print(
-        f"schema at {after}" + (f" (was {before})" if before != after else " (unchanged)"),
+        f"schema at {after}"
+        + (f" (was {before})" if before != after else " (unchanged)")
+        + (
+            f"; the tables and columns added up to {kept} stay (they only add: hosts of the "
+            "newer version keep serving; --drop removes them)"
+            if kept
+            else ""
+        ),
         highlight=False,
     )

@@ -47,6 +47,7 @@ from .errors import (
 from .holder import BattleHolder, write_model_tables
 from .hot import HotRoutes
 from .metrics import Metrics
+from .public_boards import PublicBoards
 from .refitter import Refitter
 from .security import AddressLimiter, BodyLimit, limiter
 from .settings import Settings
@@ -259,6 +260,9 @@ def create_app(
         if limits_fd is not None or buckets is not None:  # login attempts per address
             dash.login_limiter = limiter(0.5, 10, "logins", limits_fd, buckets)
         dash.start()
+        # the public leaderboard's boards: drawn once per fit by one worker, read by all
+        boards = app.state.public_boards = PublicBoards(state, settings)
+        boards.start()
         # the battles the arena holds itself (models as endpoints, the /arena page)
         holder = app.state.holder = BattleHolder(state, writer, settings)
         # before the first request: battles a dead process left mid-turn are closed
@@ -283,6 +287,7 @@ def create_app(
             await holder.stop()
             await duties.aclose()
             dash.stop()
+            boards.stop()
             front.hot = None
             refitter.stop()
             writer.stop()

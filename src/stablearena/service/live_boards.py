@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["STYLE_COVARIATES", "live_boards"]
+__all__ = ["STYLE_COVARIATES", "export_frame", "live_boards"]
 
 #: The covariates of ``?style=true``: each style count of side a against side b.
 STYLE_COVARIATES: tuple[str, ...] = tuple(
@@ -37,6 +37,7 @@ def live_boards(
     level: float = 0.95,
     keep_non_anony: bool = False,
     config: Any = None,
+    frame: Any = None,
 ) -> dict[str, Any]:
     """The board (or, with ``by``, ``{"boards": {value: board}}``) of the arena's current votes,
     filtered by ``where_items`` (``COLUMN=VALUE``) and style-controlled with ``style``; the
@@ -47,8 +48,8 @@ def live_boards(
     board is :func:`stablearena.crowd.rule.crowd_fit` with the arena's options (no flood test: a
     board of the export has no days of record), and a style-controlled one is m-ELO's with
     style covariates (every vote counts, as under the crowd rule; am-ELO's style fit needs
-    accounts with many votes)."""
-    import pandas as pd
+    accounts with many votes). ``frame``: the export already read (:func:`export_frame`), for
+    several boards of one moment."""
 
     from ..analysis.leaderboard import leaderboard_payload
     from ..choices import style_method
@@ -56,10 +57,8 @@ def live_boards(
     from ..data.io import read_battles
     from ..data.style_features import add_covariates
     from ..raters import get_rater
-    from .api.admin import export
 
-    raw, _ = export(engine, "jsonl", False)
-    df = pd.read_json(io.BytesIO(raw), lines=True, dtype=False) if raw.strip() else None
+    df = export_frame(engine) if frame is None else frame.copy()
     if df is None or df.empty:
         raise InputError("the arena has no votes yet")
     left_out: list[str] = []
@@ -106,6 +105,16 @@ def live_boards(
             payload["by"] = {by: value}
         out[value] = payload
     return {"boards": out} if by else out[""]
+
+
+def export_frame(engine: Any) -> Any:
+    """The arena's export as :func:`live_boards` reads it (a DataFrame; None: no votes)."""
+    import pandas as pd
+
+    from .api.admin import export
+
+    raw, _ = export(engine, "jsonl", False)
+    return pd.read_json(io.BytesIO(raw), lines=True, dtype=False) if raw.strip() else None
 
 
 def _crowd_rule(config: Any) -> Any:

@@ -604,7 +604,9 @@ class ArenaState:
         update encodes only what it changed."""
         fit = self.published()
         alert = self.fit_alert
-        key = (fit.id, alert["held_at"] if alert else None)
+        # the alert as a whole: a later held-back fit keeps held_at but moves checked_at, and a
+        # host that cached the older one would show another board than the others
+        key = (fit.id, json.dumps(alert, sort_keys=True) if alert else None)
         cached = self._published_json
         if cached is None or cached[0] != key:
             board = self.leaderboard("am-elo", "none", 0.95)

@@ -2,9 +2,10 @@
 with 95% intervals, one tab per prompt category (the boards of ``/v1/leaderboard?by=category``)
 and a toggle to the style-controlled board (``/v1/leaderboard?style=true``).
 
-Every worker serves it from the published fit: a board is computed once per (fit, tab, toggle)
-and its page kept, so a request never fits (``?board=`` and ``?style=`` only pick a cached
-page). The rank shown is the arena's upper-bound rank (``displayed_rank``: 1 + the number of
+Every worker of every host serves it from the boards stored for a published fit
+(:mod:`..public_boards`: fitted once, by one worker, for all hosts) and renders each page once
+per stored fit and toggle, so a request never fits (``?board=`` and ``?style=`` only pick a
+cached page) and every host shows the same boards. The rank shown is the arena's upper-bound rank (``displayed_rank``: 1 + the number of
 models whose interval lies entirely above), as on LMArena; docs/guides/arena-page.md.
 """
 
@@ -18,10 +19,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from ...errors import StableArenaError
 from ..deps import arena
 from ..errors import ApiError
-from ..live_boards import live_boards
+from ..public_boards import ALL, Boards, PublicBoards
 from ..render import environment, version_text
 from .dashboard import _html
 
@@ -34,71 +34,29 @@ RANK_MEANING = (
     "Rank (UB) = 1 + the number of models whose 95% interval lies entirely above this "
     "model's: models whose intervals overlap share a rank (LMArena's upper-bound rank)."
 )
-_ALL = "all"
 #: The page reloads itself this often (a meta refresh: the page has no script); each reload is
 #: a cached page until the next published fit.
 REFRESH_SECONDS = 60
 _lock = threading.Lock()
 
 
-def _boards(st: Any, style: bool) -> dict[str, tuple[dict[str, Any] | None, str]]:
-    """Every tab's board: ``{"all" or category: (payload or None, note when not fitted)}``."""
-    out: dict[str, tuple[dict[str, Any] | None, str]] = {}
-    try:
-        if style:
-            out[_ALL] = (
-                live_boards(
-                    st.engine,
-                    "am-elo",
-                    style=True,
-                    where_items=[],
-                    by=None,
-                    ci="fisher",
-                    config=st.config,
-                ),
-                "",
-            )
-        else:
-            out[_ALL] = (st.leaderboard("am-elo", "fisher", 0.95), "")
-    except (StableArenaError, ApiError, ValueError) as e:
-        out[_ALL] = (None, f"This board could not be fitted: {getattr(e, 'message', e)}")
-
-    def by_category(styled: bool) -> tuple[dict[Any, Any], str]:
-        try:
-            got = live_boards(
-                st.engine,
-                "am-elo",
-                style=styled,
-                where_items=[],
-                by="category",
-                ci="fisher",
-                config=st.config,
-            )["boards"]
-            return got, ""
-        except (StableArenaError, ApiError, KeyError, ValueError) as e:
-            return {}, f"This board could not be fitted: {getattr(e, 'message', e)}"
-
-    by_cat, why = by_category(style)
-    for value, payload in sorted(by_cat.items(), key=lambda kv: str(kv[0])):
-        out[str(value)] = (payload, "")
-    if style:  # every category tab of the raw board stays, fitted under style control or not
-        for value in by_category(False)[0]:
-            out.setdefault(
-                str(value),
-                (None, why or "Too few of this category's battles for a style-controlled board."),
-            )
-    return out
-
-
-def _pages(st: Any, fit: Any, style: bool) -> dict[str, str]:
-    """Every tab's page for one published fit (drawn once per fit and toggle)."""
-    boards = _boards(st, style)
-    cats = [b for b in boards if b != _ALL]
-    return {b: _render(fit, payload, note, cats, b, style) for b, (payload, note) in boards.items()}
+def _pages(boards: Boards, style: bool) -> dict[str, str]:
+    """Every tab's page for one published fit's stored boards (rendered once per fit and
+    toggle by each worker: a template, no fit)."""
+    tabs = boards.boards["style" if style else "plain"]
+    cats = [b for b in tabs if b != ALL]
+    return {
+        b: _render(boards, payload, note, cats, b, style) for b, (payload, note) in tabs.items()
+    }
 
 
 def _render(
-    fit: Any, payload: dict[str, Any] | None, note: str, cats: list[str], board: str, style: bool
+    fit: Boards | None,
+    payload: dict[str, Any] | None,
+    note: str,
+    cats: list[str],
+    board: str,
+    style: bool,
 ) -> str:
     models = []
     if payload:
@@ -131,40 +89,48 @@ def _render(
 @router.get("/leaderboard", include_in_schema=False)
 async def leaderboard_page(
     request: Request,
-    board: Annotated[str, Query(max_length=200, description="all or a category")] = _ALL,
+    board: Annotated[str, Query(max_length=200, description="all or a category")] = ALL,
     style: Annotated[bool, Query(description="the style-controlled board")] = False,
 ) -> Response:
     """The public leaderboard (HTML): rank (UB), model, score, 95% interval, votes."""
     st = arena(request)
     try:
-        fit = st.published()
+        st.published()
     except ApiError as e:
-        return _html(request, text=_render(None, None, e.message, [], _ALL, style))
+        return _html(request, text=_render(None, None, e.message, [], ALL, style))
     app = request.app
-    key = (fit.id, style)
+    boards: PublicBoards = app.state.public_boards
+    boards.touch()
+    drawn = boards.current
+    if drawn is None:  # none loaded yet: the newest stored, else they are being drawn
+        drawn = await asyncio.to_thread(boards.first)
+        if drawn is None:
+            note = "The board is being drawn; this page reloads itself."
+            return _html(request, text=_render(None, None, note, [], ALL, style))
+    key = (drawn.id, style)
     pages = getattr(app.state, "leaderboard_pages", {}).get(key)
     if pages is None:
-        pages = await asyncio.to_thread(_cached, app, st, fit, style)
+        pages = await asyncio.to_thread(_cached, app, drawn, style)
     text = pages.get(board)
     if text is None:
         return _html(
             request,
             text=_render(
-                fit, None, f"No board {board!r}: pick a tab above.", list(pages), board, style
+                drawn, None, f"No board {board!r}: pick a tab above.", list(pages), board, style
             ).replace("<title>", "<title>Not found — ", 1),
             status=404,
         )
     return _html(request, text=text)
 
 
-def _cached(app: Any, st: Any, fit: Any, style: bool) -> dict[str, str]:
-    """The pages of (fit, style), drawn by one thread while others wait for them."""
+def _cached(app: Any, drawn: Boards, style: bool) -> dict[str, str]:
+    """The pages of (stored boards, style), rendered by one thread while others wait."""
     with _lock:
         cache = getattr(app.state, "leaderboard_pages", {})
-        pages = cache.get((fit.id, style))
+        pages = cache.get((drawn.id, style))
         if pages is None:
-            pages = _pages(st, fit, style)
-            cache = {k: v for k, v in cache.items() if k[0] == fit.id}
-            cache[(fit.id, style)] = pages
+            pages = _pages(drawn, style)
+            cache = {k: v for k, v in cache.items() if k[0] == drawn.id}
+            cache[(drawn.id, style)] = pages
             app.state.leaderboard_pages = cache
         return pages

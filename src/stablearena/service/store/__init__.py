@@ -40,7 +40,9 @@ from .admin import (
 from .dashboard import (
     close_session,
     count_battles,
+    insert_boards,
     insert_view,
+    newest_boards,
     newest_view,
     open_session,
     session_row,
@@ -75,6 +77,7 @@ from .queries import (
     watermark,
 )
 from .tables import (
+    BOARDS_LOCK,
     EXPORT_LABELS,
     MIGRATION_LOCK,
     OUTCOMES,
@@ -114,6 +117,7 @@ __all__ = [
     "MIGRATION_LOCK",
     "OUTCOMES",
     "REFIT_LOCK",
+    "BOARDS_LOCK",
     "VoteResult",
     "Writer",
     "add_counts",
@@ -135,6 +139,8 @@ __all__ = [
     "insert_battles",
     "fit_row",
     "insert_view",
+    "insert_boards",
+    "newest_boards",
     "is_sqlite",
     "judged_pairs_of",
     "judged_rows",

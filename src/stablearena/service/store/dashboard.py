@@ -1,5 +1,6 @@
-"""The dashboard's statements: the pages drawn per published fit (``dashboard_views``) and the
-admin logins (``dashboard_sessions``)."""
+"""The dashboard's statements: the pages drawn per published fit (``dashboard_views``), the
+public leaderboard's boards per published fit (``public_boards``) and the admin logins
+(``dashboard_sessions``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from .engine import write_conn
 from .queries import get_meta
-from .tables import battles, dashboard_sessions, dashboard_views
+from .tables import battles, dashboard_sessions, dashboard_views, public_boards
 
 __all__ = [
     "newest_view",
     "view_exists",
     "insert_view",
+    "newest_boards",
+    "insert_boards",
+    "BOARDS_NEXT_KEY",
+    "BOARDS_WATCHED_KEY",
     "count_battles",
     "open_session",
     "close_session",
@@ -63,6 +68,72 @@ def insert_view(
                     rendered_at=rendered_at,
                     info=json.dumps(info, allow_nan=False),
                     **blobs,
+                )
+            )
+            newest = sa.select(t.c.fit_id).order_by(t.c.fit_id.desc()).limit(keep).subquery()
+            cutoff = sa.select(sa.func.min(newest.c.fit_id)).scalar_subquery()
+            conn.execute(t.delete().where(t.c.fit_id < cutoff))
+    except sa.exc.IntegrityError:  # another worker stored the same fit a moment ago
+        return False
+    finally:
+        conn.info.pop("immediate", None)
+        conn.close()
+    return True
+
+
+#: ``meta`` key: the time before which no worker draws the public boards again (their pacing,
+#: one for every host of the database).
+BOARDS_NEXT_KEY = "public_boards_next_at"
+
+
+#: ``meta`` key: when someone last opened the public leaderboard (through any worker).
+BOARDS_WATCHED_KEY = "public_boards_watched_at"
+
+
+def newest_boards(engine: Engine, after: int | None) -> tuple[Any, float, float]:
+    """The newest stored public boards if newer than fit id ``after`` (``None``: any), else
+    ``None``; the time before which none is drawn again and when someone last opened the
+    page (0: never)."""
+    t = public_boards
+    with engine.connect() as conn:
+        newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
+        row = None
+        if newest is not None and (after is None or newest > after):
+            row = conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
+        nxt = get_meta(conn, BOARDS_NEXT_KEY)
+        watched = get_meta(conn, BOARDS_WATCHED_KEY)
+    return row, float(nxt) if nxt else 0.0, float(watched) if watched else 0.0
+
+
+def insert_boards(
+    engine: Engine,
+    info: dict[str, Any],
+    boards: bytes,
+    drawn_at: float,
+    seconds: float,
+    next_at: float,
+    keep: int = 3,
+) -> bool:
+    """Store the public boards of fit ``info["fit_id"]`` (``as_of_vote``, ``fitted_at``; the
+    compressed JSON ``boards``) unless stored already, set when the next may be drawn, and
+    delete all but the newest ``keep``; returns whether it inserted."""
+    from .queries import set_meta
+
+    t = public_boards
+    conn = write_conn(engine)
+    try:
+        with conn.begin():
+            set_meta(conn, BOARDS_NEXT_KEY, repr(next_at))
+            if conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == info["fit_id"])).first():
+                return False
+            conn.execute(
+                t.insert().values(
+                    fit_id=info["fit_id"],
+                    as_of_vote=info["as_of_vote"],
+                    fitted_at=info["fitted_at"],
+                    drawn_at=drawn_at,
+                    seconds=seconds,
+                    boards=boards,
                 )
             )
             newest = sa.select(t.c.fit_id).order_by(t.c.fit_id.desc()).limit(keep).subquery()

@@ -88,6 +88,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 #: ``meta`` key: the oldest schema revision whose code may serve a database at this one (every
 #: migration after it is additive, its module's ``ADDITIVE``); written by each migration run.
 COMPATIBLE_KEY = "schema_compatible_down_to"
+#: ``meta`` key: after a roll back past additive migrations (:func:`migrate_to`), the newest
+#: revision whose tables and columns the database still holds although ``alembic_version``
+#: names an older one; absent otherwise.
+KEPT_KEY = "schema_kept_up_to"
 
 
 class SchemaTooNew(InputError):
@@ -139,9 +143,44 @@ def _too_new(conn: Connection, script: Any, current: str) -> bool:
     )
 
 
-def migrate_to(engine: Engine, revision: str) -> tuple[str | None, str]:
+def _newest_first(script: Any) -> list[str]:
+    return [s.revision for s in script.walk_revisions()]
+
+
+def _older(script: Any, a: str, b: str) -> bool:
+    """Whether revision ``a`` comes before ``b`` (both known; the history is linear)."""
+    walk = _newest_first(script)
+    return walk.index(a) > walk.index(b)
+
+
+def _kept(conn: Connection) -> str | None:
+    return conn.execute(select(meta.c.value).where(meta.c.key == KEPT_KEY)).scalar()
+
+
+def kept_revision(engine: Engine) -> str | None:
+    """The newest revision whose tables a rolled-back database still holds (:data:`KEPT_KEY`;
+    None: none kept)."""
+    with engine.connect() as conn:
+        return _kept(conn)
+
+
+def _set_kept(conn: Connection, value: str | None) -> None:
+    conn.execute(meta.delete().where(meta.c.key == KEPT_KEY))
+    if value is not None:
+        conn.execute(meta.insert().values(key=KEPT_KEY, value=value))
+
+
+def migrate_to(engine: Engine, revision: str, drop: bool = False) -> tuple[str | None, str]:
     """Move the schema to ``revision`` — up or down (``stablearena migrate``; a rollback before
-    running an older version) — and record the compatibility floor. Returns (before, after)."""
+    running an older version) — and record the compatibility floor. Returns (before, after).
+
+    Down past migrations that only add (each module's ``ADDITIVE``), the schema is only marked
+    at ``revision``: the tables and columns they added stay, unused by the older code, and
+    ``meta`` records the newest revision whose objects are still there (:data:`KEPT_KEY`) —
+    so hosts of the newer version keep serving while the older one starts (even an older
+    version that predates the floor, which knows only its own revisions). A later upgrade
+    marks them again instead of creating them. ``drop`` (or a step that is not additive) runs
+    the migrations' ``downgrade()`` instead."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
 
@@ -160,12 +199,31 @@ def migrate_to(engine: Engine, revision: str) -> tuple[str | None, str]:
                 f"the schema is at {before!r}, newer than this version: roll it back with the "
                 "version that made it."
             )
+        kept = _kept(conn)
+        if kept is not None and not _known(script, kept):
+            raise SchemaTooNew(
+                f"the schema is at {before!r} but keeps the tables of revision {kept!r}, "
+                "newer than this version: move it with the version that made it."
+            )
         cfg.attributes["connection"] = conn
         target = script.get_current_head() if revision == "head" else revision
-        walk = [s.revision for s in script.walk_revisions()]  # newest first
-        if before is not None and walk.index(target) > walk.index(before):
-            command.downgrade(cfg, target)
+        present = kept or before  # the newest revision whose objects the database holds
+        if present is not None and _older(script, target, present):
+            if not drop and not _older(script, target, compatible_floor(script, present)):
+                command.stamp(cfg, target)  # additive down to target: keep what they added
+                _set_kept(conn, present)
+            else:
+                if kept is not None:
+                    command.stamp(cfg, kept)  # the downgrades start from what is there
+                command.downgrade(cfg, target)
+                _set_kept(conn, None)
+        elif kept is not None and not _older(script, kept, target):
+            command.stamp(cfg, target)  # objects up to kept are there already
+            _set_kept(conn, None if target == kept else kept)
         else:
+            if kept is not None:
+                command.stamp(cfg, kept)
+                _set_kept(conn, None)
             command.upgrade(cfg, target)
         _record_floor(conn, script, target)
     return before, target
@@ -344,21 +402,15 @@ def migrate(engine: Engine) -> str | None:
             time.sleep(min(0.05 * 2 ** min(tries, 6), 2.0) * (0.5 + random.random()))
 
 
-def _lock_tables_to_migrate(conn: Connection, cfg: Any) -> None:
+def _lock_tables_to_migrate(conn: Connection) -> None:
     """PostgreSQL, when a migration is due: every table of the arena's that exists, locked
     ACCESS EXCLUSIVE at once before the first step — the other hosts' transactions then wait
     for the (short) migration instead of interleaving with its steps, and a migration never
     waits for a lock while holding one of theirs. The wait times out after
     :data:`MIGRATION_LOCK_TIMEOUT_MS` (:func:`migrate` starts again). The advisory lock before
     this does not time out: it waits for another host's migration."""
-    from alembic.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
     from .tables import metadata
 
-    head = ScriptDirectory.from_config(cfg).get_current_head()
-    if MigrationContext.configure(conn).get_current_revision() == head:
-        return
     conn.execute(sa.text(f"SET LOCAL lock_timeout = {MIGRATION_LOCK_TIMEOUT_MS}"))
     present = set(sa.inspect(conn).get_table_names())
     names = [t for t in metadata.tables if t in present]
@@ -379,17 +431,27 @@ def _migrate_once(engine: Engine) -> str | None:
         with conn.begin():
             if not is_sqlite(engine):
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
-                _lock_tables_to_migrate(conn, cfg)
             cfg.attributes["connection"] = conn
             from alembic.runtime.migration import MigrationContext
 
             script = _script()
+            head = script.get_current_head()
             current = MigrationContext.configure(conn).get_current_revision()
+            kept = _kept(conn) if current is not None else None
             if current is not None and not _known(script, current):
                 _too_new(conn, script, current)  # raises unless the newer changes are additive
-            else:
+            elif kept is not None and (not _known(script, kept) or not _older(script, kept, head)):
+                pass  # rolled back past additive steps: every table this version uses is there
+            elif current != head:
+                if not is_sqlite(engine):
+                    _lock_tables_to_migrate(conn)
+                if kept is not None:  # kept's tables are there: mark them, then add the rest
+                    command.stamp(cfg, kept)
+                    _set_kept(conn, None)
                 command.upgrade(cfg, "head")
-                _record_floor(conn, script, script.get_current_head())
+                _record_floor(conn, script, head)
+            else:
+                _record_floor(conn, script, head)
             admin = conn.execute(
                 select(annotators.c.id).where(annotators.c.role == "admin")
             ).first()

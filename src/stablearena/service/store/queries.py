@@ -252,13 +252,14 @@ def probe_write(conn: Connection) -> None:
     set_meta(conn, "health_probe", repr(time.time()))
 
 
-def try_refit_lock(conn: Connection) -> bool:
-    """PostgreSQL: take the session's "one refitter at a time" advisory lock if it is free."""
-    got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": REFIT_LOCK}).scalar_one()
+def try_refit_lock(conn: Connection, key: int = REFIT_LOCK) -> bool:
+    """PostgreSQL: take the session's "one refitter at a time" advisory lock (or another of
+    the arena's, ``key``: :data:`~.tables.BOARDS_LOCK`) if it is free."""
+    got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
     conn.commit()
     return bool(got)
 
 
-def release_refit_lock(conn: Connection) -> None:
-    conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": REFIT_LOCK})
+def release_refit_lock(conn: Connection, key: int = REFIT_LOCK) -> None:
+    conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
     conn.commit()

@@ -131,6 +131,20 @@ dashboard_views = Table(
     Column("main", LargeBinary, nullable=False),
     Column("admin", LargeBinary, nullable=False),
 )
+# The public leaderboard page's boards per published fit (migration 0016; docs/guides/
+# several-hosts.md): every tab of /leaderboard, raw and style-controlled, as gzip-compressed JSON
+# ({"plain": {tab: [payload or null, note]}, "style": {…}}), drawn once by one worker and read
+# by every worker of every host, which renders the page from it (service.public_boards).
+public_boards = Table(
+    "public_boards",
+    metadata,
+    Column("fit_id", Integer, primary_key=True, autoincrement=False),
+    Column("as_of_vote", Integer, nullable=False),
+    Column("fitted_at", Float, nullable=False),
+    Column("drawn_at", Float, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("boards", LargeBinary, nullable=False),
+)
 dashboard_sessions = Table(
     "dashboard_sessions",
     metadata,
@@ -403,3 +417,5 @@ rate_buckets = Table(
 #: pg_advisory lock keys (arbitrary constants): migrations, and "one refitter at a time".
 MIGRATION_LOCK = 0x5AB1E_0001
 REFIT_LOCK = 0x5AB1E_0002
+#: one worker at a time draws the public leaderboard's boards (service.public_boards)
+BOARDS_LOCK = 0x5AB1E_0003
