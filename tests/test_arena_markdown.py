@@ -33,7 +33,10 @@ const inside = answers.flatMap(a => [a, ...a.querySelectorAll('*')]);
 const all = [...document.querySelectorAll('*')];
 const onAttrs = all.filter(e => [...e.attributes].some(a => /^on/i.test(a.name)))
   .map(e => e.outerHTML.slice(0, 80));
-const imgs = [...document.images].map(i => i.getAttribute('src'))
+// the page's own pictures (the image a visitor attaches, shown above the battle) are not the
+// answers'; every other image counts
+const imgs = [...document.images].filter(i => !i.closest('#image-preview, #battle-image'))
+  .map(i => i.getAttribute('src'))
   .filter(s => !s || new URL(s, location.href).origin !== location.origin);
 const hrefs = [...document.querySelectorAll('[href]')].map(e => e.getAttribute('href'))
   .filter(h => !/^(https?:|mailto:|#|\\/)/i.test(h.trim()));

@@ -15,26 +15,12 @@ import httpx
 import pandas as pd
 import pytest
 from arena_process import page_server
+from test_anonymity import CONFIG
 
 from stablearena.judging.endpoints.demo_server import DemoServer
 
 MODELS = ("demo-ace", "demo-fair", "demo-wild")
-CONFIG = """seed = 0
-poll_seconds = 0.05
-fit_in_process = false
-rate_limit = 1000000
-rate_burst = 1000000
-[arena]
-min_records = 0
-refit_votes = 1
-refit_seconds = 0.1
-ability_threshold = 0.0
-ability_cap = 0.0
-trust_ramp_votes = 0.0
-[arena_page]
-visitor_battles_per_hour = 100000
-address_battles_per_hour = 100000
-"""
+# the arena of test_anonymity: every vote counts at once, no limits in the way
 
 
 @pytest.fixture(scope="module")

@@ -116,20 +116,11 @@ class ArenaTurn(BaseModel):
         return v
 
 
-class ArenaChat(BaseModel):
-    """The first prompt of a direct chat with one model picked by name."""
+class ArenaChat(ArenaTurn):
+    """The first prompt of a direct chat with one model picked by name (the prompt checked as
+    a follow-up's)."""
 
-    model_config = ConfigDict(extra="forbid")
-    prompt: str = Field(min_length=1)
     model: str = Field(min_length=1, max_length=200)
-
-    @field_validator("prompt")
-    @classmethod
-    def _text(cls, v: str) -> str:
-        problem = prompt_problem(v)
-        if problem:
-            raise ValueError(f"the text {problem}")
-        return v
 
 
 class ArenaVote(BaseModel):
