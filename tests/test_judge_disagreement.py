@@ -56,7 +56,9 @@ def test_one_judge_or_no_judgement_gives_no_test():
 def test_auto_over_http_reports_the_model_the_obeying_judge_favours(tmp_path):
     """End to end: `auto` against the demo server process — demo-sly's answers carry notes to
     the judge, policy keep (nothing contained), judge-obey beside two honest judges. The output
-    JSON's judge_disagreement flags demo-sly, favoured by judge-obey, and a warning says so."""
+    JSON's judge_disagreement flags demo-sly, favoured by judge-obey, and a warning says so; the
+    journal ends with the same table (a ``disagreement`` record) and the report shows the
+    warning."""
     import json
 
     from typer.testing import CliRunner
@@ -85,12 +87,19 @@ def test_auto_over_http_reports_the_model_the_obeying_judge_favours(tmp_path):
         out = tmp_path / "out.json"
         args = ["auto", str(prompts), "--models", str(tmp_path / "m.toml"), "--judges"]
         args += [str(tmp_path / "j.toml"), "--budget", "900", "-o", str(out)]
+        args += ["--journal", str(tmp_path / "run.jsonl"), "--report", str(tmp_path / "r.html")]
         res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     got = json.loads(out.read_text())["judge_disagreement"]
     assert got["demo-sly"]["flagged"] and got["demo-sly"]["favoured_by"] == "judge-obey"
     assert [m for m, r in got.items() if r["flagged"]] == ["demo-sly"]
     assert "the judges disagree about demo-sly beyond chance" in " ".join(res.output.split())
+    journal = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert journal[-1]["type"] == "disagreement" and journal[-1]["models"] == got
+    judged = [r for r in journal if r["type"] == "judgement" and r.get("outcome") is not None]
+    assert journal[-1]["judgements"] == len(judged)
+    report = " ".join((tmp_path / "r.html").read_text().split())
+    assert "the judges disagree about demo-sly beyond chance" in report
 
 
 def test_two_judges_disagree_but_cannot_say_which_one_lifts_the_model():

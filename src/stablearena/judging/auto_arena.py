@@ -1146,7 +1146,29 @@ class AutoArena:
                 await m.aclose()
         if not r.stop_reason:
             r.stop_reason = "stopped"
+        self._record_disagreement(r)
         return r
+
+    def _record_disagreement(self, r: AutoResult) -> None:
+        """The judges' disagreement per model at the end of the run, kept in the journal as one
+        record of type ``disagreement`` — ``stop_reason``, ``judgements`` (how many verdicts it
+        was computed on) and ``models`` (:func:`~.injection.judge_disagreement`, the table the
+        output's ``judge_disagreement`` shows) — so that a journal keeps the per-model test beside
+        the verdicts it was computed from. Replaying leaves these records alone; a resumed run
+        writes its own at its end."""
+        from .injection import judge_disagreement
+
+        judged = sum(x.get("outcome") in ("x", "y", "tie") for x in r.judgements)
+        if not judged:
+            return
+        self.journal.append(
+            {
+                "type": "disagreement",
+                "stop_reason": r.stop_reason,
+                "judgements": judged,
+                "models": judge_disagreement(r.judgements),
+            }
+        )
 
     def run(self) -> AutoResult:
         """:meth:`run_async` in a new event loop."""
