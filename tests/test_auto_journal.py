@@ -204,3 +204,18 @@ def _replay_clean(tmp_path, journal_lines):
     if not clean.exists():
         clean.write_text("\n".join(journal_lines) + "\n")
     return _replay(clean)
+
+
+def test_the_journal_ends_with_the_disagreement_or_why_there_is_none(journal_lines):
+    """The small run's judgements leave the models in two groups (its fit is per component):
+    its last record is the disagreement record, with no table and a note saying why — the run
+    still ends (a DisconnectedGraphError here once failed every test of this file)."""
+    last = json.loads(journal_lines[-1])
+    judged = [json.loads(x) for x in journal_lines]
+    judged = [r for r in judged if r["type"] == "judgement" and r.get("outcome") is not None]
+    assert last["type"] == "disagreement" and last["judgements"] == len(judged)
+    assert (
+        last["models"] == {}
+        and last["note"].startswith("no test: ")
+        and "component" in last["note"]
+    )

@@ -1156,19 +1156,22 @@ class AutoArena:
         output's ``judge_disagreement`` shows) — so that a journal keeps the per-model test beside
         the verdicts it was computed from. Replaying leaves these records alone; a resumed run
         writes its own at its end."""
+        from ..errors import StableArenaError
         from .injection import judge_disagreement
 
         judged = sum(x.get("outcome") in ("x", "y", "tie") for x in r.judgements)
         if not judged:
             return
-        self.journal.append(
-            {
-                "type": "disagreement",
-                "stop_reason": r.stop_reason,
-                "judgements": judged,
-                "models": judge_disagreement(r.judgements),
-            }
-        )
+        record: dict[str, Any] = {
+            "type": "disagreement",
+            "stop_reason": r.stop_reason,
+            "judgements": judged,
+        }
+        try:
+            record["models"] = judge_disagreement(r.judgements)
+        except StableArenaError as exc:  # e.g. judgements that leave the models in two groups
+            record["models"], record["note"] = {}, f"no test: {exc}"
+        self.journal.append(record)
 
     def run(self) -> AutoResult:
         """:meth:`run_async` in a new event loop."""
