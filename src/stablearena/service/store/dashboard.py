@@ -49,27 +49,20 @@ def view_exists(engine: Engine, fit_id: int) -> bool:
         return conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == fit_id)).first() is not None
 
 
-def insert_view(
-    engine: Engine, info: dict[str, Any], blobs: dict[str, bytes], rendered_at: float, keep: int
+def _insert_per_fit(
+    engine: Engine, t: sa.Table, values: dict[str, Any], keep: int, before: Any = None
 ) -> bool:
-    """Insert the view of fit ``info["fit_id"]`` (its compressed ``page``, ``main``, ``admin``)
-    unless one exists, and delete all but the newest ``keep``; returns whether it inserted."""
-    t = dashboard_views
+    """In one write transaction: ``before(conn)`` (if given), then the row ``values`` of fit
+    ``values["fit_id"]`` into ``t`` unless it has one, and all but the newest ``keep`` rows
+    deleted; returns whether it inserted (a row drawn by another worker a moment ago is theirs)."""
     conn = write_conn(engine)
     try:
         with conn.begin():
-            if conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == info["fit_id"])).first():
+            if before is not None:
+                before(conn)
+            if conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == values["fit_id"])).first():
                 return False
-            conn.execute(
-                t.insert().values(
-                    fit_id=info["fit_id"],
-                    as_of_vote=info["as_of_vote"],
-                    fitted_at=info["fitted_at"],
-                    rendered_at=rendered_at,
-                    info=json.dumps(info, allow_nan=False),
-                    **blobs,
-                )
-            )
+            conn.execute(t.insert().values(**values))
             newest = sa.select(t.c.fit_id).order_by(t.c.fit_id.desc()).limit(keep).subquery()
             cutoff = sa.select(sa.func.min(newest.c.fit_id)).scalar_subquery()
             conn.execute(t.delete().where(t.c.fit_id < cutoff))
@@ -79,6 +72,22 @@ def insert_view(
         conn.info.pop("immediate", None)
         conn.close()
     return True
+
+
+def insert_view(
+    engine: Engine, info: dict[str, Any], blobs: dict[str, bytes], rendered_at: float, keep: int
+) -> bool:
+    """Insert the view of fit ``info["fit_id"]`` (its compressed ``page``, ``main``, ``admin``)
+    unless one exists, and delete all but the newest ``keep``; returns whether it inserted."""
+    values = {
+        "fit_id": info["fit_id"],
+        "as_of_vote": info["as_of_vote"],
+        "fitted_at": info["fitted_at"],
+        "rendered_at": rendered_at,
+        "info": json.dumps(info, allow_nan=False),
+        **blobs,
+    }
+    return _insert_per_fit(engine, dashboard_views, values, keep)
 
 
 #: ``meta`` key: the time before which no worker draws the public boards again (their pacing,
@@ -119,32 +128,21 @@ def insert_boards(
     delete all but the newest ``keep``; returns whether it inserted."""
     from .queries import set_meta
 
-    t = public_boards
-    conn = write_conn(engine)
-    try:
-        with conn.begin():
-            set_meta(conn, BOARDS_NEXT_KEY, repr(next_at))
-            if conn.execute(sa.select(t.c.fit_id).where(t.c.fit_id == info["fit_id"])).first():
-                return False
-            conn.execute(
-                t.insert().values(
-                    fit_id=info["fit_id"],
-                    as_of_vote=info["as_of_vote"],
-                    fitted_at=info["fitted_at"],
-                    drawn_at=drawn_at,
-                    seconds=seconds,
-                    boards=boards,
-                )
-            )
-            newest = sa.select(t.c.fit_id).order_by(t.c.fit_id.desc()).limit(keep).subquery()
-            cutoff = sa.select(sa.func.min(newest.c.fit_id)).scalar_subquery()
-            conn.execute(t.delete().where(t.c.fit_id < cutoff))
-    except sa.exc.IntegrityError:  # another worker stored the same fit a moment ago
-        return False
-    finally:
-        conn.info.pop("immediate", None)
-        conn.close()
-    return True
+    values = {
+        "fit_id": info["fit_id"],
+        "as_of_vote": info["as_of_vote"],
+        "fitted_at": info["fitted_at"],
+        "drawn_at": drawn_at,
+        "seconds": seconds,
+        "boards": boards,
+    }
+    return _insert_per_fit(
+        engine,
+        public_boards,
+        values,
+        keep,
+        before=lambda conn: set_meta(conn, BOARDS_NEXT_KEY, repr(next_at)),
+    )
 
 
 def count_battles(engine: Engine) -> int:
