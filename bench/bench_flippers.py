@@ -78,7 +78,8 @@ def main() -> None:
         print(
             f"seed {seed}: tau am-ELO {r['tau_am_elo']:.4f}, m-ELO all votes "
             f"{r['tau_m_elo_all_votes']:.4f}; flippers flagged {flagged[-1]}, honest flagged "
-            f"{honest[-1]}; {r['votes']} votes in {r['seconds']:.0f} s",
+            f"{honest[-1]}; weighing 0 or flagged: flippers {r['flippers_silenced']}, honest "
+            f"{r['honest_silenced']}; {r['votes']} votes in {r['seconds']:.0f} s",
             flush=True,
         )
     if diffs:

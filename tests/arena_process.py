@@ -178,7 +178,7 @@ def simulated_arena_run(
     them flipping every vote (ability negated), ``n_votes`` votes from ``threads`` client
     threads; Stable Arena screening with δ = 50, ε = 0, exclude. Returns the votes, the
     flippers flagged, honest annotators flagged, and Kendall τ with the truth of the service's
-    am-ELO and of m-ELO on all votes (the live arena's acceptance run; ``bench/bench_flippers.py``
+    am-ELO and of m-ELO on all votes; ``*_silenced``: flagged or weighing 0 (votes that do not count) (the live arena's acceptance run; ``bench/bench_flippers.py``
     repeats it over seeds)."""
     import numpy as np
 
@@ -238,6 +238,9 @@ def simulated_arena_run(
     finally:
         server.stop()
     flagged = {a["annotator"] for a in ann["annotators"] if a["flagged"]}
+    # the crowd rule flags an account only when its ability's upper bound is below ε; one whose
+    # shrunk ability is at or below 0 without that confidence weighs 0: its votes do not count
+    silenced = flagged | {a["annotator"] for a in ann["annotators"] if a.get("weight") == 0.0}
 
     def tau(payload: dict) -> float:
         rated = {m["model"]: m["rating"] for m in payload["models"]}
@@ -250,6 +253,8 @@ def simulated_arena_run(
         "flippers": len(flippers),
         "flippers_flagged": len(flippers & flagged),
         "honest_flagged": len(flagged - flippers),
+        "flippers_silenced": len(flippers & silenced),
+        "honest_silenced": len(silenced - flippers),
         "tau_am_elo": tau(am),
         "tau_m_elo_all_votes": tau(m_all),
         "am_elo_battles_in_fit": am["n_battles"],

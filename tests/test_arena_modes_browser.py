@@ -16,7 +16,8 @@ import httpx
 import pytest
 from arena_process import page_server
 from chromium import wait_loaded
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.ui import Select, WebDriverWait
 from test_arena_browser import wait_for
 from test_arena_layout_browser import GEOMETRY
 
@@ -217,7 +218,11 @@ def test_side_by_side_copy_share_chat_theme_and_sign_in(served, browser, width):
         assert 0 <= inside[0] < inside[2], inside  # the form is brought into view
         box = browser.find_element("css selector", "#signin input[name=key]")
         box.send_keys(made.json()["key"])
-        browser.find_element("css selector", "#signin button[type=submit]").click()
+        submit = browser.find_element("css selector", "#signin button[type=submit]")
+        submit.click()
+        # the old page may still say readyState "complete" before the sign-in's page replaces
+        # it: wait for the form to leave (an event, not a time), then for the new page
+        WebDriverWait(browser, 60).until(staleness_of(submit))
         wait_loaded(browser)
         header = browser.find_element("tag name", "header").text
         assert f"signed in as {name}" in header and "Sign in" not in header, header
