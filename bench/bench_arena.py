@@ -88,9 +88,11 @@ def thread_cpu(pid: int) -> str:
     return "; ".join(out)
 
 
-def start_floor(base_url: str, slow: float) -> tuple[subprocess.Popen, str, str]:
-    """The floor relay (bench/floor_relay.py) in its own process, as the worker is."""
-    cmd = [sys.executable, str(Path(__file__).with_name("floor_relay.py")), base_url, str(slow)]
+def start_floor(base_url: str, slow: float, n: int) -> tuple[subprocess.Popen, str, str]:
+    """The floor relay (bench/floor_relay.py) in its own process, as the worker is, its models'
+    pools as large as the arena's (``n``)."""
+    relay = str(Path(__file__).with_name("floor_relay.py"))
+    cmd = [sys.executable, relay, base_url, str(slow), str(n)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     m = re.search(r"listening on (http://\S+) ", line)
@@ -265,7 +267,7 @@ async def run(args: argparse.Namespace) -> None:
     prompt = "What is 17*23?"
     with DemoServer(seed=0) as demo, tempfile.TemporaryDirectory() as tmp:
         if args.target == "floor":
-            proc, url, admin = start_floor(demo.base_url, args.slow)
+            proc, url, admin = start_floor(demo.base_url, args.slow, args.battles)
         else:
             proc, url, admin = start_serve(tmp, demo.base_url, args.slow, args.battles)
         try:

@@ -9,7 +9,11 @@ HTTP/1.1 with keep-alive), calls the two models with the arena's own client
 chooses no pair, stores nothing, checks no identity and counts no vote: whatever it adds is
 the price of the extra hop and the client alone.
 
-    python bench/floor_relay.py MODEL_BASE_URL SLOW   # prints "floor listening on URL"
+    python bench/floor_relay.py MODEL_BASE_URL SLOW [N]   # prints "floor listening on URL"
+
+``N`` (default 1,000) is each model's ``max_concurrency``, as ``bench_arena.py`` gives the
+arena's models the battles in flight: with a smaller pool the floor queued calls of its own (at
+1,000 in flight and a pool of 400 it added 5.6 s to the first token) and was no floor.
 """
 
 from __future__ import annotations
@@ -78,10 +82,10 @@ async def serve_conn(
         w.close()
 
 
-async def main(base_url: str, slow: float) -> None:
+async def main(base_url: str, slow: float, n: int) -> None:
     clients = [
         EndpointClient(
-            ModelEndpoint(name=m, base_url=base_url, model=f"{m}+slow={slow}", max_concurrency=400)
+            ModelEndpoint(name=m, base_url=base_url, model=f"{m}+slow={slow}", max_concurrency=n)
         )
         for m in MODELS
     ]
@@ -95,4 +99,6 @@ async def main(base_url: str, slow: float) -> None:
 if __name__ == "__main__":
     import uvloop
 
-    uvloop.run(main(sys.argv[1], float(sys.argv[2])))
+    uvloop.run(
+        main(sys.argv[1], float(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1000)
+    )

@@ -489,3 +489,31 @@ def test_fuzzed_identity_cookies_and_headers_never_give_a_500(
         assert r.json()["error"]["message"]
     tc.cookies.clear()
     assert tc.get("/arena").status_code == 200  # not stuck
+
+
+def test_sign_out_forgets_the_account_in_this_browser_only(tmp_path, demo):
+    """``POST /arena/logout``: the page offers it once signed in; afterwards the browser is a new
+    visitor (the account's votes stay, its key still signs in); a post from another site is
+    refused and leaves the sign-in in place."""
+    with TestClient(create_app(make_settings(tmp_path, demo.base_url))) as tc:
+        key = tc.post("/v1/admin/annotators", json={"name": "ann"}, headers=admin(tc)).json()["key"]
+        assert tc.post("/arena/login", data={"key": key}, follow_redirects=False).status_code == 303
+        page = tc.get("/arena").text
+        assert 'signed in as <b id="who">ann</b>' in page and 'action="/arena/logout"' in page
+        csrf = page_csrf(tc)
+        bid = json.loads(battle(tc, csrf).text.splitlines()[0])["battle_id"]
+        assert vote(tc, csrf, bid).status_code == 200
+        r = tc.post("/arena/logout", headers={"Origin": "https://evil.example"})
+        assert r.status_code == 403
+        assert "signed in as" in tc.get("/arena").text  # still signed in
+        r = tc.post("/arena/logout", follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/arena"
+        assert "sa_arena=" in r.headers["set-cookie"] and "Max-Age=0" in r.headers["set-cookie"]
+        tc.cookies.clear()  # what the browser does with an expired cookie
+        page = tc.get("/arena").text
+        assert "signed in as" not in page and "voting as" in page and 'id="signin-link"' in page
+        # the account and its vote stay; its key still signs in
+        rows = [json.loads(x) for x in tc.get("/v1/export", headers=admin(tc)).text.splitlines()]
+        assert [r["judge"] for r in rows] == ["ann"], rows
+        assert tc.post("/arena/login", data={"key": key}, follow_redirects=False).status_code == 303
+        assert "signed in as" in tc.get("/arena").text

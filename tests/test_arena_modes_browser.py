@@ -227,6 +227,15 @@ def test_side_by_side_copy_share_chat_theme_and_sign_in(served, browser, width):
         header = browser.find_element("tag name", "header").text
         assert f"signed in as {name}" in header and "Sign in" not in header, header
         assert not browser.find_elements("id", "signin")
+        # --- sign out: in the header, whole on the screen; afterwards a new visitor
+        out = browser.find_element("css selector", "#signout button")
+        box = out.rect
+        assert out.is_displayed() and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+        out.click()
+        WebDriverWait(browser, 60).until(staleness_of(out))
+        wait_loaded(browser)
+        header = browser.find_element("tag name", "header").text
+        assert "voting as" in header and "Sign in" in header and name not in header, header
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
         browser.delete_all_cookies()

@@ -2,7 +2,7 @@
 and its calls, and the admin's routes for models' endpoints and held battles.
 
 Page routes: ``GET /arena`` (the page; a new visitor gets an identity cookie unless the arena
-is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``GET /arena/arena.js``
+is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``POST /arena/logout`` (sign out), ``GET /arena/arena.js``
 (the page's script: the Content-Security-Policy lets only scripts of this site run),
 ``GET /arena/vendor/…`` (the vendored Markdown, sanitiser, highlighting and math libraries),
 ``GET /arena/prompt`` (one from the pool), ``POST /arena/battles`` (a pair by the serving rule;
@@ -416,6 +416,24 @@ async def arena_login(request: Request) -> Response:
         return _html(_page(request, None, "Not a valid annotator key."), 401)
     resp = RedirectResponse("/arena", status_code=303)
     _set_cookie(request, resp, f"{p.id}-{p.key_id}")  # valid while this key is
+    return resp
+
+
+@router.post("/arena/logout", include_in_schema=False)
+async def arena_logout(request: Request) -> Response:
+    """Sign out on the page (a form post): the identity cookie is cleared, so the next visit of
+    ``/arena`` starts a new visitor identity (or, invite-only, the sign-in form). The account and
+    its votes stay; only this browser forgets it."""
+    if not _same_origin(request):
+        return _html(_page(request, None, "This form must be posted from this site."), 403)
+    resp = RedirectResponse("/arena", status_code=303)
+    resp.delete_cookie(
+        COOKIE,
+        path="/arena",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return resp
 
 
