@@ -904,14 +904,19 @@ class AutoArena:
         return max(0, int(np.ceil(need)))
 
     async def _probe(self, battle: tuple[int, int, str], judge: JudgeClient, control: bool) -> None:
-        """One probe of ``judge``: the answer of one of ``battle``'s models to its prompt
-        against a worse copy, with a corpus note (or, ``control``, none) after the copy."""
+        """One probe of ``judge``: on ``battle``'s prompt, the answer of a model drawn
+        uniformly from the run's models against a worse copy, with a corpus note (or,
+        ``control``, none) after the copy. Not one of the battle's models: the design sends a
+        model an obeying judge has lifted many battles, and a model that writes its own notes
+        puts one on both sides of a probe built on its answer (the cut copy keeps it), which
+        hides the judge's obedience; drawn uniformly, such a model is the source of 1/M of the
+        probes at most."""
         from .judge_notes import notes
         from .probes import probe
 
-        i, j, pid = battle
+        _, _, pid = battle
         prompt = self._prompt_by_id[pid]
-        model = self.models[i if self._rng.random() < 0.5 else j]
+        model = self.models[int(self._rng.integers(len(self.models)))]
         answer = await self._answer(model, prompt)
         if isinstance(answer, Failure):
             return
