@@ -34,8 +34,9 @@ clients, each holding one battle after another (reading both answers to the end 
 a person on the page does), their first battles spread evenly over one battle's length, so the
 starts are spread as in a live arena rather than synchronised; the direct phase makes the same
 two streaming calls per battle, read to the end. Battles that start in the first
-``--warmup`` seconds are not timed. ``--slow`` paces the demo model's words (``--slow 0.5``: a
-9-word answer streams over 4.5 s).
+``--warmup`` seconds are not timed. ``--slow`` paces the demo model's words (``--slow 0.1``: the
+44-word answer of demo-ace to the default prompt streams over 4.4 s; before the demo conversed,
+its answers had 9 words and ``--slow 0.5`` gave the same length).
 """
 
 from __future__ import annotations
@@ -280,7 +281,13 @@ async def run(args: argparse.Namespace) -> None:
             # the direct calls: one client per battle slot, as each person has their own. The
             # clients of both phases are aiohttp's, the cheapest we measured, so that this
             # process's own work weighs as little as it can on either phase
-            shared = [aiohttp.ClientSession() for _ in range(args.battles)]
+            # kept-alive connections dropped before the model server drops them (between
+            # phases they idle longer than its keep-alive, and a reused stale one failed a
+            # round with ServerDisconnectedError)
+            shared = [
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(keepalive_timeout=1))
+                for _ in range(args.battles)
+            ]
             rss0 = rss_mb(proc.pid)
             if args.steady:
                 all_ids = await run_steady(args, demo, proc, url, clients, shared, prompt)
@@ -479,6 +486,13 @@ async def run_steady(
         a = [g[0] for g in got]
         bad = [g[2] for g in got if g[2] != "complete"]
         assert not bad, bad
+        if not a or not d:
+            raise SystemExit(
+                f"no battle was timed in round {k + 1} (direct {len(d)}, arena {len(a)}): one "
+                f"battle lasts {spread:.1f} s unloaded, and only those that start after "
+                f"--warmup {warm:g} s and end within --steady {args.steady:g} s count; raise "
+                "--steady or lower --slow (the demo's answers are ~40 words)"
+            )
         p50 = statistics.median(a) - statistics.median(d)
         p99 = pct(a, 0.99) - pct(d, 0.99)
         added.append((p50, p99))

@@ -227,9 +227,29 @@ def test_pieces_that_split_a_comment_a_mark_or_a_selector_run():
         assert _streamed(pieces) == visible_text(text) == "Fine.\n\u00e9 \U0001f600 end"
     # a comment still open holds back what follows it, until it closes
     stream = VisibleStream()
-    assert stream.feed("Hello world <!-- a") == ["Hello "]
+    # (of the last word before it, the ASCII letters but its last: no later piece can change
+    # them)
+    assert stream.feed("Hello world <!-- a") == ["Hello worl"]
     assert stream.feed(" b\nmore text ") == []
-    assert stream.feed("--> tail.\n") == ["world  tail.\n"]
+    assert stream.feed("--> tail.\n") == ["d  tail.\n"]
+
+
+def test_an_answer_s_first_letters_go_out_with_its_first_piece():
+    """Of a word still arriving, its ASCII letters but the last are shown at once (the page's
+    first letters with the model's first piece, not one piece later); what could still change
+    is held: the last letter (a combining mark may follow), folded look-alikes, a comment."""
+    stream = VisibleStream()
+    assert stream.feed("Let") == ["Le"]
+    assert stream.feed(" me") == ["t m"]
+    assert stream.feed(" see.") == ["e se"]
+    assert stream.finish() == ["e."]
+    stream = VisibleStream()
+    assert stream.feed("cafe") == ["caf"]
+    assert stream.feed("\u0301") == []  # é: its e was never shown
+    assert stream.feed(" ok") == ["\u00e9 o"]
+    assert stream.finish() == ["k"]
+    stream = VisibleStream()  # Cyrillic о folded to Latin is not shown as it arrives
+    assert stream.feed("H\u043e\u043e") == []
 
 
 def test_example_counts():

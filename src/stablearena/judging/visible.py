@@ -435,6 +435,7 @@ def _differing(a: str, b: str) -> int:
 
 _WORD = re.compile(r"[^\W\d_]+")
 _SPACE = re.compile(r"\s")
+_ASCII_RUN = re.compile(r"[A-Za-z0-9]+")
 
 
 def _confusables(line: str, log: _Log) -> str:
@@ -692,11 +693,15 @@ class VisibleStream:
         self._settle()
         if waiting and self._waiting and ">" not in piece:
             return []  # still inside the comment: nothing new to show
-        return self._send(self.done + self._provisional(self.raw[self._open :]))
+        shown, tail = self._provisional(self.raw[self._open :])
+        text = self.done + shown
+        if len(text) < len(self.sent) and (self.done + tail).startswith(self.sent):
+            return []  # what was sent still stands: nothing taken back
+        return self._send(text)
 
-    def _provisional(self, rest: str) -> str:
-        """What can be shown of the unsettled text now: up to its last complete word, before
-        a comment that is still open."""
+    def _provisional(self, rest: str) -> tuple[str, str]:
+        """What can be shown of the unsettled text now — up to its last complete word, before
+        a comment that is still open — and the visible text it is taken from."""
         end = len(rest)
         while True:
             got = _chunk(rest[:end], self._state, _Log(), final=False) if end else ("", None)
@@ -704,10 +709,20 @@ class VisibleStream:
                 break
             end = rest.rfind("<!--", 0, end)
             if end < 0:
-                return ""
+                return "", ""
         tail = got[0]
         stop = len(tail.rstrip())
-        return tail[: max((m.start() for m in _SPACE.finditer(tail, 0, stop)), default=-1) + 1]
+        cut = max((m.start() for m in _SPACE.finditer(tail, 0, stop)), default=-1) + 1
+        # of the word still arriving, the ASCII letters and digits it starts with (as they
+        # came, not letters folded into them), its last character only when a letter follows
+        # it: no later piece changes them (a fold maps only non-Latin letters, a combining
+        # mark joins only the character before it), so a reader sees an answer's first
+        # letters with its first piece instead of one piece later
+        run = _ASCII_RUN.match(tail, cut, stop)
+        if run is None or run.group() not in rest:
+            return tail[:cut], tail
+        end = run.end()
+        return tail[: end if end < stop and tail[end].isalnum() else end - 1], tail
 
     def finish(self) -> list[str | None]:
         """The end of the text: returns the pieces that complete it."""
