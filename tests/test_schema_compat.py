@@ -98,6 +98,17 @@ def test_the_migrate_command_moves_the_schema(tmp_path, cli):
     assert code == 2 and "no such schema revision" in err
 
 
+def test_the_migrate_command_makes_a_new_database(tmp_path, cli):
+    """``stablearena migrate`` on a file that does not exist yet: the schema at head (before,
+    an internal error: it read the ``meta`` table before any migration had made it)."""
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    head = _script().get_current_head()
+    code, _, err = cli("migrate", "--db", url)
+    assert code == 0 and f"schema at {head} (a new database)" in err, err
+    code, _, err = cli("migrate", "--db", url)
+    assert code == 0 and f"schema at {head} (unchanged)" in err, err
+
+
 def _tables(engine) -> set[str]:
     return set(sa.inspect(engine).get_table_names())
 

@@ -268,7 +268,13 @@ def migrate(
         engine.dispose()
     err_console.print(
         f"schema at {after}"
-        + (f" (was {before})" if before != after else " (unchanged)")
+        + (
+            " (unchanged)"
+            if before == after
+            else " (a new database)"
+            if before is None
+            else f" (was {before})"
+        )
         + (
             f"; the tables and columns added up to {kept} stay (they only add: hosts of the "
             "newer version keep serving; --drop removes them)"

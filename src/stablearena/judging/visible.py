@@ -704,6 +704,9 @@ class VisibleStream:
         a comment that is still open — and the visible text it is taken from."""
         end = len(rest)
         while True:
+            if rest.isascii() and rest.isprintable() and "<" not in rest:
+                got = (rest, None)  # printable ASCII, no comment: every rule leaves it so
+                break
             got = _chunk(rest[:end], self._state, _Log(), final=False) if end else ("", None)
             if got is not None:
                 break

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from . import store
 from .snapshot import Snapshot
@@ -115,20 +116,21 @@ class LiveCounts:
         self._counts[r, col] += n
         self._pairs[(i, j)] = self._pairs.get((i, j), 0.0) + n
 
-    def update(self, engine: Engine) -> int:
+    def update(self, engine: Engine, conn: Connection | None = None) -> int:
         """Apply the votes recorded since the last look; returns how many. Reads only those
-        votes (and the few skipped ids still in flight)."""
+        votes (and the few skipped ids still in flight), on ``conn`` when given (a poll's one
+        connection) or a connection of its own."""
         with self._lock:
             if not self.loaded:
                 self.load(engine)
                 return 0
             now = time.time()
             self._gaps = {v: t for v, t in self._gaps.items() if now - t < GAP_SECONDS}
-            with engine.connect() as conn:
-                rows = store.votes_after(conn, self.as_of_vote, sorted(self._gaps))
+            with nullcontext(conn) if conn is not None else engine.connect() as c:
+                rows = store.votes_after(c, self.as_of_vote, sorted(self._gaps))
                 known = max(self._annotators, default=0)
                 if rows and max(r[3] for r in rows) > known:
-                    self._annotators.update(store.names_after(conn, "annotators", known))
+                    self._annotators.update(store.names_after(c, "annotators", known))
             wm = self.as_of_vote
             for vid, a, b, ann, outcome, prev, anony in rows:
                 if anony:  # a non-anonymous battle's vote is not in pair_counts either

@@ -174,8 +174,8 @@ class Refitter:
 
     def tick(self) -> None:
         st = self.state
-        st.counts.update(st.engine)
-        with st.engine.connect() as conn:
+        with st.engine.connect() as conn:  # one connection for the whole poll
+            st.counts.update(st.engine, conn)
             rev = int(store.get_meta(conn, "revision") or 0)
             wm = store.watermark(conn)
             newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)

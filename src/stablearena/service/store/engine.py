@@ -154,6 +154,8 @@ def _older(script: Any, a: str, b: str) -> bool:
 
 
 def _kept(conn: Connection) -> str | None:
+    if not sa.inspect(conn).has_table(meta.name):  # a new database: nothing kept
+        return None
     return conn.execute(select(meta.c.value).where(meta.c.key == KEPT_KEY)).scalar()
 
 
