@@ -220,7 +220,9 @@ def test_kill_mid_follow_up_then_the_visitor_abandons_what_it_cannot_reach(db_ur
     config = tmp_path / "arena.toml"
     port = free_port()
     with DemoServer(seed=0) as demo, httpx.Client(timeout=60) as c:
-        _config(config, demo.base_url, 0.2, visitor_open=2)
+        # 0.05 s a word: the follow-up (~40 words) still streams when the kill comes, right
+        # after its first piece (0.2 s a word made the test 42 s)
+        _config(config, demo.base_url, 0.05, visitor_open=2)
         server = ServerProcess(db_url, "--config", str(config), cwd=tmp_path, port=port).start()
         url, admin = server.url, {"Authorization": f"Bearer {server.admin_key}"}
         h = _headers(c, url)
@@ -308,7 +310,8 @@ def test_a_clean_stop_closes_the_turns_it_cuts_at_their_last_complete_turn(db_ur
 
     config = tmp_path / "arena.toml"
     with DemoServer(seed=0) as demo, httpx.Client(timeout=60) as c:
-        _config(config, demo.base_url, 0.5)
+        # the follow-up (~40 words at 0.15 s) streams ~6 s, past the 1 s graceful timeout
+        _config(config, demo.base_url, 0.15)
         args = ("--config", str(config), "--set", "graceful_timeout=1")
         server = ServerProcess(db_url, *args, cwd=tmp_path).start()
         url = server.url

@@ -56,7 +56,8 @@ def test_serve_demo_answers_a_visitor_in_markdown(demo_served, browser, tmp_path
         browser.find_elements("css selector", "button.vote")[0].click()  # A is better
         voted = wait_for(browser, lambda s: s["state"] == "voted")
         names = [voted["nameA"].lstrip("· ").strip(), voted["nameB"].lstrip("· ").strip()]
-        assert all(n in {m.name for m in DEMO_MODELS} for n in names) and names[0] != names[1], voted
+        demo_names = {m.name for m in DEMO_MODELS}
+        assert all(n in demo_names for n in names) and names[0] != names[1], voted
         wide = browser.execute_script(
             "return [document.documentElement.scrollWidth, window.innerWidth]"
         )
