@@ -278,8 +278,12 @@ def test_three_hosts_rolling_restart_and_faults() -> None:
             c.kill_host(leader)
             t_kill = time.monotonic()
             before = c.newest_fit()
+            # until another host publishes a fit: an event, not a deadline (the failover time
+            # is a figure this slow test prints with -s, not a limit); the guard only keeps a
+            # hung cluster from holding the run for ever
             while c.newest_fit() <= before:
-                assert time.monotonic() - t_kill < 60, "no host published a fit"
+                if time.monotonic() - t_kill > 900:
+                    raise AssertionError("no host published a fit in 15 min: the cluster hangs")
                 time.sleep(0.02)
             failovers.append(round(time.monotonic() - t_kill, 2))
             c.start_host(leader)
