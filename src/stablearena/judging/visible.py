@@ -703,9 +703,11 @@ class VisibleStream:
         """What can be shown of the unsettled text now — up to its last complete word, before
         a comment that is still open — and the visible text it is taken from."""
         end = len(rest)
+        # printable ASCII without a comment: every rule leaves it as it is
+        plain = rest.isascii() and rest.isprintable() and "<" not in rest
         while True:
-            if rest.isascii() and rest.isprintable() and "<" not in rest:
-                got = (rest, None)  # printable ASCII, no comment: every rule leaves it so
+            if plain:
+                got = (rest, None)
                 break
             got = _chunk(rest[:end], self._state, _Log(), final=False) if end else ("", None)
             if got is not None:

@@ -2,7 +2,8 @@
 and its calls, and the admin's routes for models' endpoints and held battles.
 
 Page routes: ``GET /arena`` (the page; a new visitor gets an identity cookie unless the arena
-is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``POST /arena/logout`` (sign out), ``GET /arena/arena.js``
+is invite-only), ``POST /arena/login`` (sign in with an annotator key), ``POST /arena/logout``
+(sign out), ``GET /arena/arena.js``
 (the page's script: the Content-Security-Policy lets only scripts of this site run),
 ``GET /arena/vendor/…`` (the vendored Markdown, sanitiser, highlighting and math libraries),
 ``GET /arena/prompt`` (one from the pool), ``POST /arena/battles`` (a pair by the serving rule;
@@ -176,17 +177,19 @@ async def _poster(request: Request, create: bool = False) -> Principal:
     return who
 
 
+def _cookie_scope(request: Request) -> dict[str, Any]:
+    """Where the identity cookie lives and who may read it (set and cleared alike)."""
+    return {
+        "path": "/arena",
+        "httponly": True,
+        "samesite": "strict",
+        "secure": request.url.scheme == "https",
+    }
+
+
 def _set_cookie(request: Request, resp: Response, ident: int | str) -> None:
     value, age = _visitors(request).cookie(ident)
-    resp.set_cookie(
-        COOKIE,
-        value,
-        max_age=age,
-        path="/arena",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+    resp.set_cookie(COOKIE, value, max_age=age, **_cookie_scope(request))
 
 
 @lru_cache(maxsize=1)
@@ -427,13 +430,7 @@ async def arena_logout(request: Request) -> Response:
     if not _same_origin(request):
         return _html(_page(request, None, "This form must be posted from this site."), 403)
     resp = RedirectResponse("/arena", status_code=303)
-    resp.delete_cookie(
-        COOKIE,
-        path="/arena",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+    resp.delete_cookie(COOKIE, **_cookie_scope(request))
     return resp
 
 
