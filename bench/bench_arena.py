@@ -11,7 +11,8 @@ memory (RSS) before and after; and checks that every battle is stored complete a
 counted.
 
     PYTHONPATH=src python bench/bench_arena.py [--battles 200] [--slow 0.01] [--rounds 2]
-    PYTHONPATH=src python bench/bench_arena.py --steady 30 [--battles 200] [--slow 0.5]
+    PYTHONPATH=src python bench/bench_arena.py --steady 30 [--battles 200] [--slow 0.1]
+    PYTHONPATH=src python bench/bench_arena.py --steady 30 --slow 0.1 --target both  # + ratios
 
 ``--turns T`` (T > 1, burst only) adds conversations: each round also holds every battle for T
 turns (the first prompt, then T − 1 follow-ups through ``POST /arena/battles/{id}/turns``, each
@@ -264,7 +265,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> dict[str, float] | None:
     prompt = "What is 17*23?"
     with DemoServer(seed=0) as demo, tempfile.TemporaryDirectory() as tmp:
         if args.target == "floor":
@@ -290,9 +291,9 @@ async def run(args: argparse.Namespace) -> None:
             ]
             rss0 = rss_mb(proc.pid)
             if args.steady:
-                all_ids = await run_steady(args, demo, proc, url, clients, shared, prompt)
+                all_ids, summary = await run_steady(args, demo, proc, url, clients, shared, prompt)
                 await report_end(proc, url, admin, rss0, all_ids, clients, shared)
-                return
+                return summary
             added, rates, extra = [], [], []
             all_ids: list[str] = []
             convo: dict[str, list] = {"ids": [], "one": [], "many": [], "added": []}
@@ -456,13 +457,15 @@ async def run_steady(
     clients: list[tuple[aiohttp.ClientSession, str]],
     shared: list[aiohttp.ClientSession],
     prompt: str,
-) -> list[str]:
+) -> tuple[list[str], dict[str, float]]:
     """``--steady``: per round, N battles in flight for S seconds called directly, then
-    through the arena (module docstring). Returns the ids of every battle held."""
+    through the arena (module docstring). Returns the ids of every battle held and the medians
+    over the rounds (added time to first token p50/p99, extra CPU per battle of all three
+    processes against direct, the worker's CPU per battle; seconds)."""
     t0 = time.perf_counter()
     await direct(shared[0], demo.base_url, args.slow, prompt, full=True)
     spread = time.perf_counter() - t0  # one battle's length, unloaded
-    n, all_ids, added, extra = len(clients), [], [], []
+    n, all_ids, added, extra, worker = len(clients), [], [], [], []
     warm = args.warmup
 
     async def arena_one(i: int) -> tuple[float, str, str]:
@@ -499,6 +502,7 @@ async def run_steady(
         cpu_d = ((b1 - b0) + (m1 - m0) + (w1 - w0)) / n_d
         cpu_a = ((b2 - b1) + (m2 - m1) + (w2 - w1)) / n_a
         extra.append(cpu_a - cpu_d)
+        worker.append((w2 - w1) / n_a)
         print(
             f"round {k + 1} ({args.steady:.0f} s each, timed after {warm:.0f} s): in flight "
             f"direct {in_d:.0f}, arena {in_a:.0f}; ttft direct p50 "
@@ -519,7 +523,13 @@ async def run_steady(
         f"p99 {statistics.median(x[1] for x in added) * 1e3:.1f} ms; the arena's extra CPU per "
         f"battle {statistics.median(extra) * 1e3:.2f} ms"
     )
-    return all_ids
+    summary = {
+        "added_p50": statistics.median(x[0] for x in added),
+        "added_p99": statistics.median(x[1] for x in added),
+        "extra_cpu": statistics.median(extra),
+        "worker_cpu": statistics.median(worker),
+    }
+    return all_ids, summary
 
 
 def main() -> None:
@@ -532,15 +542,36 @@ def main() -> None:
     )
     p.add_argument(
         "--target",
-        choices=("arena", "floor"),
+        choices=("arena", "floor", "both"),
         default="arena",
-        help="floor: bench/floor_relay.py instead of the arena (the least a relay adds)",
+        help="floor: bench/floor_relay.py instead of the arena (the least a relay adds); both "
+        "(--steady): the floor, then the arena, in one run, and their ratios",
     )
     p.add_argument("--warmup", type=float, default=5.0, help="--steady: seconds not timed")
     p.add_argument(
         "--turns", type=int, default=1, help="burst: also hold each battle for this many turns"
     )
-    asyncio.run(run(p.parse_args()))
+    args = p.parse_args()
+    if args.target != "both":
+        asyncio.run(run(args))
+        return
+    if not args.steady:
+        p.error("--target both needs --steady S")
+    got = {}
+    for target in ("floor", "arena"):
+        print(f"--- {target}", flush=True)
+        got[target] = asyncio.run(run(argparse.Namespace(**{**vars(args), "target": target})))
+    f, a = got["floor"], got["arena"]
+    print(
+        f"arena / floor with {args.battles} battles in flight: extra CPU per battle "
+        f"{a['extra_cpu'] * 1e3:.2f} / {f['extra_cpu'] * 1e3:.2f} ms = "
+        f"×{a['extra_cpu'] / f['extra_cpu']:.2f}; worker CPU per battle "
+        f"{a['worker_cpu'] * 1e3:.2f} / {f['worker_cpu'] * 1e3:.2f} ms = "
+        f"×{a['worker_cpu'] / f['worker_cpu']:.2f}; added time to first token p50 "
+        f"{a['added_p50'] * 1e3:.1f} / {f['added_p50'] * 1e3:.1f} ms, p99 "
+        f"{a['added_p99'] * 1e3:.1f} / {f['added_p99'] * 1e3:.1f} ms; load average "
+        f"{os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

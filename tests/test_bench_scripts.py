@@ -31,9 +31,10 @@ def test_there_are_bench_scripts():
     "args",
     [
         pytest.param(["--target", "floor", "--battles", "3", "--rounds", "2"], id="floor-burst"),
-        pytest.param(  # 10-14 s: the steady mode's servers and warm-up
-            ["--steady", "3", "--warmup", "1", "--battles", "4", "--slow", "0.05", "--rounds", "1"],
-            id="arena-steady",
+        pytest.param(  # the steady mode's servers and warm-up, the floor then the arena
+            ["--steady", "6", "--warmup", "1", "--battles", "4", "--slow", "0.05", "--rounds", "1"]
+            + ["--target", "both"],
+            id="both-steady",
             marks=pytest.mark.slow,
         ),
     ],
@@ -47,7 +48,9 @@ def test_bench_arena_runs_small(args):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "added time to first token" in out.stdout
-    if "floor" in args:
+    if "floor" in args or "both" in args:
         assert "relayed by the floor" in out.stdout
-    else:
+    if "both" in args:
+        assert "arena / floor with 4 battles in flight: extra CPU per battle" in out.stdout
+    if "floor" not in args:
         assert " 0 lost" in out.stdout and "with 4 battles in flight" in out.stdout
