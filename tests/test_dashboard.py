@@ -214,6 +214,38 @@ def test_nothing_is_drawn_while_nobody_watches(tmp_path):
         tc.__exit__(None, None, None)
 
 
+def test_an_idle_workers_watchers_ask_the_database_little(tmp_path):
+    """Once the view is of the published fit, the dashboard's watcher asks the database nothing;
+    the refitter's poll is two statements (the votes since its last look, then the watermark,
+    the newest fit id and two settings in one)."""
+    tc, admin = open_arena(f"sqlite:///{tmp_path / 'a.db'}", min_records=0)
+    try:
+        for m in MODELS[:4]:
+            admin.add_model(m)
+        play(tc, admin, 40, names=["a", "b"])
+        admin.refit()
+        wait_for_view(tc)
+        st = tc.app.state
+        seen: list[str] = []
+
+        def count(conn, cursor, statement, *args) -> None:  # noqa: ANN001
+            seen.append(statement)
+
+        sa.event.listen(st.arena.engine, "before_cursor_execute", count)
+        try:
+            for _ in range(5):
+                st.dashboard.tick()
+            dashboard = len(seen)
+            st.refitter.tick()
+            refitter = len(seen) - dashboard
+        finally:
+            sa.event.remove(st.arena.engine, "before_cursor_execute", count)
+        assert dashboard == 0, seen
+        assert refitter == 2, seen[dashboard:]
+    finally:
+        tc.__exit__(None, None, None)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path):
     if request.param == "sqlite":

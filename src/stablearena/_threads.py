@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["name_this_thread", "single_threaded_blas"]
+__all__ = ["name_this_thread", "single_threaded_blas", "watch"]
 
 
 def _controller() -> Any:
@@ -57,3 +57,25 @@ def name_this_thread(name: str) -> None:
         _libc().prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):
         return
+
+
+def watch(
+    name: str,
+    tick: Callable[[], None],
+    stop: Any,
+    wake: Any,
+    every: float,
+    failed: Callable[[Exception], None],
+) -> None:
+    """The body of a service's watcher thread named ``name``: ``tick()`` every ``every``
+    seconds, or at once when the event ``wake`` is set, until the event ``stop`` is; an
+    exception of ``tick`` goes to ``failed`` and the watching goes on (a failed fit, drawing
+    or lost database connection must not end it)."""
+    name_this_thread(name)
+    while not stop.is_set():
+        try:
+            tick()
+        except Exception as exc:  # noqa: BLE001 - reported by failed(); the loop survives
+            failed(exc)
+        wake.wait(every)
+        wake.clear()

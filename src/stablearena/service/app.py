@@ -17,7 +17,7 @@ import math
 import signal
 import sys
 import threading
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import sqlalchemy as sa
@@ -88,6 +88,18 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
 
     class Server(uvicorn.Server):
         draining = False
+        _woken: asyncio.Event | None = None
+        _loop: asyncio.AbstractEventLoop | None = None
+
+        async def main_loop(self) -> None:
+            # uvicorn's own loop wakes ten times a second (a fifth of an idle host's CPU) to
+            # refresh the Date header and look for a stop: here once a second (the header has
+            # whole seconds), and a stop wakes it at once
+            self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()
+            while not await self.on_tick(0):  # tick 0: the header refreshed every time
+                with suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._woken.wait(), 1.0)
+                self._woken.clear()
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             if announce and not self.should_exit and not self.draining:  # said once
@@ -105,6 +117,9 @@ def serve_app(app: Any, settings: Settings, sock: Any, *, announce: bool = True)
 
         def _stop(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
+            if self._loop is not None and self._woken is not None:
+                with suppress(RuntimeError):  # the loop has already closed
+                    self._loop.call_soon_threadsafe(self._woken.set)
             # SIGTERM is the ordinary stop: drain, then exit 0 (uvicorn would raise the
             # signal again after the drain, and the process would die of it)
             captured = getattr(self, "_captured_signals", None)

@@ -39,7 +39,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
-from .._threads import name_this_thread
+from .._threads import watch
 from . import store
 from .render import (
     RenderJob,
@@ -64,6 +64,8 @@ COOKIE = "stablearena_admin"
 FALLBACK_GRACE = 5.0
 #: Seconds between two writes of "someone watches the dashboard" to the database.
 WATCH_WRITE_EVERY = 30.0
+#: Seconds between looks at the stored views while the one shown is behind and unwatched here.
+LOOK_EVERY = 5.0
 #: Seconds the count of battles served (an admin figure) is cached.
 COUNT_CACHE = 10.0
 
@@ -103,6 +105,7 @@ class Dashboard:
         self.next_render_at = 0.0
         self.watched_at = 0.0
         self._watched_db = 0.0
+        self._looked_at = -LOOK_EVERY  # time.monotonic() of the last look at the database
         self._watch_written = 0.0
         self._attempted: set[int] = set()
         self._executor: Executor | None = None
@@ -127,14 +130,14 @@ class Dashboard:
             stop_pool(self._executor)
 
     def _loop(self) -> None:
-        name_this_thread("arena-dashboard")
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception as exc:  # the loop must survive a lost connection
-                log.warning("dashboard: %s: %s", type(exc).__name__, exc)
-            self._wake.wait(self.settings.poll_seconds)
-            self._wake.clear()
+        watch(
+            "arena-dashboard",
+            self.tick,
+            self._stop,
+            self._wake,
+            self.settings.poll_seconds,
+            lambda exc: log.warning("dashboard: %s: %s", type(exc).__name__, exc),
+        )
 
     def touch(self) -> None:
         """Someone looks at the dashboard (called by every dashboard request): keep drawing new
@@ -152,7 +155,19 @@ class Dashboard:
 
     # ------------------------------------------------------------------ the watcher
     def tick(self) -> None:
-        """Load a newer stored view; start drawing the published fit when it is due."""
+        """Load a newer stored view; start drawing the published fit when it is due. Views are
+        drawn of published fits: while the one shown is of the newest this worker knows, there
+        is nothing to load and the database is not asked (an idle arena's watcher costs
+        nothing); while it is behind and nobody watches through this worker, the database is
+        asked every ``LOOK_EVERY`` seconds (whether another worker's viewer watches, or drew)."""
+        fit = self.state.fit
+        if fit is None or (self.view is not None and self.view.fit_id >= fit.id):
+            return
+        now = time.monotonic()
+        local = self.watched_at >= time.time() - self.settings.dashboard_idle
+        if not local and now - self._looked_at < LOOK_EVERY:
+            return
+        self._looked_at = now
         row, self._watched_db = store.newest_view(
             self.engine, None if self.view is None else self.view.fit_id
         )

@@ -30,10 +30,10 @@ import threading
 import time
 from typing import Any, NamedTuple
 
-from .._threads import name_this_thread
+from .._threads import watch
 from ..errors import StableArenaError
 from . import store
-from .dashboard import WATCH_WRITE_EVERY
+from .dashboard import LOOK_EVERY, WATCH_WRITE_EVERY
 from .errors import ApiError
 from .live_boards import export_frame, live_boards
 from .settings import Settings
@@ -130,6 +130,7 @@ class PublicBoards:
         self.drawings = 0
         self.watched_at = 0.0
         self._watch_written = 0.0
+        self._looked_at = -LOOK_EVERY  # time.monotonic() of the last look at the database
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -152,18 +153,17 @@ class PublicBoards:
             self._lock_conn.close()
 
     def _loop(self) -> None:
-        name_this_thread("arena-boards")
-        while not self._stop.is_set():
-            try:
-                self.tick()
-                self.last_error = None
-            except Exception as exc:  # the loop must survive a failed drawing or lost database
-                msg = f"{type(exc).__name__}: {exc}"
-                if msg != self.last_error:
-                    log.warning("public boards: %s", msg)
-                self.last_error = msg
-            self._wake.wait(self.settings.poll_seconds)
-            self._wake.clear()
+        def tick() -> None:
+            self.tick()
+            self.last_error = None
+
+        def failed(exc: Exception) -> None:  # a failed drawing, a lost database
+            msg = f"{type(exc).__name__}: {exc}"
+            if msg != self.last_error:
+                log.warning("public boards: %s", msg)
+            self.last_error = msg
+
+        watch("arena-boards", tick, self._stop, self._wake, self.settings.poll_seconds, failed)
 
     def touch(self) -> None:
         """Someone opened the page (every ``/leaderboard`` request): keep drawing new fits, and
@@ -193,10 +193,16 @@ class PublicBoards:
 
     def tick(self) -> None:
         """When the published fit is newer than the boards shown: load newer stored boards, and
-        draw the fit's when it is due, watched, and this worker gets the lock."""
+        draw the fit's when it is due, watched, and this worker gets the lock. While nobody
+        watches through this worker, the database is asked every ``LOOK_EVERY`` seconds."""
         fit = self.state.fit
         if not self._behind(fit):
             return
+        now = time.monotonic()
+        local = self.watched_at >= time.time() - self.settings.dashboard_idle
+        if not local and now - self._looked_at < LOOK_EVERY:
+            return
+        self._looked_at = now
         if time.time() < self.load() or not self._behind(fit):
             return
         if not self._acquire():

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from .._threads import name_this_thread
+from .._threads import watch
 from ..analysis.fitcheck import board_problems
 from ..errors import TooFewRecords
 from . import store
@@ -152,38 +152,37 @@ class Refitter:
         self._wake.set()
 
     def _loop(self) -> None:
-        name_this_thread("arena-refitter")
-        while not self._stop.is_set():
+        def tick() -> None:
             try:
                 self.tick()
-                self.last_error = self.state.refit_error = None
             except TooFewRecords as exc:  # not a failure: the arena is young
-                self.last_error = self.state.refit_error = None
                 self.state.refit_waiting = waiting_message(exc)
-            except Exception as exc:  # the loop must survive a failed fit or a lost connection
-                msg = for_the_service(f"{type(exc).__name__}: {exc}")
-                if msg != self.last_error:
-                    log.warning("refitter: %s", msg)
-                self.last_error = msg
-                self.state.refit_error = msg
-                if type(exc).__name__ == "BrokenProcessPool" and not self._stop.is_set():
-                    self.base_id = None  # its base died with it
-                    self._start_executor()  # the fit process died (e.g. killed): a new one
-            self._wake.wait(self.settings.poll_seconds)
-            self._wake.clear()
+            self.last_error = self.state.refit_error = None
+
+        def failed(exc: Exception) -> None:  # a failed fit, a lost connection
+            msg = for_the_service(f"{type(exc).__name__}: {exc}")
+            if msg != self.last_error:
+                log.warning("refitter: %s", msg)
+            self.last_error = msg
+            self.state.refit_error = msg
+            if type(exc).__name__ == "BrokenProcessPool" and not self._stop.is_set():
+                self.base_id = None  # its base died with it
+                self._start_executor()  # the fit process died (e.g. killed): a new one
+
+        watch("arena-refitter", tick, self._stop, self._wake, self.settings.poll_seconds, failed)
 
     def tick(self) -> None:
         st = self.state
-        with st.engine.connect() as conn:  # one connection for the whole poll
+        with st.engine.connect() as conn:  # one connection, two queries for the whole poll
             st.counts.update(st.engine, conn)
-            rev = int(store.get_meta(conn, "revision") or 0)
-            wm = store.watermark(conn)
-            newer = store.latest_fit_row(conn, after=st.fit.id if st.fit else 0)
-            alert = store.get_meta(conn, FIT_ALERT)  # a fit held back by any worker
-            if rev != st.revision:
+            # the alert: a fit held back by any worker
+            wm, newer, (rev, alert) = store.poll(
+                conn, st.fit.id if st.fit else 0, "revision", FIT_ALERT
+            )
+            if int(rev or 0) != st.revision:
                 st._load_registry(conn)
-            if newer is not None:
-                st.install_row(conn, newer)
+            if newer is not None and (row := store.fit_row(conn, newer)) is not None:
+                st.install_row(conn, row)
         st.fit_alert = json.loads(alert) if alert else None
         with st.lock:
             st.votes_seen = max(st.votes_seen, wm)

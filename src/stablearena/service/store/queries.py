@@ -3,6 +3,7 @@ the registry (models and keys), the counts, the published fits, the refit lock."
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -90,6 +91,24 @@ def latest_fit_row(conn: Connection, after: int = 0) -> Any:
     return conn.execute(
         select(fits).where(fits.c.id > after).order_by(fits.c.id.desc()).limit(1)
     ).first()
+
+
+def poll(conn: Connection, after: int, *keys: str) -> tuple[int, int | None, list[str | None]]:
+    """What a worker's watcher looks at every ``poll_seconds``, in one query: the newest vote id
+    (:func:`watermark`), the id of the newest published fit if newer than id ``after`` (else
+    None) and the ``meta`` values of ``keys`` (None where unset)."""
+    row = conn.execute(_poll_statement(keys), {"after": after}).one()
+    return int(row[0]), None if row[1] is None else int(row[1]), list(row[2:])
+
+
+@functools.cache
+def _poll_statement(keys: tuple[str, ...]) -> sa.Select:
+    # built once: building it took 0.3 ms, most of an idle watcher's poll
+    return select(
+        select(func.coalesce(func.max(votes.c.id), 0)).scalar_subquery(),
+        select(func.max(fits.c.id)).where(fits.c.id > sa.bindparam("after")).scalar_subquery(),
+        *(select(meta.c.value).where(meta.c.key == k).scalar_subquery() for k in keys),
+    )
 
 
 def fit_row(conn: Connection, fid: int) -> Any:
