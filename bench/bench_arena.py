@@ -22,6 +22,15 @@ worker's CPU per one-turn battle, per T-turn battle and per extra turn, and the 
 first token of the follow-up turns. The floor relay has no conversations (``--target floor``
 ignores ``--turns``).
 
+``--idle S`` measures what a host costs when nobody uses it: the arena (after ``--battles``
+battles and votes, so that it has a published fit and boards to watch for) and the floor relay
+each left alone for S seconds, their CPU per second of wall time, the ratio, and the arena's
+per thread (its watchers poll the database every ``poll_seconds``).
+
+``--workers N`` runs the arena as ``serve --workers N`` (N worker processes on one socket); the
+worker CPU figures are then those of all the serving processes (``serve`` and its workers; the
+fit and drawing processes are counted in neither phase).
+
 ``--battles 1 --rounds 41`` measures one battle at a time (the arena's own latency, no queue).
 ``--target floor`` runs the same load through ``bench/floor_relay.py`` instead of the arena: a
 bare asyncio relay with the arena's model client and nothing else (no pair choice, storage,
@@ -53,6 +62,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +113,23 @@ def start_floor(base_url: str, slow: float, n: int) -> tuple[subprocess.Popen, s
     return proc, m.group(1), ""
 
 
-def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subprocess.Popen, str, str]:
+def serving_cpu(pid: int) -> float:
+    """CPU seconds of the serving processes: ``serve`` and, with ``--workers N``, its worker
+    processes (not the fit and drawing processes, which are counted in neither figure)."""
+    total = cpu_seconds(pid)
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"stablearena.service.worker" in cmd:
+                total += cpu_seconds(int(child))
+        except OSError:
+            pass
+    return total
+
+
+def start_serve(
+    tmp: str, base_url: str, slow: float, n: int, workers: int = 1
+) -> tuple[subprocess.Popen, str, str]:
     cfg = Path(tmp) / "arena.toml"
     limits = f"visitor_open = {n}\naddress_open = {n * 2}\nvisitors_per_hour = 1e9\n"
     limits += "visitor_battles_per_hour = 1e9\naddress_battles_per_hour = 1e9\n"
@@ -116,7 +142,7 @@ def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subproces
         f"keep_alive_timeout = 600\n\n[arena]\nrefit_seconds = 5\n\n[arena_page]\n{limits}\n{models}"
     )
     cmd = [sys.executable, "-m", "stablearena", "serve", "--config", str(cfg), "--port", "0"]
-    cmd += ["--db", f"sqlite:///{tmp}/bench.db"]
+    cmd += ["--db", f"sqlite:///{tmp}/bench.db", "--workers", str(workers)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     admin = url = None
     while url is None:
@@ -134,6 +160,77 @@ def start_serve(tmp: str, base_url: str, slow: float, n: int) -> tuple[subproces
         except httpx.TransportError:
             time.sleep(0.05)
     return proc, url, admin
+
+
+def thread_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds so far per thread name of a process (threads of one name summed)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / tick
+    return out
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its live children (the arena's fit and render processes)."""
+    total = cpu_seconds(pid)
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            total += tree_cpu(int(child))
+        except OSError:
+            pass
+    return total
+
+
+async def run_idle(args: argparse.Namespace) -> None:
+    """``--idle S``: the arena's and the floor's CPU per second while nobody uses them."""
+    with DemoServer(seed=0) as demo, tempfile.TemporaryDirectory() as tmp:
+        got = {}
+        for target in ("floor", "arena"):
+            start = start_floor if target == "floor" else partial(start_serve, tmp)
+            proc, url, _ = start(demo.base_url, 0.0, max(args.battles, 1))
+            try:
+                async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as c:
+                    async with c.get(url + "/arena") as r:
+                        csrf = re.search(r'csrf-token" content="(\w+)"', await r.text()).group(1)
+                    for _ in range(args.battles):  # votes, a fit, boards to watch for
+                        await held(url, c, csrf, "What is 17*23?")
+                    if target == "arena":  # the public boards drawn: somebody watched
+                        for _ in range(600):  # the first fit published
+                            async with c.get(url + "/v1/leaderboard") as r:
+                                if r.status == 200:
+                                    break
+                            await asyncio.sleep(0.1)
+                        async with c.get(url + "/leaderboard") as r:
+                            await r.read()
+                await asyncio.sleep(max(10.0, args.warmup))  # drawings done
+                t0, c0, th0 = time.monotonic(), tree_cpu(proc.pid), thread_seconds(proc.pid)
+                await asyncio.sleep(args.idle)
+                wall = time.monotonic() - t0
+                used = tree_cpu(proc.pid) - c0
+                th1 = thread_seconds(proc.pid)
+                per = {k: (v - th0.get(k, 0.0)) / wall for k, v in th1.items()}
+                got[target] = used / wall
+                busy = ", ".join(
+                    f"{k} {v * 1e3:.1f}" for k, v in sorted(per.items(), key=lambda x: -x[1]) if v
+                )
+                print(
+                    f"{target}: idle for {wall:.0f} s after {args.battles} battles: "
+                    f"{used / wall * 1e3:.2f} ms of CPU a second (process and children; per "
+                    f"thread, ms/s: {busy or 'none'}); load average {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
+            finally:
+                proc.terminate()
+                proc.wait(30)
+        f, a = got["floor"], got["arena"]
+        ratio = f"×{a / f:.1f}" if f > 0 else "(the floor used no measurable CPU)"
+        print(f"idle CPU a second, arena / floor: {a * 1e3:.2f} / {f * 1e3:.2f} ms {ratio}")
 
 
 def _content(line: bytes) -> bool:
@@ -271,7 +368,9 @@ async def run(args: argparse.Namespace) -> dict[str, float] | None:
         if args.target == "floor":
             proc, url, admin = start_floor(demo.base_url, args.slow, args.battles)
         else:
-            proc, url, admin = start_serve(tmp, demo.base_url, args.slow, args.battles)
+            proc, url, admin = start_serve(
+                tmp, demo.base_url, args.slow, args.battles, args.workers
+            )
         try:
             clients = []
             for _ in range(args.battles):
@@ -304,9 +403,9 @@ async def run(args: argparse.Namespace) -> dict[str, float] | None:
                 )
                 t_direct = time.perf_counter() - t0
                 m1, b1 = cpu_seconds(demo.proc.pid), time.process_time()
-                t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
+                t0, c0 = time.perf_counter(), serving_cpu(proc.pid)
                 got = await asyncio.gather(*(held(url, c, t, prompt) for c, t in clients))
-                t_arena, cpu = time.perf_counter() - t0, cpu_seconds(proc.pid) - c0
+                t_arena, cpu = time.perf_counter() - t0, serving_cpu(proc.pid) - c0
                 m2, b2 = cpu_seconds(demo.proc.pid), time.process_time()
                 n = len(clients)
                 phases = (((b1 - b0) + (m1 - m0)) / n, ((b2 - b1) + (m2 - m1) + cpu) / n)
@@ -384,9 +483,9 @@ async def conversation_round(
     d = await asyncio.gather(
         *(direct_turns(c, demo.base_url, args.slow, (prompt, *follow)) for c in shared)
     )
-    t0, c0 = time.perf_counter(), cpu_seconds(proc.pid)
+    t0, c0 = time.perf_counter(), serving_cpu(proc.pid)
     got = await asyncio.gather(*(held(url, c, t, prompt, follow) for c, t in clients))
-    cpu = cpu_seconds(proc.pid) - c0
+    cpu = serving_cpu(proc.pid) - c0
     n = len(got)
     assert all(g[2] == "complete" for g in got), [g[2] for g in got]
     a = [x for g in got for x in g[3]]
@@ -475,7 +574,7 @@ async def run_steady(
         return got
 
     for k in range(args.rounds):
-        m0, b0, w0 = cpu_seconds(demo.proc.pid), time.process_time(), cpu_seconds(proc.pid)
+        m0, b0, w0 = cpu_seconds(demo.proc.pid), time.process_time(), serving_cpu(proc.pid)
         d, in_d, n_d = await steady(
             n,
             args.steady,
@@ -483,9 +582,9 @@ async def run_steady(
             spread,
             lambda i: direct(shared[i], demo.base_url, args.slow, prompt, full=True),
         )
-        m1, b1, w1 = cpu_seconds(demo.proc.pid), time.process_time(), cpu_seconds(proc.pid)
+        m1, b1, w1 = cpu_seconds(demo.proc.pid), time.process_time(), serving_cpu(proc.pid)
         got, in_a, n_a = await steady(n, args.steady, warm, spread, arena_one)
-        m2, b2, w2 = cpu_seconds(demo.proc.pid), time.process_time(), cpu_seconds(proc.pid)
+        m2, b2, w2 = cpu_seconds(demo.proc.pid), time.process_time(), serving_cpu(proc.pid)
         a = [g[0] for g in got]
         bad = [g[2] for g in got if g[2] != "complete"]
         assert not bad, bad
@@ -549,9 +648,21 @@ def main() -> None:
     )
     p.add_argument("--warmup", type=float, default=5.0, help="--steady: seconds not timed")
     p.add_argument(
+        "--workers", type=int, default=1, help="the arena's worker processes (serve --workers)"
+    )
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="seconds to leave the arena and the floor alone, then their CPU per second",
+    )
+    p.add_argument(
         "--turns", type=int, default=1, help="burst: also hold each battle for this many turns"
     )
     args = p.parse_args()
+    if args.idle:
+        asyncio.run(run_idle(args))
+        return
     if args.target != "both":
         asyncio.run(run(args))
         return
