@@ -73,3 +73,33 @@ def test_serve_demo_holds_a_battle(tmp_path):
         while time.time() < deadline and any(alive(k) for k in kids):
             time.sleep(0.1)
         assert not any(alive(k) for k in kids)  # the demo server went with serve
+
+
+def test_an_answer_already_showing_is_written_at_most_once_a_frame(tmp_path):
+    # demo models at 0.01 s a word: two answers bring ~200 pieces a second; after the first
+    # piece (at once) they go out at most once every STREAM_FRAME (1/30 s) per stream, so the
+    # stream arrives in far fewer HTTP chunks than it has lines (httpx's raw reads never merge
+    # two chunks, and may split one: their count bounds the chunks from above)
+    from stablearena.service.api.arena import STREAM_FRAME
+
+    db = f"sqlite:///{tmp_path / 'demo.db'}"
+    server = ServerProcess(db, "--demo", "--set", "demo_pace=0.01", cwd=tmp_path).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            csrf = re.search(r'csrf-token" content="(\w+)"', c.get("/arena").text).group(1)
+            h = {"X-CSRF-Token": csrf, "Origin": server.url}
+            body = {"prompt": "Explain how to reverse a string in Python"}
+            reads, raw = 0, b""
+            t0 = time.perf_counter()
+            with c.stream("POST", "/arena/battles", json=body, headers=h) as r:
+                for part in r.iter_raw():
+                    reads += 1
+                    raw += part
+            took = time.perf_counter() - t0
+        lines = [json.loads(x) for x in raw.decode().splitlines() if x.strip()]
+        deltas = sum("delta" in x for x in lines)
+        assert lines[-1]["status"] == "complete" and deltas > 60, (deltas, lines[-1])
+        assert reads <= deltas / 2, (reads, deltas)
+        assert reads <= took / STREAM_FRAME + 10, (reads, took)  # + the lines sent at once
+    finally:
+        server.stop()

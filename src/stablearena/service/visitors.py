@@ -40,6 +40,7 @@ from . import store
 from .errors import ApiError
 from .security import (
     Cookie,
+    DatabaseRateLimiter,
     OpenBattles,
     Principal,
     RateLimiter,
@@ -227,6 +228,15 @@ class Visitors:
         if ob.over(who.id, 1, cap, now):
             refuse_open(self.page, ob.count(who.id, now), 0)
         return self.page.visitor_open, self.page.address_open, now
+
+    def battle_check_reads(self, who: Principal) -> bool:
+        """Whether :meth:`check_battle` may read the database — the rates are rows of it
+        (``limits = "database"``), or the identity is at its cap here (the database then says
+        which of its battles were closed elsewhere) — so that it runs off the event loop;
+        otherwise it is a few dictionary lookups, run in place (a thread hop cost more)."""
+        if isinstance(self.battles, DatabaseRateLimiter):
+            return True
+        return self.open.over(who.id, 1, self.page.visitor_open, time.time())
 
     def check_rates(self, who: Principal, address: str) -> None:
         """Refuse (429) over the identity's or the address's rate of battles per hour — the

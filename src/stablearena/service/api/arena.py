@@ -422,6 +422,12 @@ async def arena_login(request: Request) -> Response:
     return resp
 
 
+#: Seconds between two writes of pieces to one answer stream (the first piece goes at once):
+#: 30 a second, faster than a person reads. Measured in bench/bench_arena.py (docs/guides/
+#: arena-page.md, "Under load").
+STREAM_FRAME = 1 / 30
+
+
 @router.post("/arena/logout", include_in_schema=False)
 async def arena_logout(request: Request) -> Response:
     """Sign out on the page (a form post): the identity cookie is cleared, so the next visit of
@@ -455,10 +461,18 @@ def _stream(
     async def lines():  # noqa: ANN202
         yield json.dumps(first) + "\n"
         end = False
+        written = None  # time.monotonic() of the last write that carried a piece
         while not end:
             # the pieces that arrived since the last write go out as one chunk (one send per
-            # wake-up, not one per token: the relay's cost falls as the load rises)
+            # wake-up, not one per token: the relay's cost falls as the load rises), and pieces
+            # of an answer already showing go out at most once a STREAM_FRAME (the first piece
+            # and every other line at once): a person reads no faster, and a write costs the
+            # worker more than the few lines it carries
             items = [await queue.get()]
+            if written is not None and "delta" in items[0]:
+                wait = written + STREAM_FRAME - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
             while not queue.empty():
                 items.append(queue.get_nowait())
             if items[-1] is None:
@@ -468,6 +482,8 @@ def _stream(
                 if item.get("done") and item.get("status") == "failed" and battle_id:
                     visitors.open.close(who.id, [battle_id])  # a failed battle holds none open
             if items:
+                if any("delta" in item for item in items):
+                    written = time.monotonic()
                 yield "".join(json.dumps(item) + "\n" for item in items)
 
     return StreamingResponse(
@@ -497,8 +513,9 @@ async def arena_battle(request: Request, body: ArenaBattle) -> Response:
     who = await _poster(request, create=True)
     holder, st = _holder(request), arena(request)
     address, visitors = _address(request), _visitors(request)
-    # off the event loop: the limits may be rows of the database (settings ``limits``)
-    caps = await asyncio.to_thread(visitors.check_battle, who, address)
+    # off the event loop when the limits are rows of the database (settings ``limits``)
+    check = partial(visitors.check_battle, who, address)
+    caps = await asyncio.to_thread(check) if visitors.battle_check_reads(who) else check()
     image = await _image(request, body.image) if body.image else None
     await admit_prompt(request, who, body.prompt, image.url if image else None)
     picked = (body.models[0], body.models[1]) if body.models else None
