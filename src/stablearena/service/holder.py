@@ -116,17 +116,6 @@ def load_pool(spec: str | None) -> list[dict[str, str]]:
     return [{"id": p.id, "prompt": p.text} for p in read_prompts(spec)]
 
 
-#: The fields of an :class:`~stablearena.judging.endpoints.Answer` stored as they are.
-_ANSWER_FIELDS = (
-    "text",
-    "ttft",
-    "total_time",
-    "prompt_tokens",
-    "completion_tokens",
-    "finish_reason",
-)
-
-
 def _answer_row(
     side: str, model_id: int, ep: ModelEndpoint, res: Any, names: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -138,7 +127,7 @@ def _answer_row(
     }
     if isinstance(res, Answer):
         tokens, headers, lists, bold = style_counts(res.text)
-        row.update({k: getattr(res, k) for k in _ANSWER_FIELDS})
+        row.update({k: getattr(res, k) for k in store.held.ANSWER_FIELDS})
         row.update(
             style_tokens=tokens,
             style_headers=headers,

@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..judging.auto_arena import Prompt
 from ..judging.endpoints.config import ModelEndpoint
 from . import store
-from .holder import _ANSWER_FIELDS, endpoint_json
+from .holder import endpoint_json
 
 __all__ = ["DatabaseJournal"]
 
@@ -136,7 +136,7 @@ class DatabaseJournal:
             return None
         row: dict[str, Any] = {"model_id": self.model_ids[name], "params": self.params[name]}
         if rec["ok"]:
-            row.update({k: rec.get(k) for k in (*_ANSWER_FIELDS, "attempts")})
+            row.update({k: rec.get(k) for k in (*store.held.ANSWER_FIELDS, "attempts")})
             tokens, headers, lists, bold = style_counts(rec["text"])
             row.update(
                 style_tokens=tokens, style_headers=headers, style_lists=lists, style_bold=bold

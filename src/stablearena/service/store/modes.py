@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from .arena import TurnRefused, conversation
+from .arena import ANSWER_FIELDS, TurnRefused, conversation
 from .tables import OUTCOMES, battle_shares, battles, chat_turns, chats, held_battles, models, votes
 
 __all__ = [
@@ -29,14 +29,7 @@ __all__ = [
 ]
 
 #: The columns of a chat turn's answer (as :class:`stablearena.judging.endpoints.Answer` names them).
-CHAT_ANSWER = (
-    "text",
-    "ttft",
-    "total_time",
-    "prompt_tokens",
-    "completion_tokens",
-    "finish_reason",
-)
+CHAT_ANSWER = ANSWER_FIELDS
 
 
 # ---------------------------------------------------------------------------------- shares
