@@ -434,7 +434,9 @@ def _differing(a: str, b: str) -> int:
 
 
 _WORD = re.compile(r"[^\W\d_]+")
-_SPACE = re.compile(r"\s")
+#: Up to and including the last white space (greedy: it backtracks from the end, so its cost
+#: is that of the last word, not of the line).
+_LAST_SPACE = re.compile(r".*\s", re.S)
 _ASCII_RUN = re.compile(r"[A-Za-z0-9]+")
 
 
@@ -717,7 +719,8 @@ class VisibleStream:
                 return "", ""
         tail = got[0]
         stop = len(tail.rstrip())
-        cut = max((m.start() for m in _SPACE.finditer(tail, 0, stop)), default=-1) + 1
+        space = _LAST_SPACE.match(tail, 0, stop)  # after the last white space (0: none)
+        cut = space.end() if space else 0
         # of the word still arriving, the ASCII letters and digits it starts with (as they
         # came, not letters folded into them), its last character only when a letter follows
         # it: no later piece changes them (a fold maps only non-Latin letters, a combining
