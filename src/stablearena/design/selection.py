@@ -225,28 +225,16 @@ def _argmax_pair(mode, sigma, tmat, wmat, blocked, seed):  # pragma: no cover - 
     """
     np.random.seed(seed)  # noqa: NPY002 - numba's own generator, seeded per call from a Generator
     m = sigma.shape[0]
-    d = np.empty(m)
-    t = np.empty(m)
-    for r in range(m):
-        d[r] = sigma[r, r]
-        t[r] = tmat[r, r] if mode == 1 else 0.0
+    d, t = _diagonals(mode, sigma, tmat)
     best = -np.inf
     bi = -1
     bj = -1
     count = 0
     for i in range(m):
-        di = d[i]
-        ti = t[i]
         for j in range(i + 1, m):
             if blocked[i, j]:
                 continue
-            w = wmat[i, j]
-            rho = di + d[j] - 2.0 * sigma[i, j]
-            if mode == 0:
-                s = w * rho
-            else:
-                q = ti + t[j] - 2.0 * tmat[i, j]
-                s = w * q / (1.0 + w * rho)
+            s = _scored(mode, sigma, tmat, wmat, d, t, i, j)
             tol = 1e-10 * abs(best)
             if s > best + tol:
                 best = s
@@ -284,6 +272,30 @@ def _pair_score(mode, sigma, tmat, wmat, i, j):  # pragma: no cover - compiled
     return w * q / (1.0 + w * rho)
 
 
+@njit(cache=True, inline="always")
+def _diagonals(mode, sigma, tmat):  # pragma: no cover - compiled
+    """The diagonals of Σ and (mode 1) of T, read once for a pass over the pairs."""
+    m = sigma.shape[0]
+    d = np.empty(m)
+    t = np.empty(m)
+    for r in range(m):
+        d[r] = sigma[r, r]
+        t[r] = tmat[r, r] if mode == 1 else 0.0
+    return d, t
+
+
+@njit(cache=True, inline="always")
+def _scored(mode, sigma, tmat, wmat, d, t, i, j):  # pragma: no cover - compiled
+    """:func:`_pair_score` of pair (i, j) with the diagonals ``d``, ``t`` of :func:`_diagonals`
+    (the same arithmetic, in the same order)."""
+    w = wmat[i, j]
+    rho = d[i] + d[j] - 2.0 * sigma[i, j]
+    if mode == 0:
+        return w * rho
+    q = t[i] + t[j] - 2.0 * tmat[i, j]
+    return w * q / (1.0 + w * rho)
+
+
 @njit(cache=True)
 def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compiled
     """Every allowed pair i < j whose score is within :data:`TIE_RTOL` of the best: the support
@@ -296,11 +308,7 @@ def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compile
     too: the result is the set of the two-pass definition, with :func:`_pair_score`'s
     arithmetic."""
     m = sigma.shape[0]
-    d = np.empty(m)  # the diagonals, read once (the same values as _pair_score reads)
-    t = np.empty(m)
-    for r in range(m):
-        d[r] = sigma[r, r]
-        t[r] = tmat[r, r] if mode == 1 else 0.0
+    d, t = _diagonals(mode, sigma, tmat)  # read once (the same values as _pair_score reads)
     best = -np.inf
     lo = -np.inf
     out_i = np.empty(16, dtype=np.int64)
@@ -308,18 +316,10 @@ def _best_pairs(mode, sigma, tmat, wmat, blocked):  # pragma: no cover - compile
     out_s = np.empty(16)
     n = 0
     for i in range(m):
-        di = d[i]
-        ti = t[i]
         for j in range(i + 1, m):
             if blocked[i, j]:
                 continue
-            w = wmat[i, j]
-            rho = di + d[j] - 2.0 * sigma[i, j]
-            if mode == 0:
-                s = w * rho
-            else:
-                q = ti + t[j] - 2.0 * tmat[i, j]
-                s = w * q / (1.0 + w * rho)
+            s = _scored(mode, sigma, tmat, wmat, d, t, i, j)
             if s < lo:
                 continue
             if s > best:
