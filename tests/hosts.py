@@ -584,7 +584,9 @@ class Cluster:
         with c.stream("POST", "/arena/battles", json={"prompt": "2+2?"}, headers=h) as r:
             again = [json.loads(x) for x in r.iter_lines() if x.strip()]
             out["next_battle_host"] = r.headers.get("x-arena-host")
+            status = r.status_code
         out["next_battle"] = again[-1] if again else None
+        assert again and "battle_id" in again[0], (status, again, out)
         bid2 = again[0]["battle_id"]
         out["next_vote"] = c.post(
             f"/arena/battles/{bid2}/vote", json={"outcome": "tie"}, headers=h
