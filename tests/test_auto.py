@@ -107,16 +107,20 @@ def test_precision_stop_reads_the_fit_the_leaderboard_reports():
     about even results and cannot separate the two models, am-ELO (the contrary judge's
     ability negative) can — so the default (am-ELO) run stops on am-ELO's intervals many
     judgements before an m-ELO run (10 against 200 when written)."""
+    from stablearena.judging.probes import ProbeConfig
     from stablearena.raters.uncertainty import intervals
 
-    judges = ["judge-keen", "judge-contrary"]
-    r = _precision_run(judges, judge_choice="spread")
+    # probes off: they test the judges against notes, not the stop; with them on, the contrary
+    # judge can be flagged (a note on the cut copy makes the demo judges call it wrong, which
+    # the contrary judge inverts into picking it) and m-ELO then sees the keen judge alone
+    judges, off = ["judge-keen", "judge-contrary"], ProbeConfig(share=0.0)
+    r = _precision_run(judges, judge_choice="spread", probes=off)
     assert r.stop_reason == "precision" and len(r.judgements) < 100
     fitted, notes = fit_leaderboard(r)
     assert fitted.method == "am-elo" and not notes
     iv = intervals(fitted, "fisher")
     assert top_k_separated(iv.rank, iv.rank_low, iv.rank_high, 1)
-    r = _precision_run(judges, judge_choice="spread", rater="m-elo")
+    r = _precision_run(judges, judge_choice="spread", rater="m-elo", probes=off)
     assert len(r.judgements) > 100
 
 

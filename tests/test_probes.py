@@ -24,7 +24,13 @@ from stablearena.judging.judge_notes import (
     notes,
     read_notes,
 )
-from stablearena.judging.probes import ProbeConfig, degrade, probe_report, susceptibility
+from stablearena.judging.probes import (
+    ProbeConfig,
+    degrade,
+    probe_report,
+    susceptibility,
+    suspects,
+)
 
 # ------------------------------------------------------------------------------------ corpus
 
@@ -140,6 +146,41 @@ def test_a_judge_that_errs_as_much_with_and_without_notes_is_not_flagged():
     status = {r["judge"]: r["status"] for r in rep["judges"]}
     assert status == {"first": "passed", "obey": "flagged", "idle": "untested"}
     assert rep["probe_share"] == 0.0  # these records carry no calls
+
+
+def test_a_suspect_judge_gets_half_of_the_probes_however_few_battles_it_judges():
+    # "rare" judged 5 of 305 battles; its probes so far: 3 of 4 noted calls picked the noted
+    # worse copy, 0 of 2 controls (s = 0.54, lower bound 0.1: a suspect, not flagged)
+    from types import SimpleNamespace
+
+    from stablearena.judging.auto_arena import AutoArena
+
+    recs = [{"judge": "rare", "note": "n", "picked": ["worse", "worse"]}]
+    recs += [{"judge": "rare", "note": "n", "picked": ["worse", "better"]}]
+    recs += [{"judge": "rare", "note": None, "picked": ["better", "better"]}]
+    recs += [{"judge": "busy", "note": "n", "picked": ["better", "better"]}] * 6
+    recs += [{"judge": "busy", "note": None, "picked": ["better", "better"]}] * 3
+    assert suspects(recs) == {"rare"} and not susceptibility(recs)["rare"]["flagged"]
+    judgements = [{"judge": "busy"}] * 300 + [{"judge": "rare"}] * 5
+    judges = [SimpleNamespace(name="busy"), SimpleNamespace(name="rare")]
+
+    def picked(probes: list) -> int:
+        run = SimpleNamespace(
+            judges=judges,
+            result=SimpleNamespace(probes=probes, judgements=judgements, excluded={}),
+            config=SimpleNamespace(probes=ProbeConfig()),
+            _rng=np.random.default_rng(0),
+        )
+        return sum(jc.name == "rare" for jc, _ in AutoArena._probe_judges(run, 40))
+
+    cleared = [r for r in recs if r["judge"] != "rare" or r["note"] is None]
+    cleared += [{"judge": "rare", "note": "n", "picked": ["better", "better"]}] * 2
+    assert suspects(cleared) == set()
+    # its share of all 52 probes: alike and by battles 1/4 + 1/2·5/305 = 0.258; as a suspect
+    # SUSPECT_SHARE (0.9) plus a tenth of that, 0.926: more than 40 behind, so every one of the
+    # next 40; cleared about 0.258·52 − 3 = 10
+    assert picked(recs) == 40
+    assert 7 <= picked(cleared) <= 13
 
 
 # -------------------------------------------------------------- ability cannot be raised
@@ -281,12 +322,17 @@ def test_probes_over_http_flag_the_obeying_judge_and_not_the_honest_ones(demo_se
     # those already in flight in that batch
     fitted, _ = fit_leaderboard(result)
     assert "judge-obey" not in fitted.annotators
-    seen, flag_at = [], None
+    # the run looks at the flag after each batch (a prefix of the journal may pass the bound
+    # mid-batch and fall back): its flag is where the replayed status last became flagged (it
+    # stays so: a flagged judge gets no more probes)
+    seen, flag_at, was = [], None, False
     for k, r in enumerate(recs):
         if r["type"] == "probe":
             seen.append(r)
-            if flag_at is None and susceptibility(seen).get("judge-obey", {}).get("flagged"):
+            now = bool(susceptibility(seen).get("judge-obey", {}).get("flagged"))
+            if now and not was:
                 flag_at = k
+            was = now
     later = [r for r in recs[flag_at:] if r["type"] == "judgement" and r["judge"] == "judge-obey"]
     assert len(later) <= arena.config.parallel
     # a resumed run rebuilds the probes and the flag from the journal

@@ -940,25 +940,35 @@ class AutoArena:
         its probe is a control (:func:`~stablearena.judging.probes.is_control` of its probe count):
         half of the probes spread alike, half in proportion to the battles each judge has
         judged — the judge the design trusts most (JudgeSteering sends battles to the judge of
-        highest ability, which an obeying judge may seem to be) is tested most."""
-        from .probes import is_control
+        highest ability, which an obeying judge may seem to be) is tested most. A **suspect**
+        — a judge whose susceptibility is above the flag's threshold but whose lower bound is
+        not yet — gets :data:`~.probes.SUSPECT_SHARE` of the probes until it is flagged or
+        cleared (suspects alike), so that a judge is not left unflagged for want of probes
+        (:func:`~.probes.suspects`)."""
+        from .probes import SUSPECT_SHARE, is_control, suspects
 
         ok = [jc for jc in self.judges if jc.name not in self.result.excluded]
         if not ok:
             return []
+        pc = self.config.probes
         probes = Counter(p["judge"] for p in self.result.probes)
         battles = Counter(r["judge"] for r in self.result.judgements if r.get("stage") != "answer")
         total = sum(battles[jc.name] for jc in ok)
+        suspect = suspects(self.result.probes, pc.threshold, pc.z) & {jc.name for jc in ok}
         out = []
         for _ in range(n):
             done = sum(probes[jc.name] for jc in ok) + 1
 
             def deficit(jc: JudgeClient, done: int = done) -> tuple[float, float]:
-                share = 0.5 / len(ok) + (0.5 * battles[jc.name] / total if total else 0.5 / len(ok))
+                base = 0.5 / len(ok) + (0.5 * battles[jc.name] / total if total else 0.5 / len(ok))
+                share = base
+                if suspect:  # the next probes resolve the suspects first
+                    share = SUSPECT_SHARE / len(suspect) if jc.name in suspect else 0.0
+                    share += (1 - SUSPECT_SHARE) * base
                 return (share * done - probes[jc.name], self._rng.random())
 
             jc = max(ok, key=deficit)
-            out.append((jc, is_control(probes[jc.name], self.config.probes.control)))
+            out.append((jc, is_control(probes[jc.name], pc.control)))
             probes[jc.name] += 1
         return out
 

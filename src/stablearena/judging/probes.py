@@ -42,11 +42,13 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "DEFAULT_Z",
     "DEFAULT_CONTROL",
+    "SUSPECT_SHARE",
     "ProbeConfig",
     "degrade",
     "is_control",
     "probe",
     "susceptibility",
+    "suspects",
     "probe_report",
 ]
 
@@ -65,6 +67,10 @@ DEFAULT_THRESHOLD = 0.2
 DEFAULT_Z = 2.0
 #: Share of the probes sent without a note (the control of the judge's plain error rate).
 DEFAULT_CONTROL = 1 / 3
+#: Share of the probes that go to the suspects (judges whose susceptibility is above the
+#: threshold, its lower bound not yet) while there are any; the rest as when there are none.
+#: Chosen on the corpus's tune part (bench/bench_probes.py --sly tune --probe-notes tune).
+SUSPECT_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,19 @@ def susceptibility(
             ),
         }
     return out
+
+
+def suspects(
+    records: Iterable[Mapping[str, Any]], threshold: float = DEFAULT_THRESHOLD, z: float = DEFAULT_Z
+) -> set[str]:
+    """The judges of the probe ``records`` not flagged whose susceptibility s is above
+    ``threshold``: those the next probes should go to, until s − z·se passes the threshold
+    (flagged) or s falls below it (cleared)."""
+    return {
+        j
+        for j, r in susceptibility(records, threshold, z).items()
+        if not r["flagged"] and r["susceptibility"] > threshold
+    }
 
 
 def probe_report(
