@@ -193,13 +193,19 @@ def test_each_fit_is_drawn_once_in_another_process(arena):
     assert len(ids) == len(set(ids)) and fit_id in ids
 
 
-def test_nothing_is_drawn_while_nobody_watches(tmp_path):
+def fitted_arena(tmp_path) -> TestClient:  # noqa: ANN001
+    """A SQLite arena of four models, 40 votes of two annotators and a published fit."""
     tc, admin = open_arena(f"sqlite:///{tmp_path / 'a.db'}", min_records=0)
+    for m in MODELS[:4]:
+        admin.add_model(m)
+    play(tc, admin, 40, names=["a", "b"])
+    admin.refit()
+    return tc
+
+
+def test_nothing_is_drawn_while_nobody_watches(tmp_path):
+    tc = fitted_arena(tmp_path)
     try:
-        for m in MODELS[:4]:
-            admin.add_model(m)
-        play(tc, admin, 40, names=["a", "b"])
-        admin.refit()
         time.sleep(0.5)
         d = tc.app.state.dashboard
         assert tc.app.state.arena.fit is not None
@@ -218,12 +224,8 @@ def test_an_idle_workers_watchers_ask_the_database_little(tmp_path):
     """Once the view is of the published fit, the dashboard's watcher asks the database nothing;
     the refitter's poll is two statements (the votes since its last look, then the watermark,
     the newest fit id and two settings in one)."""
-    tc, admin = open_arena(f"sqlite:///{tmp_path / 'a.db'}", min_records=0)
+    tc = fitted_arena(tmp_path)
     try:
-        for m in MODELS[:4]:
-            admin.add_model(m)
-        play(tc, admin, 40, names=["a", "b"])
-        admin.refit()
         wait_for_view(tc)
         st = tc.app.state
         seen: list[str] = []

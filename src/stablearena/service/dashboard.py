@@ -66,6 +66,21 @@ FALLBACK_GRACE = 5.0
 WATCH_WRITE_EVERY = 30.0
 #: Seconds between looks at the stored views while the one shown is behind and unwatched here.
 LOOK_EVERY = 5.0
+
+
+def may_look(watcher: Any) -> bool:
+    """Whether a watcher (the dashboard's, the public boards') whose drawing is behind the
+    newest fit asks the database now: at every poll while someone watches through this worker
+    (its ``watched_at`` within ``dashboard_idle``), else every :data:`LOOK_EVERY` seconds (the
+    look is recorded in its ``_looked_at``)."""
+    now = time.monotonic()
+    local = watcher.watched_at >= time.time() - watcher.settings.dashboard_idle
+    if not local and now - watcher._looked_at < LOOK_EVERY:
+        return False
+    watcher._looked_at = now
+    return True
+
+
 #: Seconds the count of battles served (an admin figure) is cached.
 COUNT_CACHE = 10.0
 
@@ -163,11 +178,8 @@ class Dashboard:
         fit = self.state.fit
         if fit is None or (self.view is not None and self.view.fit_id >= fit.id):
             return
-        now = time.monotonic()
-        local = self.watched_at >= time.time() - self.settings.dashboard_idle
-        if not local and now - self._looked_at < LOOK_EVERY:
+        if not may_look(self):
             return
-        self._looked_at = now
         row, self._watched_db = store.newest_view(
             self.engine, None if self.view is None else self.view.fit_id
         )

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from .._threads import watch
 from ..errors import StableArenaError
 from . import store
-from .dashboard import LOOK_EVERY, WATCH_WRITE_EVERY
+from .dashboard import LOOK_EVERY, WATCH_WRITE_EVERY, may_look
 from .errors import ApiError
 from .live_boards import export_frame, live_boards
 from .settings import Settings
@@ -198,11 +198,8 @@ class PublicBoards:
         fit = self.state.fit
         if not self._behind(fit):
             return
-        now = time.monotonic()
-        local = self.watched_at >= time.time() - self.settings.dashboard_idle
-        if not local and now - self._looked_at < LOOK_EVERY:
+        if not may_look(self):
             return
-        self._looked_at = now
         if time.time() < self.load() or not self._behind(fit):
             return
         if not self._acquire():
