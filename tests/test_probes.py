@@ -148,7 +148,7 @@ def test_a_judge_that_errs_as_much_with_and_without_notes_is_not_flagged():
     assert rep["probe_share"] == 0.0  # these records carry no calls
 
 
-def test_a_suspect_judge_gets_half_of_the_probes_however_few_battles_it_judges():
+def test_a_suspect_judge_gets_most_of_the_probes_however_few_battles_it_judges():
     # "rare" judged 5 of 305 battles; its probes so far: 3 of 4 noted calls picked the noted
     # worse copy, 0 of 2 controls (s = 0.54, lower bound 0.1: a suspect, not flagged)
     from types import SimpleNamespace
