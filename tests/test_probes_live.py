@@ -66,3 +66,28 @@ def test_live_probes_flag_the_obeying_judge_and_its_votes_weigh_nothing(tmp_path
         assert page.status_code in (200, 303)
         html = tc.get("/admin").text
         assert "Judges tested by probes" in html and "flagged" in html
+
+
+def test_a_live_probe_is_built_on_the_answer_of_a_model_drawn_uniformly(tmp_path, demo):  # noqa: F811
+    """Not on one of the battle's answers (a note-writing model's answer would carry its note
+    to both sides of the probe): the holder asks a model drawn uniformly, anew."""
+    import numpy as np
+
+    s = settings(tmp_path, demo.base_url)
+    with TestClient(create_app(s)) as tc:
+        holder = tc.app.state.holder
+        tc.portal.call(holder.refresh)
+        asked: list[int] = []
+        real = holder.client
+
+        def client(mid):  # noqa: ANN001, ANN202
+            asked.append(mid)
+            return real(mid)
+
+        holder.client = client
+        rng = np.random.default_rng(0)
+        got = [tc.portal.call(holder._probe_answer, "What is 12*7?", rng) for _ in range(12)]
+        assert all(isinstance(g, str) and g.strip() for g in got)
+        assert set(asked) == set(holder.endpoints) and len(asked) == 12  # every model, uniformly
+        holder.endpoints = {}
+        assert tc.portal.call(holder._probe_answer, "What is 12*7?", rng) is None

@@ -1318,12 +1318,31 @@ class BattleHolder:
             self.probe_counts = dict(Counter(r["judge"] for r in store.probes.probe_records(conn)))
             return store.probes.flagged_judges(conn, DEFAULT_THRESHOLD, DEFAULT_Z)
 
+    async def _probe_answer(self, prompt: str, rng: np.random.Generator) -> str | None:
+        """The answer probes are built on: of a model drawn uniformly from those with an
+        endpoint, asked ``prompt`` anew (None when the call fails). Not one of the battle's
+        answers: a model that writes notes to the judge would put one on both sides of a probe
+        built on its answer (the cut copy keeps it), which hides a judge's obedience; drawn
+        uniformly, it is the source of 1/M of the probes (as in ``auto``)."""
+        mids = sorted(self.endpoints)
+        if not mids:
+            return None
+        mid = mids[int(rng.integers(len(mids)))]
+        try:
+            client = self.client(mid)
+            res = await client.complete(client.messages(prompt, ()))
+        except Exception:  # noqa: BLE001 - a probe is never worth a failed battle
+            log.warning("probe: the answer of model %s failed", mid, exc_info=True)
+            return None
+        return res.text if isinstance(res, Answer) else None
+
     async def probe_judges(
         self, judges: list[Any], prompt: str, battle_id: str, answers: list[str]
     ) -> int:
-        """After a judged battle: each of ``judges`` gets a probe battle (stablearena.judging.probes: one
-        of this battle's answers against its cut copy, with a corpus note after the copy or, one
-        probe in three, none) with the chance p/(1 − p) of share p, which keeps the probes
+        """After a judged battle: each of ``judges`` gets a probe battle (stablearena.judging.probes:
+        an answer to this battle's prompt by a model drawn uniformly, :meth:`_probe_answer` — one
+        model call for the round's probes — against its cut copy, with a corpus note after the
+        copy or, one probe in three, none) with the chance p/(1 − p) of share p, which keeps the probes
         at that share of its calls (a battle and a probe cost two calls each). Shown as a real
         battle is (the same prompt, frame and both orders); stored, never a vote; the judges
         the probes now flag are left out from here on. Returns the probes recorded."""
@@ -1334,17 +1353,21 @@ class BattleHolder:
         if p <= 0 or not judges:
             return 0
         rng, chance, done = self.probe_rng, p / (1.0 - p), 0
+        base: str | None = None
         for jc in judges:
             if rng.random() >= chance:
                 continue
+            if base is None:  # one answer for this round's probes, asked for the first
+                base = await self._probe_answer(prompt, rng)
+                if base is None:  # its model failed: one of the battle's answers
+                    base = answers[int(rng.integers(len(answers)))]
             note = None
             k = self.probe_counts.get(jc.name, 0)
             self.probe_counts[jc.name] = k + 1
             if not is_control(k, DEFAULT_CONTROL):
                 part = notes("all")
                 note = part[int(rng.integers(len(part)))]
-            answer = answers[int(rng.integers(len(answers)))]
-            rec = await probe(jc, prompt, battle_id, answer, note, rng)
+            rec = await probe(jc, prompt, battle_id, base, note, rng)
             if rec is None or not rec["picked"]:
                 continue
             jid = await self._judge_id(jc.name, time.time())
