@@ -87,17 +87,28 @@ def cpu_seconds(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tasks(pid: int) -> list[tuple[int, str, float, float]]:
+    """(thread id, name, user, system CPU seconds so far) of each live thread of a process
+    (/proc/PID/task), by thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out.append((int(task.name), name, int(f[11]) / tick, int(f[12]) / tick))
+    return sorted(out)
+
+
 def thread_cpu(pid: int) -> str:
     """CPU seconds of each thread of a process so far, user + system (/proc/PID/task)."""
-    out = []
-    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
-        f = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        tick = os.sysconf("SC_CLK_TCK")
-        user, system = int(f[11]) / tick, int(f[12]) / tick
-        if user + system >= 0.05:
-            name = (task / "comm").read_text().strip()
-            out.append(f"{name}[{task.name}] {user:.2f} user + {system:.2f} system")
-    return "; ".join(out)
+    return "; ".join(
+        f"{name}[{tid}] {user:.2f} user + {system:.2f} system"
+        for tid, name, user, system in tasks(pid)
+        if user + system >= 0.05
+    )
 
 
 def start_floor(base_url: str, slow: float, n: int) -> tuple[subprocess.Popen, str, str]:
@@ -113,16 +124,20 @@ def start_floor(base_url: str, slow: float, n: int) -> tuple[subprocess.Popen, s
     return proc, m.group(1), ""
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid``."""
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 def serving_cpu(pid: int) -> float:
     """CPU seconds of the serving processes: ``serve`` and, with ``--workers N``, its worker
     processes (not the fit and drawing processes, which are counted in neither figure)."""
     total = cpu_seconds(pid)
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+    for child in children(pid):
         try:
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
-            if b"stablearena.service.worker" in cmd:
-                total += cpu_seconds(int(child))
-        except OSError:
+            if b"stablearena.service.worker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                total += cpu_seconds(child)
+        except OSError:  # it ended meanwhile
             pass
     return total
 
@@ -164,25 +179,19 @@ def start_serve(
 
 def thread_seconds(pid: int) -> dict[str, float]:
     """CPU seconds so far per thread name of a process (threads of one name summed)."""
-    tick = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            name = (task / "comm").read_text().strip()
-        except OSError:  # the thread ended meanwhile
-            continue
-        out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / tick
+    for _, name, user, system in tasks(pid):
+        out[name] = out.get(name, 0.0) + user + system
     return out
 
 
 def tree_cpu(pid: int) -> float:
     """CPU seconds of a process and its live children (the arena's fit and render processes)."""
     total = cpu_seconds(pid)
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+    for child in children(pid):
         try:
-            total += tree_cpu(int(child))
-        except OSError:
+            total += tree_cpu(child)
+        except OSError:  # it ended meanwhile
             pass
     return total
 

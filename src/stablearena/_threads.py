@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
@@ -62,8 +63,8 @@ def name_this_thread(name: str) -> None:
 def watch(
     name: str,
     tick: Callable[[], None],
-    stop: Any,
-    wake: Any,
+    stop: threading.Event,
+    wake: threading.Event,
     every: float,
     failed: Callable[[Exception], None],
 ) -> None:

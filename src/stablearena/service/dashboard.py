@@ -68,17 +68,22 @@ WATCH_WRITE_EVERY = 30.0
 LOOK_EVERY = 5.0
 
 
-def may_look(watcher: Any) -> bool:
-    """Whether a watcher (the dashboard's, the public boards') whose drawing is behind the
-    newest fit asks the database now: at every poll while someone watches through this worker
-    (its ``watched_at`` within ``dashboard_idle``), else every :data:`LOOK_EVERY` seconds (the
-    look is recorded in its ``_looked_at``)."""
-    now = time.monotonic()
-    local = watcher.watched_at >= time.time() - watcher.settings.dashboard_idle
-    if not local and now - watcher._looked_at < LOOK_EVERY:
-        return False
-    watcher._looked_at = now
-    return True
+class Looks:
+    """When a watcher (the dashboard's, the public boards') whose drawing is behind the newest
+    fit asks the database: at every poll while someone watches through this worker, else every
+    :data:`LOOK_EVERY` seconds."""
+
+    def __init__(self) -> None:
+        self.at = -LOOK_EVERY  # time.monotonic() of the last look
+
+    def due(self, watched_at: float, idle: float) -> bool:
+        """Whether to look now (and, if so, the look is counted): ``watched_at`` is when this
+        worker last served the watcher's page, ``idle`` the settings' ``dashboard_idle``."""
+        now = time.monotonic()
+        if watched_at < time.time() - idle and now - self.at < LOOK_EVERY:
+            return False
+        self.at = now
+        return True
 
 
 #: Seconds the count of battles served (an admin figure) is cached.
@@ -120,7 +125,7 @@ class Dashboard:
         self.next_render_at = 0.0
         self.watched_at = 0.0
         self._watched_db = 0.0
-        self._looked_at = -LOOK_EVERY  # time.monotonic() of the last look at the database
+        self._looks = Looks()
         self._watch_written = 0.0
         self._attempted: set[int] = set()
         self._executor: Executor | None = None
@@ -178,7 +183,7 @@ class Dashboard:
         fit = self.state.fit
         if fit is None or (self.view is not None and self.view.fit_id >= fit.id):
             return
-        if not may_look(self):
+        if not self._looks.due(self.watched_at, self.settings.dashboard_idle):
             return
         row, self._watched_db = store.newest_view(
             self.engine, None if self.view is None else self.view.fit_id

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from .._threads import watch
 from ..errors import StableArenaError
 from . import store
-from .dashboard import LOOK_EVERY, WATCH_WRITE_EVERY, may_look
+from .dashboard import WATCH_WRITE_EVERY, Looks
 from .errors import ApiError
 from .live_boards import export_frame, live_boards
 from .settings import Settings
@@ -130,7 +130,7 @@ class PublicBoards:
         self.drawings = 0
         self.watched_at = 0.0
         self._watch_written = 0.0
-        self._looked_at = -LOOK_EVERY  # time.monotonic() of the last look at the database
+        self._looks = Looks()
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -198,7 +198,7 @@ class PublicBoards:
         fit = self.state.fit
         if not self._behind(fit):
             return
-        if not may_look(self):
+        if not self._looks.due(self.watched_at, self.settings.dashboard_idle):
             return
         if time.time() < self.load() or not self._behind(fit):
             return

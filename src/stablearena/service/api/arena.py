@@ -422,12 +422,6 @@ async def arena_login(request: Request) -> Response:
     return resp
 
 
-#: Seconds between two writes of pieces to one answer stream (the first piece goes at once):
-#: 30 a second, faster than a person reads. Measured in bench/bench_arena.py (docs/guides/
-#: arena-page.md, "Under load").
-STREAM_FRAME = 1 / 30
-
-
 @router.post("/arena/logout", include_in_schema=False)
 async def arena_logout(request: Request) -> Response:
     """Sign out on the page (a form post): the identity cookie is cleared, so the next visit of
@@ -445,6 +439,11 @@ async def arena_prompt(request: Request) -> dict[str, str]:
     if await _who(request) is None:
         raise ApiError(403, "forbidden", "no arena identity; open /arena first", "cookie")
     return _holder(request).prompt()
+
+
+#: Seconds between two writes of pieces to one answer stream (the first piece goes at once):
+#: 30 a second, faster than a person reads (docs/guides/arena-page.md, "Measured under load").
+STREAM_FRAME = 1 / 30
 
 
 def _stream(

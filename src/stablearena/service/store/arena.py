@@ -249,7 +249,7 @@ def insert_held(
         store_image(conn, image, held["served_at"])
         held = {**held, "image_hash": image["hash"]}
     conn.execute(
-        _hot("held"),
+        _HELD_INSERT,
         {"battle_id": row["id"], "status": "served", "annotator_id": row["annotator_id"], **held},
     )
     if held.get("mode") == "named":  # models the visitor picked: never on the default board
@@ -257,55 +257,64 @@ def insert_held(
     return []
 
 
+# The statements on every battle's path, built once and run with their parameters by name
+# (``p_…``): building one took 0.1–0.3 ms of the writer's time, and a battle needs several (the
+# vote's own statements are raw SQL: votes._hot).
+_HELD_INSERT = held_battles.insert()
+_OPEN_MINE = (
+    sa.select(sa.func.count())
+    .select_from(held_battles)
+    .where(
+        held_battles.c.annotator_id == sa.bindparam("p_aid"),
+        held_battles.c.open_until > sa.bindparam("p_now"),
+    )
+)
+_OPEN_THERE = (
+    sa.select(sa.func.count())
+    .select_from(held_battles)
+    .where(
+        held_battles.c.address == sa.bindparam("p_address"),
+        held_battles.c.open_until > sa.bindparam("p_now"),
+    )
+)
+_VOTED = (
+    held_battles.update()
+    .where(
+        held_battles.c.battle_id == sa.bindparam("p_bid"), held_battles.c.open_until.is_not(None)
+    )
+    .values(open_until=None)
+)
+_VOTE_SEEN = (
+    sa.select(battles.c.anony, held_battles.c.mode)
+    .outerjoin(held_battles, held_battles.c.battle_id == battles.c.id)
+    .where(battles.c.id == sa.bindparam("p_bid"))
+)
+#: by whether the battle's answers named a model (anony false from then on)
+_EXPIRES = {
+    named: battles.update()
+    .where(battles.c.id == sa.bindparam("p_bid"))
+    .values(expires_at=sa.bindparam("p_expires"), **({"anony": False} if named else {}))
+    for named in (False, True)
+}
+
+
 @functools.cache
-def _hot(name: str) -> Any:
-    """The statements on every battle's path, built once and run with their parameters by
-    name (``p_…``): building one took 0.1–0.3 ms of the writer's time, and a battle needs
-    several. ``finish`` ± ``-owner`` ± ``-failed``, ``expires`` ± ``-named``."""
-    b, hb = sa.bindparam, held_battles.c
-    if name == "held":
-        return held_battles.insert()
-    if name.startswith("finish"):
-        mine = [hb.battle_id == b("p_bid"), hb.status == "served"]
-        if "-owner" in name:
-            mine.append(hb.owner == b("p_owner"))
-        done = {"status": b("p_status"), "failure": b("p_failure"), "completed_at": b("p_now")}
-        done["owner"] = None
-        if "-failed" in name:
-            done["open_until"] = None
-        return held_battles.update().where(*mine).values(**done)
-    if name.startswith("expires"):
-        named = {"anony": False} if "-named" in name else {}
-        return (
-            battles.update()
-            .where(battles.c.id == b("p_bid"))
-            .values(expires_at=b("p_expires"), **named)
-        )
-    if name == "open-mine":
-        return (
-            sa.select(sa.func.count())
-            .select_from(held_battles)
-            .where(hb.annotator_id == b("p_aid"), hb.open_until > b("p_now"))
-        )
-    if name == "open-there":
-        return (
-            sa.select(sa.func.count())
-            .select_from(held_battles)
-            .where(hb.address == b("p_address"), hb.open_until > b("p_now"))
-        )
-    if name == "voted":
-        return (
-            held_battles.update()
-            .where(hb.battle_id == b("p_bid"), hb.open_until.is_not(None))
-            .values(open_until=None)
-        )
-    if name == "vote-seen":
-        return (
-            sa.select(battles.c.anony, hb.mode)
-            .outerjoin(held_battles, hb.battle_id == battles.c.id)
-            .where(battles.c.id == b("p_bid"))
-        )
-    raise KeyError(name)
+def _finish_statement(owned: bool, failed: bool) -> Any:
+    """:func:`finish_held`'s update of the held row, for a turn with an ``owner`` or not and a
+    failure or not."""
+    hb = held_battles.c
+    mine = [hb.battle_id == sa.bindparam("p_bid"), hb.status == "served"]
+    if owned:
+        mine.append(hb.owner == sa.bindparam("p_owner"))
+    done: dict[str, Any] = {
+        "status": sa.bindparam("p_status"),
+        "failure": sa.bindparam("p_failure"),
+        "completed_at": sa.bindparam("p_now"),
+        "owner": None,
+    }
+    if failed:
+        done["open_until"] = None
+    return held_battles.update().where(*mine).values(**done)
 
 
 def store_image(conn: Connection, image: dict[str, Any], now: float) -> None:
@@ -381,11 +390,11 @@ def finish_held(
     its last complete turn, believing the owner dead (:func:`.serving.close_orphans`), keeps
     that turn as its last. Returns whether the turn was stored."""
     status = "failed" if failure else "complete"
-    stmt = "finish" + ("-owner" if owner is not None else "") + ("-failed" if failure else "")
     params = {"p_bid": battle_id, "p_status": status, "p_failure": failure, "p_now": now}
     if owner is not None:
         params["p_owner"] = owner
-    changed = conn.execute(_hot(stmt), params).rowcount
+    stmt = _finish_statement(owner is not None, bool(failure))
+    changed = conn.execute(stmt, params).rowcount
     if not changed and owner is not None:
         now_status = held_status(conn, battle_id)
         if now_status not in ENDED_BY_THE_PERSON:
@@ -429,8 +438,8 @@ def finish_held(
         if not done.rowcount:
             conn.execute(battle_answers.insert().values(**{**a, **summary, "battle_id": battle_id}))
     if changed and not failure:
-        stmt = "expires" if anonymous(answers) else "expires-named"
-        conn.execute(_hot(stmt), {"p_bid": battle_id, "p_expires": now + ttl})
+        stmt = _EXPIRES[not anonymous(answers)]
+        conn.execute(stmt, {"p_bid": battle_id, "p_expires": now + ttl})
     return True
 
 
@@ -858,11 +867,10 @@ def open_held(
     not failed (``held_battles.open_until``) — of the annotator, and from ``address``. Each
     count reads only the open battles (an index on (annotator_id, open_until) and one on
     (address, open_until)), so it costs the same however many battles the arena holds."""
-    mine = conn.execute(_hot("open-mine"), {"p_aid": annotator_id, "p_now": now}).scalar_one()
+    mine = conn.execute(_OPEN_MINE, {"p_aid": annotator_id, "p_now": now}).scalar_one()
     there = 0
     if address:
-        got = conn.execute(_hot("open-there"), {"p_address": address, "p_now": now})
-        there = got.scalar_one()
+        there = conn.execute(_OPEN_THERE, {"p_address": address, "p_now": now}).scalar_one()
     return int(mine), int(there)
 
 
@@ -921,8 +929,8 @@ def record_page_vote(
     counts against the caps on battles without a vote (:func:`open_held`)."""
     res = record_vote(conn, battle_id, annotator_id, outcome, now, correction_window, revision)
     if res.kind in ("new", "replay", "corrected"):
-        conn.execute(_hot("voted"), {"p_bid": battle_id})
-        got = conn.execute(_hot("vote-seen"), {"p_bid": battle_id}).first()
+        conn.execute(_VOTED, {"p_bid": battle_id})
+        got = conn.execute(_VOTE_SEEN, {"p_bid": battle_id}).first()
         anony = None if got is None else got.anony
         res = replace(
             res,
