@@ -261,21 +261,12 @@ def insert_held(
 # (``p_…``): building one took 0.1–0.3 ms of the writer's time, and a battle needs several (the
 # vote's own statements are raw SQL: votes._hot).
 _HELD_INSERT = held_battles.insert()
-_OPEN_MINE = (
+# the held battles open at p_now of one annotator (p_key: its id), of one address (p_key)
+_OPEN_MINE, _OPEN_THERE = (
     sa.select(sa.func.count())
     .select_from(held_battles)
-    .where(
-        held_battles.c.annotator_id == sa.bindparam("p_aid"),
-        held_battles.c.open_until > sa.bindparam("p_now"),
-    )
-)
-_OPEN_THERE = (
-    sa.select(sa.func.count())
-    .select_from(held_battles)
-    .where(
-        held_battles.c.address == sa.bindparam("p_address"),
-        held_battles.c.open_until > sa.bindparam("p_now"),
-    )
+    .where(column == sa.bindparam("p_key"), held_battles.c.open_until > sa.bindparam("p_now"))
+    for column in (held_battles.c.annotator_id, held_battles.c.address)
 )
 _VOTED = (
     held_battles.update()
@@ -867,10 +858,10 @@ def open_held(
     not failed (``held_battles.open_until``) — of the annotator, and from ``address``. Each
     count reads only the open battles (an index on (annotator_id, open_until) and one on
     (address, open_until)), so it costs the same however many battles the arena holds."""
-    mine = conn.execute(_OPEN_MINE, {"p_aid": annotator_id, "p_now": now}).scalar_one()
+    mine = conn.execute(_OPEN_MINE, {"p_key": annotator_id, "p_now": now}).scalar_one()
     there = 0
     if address:
-        there = conn.execute(_OPEN_THERE, {"p_address": address, "p_now": now}).scalar_one()
+        there = conn.execute(_OPEN_THERE, {"p_key": address, "p_now": now}).scalar_one()
     return int(mine), int(there)
 
 
