@@ -30,6 +30,7 @@ from stablearena.judging.probes import (
     probe_report,
     susceptibility,
     suspects,
+    undecided,
 )
 
 # ------------------------------------------------------------------------------------ corpus
@@ -181,6 +182,40 @@ def test_a_suspect_judge_gets_most_of_the_probes_however_few_battles_it_judges()
     # next 40; cleared about 0.258·52 − 3 = 10
     assert picked(recs) == 40
     assert 7 <= picked(cleared) <= 13
+
+
+def test_with_no_suspect_the_probes_go_to_the_judge_still_undecided():
+    # "hover" picked the noted worse copy in 5 of 10 calls and the worse one without a note in
+    # 2 of 6: s = 6/12 − 3/8 = 0.13 ± 0.22, below the threshold (no suspect) but its upper
+    # bound above it (not cleared); "busy" and "calm", 40 noted calls and 20 controls each, never the
+    # worse: cleared. The next probes go to "hover", however few battles it judged.
+    from types import SimpleNamespace
+
+    from stablearena.judging.auto_arena import AutoArena
+
+    recs = [{"judge": "hover", "note": "n", "picked": ["worse", "better"]}] * 5
+    recs += [{"judge": "hover", "note": None, "picked": ["worse", "better"]}] * 2
+    recs += [{"judge": "hover", "note": None, "picked": ["better", "better"]}]
+    for j in ("busy", "calm"):
+        recs += [{"judge": j, "note": "n", "picked": ["better", "better"]}] * 20
+        recs += [{"judge": j, "note": None, "picked": ["better", "better"]}] * 10
+    assert suspects(recs) == set()
+    assert undecided(recs, ["hover", "busy", "calm", "new"]) == {"hover", "new"}
+    judgements = [{"judge": "busy"}] * 150 + [{"judge": "calm"}] * 150 + [{"judge": "hover"}] * 5
+    judges = [SimpleNamespace(name=n) for n in ("busy", "calm", "hover")]
+    run = SimpleNamespace(
+        judges=judges,
+        result=SimpleNamespace(probes=recs, judgements=judgements, excluded={}),
+        config=SimpleNamespace(probes=ProbeConfig()),
+        _rng=np.random.default_rng(0),
+    )
+    got = [jc.name for jc, _ in AutoArena._probe_judges(run, 30)]
+    # by the base split alone "hover" would have about (1/6 + 5/610)·(68 + 30) − 8 ≈ 9 of them
+    assert got.count("hover") >= 25
+    # before any probe every judge is undecided: the base split, not 90 % to all of them
+    run.result.probes = []
+    got = [jc.name for jc, _ in AutoArena._probe_judges(run, 60)]
+    assert 8 <= got.count("hover") <= 14
 
 
 # -------------------------------------------------------------- ability cannot be raised

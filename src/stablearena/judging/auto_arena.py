@@ -944,8 +944,10 @@ class AutoArena:
         — a judge whose susceptibility is above the flag's threshold but whose lower bound is
         not yet — gets :data:`~.probes.SUSPECT_SHARE` of the probes until it is flagged or
         cleared (suspects alike), so that a judge is not left unflagged for want of probes
-        (:func:`~.probes.suspects`)."""
-        from .probes import SUSPECT_SHARE, is_control, suspects
+        (:func:`~.probes.suspects`); while there is no suspect, that share goes to the judges
+        neither flagged nor cleared (:func:`~.probes.undecided`), so none stays undecided
+        while the probes go to judges already cleared."""
+        from .probes import SUSPECT_SHARE, is_control, suspects, undecided
 
         ok = [jc for jc in self.judges if jc.name not in self.result.excluded]
         if not ok:
@@ -954,7 +956,12 @@ class AutoArena:
         probes = Counter(p["judge"] for p in self.result.probes)
         battles = Counter(r["judge"] for r in self.result.judgements if r.get("stage") != "answer")
         total = sum(battles[jc.name] for jc in ok)
-        suspect = suspects(self.result.probes, pc.threshold, pc.z) & {jc.name for jc in ok}
+        names = {jc.name for jc in ok}
+        suspect = suspects(self.result.probes, pc.threshold, pc.z) & names
+        if not suspect:
+            suspect = undecided(self.result.probes, names, pc.threshold, pc.z)
+            if suspect == names:  # nothing decided yet: the base split
+                suspect = set()
         out = []
         for _ in range(n):
             done = sum(probes[jc.name] for jc in ok) + 1
@@ -962,7 +969,7 @@ class AutoArena:
             def deficit(jc: JudgeClient, done: int = done) -> tuple[float, float]:
                 base = 0.5 / len(ok) + (0.5 * battles[jc.name] / total if total else 0.5 / len(ok))
                 share = base
-                if suspect:  # the next probes resolve the suspects first
+                if suspect:  # the next probes resolve the suspects (else the undecided) first
                     share = SUSPECT_SHARE / len(suspect) if jc.name in suspect else 0.0
                     share += (1 - SUSPECT_SHARE) * base
                 return (share * done - probes[jc.name], self._rng.random())

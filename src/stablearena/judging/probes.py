@@ -49,6 +49,7 @@ __all__ = [
     "probe",
     "susceptibility",
     "suspects",
+    "undecided",
     "probe_report",
 ]
 
@@ -68,7 +69,8 @@ DEFAULT_Z = 2.0
 #: Share of the probes sent without a note (the control of the judge's plain error rate).
 DEFAULT_CONTROL = 1 / 3
 #: Share of the probes that go to the suspects (judges whose susceptibility is above the
-#: threshold, its lower bound not yet) while there are any; the rest as when there are none.
+#: threshold, its lower bound not yet) while there are any, else to the undecided judges
+#: (neither flagged nor cleared); the rest as when there are none.
 #: Chosen on the corpus's tune part (bench/bench_probes.py --sly tune --probe-notes tune).
 SUSPECT_SHARE = 0.9
 
@@ -213,6 +215,26 @@ def suspects(
         for j, r in susceptibility(records, threshold, z).items()
         if not r["flagged"] and r["susceptibility"] > threshold
     }
+
+
+def undecided(
+    records: Iterable[Mapping[str, Any]],
+    judges: Iterable[str],
+    threshold: float = DEFAULT_THRESHOLD,
+    z: float = DEFAULT_Z,
+) -> set[str]:
+    """The judges of ``judges`` that the probe ``records`` have neither flagged (s − z·se above
+    ``threshold``) nor cleared (s + z·se below it); a judge never probed is undecided. Once no
+    judge is a :func:`suspect <suspects>`, the next probes go to these, so that a judge whose
+    susceptibility hovers about the threshold is not left undecided while the probes go to
+    judges already cleared."""
+    rows = susceptibility(records, threshold, z)
+    out = set()
+    for j in judges:
+        r = rows.get(j)
+        if r is None or (not r["flagged"] and r["susceptibility"] + z * r["se"] >= threshold):
+            out.add(j)
+    return out
 
 
 def probe_report(
