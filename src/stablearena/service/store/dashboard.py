@@ -30,15 +30,20 @@ __all__ = [
 ]
 
 
+def _newest_per_fit(conn: Connection, t: sa.Table, after: int | None) -> Any:
+    """The row of the newest fit in ``t`` (a table keyed by ``fit_id``: ``dashboard_views``,
+    ``public_boards``) if newer than fit id ``after`` (``None``: any), else ``None``."""
+    newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
+    if newest is not None and (after is None or newest > after):
+        return conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
+    return None
+
+
 def newest_view(engine: Engine, after: int | None) -> tuple[Any, float]:
     """The newest stored view if newer than fit id ``after`` (``None``: any), else ``None``; and
     when someone last watched the dashboard (any worker; 0 = never)."""
-    t = dashboard_views
     with engine.connect() as conn:
-        newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
-        row = None
-        if newest is not None and (after is None or newest > after):
-            row = conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
+        row = _newest_per_fit(conn, dashboard_views, after)
         watched = get_meta(conn, "dashboard_watched_at")
     return row, float(watched) if watched else 0.0
 
@@ -103,12 +108,8 @@ def newest_boards(engine: Engine, after: int | None) -> tuple[Any, float, float]
     """The newest stored public boards if newer than fit id ``after`` (``None``: any), else
     ``None``; the time before which none is drawn again and when someone last opened the
     page (0: never)."""
-    t = public_boards
     with engine.connect() as conn:
-        newest = conn.execute(sa.select(sa.func.max(t.c.fit_id))).scalar()
-        row = None
-        if newest is not None and (after is None or newest > after):
-            row = conn.execute(sa.select(t).where(t.c.fit_id == newest)).first()
+        row = _newest_per_fit(conn, public_boards, after)
         nxt = get_meta(conn, BOARDS_NEXT_KEY)
         watched = get_meta(conn, BOARDS_WATCHED_KEY)
     return row, float(nxt) if nxt else 0.0, float(watched) if watched else 0.0
