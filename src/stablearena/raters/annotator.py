@@ -1220,15 +1220,7 @@ class AmElo(Rater):
         """Fit on the annotators ``fit_idx`` of ``counts`` (no screening)."""
         kk = len(names)
         kin = len(fit_idx)
-        remap = np.full(kk, -1, dtype=np.int64)
-        remap[fit_idx] = np.arange(kin)
-        sel = remap[counts.annotator] >= 0  # type: ignore[index]
-        fc = counts.take(sel)
-        fc = replace(
-            fc,
-            annotator=remap[fc.annotator].astype(np.int32),  # type: ignore[index]
-            annotators=tuple(names[k] for k in fit_idx),
-        )
+        fc = _counts_of_annotators(counts, names, fit_idx)
         if fc.n_comparisons <= 0:
             raise InputError(f"{counts.source}: the annotators in the fit have no comparisons.")
         check = check_comparison_graph(fc, ties_count=True)
@@ -1297,28 +1289,8 @@ class AmElo(Rater):
             abilities[others] = other_abilities[0][others]
             se[others] = other_abilities[1][others]
         elif len(others):
-            o_remap = np.full(kk, -1, dtype=np.int64)
-            o_remap[others] = np.arange(len(others))
-            osel = o_remap[counts.annotator] >= 0  # type: ignore[index]
-            oc = counts.take(osel)
-            orows = AmEloRows(
-                counts.n_models,
-                len(others),
-                oc.i.astype(np.int64),
-                oc.j.astype(np.int64),
-                o_remap[oc.annotator],  # type: ignore[index]
-                oc.totals,
-                oc.score,
-            )
-            keep = orows.n > 0
-            orows = replace(
-                orows,
-                i=orows.i[keep],
-                j=orows.j[keep],
-                k=orows.k[keep],
-                n=orows.n[keep],
-                s=orows.s[keep],
-            )
+            oc = _counts_of_annotators(counts, names, others)
+            orows = AmEloRows.from_counts(oc, n_annotators=len(others))
             oa, ose = abilities_given_scores(x, orows)
             abilities[others] = oa
             se[others] = ose
@@ -1435,3 +1407,18 @@ def _annotator_counts(data: Battles | PairCounts) -> tuple[PairCounts, tuple[str
         annotators=(UNKNOWN_ANNOTATOR,),
     )
     return c, (note,)
+
+
+def _counts_of_annotators(
+    counts: PairCounts, names: tuple[str, ...], idx: np.ndarray
+) -> PairCounts:
+    """The rows of ``counts`` (annotator positions in ``names``) judged by the annotators at
+    ``idx``, numbered 0, 1, … in the order of ``idx`` and named accordingly."""
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[idx] = np.arange(len(idx))
+    fc = counts.take(remap[counts.annotator] >= 0)  # type: ignore[index]
+    return replace(
+        fc,
+        annotator=remap[fc.annotator].astype(np.int32),  # type: ignore[index]
+        annotators=tuple(names[k] for k in idx),
+    )
