@@ -274,20 +274,29 @@ def _kkt_step(
     rhs = gx - np.asarray(b @ ga_s).ravel() + c * ((sign * ga_s).sum() / su)
     shift = max(float(np.mean(np.abs(np.diag(schur)))), 1e-12)
     mat = schur + shift / m
-    # numpy's LAPACK throughout: mixing numpy's and scipy's OpenBLAS thread pools makes each
-    # wait for the other's spinning threads
-    try:
-        np.linalg.cholesky(mat)
-        dx = np.linalg.solve(mat, rhs)
-    except np.linalg.LinAlgError:
-        return None
-    if not np.all(np.isfinite(dx)):
+    dx = _pd_solve(mat, rhs)
+    if dx is None:
         return None
     dx -= dx.mean()
     t = dinv * (ga - np.asarray(b.T @ dx).ravel())
     lam = (sign * t).sum() / su
     da = t - lam * u
     return dx, da
+
+
+def _pd_solve(mat: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
+    """The solution of ``mat`` x = ``rhs`` for a positive definite ``mat`` (a Newton step's
+    reduced system); ``None`` when ``mat`` is not positive definite (its Cholesky factorisation
+    fails) or x is not finite. NumPy's LAPACK throughout: mixing NumPy's and SciPy's OpenBLAS
+    thread pools makes each wait for the other's spinning threads."""
+    try:
+        np.linalg.cholesky(mat)
+        x = np.linalg.solve(mat, rhs)
+    except np.linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(x)):
+        return None
+    return x
 
 
 def _gauge_signs(a: np.ndarray, active: np.ndarray) -> np.ndarray:

@@ -54,7 +54,13 @@ from ..data.battles import Battles, Outcome, PairCounts
 from ..data.graph import check_comparison_graph
 from ..errors import ConvergenceError, InputError, StableArenaWarning
 from ._newton import NO_PROGRESS, NewtonProblem, newton
-from .annotator import ANNOTATOR_PRIOR_STRENGTH, _gauge_signs, _orient, separable_by_logit
+from .annotator import (
+    ANNOTATOR_PRIOR_STRENGTH,
+    _gauge_signs,
+    _orient,
+    _pd_solve,
+    separable_by_logit,
+)
 from .base import Convergence, Fitted, Rater, _freeze, parse_anchor, register_rater
 from .bradley_terry import PRIOR_STRENGTH, _prior_terms
 
@@ -704,12 +710,8 @@ def _am_step(
     rhs = obj.grad - cross @ ga_s + c * ((sign * ga_s).sum() / su)
     if free_shift:
         schur[:m, :m] += max(float(np.mean(np.abs(np.diag(schur)))), 1e-12) / m
-    try:
-        np.linalg.cholesky(schur)
-        dth = np.linalg.solve(schur, rhs)
-    except np.linalg.LinAlgError:
-        return None
-    if not np.all(np.isfinite(dth)):
+    dth = _pd_solve(schur, rhs)
+    if dth is None:
         return None
     if free_shift:
         dth[:m] -= dth[:m].mean()
