@@ -276,6 +276,15 @@ def _encode_names(
     return codes.astype(np.int32), tuple(str(n) for n in names)
 
 
+def _used_names(names: tuple[str, ...], *codes: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+    """The ``names`` some code in ``codes`` uses, in their order, and every old code's new code
+    among them (the ``compact`` of battles and of pair counts)."""
+    used = np.zeros(len(names), dtype=bool)
+    for c in codes:
+        used[c] = True
+    return tuple(n for n, u in zip(names, used, strict=True) if u), np.cumsum(used) - 1
+
+
 def _unsigned_max(x: np.ndarray) -> int:
     """The largest element of an integer array with negative values read as huge ones (their
     two's-complement unsigned value): ``< k`` exactly when every element lies in 0..k−1."""
@@ -730,13 +739,10 @@ class Battles:
 
     def compact(self) -> Battles:
         """Drop models (and annotators, prompts) that no longer occur, re-coding the rest."""
-        used = np.zeros(self.n_models, dtype=bool)
-        used[self.model_a] = True
-        used[self.model_b] = True
-        new = np.cumsum(used) - 1
+        models, new = _used_names(self.models, self.model_a, self.model_b)
         out = replace(
             self,
-            models=tuple(n for n, u in zip(self.models, used, strict=True) if u),
+            models=models,
             model_a=new[self.model_a].astype(np.int32),
             model_b=new[self.model_b].astype(np.int32),
         )
@@ -744,17 +750,8 @@ class Battles:
             codes = getattr(out, codes_name)
             if codes is None:
                 continue
-            names = getattr(out, names_name)
-            u = np.zeros(len(names), dtype=bool)
-            u[codes] = True
-            remap = np.cumsum(u) - 1
-            out = replace(
-                out,
-                **{
-                    codes_name: remap[codes].astype(np.int32),
-                    names_name: tuple(n for n, k in zip(names, u, strict=True) if k),
-                },
-            )
+            names, remap = _used_names(getattr(out, names_name), codes)
+            out = replace(out, **{codes_name: remap[codes].astype(np.int32), names_name: names})
         return out
 
     # ------------------------------------------------------------------ filters
@@ -1099,24 +1096,14 @@ class PairCounts:
 
     def compact(self) -> PairCounts:
         """Drop models (and annotators) that occur in no row, re-coding the rest."""
-        used = np.zeros(self.n_models, dtype=bool)
-        used[self.i] = True
-        used[self.j] = True
-        new = np.cumsum(used) - 1
+        models, new = _used_names(self.models, self.i, self.j)
         out = replace(
-            self,
-            models=tuple(n for n, u in zip(self.models, used, strict=True) if u),
-            i=new[self.i].astype(np.int32),
-            j=new[self.j].astype(np.int32),
+            self, models=models, i=new[self.i].astype(np.int32), j=new[self.j].astype(np.int32)
         )
         if out.annotator is not None and out.annotators is not None:
-            u = np.zeros(len(out.annotators), dtype=bool)
-            u[out.annotator] = True
-            remap = np.cumsum(u) - 1
+            annotators, remap = _used_names(out.annotators, out.annotator)
             out = replace(
-                out,
-                annotator=remap[out.annotator].astype(np.int32),
-                annotators=tuple(n for n, k in zip(out.annotators, u, strict=True) if k),
+                out, annotator=remap[out.annotator].astype(np.int32), annotators=annotators
             )
         return out
 
