@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["name_this_thread", "single_threaded_blas", "watch"]
+__all__ = ["name_this_thread", "single_threaded_blas", "stop_watching", "watch"]
 
 
 def _controller() -> Any:
@@ -80,3 +80,14 @@ def watch(
             failed(exc)
         wake.wait(every)
         wake.clear()
+
+
+def stop_watching(
+    stop: threading.Event, wake: threading.Event, thread: threading.Thread, timeout: float
+) -> None:
+    """End the watcher ``thread`` running :func:`watch` with ``stop`` and ``wake``: ``stop``
+    set, ``wake`` set so that it does not sleep out its wait, then joined for at most
+    ``timeout`` seconds."""
+    stop.set()
+    wake.set()
+    thread.join(timeout=timeout)

@@ -39,7 +39,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
-from .._threads import watch
+from .._threads import stop_watching, watch
 from . import store
 from .render import (
     RenderJob,
@@ -141,9 +141,7 @@ class Dashboard:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=30)
+        stop_watching(self._stop, self._wake, self._thread, 30)
         if self._executor is not None:
             from .._lifetime import stop_pool
 

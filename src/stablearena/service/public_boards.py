@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any, NamedTuple
 
-from .._threads import watch
+from .._threads import stop_watching, watch
 from ..errors import StableArenaError
 from . import store
 from .dashboard import WATCH_WRITE_EVERY, Looks
@@ -146,9 +146,7 @@ class PublicBoards:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=60)
+        stop_watching(self._stop, self._wake, self._thread, 60)
         if self._lock_conn is not None:
             self._lock_conn.close()
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from .._threads import watch
+from .._threads import stop_watching, watch
 from ..analysis.fitcheck import board_problems
 from ..errors import TooFewRecords
 from . import store
@@ -137,9 +137,7 @@ class Refitter:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="arena-fit")
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=60)
+        stop_watching(self._stop, self._wake, self._thread, 60)
         if self._executor is not None:
             from .._lifetime import stop_pool
 
