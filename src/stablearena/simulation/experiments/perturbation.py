@@ -129,6 +129,32 @@ def start_protocol(
     return keep_annotators_with_records(battles, config.min_records, experiment), t0
 
 
+def finish_protocol(
+    data: Battles,
+    config: Any,
+    t0: float,
+    source: str,
+    notes: list[str],
+    caught: Sequence[warnings.WarningMessage],
+) -> dict[str, Any]:
+    """The common end of the am-ELO protocols (their start: :func:`start_protocol`): a note
+    appended to ``notes`` on the warnings ``caught`` during the fits (how many distinct ones,
+    and the first), and the fields every result has — ``source`` (the log's by default), the
+    sizes of the log ``data``, ``config``, the seconds since ``t0`` and ``notes``."""
+    msgs = sorted({str(w.message) for w in caught})
+    if msgs:
+        notes.append(f"{len(msgs)} distinct warning(s) during the fits, e.g.: {msgs[0]}")
+    return {
+        "source": source or data.source,
+        "n_models": data.n_models,
+        "n_annotators": len(data.annotators),  # type: ignore[arg-type]
+        "n_battles": len(data),
+        "config": config,
+        "seconds": time.perf_counter() - t0,
+        "notes": notes,
+    }
+
+
 def keep_annotators_with_records(
     battles: Battles, min_records: int, experiment: str = "the perturbation experiment"
 ) -> Battles:
@@ -242,23 +268,14 @@ def run_perturbation(
                 f"{bad[0][f'failed_{m}']}); those runs are counted in failed_{m} and left out "
                 "of that method's means."
             )
-    msgs = sorted({str(w.message) for w in caught})
-    if msgs:
-        notes.append(f"{len(msgs)} distinct warning(s) during the fits, e.g.: {msgs[0]}")
     summary = _summarise(runs, config, thresholds)
     return PerturbationResult(
-        source=source or data.source,
-        n_models=data.n_models,
-        n_annotators=kk,
-        n_battles=len(data),
         thresholds=tuple(float(e) for e in thresholds),
         baseline_flagged=baseline,
         summary=summary,
         runs=runs,
-        config=config,
-        seconds=time.perf_counter() - t0,
-        notes=notes,
         screened_out=screened_out,
+        **finish_protocol(data, config, t0, source, notes, caught),
     )
 
 

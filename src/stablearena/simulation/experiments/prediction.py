@@ -20,7 +20,6 @@ removed first.
 
 from __future__ import annotations
 
-import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,7 @@ from ...data.battles import Battles
 from ...errors import InputError, StableArenaWarning
 from ...raters import get_rater
 from ...raters.annotator import AmEloFitted
-from .perturbation import ExperimentResult, start_protocol
+from .perturbation import ExperimentResult, finish_protocol, start_protocol
 
 __all__ = ["PredictionConfig", "PredictionResult", "predict_battles", "run_prediction"]
 
@@ -140,9 +139,6 @@ def run_prediction(
         notes.append(
             f"{dropped} held-out battles involved a model absent from their training folds and were skipped"
         )
-    msgs = sorted({str(w.message) for w in caught})
-    if msgs:
-        notes.append(f"{len(msgs)} distinct warning(s) during the fits, e.g.: {msgs[0]}")
     table = []
     for m in config.methods:
         rows = [r for r in fold_rows if r["method"] == m]
@@ -160,13 +156,5 @@ def run_prediction(
             }
         )
     return PredictionResult(
-        source=source or data.source,
-        n_models=data.n_models,
-        n_annotators=len(data.annotators),  # type: ignore[arg-type]
-        n_battles=n,
-        table=table,
-        folds=fold_rows,
-        config=config,
-        seconds=time.perf_counter() - t0,
-        notes=notes,
+        table=table, folds=fold_rows, **finish_protocol(data, config, t0, source, notes, caught)
     )

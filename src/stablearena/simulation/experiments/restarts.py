@@ -20,7 +20,6 @@ the optimal loss the gradient methods approach.
 
 from __future__ import annotations
 
-import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,7 @@ from ...data.battles import Battles
 from ...errors import InputError, StableArenaWarning
 from ...raters import ELO_SCALE, get_rater
 from ...raters.annotator import AmEloRows, adam_am_elo, am_elo_loglik
-from .perturbation import ExperimentResult, start_protocol
+from .perturbation import ExperimentResult, finish_protocol, start_protocol
 
 __all__ = ["RestartsConfig", "RestartsResult", "run_restarts"]
 
@@ -152,18 +151,9 @@ def run_restarts(
                     "restarts": config.restarts,
                 }
             )
-    msgs = sorted({str(w.message) for w in caught})
-    if msgs:
-        notes.append(f"{len(msgs)} distinct warning(s) during the fits, e.g.: {msgs[0]}")
     return RestartsResult(
-        source=source or data.source,
-        n_models=data.n_models,
-        n_annotators=kk,
-        n_battles=len(data),
         epochs=epochs,
         curves=curves,
         final=final,
-        config=config,
-        seconds=time.perf_counter() - t0,
-        notes=notes,
+        **finish_protocol(data, config, t0, source, notes, caught),
     )
