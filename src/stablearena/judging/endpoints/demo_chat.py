@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
@@ -1142,6 +1143,21 @@ def _compose_followup(a: _Answer, r: Reading, answers: list[str]) -> None:
     a.core(_bullets(a.some(extra, least=2)))
 
 
+#: the composer of each kind of reading that needs nothing but the reading (math and capital
+#: also take the checkable answer said, a follow-up the earlier answers; any other kind is
+#: explained: :func:`_compose_explain`)
+_COMPOSERS: dict[str, Callable[[_Answer, Reading], None]] = {
+    "translate": _compose_translate,
+    "compare": _compose_compare,
+    "creative": _compose_creative,
+    "summary": _compose_summary,
+    "code": _compose_code,
+    "advice": _compose_advice,
+    "howto": _compose_howto,
+    "greeting": _compose_greeting,
+}
+
+
 def compose(
     reading: Reading,
     rng: random.Random,
@@ -1165,24 +1181,8 @@ def compose(
         _compose_math(a, reading, said)
     elif k == "capital":
         _compose_capital(a, reading, said)
-    elif k == "translate":
-        _compose_translate(a, reading)
-    elif k == "compare":
-        _compose_compare(a, reading)
-    elif k == "creative":
-        _compose_creative(a, reading)
-    elif k == "summary":
-        _compose_summary(a, reading)
-    elif k == "code":
-        _compose_code(a, reading)
-    elif k == "advice":
-        _compose_advice(a, reading)
-    elif k == "howto":
-        _compose_howto(a, reading)
-    elif k == "greeting":
-        _compose_greeting(a, reading)
     elif k == "followup":
         _compose_followup(a, reading, answers or [])
     else:
-        _compose_explain(a, reading)
+        _COMPOSERS.get(k, _compose_explain)(a, reading)
     return a.text()
