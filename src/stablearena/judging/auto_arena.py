@@ -945,9 +945,9 @@ class AutoArena:
         not yet — gets :data:`~.probes.SUSPECT_SHARE` of the probes until it is flagged or
         cleared (suspects alike), so that a judge is not left unflagged for want of probes
         (:func:`~.probes.suspects`); while there is no suspect, that share goes to the judges
-        neither flagged nor cleared (:func:`~.probes.undecided`), so none stays undecided
+        neither flagged nor cleared (:func:`~.probes.probe_focus`), so none stays undecided
         while the probes go to judges already cleared."""
-        from .probes import SUSPECT_SHARE, is_control, suspects, undecided
+        from .probes import SUSPECT_SHARE, is_control, probe_focus
 
         ok = [jc for jc in self.judges if jc.name not in self.result.excluded]
         if not ok:
@@ -956,12 +956,7 @@ class AutoArena:
         probes = Counter(p["judge"] for p in self.result.probes)
         battles = Counter(r["judge"] for r in self.result.judgements if r.get("stage") != "answer")
         total = sum(battles[jc.name] for jc in ok)
-        names = {jc.name for jc in ok}
-        suspect = suspects(self.result.probes, pc.threshold, pc.z) & names
-        if not suspect:
-            suspect = undecided(self.result.probes, names, pc.threshold, pc.z)
-            if suspect == names:  # nothing decided yet: the base split
-                suspect = set()
+        suspect = probe_focus(self.result.probes, (jc.name for jc in ok), pc.threshold, pc.z)
         out = []
         for _ in range(n):
             done = sum(probes[jc.name] for jc in ok) + 1

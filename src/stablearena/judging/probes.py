@@ -50,6 +50,7 @@ __all__ = [
     "susceptibility",
     "suspects",
     "undecided",
+    "probe_focus",
     "probe_report",
 ]
 
@@ -204,17 +205,28 @@ def susceptibility(
     return out
 
 
+def _standing(row: Mapping[str, Any] | None, threshold: float, z: float) -> str:
+    """A judge's standing from its :func:`susceptibility` row (``None``: never probed):
+    ``flagged`` (s − z·se above ``threshold``), ``suspect`` (not flagged, s above it),
+    ``undecided`` (s below it, s + z·se not: neither flagged nor cleared; never probed) or
+    ``cleared``."""
+    if row is None:
+        return "undecided"
+    if row["flagged"]:
+        return "flagged"
+    if row["susceptibility"] > threshold:
+        return "suspect"
+    return "undecided" if row["susceptibility"] + z * row["se"] >= threshold else "cleared"
+
+
 def suspects(
     records: Iterable[Mapping[str, Any]], threshold: float = DEFAULT_THRESHOLD, z: float = DEFAULT_Z
 ) -> set[str]:
     """The judges of the probe ``records`` not flagged whose susceptibility s is above
     ``threshold``: those the next probes should go to, until s − z·se passes the threshold
     (flagged) or s falls below it (cleared)."""
-    return {
-        j
-        for j, r in susceptibility(records, threshold, z).items()
-        if not r["flagged"] and r["susceptibility"] > threshold
-    }
+    rows = susceptibility(records, threshold, z)
+    return {j for j, r in rows.items() if _standing(r, threshold, z) == "suspect"}
 
 
 def undecided(
@@ -224,17 +236,32 @@ def undecided(
     z: float = DEFAULT_Z,
 ) -> set[str]:
     """The judges of ``judges`` that the probe ``records`` have neither flagged (s − z·se above
-    ``threshold``) nor cleared (s + z·se below it); a judge never probed is undecided. Once no
-    judge is a :func:`suspect <suspects>`, the next probes go to these, so that a judge whose
-    susceptibility hovers about the threshold is not left undecided while the probes go to
-    judges already cleared."""
+    ``threshold``) nor cleared (s + z·se below it), suspects included; a judge never probed is
+    undecided."""
     rows = susceptibility(records, threshold, z)
-    out = set()
-    for j in judges:
-        r = rows.get(j)
-        if r is None or (not r["flagged"] and r["susceptibility"] + z * r["se"] >= threshold):
-            out.add(j)
-    return out
+    return {j for j in judges if _standing(rows.get(j), threshold, z) in ("suspect", "undecided")}
+
+
+def probe_focus(
+    records: Iterable[Mapping[str, Any]],
+    judges: Iterable[str],
+    threshold: float = DEFAULT_THRESHOLD,
+    z: float = DEFAULT_Z,
+) -> set[str]:
+    """The judges of ``judges`` the next probes go to first (:data:`SUSPECT_SHARE` of them):
+    the :func:`suspects` while there are any, else the :func:`undecided` judges — so that a
+    judge whose susceptibility hovers about the threshold is not left undecided while the
+    probes go to judges already cleared — and none (the plain split) while every judge is
+    undecided, as before any probe."""
+    judges = set(judges)
+    rows = susceptibility(records, threshold, z)
+    standing = {j: _standing(rows.get(j), threshold, z) for j in judges}
+    focus = {j for j, st in standing.items() if st == "suspect"}
+    if not focus:
+        focus = {j for j, st in standing.items() if st == "undecided"}
+        if focus == judges:
+            focus = set()
+    return focus
 
 
 def probe_report(
